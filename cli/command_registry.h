@@ -1,0 +1,44 @@
+// The registry of `bakeoff` subcommands. Each subcommand lives in its own
+// cli/<name>_command.cc and registers itself with BAKEOFF_REGISTER_COMMAND, so adding
+// a command touches no shared file. Registration runs during static initialisation
+// (single-threaded); Commands() is read once by main.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <map>
+#include <string>
+
+namespace bakeoff::cli {
+
+// Process exit codes of `bakeoff` (documented in docs/cli.md).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;      // the operation ran and failed
+inline constexpr int kExitUsage = 2;        // bad flags or invalid input (a sweep file)
+inline constexpr int kExitUnavailable = 3;  // coordinator unreachable, database missing
+inline constexpr int kExitIncomplete = 4;   // submit --wait: the sweep ended with trials
+                                            // that did not succeed (oom, failed, ...)
+
+// Adds the subcommand to `root`. The subcommand's callback stores its exit code in
+// *exit_code (which outlives the parse).
+using CommandSetup = std::function<void(CLI::App& root, int* exit_code)>;
+
+inline std::map<std::string, CommandSetup>& Commands() {
+  static std::map<std::string, CommandSetup> commands;
+  return commands;
+}
+
+inline bool RegisterCommand(const std::string& name, CommandSetup setup) {
+  Commands().emplace(name, std::move(setup));
+  return true;
+}
+
+}  // namespace bakeoff::cli
+
+#define BAKEOFF_CONCAT_INNER(a, b) a##b
+#define BAKEOFF_CONCAT(a, b) BAKEOFF_CONCAT_INNER(a, b)
+// Use once per *_command.cc at namespace scope: BAKEOFF_REGISTER_COMMAND("validate", SetupValidate);
+#define BAKEOFF_REGISTER_COMMAND(name, setup) \
+  static const bool BAKEOFF_CONCAT(bakeoff_command_registered_, __LINE__) = \
+      ::bakeoff::cli::RegisterCommand(name, setup)
