@@ -1,0 +1,41 @@
+# Helpers that keep each component's CMakeLists.txt short: a component library is every
+# .cc in its folder, and each tests/<component>/<name>_test.cc is one test executable.
+# A file named *_slow_test.cc gets the ctest label "slow" (CI runs it; `-LE slow` skips).
+
+# bakeoff_component_library(NAME DIR LIBS...)
+function(bakeoff_component_library name dir)
+  file(GLOB sources CONFIGURE_DEPENDS ${dir}/*.cc)
+  if(sources)
+    add_library(${name} STATIC ${sources})
+    target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  else()
+    add_library(${name} INTERFACE)
+    target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR})
+  endif()
+  if(ARGN)
+    if(sources)
+      target_link_libraries(${name} PUBLIC ${ARGN})
+    else()
+      target_link_libraries(${name} INTERFACE ${ARGN})
+    endif()
+  endif()
+endfunction()
+
+# bakeoff_component_tests(DIR LIBS...): one gtest executable per *_test.cc in DIR.
+function(bakeoff_component_tests dir)
+  file(GLOB tests CONFIGURE_DEPENDS ${dir}/*_test.cc)
+  foreach(test_source ${tests})
+    get_filename_component(test_name ${test_source} NAME_WE)
+    add_executable(${test_name} ${test_source})
+    target_link_libraries(${test_name} PRIVATE GTest::gtest_main GTest::gmock ${ARGN})
+    target_include_directories(${test_name} PRIVATE ${PROJECT_SOURCE_DIR})
+    # Tests find the built binaries and the source tree through these.
+    target_compile_definitions(${test_name} PRIVATE
+      BAKEOFF_BINARY_DIR="${CMAKE_BINARY_DIR}" BAKEOFF_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+    set(labels ${test_name})
+    if(test_name MATCHES "_slow_test$")
+      list(APPEND labels slow)
+    endif()
+    gtest_discover_tests(${test_name} PROPERTIES LABELS "${labels}" DISCOVERY_TIMEOUT 60)
+  endforeach()
+endfunction()
