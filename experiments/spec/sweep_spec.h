@@ -1,0 +1,118 @@
+// SweepSpec: one validated sweep as parsed from its YAML file (docs/sweep.md): what the
+// user asked for, normalised (defaults filled in, workload fields mapped onto the
+// trainer's flat configuration names, values typed). It says nothing yet about which
+// variants and trials exist; Expand() (sweep_expander.h) computes those.
+// Thread-safety: plain values; a const SweepSpec may be read from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace bakeoff::spec {
+
+// Where a value was written: file (the source name given to the parser), 1-based line
+// and column. Line 0 means "not from a file" (a default).
+struct SourceLocation {
+  std::string file;
+  int line = 0;
+  int column = 0;
+
+  // "file:line:column", or just "file" when line is 0.
+  std::string ToString() const;
+};
+
+enum class Method { kGrid, kRandom };
+enum class Order { kInterleaved, kSequential, kRandom };
+enum class Executor { kLora, kCommand };
+
+// A continuous or integer range sampled by `method: random`.
+struct Distribution {
+  enum class Kind { kIntUniform, kUniform, kLogUniform };
+  Kind kind = Kind::kUniform;
+  double min = 0;
+  double max = 0;
+};
+
+// One entry of `parameters`. Exactly one of `values` (grid or random: each variant takes
+// one of them) or `distribution` (random only) is set. `{value: x}` is stored as a
+// single-element `values` with `fixed` true.
+struct ParameterAxis {
+  std::string name;                  // the trainer's flat field name (e.g. "micro_batch")
+  std::vector<nlohmann::json> values;  // typed and normalised (see CanonicalValue)
+  std::optional<Distribution> distribution;
+  bool fixed = false;                // written as {value: x}
+  SourceLocation location;
+
+  // True when variants can differ in this axis: two or more values, or a distribution.
+  // Only varying axes appear in variant keys.
+  bool Varies() const { return distribution.has_value() || values.size() > 1; }
+};
+
+// One `exclude` rule: it matches a variant when every named field equals the variant's
+// value for it (axis value, else workload value, else the trainer's default).
+struct ExcludeRule {
+  std::vector<std::pair<std::string, nlohmann::json>> match;  // in the order written
+  SourceLocation location;
+};
+
+struct Workload {
+  Executor executor = Executor::kLora;
+  // The trainer configuration shared by every variant: the workload's fields with
+  // `lora: {alpha, dropout, targets, rank}` flattened to lora_alpha, ... Axis values
+  // are merged over it per variant. Never contains "device" (from resources).
+  nlohmann::json defaults = nlohmann::json::object();
+  // executor: command only: the allowlisted template's name and its arguments.
+  std::string command_template;
+  nlohmann::json command_args = nlohmann::json::object();
+};
+
+struct Resources {
+  std::string device = "cpu";  // "cpu" | "cuda"
+  std::string gpu_type;        // e.g. "A100"; empty = any (cuda only)
+};
+
+struct Limits {
+  std::chrono::seconds trial_timeout{3600};
+  int max_attempts = 3;  // attempts per trial; only `lost` attempts are retried
+};
+
+struct SweepSpec {
+  std::string source_name;  // file name given to the parser (for messages)
+  std::string name;
+  std::string question;
+  Workload workload;
+  Method method = Method::kGrid;
+  int64_t count = 0;        // method random: variants to draw (>= 1)
+  uint64_t seed = 0;        // method random and order random
+  std::vector<ParameterAxis> parameters;  // in the order written in the file
+  std::vector<ExcludeRule> exclude;
+  // Axis name -> baseline value, in the order written. Empty: no baseline (the report
+  // then has nothing to pair variants with; the parser adds a warning).
+  std::vector<std::pair<std::string, nlohmann::json>> baseline;
+  int repeats = 1;
+  Order order = Order::kInterleaved;
+  Resources resources;
+  Limits limits;
+  // Things that are legal but probably not what the user meant (for `bakeoff validate`).
+  std::vector<std::string> warnings;
+
+  // The axis named `name`, or nullptr.
+  const ParameterAxis* FindAxis(const std::string& name) const;
+};
+
+const char* MethodName(Method method);        // "grid" | "random"
+const char* OrderName(Order order);           // "interleaved" | "sequential" | "random"
+const char* ExecutorName(Executor executor);  // "lora" | "command"
+const char* DistributionName(Distribution::Kind kind);  // "int_uniform" | ...
+
+// The normalised spec as JSON (what the coordinator stores and serves): every field
+// with its resolved default; trial_timeout in seconds as "trial_timeout_s".
+nlohmann::json ToJson(const SweepSpec& spec);
+
+}  // namespace bakeoff::spec
