@@ -1,0 +1,215 @@
+// ResultsStore: the coordinator's SQLite results database (results.db). It keeps every
+// sweep, variant, trial, attempt, worker, step metric, trial summary and event, so that
+// the coordinator can recover after a restart and users can query results with no
+// server (docs/schema.md documents every table).
+//
+// Write model. The store applies and persists transitions of the trial state machine;
+// it does not decide them (the coordinator does). Every transition is a compare-and-set
+// on the trial's current state and attempt, applied in one transaction, so a message
+// delivered twice changes nothing the second time (the call returns applied=false with
+// the state found). Transitions that decide whether a trial runs again (assign, finish,
+// requeue) and sweep creation are committed with synchronous=FULL before the call
+// returns; metric and event batches are committed with synchronous=NORMAL (they survive
+// a process crash; on power loss the last batches may be lost, never half-written).
+// Writes for an attempt that is not the trial's current attempt, or whose attempt was
+// marked lost, are refused row by row and counted (BatchResult::stale).
+//
+// Disk trouble. SQLITE_FULL becomes kResourceExhausted; SQLITE_READONLY, SQLITE_IOERR,
+// SQLITE_CANTOPEN and SQLITE_CORRUPT become kIoError, each naming the database file.
+// The failed transaction is rolled back (nothing committed earlier is lost) and the
+// store turns unhealthy: healthy() is false and health() says why, until Probe()
+// succeeds. The coordinator refuses new work while the store is unhealthy.
+//
+// Thread-safety: one connection guarded by an internal mutex. Every method may be
+// called from any thread; calls are serialised. Other processes may read the file at
+// the same time (WAL mode), e.g. `bakeoff query` or `sqlite3 results.db`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "metrics/read_only_query.h"
+#include "metrics/store_records.h"
+#include "protocol/status.h"
+
+namespace bakeoff::metrics {
+
+class SqliteConnection;
+
+struct StoreOptions {
+  // The database file; created (with its directory's existing permissions) if absent.
+  std::string path = "results.db";
+  // Source of every timestamp the store writes itself. Defaults to the system clock.
+  std::function<UnixSeconds()> clock;
+  // How long a write waits for another process's lock before failing (kUnavailable).
+  int busy_timeout_ms = 5000;
+  // Cap on the database size in pages (PRAGMA max_page_count); 0 = SQLite's default.
+  // Reaching it is reported like a full disk (kResourceExhausted).
+  int64_t max_page_count = 0;
+  // Commit metric and event batches with synchronous=FULL too (slower; survives power
+  // loss). Transitions are always FULL.
+  bool metrics_synchronous_full = false;
+};
+
+// What a compare-and-set transition did. applied=false is not an error: the trial was
+// not in the expected state or attempt (a duplicate or stale message); `state` and
+// `attempts_used` say what was found so the caller can log it.
+struct TransitionResult {
+  bool applied = false;
+  TrialState state = TrialState::kQueued;
+  int64_t attempts_used = 0;
+  std::optional<Outcome> outcome;
+  // For AssignTrial: the new attempt's number when applied.
+  int64_t attempt = 0;
+};
+
+// What a batch write did with its rows.
+struct BatchResult {
+  int64_t written = 0;     // rows inserted
+  int64_t duplicates = 0;  // rows already stored (redelivered), left unchanged
+  int64_t stale = 0;       // rows for a non-current or lost attempt, refused
+};
+
+// Rows of one delivery from a worker; written in one transaction.
+struct MetricsBatch {
+  std::vector<StepMetric> steps;
+  std::vector<TrialSummary> summaries;
+  std::vector<EventRecord> events;
+};
+
+// Created by CreateSweep: the sweep's id and its trials' ids in the order given.
+struct CreatedSweep {
+  int64_t sweep_id = 0;
+  std::vector<int64_t> trial_ids;
+};
+
+// Input for one trial of a new sweep (ids and states are set by the store).
+struct NewTrial {
+  std::string variant_key;
+  int64_t repeat = 0;
+  int64_t order_index = 0;
+  int64_t max_attempts = 1;
+};
+
+class ResultsStore {
+ public:
+  // Opens or creates the database, switches it to WAL mode and applies every pending
+  // migration (each in its own transaction). Fails with kIoError / kResourceExhausted
+  // when the file cannot be opened or migrated, and kInvalidArgument when the file was
+  // written by a newer Bakeoff (schema version above kLatestSchemaVersion).
+  static Result<std::unique_ptr<ResultsStore>> Open(StoreOptions options);
+
+  ~ResultsStore();
+  ResultsStore(const ResultsStore&) = delete;
+  ResultsStore& operator=(const ResultsStore&) = delete;
+
+  const std::string& path() const { return options_.path; }
+  // The schema version of the open database (PRAGMA user_version).
+  Result<int> SchemaVersion();
+
+  // --- Health -------------------------------------------------------------------
+  // False after a write failed for a disk reason (full, read-only, I/O error).
+  bool healthy() const;
+  // Ok while healthy; otherwise the error that made the store unhealthy.
+  Status health() const;
+  // Tries a small real write; on success the store is healthy again.
+  Status Probe();
+
+  // --- Sweeps (durable: FULL) ------------------------------------------------------
+  // Stores the sweep, its variants and its trials (state queued) in one transaction.
+  // REQUIRES: variant keys unique; every trial names a given variant.
+  Result<CreatedSweep> CreateSweep(const SweepRecord& sweep,
+                                   const std::vector<VariantRecord>& variants,
+                                   const std::vector<NewTrial>& trials);
+  // Sets the sweep's state; finished_at is stamped when the state is terminal.
+  Status SetSweepState(int64_t sweep_id, SweepState state);
+
+  // --- Trial transitions (compare-and-set, durable: FULL) ---------------------------
+  // queued -> assigned, expecting attempts_used == expected_attempts_used. Creates
+  // attempt number expected_attempts_used + 1 with its placement.
+  Result<TransitionResult> AssignTrial(int64_t trial_id, int64_t expected_attempts_used,
+                                       const AttemptRecord& placement);
+  // assigned -> running for the current attempt `attempt` (stamps started_at).
+  Result<TransitionResult> MarkRunning(int64_t trial_id, int64_t attempt);
+  // Any unfinished state -> finished with `outcome`, expecting attempts_used ==
+  // expected_attempt. When the trial was assigned or running, its current attempt ends
+  // with the same outcome and reason. Use expected_attempt = attempts_used of a queued
+  // trial to finish it without an attempt (e.g. cancelled, or lost with no attempts
+  // left after a requeue).
+  Result<TransitionResult> FinishTrial(int64_t trial_id, int64_t expected_attempt,
+                                       Outcome outcome, const std::string& reason);
+  // assigned|running -> queued for the current attempt `attempt`, which ends with
+  // `attempt_outcome` (normally kLost) and `reason`. Later writes for that attempt are
+  // refused as stale.
+  Result<TransitionResult> RequeueTrial(int64_t trial_id, int64_t attempt,
+                                        Outcome attempt_outcome, const std::string& reason);
+  // Finishes every queued trial of the sweep as cancelled, in one transaction; returns
+  // how many. Assigned and running trials are left to the coordinator (it stops them
+  // first, then calls FinishTrial).
+  Result<int64_t> CancelQueuedTrials(int64_t sweep_id, const std::string& reason);
+
+  // --- Workers (synchronous=NORMAL: rebuilt from re-registration after a crash) ------
+  // Inserts or replaces the worker row (registered_at kept when already present).
+  Status UpsertWorker(const WorkerRecord& worker);
+  Status SetWorkerState(const std::string& worker_id, WorkerState state);
+  // at = 0 means now.
+  Status RecordWorkerHeartbeat(const std::string& worker_id, UnixSeconds at = 0);
+
+  // --- Metrics and events (batched, synchronous=NORMAL unless configured) -----------
+  // Writes every row of the batch in one transaction; rows of stale attempts are
+  // refused and counted, redelivered rows are counted as duplicates. A summary for the
+  // same (trial, attempt, rank) replaces nothing: the first one stays.
+  Result<BatchResult> AppendBatch(const MetricsBatch& batch);
+  Result<BatchResult> AppendStepMetrics(const std::vector<StepMetric>& steps);
+  Result<BatchResult> AppendEvents(const std::vector<EventRecord>& events);
+  Result<BatchResult> RecordSummary(const TrialSummary& summary);
+
+  // --- Read side ------------------------------------------------------------------
+  // Newest first. `state` filters when given.
+  Result<std::vector<SweepRecord>> ListSweeps(std::optional<SweepState> state = std::nullopt);
+  Result<SweepRecord> GetSweep(int64_t sweep_id);
+  // The newest sweep with this name (names need not be unique).
+  Result<SweepRecord> GetSweepByName(const std::string& name);
+  // A decimal string is tried as an id first, then as a name.
+  Result<SweepRecord> FindSweep(const std::string& id_or_name);
+  // In expansion order.
+  Result<std::vector<VariantRecord>> ListVariants(int64_t sweep_id);
+  // In order_index order.
+  Result<std::vector<TrialRecord>> ListTrials(int64_t sweep_id);
+  // Each trial with its current attempt and that attempt's per-rank summaries.
+  Result<std::vector<TrialResult>> ListTrialResults(int64_t sweep_id);
+  Result<TrialRecord> GetTrial(int64_t trial_id);
+  // Oldest first.
+  Result<std::vector<AttemptRecord>> ListAttempts(int64_t trial_id);
+  // Step metrics of one attempt (default: the trial's current attempt), ordered by
+  // rank, phase (warmup first) and step; `rank` filters when given.
+  Result<std::vector<StepMetric>> ReadStepMetrics(int64_t trial_id,
+                                                  std::optional<int64_t> attempt = std::nullopt,
+                                                  std::optional<int64_t> rank = std::nullopt);
+  // In insertion order.
+  Result<std::vector<EventRecord>> ReadEvents(int64_t trial_id);
+  Result<std::vector<WorkerRecord>> ListWorkers();
+
+  // --- Recovery ---------------------------------------------------------------------
+  // Trials in state assigned or running, each with its current attempt, across all
+  // sweeps, in trial id order: after a restart the coordinator waits for their workers
+  // to reconnect and requeues the rest.
+  Result<std::vector<TrialResult>> ListActiveTrials();
+
+ private:
+  explicit ResultsStore(StoreOptions options);
+
+  UnixSeconds Now() const;
+
+  StoreOptions options_;
+  mutable std::mutex mutex_;
+  std::unique_ptr<SqliteConnection> db_;
+  Status health_;  // guarded by mutex_
+};
+
+}  // namespace bakeoff::metrics

@@ -1,0 +1,82 @@
+#include "metrics/store_records.h"
+
+#include <array>
+#include <utility>
+
+namespace bakeoff::metrics {
+namespace {
+
+template <typename Enum, size_t N>
+Result<Enum> ParseName(const std::array<std::pair<Enum, const char*>, N>& names,
+                       const std::string& name, const char* what) {
+  std::string allowed;
+  for (const auto& [value, text] : names) {
+    if (name == text) return value;
+    allowed += allowed.empty() ? "" : ", ";
+    allowed += text;
+  }
+  return Status::InvalidArgument("unknown " + std::string(what) + " '" + name +
+                                 "': expected one of " + allowed);
+}
+
+template <typename Enum, size_t N>
+const char* NameOf(const std::array<std::pair<Enum, const char*>, N>& names, Enum value) {
+  for (const auto& [v, text] : names) {
+    if (v == value) return text;
+  }
+  return "unknown";
+}
+
+constexpr std::array<std::pair<TrialState, const char*>, 4> kTrialStates{{
+    {TrialState::kQueued, "queued"},
+    {TrialState::kAssigned, "assigned"},
+    {TrialState::kRunning, "running"},
+    {TrialState::kFinished, "finished"},
+}};
+
+constexpr std::array<std::pair<Outcome, const char*>, 8> kOutcomes{{
+    {Outcome::kSucceeded, "succeeded"},
+    {Outcome::kOom, "oom"},
+    {Outcome::kUnsupported, "unsupported"},
+    {Outcome::kDiverged, "diverged"},
+    {Outcome::kFailed, "failed"},
+    {Outcome::kTimeout, "timeout"},
+    {Outcome::kLost, "lost"},
+    {Outcome::kCancelled, "cancelled"},
+}};
+
+constexpr std::array<std::pair<SweepState, const char*>, 3> kSweepStates{{
+    {SweepState::kRunning, "running"},
+    {SweepState::kFinished, "finished"},
+    {SweepState::kCancelled, "cancelled"},
+}};
+
+constexpr std::array<std::pair<WorkerState, const char*>, 5> kWorkerStates{{
+    {WorkerState::kIdle, "idle"},
+    {WorkerState::kBusy, "busy"},
+    {WorkerState::kDraining, "draining"},
+    {WorkerState::kLost, "lost"},
+    {WorkerState::kGone, "gone"},
+}};
+
+}  // namespace
+
+const char* TrialStateName(TrialState state) { return NameOf(kTrialStates, state); }
+const char* OutcomeName(Outcome outcome) { return NameOf(kOutcomes, outcome); }
+const char* SweepStateName(SweepState state) { return NameOf(kSweepStates, state); }
+const char* WorkerStateName(WorkerState state) { return NameOf(kWorkerStates, state); }
+
+Result<TrialState> ParseTrialState(const std::string& name) {
+  return ParseName(kTrialStates, name, "trial state");
+}
+Result<Outcome> ParseOutcome(const std::string& name) {
+  return ParseName(kOutcomes, name, "outcome");
+}
+Result<SweepState> ParseSweepState(const std::string& name) {
+  return ParseName(kSweepStates, name, "sweep state");
+}
+Result<WorkerState> ParseWorkerState(const std::string& name) {
+  return ParseName(kWorkerStates, name, "worker state");
+}
+
+}  // namespace bakeoff::metrics

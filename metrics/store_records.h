@@ -1,0 +1,187 @@
+// The records the results store reads and writes: sweeps, variants, trials, attempts,
+// workers, step metrics, trial summaries and events, and the vocabulary of trial states
+// and outcomes as they are spelled in SQL (docs/schema.md). Plain values, no behaviour
+// beyond converting the enums to and from their stored names.
+// Thread-safety: values; the conversion functions are pure and safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "protocol/status.h"
+
+namespace bakeoff::metrics {
+
+// Where a trial is in its life. Stored in trials.state.
+//   queued -> assigned -> running -> finished
+//   assigned|running -> queued      (attempt lost, attempts remain: requeued)
+//   queued|assigned|running -> finished (outcome decided, e.g. cancelled)
+enum class TrialState { kQueued, kAssigned, kRunning, kFinished };
+
+// How a trial or an attempt ended. Stored in trials.outcome and attempts.outcome.
+enum class Outcome {
+  kSucceeded,
+  kOom,
+  kUnsupported,
+  kDiverged,
+  kFailed,
+  kTimeout,
+  kLost,
+  kCancelled,
+};
+
+// A sweep's state. Stored in sweeps.state.
+enum class SweepState { kRunning, kFinished, kCancelled };
+
+// A worker's state as the coordinator last saw it. Stored in workers.state.
+enum class WorkerState { kIdle, kBusy, kDraining, kLost, kGone };
+
+// "queued", "assigned", ... ; the Parse functions accept exactly these names.
+const char* TrialStateName(TrialState state);
+const char* OutcomeName(Outcome outcome);
+const char* SweepStateName(SweepState state);
+const char* WorkerStateName(WorkerState state);
+Result<TrialState> ParseTrialState(const std::string& name);
+Result<Outcome> ParseOutcome(const std::string& name);
+Result<SweepState> ParseSweepState(const std::string& name);
+Result<WorkerState> ParseWorkerState(const std::string& name);
+
+// Times are Unix seconds (fractional), as stored in every *_at column.
+using UnixSeconds = double;
+
+struct TrialCounts {
+  int64_t queued = 0;
+  int64_t assigned = 0;
+  int64_t running = 0;
+  int64_t finished = 0;
+  int64_t succeeded = 0;  // finished with outcome succeeded
+  int64_t unsuccessful = 0;  // finished with any other outcome
+};
+
+struct SweepRecord {
+  int64_t id = 0;  // assigned by CreateSweep
+  std::string name;
+  std::string question;
+  std::string yaml;        // the submitted YAML, verbatim
+  nlohmann::json spec;     // the validated spec as JSON (null when not given)
+  SweepState state = SweepState::kRunning;
+  UnixSeconds created_at = 0;  // set by CreateSweep when 0
+  std::optional<UnixSeconds> finished_at;
+  int64_t variant_count = 0;  // set by CreateSweep
+  int64_t trial_count = 0;    // set by CreateSweep
+  TrialCounts counts;         // read side only: computed from trials
+};
+
+struct VariantRecord {
+  std::string key;  // stable key, e.g. "compile_mode=jit,zero_stage=2"
+  int64_t ordinal = 0;  // position in the expansion
+  nlohmann::json params = nlohmann::json::object();          // axis name -> value
+  nlohmann::json trainer_config = nlohmann::json::object();  // what the trainer gets
+  // Key of the baseline counterpart (equal to `key` for a baseline variant). Empty
+  // when there is none to name.
+  std::string counterpart_key;
+  bool is_baseline = false;
+  bool counterpart_excluded = false;  // the counterpart was removed by `exclude`
+};
+
+struct TrialRecord {
+  int64_t id = 0;  // assigned by CreateSweep; unique across sweeps
+  int64_t sweep_id = 0;
+  std::string variant_key;
+  int64_t repeat = 0;       // 0-based
+  int64_t order_index = 0;  // dispatch order within the sweep, 0-based
+  TrialState state = TrialState::kQueued;
+  std::optional<Outcome> outcome;  // set when finished
+  std::string reason;              // why it ended (or why it was last requeued)
+  // Attempts started so far; while assigned or running, the live attempt's number.
+  int64_t attempts_used = 0;
+  int64_t max_attempts = 1;
+  UnixSeconds queued_at = 0;
+  std::optional<UnixSeconds> finished_at;
+};
+
+// One rank's place in an attempt; ranks_json of an attempt is an array of these.
+struct RankPlacement {
+  int64_t rank = 0;
+  std::string worker_id;
+  std::string host;
+  std::string device;  // "cpu", "cuda:0", ...
+};
+
+struct AttemptRecord {
+  int64_t trial_id = 0;
+  int64_t attempt = 0;  // 1-based
+  std::string worker_id;  // the worker of rank 0 (see ranks for all ranks)
+  std::string host;       // the host of rank 0
+  std::vector<RankPlacement> ranks;
+  bool simulated = false;  // the worker ran the documented simulated workload
+  UnixSeconds assigned_at = 0;
+  std::optional<UnixSeconds> started_at;
+  std::optional<UnixSeconds> ended_at;
+  std::optional<Outcome> outcome;
+  std::string reason;
+};
+
+struct WorkerRecord {
+  std::string id;  // chosen by the coordinator
+  std::string name;
+  std::string host;
+  nlohmann::json resources = nlohmann::json::object();
+  std::string metrics_url;  // the worker's /metrics endpoint, empty when none
+  WorkerState state = WorkerState::kIdle;
+  UnixSeconds registered_at = 0;  // set by UpsertWorker when 0
+  std::optional<UnixSeconds> last_heartbeat_at;
+};
+
+// One `step` event of docs/trainer.md. Missing values are nullopt (stored as NULL).
+struct StepMetric {
+  int64_t trial_id = 0;
+  int64_t attempt = 0;
+  int64_t rank = 0;
+  int64_t step = 0;
+  std::string phase = "measure";  // "warmup" | "measure"
+  double step_s = 0;
+  std::optional<int64_t> tokens;
+  std::optional<double> loss;  // a non-finite loss is stored as NULL
+  std::optional<double> lr;
+  std::optional<int64_t> peak_mem_bytes;
+  std::optional<int64_t> rss_bytes;
+  std::optional<double> comm_s;
+  std::optional<int64_t> comm_bytes;
+};
+
+// One `summary` event of docs/trainer.md, kept whole in `summary`; the store copies
+// its known fields into columns (docs/schema.md) and its "applied" object aside.
+struct TrialSummary {
+  int64_t trial_id = 0;
+  int64_t attempt = 0;
+  int64_t rank = 0;
+  nlohmann::json summary = nlohmann::json::object();
+};
+
+// Any other event worth keeping: ready, error, the coordinator's own notes.
+struct EventRecord {
+  int64_t trial_id = 0;
+  int64_t attempt = 0;
+  std::optional<int64_t> rank;  // nullopt for trial-level events
+  std::string kind;             // "ready", "error", "assigned", "lost", ...
+  nlohmann::json data = nlohmann::json::object();
+  UnixSeconds at = 0;  // when it happened; 0 means "now" (the store's clock)
+  // Optional per-(trial, attempt, rank) sequence number from the sender; when given, a
+  // redelivered event with the same sequence is stored once.
+  std::optional<int64_t> seq;
+};
+
+// A trial with its current attempt (if any) and that attempt's summaries, one per
+// rank that sent one, ordered by rank.
+struct TrialResult {
+  TrialRecord trial;
+  std::optional<AttemptRecord> attempt;
+  std::vector<TrialSummary> summaries;
+};
+
+}  // namespace bakeoff::metrics
