@@ -1,0 +1,232 @@
+#include "protocol/frame_connection.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+namespace bakeoff::protocol {
+namespace asio = boost::asio;
+using asio::awaitable;
+using asio::use_awaitable;
+using boost::system::error_code;
+
+namespace {
+
+// Cancels the socket's pending operations when the deadline passes. The handler holds
+// only a weak reference, so a connection that is gone is never touched.
+class Deadline {
+ public:
+  Deadline(const std::shared_ptr<FrameConnection>& conn, asio::ip::tcp::socket& socket,
+           std::optional<std::chrono::milliseconds> timeout)
+      : timer_(socket.get_executor()), state_(std::make_shared<State>()) {
+    if (!timeout) return;
+    timer_.expires_after(*timeout);
+    std::weak_ptr<FrameConnection> weak = conn;
+    auto state = state_;
+    timer_.async_wait([weak, state](const error_code& ec) {
+      // `done`: the operation finished in the same tick the timer fired; leave it be.
+      if (ec || state->done) return;
+      if (auto strong = weak.lock()) {
+        state->fired = true;
+        strong->Close();
+      }
+    });
+  }
+  ~Deadline() {
+    state_->done = true;
+    timer_.cancel();
+  }
+  bool fired() const { return state_->fired; }
+
+ private:
+  struct State {
+    bool fired = false;
+    bool done = false;
+  };
+  asio::steady_timer timer_;
+  std::shared_ptr<State> state_;
+};
+
+Status SocketError(const error_code& ec, const std::string& what) {
+  if (ec == asio::error::eof || ec == asio::error::connection_reset) {
+    return Status::Unavailable(what + ": the peer closed the connection");
+  }
+  return Status::Unavailable(what + ": " + ec.message());
+}
+
+}  // namespace
+
+FrameConnection::FrameConnection(Socket socket, FrameConnectionOptions options)
+    : socket_(std::move(socket)), options_(options) {
+  error_code ec;
+  auto endpoint = socket_.remote_endpoint(ec);
+  if (!ec) remote_address_ = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+}
+
+FrameConnection::~FrameConnection() { Close(); }
+
+void FrameConnection::Close() {
+  if (!open_) return;
+  open_ = false;
+  error_code ec;
+  socket_.shutdown(Socket::shutdown_both, ec);
+  socket_.close(ec);
+  queue_.clear();
+  queued_bytes_ = 0;
+}
+
+awaitable<Result<nlohmann::json>> FrameConnection::Read(
+    std::optional<std::chrono::milliseconds> timeout) {
+  auto self = shared_from_this();
+  if (!open_) co_return Status::Unavailable("read: connection closed");
+  Deadline deadline(self, socket_, timeout);
+  unsigned char header[kFrameHeaderBytes];
+  error_code ec;
+  co_await asio::async_read(socket_, asio::buffer(header), asio::redirect_error(use_awaitable, ec));
+  if (ec) {
+    Close();
+    if (deadline.fired()) co_return Status::Timeout("no frame within the read deadline");
+    co_return SocketError(ec, "read");
+  }
+  auto length = DecodeFrameHeader(header, options_.max_frame_bytes);
+  if (!length.ok()) {
+    Close();
+    co_return length.status();
+  }
+  std::string payload(*length, '\0');
+  co_await asio::async_read(socket_, asio::buffer(payload), asio::redirect_error(use_awaitable, ec));
+  if (ec) {
+    Close();
+    if (deadline.fired()) co_return Status::Timeout("frame body not received within the deadline");
+    co_return SocketError(ec, "read");
+  }
+  auto message = DecodeFramePayload(payload);
+  if (!message.ok()) Close();
+  co_return message;
+}
+
+Status FrameConnection::Send(const nlohmann::json& message) {
+  if (!open_) return Status::Unavailable("send: connection closed");
+  auto frame = EncodeFrame(message, options_.max_frame_bytes);
+  if (!frame.ok()) return frame.status();
+  if (queued_bytes_ + frame->size() > options_.max_queued_bytes) {
+    return Status::ResourceExhausted("send queue over " + std::to_string(options_.max_queued_bytes) +
+                                     " bytes: the peer is not reading");
+  }
+  queued_bytes_ += frame->size();
+  queue_.push_back(std::move(frame).value());
+  if (!writing_) {
+    writing_ = true;
+    auto self = shared_from_this();
+    asio::co_spawn(socket_.get_executor(), [self]() { return self->WriteLoop(); }, asio::detached);
+  }
+  return Status::Ok();
+}
+
+awaitable<void> FrameConnection::WriteLoop() {
+  // `self` keeps the connection alive while frames are in flight.
+  auto self = shared_from_this();
+  while (open_ && !queue_.empty()) {
+    std::string frame = std::move(queue_.front());
+    queue_.pop_front();
+    queued_bytes_ -= frame.size();
+    Deadline deadline(self, socket_, options_.write_timeout);
+    error_code ec;
+    co_await asio::async_write(socket_, asio::buffer(frame), asio::redirect_error(use_awaitable, ec));
+    if (ec) {
+      Close();
+      break;
+    }
+  }
+  writing_ = false;
+}
+
+awaitable<Status> FrameConnection::Flush() {
+  auto self = shared_from_this();
+  asio::steady_timer timer(socket_.get_executor());
+  // Polling keeps the writer free of waiter bookkeeping; flushes are rare (shutdown).
+  while (open_ && writing_) {
+    timer.expires_after(std::chrono::milliseconds(5));
+    error_code ec;
+    co_await timer.async_wait(asio::redirect_error(use_awaitable, ec));
+  }
+  co_return open_ ? Status::Ok() : Status::Unavailable("flush: connection closed");
+}
+
+awaitable<Result<asio::ip::tcp::socket>> ConnectTcp(std::string host, int port,
+                                                    std::chrono::milliseconds timeout) {
+  auto executor = co_await asio::this_coro::executor;
+  asio::ip::tcp::resolver resolver(executor);
+  asio::ip::tcp::socket socket(executor);
+  asio::steady_timer timer(executor);
+  struct State {
+    bool fired = false;
+    bool done = false;
+  };
+  auto state = std::make_shared<State>();
+  timer.expires_after(timeout);
+  // The locals outlive the handler's use of them: `done` is set before they go away.
+  timer.async_wait([&socket, &resolver, state](const error_code& ec) {
+    if (ec || state->done) return;
+    state->fired = true;
+    resolver.cancel();
+    error_code ignored;
+    socket.close(ignored);
+  });
+  error_code ec;
+  auto endpoints = co_await resolver.async_resolve(host, std::to_string(port),
+                                                   asio::redirect_error(use_awaitable, ec));
+  if (!ec) {
+    co_await asio::async_connect(socket, endpoints, asio::redirect_error(use_awaitable, ec));
+  }
+  state->done = true;
+  timer.cancel();
+  const std::string where = host + ":" + std::to_string(port);
+  if (state->fired) co_return Status::Timeout("connecting to " + where + " took longer than " +
+                                        std::to_string(timeout.count()) + " ms");
+  if (ec) co_return Status::Unavailable("cannot connect to " + where + ": " + ec.message());
+  co_return std::move(socket);
+}
+
+Result<std::pair<std::string, int>> SplitHostPort(const std::string& address,
+                                                  const std::string& what) {
+  std::string host;
+  std::string port_text;
+  if (!address.empty() && address.front() == '[') {
+    auto close = address.find(']');
+    if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':') {
+      return Status::InvalidArgument(what + " '" + address + "': expected [IPv6]:PORT");
+    }
+    host = address.substr(1, close - 1);
+    port_text = address.substr(close + 2);
+  } else {
+    auto colon = address.rfind(':');
+    if (colon == std::string::npos) {
+      return Status::InvalidArgument(what + " '" + address + "': expected HOST:PORT");
+    }
+    host = address.substr(0, colon);
+    port_text = address.substr(colon + 1);
+  }
+  int port = -1;
+  try {
+    std::size_t used = 0;
+    port = std::stoi(port_text, &used);
+    if (used != port_text.size()) port = -1;
+  } catch (const std::exception&) {
+    port = -1;
+  }
+  if (host.empty() || port < 0 || port > 65535) {
+    return Status::InvalidArgument(what + " '" + address +
+                                   "': expected HOST:PORT with a port from 0 to 65535");
+  }
+  return std::make_pair(host, port);
+}
+
+}  // namespace bakeoff::protocol

@@ -1,0 +1,79 @@
+// One worker-protocol connection over TCP (Boost.Asio, C++20 coroutines): reads whole
+// frames with a deadline and sends frames through an ordered queue, so that the
+// heartbeat loop, the event forwarder and message handlers can all send without
+// interleaving bytes. A read or write that passes its deadline closes the connection.
+// Thread-safety: not thread-safe; every method runs on the connection's executor, which
+// must be single-threaded (one thread per io_context, as main sets it up).
+#pragma once
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp needs std::exchange
+
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <nlohmann/json.hpp>
+
+#include "protocol/frame_codec.h"
+#include "protocol/status.h"
+
+namespace bakeoff::protocol {
+
+struct FrameConnectionOptions {
+  std::size_t max_frame_bytes = kDefaultMaxFrameBytes;
+  std::chrono::milliseconds write_timeout{10000};
+  // Frames queued but not yet written; past it Send fails (the peer is not reading).
+  std::size_t max_queued_bytes = 64u << 20;
+};
+
+class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
+ public:
+  using Socket = boost::asio::ip::tcp::socket;
+
+  explicit FrameConnection(Socket socket, FrameConnectionOptions options = {});
+  ~FrameConnection();
+
+  // Reads the next frame. nullopt timeout waits forever (liveness is then the peer's
+  // heartbeat TTL). One Read at a time. Fails with kUnavailable when the peer closed,
+  // kTimeout past the deadline, kInvalidArgument/kResourceExhausted for a bad frame
+  // (the connection is closed in every failure case).
+  boost::asio::awaitable<Result<nlohmann::json>> Read(
+      std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+  // Queues a frame for sending in order; returns at once. Fails when the frame cannot
+  // be encoded, is over the size limit, the queue is full, or the connection is closed.
+  Status Send(const nlohmann::json& message);
+
+  // Completes when every frame queued so far is written (or the connection closed).
+  boost::asio::awaitable<Status> Flush();
+
+  void Close();
+  bool is_open() const { return open_; }
+  std::string remote_address() const { return remote_address_; }
+
+ private:
+  boost::asio::awaitable<void> WriteLoop();
+
+  Socket socket_;
+  FrameConnectionOptions options_;
+  std::deque<std::string> queue_;
+  std::size_t queued_bytes_ = 0;
+  bool writing_ = false;
+  bool open_ = true;
+  std::string remote_address_;
+};
+
+// Connects to host:port within `timeout` (resolves names).
+boost::asio::awaitable<Result<boost::asio::ip::tcp::socket>> ConnectTcp(
+    std::string host, int port, std::chrono::milliseconds timeout);
+
+// Splits "host:port" (IPv6 in brackets allowed); the error names `what`.
+Result<std::pair<std::string, int>> SplitHostPort(const std::string& address,
+                                                  const std::string& what);
+
+}  // namespace bakeoff::protocol

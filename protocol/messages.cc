@@ -1,0 +1,266 @@
+#include "protocol/messages.h"
+
+#include <exception>
+
+namespace bakeoff::protocol {
+namespace {
+
+using nlohmann::json;
+
+json AttemptJson(const AttemptRef& a) { return {{"trial_id", a.trial_id}, {"attempt", a.attempt}}; }
+
+AttemptRef ReadAttempt(const json& j) {
+  return AttemptRef{j.at("trial_id").get<std::int64_t>(), j.at("attempt").get<int>()};
+}
+
+json AttemptList(const std::vector<AttemptRef>& list) {
+  json out = json::array();
+  for (const auto& a : list) out.push_back(AttemptJson(a));
+  return out;
+}
+
+std::vector<AttemptRef> ReadAttemptList(const json& j, const char* field) {
+  std::vector<AttemptRef> out;
+  if (!j.contains(field)) return out;
+  for (const auto& item : j.at(field)) out.push_back(ReadAttempt(item));
+  return out;
+}
+
+json Typed(const char* type) { return json{{"type", type}}; }
+
+// Runs `parse` and turns nlohmann's type and key errors into a Status naming the type.
+template <typename T, typename F>
+Result<T> Guarded(const json& frame, const char* type, F parse) {
+  if (!frame.is_object()) return Status::InvalidArgument(std::string(type) + ": not a JSON object");
+  auto found = frame.find("type");
+  if (found == frame.end() || !found->is_string() || found->get<std::string>() != type) {
+    return Status::InvalidArgument(std::string("expected a '") + type + "' message");
+  }
+  try {
+    return parse(frame);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("malformed '") + type + "' message: " + e.what());
+  }
+}
+
+}  // namespace
+
+json ToJson(const RegisterMessage& m) {
+  json j = Typed(kTypeRegister);
+  j["token"] = m.token;
+  j["worker_name"] = m.worker_name;
+  j["host"] = m.host;
+  j["resources"] = {{"cpu_slots", m.resources.cpu_slots}, {"cuda_devices", m.resources.cuda_devices}};
+  j["store_ports"] = {{"first", m.store_ports.first}, {"last", m.store_ports.last}};
+  j["running"] = AttemptList(m.running);
+  j["metrics_port"] = m.metrics_port;
+  j["simulate"] = m.simulate;
+  j["protocol_version"] = m.protocol_version;
+  return j;
+}
+
+json ToJson(const RegisteredMessage& m) {
+  json j = Typed(kTypeRegistered);
+  j["worker_id"] = m.worker_id;
+  j["heartbeat_interval_ms"] = m.heartbeat_interval_ms;
+  j["heartbeat_timeout_ms"] = m.heartbeat_timeout_ms;
+  return j;
+}
+
+json ToJson(const RejectedMessage& m) {
+  json j = Typed(kTypeRejected);
+  j["reason"] = m.reason;
+  return j;
+}
+
+json ToJson(const HeartbeatMessage& m) {
+  json j = Typed(kTypeHeartbeat);
+  j["running"] = AttemptList(m.running);
+  return j;
+}
+
+json ToJson(const AssignMessage& m) {
+  json j = Typed(kTypeAssign);
+  j["trial_id"] = m.attempt.trial_id;
+  j["attempt"] = m.attempt.attempt;
+  j["sweep_id"] = m.sweep_id;
+  j["variant_key"] = m.variant_key;
+  j["config"] = m.config;
+  json ranks = json::array();
+  for (const auto& r : m.ranks) {
+    ranks.push_back({{"rank", r.rank}, {"local_rank", r.local_rank}, {"cuda_devices", r.cuda_devices}});
+  }
+  j["ranks"] = ranks;
+  j["world_size"] = m.world_size;
+  j["store_address"] = m.store_address;
+  j["timeout_ms"] = m.timeout_ms;
+  return j;
+}
+
+json ToJson(const CancelMessage& m) {
+  json j = Typed(kTypeCancel);
+  j["trial_id"] = m.attempt.trial_id;
+  j["attempt"] = m.attempt.attempt;
+  j["reason"] = m.reason;
+  return j;
+}
+
+json ToJson(const DrainMessage&) { return Typed(kTypeDrain); }
+
+json ToJson(const EventsMessage& m) {
+  json j = Typed(kTypeEvents);
+  json events = json::array();
+  for (const auto& e : m.events) {
+    events.push_back({{"trial_id", e.attempt.trial_id}, {"attempt", e.attempt.attempt},
+                      {"rank", e.rank}, {"event", e.event}});
+  }
+  j["events"] = events;
+  return j;
+}
+
+json ToJson(const AttemptFinishedMessage& m) {
+  json j = Typed(kTypeAttemptFinished);
+  j["trial_id"] = m.attempt.trial_id;
+  j["attempt"] = m.attempt.attempt;
+  j["outcome"] = m.outcome;
+  j["reason"] = m.reason;
+  json exits = json::array();
+  for (const auto& e : m.exits) {
+    exits.push_back({{"rank", e.rank}, {"exit_code", e.exit_code}, {"signal", e.signal}});
+  }
+  j["exits"] = exits;
+  return j;
+}
+
+Result<std::string> MessageType(const json& frame) {
+  if (!frame.is_object()) return Status::InvalidArgument("message is not a JSON object");
+  auto found = frame.find("type");
+  if (found == frame.end() || !found->is_string()) {
+    return Status::InvalidArgument("message has no string 'type' field");
+  }
+  return found->get<std::string>();
+}
+
+template <>
+Result<RegisterMessage> Parse<RegisterMessage>(const json& frame) {
+  return Guarded<RegisterMessage>(frame, kTypeRegister, [](const json& j) {
+    RegisterMessage m;
+    m.token = j.at("token").get<std::string>();
+    m.worker_name = j.at("worker_name").get<std::string>();
+    m.host = j.at("host").get<std::string>();
+    const json& res = j.at("resources");
+    m.resources.cpu_slots = res.value("cpu_slots", 0);
+    if (res.contains("cuda_devices")) m.resources.cuda_devices = res.at("cuda_devices").get<std::vector<int>>();
+    if (j.contains("store_ports")) {
+      m.store_ports.first = j.at("store_ports").at("first").get<int>();
+      m.store_ports.last = j.at("store_ports").at("last").get<int>();
+    }
+    m.running = ReadAttemptList(j, "running");
+    m.metrics_port = j.value("metrics_port", 0);
+    m.simulate = j.value("simulate", false);
+    m.protocol_version = j.value("protocol_version", 0);
+    return m;
+  });
+}
+
+template <>
+Result<RegisteredMessage> Parse<RegisteredMessage>(const json& frame) {
+  return Guarded<RegisteredMessage>(frame, kTypeRegistered, [](const json& j) {
+    RegisteredMessage m;
+    m.worker_id = j.at("worker_id").get<std::string>();
+    m.heartbeat_interval_ms = j.at("heartbeat_interval_ms").get<std::int64_t>();
+    m.heartbeat_timeout_ms = j.value("heartbeat_timeout_ms", m.heartbeat_interval_ms * 10);
+    return m;
+  });
+}
+
+template <>
+Result<RejectedMessage> Parse<RejectedMessage>(const json& frame) {
+  return Guarded<RejectedMessage>(frame, kTypeRejected, [](const json& j) {
+    return RejectedMessage{j.value("reason", std::string("rejected"))};
+  });
+}
+
+template <>
+Result<HeartbeatMessage> Parse<HeartbeatMessage>(const json& frame) {
+  return Guarded<HeartbeatMessage>(frame, kTypeHeartbeat, [](const json& j) {
+    return HeartbeatMessage{ReadAttemptList(j, "running")};
+  });
+}
+
+template <>
+Result<AssignMessage> Parse<AssignMessage>(const json& frame) {
+  return Guarded<AssignMessage>(frame, kTypeAssign, [](const json& j) -> Result<AssignMessage> {
+    AssignMessage m;
+    m.attempt = ReadAttempt(j);
+    m.sweep_id = j.value("sweep_id", std::string());
+    m.variant_key = j.value("variant_key", std::string());
+    m.config = j.at("config");
+    if (!m.config.is_object()) return Status::InvalidArgument("assign: 'config' must be an object");
+    for (const auto& r : j.at("ranks")) {
+      RankSlot slot;
+      slot.rank = r.at("rank").get<int>();
+      slot.local_rank = r.at("local_rank").get<int>();
+      if (r.contains("cuda_devices")) slot.cuda_devices = r.at("cuda_devices").get<std::vector<int>>();
+      m.ranks.push_back(slot);
+    }
+    m.world_size = j.at("world_size").get<int>();
+    m.store_address = j.at("store_address").get<std::string>();
+    m.timeout_ms = j.value("timeout_ms", std::int64_t{0});
+    if (m.ranks.empty()) return Status::InvalidArgument("assign: 'ranks' is empty");
+    if (m.world_size < 1) return Status::InvalidArgument("assign: 'world_size' must be >= 1");
+    for (const auto& r : m.ranks) {
+      if (r.rank < 0 || r.rank >= m.world_size) {
+        return Status::InvalidArgument("assign: rank " + std::to_string(r.rank) +
+                                       " outside world size " + std::to_string(m.world_size));
+      }
+    }
+    return m;
+  });
+}
+
+template <>
+Result<CancelMessage> Parse<CancelMessage>(const json& frame) {
+  return Guarded<CancelMessage>(frame, kTypeCancel, [](const json& j) {
+    return CancelMessage{ReadAttempt(j), j.value("reason", std::string())};
+  });
+}
+
+template <>
+Result<DrainMessage> Parse<DrainMessage>(const json& frame) {
+  return Guarded<DrainMessage>(frame, kTypeDrain, [](const json&) { return DrainMessage{}; });
+}
+
+template <>
+Result<EventsMessage> Parse<EventsMessage>(const json& frame) {
+  return Guarded<EventsMessage>(frame, kTypeEvents, [](const json& j) -> Result<EventsMessage> {
+    EventsMessage m;
+    for (const auto& e : j.at("events")) {
+      TrialEvent ev;
+      ev.attempt = ReadAttempt(e);
+      ev.rank = e.at("rank").get<int>();
+      ev.event = e.at("event");
+      if (!ev.event.is_object()) return Status::InvalidArgument("events: an 'event' is not an object");
+      m.events.push_back(std::move(ev));
+    }
+    return m;
+  });
+}
+
+template <>
+Result<AttemptFinishedMessage> Parse<AttemptFinishedMessage>(const json& frame) {
+  return Guarded<AttemptFinishedMessage>(frame, kTypeAttemptFinished, [](const json& j) {
+    AttemptFinishedMessage m;
+    m.attempt = ReadAttempt(j);
+    m.outcome = j.at("outcome").get<std::string>();
+    m.reason = j.value("reason", std::string());
+    if (j.contains("exits")) {
+      for (const auto& e : j.at("exits")) {
+        m.exits.push_back(RankExit{e.at("rank").get<int>(), e.value("exit_code", -1), e.value("signal", 0)});
+      }
+    }
+    return m;
+  });
+}
+
+}  // namespace bakeoff::protocol

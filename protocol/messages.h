@@ -1,0 +1,159 @@
+// The messages of the worker protocol (docs/protocol.md), as plain structs with JSON
+// conversion. Every frame is a JSON object with a "type" field. Parsing validates types
+// and required fields and returns a Status naming the message and field, so a peer's
+// malformed message is an error value, never an exception escaping into the caller.
+// Thread-safety: values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "protocol/status.h"
+
+namespace bakeoff::protocol {
+
+inline constexpr int kProtocolVersion = 1;
+
+// Message type names (the "type" field).
+inline constexpr const char* kTypeRegister = "register";
+inline constexpr const char* kTypeRegistered = "registered";
+inline constexpr const char* kTypeRejected = "rejected";
+inline constexpr const char* kTypeHeartbeat = "heartbeat";
+inline constexpr const char* kTypeAssign = "assign";
+inline constexpr const char* kTypeCancel = "cancel";
+inline constexpr const char* kTypeDrain = "drain";
+inline constexpr const char* kTypeEvents = "events";
+inline constexpr const char* kTypeAttemptFinished = "attempt_finished";
+
+// One attempt of one trial: the unit every message about work refers to. A message
+// whose attempt is not the trial's current one is stale and ignored by the receiver.
+struct AttemptRef {
+  std::int64_t trial_id = 0;
+  int attempt = 0;
+  bool operator==(const AttemptRef&) const = default;
+  auto operator<=>(const AttemptRef&) const = default;
+};
+
+struct Resources {
+  int cpu_slots = 0;               // ranks this worker runs at once on CPU
+  std::vector<int> cuda_devices;   // CUDA device ordinals it owns (one rank each)
+};
+
+struct PortRange {
+  int first = 0;  // inclusive
+  int last = 0;   // inclusive
+};
+
+// worker -> coordinator, first frame of every connection.
+struct RegisterMessage {
+  std::string token;
+  std::string worker_name;  // stable across reconnects: identifies the worker
+  std::string host;         // address other workers reach this one at (rendezvous)
+  Resources resources;
+  PortRange store_ports;    // ports rank 0 may bind for the trial's TCPStore
+  std::vector<AttemptRef> running;  // attempts still running here (reclaim after restart)
+  int metrics_port = 0;     // 0 = no /metrics endpoint
+  bool simulate = false;    // runs the simulated workload instead of the trainer
+  int protocol_version = kProtocolVersion;
+};
+
+// coordinator -> worker: registration accepted.
+struct RegisteredMessage {
+  std::string worker_id;
+  std::int64_t heartbeat_interval_ms = 1000;
+  std::int64_t heartbeat_timeout_ms = 10000;
+};
+
+// coordinator -> worker: registration refused (bad token, bad version); then closed.
+struct RejectedMessage {
+  std::string reason;
+};
+
+// worker -> coordinator, every heartbeat_interval_ms.
+struct HeartbeatMessage {
+  std::vector<AttemptRef> running;
+};
+
+struct RankSlot {
+  int rank = 0;        // global rank
+  int local_rank = 0;  // index on this worker
+  std::vector<int> cuda_devices;  // CUDA_VISIBLE_DEVICES of this rank (empty on CPU)
+};
+
+// coordinator -> worker: start these ranks of an attempt.
+struct AssignMessage {
+  AttemptRef attempt;
+  std::string sweep_id;
+  std::string variant_key;
+  nlohmann::json config = nlohmann::json::object();  // trainer config (docs/trainer.md)
+  std::vector<RankSlot> ranks;
+  int world_size = 1;
+  std::string store_address;  // host:port of rank 0's TCPStore
+  std::int64_t timeout_ms = 0;  // 0 = no limit
+};
+
+// coordinator -> worker: stop an attempt (kill its process group).
+struct CancelMessage {
+  AttemptRef attempt;
+  std::string reason;
+};
+
+// coordinator -> worker: finish running attempts, take no new ones.
+struct DrainMessage {};
+
+// One trainer event of one rank, tagged with its attempt.
+struct TrialEvent {
+  AttemptRef attempt;
+  int rank = 0;
+  nlohmann::json event;  // the trainer's JSON line (docs/trainer.md), "event" field set
+};
+
+// worker -> coordinator: a batch of events, oldest first.
+struct EventsMessage {
+  std::vector<TrialEvent> events;
+};
+
+struct RankExit {
+  int rank = 0;
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;      // 0 when it exited normally
+};
+
+// worker -> coordinator: every local rank of the attempt has ended.
+struct AttemptFinishedMessage {
+  AttemptRef attempt;
+  std::string outcome;  // protocol/outcome.h names
+  std::string reason;
+  std::vector<RankExit> exits;
+};
+
+nlohmann::json ToJson(const RegisterMessage& m);
+nlohmann::json ToJson(const RegisteredMessage& m);
+nlohmann::json ToJson(const RejectedMessage& m);
+nlohmann::json ToJson(const HeartbeatMessage& m);
+nlohmann::json ToJson(const AssignMessage& m);
+nlohmann::json ToJson(const CancelMessage& m);
+nlohmann::json ToJson(const DrainMessage& m);
+nlohmann::json ToJson(const EventsMessage& m);
+nlohmann::json ToJson(const AttemptFinishedMessage& m);
+
+// The "type" field, or an error when it is missing or not a string.
+Result<std::string> MessageType(const nlohmann::json& frame);
+
+// Parse<T>(frame): validates and converts; the error names the type and field.
+template <typename T>
+Result<T> Parse(const nlohmann::json& frame);
+template <> Result<RegisterMessage> Parse<RegisterMessage>(const nlohmann::json&);
+template <> Result<RegisteredMessage> Parse<RegisteredMessage>(const nlohmann::json&);
+template <> Result<RejectedMessage> Parse<RejectedMessage>(const nlohmann::json&);
+template <> Result<HeartbeatMessage> Parse<HeartbeatMessage>(const nlohmann::json&);
+template <> Result<AssignMessage> Parse<AssignMessage>(const nlohmann::json&);
+template <> Result<CancelMessage> Parse<CancelMessage>(const nlohmann::json&);
+template <> Result<DrainMessage> Parse<DrainMessage>(const nlohmann::json&);
+template <> Result<EventsMessage> Parse<EventsMessage>(const nlohmann::json&);
+template <> Result<AttemptFinishedMessage> Parse<AttemptFinishedMessage>(const nlohmann::json&);
+
+}  // namespace bakeoff::protocol

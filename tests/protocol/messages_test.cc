@@ -1,0 +1,97 @@
+#include "protocol/messages.h"
+
+#include <gtest/gtest.h>
+
+#include "protocol/outcome.h"
+
+namespace bakeoff::protocol {
+namespace {
+
+TEST(MessagesTest, RegisterRoundTrips) {
+  RegisterMessage m;
+  m.token = "t";
+  m.worker_name = "w1";
+  m.host = "127.0.0.1";
+  m.resources.cpu_slots = 2;
+  m.resources.cuda_devices = {0, 1};
+  m.store_ports = {29500, 29599};
+  m.running = {{7, 2}};
+  auto parsed = Parse<RegisterMessage>(ToJson(m));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->worker_name, "w1");
+  EXPECT_EQ(parsed->resources.cuda_devices, (std::vector<int>{0, 1}));
+  EXPECT_EQ(parsed->store_ports.last, 29599);
+  ASSERT_EQ(parsed->running.size(), 1u);
+  EXPECT_EQ(parsed->running[0], (AttemptRef{7, 2}));
+  EXPECT_EQ(parsed->protocol_version, kProtocolVersion);
+}
+
+TEST(MessagesTest, AssignRoundTripsWithRankLayout) {
+  AssignMessage m;
+  m.attempt = {42, 1};
+  m.sweep_id = "3";
+  m.variant_key = "compile_mode=jit";
+  m.config = {{"model", "tiny"}, {"steps", 2}};
+  m.ranks = {{0, 0, {}}, {1, 1, {}}};
+  m.world_size = 4;
+  m.store_address = "10.0.0.1:29500";
+  m.timeout_ms = 60000;
+  auto parsed = Parse<AssignMessage>(ToJson(m));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->attempt, (AttemptRef{42, 1}));
+  EXPECT_EQ(parsed->config["steps"], 2);
+  EXPECT_EQ(parsed->ranks[1].local_rank, 1);
+  EXPECT_EQ(parsed->store_address, "10.0.0.1:29500");
+}
+
+TEST(MessagesTest, AssignWithRankOutsideWorldSizeIsRejected) {
+  AssignMessage m;
+  m.ranks = {{3, 0, {}}};
+  m.world_size = 2;
+  m.store_address = "h:1";
+  auto parsed = Parse<AssignMessage>(ToJson(m));
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("rank 3"), std::string::npos);
+}
+
+TEST(MessagesTest, EventsCarryTrialAndAttempt) {
+  EventsMessage m;
+  m.events.push_back({{5, 2}, 1, {{"event", "step"}, {"step", 3}}});
+  auto j = ToJson(m);
+  EXPECT_EQ(j["events"][0]["trial_id"], 5);
+  EXPECT_EQ(j["events"][0]["attempt"], 2);
+  auto parsed = Parse<EventsMessage>(j);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->events[0].rank, 1);
+  EXPECT_EQ(parsed->events[0].event["step"], 3);
+}
+
+TEST(MessagesTest, MissingFieldNamesTheMessage) {
+  auto parsed = Parse<AttemptFinishedMessage>({{"type", "attempt_finished"}, {"trial_id", 1}});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("attempt_finished"), std::string::npos);
+}
+
+TEST(MessagesTest, WrongFieldTypeIsAnErrorNotAnException) {
+  auto parsed = Parse<HeartbeatMessage>({{"type", "heartbeat"}, {"running", "nope"}});
+  EXPECT_FALSE(parsed.ok());
+  auto reg = Parse<RegisterMessage>({{"type", "register"}, {"token", 5}});
+  EXPECT_FALSE(reg.ok());
+}
+
+TEST(MessagesTest, WrongTypeFieldIsRejected) {
+  EXPECT_FALSE(Parse<DrainMessage>({{"type", "cancel"}}).ok());
+  EXPECT_FALSE(MessageType(nlohmann::json::object()).ok());
+  EXPECT_EQ(*MessageType({{"type", "drain"}}), "drain");
+}
+
+TEST(MessagesTest, OutcomeNamesRoundTrip) {
+  for (auto o : {Outcome::kSucceeded, Outcome::kOom, Outcome::kUnsupported, Outcome::kDiverged,
+                 Outcome::kFailed, Outcome::kTimeout, Outcome::kLost, Outcome::kCancelled}) {
+    EXPECT_EQ(ParseOutcome(OutcomeName(o)), o);
+  }
+  EXPECT_FALSE(ParseOutcome("exploded").has_value());
+}
+
+}  // namespace
+}  // namespace bakeoff::protocol
