@@ -6,6 +6,10 @@
 // must be single-threaded (one thread per io_context, as main sets it up).
 #pragma once
 
+// GCC 12 warns about Asio's coroutine frame allocator (a false positive of
+// -Wmismatched-new-delete); every coroutine user includes this header.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp needs std::exchange
 
 #include <chrono>

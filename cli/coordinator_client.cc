@@ -1,0 +1,186 @@
+#include "cli/coordinator_client.h"
+
+#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+namespace bakeoff::cli {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+Result<CoordinatorClient> CoordinatorClient::Create(const std::string& url, std::string token,
+                                                    std::chrono::milliseconds timeout) {
+  std::string rest = url;
+  if (rest.rfind("https://", 0) == 0) {
+    return Status::Unsupported("coordinator URL '" + url +
+                               "': https is not supported yet; use http://HOST:PORT");
+  }
+  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
+  auto slash = rest.find('/');
+  if (slash != std::string::npos) rest = rest.substr(0, slash);
+  auto split = protocol::SplitHostPort(rest, "coordinator URL");
+  if (!split.ok()) return split.status();
+  if (split->second == 0) return Status::InvalidArgument("coordinator URL '" + url + "': port 0");
+  return CoordinatorClient(split->first, split->second, std::move(token), timeout);
+}
+
+namespace {
+
+asio::awaitable<void> Exchange(const std::string& host, int port,
+                               http::request<http::string_body> request,
+                               std::chrono::milliseconds timeout,
+                               Result<HttpResponse>* out) {
+  auto executor = co_await asio::this_coro::executor;
+  asio::ip::tcp::resolver resolver(executor);
+  beast::tcp_stream stream(executor);
+  boost::system::error_code ec;
+  const std::string where = host + ":" + std::to_string(port);
+  auto endpoints = co_await resolver.async_resolve(host, std::to_string(port),
+                                                   asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    *out = Status::Unavailable("cannot resolve the coordinator " + where + ": " + ec.message());
+    co_return;
+  }
+  stream.expires_after(timeout);
+  co_await stream.async_connect(endpoints, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    *out = Status::Unavailable("cannot connect to the coordinator at " + where + ": " +
+                               ec.message() + "; is `bakeoff coordinator` running there?");
+    co_return;
+  }
+  stream.expires_after(timeout);
+  co_await http::async_write(stream, request, asio::redirect_error(asio::use_awaitable, ec));
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(256u << 20);
+  if (!ec) {
+    co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+  }
+  if (ec) {
+    const bool timed_out = ec == beast::error::timeout;
+    *out = timed_out ? Status::Timeout("the coordinator at " + where + " did not answer within " +
+                                       std::to_string(timeout.count()) + " ms")
+                     : Status::Unavailable("HTTP exchange with " + where + " failed: " + ec.message());
+    co_return;
+  }
+  auto& response = parser.get();
+  HttpResponse result;
+  result.status = static_cast<int>(response.result_int());
+  result.content_type = std::string(response[http::field::content_type]);
+  result.body = std::move(response.body());
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  *out = std::move(result);
+}
+
+}  // namespace
+
+Result<HttpResponse> CoordinatorClient::Send(const std::string& method, const std::string& target,
+                                             const std::string& body,
+                                             const std::string& content_type) const {
+  http::request<http::string_body> request;
+  request.method_string(method);
+  request.target(target);
+  request.version(11);
+  request.set(http::field::host, host_ + ":" + std::to_string(port_));
+  request.set(http::field::user_agent, "bakeoff");
+  request.set(http::field::connection, "close");
+  if (!token_.empty()) request.set(http::field::authorization, "Bearer " + token_);
+  if (method == "POST") {
+    request.set(http::field::content_type, content_type);
+    request.body() = body;
+    request.prepare_payload();
+  }
+  Result<HttpResponse> out = Status::Internal("HTTP exchange did not run");
+  try {
+    asio::io_context io;
+    asio::co_spawn(io, Exchange(host_, port_, std::move(request), timeout_, &out),
+                   [](std::exception_ptr e) {
+                     if (e) std::rethrow_exception(e);
+                   });
+    io.run();
+  } catch (const std::exception& e) {
+    return Status::Unavailable(std::string("HTTP request to the coordinator failed: ") + e.what());
+  }
+  return out;
+}
+
+Result<HttpResponse> CoordinatorClient::Get(const std::string& target) const {
+  return Send("GET", target, "", "");
+}
+
+Result<HttpResponse> CoordinatorClient::Post(const std::string& target, const std::string& body,
+                                             const std::string& content_type) const {
+  return Send("POST", target, body, content_type);
+}
+
+Status StatusFromResponse(const HttpResponse& response, const std::string& what) {
+  if (response.status >= 200 && response.status < 300) return Status::Ok();
+  std::string message = response.body;
+  auto parsed = nlohmann::json::parse(response.body, nullptr, false);
+  if (!parsed.is_discarded() && parsed.is_object() && parsed.contains("error") &&
+      parsed["error"].is_string()) {
+    message = parsed["error"].get<std::string>();
+  }
+  const std::string prefix = what + " (HTTP " + std::to_string(response.status) + "): ";
+  switch (response.status) {
+    case 400: return Status::InvalidArgument(prefix + message);
+    case 401:
+    case 403:
+      return Status::InvalidArgument(prefix + message +
+                                     "; give the coordinator's token in BAKEOFF_TOKEN or --token-file");
+    case 404: return Status::NotFound(prefix + message);
+    case 413: return Status::ResourceExhausted(prefix + message);
+    case 503: return Status::Unavailable(prefix + message);
+    default: return Status::Internal(prefix + message);
+  }
+}
+
+Result<nlohmann::json> CoordinatorClient::GetJson(const std::string& target) const {
+  auto response = Get(target);
+  if (!response.ok()) return response.status();
+  BAKEOFF_RETURN_IF_ERROR(StatusFromResponse(*response, "GET " + target));
+  auto json = nlohmann::json::parse(response->body, nullptr, false);
+  if (json.is_discarded()) return Status::Internal("GET " + target + ": the answer is not JSON");
+  return json;
+}
+
+Result<nlohmann::json> CoordinatorClient::PostJson(const std::string& target, const std::string& body,
+                                                   const std::string& content_type) const {
+  auto response = Post(target, body, content_type);
+  if (!response.ok()) return response.status();
+  BAKEOFF_RETURN_IF_ERROR(StatusFromResponse(*response, "POST " + target));
+  auto json = nlohmann::json::parse(response->body, nullptr, false);
+  if (json.is_discarded()) return Status::Internal("POST " + target + ": the answer is not JSON");
+  return json;
+}
+
+Result<std::string> CoordinatorClient::GetText(const std::string& target) const {
+  auto response = Get(target);
+  if (!response.ok()) return response.status();
+  BAKEOFF_RETURN_IF_ERROR(StatusFromResponse(*response, "GET " + target));
+  return std::move(response->body);
+}
+
+std::string UrlEncode(const std::string& text) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+}  // namespace bakeoff::cli

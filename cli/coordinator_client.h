@@ -1,0 +1,68 @@
+// CoordinatorClient: a small synchronous HTTP client (Boost.Beast) for the
+// coordinator's API (docs/cli.md, /api/v1/...), used by `bakeoff submit`, `status`,
+// `workers`, `cancel` and `report --coordinator`. Each call opens one connection, sends
+// the bearer token, and fails with a Status (never throws) after `timeout`.
+// Non-2xx answers become Statuses carrying the server's error message:
+// 400 -> kInvalidArgument, 401/403 -> kInvalidArgument (token), 404 -> kNotFound,
+// 503 -> kUnavailable, other -> kInternal; no connection -> kUnavailable.
+// Thread-safety: a client is immutable after Create; calls may run from any thread.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "protocol/status.h"
+
+namespace bakeoff::cli {
+
+struct HttpResponse {
+  int status = 0;
+  std::string content_type;
+  std::string body;
+};
+
+class CoordinatorClient {
+ public:
+  // `url`: "http://HOST:PORT" or "HOST:PORT" (a path suffix is ignored). `token` may be
+  // empty. Fails with kInvalidArgument naming the URL when it cannot be parsed.
+  static Result<CoordinatorClient> Create(const std::string& url, std::string token,
+                                          std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+  // Raw calls: any HTTP status is a successful Result; only transport failures fail.
+  Result<HttpResponse> Get(const std::string& target) const;
+  Result<HttpResponse> Post(const std::string& target, const std::string& body,
+                            const std::string& content_type = "application/json") const;
+
+  // JSON calls: a non-2xx status or a body that is not JSON is an error (see above).
+  Result<nlohmann::json> GetJson(const std::string& target) const;
+  Result<nlohmann::json> PostJson(const std::string& target, const std::string& body,
+                                  const std::string& content_type = "application/json") const;
+  // GET whose body is returned as text (e.g. a rendered report); non-2xx is an error.
+  Result<std::string> GetText(const std::string& target) const;
+
+  const std::string& host() const { return host_; }
+  int port() const { return port_; }
+
+ private:
+  CoordinatorClient(std::string host, int port, std::string token,
+                    std::chrono::milliseconds timeout)
+      : host_(std::move(host)), port_(port), token_(std::move(token)), timeout_(timeout) {}
+
+  Result<HttpResponse> Send(const std::string& method, const std::string& target,
+                            const std::string& body, const std::string& content_type) const;
+
+  std::string host_;
+  int port_ = 0;
+  std::string token_;
+  std::chrono::milliseconds timeout_;
+};
+
+// Turns a non-2xx response into a Status with the server's {"error": ...} message.
+Status StatusFromResponse(const HttpResponse& response, const std::string& what);
+
+// Percent-encodes a path segment or query value (a sweep name may hold any character).
+std::string UrlEncode(const std::string& text);
+
+}  // namespace bakeoff::cli
