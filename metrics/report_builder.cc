@@ -1,0 +1,712 @@
+#include "metrics/report_builder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include "metrics/statistics.h"
+
+namespace bakeoff::metrics {
+namespace {
+
+constexpr const char* kMicroBatchAxis = "micro_batch";
+
+bool IsFinishedOutcome(const std::string& outcome) {
+  static const std::set<std::string> kFinished = {"succeeded", "oom",     "unsupported",
+                                                  "diverged",  "failed",  "timeout",
+                                                  "lost",      "cancelled"};
+  return kFinished.count(outcome) > 0;
+}
+
+std::string ScalarText(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  return value.dump();
+}
+
+std::optional<double> ParseNumber(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  return value;
+}
+
+bool SameValue(const std::string& requested, const std::string& applied) {
+  if (requested == applied) return true;
+  auto a = ParseNumber(requested), b = ParseNumber(applied);
+  if (a && b) return std::fabs(*a - *b) <= 1e-9 * std::max(1.0, std::fabs(*a));
+  return false;
+}
+
+// Everything the comparisons need about one variant's succeeded trials.
+struct Side {
+  const VariantReport* report = nullptr;
+  std::vector<const TrialView*> trials;                // succeeded, with a throughput
+  std::vector<std::vector<double>> steps;              // measured step_s per trial
+};
+
+struct RatioResult {
+  RatioFigure figure;
+  IntervalMethod method = IntervalMethod::kNone;
+  int pairs = 0;
+  std::optional<double> sd_log_ratio;
+};
+
+BootstrapOptions ToBootstrap(const ReportOptions& options) {
+  return BootstrapOptions{options.bootstrap_resamples, options.seed, options.confidence};
+}
+
+RatioFigure ToFigure(const RatioEstimate& estimate) {
+  RatioFigure figure;
+  figure.value = estimate.ratio;
+  if (estimate.interval) {
+    figure.low = estimate.interval->low;
+    figure.high = estimate.interval->high;
+  }
+  return figure;
+}
+
+std::vector<double> Throughputs(const Side& side) {
+  std::vector<double> values;
+  for (const TrialView* t : side.trials) values.push_back(*t->tokens_per_s);
+  return values;
+}
+
+std::vector<double> PooledSteps(const Side& side) {
+  std::vector<double> pooled;
+  for (const auto& steps : side.steps) {
+    for (double s : steps) {
+      if (s > 0) pooled.push_back(s);
+    }
+  }
+  return pooled;
+}
+
+std::vector<double> LogsOf(const std::vector<double>& values) {
+  std::vector<double> logs;
+  for (double v : values) logs.push_back(std::log(v));
+  return logs;
+}
+
+// Speedup of `variant` over `counterpart` (tokens/s ratio), choosing the interval
+// method as docs/statistics.md describes. REQUIRES: both sides have >= 1 trial.
+RatioResult EstimateRatio(const Side& variant, const Side& counterpart, bool interleaved,
+                          const ReportOptions& options) {
+  RatioResult result;
+  BootstrapOptions bootstrap = ToBootstrap(options);
+  if (interleaved) {
+    std::map<int, double> by_repeat;
+    for (const TrialView* t : counterpart.trials) by_repeat[t->repeat] = *t->tokens_per_s;
+    std::vector<double> num, den;
+    for (const TrialView* t : variant.trials) {
+      auto it = by_repeat.find(t->repeat);
+      if (it == by_repeat.end()) continue;
+      num.push_back(*t->tokens_per_s);
+      den.push_back(it->second);
+    }
+    if (num.size() >= 2) {
+      result.figure = ToFigure(PairedRatio(num, den, bootstrap));
+      result.method = IntervalMethod::kPairedRepeats;
+      result.pairs = static_cast<int>(num.size());
+      std::vector<double> log_ratios;
+      for (std::size_t i = 0; i < num.size(); ++i) log_ratios.push_back(std::log(num[i] / den[i]));
+      result.sd_log_ratio = SampleStdDev(log_ratios);
+      return result;
+    }
+  }
+  std::vector<double> num = Throughputs(variant), den = Throughputs(counterpart);
+  if (num.size() >= 2 && den.size() >= 2) {
+    result.figure = ToFigure(UnpairedRatio(num, den, bootstrap));
+    result.method = IntervalMethod::kUnpairedRepeats;
+    double sv = SampleStdDev(LogsOf(num)), sc = SampleStdDev(LogsOf(den));
+    result.sd_log_ratio = std::sqrt(sv * sv + sc * sc);
+    return result;
+  }
+  std::vector<double> num_steps = PooledSteps(variant), den_steps = PooledSteps(counterpart);
+  double num_rate = GeometricMean(num), den_rate = GeometricMean(den);
+  if (num_steps.size() >= 2 && den_steps.size() >= 2) {
+    result.figure =
+        ToFigure(StepRatio(num_rate, num_steps, den_rate, den_steps, bootstrap));
+    result.method = IntervalMethod::kMeasuredSteps;
+    return result;
+  }
+  result.figure.value = num_rate / den_rate;
+  return result;
+}
+
+TrialView MakeTrialView(const TrialInput& trial, const VariantInput* variant,
+                        const ReportOptions& options) {
+  TrialView view;
+  view.id = trial.id;
+  view.variant_key = trial.variant_key;
+  view.repeat = trial.repeat;
+  view.order_index = trial.order_index;
+  view.worker = trial.worker;
+  view.outcome = trial.outcome;
+  view.reason = trial.reason;
+  view.applied = trial.applied;
+  if (!trial.ranks.empty()) {
+    // Ranks step together, so the slowest rank sets the pace and the largest holds the
+    // peak that decides whether a configuration fits.
+    double tps = INFINITY, step = 0, first = 0, warm = 0;
+    std::int64_t peak = 0;
+    for (const RankSummary& r : trial.ranks) {
+      if (r.tokens_per_s > 0) tps = std::min(tps, r.tokens_per_s);
+      step = std::max(step, r.step_s_median);
+      first = std::max(first, r.first_step_s);
+      warm = std::max(warm, r.warmup_s);
+      peak = std::max(peak, r.peak_mem_bytes);
+    }
+    if (std::isfinite(tps)) view.tokens_per_s = tps;
+    if (step > 0) view.step_s_median = step;
+    view.first_step_s = first;
+    view.warmup_s = warm;
+    view.peak_mem_bytes = peak;
+  }
+  std::vector<double> steps;
+  for (const StepSample& s : trial.steps) {
+    if (s.step_s > 0) steps.push_back(s.step_s);
+  }
+  if (steps.size() >= 2) {
+    view.step_cv = CoefficientOfVariation(steps);
+    view.noisy = *view.step_cv > options.noisy_cv_threshold;
+  }
+  if (variant != nullptr && trial.outcome == "succeeded") {
+    view.fallback_reason = FallbackReason(variant->params, trial.applied);
+    view.fell_back = !view.fallback_reason.empty();
+  }
+  return view;
+}
+
+std::string OutcomeSummary(const VariantReport& v) {
+  std::ostringstream out;
+  bool first = true;
+  for (const auto& [outcome, count] : v.outcome_counts) {
+    if (outcome == "succeeded") continue;
+    out << (first ? "" : ", ") << outcome << " x" << count;
+    first = false;
+  }
+  if (!v.reasons.empty()) out << " (" << v.reasons.front() << ")";
+  return out.str();
+}
+
+std::string Percent(double fraction) {
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(1);
+  out << fraction * 100 << "%";
+  return out.str();
+}
+
+}  // namespace
+
+std::string FallbackReason(const std::map<std::string, std::string>& params,
+                           const nlohmann::json& applied) {
+  if (!applied.is_object()) return "";
+  for (const char* flag : {"fell_back", "fallback"}) {
+    auto it = applied.find(flag);
+    if (it == applied.end()) continue;
+    if (it->is_boolean() && it->get<bool>()) {
+      auto why = applied.find("fallback_reason");
+      return why != applied.end() && why->is_string() ? why->get<std::string>()
+                                                      : std::string(flag) + " reported";
+    }
+    if (it->is_string() && !it->get<std::string>().empty()) return it->get<std::string>();
+  }
+  for (const auto& [name, requested] : params) {
+    auto it = applied.find(name);
+    if (it == applied.end() || it->is_object() || it->is_array() || it->is_null()) continue;
+    std::string got = ScalarText(*it);
+    if (!SameValue(requested, got)) {
+      return "requested " + name + "=" + requested + " but applied " + name + "=" + got;
+    }
+  }
+  return "";
+}
+
+std::string SettingKey(const std::vector<AxisInput>& axes,
+                       const std::map<std::string, std::string>& params,
+                       const std::string& skip_axis) {
+  std::string key;
+  std::set<std::string> done;
+  auto add = [&](const std::string& name, const std::string& value) {
+    if (name == skip_axis) return;
+    key += (key.empty() ? "" : ",") + name + "=" + value;
+  };
+  for (const AxisInput& axis : axes) {
+    auto it = params.find(axis.name);
+    if (it == params.end()) continue;
+    add(axis.name, it->second);
+    done.insert(axis.name);
+  }
+  for (const auto& [name, value] : params) {
+    if (!done.count(name)) add(name, value);
+  }
+  return key;
+}
+
+Report BuildReport(const ReportInput& input, const ReportOptions& options) {
+  Report report;
+  report.sweep_id = input.sweep_id;
+  report.sweep_name = input.sweep_name;
+  report.question = input.question;
+  report.order = input.order;
+  report.baseline = input.baseline;
+  report.axes = input.axes;
+  report.options = options;
+  const bool interleaved = input.order == "interleaved";
+
+  std::map<std::string, const VariantInput*> variant_inputs;
+  for (const VariantInput& v : input.variants) variant_inputs[v.key] = &v;
+
+  // Trials, in run order.
+  std::vector<const TrialInput*> ordered;
+  for (const TrialInput& t : input.trials) ordered.push_back(&t);
+  std::stable_sort(ordered.begin(), ordered.end(), [](const TrialInput* a, const TrialInput* b) {
+    return a->order_index < b->order_index;
+  });
+  std::set<std::string> workers;
+  std::map<std::string, std::vector<std::size_t>> trials_of;  // variant -> trial views
+  for (const TrialInput* t : ordered) {
+    auto it = variant_inputs.find(t->variant_key);
+    report.trials.push_back(
+        MakeTrialView(*t, it == variant_inputs.end() ? nullptr : it->second, options));
+    trials_of[t->variant_key].push_back(report.trials.size() - 1);
+    if (!t->worker.empty()) workers.insert(t->worker);
+    ++report.trials_total;
+    if (IsFinishedOutcome(t->outcome)) ++report.trials_finished;
+  }
+  report.workers.assign(workers.begin(), workers.end());
+  report.spread_across_workers = workers.size() > 1;
+
+  // Per-variant figures.
+  std::map<std::string, Side> sides;
+  for (const VariantInput& in : input.variants) {
+    VariantReport v;
+    v.key = in.key;
+    v.params = in.params;
+    v.counterpart_key = in.counterpart_key;
+    v.is_baseline = in.is_baseline || (!in.counterpart_key.empty() && in.counterpart_key == in.key);
+    v.counterpart_excluded = in.counterpart_excluded;
+    v.excluded = in.excluded;
+    std::vector<const TrialView*> ok;
+    std::map<std::int64_t, std::vector<double>> losses;
+    std::vector<double> all_steps;
+    std::set<std::string> variant_workers;
+    std::vector<std::vector<double>> step_lists;
+    const TrialInput* peak_trial = nullptr;
+    for (std::size_t index : trials_of[in.key]) {
+      const TrialView& t = report.trials[index];
+      const TrialInput& raw = *ordered[index];
+      ++v.trials;
+      ++v.outcome_counts[t.outcome];
+      if (!t.worker.empty()) variant_workers.insert(t.worker);
+      if (!IsFinishedOutcome(t.outcome)) ++v.unfinished;
+      if (t.outcome != "succeeded") {
+        if (!t.reason.empty() &&
+            std::find(v.reasons.begin(), v.reasons.end(), t.reason) == v.reasons.end()) {
+          v.reasons.push_back(t.reason);
+        }
+        continue;
+      }
+      ++v.succeeded;
+      if (t.noisy) ++v.noisy_trials;
+      if (t.fell_back && !v.fell_back) {
+        v.fell_back = true;
+        v.fallback_reason = t.fallback_reason;
+      }
+      if (v.applied.is_null() && !t.applied.is_null()) v.applied = t.applied;
+      if (t.peak_mem_bytes && (!v.peak_mem_bytes || *t.peak_mem_bytes > *v.peak_mem_bytes)) {
+        v.peak_mem_bytes = t.peak_mem_bytes;
+        peak_trial = &raw;
+      }
+      std::vector<double> steps;
+      for (const StepSample& s : raw.steps) {
+        if (s.step_s > 0) {
+          steps.push_back(s.step_s);
+          all_steps.push_back(s.step_s);
+        }
+        if (s.loss && std::isfinite(*s.loss)) losses[s.step].push_back(*s.loss);
+      }
+      if (t.tokens_per_s) {
+        ok.push_back(&t);
+        step_lists.push_back(std::move(steps));
+      }
+    }
+    v.workers.assign(variant_workers.begin(), variant_workers.end());
+    if (!ok.empty()) {
+      std::vector<double> tps, step, first, warm, mfu, comm;
+      for (const TrialView* t : ok) {
+        tps.push_back(*t->tokens_per_s);
+        if (t->step_s_median) step.push_back(*t->step_s_median);
+        if (t->first_step_s) first.push_back(*t->first_step_s);
+        if (t->warmup_s) warm.push_back(*t->warmup_s);
+      }
+      for (std::size_t index : trials_of[in.key]) {
+        const TrialInput& raw = *ordered[index];
+        if (raw.outcome != "succeeded" || raw.ranks.empty()) continue;
+        mfu.push_back(raw.ranks.front().mfu);
+        double c = 0;
+        for (const RankSummary& r : raw.ranks) c = std::max(c, r.comm_s_per_step);
+        comm.push_back(c);
+      }
+      v.tokens_per_s = GeometricMean(tps);
+      if (!step.empty()) v.step_s_median = Mean(step);
+      if (!first.empty()) v.first_step_s = Mean(first);
+      if (!warm.empty()) v.warmup_s = Mean(warm);
+      if (!mfu.empty()) v.mfu = Mean(mfu);
+      if (!comm.empty()) v.comm_s_per_step = Mean(comm);
+    }
+    if (peak_trial != nullptr) {
+      const RankSummary* largest = &peak_trial->ranks.front();
+      for (const RankSummary& r : peak_trial->ranks) {
+        if (r.peak_mem_bytes > largest->peak_mem_bytes) largest = &r;
+      }
+      v.frozen_bytes = largest->frozen_bytes;
+      v.trainable_bytes = largest->trainable_bytes;
+      v.grad_bytes = largest->grad_bytes;
+      v.optimizer_bytes = largest->optimizer_bytes;
+    }
+    if (!all_steps.empty()) {
+      StepDistribution& d = v.step_times;
+      d.count = all_steps.size();
+      d.min = *std::min_element(all_steps.begin(), all_steps.end());
+      d.max = *std::max_element(all_steps.begin(), all_steps.end());
+      d.p10 = Percentile(all_steps, 10);
+      d.p25 = Percentile(all_steps, 25);
+      d.p50 = Percentile(all_steps, 50);
+      d.p75 = Percentile(all_steps, 75);
+      d.p90 = Percentile(all_steps, 90);
+    }
+    for (const auto& [step, values] : losses) v.loss_curve.emplace_back(step, Mean(values));
+    report.variants.push_back(std::move(v));
+    Side side;
+    side.trials = std::move(ok);
+    side.steps = std::move(step_lists);
+    sides[in.key] = std::move(side);
+  }
+  for (VariantReport& v : report.variants) sides[v.key].report = &v;
+
+  // Comparisons against the baseline counterpart.
+  for (VariantReport& v : report.variants) {
+    Comparison& c = v.comparison;
+    using S = Comparison::Status;
+    if (v.excluded) {
+      c.status = S::kExcluded;
+      c.note = "excluded by a rule of the sweep: not run";
+      continue;
+    }
+    if (v.is_baseline) {
+      c.status = S::kIsBaseline;
+      c.note = "baseline";
+      continue;
+    }
+    if (v.counterpart_excluded) {
+      c.status = S::kCounterpartExcluded;
+      c.note = "baseline counterpart " + v.counterpart_key +
+               " was excluded by a rule of the sweep: not compared";
+      continue;
+    }
+    const VariantReport* cp = report.FindVariant(v.counterpart_key);
+    if (v.counterpart_key.empty() || cp == nullptr) {
+      c.status = S::kNoCounterpart;
+      c.note = v.counterpart_key.empty()
+                   ? "no baseline counterpart in this sweep"
+                   : "baseline counterpart " + v.counterpart_key + " is not in this sweep";
+      continue;
+    }
+    if (cp->excluded) {
+      c.status = S::kCounterpartExcluded;
+      c.note = "baseline counterpart " + cp->key + " was excluded by a rule: not compared";
+      continue;
+    }
+    const Side& vs = sides[v.key];
+    const Side& cs = sides[cp->key];
+    if ((vs.trials.empty() && v.unfinished > 0) || (cs.trials.empty() && cp->unfinished > 0)) {
+      c.status = S::kPending;
+      c.note = "trials not finished yet";
+      continue;
+    }
+    if (vs.trials.empty() || cs.trials.empty()) {
+      if (vs.trials.empty() && cs.trials.empty()) {
+        c.status = S::kBothFailed;
+        c.note = "neither ran: " + OutcomeSummary(v) + "; counterpart " + OutcomeSummary(*cp);
+      } else if (vs.trials.empty()) {
+        c.status = S::kVariantFailed;
+        c.note = "fails where its counterpart succeeds: " + OutcomeSummary(v);
+      } else {
+        c.status = S::kCounterpartFailed;
+        c.note = "succeeds where its counterpart fails: " + OutcomeSummary(*cp);
+      }
+      continue;
+    }
+    // Memory and outcome facts hold even when the throughput is not compared.
+    c.variant_peak_bytes = v.peak_mem_bytes;
+    c.counterpart_peak_bytes = cp->peak_mem_bytes;
+    if (v.peak_mem_bytes && cp->peak_mem_bytes && *v.peak_mem_bytes > 0 &&
+        *cp->peak_mem_bytes > 0) {
+      c.memory_relative =
+          static_cast<double>(*v.peak_mem_bytes) / static_cast<double>(*cp->peak_mem_bytes) - 1;
+      c.compression_ratio =
+          static_cast<double>(*cp->peak_mem_bytes) / static_cast<double>(*v.peak_mem_bytes);
+    }
+    if (v.fell_back) {
+      c.status = S::kFellBack;
+      c.note = "fell back (" + v.fallback_reason + "): not compared";
+      continue;
+    }
+    if (cp->fell_back) {
+      c.status = S::kCounterpartFellBack;
+      c.note = "counterpart fell back (" + cp->fallback_reason + "): not compared";
+      continue;
+    }
+    c.status = S::kCompared;
+    RatioResult ratio = EstimateRatio(vs, cs, interleaved, options);
+    c.speedup = ratio.figure;
+    c.method = ratio.method;
+    c.pairs = ratio.pairs;
+    c.variant_trials = static_cast<int>(vs.trials.size());
+    c.counterpart_trials = static_cast<int>(cs.trials.size());
+    c.no_measurable_difference = c.speedup.Contains(1.0);
+    if (ratio.sd_log_ratio) {
+      c.sd_log_ratio = ratio.sd_log_ratio;
+      c.repeats_needed = RepeatsToResolve(*ratio.sd_log_ratio, options.resolve_difference);
+      c.needs_more_repeats = *c.repeats_needed > std::min(v.trials, cp->trials);
+    }
+    // Warm-up: a trial without warm-up steps pays its compilation in the first step.
+    auto warmup_cost = [](const VariantReport& x) -> std::optional<double> {
+      if (x.warmup_s && *x.warmup_s > 0) return x.warmup_s;
+      return x.first_step_s;
+    };
+    if (v.first_step_s && cp->first_step_s) c.first_step_delta_s = *v.first_step_s - *cp->first_step_s;
+    auto wv = warmup_cost(v), wc = warmup_cost(*cp);
+    if (wv && wc) c.warmup_delta_s = *wv - *wc;
+    if (cp->step_s_median && c.speedup.value > 0) {
+      c.step_saving_s = *cp->step_s_median * (1 - 1 / c.speedup.value);
+      if (c.warmup_delta_s) {
+        BreakEven be = ComputeBreakEven(*c.warmup_delta_s, *c.step_saving_s);
+        c.break_even = be.ToString();
+        if (be.kind == BreakEven::Kind::kAfterSteps) c.break_even_steps = be.steps;
+      }
+    }
+    LossParity parity = ComputeLossParity(v.loss_curve, cp->loss_curve);
+    c.loss_common_steps = parity.common_steps;
+    if (parity.common_steps > 0) {
+      c.loss_max_deviation = parity.max_relative_deviation;
+      c.loss_at_step = parity.at_step;
+      c.loss_flagged = parity.max_relative_deviation > options.loss_parity_threshold;
+    }
+    if (report.spread_across_workers) {
+      std::set<std::string> both;
+      for (const TrialView* t : vs.trials) both.insert(t->worker);
+      for (const std::string& w : both) {
+        std::vector<double> num, den;
+        for (const TrialView* t : vs.trials) {
+          if (t->worker == w) num.push_back(*t->tokens_per_s);
+        }
+        for (const TrialView* t : cs.trials) {
+          if (t->worker == w) den.push_back(*t->tokens_per_s);
+        }
+        if (num.empty() || den.empty()) continue;
+        c.by_worker.push_back(WorkerEffect{w, GeometricMean(num) / GeometricMean(den),
+                                           static_cast<int>(num.size()),
+                                           static_cast<int>(den.size())});
+      }
+    }
+  }
+
+  // Call-outs: outcome mismatches first, then what undermines a verdict.
+  for (const VariantReport& v : report.variants) {
+    if (v.comparison.status == Comparison::Status::kVariantFailed ||
+        v.comparison.status == Comparison::Status::kCounterpartFailed) {
+      report.callouts.push_back(v.key + " " + v.comparison.note + " (counterpart " +
+                                v.counterpart_key + ")");
+    }
+  }
+  for (const VariantReport& v : report.variants) {
+    const Comparison& c = v.comparison;
+    if (c.status == Comparison::Status::kFellBack) {
+      report.callouts.push_back(v.key + " did not take effect: " + v.fallback_reason +
+                                "; flagged, not compared");
+    }
+    if (c.loss_flagged) {
+      report.callouts.push_back(v.key + " loss curve deviates " +
+                                Percent(*c.loss_max_deviation) + " from its counterpart at step " +
+                                std::to_string(c.loss_at_step) + " (threshold " +
+                                Percent(options.loss_parity_threshold) + ")");
+    }
+  }
+  if (report.trials_finished < report.trials_total) {
+    report.callouts.push_back(std::to_string(report.trials_total - report.trials_finished) +
+                              " of " + std::to_string(report.trials_total) +
+                              " trials not finished: the report is partial");
+  }
+  int noisy = 0;
+  for (const TrialView& t : report.trials) noisy += t.noisy ? 1 : 0;
+  if (noisy > 0) {
+    report.callouts.push_back(std::to_string(noisy) + " noisy trial(s): step-time CV above " +
+                              Percent(options.noisy_cv_threshold));
+  }
+
+  // Marginal effect of each axis value.
+  std::map<std::string, std::string> key_of_setting;  // full setting -> variant key
+  for (const VariantReport& v : report.variants) key_of_setting[SettingKey(input.axes, v.params)] = v.key;
+  auto usable = [&](const std::string& key) -> const Side* {
+    const Side& s = sides[key];
+    if (s.report == nullptr || s.trials.empty() || s.report->fell_back) return nullptr;
+    return &s;
+  };
+  for (const AxisInput& axis : input.axes) {
+    if (axis.values.size() < 2) continue;
+    auto base = input.baseline.find(axis.name);
+    std::string reference = base != input.baseline.end() ? base->second : axis.values.front();
+    for (const std::string& value : axis.values) {
+      if (value == reference) continue;
+      std::vector<std::pair<const Side*, const Side*>> pairs;
+      for (const VariantReport& v : report.variants) {
+        auto it = v.params.find(axis.name);
+        if (it == v.params.end() || it->second != value) continue;
+        auto ref_params = v.params;
+        ref_params[axis.name] = reference;
+        auto ref = key_of_setting.find(SettingKey(input.axes, ref_params));
+        if (ref == key_of_setting.end()) continue;
+        const Side* a = usable(v.key);
+        const Side* b = usable(ref->second);
+        if (a != nullptr && b != nullptr) pairs.emplace_back(a, b);
+      }
+      if (pairs.empty()) continue;
+      MarginalEffect effect;
+      effect.axis = axis.name;
+      effect.value = value;
+      effect.reference = reference;
+      effect.pairs = static_cast<int>(pairs.size());
+      std::vector<double> ratios;
+      for (auto [a, b] : pairs) ratios.push_back(*a->report->tokens_per_s / *b->report->tokens_per_s);
+      effect.speedup.value = GeometricMean(ratios);
+      effect.min_pair = *std::min_element(ratios.begin(), ratios.end());
+      effect.max_pair = *std::max_element(ratios.begin(), ratios.end());
+      // Bootstrap: every variant involved is resampled once per replicate (its trials,
+      // or its steps when it has one trial), then the pair log-ratios are averaged.
+      std::vector<const Side*> involved;
+      for (auto [a, b] : pairs) {
+        for (const Side* s : {a, b}) {
+          if (std::find(involved.begin(), involved.end(), s) == involved.end()) involved.push_back(s);
+        }
+      }
+      // Expanded for the fewest repeats involved; plain when every side is resampled
+      // over steps (see StepRatio).
+      int units = 0;
+      bool resamplable = true;
+      for (const Side* s : involved) {
+        if (s->trials.size() >= 2) {
+          int n = static_cast<int>(s->trials.size());
+          units = units == 0 ? n : std::min(units, n);
+        } else if (PooledSteps(*s).size() < 2) {
+          resamplable = false;
+        }
+      }
+      if (resamplable) {
+        std::vector<std::vector<double>> log_tps, steps;
+        std::vector<double> medians, base_log;
+        for (const Side* s : involved) {
+          log_tps.push_back(LogsOf(Throughputs(*s)));
+          steps.push_back(s->trials.size() >= 2 ? std::vector<double>{} : PooledSteps(*s));
+          medians.push_back(steps.back().empty() ? 0 : Median(steps.back()));
+          base_log.push_back(std::log(*s->report->tokens_per_s));
+        }
+        std::vector<double> sampled(involved.size()), scratch;
+        Interval interval = Bootstrap(
+            [&](std::mt19937_64& rng) {
+              for (std::size_t i = 0; i < involved.size(); ++i) {
+                if (steps[i].empty()) {
+                  double sum = 0;
+                  for (std::size_t k = 0; k < log_tps[i].size(); ++k) {
+                    sum += log_tps[i][DrawIndex(rng, log_tps[i].size())];
+                  }
+                  sampled[i] = sum / static_cast<double>(log_tps[i].size());
+                } else {
+                  scratch.resize(steps[i].size());
+                  for (auto& x : scratch) x = steps[i][DrawIndex(rng, steps[i].size())];
+                  sampled[i] = base_log[i] + std::log(medians[i] / Median(scratch));
+                }
+              }
+              double sum = 0;
+              for (auto [a, b] : pairs) {
+                std::size_t ia = std::find(involved.begin(), involved.end(), a) - involved.begin();
+                std::size_t ib = std::find(involved.begin(), involved.end(), b) - involved.begin();
+                sum += sampled[ia] - sampled[ib];
+              }
+              return std::exp(sum / static_cast<double>(pairs.size()));
+            },
+            units, ToBootstrap(options));
+        effect.speedup.low = interval.low;
+        effect.speedup.high = interval.high;
+      }
+      report.marginals.push_back(effect);
+    }
+  }
+
+  // Best configurations.
+  const VariantReport* fastest = nullptr;
+  const VariantReport* fastest_fit = nullptr;
+  for (const VariantReport& v : report.variants) {
+    if (!v.tokens_per_s || v.fell_back) continue;
+    if (fastest == nullptr || *v.tokens_per_s > *fastest->tokens_per_s) fastest = &v;
+    if (options.memory_budget_bytes && v.peak_mem_bytes &&
+        *v.peak_mem_bytes <= *options.memory_budget_bytes &&
+        (fastest_fit == nullptr || *v.tokens_per_s > *fastest_fit->tokens_per_s)) {
+      fastest_fit = &v;
+    }
+  }
+  if (fastest != nullptr) report.fastest_key = fastest->key;
+  if (fastest_fit != nullptr) report.fastest_within_budget_key = fastest_fit->key;
+
+  // Iso-memory view.
+  auto mb_axis = std::find_if(input.axes.begin(), input.axes.end(),
+                              [](const AxisInput& a) { return a.name == kMicroBatchAxis; });
+  if (mb_axis != input.axes.end() && mb_axis->values.size() >= 2) {
+    report.iso_memory_applicable = true;
+    std::map<std::string, const VariantReport*> best_of_setting;
+    std::vector<std::string> setting_order;
+    for (const VariantReport& v : report.variants) {
+      std::string setting = SettingKey(input.axes, v.params, kMicroBatchAxis);
+      if (!best_of_setting.count(setting)) {
+        best_of_setting[setting] = nullptr;
+        setting_order.push_back(setting);
+      }
+      if (usable(v.key) == nullptr || !v.params.count(kMicroBatchAxis)) continue;
+      const VariantReport*& best = best_of_setting[setting];
+      double mb = ParseNumber(v.params.at(kMicroBatchAxis)).value_or(0);
+      if (best == nullptr || mb > ParseNumber(best->params.at(kMicroBatchAxis)).value_or(0)) best = &v;
+    }
+    for (const std::string& setting : setting_order) {
+      const VariantReport* best = best_of_setting[setting];
+      if (best == nullptr) continue;
+      IsoMemoryRow row;
+      row.setting = setting;
+      row.variant_key = best->key;
+      row.micro_batch = best->params.at(kMicroBatchAxis);
+      row.tokens_per_s = *best->tokens_per_s;
+      auto counterpart_params = best->params;
+      for (const auto& [axis, value] : input.baseline) {
+        if (axis != kMicroBatchAxis && counterpart_params.count(axis)) counterpart_params[axis] = value;
+      }
+      row.counterpart_setting = SettingKey(input.axes, counterpart_params, kMicroBatchAxis);
+      auto it = best_of_setting.find(row.counterpart_setting);
+      if (it != best_of_setting.end() && it->second != nullptr) {
+        row.counterpart_variant_key = it->second->key;
+        row.counterpart_micro_batch = it->second->params.at(kMicroBatchAxis);
+        if (row.counterpart_setting != setting) {
+          row.speedup = EstimateRatio(sides[best->key], sides[it->second->key], interleaved,
+                                      options).figure;
+        }
+      }
+      report.iso_memory.push_back(row);
+    }
+  }
+  return report;
+}
+
+}  // namespace bakeoff::metrics

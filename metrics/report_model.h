@@ -1,0 +1,324 @@
+// The pure data of a sweep report: ReportInput is everything the verdicts are computed
+// from (filled from SQLite by report_loader.h, or by hand in tests), Report is the
+// computed verdicts (report_builder.h) that every renderer draws (report_renderer.h).
+// Neither depends on SQLite, so the statistics and the rendering are tested on fixtures.
+// Definitions of every figure: docs/statistics.md. Plain values; thread-compatible.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bakeoff::metrics {
+
+// ---------------------------------------------------------------- input
+
+struct AxisInput {
+  std::string name;
+  std::vector<std::string> values;  // as written in the sweep, in order
+};
+
+struct VariantInput {
+  std::string key;  // "compile_mode=jit,zero_stage=2"
+  // Varying axis name -> value as it appears in keys (spec::CanonicalValue).
+  std::map<std::string, std::string> params;
+  std::string counterpart_key;  // == key for a baseline variant; empty when none
+  bool is_baseline = false;     // its own counterpart
+  bool counterpart_excluded = false;  // its counterpart matched an exclude rule
+  bool excluded = false;        // listed, but removed by an exclude rule: no trials
+};
+
+// One rank's `summary` event (docs/trainer.md).
+struct RankSummary {
+  int rank = 0;
+  double startup_s = 0;
+  double first_step_s = 0;
+  double warmup_s = 0;
+  double step_s_median = 0;
+  double step_s_p10 = 0;
+  double step_s_p90 = 0;
+  double tokens_per_s = 0;
+  double flops_per_s = 0;
+  double mfu = 0;
+  std::int64_t peak_mem_bytes = 0;
+  std::int64_t frozen_bytes = 0;
+  std::int64_t trainable_bytes = 0;
+  std::int64_t grad_bytes = 0;
+  std::int64_t optimizer_bytes = 0;
+  double comm_s_per_step = 0;
+  double comm_bytes_per_step = 0;
+};
+
+// One measured (phase "measure") step. Loss is the global mean, so one rank's suffices.
+struct StepSample {
+  std::int64_t step = 0;
+  double step_s = 0;
+  std::optional<double> loss;
+};
+
+struct TrialInput {
+  std::int64_t id = 0;
+  std::string variant_key;
+  int repeat = 0;
+  int order_index = 0;  // position in the sweep's run order
+  std::string worker;   // of the final attempt; empty if never assigned
+  // succeeded, oom, unsupported, diverged, failed, timeout, lost, cancelled; anything
+  // else (queued, running) is an unfinished trial.
+  std::string outcome;
+  std::string reason;
+  std::vector<RankSummary> ranks;  // empty unless the trial succeeded
+  nlohmann::json applied;          // the trainer's `applied` evidence (rank 0), or null
+  std::vector<StepSample> steps;   // measured steps, in step order
+};
+
+struct ReportInput {
+  std::string sweep_id;
+  std::string sweep_name;
+  std::string question;
+  std::string order = "interleaved";  // interleaved | sequential | random
+  std::map<std::string, std::string> baseline;  // axis -> baseline value
+  std::vector<AxisInput> axes;
+  std::vector<VariantInput> variants;
+  std::vector<TrialInput> trials;
+};
+
+// ---------------------------------------------------------------- options
+
+enum class ReportFormat { kTable, kMarkdown, kJson, kCsv, kHtml };
+
+struct ReportOptions {
+  ReportFormat format = ReportFormat::kTable;
+  // --memory-budget: the fastest configuration whose peak fits is named too.
+  std::optional<std::int64_t> memory_budget_bytes;
+  double loss_parity_threshold = 0.02;  // flag a loss curve deviating more (2%)
+  double noisy_cv_threshold = 0.10;     // a trial whose step-time CV exceeds this is noisy
+  double resolve_difference = 0.05;     // "repeats needed to resolve a 5% difference"
+  double confidence = 0.95;
+  int bootstrap_resamples = 2000;
+  std::uint64_t seed = 20261130;
+};
+
+// ---------------------------------------------------------------- report
+
+// A ratio with its confidence interval (absent when it could not be estimated).
+struct RatioFigure {
+  double value = 0;
+  std::optional<double> low;
+  std::optional<double> high;
+  bool Contains(double x) const { return low && high && *low <= x && x <= *high; }
+};
+
+// How a speedup's interval was obtained.
+enum class IntervalMethod {
+  kNone,             // one trial each and too few steps: no interval
+  kPairedRepeats,    // bootstrap over repeat pairs (interleaved order)
+  kUnpairedRepeats,  // bootstrap over each side's repeats independently
+  kMeasuredSteps,    // one repeat: bootstrap over measured steps
+};
+inline const char* IntervalMethodName(IntervalMethod method) {
+  switch (method) {
+    case IntervalMethod::kNone: return "none";
+    case IntervalMethod::kPairedRepeats: return "paired repeats";
+    case IntervalMethod::kUnpairedRepeats: return "unpaired repeats";
+    case IntervalMethod::kMeasuredSteps: return "measured steps";
+  }
+  return "none";
+}
+
+struct TrialView {
+  std::int64_t id = 0;
+  std::string variant_key;
+  int repeat = 0;
+  int order_index = 0;
+  std::string worker;
+  std::string outcome;
+  std::string reason;
+  std::optional<double> tokens_per_s;    // slowest rank
+  std::optional<double> step_s_median;   // slowest rank
+  std::optional<double> step_cv;         // over measured steps
+  bool noisy = false;
+  std::optional<std::int64_t> peak_mem_bytes;  // largest rank
+  std::optional<double> first_step_s;
+  std::optional<double> warmup_s;
+  nlohmann::json applied;
+  bool fell_back = false;
+  std::string fallback_reason;
+};
+
+// Step-time distribution of all measured steps of a variant's succeeded trials.
+struct StepDistribution {
+  std::size_t count = 0;
+  double min = 0, p10 = 0, p25 = 0, p50 = 0, p75 = 0, p90 = 0, max = 0;
+};
+
+struct WorkerEffect {
+  std::string worker;
+  double speedup = 0;
+  int variant_trials = 0;
+  int counterpart_trials = 0;
+};
+
+// The verdict of one variant against its baseline counterpart.
+struct Comparison {
+  enum class Status {
+    kCompared,
+    kIsBaseline,           // the variant is its own counterpart
+    kExcluded,             // an exclude rule removed the variant itself
+    kNoCounterpart,        // no counterpart variant in the sweep
+    kCounterpartExcluded,  // an exclude rule removed the counterpart
+    kVariantFailed,        // no succeeded trial; the counterpart has some
+    kCounterpartFailed,    // the counterpart has no succeeded trial; the variant has
+    kBothFailed,
+    kPending,              // trials not finished yet
+    kFellBack,             // the evidence says the variant did not apply what it asked
+    kCounterpartFellBack,
+  };
+  Status status = Status::kIsBaseline;
+  std::string note;  // a sentence for anything but kCompared
+
+  // Throughput (meaningful when kCompared).
+  RatioFigure speedup;
+  IntervalMethod method = IntervalMethod::kNone;
+  int variant_trials = 0;      // succeeded trials behind the figure
+  int counterpart_trials = 0;
+  int pairs = 0;               // repeat pairs (kPairedRepeats)
+  bool no_measurable_difference = false;  // the interval contains 1.0
+
+  // Memory: largest rank's peak.
+  std::optional<std::int64_t> variant_peak_bytes;
+  std::optional<std::int64_t> counterpart_peak_bytes;
+  std::optional<double> memory_relative;     // variant / counterpart - 1
+  std::optional<double> compression_ratio;   // counterpart / variant
+
+  // Warm-up.
+  std::optional<double> first_step_delta_s;  // variant - counterpart
+  std::optional<double> warmup_delta_s;      // variant - counterpart
+  std::optional<double> step_saving_s;       // per counterpart-sized step
+  std::optional<std::string> break_even;     // "never", "immediately", "N steps"
+  std::optional<double> break_even_steps;
+
+  // Loss parity.
+  std::size_t loss_common_steps = 0;
+  std::optional<double> loss_max_deviation;
+  std::int64_t loss_at_step = 0;
+  bool loss_flagged = false;
+
+  // Noise and repeats.
+  std::optional<double> sd_log_ratio;   // per repeat, from the observed noise
+  std::optional<int> repeats_needed;    // to resolve options.resolve_difference
+  bool needs_more_repeats = false;      // the sweep ran fewer than repeats_needed
+
+  std::vector<WorkerEffect> by_worker;  // when trials spread across workers
+};
+inline const char* ComparisonStatusName(Comparison::Status status) {
+  using S = Comparison::Status;
+  switch (status) {
+    case S::kCompared: return "compared";
+    case S::kIsBaseline: return "baseline";
+    case S::kExcluded: return "excluded";
+    case S::kNoCounterpart: return "no_counterpart";
+    case S::kCounterpartExcluded: return "counterpart_excluded";
+    case S::kVariantFailed: return "variant_failed";
+    case S::kCounterpartFailed: return "counterpart_failed";
+    case S::kBothFailed: return "both_failed";
+    case S::kPending: return "pending";
+    case S::kFellBack: return "fell_back";
+    case S::kCounterpartFellBack: return "counterpart_fell_back";
+  }
+  return "unknown";
+}
+
+struct VariantReport {
+  std::string key;
+  std::map<std::string, std::string> params;
+  std::string counterpart_key;
+  bool is_baseline = false;
+  bool counterpart_excluded = false;
+  bool excluded = false;
+
+  int trials = 0;
+  int succeeded = 0;
+  int unfinished = 0;
+  std::map<std::string, int> outcome_counts;
+  std::vector<std::string> reasons;  // distinct, of trials that did not succeed
+
+  std::optional<double> tokens_per_s;    // geometric mean over succeeded trials
+  std::optional<double> step_s_median;   // mean of the trials' median step times
+  std::optional<double> first_step_s;    // mean over succeeded trials
+  std::optional<double> warmup_s;        // mean over succeeded trials
+  std::optional<std::int64_t> peak_mem_bytes;  // max over trials of the largest rank
+  // Held bytes by kind, of the rank and trial with the largest peak.
+  std::optional<std::int64_t> frozen_bytes, trainable_bytes, grad_bytes, optimizer_bytes;
+  std::optional<double> mfu;
+  std::optional<double> comm_s_per_step;
+  StepDistribution step_times;
+  std::vector<std::pair<std::int64_t, double>> loss_curve;  // mean over trials
+  nlohmann::json applied;  // evidence of the first succeeded trial
+  bool fell_back = false;
+  std::string fallback_reason;
+  int noisy_trials = 0;
+  std::vector<std::string> workers;
+
+  Comparison comparison;
+};
+
+// Marginal effect of one axis value against the axis's reference value.
+struct MarginalEffect {
+  std::string axis;
+  std::string value;
+  std::string reference;  // the baseline's value of the axis, or its first value
+  RatioFigure speedup;    // geometric mean over pairs
+  int pairs = 0;
+  double min_pair = 0, max_pair = 0;
+};
+
+// Iso-memory view: each setting (every axis but micro_batch) at its own largest
+// micro-batch that did not run out of memory.
+struct IsoMemoryRow {
+  std::string setting;                // "compile_mode=jit,zero_stage=2"
+  std::string variant_key;            // the variant at that micro-batch
+  std::string micro_batch;
+  double tokens_per_s = 0;
+  std::string counterpart_setting;    // with the baseline's values substituted
+  std::string counterpart_variant_key;
+  std::string counterpart_micro_batch;
+  std::optional<RatioFigure> speedup;  // against the counterpart setting's best
+};
+
+struct Report {
+  std::string sweep_id;
+  std::string sweep_name;
+  std::string question;
+  std::string order;
+  std::map<std::string, std::string> baseline;
+  std::vector<AxisInput> axes;
+  ReportOptions options;
+
+  int trials_total = 0;
+  int trials_finished = 0;
+  std::vector<std::string> workers;
+  bool spread_across_workers = false;
+
+  std::vector<std::string> callouts;  // outcome mismatches first, then warnings
+  std::vector<VariantReport> variants;
+  std::vector<MarginalEffect> marginals;
+  std::optional<std::string> fastest_key;
+  std::optional<std::string> fastest_within_budget_key;
+  bool iso_memory_applicable = false;
+  std::vector<IsoMemoryRow> iso_memory;
+  std::vector<TrialView> trials;
+
+  const VariantReport* FindVariant(const std::string& key) const {
+    for (const auto& v : variants) {
+      if (v.key == key) return &v;
+    }
+    return nullptr;
+  }
+};
+
+}  // namespace bakeoff::metrics

@@ -1,0 +1,388 @@
+#include "metrics/report_builder.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "tests/metrics/report_test_fixtures.h"
+
+namespace bakeoff::metrics {
+namespace {
+
+using testing::AddTrials;
+using testing::KeyOf;
+using testing::Succeeded;
+using testing::TrialSpec;
+using testing::TwoByTwoSweep;
+using testing::Unsuccessful;
+
+const std::string kJit1 = KeyOf("jit", "1");
+const std::string kEager1 = KeyOf("eager", "1");
+const std::string kJit4 = KeyOf("jit", "4");
+const std::string kEager4 = KeyOf("eager", "4");
+
+const Comparison& ComparisonOf(const Report& report, const std::string& key) {
+  const VariantReport* v = report.FindVariant(key);
+  EXPECT_NE(v, nullptr) << key;
+  return v->comparison;
+}
+
+TEST(ReportBuilderTest, FasterVariantGetsPairedSpeedupWithInterval) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 4, 1.10);
+  Report report = BuildReport(input, ReportOptions{});
+  const Comparison& c = ComparisonOf(report, kJit1);
+  EXPECT_EQ(c.status, Comparison::Status::kCompared);
+  EXPECT_EQ(c.method, IntervalMethod::kPairedRepeats);
+  EXPECT_EQ(c.pairs, 4);
+  EXPECT_EQ(c.variant_trials, 4);
+  EXPECT_EQ(c.counterpart_trials, 4);
+  EXPECT_NEAR(c.speedup.value, 1.10, 0.005);
+  ASSERT_TRUE(c.speedup.low && c.speedup.high);
+  EXPECT_LT(*c.speedup.low, 1.10);
+  EXPECT_GT(*c.speedup.high, 1.09);
+  EXPECT_GT(*c.speedup.low, 1.05);
+  EXPECT_FALSE(c.no_measurable_difference);
+  EXPECT_EQ(ComparisonOf(report, kEager1).status, Comparison::Status::kIsBaseline);
+}
+
+TEST(ReportBuilderTest, SameInputGivesTheSameIntervalEveryTime) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 3, 1.10);
+  Report a = BuildReport(input, ReportOptions{});
+  Report b = BuildReport(input, ReportOptions{});
+  EXPECT_EQ(*ComparisonOf(a, kJit1).speedup.low, *ComparisonOf(b, kJit1).speedup.low);
+  EXPECT_EQ(*ComparisonOf(a, kJit1).speedup.high, *ComparisonOf(b, kJit1).speedup.high);
+}
+
+TEST(ReportBuilderTest, BreakEvenIsWarmupDeltaOverPerStepSaving) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 3, 1.25);
+  Report report = BuildReport(input, ReportOptions{});
+  const Comparison& c = ComparisonOf(report, kJit1);
+  // warm-up 13 s vs 3 s; eager step 512/1000 s, saving = 0.512 * (1 - 1/1.25) ~ 0.1024 s.
+  ASSERT_TRUE(c.warmup_delta_s && c.step_saving_s && c.break_even_steps);
+  EXPECT_NEAR(*c.warmup_delta_s, 10.0, 1e-9);
+  EXPECT_NEAR(*c.first_step_delta_s, 10.0, 1e-9);
+  double eager_step_s = *report.FindVariant(kEager1)->step_s_median;  // ~0.512 with drift
+  EXPECT_NEAR(eager_step_s, 0.512, 0.001);
+  EXPECT_NEAR(*c.step_saving_s, eager_step_s * (1 - 1 / c.speedup.value), 1e-9);
+  EXPECT_NEAR(*c.break_even_steps, 10.0 / *c.step_saving_s, 1e-6);
+  EXPECT_NEAR(*c.break_even_steps, 97.7, 1.5);
+  EXPECT_EQ(*c.break_even, std::to_string(static_cast<int>(std::ceil(*c.break_even_steps))) + " steps");
+}
+
+TEST(ReportBuilderTest, SlowerVariantNeverBreaksEven) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 3, 0.8);
+  Report report = BuildReport(input, ReportOptions{});
+  const Comparison& c = ComparisonOf(report, kJit1);
+  EXPECT_LT(c.speedup.value, 0.85);
+  EXPECT_LT(*c.speedup.high, 1.0);
+  EXPECT_EQ(*c.break_even, "never");
+  EXPECT_FALSE(c.break_even_steps);
+}
+
+TEST(ReportBuilderTest, EqualWarmupBreaksEvenImmediately) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 3, 1.2);
+  for (TrialInput& t : input.trials) {
+    for (RankSummary& r : t.ranks) r.warmup_s = 3.0;
+  }
+  Report report = BuildReport(input, ReportOptions{});
+  const Comparison& c = ComparisonOf(report, kJit1);
+  EXPECT_NEAR(*c.warmup_delta_s, 0.0, 1e-12);
+  EXPECT_EQ(*c.break_even, "immediately");
+}
+
+TEST(ReportBuilderTest, IntervalContainingOneSaysNoMeasurableDifference) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 5, 1.0);
+  Report report = BuildReport(input, ReportOptions{});
+  const Comparison& c = ComparisonOf(report, kJit1);
+  EXPECT_TRUE(c.speedup.Contains(1.0));
+  EXPECT_TRUE(c.no_measurable_difference);
+}
+
+TEST(ReportBuilderTest, OneRepeatBootstrapsOverMeasuredSteps) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 1, 1.3);
+  Report report = BuildReport(input, ReportOptions{});
+  const Comparison& c = ComparisonOf(report, kJit1);
+  EXPECT_EQ(c.method, IntervalMethod::kMeasuredSteps);
+  EXPECT_EQ(c.variant_trials, 1);
+  EXPECT_NEAR(c.speedup.value, 1.3 * (1 - 0.008), 1e-6);
+  ASSERT_TRUE(c.speedup.low && c.speedup.high);
+  EXPECT_LE(*c.speedup.low, c.speedup.value);
+  EXPECT_GE(*c.speedup.high, c.speedup.value);
+  EXPECT_FALSE(c.repeats_needed);  // between-trial noise is unknown with one repeat
+}
+
+TEST(ReportBuilderTest, SequentialOrderIsNotPaired) {
+  ReportInput input = TwoByTwoSweep();
+  input.order = "sequential";
+  AddTrials(input, 3, 1.1);
+  Report report = BuildReport(input, ReportOptions{});
+  EXPECT_EQ(ComparisonOf(report, kJit1).method, IntervalMethod::kUnpairedRepeats);
+}
+
+TEST(ReportBuilderTest, LossParityOverCommonStepsWithMissingSteps) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 2, 1.1);
+  for (TrialInput& t : input.trials) {
+    if (t.variant_key != kJit1) continue;
+    t.steps.erase(t.steps.begin() + 7, t.steps.end());  // steps 7..9 missing
+    t.steps[3].loss = *t.steps[3].loss * 1.03;           // 3% off at step 3
+  }
+  Report report = BuildReport(input, ReportOptions{});
+  const Comparison& c = ComparisonOf(report, kJit1);
+  EXPECT_EQ(c.loss_common_steps, 7u);
+  ASSERT_TRUE(c.loss_max_deviation);
+  EXPECT_NEAR(*c.loss_max_deviation, 0.03, 1e-9);
+  EXPECT_EQ(c.loss_at_step, 3);
+  EXPECT_TRUE(c.loss_flagged);
+  ReportOptions lenient;
+  lenient.loss_parity_threshold = 0.05;
+  EXPECT_FALSE(ComparisonOf(BuildReport(input, lenient), kJit1).loss_flagged);
+  EXPECT_FALSE(ComparisonOf(report, kJit4).loss_flagged);
+  EXPECT_NEAR(*ComparisonOf(report, kJit4).loss_max_deviation, 0.0, 1e-12);
+}
+
+TEST(ReportBuilderTest, MemoryFiguresUseTheLargestRank) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 2, 1.1);
+  for (TrialInput& t : input.trials) {
+    if (t.variant_key == kJit1) t.ranks[1].peak_mem_bytes = 1'250'000'000;  // rank 1 largest
+  }
+  Report report = BuildReport(input, ReportOptions{});
+  const Comparison& c = ComparisonOf(report, kJit1);
+  EXPECT_EQ(*c.variant_peak_bytes, 1'250'000'000);
+  EXPECT_EQ(*c.counterpart_peak_bytes, 1'000'000'000);
+  EXPECT_NEAR(*c.memory_relative, 0.25, 1e-12);
+  EXPECT_NEAR(*c.compression_ratio, 0.8, 1e-12);
+  const VariantReport* v = report.FindVariant(kJit1);
+  EXPECT_EQ(*v->frozen_bytes, 500'000'000);
+  EXPECT_EQ(*v->optimizer_bytes, 20'000'000);
+}
+
+TEST(ReportBuilderTest, EveryTrialOutOfMemoryComparesNothing) {
+  ReportInput input = TwoByTwoSweep();
+  for (const VariantInput& v : input.variants) {
+    for (int r = 0; r < 2; ++r) {
+      input.trials.push_back(Unsuccessful(v.key, r, "oom", "CUDA out of memory"));
+    }
+  }
+  Report report = BuildReport(input, ReportOptions{});
+  EXPECT_EQ(ComparisonOf(report, kJit1).status, Comparison::Status::kBothFailed);
+  EXPECT_FALSE(report.fastest_key);
+  EXPECT_TRUE(report.marginals.empty());
+  const VariantReport* v = report.FindVariant(kJit1);
+  EXPECT_EQ(v->outcome_counts.at("oom"), 2);
+  EXPECT_EQ(v->reasons, std::vector<std::string>{"CUDA out of memory"});
+  EXPECT_EQ(report.trials_finished, 8);
+}
+
+TEST(ReportBuilderTest, OutcomeMismatchIsCalledOutFirst) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 2, 1.1);
+  std::erase_if(input.trials, [](const TrialInput& t) { return t.variant_key == kJit4; });
+  input.trials.push_back(Unsuccessful(kJit4, 0, "oom", "out of memory at step 0"));
+  input.trials.push_back(Unsuccessful(kJit4, 1, "oom", "out of memory at step 0"));
+  for (TrialInput& t : input.trials) {
+    if (t.variant_key == kJit1) t.steps[2].loss = *t.steps[2].loss * 1.5;  // also a warning
+  }
+  Report report = BuildReport(input, ReportOptions{});
+  const Comparison& c = ComparisonOf(report, kJit4);
+  EXPECT_EQ(c.status, Comparison::Status::kVariantFailed);
+  ASSERT_GE(report.callouts.size(), 2u);
+  EXPECT_NE(report.callouts[0].find(kJit4), std::string::npos);
+  EXPECT_NE(report.callouts[0].find("fails where its counterpart succeeds"), std::string::npos);
+  EXPECT_NE(report.callouts[0].find("oom x2"), std::string::npos);
+}
+
+TEST(ReportBuilderTest, CounterpartFailedOrExcludedIsNotCompared) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 2, 1.1);
+  std::erase_if(input.trials, [](const TrialInput& t) { return t.variant_key == kEager4; });
+  input.trials.push_back(Unsuccessful(kEager4, 0, "failed", "trainer exited 1"));
+  input.variants[0].counterpart_excluded = true;  // pretend eager,1 was excluded for jit,1
+  input.variants[1].counterpart_excluded = true;
+  input.variants[1].is_baseline = false;
+  Report report = BuildReport(input, ReportOptions{});
+  EXPECT_EQ(ComparisonOf(report, kJit4).status, Comparison::Status::kCounterpartFailed);
+  EXPECT_EQ(ComparisonOf(report, kJit1).status, Comparison::Status::kCounterpartExcluded);
+  EXPECT_NE(report.callouts[0].find("succeeds where its counterpart fails"), std::string::npos);
+}
+
+TEST(ReportBuilderTest, UnfinishedTrialsArePendingAndReported) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 1, 1.1);
+  std::erase_if(input.trials, [](const TrialInput& t) { return t.variant_key == kJit4; });
+  input.trials.push_back(Unsuccessful(kJit4, 0, "queued", ""));
+  Report report = BuildReport(input, ReportOptions{});
+  EXPECT_EQ(ComparisonOf(report, kJit4).status, Comparison::Status::kPending);
+  EXPECT_EQ(report.trials_finished, 3);
+  EXPECT_NE(report.callouts.back().find("not finished"), std::string::npos);
+}
+
+TEST(ReportBuilderTest, FallbackIsFlaggedAndNotCompared) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 2, 1.1);
+  for (TrialInput& t : input.trials) {
+    if (t.variant_key == kJit1) t.applied = {{"compile_mode", "eager"}, {"graphs", 0}};
+  }
+  Report report = BuildReport(input, ReportOptions{});
+  const Comparison& c = ComparisonOf(report, kJit1);
+  EXPECT_EQ(c.status, Comparison::Status::kFellBack);
+  EXPECT_NE(c.note.find("requested compile_mode=jit but applied compile_mode=eager"),
+            std::string::npos);
+  EXPECT_TRUE(report.FindVariant(kJit1)->fell_back);
+  EXPECT_EQ(ComparisonOf(report, kJit4).status, Comparison::Status::kCompared);
+}
+
+TEST(ReportBuilderTest, FallbackReasonReadsFlagsAndMismatches) {
+  std::map<std::string, std::string> params = {{"zero_stage", "2"}, {"compile_mode", "jit"}};
+  EXPECT_EQ(FallbackReason(params, nullptr), "");
+  EXPECT_EQ(FallbackReason(params, {{"zero_stage", 2}, {"compile_mode", "jit"}}), "");
+  EXPECT_EQ(FallbackReason(params, {{"zero_stage", 2.0}}), "");
+  EXPECT_EQ(FallbackReason(params, {{"zero_stage", 0}}),
+            "requested zero_stage=2 but applied zero_stage=0");
+  EXPECT_EQ(FallbackReason(params, {{"fell_back", true}, {"fallback_reason", "no fuser"}}),
+            "no fuser");
+  EXPECT_EQ(FallbackReason(params, {{"fallback", "bf16 op unsupported"}}), "bf16 op unsupported");
+}
+
+TEST(ReportBuilderTest, MarginalEffectIsGeometricMeanOverPairs) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 3, 1.2);
+  Report report = BuildReport(input, ReportOptions{});
+  ASSERT_EQ(report.marginals.size(), 2u);
+  const MarginalEffect& jit = report.marginals[0];
+  EXPECT_EQ(jit.axis, "compile_mode");
+  EXPECT_EQ(jit.value, "jit");
+  EXPECT_EQ(jit.reference, "eager");
+  EXPECT_EQ(jit.pairs, 2);
+  EXPECT_NEAR(jit.speedup.value, 1.2, 0.01);
+  ASSERT_TRUE(jit.speedup.low && jit.speedup.high);
+  EXPECT_LE(*jit.speedup.low, jit.speedup.value);
+  EXPECT_GE(*jit.speedup.high, jit.speedup.value);
+  const MarginalEffect& mb = report.marginals[1];
+  EXPECT_EQ(mb.axis, "micro_batch");
+  EXPECT_EQ(mb.value, "4");
+  EXPECT_EQ(mb.reference, "1");  // not a baseline axis: its first value
+  EXPECT_NEAR(mb.speedup.value, 3.0, 0.01);
+}
+
+TEST(ReportBuilderTest, BestConfigurationsHonourTheMemoryBudget) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 2, 1.2);
+  for (TrialInput& t : input.trials) {
+    if (t.variant_key.find("micro_batch=4") != std::string::npos) {
+      for (RankSummary& r : t.ranks) r.peak_mem_bytes = 6'000'000'000;
+    }
+  }
+  ReportOptions options;
+  options.memory_budget_bytes = 4'000'000'000;
+  Report report = BuildReport(input, options);
+  EXPECT_EQ(*report.fastest_key, kJit4);
+  EXPECT_EQ(*report.fastest_within_budget_key, kJit1);
+}
+
+TEST(ReportBuilderTest, IsoMemoryComparesEachSettingAtItsLargestMicroBatch) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 2, 1.2);
+  std::erase_if(input.trials, [](const TrialInput& t) { return t.variant_key == kEager4; });
+  input.trials.push_back(Unsuccessful(kEager4, 0, "oom", "out of memory"));
+  Report report = BuildReport(input, ReportOptions{});
+  ASSERT_TRUE(report.iso_memory_applicable);
+  ASSERT_EQ(report.iso_memory.size(), 2u);
+  const IsoMemoryRow& jit = report.iso_memory[1];
+  EXPECT_EQ(jit.setting, "compile_mode=jit");
+  EXPECT_EQ(jit.micro_batch, "4");
+  EXPECT_EQ(jit.counterpart_setting, "compile_mode=eager");
+  EXPECT_EQ(jit.counterpart_micro_batch, "1");
+  ASSERT_TRUE(jit.speedup);
+  EXPECT_NEAR(jit.speedup->value, 3.6, 0.05);  // 3x from the batch, 1.2x from jit
+}
+
+TEST(ReportBuilderTest, NoisyTrialsAndRepeatsNeeded) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 3, 1.1);
+  for (TrialInput& t : input.trials) {
+    if (t.variant_key != kJit1) continue;
+    for (std::size_t i = 0; i < t.steps.size(); ++i) t.steps[i].step_s *= (i % 2 ? 1.3 : 0.7);
+    // Large repeat-to-repeat noise: +-10%.
+    for (RankSummary& r : t.ranks) r.tokens_per_s *= 1 + 0.1 * ((t.repeat % 3) - 1);
+  }
+  Report report = BuildReport(input, ReportOptions{});
+  const VariantReport* v = report.FindVariant(kJit1);
+  EXPECT_EQ(v->noisy_trials, 3);
+  for (const TrialView& t : report.trials) {
+    if (t.variant_key == kJit1) {
+      EXPECT_TRUE(t.noisy);
+      EXPECT_GT(*t.step_cv, 0.25);
+    } else {
+      EXPECT_FALSE(t.noisy);
+    }
+  }
+  const Comparison& c = ComparisonOf(report, kJit1);
+  ASSERT_TRUE(c.repeats_needed);
+  EXPECT_GT(*c.repeats_needed, 3);
+  EXPECT_TRUE(c.needs_more_repeats);
+  EXPECT_EQ(ComparisonOf(report, kJit4).repeats_needed.value_or(0), 2);
+  EXPECT_FALSE(ComparisonOf(report, kJit4).needs_more_repeats);
+}
+
+TEST(ReportBuilderTest, EffectsAreStratifiedByWorkerWhenTrialsSpread) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 4, 1.1);
+  for (TrialInput& t : input.trials) t.worker = t.repeat % 2 ? "node-b" : "node-a";
+  Report report = BuildReport(input, ReportOptions{});
+  EXPECT_TRUE(report.spread_across_workers);
+  const Comparison& c = ComparisonOf(report, kJit1);
+  ASSERT_EQ(c.by_worker.size(), 2u);
+  EXPECT_EQ(c.by_worker[0].worker, "node-a");
+  EXPECT_EQ(c.by_worker[0].variant_trials, 2);
+  EXPECT_NEAR(c.by_worker[0].speedup, 1.1, 0.02);
+  ReportInput one = TwoByTwoSweep();
+  AddTrials(one, 2, 1.1);
+  EXPECT_TRUE(ComparisonOf(BuildReport(one, ReportOptions{}), kJit1).by_worker.empty());
+}
+
+// 1,000 simulated sweeps with a known true speedup, drift between repeats and noise:
+// the report's 95% interval must contain the truth 92-98% of the time.
+TEST(ReportBuilderCoverageTest, SpeedupIntervalCoversTheTruth) {
+  const double kTrue = 1.08;
+  std::mt19937_64 rng(2026);
+  std::normal_distribution<double> noise(0, 0.03), drift(0, 0.05);
+  ReportOptions options;
+  options.bootstrap_resamples = 1000;
+  int covered = 0;
+  for (int sweep = 0; sweep < 1000; ++sweep) {
+    ReportInput input;
+    input.order = "interleaved";
+    input.baseline = {{"compile_mode", "eager"}};
+    input.axes = {{"compile_mode", {"eager", "jit"}}};
+    input.variants = {{"compile_mode=eager", {{"compile_mode", "eager"}}, "compile_mode=eager", true},
+                      {"compile_mode=jit", {{"compile_mode", "jit"}}, "compile_mode=eager", false}};
+    for (int r = 0; r < 10; ++r) {
+      double shared = std::exp(drift(rng));
+      TrialSpec eager, jit;
+      eager.steps = jit.steps = 0;
+      eager.tokens_per_s = 1000 * shared * std::exp(noise(rng));
+      jit.tokens_per_s = 1000 * kTrue * shared * std::exp(noise(rng));
+      input.trials.push_back(Succeeded("compile_mode=eager", r, eager, 2 * r));
+      input.trials.push_back(Succeeded("compile_mode=jit", r, jit, 2 * r + 1));
+    }
+    options.seed = static_cast<std::uint64_t>(sweep);
+    Report report = BuildReport(input, options);
+    const Comparison& c = ComparisonOf(report, "compile_mode=jit");
+    ASSERT_EQ(c.method, IntervalMethod::kPairedRepeats);
+    covered += c.speedup.Contains(kTrue) ? 1 : 0;
+  }
+  EXPECT_GE(covered, 920);
+  EXPECT_LE(covered, 980);
+}
+
+}  // namespace
+}  // namespace bakeoff::metrics
