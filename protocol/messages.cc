@@ -112,9 +112,10 @@ json ToJson(const EventsMessage& m) {
   json events = json::array();
   for (const auto& e : m.events) {
     events.push_back({{"trial_id", e.attempt.trial_id}, {"attempt", e.attempt.attempt},
-                      {"rank", e.rank}, {"event", e.event}});
+                      {"rank", e.rank}, {"event", e.event}, {"seq", e.seq}});
   }
   j["events"] = events;
+  j["outbox_seq"] = m.outbox_seq;
   return j;
 }
 
@@ -129,6 +130,13 @@ json ToJson(const AttemptFinishedMessage& m) {
     exits.push_back({{"rank", e.rank}, {"exit_code", e.exit_code}, {"signal", e.signal}});
   }
   j["exits"] = exits;
+  j["outbox_seq"] = m.outbox_seq;
+  return j;
+}
+
+json ToJson(const AckMessage& m) {
+  json j = Typed(kTypeAck);
+  j["outbox_seq"] = m.outbox_seq;
   return j;
 }
 
@@ -240,9 +248,11 @@ Result<EventsMessage> Parse<EventsMessage>(const json& frame) {
       ev.attempt = ReadAttempt(e);
       ev.rank = e.at("rank").get<int>();
       ev.event = e.at("event");
+      ev.seq = e.value("seq", std::int64_t{0});
       if (!ev.event.is_object()) return Status::InvalidArgument("events: an 'event' is not an object");
       m.events.push_back(std::move(ev));
     }
+    m.outbox_seq = j.value("outbox_seq", std::int64_t{0});
     return m;
   });
 }
@@ -259,7 +269,15 @@ Result<AttemptFinishedMessage> Parse<AttemptFinishedMessage>(const json& frame) 
         m.exits.push_back(RankExit{e.at("rank").get<int>(), e.value("exit_code", -1), e.value("signal", 0)});
       }
     }
+    m.outbox_seq = j.value("outbox_seq", std::int64_t{0});
     return m;
+  });
+}
+
+template <>
+Result<AckMessage> Parse<AckMessage>(const json& frame) {
+  return Guarded<AckMessage>(frame, kTypeAck, [](const json& j) {
+    return AckMessage{j.at("outbox_seq").get<std::int64_t>()};
   });
 }
 

@@ -27,6 +27,7 @@ inline constexpr const char* kTypeCancel = "cancel";
 inline constexpr const char* kTypeDrain = "drain";
 inline constexpr const char* kTypeEvents = "events";
 inline constexpr const char* kTypeAttemptFinished = "attempt_finished";
+inline constexpr const char* kTypeAck = "ack";
 
 // One attempt of one trial: the unit every message about work refers to. A message
 // whose attempt is not the trial's current one is stale and ignored by the receiver.
@@ -109,11 +110,15 @@ struct TrialEvent {
   AttemptRef attempt;
   int rank = 0;
   nlohmann::json event;  // the trainer's JSON line (docs/trainer.md), "event" field set
+  // 1, 2, ... per (trial, attempt, rank) in the order the rank wrote them; a redelivered
+  // event keeps its seq, so the store keeps it once. 0 = not numbered.
+  std::int64_t seq = 0;
 };
 
 // worker -> coordinator: a batch of events, oldest first.
 struct EventsMessage {
   std::vector<TrialEvent> events;
+  std::int64_t outbox_seq = 0;  // acknowledged by an `ack` once handled (0 = no ack wanted)
 };
 
 struct RankExit {
@@ -128,6 +133,13 @@ struct AttemptFinishedMessage {
   std::string outcome;  // protocol/outcome.h names
   std::string reason;
   std::vector<RankExit> exits;
+  std::int64_t outbox_seq = 0;
+};
+
+// coordinator -> worker: every events / attempt_finished frame up to and including
+// outbox_seq is durably handled; the worker may forget them.
+struct AckMessage {
+  std::int64_t outbox_seq = 0;
 };
 
 nlohmann::json ToJson(const RegisterMessage& m);
@@ -139,6 +151,7 @@ nlohmann::json ToJson(const CancelMessage& m);
 nlohmann::json ToJson(const DrainMessage& m);
 nlohmann::json ToJson(const EventsMessage& m);
 nlohmann::json ToJson(const AttemptFinishedMessage& m);
+nlohmann::json ToJson(const AckMessage& m);
 
 // The "type" field, or an error when it is missing or not a string.
 Result<std::string> MessageType(const nlohmann::json& frame);
@@ -155,5 +168,6 @@ template <> Result<CancelMessage> Parse<CancelMessage>(const nlohmann::json&);
 template <> Result<DrainMessage> Parse<DrainMessage>(const nlohmann::json&);
 template <> Result<EventsMessage> Parse<EventsMessage>(const nlohmann::json&);
 template <> Result<AttemptFinishedMessage> Parse<AttemptFinishedMessage>(const nlohmann::json&);
+template <> Result<AckMessage> Parse<AckMessage>(const nlohmann::json&);
 
 }  // namespace bakeoff::protocol

@@ -1,0 +1,94 @@
+#include "worker/exit_classifier.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+namespace bakeoff::worker {
+namespace {
+using protocol::Outcome;
+
+RankEnd Exited(int rank, int code, int order = 1) {
+  RankEnd r;
+  r.rank = rank;
+  r.exit_code = code;
+  r.end_order = order;
+  r.summary_seen = code == 0;
+  return r;
+}
+
+RankEnd Signalled(int rank, int sig, int order = 1) {
+  RankEnd r;
+  r.rank = rank;
+  r.signal = sig;
+  r.end_order = order;
+  return r;
+}
+
+TEST(ExitClassifierTest, AllZeroWithSummaryIsSucceeded) {
+  EXPECT_EQ(ClassifyAttempt({Exited(0, 0), Exited(1, 0)}, false, false).outcome, Outcome::kSucceeded);
+}
+
+TEST(ExitClassifierTest, ErrorEventKindWinsOverExitCode) {
+  RankEnd r = Exited(0, 1);
+  r.error_kind = "oom";
+  r.error_message = "CUDA out of memory";
+  auto c = ClassifyAttempt({r}, false, false);
+  EXPECT_EQ(c.outcome, Outcome::kOom);
+  EXPECT_NE(c.reason.find("CUDA out of memory"), std::string::npos);
+}
+
+TEST(ExitClassifierTest, EarliestErrorEventDecides) {
+  RankEnd first = Exited(1, 4, 1);
+  first.error_kind = "unsupported";
+  RankEnd later = Exited(0, 1, 2);
+  later.error_kind = "failed";
+  EXPECT_EQ(ClassifyAttempt({later, first}, false, false).outcome, Outcome::kUnsupported);
+}
+
+TEST(ExitClassifierTest, SigkillWithoutEventIsOom) {
+  auto c = ClassifyAttempt({Signalled(0, SIGKILL)}, false, false);
+  EXPECT_EQ(c.outcome, Outcome::kOom);
+  EXPECT_NE(c.reason.find("signal 9"), std::string::npos);
+}
+
+TEST(ExitClassifierTest, SigkillSentByTheSupervisorIsNotOom) {
+  RankEnd killed = Signalled(0, SIGKILL, 2);
+  killed.killed_by_supervisor = true;
+  RankEnd failed = Exited(1, 1, 1);
+  EXPECT_EQ(ClassifyAttempt({killed, failed}, false, false).outcome, Outcome::kFailed);
+}
+
+TEST(ExitClassifierTest, ExitCodesWithoutEventMapPerTrainerContract) {
+  EXPECT_EQ(ClassifyAttempt({Exited(0, 3)}, false, false).outcome, Outcome::kOom);
+  EXPECT_EQ(ClassifyAttempt({Exited(0, 4)}, false, false).outcome, Outcome::kUnsupported);
+  EXPECT_EQ(ClassifyAttempt({Exited(0, 5)}, false, false).outcome, Outcome::kDiverged);
+  EXPECT_EQ(ClassifyAttempt({Exited(0, 2)}, false, false).outcome, Outcome::kFailed);
+  EXPECT_EQ(ClassifyAttempt({Exited(0, 77)}, false, false).outcome, Outcome::kFailed);
+}
+
+TEST(ExitClassifierTest, OtherSignalIsFailed) {
+  EXPECT_EQ(ClassifyAttempt({Signalled(0, SIGSEGV)}, false, false).outcome, Outcome::kFailed);
+}
+
+TEST(ExitClassifierTest, TimeoutWinsOverRankErrors) {
+  RankEnd r = Signalled(0, SIGKILL);
+  r.killed_by_supervisor = true;
+  r.error_kind = "failed";
+  EXPECT_EQ(ClassifyAttempt({r}, true, false).outcome, Outcome::kTimeout);
+}
+
+TEST(ExitClassifierTest, CancelKeepsItsReason) {
+  auto c = ClassifyAttempt({Signalled(0, SIGKILL)}, false, true, "sweep cancelled");
+  EXPECT_EQ(c.outcome, Outcome::kCancelled);
+  EXPECT_EQ(c.reason, "sweep cancelled");
+}
+
+TEST(ExitClassifierTest, Rank0ExitZeroWithoutSummaryIsFailed) {
+  RankEnd r = Exited(0, 0);
+  r.summary_seen = false;
+  EXPECT_EQ(ClassifyAttempt({r}, false, false).outcome, Outcome::kFailed);
+}
+
+}  // namespace
+}  // namespace bakeoff::worker

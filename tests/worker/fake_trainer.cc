@@ -1,0 +1,91 @@
+// A stand-in for bakeoff-trainer in worker tests: same flags, same event stream
+// (docs/trainer.md), with the behaviour picked by the config field "fake_behavior":
+//   succeed (default) | error_oom | error_failed | sigkill_self | exit_code (uses
+//   "fake_exit_code") | hang | hang_with_child | garbage | slow_steps | rank1_fails
+// "steps" and "fake_step_ms" shape the run. It never reads the network.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+int main(int argc, char** argv) {
+  std::string config_path;
+  int rank = 0;
+  int world_size = 1;
+  std::string store;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    if (flag == "--config") config_path = argv[i + 1];
+    else if (flag == "--rank") rank = std::stoi(argv[i + 1]);
+    else if (flag == "--world-size") world_size = std::stoi(argv[i + 1]);
+    else if (flag == "--store") store = argv[i + 1];
+  }
+  std::ifstream in(config_path);
+  nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
+  if (config.is_discarded()) {
+    std::cout << R"({"event":"error","kind":"failed","message":"bad config"})" << std::endl;
+    return 2;
+  }
+  const std::string behavior = config.value("fake_behavior", std::string("succeed"));
+  const int steps = config.value("steps", 3);
+  const int step_ms = config.value("fake_step_ms", 5);
+  auto emit = [](const nlohmann::json& j) { std::cout << j.dump() << std::endl; };
+
+  const char* env_rank = getenv("RANK");
+  emit({{"event", "ready"}, {"rank", rank}, {"world_size", world_size}, {"store", store},
+        {"env_rank", env_rank ? env_rank : ""}, {"pid", getpid()}, {"pgid", getpgid(0)},
+        {"config", config}});
+  if (behavior == "garbage") {
+    std::cout << "this is not json\n{\"no_event_field\":1}\n[1,2]\n" << std::flush;
+  }
+  if (behavior == "hang_with_child") {
+    pid_t child = fork();
+    if (child == 0) {
+      execl("/bin/sleep", "sleep", "300", static_cast<char*>(nullptr));
+      _exit(1);
+    }
+    emit({{"event", "child"}, {"pid", child}});
+  }
+  if (behavior == "hang" || behavior == "hang_with_child") {
+    std::this_thread::sleep_for(std::chrono::seconds(300));
+    return 0;
+  }
+  if (behavior == "rank1_fails" && rank == 1) {
+    emit({{"event", "error"}, {"kind", "failed"}, {"message", "rank 1 broke"}});
+    return 1;
+  }
+  if (behavior == "rank1_fails" && rank != 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(300));  // blocked "in a collective"
+    return 0;
+  }
+  for (int s = 0; s < steps; ++s) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
+    emit({{"event", "step"}, {"step", s}, {"phase", "measure"}, {"step_s", step_ms / 1000.0},
+          {"tokens", 128 * world_size}, {"loss", 5.0 - 0.1 * s}});
+  }
+  if (behavior == "error_oom") {
+    emit({{"event", "error"}, {"kind", "oom"}, {"message", "CUDA out of memory (fake)"}});
+    return 3;
+  }
+  if (behavior == "error_failed") {
+    emit({{"event", "error"}, {"kind", "failed"}, {"message", "workload broke (fake)"}});
+    return 1;
+  }
+  if (behavior == "sigkill_self") {
+    kill(getpid(), SIGKILL);
+  }
+  if (behavior == "exit_code") return config.value("fake_exit_code", 1);
+  emit({{"event", "summary"}, {"startup_s", 0.01}, {"first_step_s", step_ms / 1000.0},
+        {"warmup_s", 0.0}, {"step_s_median", step_ms / 1000.0}, {"step_s_p10", step_ms / 1000.0},
+        {"step_s_p90", step_ms / 1000.0}, {"tokens_per_s", 128.0 * world_size / (step_ms / 1000.0)},
+        {"peak_mem_bytes", 1000 + rank}, {"fake", true}});
+  return 0;
+}

@@ -1,0 +1,162 @@
+#include "worker/trial_runner.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <boost/asio/io_context.hpp>
+
+namespace bakeoff::worker {
+namespace {
+using namespace std::chrono_literals;
+
+class TrialRunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.coordinator_address = "127.0.0.1:1";
+    config_.trainer_path = std::string(BAKEOFF_BINARY_DIR) + "/bakeoff-fake-trainer";
+    ASSERT_TRUE(config_.Finalize("").ok());
+  }
+
+  protocol::AssignMessage Assign(nlohmann::json config, int local_ranks = 1, int world_size = 1,
+                                 std::int64_t timeout_ms = 20000) {
+    protocol::AssignMessage a;
+    a.attempt = {next_trial_++, 1};
+    a.config = std::move(config);
+    for (int r = 0; r < local_ranks; ++r) a.ranks.push_back({r, r, {}});
+    a.world_size = world_size;
+    a.store_address = "127.0.0.1:29555";
+    a.timeout_ms = timeout_ms;
+    return a;
+  }
+
+  // Runs the attempt to its end (deadline 30 s) and returns its report.
+  protocol::AttemptFinishedMessage Run(protocol::AssignMessage assign,
+                                       std::function<void(TrialRunner&)> after_start = nullptr) {
+    std::optional<protocol::AttemptFinishedMessage> finished;
+    TrialRunner::Callbacks callbacks;
+    callbacks.on_event = [this](int rank, nlohmann::json e) { events_.push_back({rank, e}); };
+    callbacks.on_finished = [&](protocol::AttemptFinishedMessage m) {
+      EXPECT_FALSE(finished.has_value()) << "reported twice";
+      finished = std::move(m);
+    };
+    auto runner = std::make_shared<TrialRunner>(io_.get_executor(), config_, std::move(assign), callbacks);
+    runner->Start();
+    if (after_start) after_start(*runner);
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (!finished && std::chrono::steady_clock::now() < deadline) {
+      io_.run_for(20ms);
+      if (io_.stopped()) io_.restart();
+    }
+    EXPECT_TRUE(finished.has_value()) << "attempt did not finish within 30 s";
+    return finished.value_or(protocol::AttemptFinishedMessage{});
+  }
+
+  std::vector<nlohmann::json> EventsOfKind(const std::string& kind) const {
+    std::vector<nlohmann::json> out;
+    for (const auto& [rank, e] : events_) {
+      if (e.value("event", "") == kind) out.push_back(e);
+    }
+    return out;
+  }
+
+  boost::asio::io_context io_;
+  WorkerConfig config_;
+  std::vector<std::pair<int, nlohmann::json>> events_;
+  std::int64_t next_trial_ = 1;
+};
+
+TEST_F(TrialRunnerTest, SuccessfulRankForwardsEveryEventAndSucceeds) {
+  auto done = Run(Assign({{"steps", 4}}));
+  EXPECT_EQ(done.outcome, "succeeded") << done.reason;
+  EXPECT_EQ(EventsOfKind("started").size(), 1u);
+  EXPECT_EQ(EventsOfKind("ready").size(), 1u);
+  EXPECT_EQ(EventsOfKind("step").size(), 4u);
+  EXPECT_EQ(EventsOfKind("summary").size(), 1u);
+  ASSERT_EQ(done.exits.size(), 1u);
+  EXPECT_EQ(done.exits[0].exit_code, 0);
+}
+
+TEST_F(TrialRunnerTest, PassesRankFlagsAndEnvironment) {
+  auto done = Run(Assign({{"steps", 1}}, 2, 4));
+  EXPECT_EQ(done.outcome, "succeeded") << done.reason;
+  auto ready = EventsOfKind("ready");
+  ASSERT_EQ(ready.size(), 2u);
+  std::set<int> ranks;
+  for (const auto& r : ready) {
+    ranks.insert(r["rank"].get<int>());
+    EXPECT_EQ(r["world_size"], 4);
+    EXPECT_EQ(r["store"], "127.0.0.1:29555");
+    EXPECT_EQ(r["env_rank"], std::to_string(r["rank"].get<int>()));
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1}));
+  // Both ranks share one process group, led by the first.
+  EXPECT_EQ(ready[0]["pgid"], ready[1]["pgid"]);
+}
+
+TEST_F(TrialRunnerTest, OomErrorEventIsOom) {
+  auto done = Run(Assign({{"fake_behavior", "error_oom"}}));
+  EXPECT_EQ(done.outcome, "oom");
+  EXPECT_NE(done.reason.find("out of memory"), std::string::npos);
+}
+
+TEST_F(TrialRunnerTest, SigkillWithoutEventIsOom) {
+  auto done = Run(Assign({{"fake_behavior", "sigkill_self"}}));
+  EXPECT_EQ(done.outcome, "oom") << done.reason;
+  EXPECT_EQ(done.exits[0].signal, SIGKILL);
+}
+
+TEST_F(TrialRunnerTest, ExitCodeFourWithoutEventIsUnsupported) {
+  auto done = Run(Assign({{"fake_behavior", "exit_code"}, {"fake_exit_code", 4}}));
+  EXPECT_EQ(done.outcome, "unsupported") << done.reason;
+}
+
+TEST_F(TrialRunnerTest, TimeoutKillsTheWholeProcessGroup) {
+  auto done = Run(Assign({{"fake_behavior", "hang_with_child"}}, 1, 1, 500));
+  EXPECT_EQ(done.outcome, "timeout");
+  auto child = EventsOfKind("child");
+  ASSERT_EQ(child.size(), 1u);
+  pid_t grandchild = child[0]["pid"];
+  // The grandchild was in the group, so it got SIGKILL too; it is reparented (not our
+  // child), so wait for it to vanish with a deadline.
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (kill(grandchild, 0) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_NE(kill(grandchild, 0), 0) << "the trainer's child survived the timeout";
+}
+
+TEST_F(TrialRunnerTest, CancelKillsRanksAndReportsCancelled) {
+  auto done = Run(Assign({{"fake_behavior", "hang"}}, 2, 2), [](TrialRunner& r) { r.Cancel("sweep cancelled"); });
+  EXPECT_EQ(done.outcome, "cancelled");
+  EXPECT_EQ(done.reason, "sweep cancelled");
+}
+
+TEST_F(TrialRunnerTest, FailedRankStopsItsSiblingsAndDecides) {
+  auto done = Run(Assign({{"fake_behavior", "rank1_fails"}}, 2, 2));
+  EXPECT_EQ(done.outcome, "failed");
+  EXPECT_NE(done.reason.find("rank 1"), std::string::npos);
+}
+
+TEST_F(TrialRunnerTest, NonJsonLinesAreIgnored) {
+  auto done = Run(Assign({{"fake_behavior", "garbage"}, {"steps", 1}}));
+  EXPECT_EQ(done.outcome, "succeeded") << done.reason;
+  for (const auto& [rank, e] : events_) EXPECT_TRUE(e.contains("event"));
+}
+
+TEST_F(TrialRunnerTest, MissingTrainerIsFailedNotACrash) {
+  config_.trainer_path = "/nonexistent/bakeoff-trainer";
+  auto done = Run(Assign({{"steps", 1}}));
+  EXPECT_EQ(done.outcome, "failed");
+}
+
+TEST_F(TrialRunnerTest, SimulatedWorkloadMarksEveryEvent) {
+  config_.simulate = true;
+  config_.simulate_step = 1ms;
+  auto done = Run(Assign({{"steps", 3}, {"warmup_steps", 1}}));
+  EXPECT_EQ(done.outcome, "succeeded");
+  EXPECT_EQ(EventsOfKind("step").size(), 4u);
+  for (const auto& [rank, e] : events_) EXPECT_EQ(e.value("simulated", false), true);
+}
+
+}  // namespace
+}  // namespace bakeoff::worker

@@ -1,0 +1,43 @@
+// Turns how a trial attempt's rank processes ended into one outcome and a reason, by
+// the rules of docs/trainer.md: the trainer's `error` event is authoritative; without
+// one, the exit code says what happened; a SIGKILL nobody sent (the kernel's OOM
+// killer) is `oom`. Pure, so every rule is unit-tested without processes.
+// Thread-safety: pure function.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "protocol/outcome.h"
+
+namespace bakeoff::worker {
+
+struct RankEnd {
+  int rank = 0;
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;      // 0 when it exited
+  // From the rank's event stream.
+  std::optional<std::string> error_kind;  // kind of its first `error` event
+  std::string error_message;
+  bool summary_seen = false;
+  // The supervisor itself killed it (timeout, cancel, or a sibling rank failed).
+  bool killed_by_supervisor = false;
+  // Order in which the rank ended or reported its error (lower = earlier).
+  int end_order = 0;
+};
+
+struct Classification {
+  protocol::Outcome outcome = protocol::Outcome::kFailed;
+  std::string reason;
+};
+
+// `timed_out` and `cancelled` are the supervisor's own decisions and win over anything
+// the ranks reported (a rank's error written while being killed is a consequence).
+Classification ClassifyAttempt(const std::vector<RankEnd>& ranks, bool timed_out,
+                               bool cancelled, const std::string& cancel_reason = "");
+
+// The outcome a trainer exit code stands for (docs/trainer.md), nullopt when unknown.
+std::optional<protocol::Outcome> OutcomeForExitCode(int exit_code);
+
+}  // namespace bakeoff::worker

@@ -1,0 +1,114 @@
+#include "worker/rank_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+extern char** environ;
+
+namespace bakeoff::worker {
+
+Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    return Status::IoError(std::string("cannot create a pipe for the trainer's stdout: ") + strerror(errno));
+  }
+  int stderr_fd = -1;
+  if (!request.stderr_path.empty()) {
+    stderr_fd = open(request.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (stderr_fd < 0) {
+      close(pipe_fds[0]);
+      close(pipe_fds[1]);
+      return Status::IoError("cannot create the rank log '" + request.stderr_path + "': " + strerror(errno));
+    }
+  }
+  // Everything the child needs is built before fork: no allocation happens after it.
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(request.executable.c_str()));
+  for (const auto& a : request.args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : request.environment) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const pid_t group = request.process_group;
+
+  pid_t pid = fork();
+  if (pid < 0) {
+    int err = errno;
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    if (stderr_fd >= 0) close(stderr_fd);
+    return Status::ResourceExhausted(std::string("fork failed: ") + strerror(err));
+  }
+  if (pid == 0) {
+    setpgid(0, group);
+    // Default signal dispositions and mask: the worker's own handlers must not leak.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    if (stderr_fd >= 0) dup2(stderr_fd, STDERR_FILENO);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    if (!request.working_dir.empty() && chdir(request.working_dir.c_str()) != 0) _exit(126);
+    execve(argv[0], argv.data(), envp.data());
+    const char msg[] = "bakeoff worker: exec of the trainer failed\n";
+    (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    _exit(127);
+  }
+  // Also in the parent, so that the group exists before we might signal it.
+  setpgid(pid, group == 0 ? pid : group);
+  close(pipe_fds[1]);
+  if (stderr_fd >= 0) close(stderr_fd);
+  fcntl(pipe_fds[0], F_SETFL, fcntl(pipe_fds[0], F_GETFL) | O_NONBLOCK);
+  SpawnedProcess spawned;
+  spawned.pid = pid;
+  spawned.process_group = group == 0 ? pid : group;
+  spawned.stdout_fd = pipe_fds[0];
+  return spawned;
+}
+
+Result<std::optional<ProcessExit>> TryReap(pid_t pid) {
+  int status = 0;
+  pid_t r;
+  do {
+    r = waitpid(pid, &status, WNOHANG);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0) return Status::Internal("waitpid(" + std::to_string(pid) + "): " + strerror(errno));
+  if (r == 0) return std::optional<ProcessExit>();
+  ProcessExit exit;
+  if (WIFEXITED(status)) {
+    exit.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    exit.signal = WTERMSIG(status);
+  }
+  return std::optional<ProcessExit>(exit);
+}
+
+void SignalProcessGroup(pid_t process_group, int signal) {
+  if (process_group > 1) kill(-process_group, signal);
+}
+
+std::vector<std::string> EnvironmentWith(const std::vector<std::string>& overrides) {
+  std::vector<std::string> env;
+  auto key_of = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv(*e);
+    bool replaced = false;
+    for (const auto& o : overrides) {
+      if (key_of(o) == key_of(kv)) replaced = true;
+    }
+    if (!replaced) env.push_back(kv);
+  }
+  env.insert(env.end(), overrides.begin(), overrides.end());
+  return env;
+}
+
+}  // namespace bakeoff::worker

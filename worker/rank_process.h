@@ -1,0 +1,50 @@
+// Starting and stopping rank processes with fork+exec: every rank of a trial on this
+// worker joins one process group, so that a timeout or cancel kills the whole group
+// (and anything the trainer itself started) with one signal. The child's stdout is a
+// pipe (the event stream); its stderr goes to a log file. No shell is involved.
+// Thread-safety: the functions are reentrant; SpawnRankProcess must not race with
+// another thread's fork of descriptors it does not own (all pipes are O_CLOEXEC).
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "protocol/status.h"
+
+namespace bakeoff::worker {
+
+struct SpawnRequest {
+  std::string executable;
+  std::vector<std::string> args;         // argv[1..]
+  std::vector<std::string> environment;  // complete environment, KEY=VALUE
+  std::string working_dir;
+  std::string stderr_path;               // created/truncated; "" = inherit
+  pid_t process_group = 0;               // 0: lead a new group; else join this one
+};
+
+struct SpawnedProcess {
+  pid_t pid = -1;
+  pid_t process_group = -1;
+  int stdout_fd = -1;  // read end of the child's stdout, O_CLOEXEC|O_NONBLOCK; caller owns it
+};
+
+Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request);
+
+struct ProcessExit {
+  int exit_code = -1;  // -1 when signalled
+  int signal = 0;
+};
+
+// Reaps `pid` if it has ended; nullopt while it runs. An error when it is not our child.
+Result<std::optional<ProcessExit>> TryReap(pid_t pid);
+
+// Sends `signal` to every process of the group; a group already gone is not an error.
+void SignalProcessGroup(pid_t process_group, int signal);
+
+// This process's environment with `overrides` (KEY=VALUE) replacing same-named entries.
+std::vector<std::string> EnvironmentWith(const std::vector<std::string>& overrides);
+
+}  // namespace bakeoff::worker

@@ -1,0 +1,313 @@
+#include "worker/trial_runner.h"
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "worker/rank_process.h"
+
+namespace bakeoff::worker {
+namespace asio = boost::asio;
+using boost::system::error_code;
+using protocol::Outcome;
+
+TrialRunner::TrialRunner(asio::any_io_executor executor, const WorkerConfig& config,
+                         protocol::AssignMessage assign, Callbacks callbacks)
+    : executor_(std::move(executor)),
+      config_(config),
+      assign_(std::move(assign)),
+      callbacks_(std::move(callbacks)),
+      timeout_timer_(executor_) {}
+
+TrialRunner::~TrialRunner() {
+  // Never leave rank processes behind, whatever path destroyed the runner.
+  if (!finished_) KillAll();
+}
+
+void TrialRunner::Start() {
+  auto self = shared_from_this();
+  const auto& a = assign_.attempt;
+  trial_dir_ = (std::filesystem::path(config_.work_dir) /
+                ("trial-" + std::to_string(a.trial_id) + "-attempt-" + std::to_string(a.attempt)))
+                   .string();
+  std::error_code fs_error;
+  std::filesystem::create_directories(trial_dir_, fs_error);
+  const std::string config_path = trial_dir_ + "/config.json";
+  {
+    std::ofstream out(config_path);
+    out << assign_.config.dump(2) << "\n";
+    if (fs_error || !out) {
+      Finish(Outcome::kFailed, "worker could not write the trial config to " + config_path);
+      return;
+    }
+  }
+  for (const auto& slot : assign_.ranks) {
+    Rank rank;
+    rank.rank = slot.rank;
+    rank.local_rank = slot.local_rank;
+    rank.end.rank = slot.rank;
+    ranks_.push_back(std::move(rank));
+  }
+  if (assign_.timeout_ms > 0) {
+    timeout_timer_.expires_after(std::chrono::milliseconds(assign_.timeout_ms));
+    std::weak_ptr<TrialRunner> weak = self;
+    timeout_timer_.async_wait([weak](const error_code& ec) {
+      auto runner = weak.lock();
+      if (ec || !runner || runner->finished_) return;
+      runner->timed_out_ = true;
+      runner->KillAll();
+    });
+  }
+  if (config_.simulate) {
+    asio::co_spawn(executor_, [self]() { return self->Simulate(); }, asio::detached);
+    return;
+  }
+
+  auto store = protocol::SplitHostPort(assign_.store_address, "store address");
+  std::string master_addr = store.ok() ? store->first : "127.0.0.1";
+  std::string master_port = store.ok() ? std::to_string(store->second) : "0";
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& rank = ranks_[i];
+    const auto& slot = assign_.ranks[i];
+    SpawnRequest request;
+    request.executable = config_.trainer_path;
+    request.args = {"--config", config_path,
+                    "--rank", std::to_string(rank.rank),
+                    "--world-size", std::to_string(assign_.world_size),
+                    "--local-rank", std::to_string(rank.local_rank),
+                    "--store", assign_.store_address};
+    request.args.insert(request.args.end(), config_.trainer_extra_args.begin(),
+                        config_.trainer_extra_args.end());
+    std::vector<std::string> env = {
+        "RANK=" + std::to_string(rank.rank),
+        "WORLD_SIZE=" + std::to_string(assign_.world_size),
+        "LOCAL_RANK=" + std::to_string(rank.local_rank),
+        "MASTER_ADDR=" + master_addr,
+        "MASTER_PORT=" + master_port,
+        "BAKEOFF_TRIAL_ID=" + std::to_string(a.trial_id),
+        "BAKEOFF_ATTEMPT=" + std::to_string(a.attempt),
+    };
+    if (!slot.cuda_devices.empty()) {
+      std::string devices;
+      for (int d : slot.cuda_devices) devices += (devices.empty() ? "" : ",") + std::to_string(d);
+      env.push_back("CUDA_VISIBLE_DEVICES=" + devices);
+    }
+    request.environment = EnvironmentWith(env);
+    request.working_dir = trial_dir_;
+    request.stderr_path = trial_dir_ + "/rank-" + std::to_string(rank.rank) + ".log";
+    request.process_group = process_group_ > 0 ? process_group_ : 0;
+    auto spawned = SpawnRankProcess(request);
+    if (!spawned.ok()) {
+      start_error_ = "cannot start rank " + std::to_string(rank.rank) + ": " +
+                     spawned.status().message();
+      for (std::size_t j = i; j < ranks_.size(); ++j) {
+        ranks_[j].ended = true;
+        ranks_[j].end.killed_by_supervisor = true;
+      }
+      KillAll();  // the ranks already started; their supervisors below reap them
+      break;
+    }
+    rank.pid = spawned->pid;
+    if (process_group_ <= 0) process_group_ = spawned->process_group;
+    rank.out = std::make_unique<asio::posix::stream_descriptor>(executor_, spawned->stdout_fd);
+    // The worker's own event: lets the coordinator mark the trial running and measure
+    // dispatch latency (submission to first rank process started).
+    if (callbacks_.on_event) {
+      const double now_s = std::chrono::duration<double>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+      callbacks_.on_event(rank.rank, {{"event", "started"}, {"pid", rank.pid}, {"at", now_s}});
+    }
+  }
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    if (ranks_[i].pid <= 0) continue;
+    asio::co_spawn(executor_, [self, i]() { return self->SuperviseRank(i); }, asio::detached);
+  }
+  MaybeFinish();  // when no rank could start at all
+}
+
+asio::awaitable<void> TrialRunner::SuperviseRank(std::size_t index) {
+  auto self = shared_from_this();
+  Rank& rank = ranks_[index];
+  std::string buffer;
+  bool skipping = false;  // inside a line that was over the limit
+  while (true) {
+    error_code ec;
+    std::size_t n = co_await asio::async_read_until(
+        *rank.out, asio::dynamic_buffer(buffer, config_.max_event_line_bytes), '\n',
+        asio::redirect_error(asio::use_awaitable, ec));
+    if (!ec) {
+      std::string line = buffer.substr(0, n - 1);
+      buffer.erase(0, n);
+      if (skipping) {
+        skipping = false;
+      } else {
+        HandleLine(rank, line);
+      }
+      continue;
+    }
+    if (ec == asio::error::not_found) {  // the line is over max_event_line_bytes
+      ++dropped_lines_;
+      buffer.clear();
+      skipping = true;
+      continue;
+    }
+    break;  // end of file (the process closed stdout, normally by exiting)
+  }
+  if (!buffer.empty() && !skipping) HandleLine(rank, buffer);
+  error_code ignored;
+  rank.out->close(ignored);
+
+  asio::steady_timer poll(executor_);
+  while (true) {
+    auto reaped = TryReap(rank.pid);
+    if (!reaped.ok()) break;  // not our child any more: report it as lost below
+    if (reaped->has_value()) {
+      rank.end.exit_code = (*reaped)->exit_code;
+      rank.end.signal = (*reaped)->signal;
+      break;
+    }
+    poll.expires_after(std::chrono::milliseconds(10));
+    co_await poll.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+  }
+  OnRankEnded(rank);
+}
+
+void TrialRunner::HandleLine(Rank& rank, const std::string& line) {
+  if (line.empty()) return;
+  auto event = nlohmann::json::parse(line, nullptr, false);
+  if (event.is_discarded() || !event.is_object() || !event.contains("event") ||
+      !event["event"].is_string()) {
+    ++dropped_lines_;  // not an event: trainers log to stderr, so this is noise
+    return;
+  }
+  const std::string kind = event["event"];
+  if (kind == "error" && !rank.end.error_kind) {
+    rank.end.error_kind = event.value("kind", std::string("failed"));
+    rank.end.error_message = event.value("message", std::string());
+    if (rank.end.end_order == 0) rank.end.end_order = ++end_counter_;
+  } else if (kind == "summary") {
+    rank.end.summary_seen = true;
+  }
+  if (callbacks_.on_event) callbacks_.on_event(rank.rank, std::move(event));
+}
+
+void TrialRunner::OnRankEnded(Rank& rank) {
+  rank.ended = true;
+  if (rank.end.end_order == 0) rank.end.end_order = ++end_counter_;
+  const bool bad = rank.end.signal != 0 || rank.end.exit_code != 0;
+  // A failed rank leaves its peers blocked in collectives: stop them now.
+  if (bad && !timed_out_ && !cancelled_ && !rank.end.killed_by_supervisor) KillAll();
+  MaybeFinish();
+}
+
+void TrialRunner::KillAll() {
+  bool any_running = false;
+  for (auto& r : ranks_) {
+    if (!r.ended && r.pid > 0) {
+      r.end.killed_by_supervisor = true;
+      any_running = true;
+    }
+  }
+  if (any_running) SignalProcessGroup(process_group_, SIGKILL);
+}
+
+void TrialRunner::Cancel(const std::string& reason) {
+  if (finished_) return;
+  cancelled_ = true;
+  cancel_reason_ = reason;
+  KillAll();
+}
+
+void TrialRunner::MaybeFinish() {
+  if (finished_) return;
+  for (const auto& r : ranks_) {
+    if (!r.ended) return;
+  }
+  if (!start_error_.empty() && !cancelled_ && !timed_out_) {
+    Finish(Outcome::kFailed, start_error_);
+    return;
+  }
+  std::vector<RankEnd> ends;
+  for (const auto& r : ranks_) ends.push_back(r.end);
+  auto c = ClassifyAttempt(ends, timed_out_, cancelled_, cancel_reason_);
+  Finish(c.outcome, c.reason);
+}
+
+void TrialRunner::Finish(Outcome outcome, const std::string& reason) {
+  if (finished_) return;
+  finished_ = true;
+  timeout_timer_.cancel();
+  protocol::AttemptFinishedMessage message;
+  message.attempt = assign_.attempt;
+  message.outcome = protocol::OutcomeName(outcome);
+  message.reason = reason;
+  for (const auto& r : ranks_) {
+    message.exits.push_back(protocol::RankExit{r.rank, r.end.exit_code, r.end.signal});
+  }
+  // Posted, so that a caller of Start or Cancel is never re-entered.
+  auto self = shared_from_this();
+  asio::post(executor_, [self, message = std::move(message)]() mutable {
+    if (self->callbacks_.on_finished) self->callbacks_.on_finished(std::move(message));
+  });
+}
+
+asio::awaitable<void> TrialRunner::Simulate() {
+  auto self = shared_from_this();
+  const auto& cfg = assign_.config;
+  auto get_int = [&](const char* key, std::int64_t fallback) {
+    auto it = cfg.find(key);
+    return it != cfg.end() && it->is_number_integer() ? it->get<std::int64_t>() : fallback;
+  };
+  const std::int64_t warmup = get_int("warmup_steps", 3);
+  const std::int64_t steps = get_int("steps", 20);
+  const std::int64_t tokens = get_int("micro_batch", 1) * get_int("seq_len", 128) *
+                              get_int("grad_accum", 1) * assign_.world_size;
+  const double step_s = std::chrono::duration<double>(config_.simulate_step).count();
+  auto emit = [&](nlohmann::json event) {
+    event["simulated"] = true;
+    for (const auto& r : ranks_) {
+      nlohmann::json e = event;
+      e["rank"] = r.rank;
+      if (callbacks_.on_event) callbacks_.on_event(r.rank, std::move(e));
+    }
+  };
+  const double now_s = std::chrono::duration<double>(
+                           std::chrono::system_clock::now().time_since_epoch()).count();
+  emit({{"event", "started"}, {"pid", 0}, {"at", now_s}});
+  emit({{"event", "ready"}, {"world_size", assign_.world_size}, {"config", cfg}});
+  asio::steady_timer timer(executor_);
+  for (std::int64_t s = 0; s < warmup + steps; ++s) {
+    timer.expires_after(config_.simulate_step);
+    error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (cancelled_ || timed_out_ || finished_) break;
+    emit({{"event", "step"}, {"step", s < warmup ? s : s - warmup},
+          {"phase", s < warmup ? "warmup" : "measure"}, {"step_s", step_s},
+          {"tokens", tokens}, {"loss", 10.0 / (1.0 + static_cast<double>(s))}});
+  }
+  for (auto& r : ranks_) {
+    r.ended = true;
+    r.end.exit_code = 0;
+  }
+  if (cancelled_) {
+    Finish(Outcome::kCancelled, cancel_reason_.empty() ? "cancelled" : cancel_reason_);
+  } else if (timed_out_) {
+    Finish(Outcome::kTimeout, "the simulated trial ran past its timeout");
+  } else if (!finished_) {
+    emit({{"event", "summary"}, {"startup_s", 0.0}, {"first_step_s", step_s},
+          {"warmup_s", step_s * warmup}, {"step_s_median", step_s}, {"step_s_p10", step_s},
+          {"step_s_p90", step_s}, {"tokens_per_s", step_s > 0 ? tokens / step_s : 0.0},
+          {"peak_mem_bytes", 0}});
+    Finish(Outcome::kSucceeded, "simulated workload (no trainer ran)");
+  }
+}
+
+}  // namespace bakeoff::worker

@@ -1,0 +1,93 @@
+// TrialRunner: one attempt of one trial on this worker. Starts a fresh trainer process
+// per local rank (docs/trainer.md: `--config FILE --rank R --world-size N --local-rank L
+// --store HOST:PORT`, plus RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT and
+// CUDA_VISIBLE_DEVICES), reads each rank's stdout event stream asynchronously, enforces
+// the trial timeout by killing the process group, and when every local rank has ended
+// classifies the attempt (worker/exit_classifier.h) and reports it once.
+// In simulate mode (benchmarks only) no process starts: timers emit ready/step/summary
+// events marked "simulated": true.
+// Thread-safety: not thread-safe; all methods and callbacks run on `executor`, which
+// must be single-threaded.
+#pragma once
+
+#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+
+#include "protocol/messages.h"
+#include "worker/exit_classifier.h"
+#include "worker/worker_config.h"
+
+namespace bakeoff::worker {
+
+class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
+ public:
+  struct Callbacks {
+    // One trainer event of one rank, in the order that rank wrote them.
+    std::function<void(int rank, nlohmann::json event)> on_event;
+    // Exactly once, after every local rank has ended (or Start failed).
+    std::function<void(protocol::AttemptFinishedMessage finished)> on_finished;
+  };
+
+  TrialRunner(boost::asio::any_io_executor executor, const WorkerConfig& config,
+              protocol::AssignMessage assign, Callbacks callbacks);
+  ~TrialRunner();
+
+  // Writes the config file and starts every local rank. On failure the ranks already
+  // started are killed and on_finished reports `failed` with the reason.
+  void Start();
+
+  // Kills the process group; the attempt finishes as cancelled with `reason`.
+  void Cancel(const std::string& reason);
+
+  const protocol::AttemptRef& attempt() const { return assign_.attempt; }
+  int local_rank_count() const { return static_cast<int>(assign_.ranks.size()); }
+  bool finished() const { return finished_; }
+  const std::string& trial_dir() const { return trial_dir_; }
+
+ private:
+  struct Rank {
+    int rank = 0;
+    int local_rank = 0;
+    pid_t pid = -1;
+    std::unique_ptr<boost::asio::posix::stream_descriptor> out;
+    bool ended = false;
+    RankEnd end;
+  };
+
+  boost::asio::awaitable<void> SuperviseRank(std::size_t index);
+  boost::asio::awaitable<void> Simulate();
+  void HandleLine(Rank& rank, const std::string& line);
+  void OnRankEnded(Rank& rank);
+  void KillAll();
+  void Finish(protocol::Outcome outcome, const std::string& reason);
+  void MaybeFinish();
+
+  boost::asio::any_io_executor executor_;
+  const WorkerConfig& config_;
+  protocol::AssignMessage assign_;
+  Callbacks callbacks_;
+  std::vector<Rank> ranks_;
+  pid_t process_group_ = -1;
+  boost::asio::steady_timer timeout_timer_;
+  std::string trial_dir_;
+  bool timed_out_ = false;
+  bool cancelled_ = false;
+  std::string cancel_reason_;
+  bool finished_ = false;
+  int end_counter_ = 0;
+  std::string start_error_;  // a rank could not be started
+  std::uint64_t dropped_lines_ = 0;
+};
+
+}  // namespace bakeoff::worker

@@ -1,0 +1,255 @@
+#include "worker/worker_agent.h"
+
+#include <algorithm>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "protocol/outcome.h"
+
+namespace bakeoff::worker {
+namespace asio = boost::asio;
+using boost::system::error_code;
+using namespace std::chrono_literals;
+
+namespace {
+
+asio::awaitable<void> Sleep(std::chrono::milliseconds duration) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  timer.expires_after(duration);
+  error_code ec;
+  co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+void Log(const std::string& line) { fprintf(stderr, "bakeoff worker: %s\n", line.c_str()); }
+
+}  // namespace
+
+WorkerAgent::WorkerAgent(asio::any_io_executor executor, WorkerConfig config)
+    : executor_(std::move(executor)),
+      config_(std::move(config)),
+      outbox_(config_.max_buffered_events),
+      backoff_(config_.backoff_initial),
+      rng_(std::random_device{}()) {}
+
+std::chrono::milliseconds WorkerAgent::NextBackoff() {
+  std::uniform_real_distribution<double> jitter(1.0 - config_.backoff_jitter, 1.0 + config_.backoff_jitter);
+  auto delay = std::chrono::milliseconds(static_cast<std::int64_t>(backoff_.count() * jitter(rng_)));
+  backoff_ = std::min(backoff_ * 2, config_.backoff_max);
+  return delay;
+}
+
+bool WorkerAgent::Finished() const {
+  if (stopping_) {
+    return (runners_.empty() && outbox_.empty()) || std::chrono::steady_clock::now() >= stop_deadline_;
+  }
+  return draining_ && runners_.empty() && outbox_.empty();
+}
+
+asio::awaitable<Status> WorkerAgent::Run() {
+  auto self = shared_from_this();
+  asio::co_spawn(executor_, [self]() { return self->FlushLoop(); }, asio::detached);
+  auto address = protocol::SplitHostPort(config_.coordinator_address, "coordinator address");
+  if (!address.ok()) co_return address.status();
+  int failures = 0;
+  while (!Finished()) {
+    if (stopping_ && !connection_) break;  // nobody to deliver results to
+    auto socket = co_await protocol::ConnectTcp(address->first, address->second, config_.connect_timeout);
+    if (!socket.ok()) {
+      ++failures;
+      if (config_.max_connect_attempts > 0 && failures >= config_.max_connect_attempts) {
+        co_return Status::Unavailable("worker: gave up after " + std::to_string(failures) +
+                                      " failed connection attempts: " + socket.status().message());
+      }
+      auto delay = NextBackoff();
+      Log("cannot reach the coordinator (" + socket.status().message() + "); retrying in " +
+          std::to_string(delay.count()) + " ms");
+      co_await Sleep(delay);
+      continue;
+    }
+    connection_ = std::make_shared<protocol::FrameConnection>(std::move(socket).value());
+    Status session = co_await Session();
+    registered_ = false;
+    if (connection_) connection_->Close();
+    connection_.reset();
+    if (session.code() == Status::Code::kInvalidArgument) co_return session;  // rejected
+    if (Finished()) break;
+    ++failures;
+    auto delay = NextBackoff();
+    Log("connection to the coordinator lost (" + session.ToString() + "); reconnecting in " +
+        std::to_string(delay.count()) + " ms with " + std::to_string(runners_.size()) +
+        " running attempt(s) and " + std::to_string(outbox_.pending_events()) + " buffered event(s)");
+    co_await Sleep(delay);
+  }
+  for (auto& [ref, runner] : runners_) runner->Cancel("worker stopped");
+  co_return Status::Ok();
+}
+
+asio::awaitable<Status> WorkerAgent::Session() {
+  auto conn = connection_;
+  protocol::RegisterMessage reg;
+  reg.token = config_.token;
+  reg.worker_name = config_.name;
+  reg.host = config_.advertise_host;
+  reg.resources.cpu_slots = config_.cpu_slots;
+  reg.resources.cuda_devices = config_.cuda_devices;
+  reg.store_ports = config_.store_ports;
+  reg.running = RunningAttempts();
+  reg.simulate = config_.simulate;
+  Status sent = conn->Send(protocol::ToJson(reg));
+  if (!sent.ok()) co_return sent;
+  auto reply = co_await conn->Read(config_.connect_timeout * 2);
+  if (!reply.ok()) co_return reply.status().WithContext("registration");
+  auto type = protocol::MessageType(*reply);
+  if (!type.ok()) co_return Status::Unavailable("registration: " + type.status().message());
+  if (*type == protocol::kTypeRejected) {
+    auto rejected = protocol::Parse<protocol::RejectedMessage>(*reply);
+    co_return Status::InvalidArgument("the coordinator rejected this worker: " +
+                                      (rejected.ok() ? rejected->reason : std::string("no reason given")));
+  }
+  auto registered = protocol::Parse<protocol::RegisteredMessage>(*reply);
+  if (!registered.ok()) co_return Status::Unavailable(registered.status().message());
+  worker_id_ = registered->worker_id;
+  registered_ = true;
+  backoff_ = config_.backoff_initial;
+  Log("registered as " + worker_id_ + " (name=" + config_.name + ", slots=" +
+      std::to_string(config_.cpu_slots) + ", running=" + std::to_string(runners_.size()) + ")");
+  const auto interval = std::chrono::milliseconds(std::max<std::int64_t>(10, registered->heartbeat_interval_ms));
+  const auto read_timeout = std::max(interval * 3, std::chrono::milliseconds(registered->heartbeat_timeout_ms));
+  auto self = shared_from_this();
+  asio::co_spawn(executor_, [self, conn, interval]() { return self->HeartbeatLoop(conn, interval); },
+                 asio::detached);
+  outbox_.MarkAllUnsent();
+  Flush();
+  while (conn->is_open()) {
+    if (Finished()) co_return Status::Ok();
+    // The coordinator answers every heartbeat, so silence past read_timeout means it
+    // is gone even when TCP has not noticed (a half-open connection).
+    auto frame = co_await conn->Read(read_timeout);
+    if (!frame.ok()) co_return frame.status();
+    HandleFrame(*frame);
+  }
+  co_return Status::Unavailable("connection closed");
+}
+
+asio::awaitable<void> WorkerAgent::HeartbeatLoop(std::shared_ptr<protocol::FrameConnection> conn,
+                                                 std::chrono::milliseconds interval) {
+  auto self = shared_from_this();
+  while (conn->is_open() && connection_ == conn) {
+    protocol::HeartbeatMessage hb;
+    hb.running = RunningAttempts();
+    if (!conn->Send(protocol::ToJson(hb)).ok()) break;
+    co_await Sleep(interval);
+  }
+}
+
+asio::awaitable<void> WorkerAgent::FlushLoop() {
+  auto self = shared_from_this();
+  while (true) {
+    co_await Sleep(config_.flush_interval);
+    Flush();
+    if (stopping_ && Finished()) {
+      if (connection_) connection_->Close();  // ends Session's read
+      break;
+    }
+  }
+}
+
+void WorkerAgent::Flush() {
+  if (!connected()) return;
+  for (auto& frame : outbox_.TakeUnsent(config_.max_events_per_frame)) {
+    Status sent = connection_->Send(frame);
+    if (!sent.ok()) {
+      Log("cannot send to the coordinator: " + sent.ToString());
+      connection_->Close();
+      outbox_.MarkAllUnsent();
+      return;
+    }
+  }
+}
+
+std::vector<protocol::AttemptRef> WorkerAgent::RunningAttempts() const {
+  std::vector<protocol::AttemptRef> out;
+  for (const auto& [ref, runner] : runners_) out.push_back(ref);
+  return out;
+}
+
+void WorkerAgent::HandleFrame(const nlohmann::json& frame) {
+  auto type = protocol::MessageType(frame);
+  if (!type.ok()) {
+    Log("ignoring a frame without a type");
+    return;
+  }
+  if (*type == protocol::kTypeAssign) {
+    auto assign = protocol::Parse<protocol::AssignMessage>(frame);
+    if (!assign.ok()) {
+      Log("ignoring a malformed assign: " + assign.status().message());
+      return;
+    }
+    StartAttempt(std::move(assign).value());
+  } else if (*type == protocol::kTypeCancel) {
+    auto cancel = protocol::Parse<protocol::CancelMessage>(frame);
+    if (!cancel.ok()) return;
+    auto it = runners_.find(cancel->attempt);
+    if (it != runners_.end()) {
+      Log("cancel trial=" + std::to_string(cancel->attempt.trial_id) + " attempt=" +
+          std::to_string(cancel->attempt.attempt) + " reason=" + cancel->reason);
+      it->second->Cancel(cancel->reason.empty() ? "cancelled by the coordinator" : cancel->reason);
+    }
+  } else if (*type == protocol::kTypeDrain) {
+    draining_ = true;
+    Log("draining: finishing " + std::to_string(runners_.size()) + " attempt(s), taking no new ones");
+  } else if (*type == protocol::kTypeAck) {
+    auto ack = protocol::Parse<protocol::AckMessage>(frame);
+    if (ack.ok()) outbox_.Acknowledge(ack->outbox_seq);
+  } else {
+    Log("ignoring an unknown message type '" + *type + "'");
+  }
+}
+
+void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
+  const auto ref = assign.attempt;
+  if (runners_.count(ref)) return;  // a redelivered assign: already running
+  if (draining_ || stopping_) {
+    protocol::AttemptFinishedMessage refused;
+    refused.attempt = ref;
+    refused.outcome = protocol::OutcomeName(protocol::Outcome::kLost);
+    refused.reason = "the worker is draining";
+    outbox_.AddFinished(refused);
+    Flush();
+    return;
+  }
+  Log("start trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
+      " variant=" + assign.variant_key + " ranks=" + std::to_string(assign.ranks.size()) + "/" +
+      std::to_string(assign.world_size));
+  std::weak_ptr<WorkerAgent> weak = shared_from_this();
+  TrialRunner::Callbacks callbacks;
+  callbacks.on_event = [weak, ref](int rank, nlohmann::json event) {
+    if (auto agent = weak.lock()) agent->outbox_.AddEvent(ref, rank, std::move(event));
+  };
+  callbacks.on_finished = [weak, ref](protocol::AttemptFinishedMessage finished) {
+    auto agent = weak.lock();
+    if (!agent) return;
+    Log("finished trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
+        " outcome=" + finished.outcome + (finished.reason.empty() ? "" : " reason=" + finished.reason));
+    agent->outbox_.AddFinished(std::move(finished));
+    agent->runners_.erase(ref);
+    agent->Flush();
+  };
+  auto runner = std::make_shared<TrialRunner>(executor_, config_, std::move(assign), std::move(callbacks));
+  runners_[ref] = runner;
+  runner->Start();
+}
+
+void WorkerAgent::Stop(std::chrono::milliseconds grace) {
+  if (stopping_) return;
+  stopping_ = true;
+  stop_deadline_ = std::chrono::steady_clock::now() + grace;
+  for (auto& [ref, runner] : runners_) runner->Cancel("the worker is shutting down");
+  if (!connected() && connection_) connection_->Close();
+}
+
+}  // namespace bakeoff::worker

@@ -1,0 +1,74 @@
+// WorkerAgent: the node agent behind `bakeoff worker`. Connects to the coordinator's
+// worker listener, registers with the token and its resources, heartbeats, runs the
+// attempts it is assigned (one TrialRunner each), and sends their events and results
+// through an acknowledged outbox (worker/outbox.h). When the connection drops it keeps
+// its trials running, buffers their events, and reconnects with exponential backoff
+// and jitter; on re-registration it lists its running attempts so that a restarted
+// coordinator can reclaim them (docs/protocol.md).
+// Thread-safety: not thread-safe; Run and every other method run on the agent's
+// executor (single-threaded io_context). Stop may be posted from a signal handler's
+// asio::signal_set callback on that executor.
+#pragma once
+
+#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include "protocol/messages.h"
+#include "protocol/status.h"
+#include "worker/outbox.h"
+#include "worker/trial_runner.h"
+#include "worker/worker_config.h"
+
+namespace bakeoff::worker {
+
+class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
+ public:
+  // REQUIRES: config.Finalize() succeeded.
+  WorkerAgent(boost::asio::any_io_executor executor, WorkerConfig config);
+
+  // Runs until Stop(), a completed drain, a rejected registration (kInvalidArgument:
+  // wrong token or protocol version) or max_connect_attempts failures (kUnavailable).
+  boost::asio::awaitable<Status> Run();
+
+  // Cancels running trials, delivers their results for up to `grace`, then ends Run.
+  void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(3000));
+
+  const WorkerConfig& config() const { return config_; }
+  const std::string& worker_id() const { return worker_id_; }
+  bool connected() const { return connection_ && connection_->is_open() && registered_; }
+  std::size_t running_attempts() const { return runners_.size(); }
+  const Outbox& outbox() const { return outbox_; }
+
+ private:
+  boost::asio::awaitable<Status> Session();  // one connection, until it drops
+  boost::asio::awaitable<void> HeartbeatLoop(std::shared_ptr<protocol::FrameConnection> conn,
+                                             std::chrono::milliseconds interval);
+  boost::asio::awaitable<void> FlushLoop();
+  void HandleFrame(const nlohmann::json& frame);
+  void StartAttempt(protocol::AssignMessage assign);
+  void Flush();
+  std::vector<protocol::AttemptRef> RunningAttempts() const;
+  std::chrono::milliseconds NextBackoff();
+  bool Finished() const;
+
+  boost::asio::any_io_executor executor_;
+  WorkerConfig config_;
+  std::shared_ptr<protocol::FrameConnection> connection_;
+  bool registered_ = false;
+  std::string worker_id_;
+  std::map<protocol::AttemptRef, std::shared_ptr<TrialRunner>> runners_;
+  Outbox outbox_;
+  bool draining_ = false;
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point stop_deadline_;
+  std::chrono::milliseconds backoff_;
+  std::mt19937 rng_;
+};
+
+}  // namespace bakeoff::worker

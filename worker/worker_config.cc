@@ -1,0 +1,64 @@
+#include "worker/worker_config.h"
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+
+namespace bakeoff::worker {
+
+std::string ExecutableDir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  return exe.parent_path().string();
+}
+
+Status WorkerConfig::Finalize(const std::string& argv0) {
+  if (coordinator_address.empty()) {
+    return Status::InvalidArgument("worker: no coordinator address; pass --coordinator HOST:PORT");
+  }
+  if (name.empty()) {
+    char host[HOST_NAME_MAX + 1] = {0};
+    gethostname(host, sizeof(host) - 1);
+    name = std::string(host) + "-" + std::to_string(getpid());
+  }
+  if (cpu_slots < 0) return Status::InvalidArgument("worker: --slots must be >= 0");
+  if (cpu_slots == 0 && cuda_devices.empty()) {
+    return Status::InvalidArgument("worker: offers nothing; give --slots N (N >= 1) or CUDA devices");
+  }
+  if (store_ports.first <= 0 || store_ports.last < store_ports.first || store_ports.last > 65535) {
+    return Status::InvalidArgument("worker: store port range " + std::to_string(store_ports.first) + "-" +
+                                   std::to_string(store_ports.last) + " is invalid; expected FIRST-LAST within 1-65535");
+  }
+  if (trainer_path.empty()) {
+    std::string dir = ExecutableDir();
+    if (dir.empty()) dir = std::filesystem::path(argv0).parent_path().string();
+    trainer_path = (std::filesystem::path(dir) / "bakeoff-trainer").string();
+  }
+  if (!simulate && access(trainer_path.c_str(), X_OK) != 0) {
+    return Status::NotFound("worker: the trainer '" + trainer_path +
+                            "' is not an executable file; build it (target bakeoff-trainer) or pass --trainer PATH");
+  }
+  if (work_dir.empty()) {
+    std::error_code ec;
+    auto base = std::filesystem::temp_directory_path(ec);
+    if (ec) base = "/tmp";
+    std::string pattern = (base / "bakeoff-worker-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      return Status::IoError("worker: cannot create a work directory under " + base.string());
+    }
+    work_dir = pattern;
+  } else {
+    std::error_code ec;
+    std::filesystem::create_directories(work_dir, ec);
+    if (ec) return Status::IoError("worker: cannot create the work directory '" + work_dir + "': " + ec.message());
+  }
+  if (backoff_initial.count() <= 0 || backoff_max < backoff_initial) {
+    return Status::InvalidArgument("worker: backoff must satisfy 0 < initial <= max");
+  }
+  return Status::Ok();
+}
+
+}  // namespace bakeoff::worker

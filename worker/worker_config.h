@@ -1,0 +1,68 @@
+// WorkerConfig: everything a worker agent needs, with documented defaults (docs/cli.md
+// lists the flags that set them). Parsed once by `bakeoff worker` / `bakeoff local`
+// and validated here. Thread-safety: a value; read-only after Validate.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "protocol/messages.h"
+#include "protocol/status.h"
+
+namespace bakeoff::worker {
+
+struct WorkerConfig {
+  // host:port of the coordinator's worker listener (`bakeoff coordinator --worker-listen`).
+  std::string coordinator_address;
+  // Shared worker token (from --token-file or BAKEOFF_TOKEN; never a flag).
+  std::string token;
+  // Stable identity across reconnects; default "<hostname>-<pid>".
+  std::string name;
+  // Address other workers reach this one at (rank 0's TCPStore); default 127.0.0.1.
+  std::string advertise_host = "127.0.0.1";
+  // Ranks run at once on CPU. Each rank is one trainer process.
+  int cpu_slots = 1;
+  // CUDA device ordinals offered, one rank each (empty on CPU-only nodes).
+  std::vector<int> cuda_devices;
+  // Ports rank 0 may bind for a trial's TCPStore; the coordinator picks one.
+  protocol::PortRange store_ports{29500, 29999};
+  // The trainer executable; default: `bakeoff-trainer` next to the running binary.
+  std::string trainer_path;
+  // Trial directories (config.json, per-rank stderr logs); default: a fresh temp dir.
+  std::string work_dir;
+  // Extra arguments appended to every trainer command line (e.g. "--threads", "1").
+  std::vector<std::string> trainer_extra_args;
+
+  // Connection: first delay, cap, and ±jitter fraction of the reconnect backoff.
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds backoff_initial{200};
+  std::chrono::milliseconds backoff_max{10000};
+  double backoff_jitter = 0.2;
+  // Give up after this many failed connection attempts in a row (0 = never).
+  int max_connect_attempts = 0;
+
+  // Event forwarding: a batch is sent at most every `flush_interval`.
+  std::chrono::milliseconds flush_interval{100};
+  std::size_t max_events_per_frame = 500;
+  // Events held while disconnected or unacknowledged (see worker/outbox.h).
+  std::size_t max_buffered_events = 100000;
+  // Longest trainer stdout line accepted; longer lines are dropped and counted.
+  std::size_t max_event_line_bytes = 1u << 20;
+
+  // Scale benchmarks only: run the simulated workload instead of the trainer. Every
+  // event it emits carries "simulated": true and the coordinator stores the attempt as
+  // simulated. `simulate_step` is the time per simulated step.
+  bool simulate = false;
+  std::chrono::milliseconds simulate_step{10};
+
+  // Fills defaults (name, trainer_path, work_dir) and checks values. `argv0` locates
+  // the trainer next to the binary.
+  Status Finalize(const std::string& argv0);
+};
+
+// The directory of the running executable (from /proc/self/exe), "" when unknown.
+std::string ExecutableDir();
+
+}  // namespace bakeoff::worker
