@@ -1,0 +1,123 @@
+// `bakeoff validate FILE [--format table|json] [--output FILE] [--max-trials N]`: parses
+// and expands a sweep exactly as the coordinator will, and prints its variants (key,
+// ranks, baseline counterpart), trial count and run order. Nothing runs. Problems go to
+// stderr, one per line with file:line:column, and the exit code is 2.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "cli/command_registry.h"
+#include "experiments/spec/expanded_sweep.h"
+#include "experiments/spec/sweep_expander.h"
+#include "experiments/spec/sweep_parser.h"
+
+namespace bakeoff::cli {
+namespace {
+
+struct ValidateOptions {
+  std::string file;
+  std::string format = "table";
+  std::string output;
+  size_t max_trials = spec::ExpandOptions{}.max_trials;
+};
+
+std::string Pad(const std::string& s, size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+std::string CounterpartText(const spec::Variant& v, bool has_baseline) {
+  if (!has_baseline) return "-";
+  if (v.is_baseline) return "baseline";
+  if (v.counterpart_excluded) return "excluded counterpart (" + v.counterpart_key + ")";
+  return v.counterpart_key;
+}
+
+std::string Table(const spec::SweepSpec& sweep, const spec::ExpandedSweep& expanded) {
+  std::ostringstream out;
+  out << "sweep " << sweep.name << " (" << sweep.source_name << ")\n";
+  if (!sweep.question.empty()) out << "question: " << sweep.question << "\n";
+  out << "executor " << spec::ExecutorName(sweep.workload.executor) << ", device "
+      << sweep.resources.device
+      << (sweep.resources.gpu_type.empty() ? "" : " (" + sweep.resources.gpu_type + ")")
+      << ", method " << spec::MethodName(sweep.method) << ", order "
+      << spec::OrderName(sweep.order) << ", trial timeout "
+      << sweep.limits.trial_timeout.count() << " s, max attempts " << sweep.limits.max_attempts
+      << "\n";
+  out << expanded.variants.size() << " variants (" << expanded.excluded_count << " excluded) x "
+      << sweep.repeats << " repeats = " << expanded.trials.size() << " trials\n\n";
+
+  size_t key_width = 7;
+  for (const auto& v : expanded.variants) key_width = std::max(key_width, v.key.size());
+  out << Pad("#", 4) << Pad("variant", key_width + 2) << Pad("ranks", 7) << "baseline counterpart\n";
+  for (const auto& v : expanded.variants) {
+    out << Pad(std::to_string(v.index), 4) << Pad(v.key, key_width + 2)
+        << Pad(std::to_string(v.world_size), 7) << CounterpartText(v, !sweep.baseline.empty())
+        << (v.added_as_counterpart ? "  [added as a counterpart]" : "") << "\n";
+  }
+  // The run order, as variant index (repeat), enough of it to see the pattern.
+  constexpr size_t kShown = 32;
+  out << "\nrun order (variant#.repeat):";
+  for (size_t i = 0; i < expanded.trials.size() && i < kShown; ++i) {
+    out << " " << expanded.trials[i].variant << "." << expanded.trials[i].repeat;
+  }
+  if (expanded.trials.size() > kShown) out << " ... (" << expanded.trials.size() - kShown << " more)";
+  out << "\n";
+  for (const auto& w : sweep.warnings) out << "warning: " << w << "\n";
+  return out.str();
+}
+
+int RunValidate(const ValidateOptions& options) {
+  auto sweep = spec::ParseSweepFile(options.file);
+  if (!sweep.ok()) {
+    std::cerr << sweep.status().message() << "\n";
+    return kExitUsage;
+  }
+  spec::ExpandOptions expand_options;
+  expand_options.max_trials = options.max_trials;
+  auto expanded = spec::Expand(*sweep, expand_options);
+  if (!expanded.ok()) {
+    std::cerr << expanded.status().message() << "\n";
+    return kExitUsage;
+  }
+  std::string text;
+  if (options.format == "json") {
+    nlohmann::json j = {{"sweep", spec::ToJson(*sweep)}, {"expanded", spec::ToJson(*expanded)}};
+    text = j.dump(2) + "\n";
+  } else {
+    text = Table(*sweep, *expanded);
+  }
+  if (options.output.empty()) {
+    std::cout << text;
+    return kExitOk;
+  }
+  std::ofstream out(options.output, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) {
+    std::cerr << options.output << ": cannot write the output file; check the path\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+void SetupValidate(CLI::App& root, int* exit_code) {
+  auto options = std::make_shared<ValidateOptions>();
+  CLI::App* cmd = root.add_subcommand(
+      "validate", "Check a sweep file and print its variants, counterparts and trial order");
+  cmd->add_option("file", options->file, "Sweep YAML file")->required();
+  cmd->add_option("--format", options->format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  cmd->add_option("--output", options->output, "Write to this file instead of stdout");
+  cmd->add_option("--max-trials", options->max_trials, "Cap on trials per sweep")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([options, exit_code] { *exit_code = RunValidate(*options); });
+}
+
+}  // namespace
+
+BAKEOFF_REGISTER_COMMAND("validate", SetupValidate);
+
+}  // namespace bakeoff::cli

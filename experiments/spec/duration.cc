@@ -1,0 +1,70 @@
+#include "experiments/spec/duration.h"
+
+#include <cctype>
+#include <cstdint>
+
+namespace bakeoff::spec {
+
+Result<std::chrono::seconds> ParseDuration(const std::string& text) {
+  auto invalid = [&text] {
+    return Status::InvalidArgument("'" + text +
+                                   "' is not a duration; write seconds (90, 90s), minutes (10m), "
+                                   "hours (2h) or a sum (1h30m)");
+  };
+  constexpr int64_t kMaxMs = 30LL * 24 * 3600 * 1000;
+  if (text.empty()) return invalid();
+  int64_t total_ms = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (!std::isdigit(static_cast<unsigned char>(text[i]))) return invalid();
+    int64_t number = 0;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+      number = number * 10 + (text[i] - '0');
+      if (number > kMaxMs) return invalid();
+      ++i;
+    }
+    std::string unit;
+    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) unit += text[i++];
+    int64_t ms_per_unit = 0;
+    if (unit.empty()) {
+      if (i != text.size() || total_ms != 0) return invalid();  // bare number: seconds, alone
+      ms_per_unit = 1000;
+    } else if (unit == "ms") {
+      ms_per_unit = 1;
+    } else if (unit == "s") {
+      ms_per_unit = 1000;
+    } else if (unit == "m") {
+      ms_per_unit = 60 * 1000;
+    } else if (unit == "h") {
+      ms_per_unit = 3600 * 1000;
+    } else if (unit == "d") {
+      ms_per_unit = 24 * 3600 * 1000;
+    } else {
+      return invalid();
+    }
+    total_ms += number * ms_per_unit;
+    if (total_ms > kMaxMs) {
+      return Status::InvalidArgument("duration '" + text + "' is over the 30-day maximum");
+    }
+  }
+  if (total_ms <= 0) return Status::InvalidArgument("duration '" + text + "' must be positive");
+  return std::chrono::seconds((total_ms + 999) / 1000);
+}
+
+std::string FormatDuration(std::chrono::seconds duration) {
+  int64_t s = duration.count();
+  if (s <= 0) return "0s";
+  std::string out;
+  if (s >= 3600) {
+    out += std::to_string(s / 3600) + "h";
+    s %= 3600;
+  }
+  if (s >= 60) {
+    out += std::to_string(s / 60) + "m";
+    s %= 60;
+  }
+  if (s > 0) out += std::to_string(s) + "s";
+  return out;
+}
+
+}  // namespace bakeoff::spec

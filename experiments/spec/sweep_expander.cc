@@ -1,0 +1,363 @@
+#include "experiments/spec/sweep_expander.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "experiments/spec/trainer_fields.h"
+
+namespace bakeoff::spec {
+namespace {
+
+using nlohmann::json;
+using Assignment = std::vector<json>;  // one value per spec.parameters entry, same order
+
+// SplitMix64: a fully specified generator, so a seed means the same draws and order on
+// every platform (std::uniform_int_distribution and std::shuffle are not specified).
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+
+  // Uniform in [0, n), without modulo bias. REQUIRES: n > 0.
+  uint64_t Below(uint64_t n) {
+    uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+    uint64_t x;
+    do {
+      x = Next();
+    } while (x >= limit);
+    return x % n;
+  }
+
+  // Uniform in [0, 1) with 53 random bits.
+  double Unit() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+
+ private:
+  uint64_t state_;
+};
+
+// Sampled reals keep six significant digits so that keys stay readable.
+double RoundSignificant(double v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.6g", v);
+  return std::strtod(buffer, nullptr);
+}
+
+// An exclude rule resolved against the spec: axis comparisons only, or never matching.
+struct CompiledRule {
+  std::vector<std::pair<size_t, json>> axis_values;
+  bool never = false;
+};
+
+class Expander {
+ public:
+  Expander(const SweepSpec& spec, const ExpandOptions& options) : spec_(spec), options_(options) {
+    for (size_t i = 0; i < spec_.parameters.size(); ++i) {
+      if (spec_.parameters[i].Varies()) {
+        varying_.push_back(i);
+        result_.axes.push_back(spec_.parameters[i].name);
+      }
+    }
+    for (const auto& rule : spec_.exclude) rules_.push_back(Compile(rule));
+  }
+
+  Result<ExpandedSweep> Run() {
+    BAKEOFF_RETURN_IF_ERROR(spec_.method == Method::kGrid ? Grid() : Random());
+    if (result_.variants.empty()) {
+      return Status::InvalidArgument(
+          Where() + ": every variant is excluded (" + std::to_string(result_.excluded_count) +
+          " excluded); loosen the exclude rules");
+    }
+    Pair();
+    return Trials();
+  }
+
+ private:
+  std::string Where() const {
+    return spec_.source_name + (spec_.name.empty() ? "" : " (sweep " + spec_.name + ")");
+  }
+
+  CompiledRule Compile(const ExcludeRule& rule) const {
+    CompiledRule compiled;
+    for (const auto& [key, value] : rule.match) {
+      bool found = false;
+      for (size_t i = 0; i < spec_.parameters.size(); ++i) {
+        if (spec_.parameters[i].name == key) {
+          compiled.axis_values.emplace_back(i, value);
+          found = true;
+        }
+      }
+      if (found) continue;
+      json constant;
+      if (key == "device") {
+        constant = spec_.resources.device;
+      } else if (spec_.workload.defaults.contains(key)) {
+        constant = spec_.workload.defaults[key];
+      } else if (const TrainerField* field = FindTrainerField(key)) {
+        auto v = NormalizeTrainerValue(*field, field->default_value);
+        if (v.ok()) constant = *v;
+      }
+      if (constant != value) compiled.never = true;
+    }
+    return compiled;
+  }
+
+  bool Excluded(const Assignment& a) const {
+    for (const auto& rule : rules_) {
+      if (rule.never) continue;
+      bool all = true;
+      for (const auto& [index, value] : rule.axis_values) {
+        if (a[index] != value) {
+          all = false;
+          break;
+        }
+      }
+      if (all) return true;
+    }
+    return false;
+  }
+
+  std::string Key(const Assignment& a) const {
+    if (varying_.empty()) return "default";
+    std::string key;
+    for (size_t i : varying_) {
+      if (!key.empty()) key += ",";
+      key += spec_.parameters[i].name + "=" + CanonicalValue(a[i]);
+    }
+    return key;
+  }
+
+  void AddVariant(const Assignment& a, bool added_as_counterpart) {
+    Variant v;
+    v.index = result_.variants.size();
+    v.key = Key(a);
+    for (size_t i : varying_) v.axis_values.emplace_back(spec_.parameters[i].name, a[i]);
+    v.config = spec_.workload.defaults;
+    for (size_t i = 0; i < a.size(); ++i) v.config[spec_.parameters[i].name] = a[i];
+    v.config["device"] = spec_.resources.device;
+    const json& ws = v.config.contains("world_size") ? v.config["world_size"] : json(1);
+    v.world_size = ws.is_number_integer() && ws.get<int64_t>() >= 1
+                       ? static_cast<int>(ws.get<int64_t>())
+                       : 1;
+    v.config["world_size"] = v.world_size;
+    v.added_as_counterpart = added_as_counterpart;
+    index_by_key_[v.key] = v.index;
+    assignments_.push_back(a);
+    result_.variants.push_back(std::move(v));
+  }
+
+  Status Grid() {
+    size_t points = 1;
+    for (const auto& axis : spec_.parameters) {
+      if (axis.values.empty()) {
+        return Status::InvalidArgument(Where() + ": parameter " + axis.name +
+                                       " has no values; a grid needs {values: [...]}");
+      }
+      if (points > options_.max_grid_points / axis.values.size()) {
+        return Status::ResourceExhausted(
+            Where() + ": the grid has more than " + std::to_string(options_.max_grid_points) +
+            " points before exclude rules, the limit; remove axis values or use method: random");
+      }
+      points *= axis.values.size();
+    }
+    std::vector<size_t> digits(spec_.parameters.size(), 0);
+    Assignment a(spec_.parameters.size());
+    for (size_t p = 0; p < points; ++p) {
+      for (size_t i = 0; i < digits.size(); ++i) a[i] = spec_.parameters[i].values[digits[i]];
+      if (Excluded(a)) {
+        ++result_.excluded_count;
+      } else {
+        AddVariant(a, false);
+      }
+      // Odometer: the last axis written changes fastest.
+      for (size_t i = digits.size(); i-- > 0;) {
+        if (++digits[i] < spec_.parameters[i].values.size()) break;
+        digits[i] = 0;
+      }
+    }
+    return Status::Ok();
+  }
+
+  std::optional<json> Draw(const ParameterAxis& axis, SplitMix64& rng) const {
+    if (!axis.distribution) return axis.values[rng.Below(axis.values.size())];
+    const Distribution& d = *axis.distribution;
+    const TrainerField* field = FindTrainerField(axis.name);
+    bool int_field = field ? field->kind == TrainerField::Kind::kInt
+                           : d.kind == Distribution::Kind::kIntUniform;
+    json value;
+    switch (d.kind) {
+      case Distribution::Kind::kIntUniform: {
+        auto lo = static_cast<int64_t>(d.min), hi = static_cast<int64_t>(d.max);
+        value = lo + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(hi - lo) + 1));
+        break;
+      }
+      case Distribution::Kind::kUniform:
+        value = RoundSignificant(d.min + rng.Unit() * (d.max - d.min));
+        break;
+      case Distribution::Kind::kLogUniform: {
+        double x = std::exp(std::log(d.min) + rng.Unit() * (std::log(d.max) - std::log(d.min)));
+        if (int_field) {
+          value = std::clamp<int64_t>(std::llround(x), static_cast<int64_t>(d.min),
+                                      static_cast<int64_t>(d.max));
+        } else {
+          value = RoundSignificant(x);
+        }
+        break;
+      }
+    }
+    // Rounding can land on an excluded bound (lora_dropout < 1): the caller draws again.
+    if (field) {
+      auto normalized = NormalizeTrainerValue(*field, value);
+      if (!normalized.ok()) return std::nullopt;
+      return *normalized;
+    }
+    return value;
+  }
+
+  Status Random() {
+    bool discrete = true;
+    size_t space = 1;
+    for (const auto& axis : spec_.parameters) {
+      if (axis.distribution) {
+        discrete = false;
+      } else if (space <= SIZE_MAX / axis.values.size()) {
+        space *= axis.values.size();
+      } else {
+        space = SIZE_MAX;
+      }
+    }
+    auto count = static_cast<size_t>(spec_.count);
+    if (discrete && count > space) {
+      return Status::InvalidArgument(Where() + ": count " + std::to_string(count) +
+                                     " is more than the " + std::to_string(space) +
+                                     " distinct variants the parameters allow; lower count or "
+                                     "use method: grid");
+    }
+    if (count > options_.max_trials) {
+      return Status::ResourceExhausted(Where() + ": count " + std::to_string(count) +
+                                       " is over the cap of " + std::to_string(options_.max_trials) +
+                                       " trials per sweep; lower count");
+    }
+    SplitMix64 rng(spec_.seed);
+    size_t drawn = 0;
+    const size_t max_attempts = count * 100 + 1000;
+    for (size_t attempt = 0; attempt < max_attempts && drawn < count; ++attempt) {
+      Assignment a;
+      bool ok = true;
+      for (const auto& axis : spec_.parameters) {
+        auto v = Draw(axis, rng);
+        if (!v) {
+          ok = false;
+          break;
+        }
+        a.push_back(std::move(*v));
+      }
+      if (!ok) continue;
+      if (Excluded(a)) {
+        ++result_.excluded_count;
+        continue;
+      }
+      if (index_by_key_.count(Key(a))) continue;
+      AddVariant(a, false);
+      ++drawn;
+    }
+    if (drawn < count) {
+      return Status::InvalidArgument(
+          Where() + ": drew only " + std::to_string(drawn) + " distinct variants of count " +
+          std::to_string(count) + " in " + std::to_string(max_attempts) +
+          " attempts (exclude rules or a small space); lower count or loosen exclude");
+    }
+    // Every comparison is paired: make sure each drawn variant's counterpart runs too.
+    if (!spec_.baseline.empty()) {
+      size_t n = result_.variants.size();
+      for (size_t i = 0; i < n; ++i) {
+        Assignment c = Counterpart(assignments_[i]);
+        if (!Excluded(c) && !index_by_key_.count(Key(c))) AddVariant(c, true);
+      }
+    }
+    return Status::Ok();
+  }
+
+  Assignment Counterpart(const Assignment& a) const {
+    Assignment c = a;
+    for (const auto& [name, value] : spec_.baseline) {
+      for (size_t i = 0; i < spec_.parameters.size(); ++i) {
+        if (spec_.parameters[i].name == name) c[i] = value;
+      }
+    }
+    return c;
+  }
+
+  void Pair() {
+    if (spec_.baseline.empty()) return;
+    for (auto& v : result_.variants) {
+      const Assignment& a = assignments_[v.index];
+      Assignment c = Counterpart(a);
+      v.counterpart_key = Key(c);
+      v.is_baseline = c == a;
+      if (Excluded(c)) {
+        v.counterpart_excluded = true;
+        continue;
+      }
+      auto it = index_by_key_.find(v.counterpart_key);
+      if (it != index_by_key_.end()) v.counterpart = it->second;
+    }
+  }
+
+  Result<ExpandedSweep> Trials() {
+    size_t variants = result_.variants.size();
+    auto repeats = static_cast<size_t>(spec_.repeats);
+    if (variants > options_.max_trials / repeats) {
+      return Status::ResourceExhausted(
+          Where() + ": " + std::to_string(variants * repeats) + " trials (" +
+          std::to_string(variants) + " variants x " + std::to_string(repeats) +
+          " repeats) is over the cap of " + std::to_string(options_.max_trials) +
+          " trials per sweep; remove axis values, add exclude rules or lower repeats");
+    }
+    std::vector<Trial>& trials = result_.trials;
+    trials.reserve(variants * repeats);
+    if (spec_.order == Order::kSequential) {
+      for (size_t v = 0; v < variants; ++v) {
+        for (size_t r = 0; r < repeats; ++r) trials.push_back({0, v, static_cast<int>(r)});
+      }
+    } else {
+      for (size_t r = 0; r < repeats; ++r) {
+        for (size_t v = 0; v < variants; ++v) trials.push_back({0, v, static_cast<int>(r)});
+      }
+    }
+    if (spec_.order == Order::kRandom) {
+      // A stream of its own, so the order does not depend on how many draws method
+      // random consumed.
+      SplitMix64 rng(spec_.seed ^ 0x6F72646572ULL);
+      for (size_t i = trials.size(); i > 1; --i) {
+        std::swap(trials[i - 1], trials[rng.Below(i)]);
+      }
+    }
+    for (size_t i = 0; i < trials.size(); ++i) trials[i].index = i;
+    return std::move(result_);
+  }
+
+  const SweepSpec& spec_;
+  ExpandOptions options_;
+  std::vector<size_t> varying_;
+  std::vector<CompiledRule> rules_;
+  std::vector<Assignment> assignments_;  // parallel to result_.variants
+  std::map<std::string, size_t> index_by_key_;
+  ExpandedSweep result_;
+};
+
+}  // namespace
+
+Result<ExpandedSweep> Expand(const SweepSpec& spec, const ExpandOptions& options) {
+  return Expander(spec, options).Run();
+}
+
+}  // namespace bakeoff::spec

@@ -1,0 +1,962 @@
+#include "experiments/spec/sweep_parser.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "experiments/spec/duration.h"
+#include "experiments/spec/expanded_sweep.h"
+#include "experiments/spec/trainer_fields.h"
+
+namespace bakeoff::spec {
+namespace {
+
+using nlohmann::json;
+
+const std::vector<std::string> kTopLevelFields = {
+    "name",   "question", "workload", "method",  "count",  "seed",      "parameters",
+    "exclude", "baseline", "repeats", "order",   "resources", "limits"};
+const std::vector<std::string> kLoraFields = {"alpha", "dropout", "targets", "rank"};
+const std::vector<std::string> kAxisFields = {"values", "value", "distribution", "min", "max"};
+const std::vector<std::string> kCommandFields = {"template", "args"};
+const std::vector<std::string> kResourceFields = {"device", "gpu_type"};
+const std::vector<std::string> kLimitFields = {"trial_timeout", "max_attempts"};
+
+constexpr int kMaxRepeats = 1000;
+constexpr int kMaxAttempts = 100;
+constexpr size_t kMaxNameLength = 100;
+
+std::string JoinPath(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+std::string IndexPath(const std::string& path, size_t index) {
+  return path + "[" + std::to_string(index) + "]";
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+std::vector<std::string> TrainerFieldNames() {
+  std::vector<std::string> names;
+  for (const auto& field : TrainerFields()) names.push_back(field.name);
+  return names;
+}
+
+// What the user wrote, for "got ..." in messages.
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null: return "nothing";
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Scalar: {
+      std::string s = node.Scalar();
+      if (s.size() > 60) s = s.substr(0, 57) + "...";
+      return "'" + s + "'";
+    }
+    default: return "an undefined value";
+  }
+}
+
+bool MatchesInt(const std::string& s) {
+  static const std::regex kInt("[-+]?[0-9]+");
+  return std::regex_match(s, kInt);
+}
+
+bool MatchesFloat(const std::string& s) {
+  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  return std::regex_match(s, kFloat);
+}
+
+// Flow collections ([ and {) nest without indentation, so a small file can be deeply
+// nested; this scan bounds that before yaml-cpp recurses into it. Block nesting is
+// bounded by the tree walk after parsing (it costs indentation, hence bytes).
+std::optional<std::pair<int, int>> FlowDepthExceeded(const std::string& text, int max_depth) {
+  int depth = 0, line = 1, column = 1;
+  char quote = 0;
+  bool comment = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\n') {
+      ++line;
+      column = 1;
+      comment = false;
+      continue;
+    }
+    ++column;
+    if (comment) continue;
+    if (quote) {
+      if (c == quote) quote = 0;
+      continue;
+    }
+    if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) {
+      comment = true;
+    } else if ((c == '"' || c == '\'') && depth > 0) {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return std::make_pair(line, column - 1);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
+struct Entry {
+  std::string key;
+  YAML::Node key_node;
+  YAML::Node value;
+};
+
+class SweepParser {
+ public:
+  SweepParser(std::string source, const ParseLimits& limits)
+      : source_(std::move(source)), limits_(limits) {
+    spec_.source_name = source_;
+  }
+
+  Result<SweepSpec> Parse(const std::string& text) {
+    if (text.size() > limits_.max_yaml_bytes) {
+      return Status::ResourceExhausted(
+          source_ + ": " + std::to_string(text.size()) + " bytes is over the limit of " +
+          std::to_string(limits_.max_yaml_bytes) +
+          " bytes for a sweep file; split the sweep into several");
+    }
+    if (auto at = FlowDepthExceeded(text, limits_.max_depth)) {
+      return Status::ResourceExhausted(source_ + ":" + std::to_string(at->first) + ":" +
+                                       std::to_string(at->second) + ": nesting deeper than " +
+                                       std::to_string(limits_.max_depth) +
+                                       " levels (the limit for a sweep file)");
+    }
+    YAML::Node root;
+    try {
+      root = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      return Status::InvalidArgument(source_ + ":" + std::to_string(e.mark.line + 1) + ":" +
+                                     std::to_string(e.mark.column + 1) +
+                                     ": not valid YAML: " + e.msg);
+    }
+    try {
+      Status structure = CheckStructure(root, 1);
+      if (!structure.ok()) return structure;
+      ParseTop(root);
+    } catch (const YAML::Exception& e) {
+      // Not expected after a successful load; reported with context rather than thrown.
+      AddAt(e.mark, "", std::string("unexpected YAML error: ") + e.msg);
+    }
+    if (!errors_.empty()) {
+      // Sections are checked in dependency order; users read problems in file order.
+      std::stable_sort(errors_.begin(), errors_.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::string message;
+      for (const auto& error : errors_) message += (message.empty() ? "" : "\n") + error.second;
+      if (gave_up_) {
+        message += "\n" + source_ + ": stopped after " + std::to_string(limits_.max_errors) +
+                   " problems; fix these and validate again";
+      }
+      return Status::InvalidArgument(message);
+    }
+    return std::move(spec_);
+  }
+
+ private:
+  // ---- errors and locations ----
+
+  void AddAt(const YAML::Mark& mark, const std::string& path, const std::string& message) {
+    if (errors_.size() >= limits_.max_errors) {
+      gave_up_ = true;
+      return;
+    }
+    std::string where = source_;
+    if (!mark.is_null()) {
+      where += ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+    }
+    std::pair<int, int> position = mark.is_null() ? std::make_pair(0, 0)
+                                                  : std::make_pair(mark.line, mark.column);
+    errors_.emplace_back(position, where + ": " + (path.empty() ? "" : path + ": ") + message);
+  }
+
+  void Add(const YAML::Node& node, const std::string& path, const std::string& message) {
+    AddAt(node.Mark(), path, message);
+  }
+
+  SourceLocation Location(const YAML::Node& node) const {
+    SourceLocation location{source_, 0, 0};
+    YAML::Mark mark = node.Mark();
+    if (!mark.is_null()) {
+      location.line = mark.line + 1;
+      location.column = mark.column + 1;
+    }
+    return location;
+  }
+
+  Status CheckStructure(const YAML::Node& node, int depth) {
+    if (++nodes_seen_ > limits_.max_nodes) {
+      return Status::ResourceExhausted(
+          source_ + ": more than " + std::to_string(limits_.max_nodes) +
+          " YAML nodes (aliases counted each time they are used), the limit for a sweep file");
+    }
+    if (node.IsMap() || node.IsSequence()) {
+      if (depth > limits_.max_depth) {
+        YAML::Mark mark = node.Mark();
+        return Status::ResourceExhausted(source_ + ":" + std::to_string(mark.line + 1) + ":" +
+                                         std::to_string(mark.column + 1) +
+                                         ": nesting deeper than " +
+                                         std::to_string(limits_.max_depth) +
+                                         " levels (the limit for a sweep file)");
+      }
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        if (node.IsMap()) {
+          BAKEOFF_RETURN_IF_ERROR(CheckStructure(it->first, depth + 1));
+          BAKEOFF_RETURN_IF_ERROR(CheckStructure(it->second, depth + 1));
+        } else {
+          BAKEOFF_RETURN_IF_ERROR(CheckStructure(*it, depth + 1));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  // ---- generic readers ----
+
+  // A mapping's entries in the order written; reports non-scalar and repeated keys.
+  std::optional<std::vector<Entry>> Entries(const YAML::Node& node, const std::string& path,
+                                            const std::string& expected) {
+    if (!node.IsMap()) {
+      Add(node, path, "expected " + expected + ", got " + Describe(node));
+      return std::nullopt;
+    }
+    std::vector<Entry> entries;
+    std::set<std::string> seen;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (!it->first.IsScalar()) {
+        Add(it->first, path, "keys must be plain names, got " + Describe(it->first));
+        continue;
+      }
+      std::string key = it->first.Scalar();
+      if (!seen.insert(key).second) {
+        Add(it->first, JoinPath(path, key), "written twice; keep one");
+        continue;
+      }
+      entries.push_back({key, it->first, it->second});
+    }
+    return entries;
+  }
+
+  void Unknown(const Entry& entry, const std::string& path,
+               const std::vector<std::string>& known) {
+    std::string hint = ClosestName(entry.key, known);
+    Add(entry.key_node, JoinPath(path, entry.key),
+        "unknown field" + (hint.empty() ? "" : "; did you mean " + hint + "?") +
+            " (known: " + JoinNames(known) + ")");
+  }
+
+  // Scalars typed as YAML 1.2's core schema does: null, booleans, integers, floats;
+  // quoted scalars are always strings.
+  std::optional<json> ToJsonValue(const YAML::Node& node, const std::string& path) {
+    switch (node.Type()) {
+      case YAML::NodeType::Null:
+        return json(nullptr);
+      case YAML::NodeType::Scalar: {
+        const std::string& s = node.Scalar();
+        bool quoted = node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str";
+        if (quoted) return json(s);
+        if (s == "~" || s == "null" || s == "Null" || s == "NULL") return json(nullptr);
+        if (s == "true" || s == "True" || s == "TRUE") return json(true);
+        if (s == "false" || s == "False" || s == "FALSE") return json(false);
+        if (MatchesInt(s)) {
+          errno = 0;
+          long long v = std::strtoll(s.c_str(), nullptr, 10);
+          if (errno == ERANGE) {
+            Add(node, path, "integer " + s + " is out of range");
+            return std::nullopt;
+          }
+          return json(static_cast<int64_t>(v));
+        }
+        if (MatchesFloat(s)) {
+          double v = std::strtod(s.c_str(), nullptr);
+          if (!std::isfinite(v)) {
+            Add(node, path, "number " + s + " is out of range");
+            return std::nullopt;
+          }
+          return json(v);
+        }
+        return json(s);
+      }
+      case YAML::NodeType::Sequence: {
+        json out = json::array();
+        size_t i = 0;
+        for (const auto& item : node) {
+          auto v = ToJsonValue(item, IndexPath(path, i++));
+          if (!v) return std::nullopt;
+          out.push_back(std::move(*v));
+        }
+        return out;
+      }
+      case YAML::NodeType::Map: {
+        auto entries = Entries(node, path, "a mapping");
+        if (!entries) return std::nullopt;
+        json out = json::object();
+        for (const auto& entry : *entries) {
+          auto v = ToJsonValue(entry.value, JoinPath(path, entry.key));
+          if (!v) return std::nullopt;
+          out[entry.key] = std::move(*v);
+        }
+        return out;
+      }
+      default:
+        Add(node, path, "expected a value");
+        return std::nullopt;
+    }
+  }
+
+  std::optional<std::string> ReadString(const YAML::Node& node, const std::string& path,
+                                        const std::string& expected) {
+    if (!node.IsScalar() || node.Scalar().empty()) {
+      Add(node, path, "expected " + expected + ", got " + Describe(node));
+      return std::nullopt;
+    }
+    return node.Scalar();
+  }
+
+  std::optional<std::string> ReadChoice(const YAML::Node& node, const std::string& path,
+                                        const std::vector<std::string>& choices) {
+    if (node.IsScalar()) {
+      const std::string& s = node.Scalar();
+      if (std::find(choices.begin(), choices.end(), s) != choices.end()) return s;
+    }
+    std::string hint = node.IsScalar() ? ClosestName(node.Scalar(), choices) : "";
+    Add(node, path,
+        "expected one of " + JoinNames(choices) + ", got " + Describe(node) +
+            (hint.empty() ? "" : "; did you mean " + hint + "?"));
+    return std::nullopt;
+  }
+
+  std::optional<int64_t> ReadInt(const YAML::Node& node, const std::string& path, int64_t min,
+                                 int64_t max) {
+    if (node.IsScalar() && node.Tag() != "!" && MatchesInt(node.Scalar())) {
+      errno = 0;
+      long long v = std::strtoll(node.Scalar().c_str(), nullptr, 10);
+      if (errno != ERANGE && v >= min && v <= max) return v;
+    }
+    Add(node, path,
+        "expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
+            ", got " + Describe(node));
+    return std::nullopt;
+  }
+
+  // A value for field `name`: checked against the trainer's table when the name is a
+  // trainer field (always, for the lora executor), else any YAML value as JSON.
+  std::optional<json> FieldValue(const std::string& name, const YAML::Node& node,
+                                 const std::string& path) {
+    auto raw = ToJsonValue(node, path);
+    if (!raw) return std::nullopt;
+    const TrainerField* field = FindTrainerField(name);
+    if (field == nullptr) {
+      if (raw->is_null()) {
+        Add(node, path, "expected a value, got nothing");
+        return std::nullopt;
+      }
+      return raw;
+    }
+    auto normalized = NormalizeTrainerValue(*field, *raw);
+    if (!normalized.ok()) {
+      Add(node, path, normalized.status().message());
+      return std::nullopt;
+    }
+    return std::move(normalized).value();
+  }
+
+  bool IsLora() const { return spec_.workload.executor == Executor::kLora; }
+
+  // Whether `name` may be a parameter axis or a workload field.
+  bool CheckFieldName(const Entry& entry, const std::string& path) {
+    if (entry.key == "device") {
+      Add(entry.key_node, JoinPath(path, entry.key),
+          "the device comes from resources.device (cpu or cuda); set it there");
+      return false;
+    }
+    if (IsLora()) {
+      if (FindTrainerField(entry.key) == nullptr) {
+        std::string hint = ClosestName(entry.key, TrainerFieldNames());
+        Add(entry.key_node, JoinPath(path, entry.key),
+            "not a field of the native trainer" +
+                (hint.empty() ? "" : "; did you mean " + hint + "?") +
+                " (the fields are listed in docs/trainer.md)");
+        return false;
+      }
+      return true;
+    }
+    static const std::regex kIdentifier("[A-Za-z_][A-Za-z0-9_]*");
+    if (!std::regex_match(entry.key, kIdentifier)) {
+      Add(entry.key_node, JoinPath(path, entry.key),
+          "expected a name of letters, digits and underscores");
+      return false;
+    }
+    return true;
+  }
+
+  // ---- sections ----
+
+  void ParseTop(const YAML::Node& root) {
+    auto entries = Entries(root, "", "a mapping with name, workload, parameters, ...");
+    if (!entries) return;
+    std::map<std::string, Entry> by_key;
+    for (const auto& entry : *entries) {
+      if (std::find(kTopLevelFields.begin(), kTopLevelFields.end(), entry.key) ==
+          kTopLevelFields.end()) {
+        Unknown(entry, "", kTopLevelFields);
+        continue;
+      }
+      by_key.emplace(entry.key, entry);
+    }
+    auto find = [&](const std::string& key) -> const Entry* {
+      auto it = by_key.find(key);
+      return it == by_key.end() ? nullptr : &it->second;
+    };
+
+    if (const Entry* e = find("name")) {
+      if (auto name = ReadString(e->value, "name", "a sweep name")) {
+        static const std::regex kName("[A-Za-z0-9][A-Za-z0-9._-]*");
+        if (!std::regex_match(*name, kName) || name->size() > kMaxNameLength) {
+          Add(e->value, "name",
+              "expected letters, digits, '.', '_' and '-' (at most " +
+                  std::to_string(kMaxNameLength) + ", starting with a letter or digit), got " +
+                  Describe(e->value));
+        } else {
+          spec_.name = *name;
+        }
+      }
+    } else {
+      Add(root, "name", "missing; every sweep needs a name (e.g. name: compile-vs-eager)");
+    }
+    if (const Entry* e = find("question")) {
+      if (auto q = ReadString(e->value, "question", "the question this sweep answers")) {
+        spec_.question = *q;
+      }
+    }
+
+    // The method decides what parameters may contain; read it before them.
+    if (const Entry* e = find("method")) {
+      if (auto m = ReadChoice(e->value, "method", {"grid", "random"})) {
+        spec_.method = *m == "grid" ? Method::kGrid : Method::kRandom;
+      }
+    }
+    if (const Entry* e = find("count")) {
+      if (spec_.method != Method::kRandom) {
+        Add(e->key_node, "count", "applies to method: random only (a grid runs every point)");
+      } else if (auto c = ReadInt(e->value, "count", 1, 1000000)) {
+        spec_.count = *c;
+      }
+    } else if (spec_.method == Method::kRandom) {
+      Add(find("method")->value, "count",
+          "missing; method: random needs count (how many variants to draw)");
+    }
+    if (const Entry* e = find("seed")) {
+      if (auto s = ReadInt(e->value, "seed", 0, INT64_MAX)) spec_.seed = static_cast<uint64_t>(*s);
+    }
+    if (const Entry* e = find("repeats")) {
+      if (auto r = ReadInt(e->value, "repeats", 1, kMaxRepeats)) spec_.repeats = static_cast<int>(*r);
+    }
+    if (const Entry* e = find("order")) {
+      if (auto o = ReadChoice(e->value, "order", {"interleaved", "sequential", "random"})) {
+        spec_.order = *o == "interleaved"  ? Order::kInterleaved
+                      : *o == "sequential" ? Order::kSequential
+                                           : Order::kRandom;
+      }
+    }
+    if (const Entry* e = find("resources")) ParseResources(e->value);
+    if (const Entry* e = find("limits")) ParseLimitsSection(e->value);
+
+    if (const Entry* e = find("workload")) {
+      ParseWorkload(e->value);
+    } else {
+      Add(root, "workload", "missing; every sweep needs a workload (executor, model, steps, ...)");
+    }
+    if (const Entry* e = find("parameters")) ParseParameters(e->value);
+    if (const Entry* e = find("exclude")) ParseExclude(e->value);
+    if (const Entry* e = find("baseline")) {
+      ParseBaseline(e->value);
+    } else if (!spec_.parameters.empty()) {
+      spec_.warnings.push_back(
+          "no baseline: variants will not be paired, so the report cannot compare them; "
+          "add e.g. baseline: {" +
+          spec_.parameters.front().name + ": ...}");
+    }
+    AddWarnings();
+  }
+
+  void ParseResources(const YAML::Node& node) {
+    auto entries = Entries(node, "resources", "a mapping {device: cpu|cuda, gpu_type: ...}");
+    if (!entries) return;
+    const YAML::Node* gpu_type_node = nullptr;
+    for (const auto& entry : *entries) {
+      std::string path = JoinPath("resources", entry.key);
+      if (entry.key == "device") {
+        if (auto d = ReadChoice(entry.value, path, {"cpu", "cuda"})) spec_.resources.device = *d;
+      } else if (entry.key == "gpu_type") {
+        if (auto g = ReadString(entry.value, path, "a GPU model name such as A100")) {
+          spec_.resources.gpu_type = *g;
+          gpu_type_node = &entry.value;
+        }
+      } else {
+        Unknown(entry, "resources", kResourceFields);
+      }
+    }
+    if (gpu_type_node != nullptr && spec_.resources.device != "cuda") {
+      Add(*gpu_type_node, "resources.gpu_type", "needs device: cuda");
+    }
+  }
+
+  void ParseLimitsSection(const YAML::Node& node) {
+    auto entries = Entries(node, "limits", "a mapping {trial_timeout: 10m, max_attempts: 3}");
+    if (!entries) return;
+    for (const auto& entry : *entries) {
+      std::string path = JoinPath("limits", entry.key);
+      if (entry.key == "trial_timeout") {
+        if (!entry.value.IsScalar()) {
+          Add(entry.value, path, "expected a duration such as 10m, got " + Describe(entry.value));
+          continue;
+        }
+        auto d = ParseDuration(entry.value.Scalar());
+        if (!d.ok()) {
+          Add(entry.value, path, d.status().message());
+        } else {
+          spec_.limits.trial_timeout = *d;
+        }
+      } else if (entry.key == "max_attempts") {
+        if (auto a = ReadInt(entry.value, path, 1, kMaxAttempts)) {
+          spec_.limits.max_attempts = static_cast<int>(*a);
+        }
+      } else {
+        Unknown(entry, "limits", kLimitFields);
+      }
+    }
+  }
+
+  void ParseWorkload(const YAML::Node& node) {
+    auto entries = Entries(node, "workload", "a mapping (executor, model, steps, ...)");
+    if (!entries) return;
+    for (const auto& entry : *entries) {
+      if (entry.key == "executor") {
+        if (auto x = ReadChoice(entry.value, "workload.executor", {"lora", "command"})) {
+          spec_.workload.executor = *x == "lora" ? Executor::kLora : Executor::kCommand;
+        }
+      }
+    }
+    json& defaults = spec_.workload.defaults;
+    bool saw_command = false;
+    for (const auto& entry : *entries) {
+      std::string path = JoinPath("workload", entry.key);
+      if (entry.key == "executor") continue;
+      if (entry.key == "command") {
+        saw_command = true;
+        if (IsLora()) {
+          Add(entry.key_node, path, "applies to executor: command only");
+        } else {
+          ParseCommand(entry.value);
+        }
+        continue;
+      }
+      if (entry.key == "lora") {
+        auto lora = Entries(entry.value, path, "a mapping {alpha, dropout, targets, rank}");
+        if (!lora) continue;
+        for (const auto& item : *lora) {
+          if (std::find(kLoraFields.begin(), kLoraFields.end(), item.key) == kLoraFields.end()) {
+            Unknown(item, path, kLoraFields);
+            continue;
+          }
+          std::string flat = "lora_" + item.key;
+          std::string item_path = JoinPath(path, item.key);
+          if (defaults.contains(flat)) {
+            Add(item.key_node, item_path, "also set as workload." + flat + "; keep one");
+            continue;
+          }
+          if (auto v = FieldValue(flat, item.value, item_path)) defaults[flat] = std::move(*v);
+        }
+        continue;
+      }
+      if (!CheckFieldName(entry, "workload")) continue;
+      if (defaults.contains(entry.key)) {
+        Add(entry.key_node, path, "also set in workload.lora; keep one");
+        continue;
+      }
+      if (auto v = FieldValue(entry.key, entry.value, path)) defaults[entry.key] = std::move(*v);
+    }
+    if (!IsLora() && !saw_command) {
+      Add(node, "workload.command",
+          "missing; executor: command needs command: {template: NAME, args: {...}} naming a "
+          "template allowlisted in the worker's configuration");
+    }
+  }
+
+  void ParseCommand(const YAML::Node& node) {
+    auto entries = Entries(node, "workload.command", "a mapping {template: NAME, args: {...}}");
+    if (!entries) return;
+    bool saw_template = false;
+    for (const auto& entry : *entries) {
+      std::string path = JoinPath("workload.command", entry.key);
+      if (entry.key == "template") {
+        saw_template = true;
+        if (auto t = ReadString(entry.value, path, "the name of an allowlisted template")) {
+          static const std::regex kTemplate("[A-Za-z0-9_.-]+");
+          if (!std::regex_match(*t, kTemplate)) {
+            Add(entry.value, path, "expected a template name of letters, digits, '.', '_', '-'");
+          } else {
+            spec_.workload.command_template = *t;
+          }
+        }
+      } else if (entry.key == "args") {
+        auto args = ToJsonValue(entry.value, path);
+        if (args && !args->is_object()) {
+          Add(entry.value, path, "expected a mapping of argument names to values, got " +
+                                     Describe(entry.value));
+        } else if (args) {
+          spec_.workload.command_args = std::move(*args);
+        }
+      } else {
+        Unknown(entry, "workload.command", kCommandFields);
+      }
+    }
+    if (!saw_template) Add(node, "workload.command.template", "missing; name an allowlisted template");
+  }
+
+  void ParseParameters(const YAML::Node& node) {
+    if (node.IsNull()) return;
+    auto entries = Entries(node, "parameters", "a mapping of axis names to {values: [...]}");
+    if (!entries) return;
+    for (const auto& entry : *entries) {
+      std::string path = JoinPath("parameters", entry.key);
+      if (!CheckFieldName(entry, "parameters")) continue;
+      ParameterAxis axis;
+      axis.name = entry.key;
+      axis.location = Location(entry.key_node);
+      if (ParseAxis(entry.value, path, &axis)) spec_.parameters.push_back(std::move(axis));
+    }
+  }
+
+  bool ParseAxis(const YAML::Node& node, const std::string& path, ParameterAxis* axis) {
+    const std::string expected =
+        "a mapping {values: [...]}, {value: x}" +
+        std::string(spec_.method == Method::kRandom
+                        ? " or {distribution: int_uniform|uniform|log_uniform, min, max}"
+                        : "");
+    auto entries = Entries(node, path, expected);
+    if (!entries) return false;
+    const Entry *values = nullptr, *value = nullptr, *distribution = nullptr, *min = nullptr,
+                *max = nullptr;
+    for (const auto& entry : *entries) {
+      if (entry.key == "values") values = &entry;
+      else if (entry.key == "value") value = &entry;
+      else if (entry.key == "distribution") distribution = &entry;
+      else if (entry.key == "min") min = &entry;
+      else if (entry.key == "max") max = &entry;
+      else {
+        Unknown(entry, path, kAxisFields);
+        return false;
+      }
+    }
+    int forms = (values != nullptr) + (value != nullptr) + (distribution != nullptr);
+    if (forms != 1) {
+      Add(node, path,
+          forms == 0 ? "expected " + expected
+                     : "give only one of values, value and distribution");
+      return false;
+    }
+    if ((min || max) && !distribution) {
+      Add((min ? min : max)->key_node, path, "min and max belong to a distribution");
+      return false;
+    }
+    if (value) {
+      auto v = FieldValue(axis->name, value->value, JoinPath(path, "value"));
+      if (!v) return false;
+      axis->values.push_back(std::move(*v));
+      axis->fixed = true;
+      return true;
+    }
+    if (values) {
+      std::string values_path = JoinPath(path, "values");
+      if (!values->value.IsSequence() || values->value.size() == 0) {
+        Add(values->value, values_path,
+            "expected a non-empty list such as [1, 2, 4], got " + Describe(values->value));
+        return false;
+      }
+      bool ok = true;
+      size_t i = 0;
+      for (const auto& item : values->value) {
+        std::string item_path = IndexPath(values_path, i);
+        auto v = FieldValue(axis->name, item, item_path);
+        if (!v) {
+          ok = false;
+        } else {
+          for (size_t j = 0; j < axis->values.size(); ++j) {
+            if (axis->values[j] == *v) {
+              Add(item, item_path, CanonicalValue(*v) + " repeats values[" + std::to_string(j) +
+                                       "]; list each value once");
+              ok = false;
+            }
+          }
+          axis->values.push_back(std::move(*v));
+        }
+        ++i;
+      }
+      return ok;
+    }
+    return ParseDistribution(*distribution, min, max, path, axis);
+  }
+
+  bool ParseDistribution(const Entry& distribution, const Entry* min, const Entry* max,
+                         const std::string& path, ParameterAxis* axis) {
+    std::string d_path = JoinPath(path, "distribution");
+    if (spec_.method != Method::kRandom) {
+      Add(distribution.key_node, d_path,
+          "needs method: random; a grid needs explicit values: {values: [...]}");
+      return false;
+    }
+    auto kind_name = ReadChoice(distribution.value, d_path, {"int_uniform", "uniform", "log_uniform"});
+    if (!kind_name) return false;
+    Distribution d;
+    d.kind = *kind_name == "int_uniform" ? Distribution::Kind::kIntUniform
+             : *kind_name == "uniform"   ? Distribution::Kind::kUniform
+                                         : Distribution::Kind::kLogUniform;
+    if (!min || !max) {
+      Add(distribution.value, path, "a distribution needs both min and max");
+      return false;
+    }
+    const TrainerField* field = FindTrainerField(axis->name);
+    if (field && field->kind != TrainerField::Kind::kInt &&
+        field->kind != TrainerField::Kind::kNumber) {
+      Add(distribution.value, d_path, axis->name + " is not numeric; list its values instead");
+      return false;
+    }
+    bool int_field = field ? field->kind == TrainerField::Kind::kInt
+                           : d.kind == Distribution::Kind::kIntUniform;
+    if (d.kind == Distribution::Kind::kIntUniform && !int_field) {
+      Add(distribution.value, d_path, axis->name + " is not an integer field; use uniform or log_uniform");
+      return false;
+    }
+    if (d.kind == Distribution::Kind::kUniform && int_field && field) {
+      Add(distribution.value, d_path, axis->name + " is an integer field; use int_uniform or log_uniform");
+      return false;
+    }
+    auto bound = [&](const Entry& e, double* out) {
+      auto v = FieldValue(axis->name, e.value, JoinPath(path, e.key));
+      if (!v) return false;
+      if (!v->is_number() || (int_field && !v->is_number_integer())) {
+        Add(e.value, JoinPath(path, e.key),
+            std::string("expected ") + (int_field ? "an integer" : "a number") + ", got " +
+                Describe(e.value));
+        return false;
+      }
+      *out = v->get<double>();
+      return true;
+    };
+    if (!bound(*min, &d.min) || !bound(*max, &d.max)) return false;
+    if (d.min >= d.max) {
+      Add(max->value, JoinPath(path, "max"), "must be greater than min");
+      return false;
+    }
+    if (d.kind == Distribution::Kind::kLogUniform && d.min <= 0) {
+      Add(min->value, JoinPath(path, "min"), "log_uniform needs min > 0");
+      return false;
+    }
+    axis->distribution = d;
+    return true;
+  }
+
+  // Exclude rules and baselines name fields: axes, workload fields, trainer fields.
+  std::optional<std::pair<std::string, json>> RuleItem(const Entry& entry, const std::string& path,
+                                                       bool axes_only) {
+    std::string item_path = JoinPath(path, entry.key);
+    const ParameterAxis* axis = spec_.FindAxis(entry.key);
+    if (axes_only && axis == nullptr) {
+      std::vector<std::string> axis_names;
+      for (const auto& a : spec_.parameters) axis_names.push_back(a.name);
+      std::string hint = ClosestName(entry.key, axis_names);
+      Add(entry.key_node, item_path,
+          "not a parameter axis" + (hint.empty() ? "" : "; did you mean " + hint + "?") +
+              " (the baseline picks values of axes listed in parameters: " +
+              JoinNames(axis_names) + ")");
+      return std::nullopt;
+    }
+    if (axis == nullptr && !spec_.workload.defaults.contains(entry.key)) {
+      bool known = IsLora() ? FindTrainerField(entry.key) != nullptr : false;
+      if (!known) {
+        std::vector<std::string> names;
+        for (const auto& a : spec_.parameters) names.push_back(a.name);
+        for (const auto& [k, v] : spec_.workload.defaults.items()) names.push_back(k);
+        if (IsLora()) names = TrainerFieldNames();
+        std::string hint = ClosestName(entry.key, names);
+        Add(entry.key_node, item_path,
+            "not a parameter axis, workload field or trainer field" +
+                (hint.empty() ? "" : "; did you mean " + hint + "?"));
+        return std::nullopt;
+      }
+    }
+    auto v = FieldValue(entry.key, entry.value, item_path);
+    if (!v) return std::nullopt;
+    return std::make_pair(entry.key, std::move(*v));
+  }
+
+  void ParseExclude(const YAML::Node& node) {
+    if (node.IsNull()) return;
+    if (!node.IsSequence()) {
+      Add(node, "exclude", "expected a list of rules such as - {zero_stage: 0, offload: optimizer}, got " +
+                               Describe(node));
+      return;
+    }
+    size_t i = 0;
+    for (const auto& rule_node : node) {
+      std::string path = IndexPath("exclude", i++);
+      auto entries = Entries(rule_node, path, "a mapping of fields to values");
+      if (!entries) continue;
+      if (entries->empty()) {
+        Add(rule_node, path, "an empty rule would exclude every variant; name at least one field");
+        continue;
+      }
+      ExcludeRule rule;
+      rule.location = Location(rule_node);
+      bool ok = true;
+      for (const auto& entry : *entries) {
+        auto item = RuleItem(entry, path, /*axes_only=*/false);
+        if (!item) {
+          ok = false;
+          continue;
+        }
+        rule.match.push_back(std::move(*item));
+      }
+      if (ok) spec_.exclude.push_back(std::move(rule));
+    }
+  }
+
+  void ParseBaseline(const YAML::Node& node) {
+    auto entries = Entries(node, "baseline", "a mapping of axes to their baseline values");
+    if (!entries) return;
+    for (const auto& entry : *entries) {
+      auto item = RuleItem(entry, "baseline", /*axes_only=*/true);
+      if (!item) continue;
+      const ParameterAxis* axis = spec_.FindAxis(item->first);
+      if (!axis->distribution &&
+          std::find(axis->values.begin(), axis->values.end(), item->second) == axis->values.end()) {
+        std::string listed;
+        for (const auto& v : axis->values) listed += (listed.empty() ? "" : ", ") + CanonicalValue(v);
+        Add(entry.value, JoinPath("baseline", entry.key),
+            CanonicalValue(item->second) + " is not one of the axis values [" + listed +
+                "]; add it to parameters." + entry.key + ".values");
+        continue;
+      }
+      spec_.baseline.push_back(std::move(*item));
+    }
+    if (entries->empty()) {
+      Add(node, "baseline", "expected at least one axis, e.g. baseline: {compile_mode: eager}");
+    }
+  }
+
+  // The value a non-axis field has in every variant: the workload's, else the trainer's
+  // default (device comes from resources).
+  std::optional<json> ConstantValue(const std::string& name) const {
+    if (name == "device") return json(spec_.resources.device);
+    if (spec_.workload.defaults.contains(name)) return spec_.workload.defaults[name];
+    if (IsLora()) {
+      if (const TrainerField* field = FindTrainerField(name)) {
+        auto v = NormalizeTrainerValue(*field, field->default_value);
+        if (v.ok()) return *v;
+      }
+    }
+    return std::nullopt;
+  }
+
+  void AddWarnings() {
+    for (size_t i = 0; i < spec_.exclude.size(); ++i) {
+      const ExcludeRule& rule = spec_.exclude[i];
+      for (const auto& [key, value] : rule.match) {
+        const ParameterAxis* axis = spec_.FindAxis(key);
+        bool never = false;
+        std::string why;
+        if (axis != nullptr) {
+          if (!axis->distribution &&
+              std::find(axis->values.begin(), axis->values.end(), value) == axis->values.end()) {
+            never = true;
+            why = CanonicalValue(value) + " is not one of the values of axis " + key;
+          }
+        } else if (auto constant = ConstantValue(key); constant && *constant != value) {
+          never = true;
+          why = key + " is " + CanonicalValue(*constant) + " in every variant";
+        }
+        if (never) {
+          spec_.warnings.push_back(rule.location.ToString() + ": exclude[" + std::to_string(i) +
+                                   "] never matches: " + why);
+          break;
+        }
+      }
+    }
+    if (IsLora() && spec_.resources.device == "cpu") {
+      auto values_of = [&](const std::string& name) {
+        if (const ParameterAxis* axis = spec_.FindAxis(name)) return axis->values;
+        auto constant = ConstantValue(name);
+        return constant ? std::vector<json>{*constant} : std::vector<json>{};
+      };
+      for (const auto& v : values_of("offload")) {
+        if (v != "none") {
+          spec_.warnings.push_back("offload " + CanonicalValue(v) +
+                                   " is CUDA only: on device cpu those trials end unsupported");
+        }
+      }
+      for (const auto& v : values_of("compile_mode")) {
+        if (v.is_string() && v.get<std::string>().find("cudagraph") != std::string::npos) {
+          spec_.warnings.push_back("compile_mode " + CanonicalValue(v) +
+                                   " is CUDA only: on device cpu those trials end unsupported");
+        }
+      }
+    }
+  }
+
+  std::string source_;
+  ParseLimits limits_;
+  std::vector<std::pair<std::pair<int, int>, std::string>> errors_;  // (line, column), text
+  bool gave_up_ = false;
+  size_t nodes_seen_ = 0;
+  SweepSpec spec_;
+};
+
+}  // namespace
+
+Result<SweepSpec> ParseSweepText(const std::string& text, const std::string& source_name,
+                                 const ParseLimits& limits) {
+  return SweepParser(source_name, limits).Parse(text);
+}
+
+Result<SweepSpec> ParseSweepFile(const std::string& path, const ParseLimits& limits) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Status::NotFound(path + ": cannot open the sweep file (" + std::strerror(errno) +
+                            "); check the path");
+  }
+  // Read at most one byte past the limit: enough to know the file is too large.
+  std::string text;
+  text.resize(limits.max_yaml_bytes + 1);
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (in.bad()) return Status::IoError(path + ": read failed");
+  if (text.size() > limits.max_yaml_bytes) {
+    return Status::ResourceExhausted(path + ": over the limit of " +
+                                     std::to_string(limits.max_yaml_bytes) +
+                                     " bytes for a sweep file; split the sweep into several");
+  }
+  return ParseSweepText(text, path, limits);
+}
+
+}  // namespace bakeoff::spec

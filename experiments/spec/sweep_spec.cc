@@ -1,0 +1,99 @@
+#include "experiments/spec/sweep_spec.h"
+
+#include "experiments/spec/duration.h"
+
+namespace bakeoff::spec {
+
+using nlohmann::json;
+
+std::string SourceLocation::ToString() const {
+  if (line == 0) return file;
+  return file + ":" + std::to_string(line) + ":" + std::to_string(column);
+}
+
+const ParameterAxis* SweepSpec::FindAxis(const std::string& axis_name) const {
+  for (const auto& axis : parameters) {
+    if (axis.name == axis_name) return &axis;
+  }
+  return nullptr;
+}
+
+const char* MethodName(Method method) {
+  return method == Method::kGrid ? "grid" : "random";
+}
+
+const char* OrderName(Order order) {
+  switch (order) {
+    case Order::kInterleaved: return "interleaved";
+    case Order::kSequential: return "sequential";
+    case Order::kRandom: return "random";
+  }
+  return "interleaved";
+}
+
+const char* ExecutorName(Executor executor) {
+  return executor == Executor::kLora ? "lora" : "command";
+}
+
+const char* DistributionName(Distribution::Kind kind) {
+  switch (kind) {
+    case Distribution::Kind::kIntUniform: return "int_uniform";
+    case Distribution::Kind::kUniform: return "uniform";
+    case Distribution::Kind::kLogUniform: return "log_uniform";
+  }
+  return "uniform";
+}
+
+json ToJson(const SweepSpec& spec) {
+  json workload = {{"executor", ExecutorName(spec.workload.executor)},
+                   {"defaults", spec.workload.defaults}};
+  if (spec.workload.executor == Executor::kCommand) {
+    workload["command"] = {{"template", spec.workload.command_template},
+                           {"args", spec.workload.command_args}};
+  }
+  json parameters = json::array();
+  for (const auto& axis : spec.parameters) {
+    json p = {{"name", axis.name}, {"varies", axis.Varies()}};
+    if (axis.distribution) {
+      p["distribution"] = {{"kind", DistributionName(axis.distribution->kind)},
+                           {"min", axis.distribution->min},
+                           {"max", axis.distribution->max}};
+    } else if (axis.fixed) {
+      p["value"] = axis.values.front();
+    } else {
+      p["values"] = axis.values;
+    }
+    parameters.push_back(std::move(p));
+  }
+  json exclude = json::array();
+  for (const auto& rule : spec.exclude) {
+    json r = json::object();
+    for (const auto& [key, value] : rule.match) r[key] = value;
+    exclude.push_back(std::move(r));
+  }
+  json baseline = json::object();
+  for (const auto& [key, value] : spec.baseline) baseline[key] = value;
+  json out = {
+      {"source", spec.source_name},
+      {"name", spec.name},
+      {"question", spec.question},
+      {"workload", std::move(workload)},
+      {"method", MethodName(spec.method)},
+      {"seed", spec.seed},
+      {"parameters", std::move(parameters)},
+      {"exclude", std::move(exclude)},
+      {"baseline", spec.baseline.empty() ? json(nullptr) : std::move(baseline)},
+      {"repeats", spec.repeats},
+      {"order", OrderName(spec.order)},
+      {"resources", {{"device", spec.resources.device}, {"gpu_type", spec.resources.gpu_type}}},
+      {"limits",
+       {{"trial_timeout_s", spec.limits.trial_timeout.count()},
+        {"trial_timeout", FormatDuration(spec.limits.trial_timeout)},
+        {"max_attempts", spec.limits.max_attempts}}},
+      {"warnings", spec.warnings},
+  };
+  if (spec.method == Method::kRandom) out["count"] = spec.count;
+  return out;
+}
+
+}  // namespace bakeoff::spec

@@ -1,0 +1,61 @@
+// Every sweep shipped in experiments/sweeps/ must parse and expand cleanly: they are
+// what users run first.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "experiments/spec/sweep_expander.h"
+#include "experiments/spec/sweep_parser.h"
+
+namespace bakeoff::spec {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<fs::path> ShippedSweeps() {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(BAKEOFF_SOURCE_DIR "/experiments/sweeps")) {
+    if (entry.path().extension() == ".yaml" || entry.path().extension() == ".yml") {
+      files.push_back(entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST(ShippedSweepsTest, EveryShippedSweepValidatesAndExpands) {
+  auto files = ShippedSweeps();
+  ASSERT_FALSE(files.empty());
+  for (const auto& file : files) {
+    SCOPED_TRACE(file.string());
+    auto spec = ParseSweepFile(file.string());
+    ASSERT_TRUE(spec.ok()) << spec.status().message();
+    auto expanded = Expand(*spec);
+    ASSERT_TRUE(expanded.ok()) << expanded.status().message();
+    EXPECT_FALSE(spec->baseline.empty()) << "a shipped sweep compares against a baseline";
+    EXPECT_FALSE(spec->question.empty());
+    EXPECT_EQ(spec->name, file.stem().string()) << "name a sweep after its file";
+    for (const auto& v : expanded->variants) {
+      EXPECT_TRUE(v.is_baseline || v.counterpart.has_value() || v.counterpart_excluded) << v.key;
+    }
+  }
+}
+
+TEST(ShippedSweepsTest, CpuExampleIsSmallAndRunsOnTwoCpuRanks) {
+  auto spec = ParseSweepFile(BAKEOFF_SOURCE_DIR "/experiments/sweeps/cpu-example.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->resources.device, "cpu");
+  auto expanded = Expand(*spec);
+  ASSERT_TRUE(expanded.ok()) << expanded.status().message();
+  EXPECT_GE(expanded->trials.size(), 8u);
+  EXPECT_LE(expanded->trials.size(), 16u);
+  for (const auto& v : expanded->variants) {
+    EXPECT_EQ(v.world_size, 2) << v.key;
+    EXPECT_FALSE(v.counterpart_excluded) << v.key;
+  }
+  EXPECT_TRUE(spec->warnings.empty());
+}
+
+}  // namespace
+}  // namespace bakeoff::spec

@@ -1,0 +1,356 @@
+#include "experiments/spec/sweep_expander.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "experiments/spec/sweep_parser.h"
+
+namespace bakeoff::spec {
+namespace {
+
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+SweepSpec MustParse(const std::string& text) {
+  auto spec = ParseSweepText(text, "test.yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+  return spec.ok() ? *spec : SweepSpec{};
+}
+
+ExpandedSweep MustExpand(const std::string& text, const ExpandOptions& options = {}) {
+  auto expanded = Expand(MustParse(text), options);
+  EXPECT_TRUE(expanded.ok()) << expanded.status().ToString();
+  return expanded.ok() ? *expanded : ExpandedSweep{};
+}
+
+const char* const kGrid = R"(name: g
+workload: {model: tiny, steps: 4}
+parameters:
+  compile_mode: {values: [eager, jit]}
+  zero_stage: {values: [0, 2]}
+  micro_batch: {values: [1, 4]}
+  world_size: {value: 2}
+baseline: {compile_mode: eager}
+repeats: 3
+)";
+
+TEST(SweepExpanderTest, GridHasEveryCombinationInWrittenOrder) {
+  ExpandedSweep e = MustExpand(kGrid);
+  ASSERT_EQ(e.variants.size(), 8u);
+  EXPECT_EQ(e.trials.size(), 24u);
+  EXPECT_EQ(e.axes, (std::vector<std::string>{"compile_mode", "zero_stage", "micro_batch"}));
+  EXPECT_EQ(e.variants[0].key, "compile_mode=eager,zero_stage=0,micro_batch=1");
+  EXPECT_EQ(e.variants[1].key, "compile_mode=eager,zero_stage=0,micro_batch=4");
+  EXPECT_EQ(e.variants[7].key, "compile_mode=jit,zero_stage=2,micro_batch=4");
+  std::set<std::string> keys;
+  for (const auto& v : e.variants) keys.insert(v.key);
+  EXPECT_EQ(keys.size(), 8u);
+}
+
+TEST(SweepExpanderTest, ConfigMergesWorkloadDefaultsAxesDeviceAndWorldSize) {
+  ExpandedSweep e = MustExpand(kGrid);
+  const Variant& v = e.variants[7];
+  EXPECT_EQ(v.config["model"], "tiny");
+  EXPECT_EQ(v.config["steps"], 4);
+  EXPECT_EQ(v.config["compile_mode"], "jit");
+  EXPECT_EQ(v.config["zero_stage"], 2);
+  EXPECT_EQ(v.config["micro_batch"], 4);
+  EXPECT_EQ(v.config["world_size"], 2);
+  EXPECT_EQ(v.config["device"], "cpu");
+  EXPECT_EQ(v.world_size, 2);
+}
+
+TEST(SweepExpanderTest, WorldSizeDefaultsToOne) {
+  ExpandedSweep e = MustExpand("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, 2]}\n");
+  ASSERT_EQ(e.variants.size(), 2u);
+  EXPECT_EQ(e.variants[0].world_size, 1);
+  EXPECT_EQ(e.variants[0].config["world_size"], 1);
+}
+
+TEST(SweepExpanderTest, WorldSizeAxisGivesEachVariantItsRanks) {
+  ExpandedSweep e = MustExpand("name: s\nworkload: {}\nparameters:\n  world_size: {values: [1, 8]}\n");
+  ASSERT_EQ(e.variants.size(), 2u);
+  EXPECT_EQ(e.variants[1].world_size, 8);
+}
+
+TEST(SweepExpanderTest, BaselineCounterpartSubstitutesOnlyTheBaselineAxes) {
+  ExpandedSweep e = MustExpand(kGrid);
+  for (const auto& v : e.variants) {
+    ASSERT_TRUE(v.counterpart.has_value()) << v.key;
+    const Variant& c = e.variants[*v.counterpart];
+    EXPECT_EQ(c.key, v.counterpart_key);
+    EXPECT_EQ(c.config["compile_mode"], "eager");
+    EXPECT_EQ(c.config["zero_stage"], v.config["zero_stage"]);
+    EXPECT_EQ(c.config["micro_batch"], v.config["micro_batch"]);
+    EXPECT_EQ(v.is_baseline, v.config["compile_mode"] == "eager") << v.key;
+  }
+  const Variant* jit = e.FindVariant("compile_mode=jit,zero_stage=2,micro_batch=1");
+  ASSERT_NE(jit, nullptr);
+  EXPECT_EQ(jit->counterpart_key, "compile_mode=eager,zero_stage=2,micro_batch=1");
+  EXPECT_FALSE(jit->is_baseline);
+}
+
+TEST(SweepExpanderTest, ExcludeRemovesMatchingVariants) {
+  std::string text = std::string(kGrid) + "exclude:\n  - {zero_stage: 2, micro_batch: 4}\n";
+  ExpandedSweep e = MustExpand(text);
+  EXPECT_EQ(e.variants.size(), 6u);
+  EXPECT_EQ(e.excluded_count, 2u);
+  EXPECT_EQ(e.trials.size(), 18u);
+  for (const auto& v : e.variants) {
+    EXPECT_FALSE(v.config["zero_stage"] == 2 && v.config["micro_batch"] == 4) << v.key;
+  }
+}
+
+TEST(SweepExpanderTest, ExcludeOnANonAxisFieldComparesTheWorkloadValue) {
+  std::string base = "name: s\nworkload: {precision: bf16}\nparameters:\n  micro_batch: {values: [1, 2]}\n";
+  EXPECT_EQ(MustExpand(base + "exclude:\n  - {micro_batch: 2, precision: bf16}\n").variants.size(), 1u);
+  EXPECT_EQ(MustExpand(base + "exclude:\n  - {micro_batch: 2, precision: fp32}\n").variants.size(), 2u);
+  // offload is not set: the trainer's default (none) is compared.
+  EXPECT_EQ(MustExpand(base + "exclude:\n  - {micro_batch: 2, offload: none}\n").variants.size(), 1u);
+}
+
+TEST(SweepExpanderTest, VariantWhoseCounterpartIsExcludedIsMarked) {
+  std::string text = std::string(kGrid) + "exclude:\n  - {compile_mode: eager, micro_batch: 4}\n";
+  ExpandedSweep e = MustExpand(text);
+  ASSERT_EQ(e.variants.size(), 6u);
+  const Variant* v = e.FindVariant("compile_mode=jit,zero_stage=0,micro_batch=4");
+  ASSERT_NE(v, nullptr);
+  EXPECT_TRUE(v->counterpart_excluded);
+  EXPECT_FALSE(v->counterpart.has_value());
+  EXPECT_EQ(v->counterpart_key, "compile_mode=eager,zero_stage=0,micro_batch=4");
+  const Variant* paired = e.FindVariant("compile_mode=jit,zero_stage=0,micro_batch=1");
+  ASSERT_NE(paired, nullptr);
+  EXPECT_FALSE(paired->counterpart_excluded);
+  EXPECT_TRUE(paired->counterpart.has_value());
+}
+
+TEST(SweepExpanderTest, MultiAxisBaselinePairsWithTheAllBaselineVariant) {
+  ExpandedSweep e = MustExpand(
+      "name: s\nworkload: {}\nparameters:\n  precision: {values: [fp32, bf16]}\n"
+      "  grad_checkpointing: {values: [false, true]}\n  micro_batch: {values: [1, 4]}\n"
+      "baseline: {precision: fp32, grad_checkpointing: false}\n");
+  const Variant* v = e.FindVariant("precision=bf16,grad_checkpointing=true,micro_batch=4");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->counterpart_key, "precision=fp32,grad_checkpointing=false,micro_batch=4");
+  size_t baselines = 0;
+  for (const auto& variant : e.variants) baselines += variant.is_baseline;
+  EXPECT_EQ(baselines, 2u);  // one per micro-batch
+}
+
+TEST(SweepExpanderTest, NoBaselineLeavesVariantsUnpaired) {
+  ExpandedSweep e = MustExpand("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, 2]}\n");
+  for (const auto& v : e.variants) {
+    EXPECT_FALSE(v.is_baseline);
+    EXPECT_FALSE(v.counterpart.has_value());
+    EXPECT_TRUE(v.counterpart_key.empty());
+  }
+}
+
+TEST(SweepExpanderTest, FixedAxesStayOutOfTheKeyButInTheConfig) {
+  ExpandedSweep e = MustExpand("name: s\nworkload: {}\nparameters:\n  micro_batch: {value: 2}\n");
+  ASSERT_EQ(e.variants.size(), 1u);
+  EXPECT_EQ(e.variants[0].key, "default");
+  EXPECT_EQ(e.variants[0].config["micro_batch"], 2);
+  EXPECT_TRUE(e.axes.empty());
+}
+
+TEST(SweepExpanderTest, KeysPrintValuesCanonically) {
+  ExpandedSweep e = MustExpand(
+      "name: s\nworkload: {}\nparameters:\n  lora_alpha: {values: [16, 32.5]}\n"
+      "  grad_checkpointing: {values: [true, false]}\n  dataset: {values: [synthetic, \"my data.bin\"]}\n");
+  EXPECT_EQ(e.variants[0].key, "lora_alpha=16.0,grad_checkpointing=true,dataset=synthetic");
+  EXPECT_EQ(e.variants.back().key, "lora_alpha=32.5,grad_checkpointing=false,dataset=\"my data.bin\"");
+}
+
+TEST(SweepExpanderTest, InterleavedOrderRunsEveryVariantBeforeTheNextRepeat) {
+  ExpandedSweep e = MustExpand("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, 2]}\nrepeats: 3\n");
+  std::vector<std::pair<size_t, int>> order;
+  for (const auto& t : e.trials) order.emplace_back(t.variant, t.repeat);
+  EXPECT_EQ(order, (std::vector<std::pair<size_t, int>>{{0, 0}, {1, 0}, {0, 1}, {1, 1}, {0, 2}, {1, 2}}));
+  for (size_t i = 0; i < e.trials.size(); ++i) EXPECT_EQ(e.trials[i].index, i);
+}
+
+TEST(SweepExpanderTest, SequentialOrderKeepsRepeatsOfAVariantTogether) {
+  ExpandedSweep e = MustExpand(
+      "name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, 2]}\nrepeats: 2\norder: sequential\n");
+  std::vector<std::pair<size_t, int>> order;
+  for (const auto& t : e.trials) order.emplace_back(t.variant, t.repeat);
+  EXPECT_EQ(order, (std::vector<std::pair<size_t, int>>{{0, 0}, {0, 1}, {1, 0}, {1, 1}}));
+}
+
+std::vector<std::pair<size_t, int>> RandomOrder(uint64_t seed) {
+  ExpandedSweep e = MustExpand(
+      "name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, 2, 3, 4, 5]}\nrepeats: 4\n"
+      "order: random\nseed: " + std::to_string(seed) + "\n");
+  std::vector<std::pair<size_t, int>> order;
+  for (const auto& t : e.trials) order.emplace_back(t.variant, t.repeat);
+  return order;
+}
+
+TEST(SweepExpanderTest, RandomOrderIsAPermutationDeterminedBySeed) {
+  auto a = RandomOrder(1);
+  EXPECT_EQ(a, RandomOrder(1));
+  EXPECT_NE(a, RandomOrder(2));
+  ASSERT_EQ(a.size(), 20u);
+  std::set<std::pair<size_t, int>> unique(a.begin(), a.end());
+  EXPECT_EQ(unique.size(), 20u);
+  // Not the interleaved order.
+  std::vector<std::pair<size_t, int>> interleaved;
+  for (int r = 0; r < 4; ++r) for (size_t v = 0; v < 5; ++v) interleaved.emplace_back(v, r);
+  EXPECT_NE(a, interleaved);
+}
+
+const char* const kRandom = R"(name: r
+workload: {}
+method: random
+count: 6
+seed: 11
+parameters:
+  compile_mode: {values: [eager, jit]}
+  lora_rank: {distribution: log_uniform, min: 4, max: 256}
+  lr: {distribution: uniform, min: 0.0001, max: 0.01}
+  micro_batch: {distribution: int_uniform, min: 1, max: 8}
+baseline: {compile_mode: eager}
+repeats: 2
+)";
+
+TEST(SweepExpanderTest, RandomDrawsCountDistinctVariantsWithinRanges) {
+  ExpandedSweep e = MustExpand(kRandom);
+  size_t drawn = 0;
+  for (const auto& v : e.variants) {
+    if (!v.added_as_counterpart) ++drawn;
+    int64_t rank = v.config["lora_rank"];
+    EXPECT_GE(rank, 4);
+    EXPECT_LE(rank, 256);
+    double lr = v.config["lr"];
+    EXPECT_GE(lr, 0.0001);
+    EXPECT_LE(lr, 0.01);
+    int64_t mb = v.config["micro_batch"];
+    EXPECT_GE(mb, 1);
+    EXPECT_LE(mb, 8);
+  }
+  EXPECT_EQ(drawn, 6u);
+  EXPECT_EQ(e.trials.size(), e.variants.size() * 2);
+}
+
+TEST(SweepExpanderTest, RandomAddsMissingCounterpartsSoEveryVariantIsPaired) {
+  ExpandedSweep e = MustExpand(kRandom);
+  for (const auto& v : e.variants) {
+    ASSERT_TRUE(v.counterpart.has_value()) << v.key;
+    const Variant& c = e.variants[*v.counterpart];
+    EXPECT_EQ(c.config["compile_mode"], "eager");
+    EXPECT_EQ(c.config["lora_rank"], v.config["lora_rank"]);
+  }
+}
+
+TEST(SweepExpanderTest, RandomIsDeterministicBySeed) {
+  ExpandedSweep a = MustExpand(kRandom);
+  ExpandedSweep b = MustExpand(kRandom);
+  std::string other = kRandom;
+  other.replace(other.find("seed: 11"), 8, "seed: 12");
+  ExpandedSweep c = MustExpand(other);
+  EXPECT_EQ(ToJson(a), ToJson(b));
+  EXPECT_NE(ToJson(a)["variants"], ToJson(c)["variants"]);
+}
+
+TEST(SweepExpanderTest, RandomCountOverTheDiscreteSpaceIsAnError) {
+  auto spec = MustParse("name: s\nworkload: {}\nmethod: random\ncount: 5\nparameters:\n  micro_batch: {values: [1, 2]}\n");
+  auto e = Expand(spec);
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("count 5 is more than the 2 distinct variants"));
+}
+
+TEST(SweepExpanderTest, EverythingExcludedIsAnError) {
+  auto spec = MustParse("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, 2]}\n"
+                        "exclude:\n  - {micro_batch: 1}\n  - {micro_batch: 2}\n");
+  auto e = Expand(spec);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(e.status().message(), HasSubstr("test.yaml (sweep s): every variant is excluded"));
+}
+
+TEST(SweepExpanderTest, TrialCapIsEnforcedWithACountInTheMessage) {
+  auto spec = MustParse(kGrid);  // 8 variants x 3 repeats = 24 trials
+  ExpandOptions options;
+  options.max_trials = 20;
+  auto e = Expand(spec, options);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_THAT(e.status().message(),
+              HasSubstr("24 trials (8 variants x 3 repeats) is over the cap of 20 trials per sweep"));
+  options.max_trials = 24;
+  EXPECT_TRUE(Expand(spec, options).ok());
+}
+
+TEST(SweepExpanderTest, DefaultTrialCapIsTenThousand) {
+  std::string text = "name: s\nworkload: {}\nparameters:\n  seed: {values: [";
+  for (int i = 0; i < 101; ++i) text += (i ? ", " : "") + std::to_string(i);
+  text += "]}\n  micro_batch: {values: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}\nrepeats: 10\n";
+  auto e = Expand(MustParse(text));
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("10100 trials"));
+  EXPECT_THAT(e.status().message(), HasSubstr("cap of 10000"));
+}
+
+TEST(SweepExpanderTest, HugeGridIsRejectedBeforeEnumeration) {
+  std::string text = "name: s\nworkload: {}\nparameters:\n";
+  for (const char* axis : {"seed", "micro_batch", "lora_rank", "seq_len", "steps"}) {
+    text += std::string("  ") + axis + ": {values: [";
+    for (int i = 0; i < 100; ++i) text += (i ? ", " : "") + std::to_string(i + 2);
+    text += "]}\n";
+  }
+  auto e = Expand(MustParse(text));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_THAT(e.status().message(), HasSubstr("more than 1000000 points"));
+}
+
+TEST(SweepExpanderTest, DifferInExactlyOneAxisFindsMarginalPairs) {
+  ExpandedSweep e = MustExpand(kGrid);
+  const Variant* a = e.FindVariant("compile_mode=eager,zero_stage=0,micro_batch=1");
+  const Variant* b = e.FindVariant("compile_mode=jit,zero_stage=0,micro_batch=1");
+  const Variant* c = e.FindVariant("compile_mode=jit,zero_stage=2,micro_batch=1");
+  ASSERT_TRUE(a && b && c);
+  std::string axis;
+  EXPECT_TRUE(DifferInExactlyOneAxis(*a, *b, &axis));
+  EXPECT_EQ(axis, "compile_mode");
+  EXPECT_TRUE(DifferInExactlyOneAxis(*b, *c, &axis));
+  EXPECT_EQ(axis, "zero_stage");
+  EXPECT_FALSE(DifferInExactlyOneAxis(*a, *c));
+  EXPECT_FALSE(DifferInExactlyOneAxis(*a, *a));
+  // Over the whole grid: each variant has exactly one partner per axis (3 axes of 2 values).
+  size_t pairs = 0;
+  for (size_t i = 0; i < e.variants.size(); ++i) {
+    for (size_t j = i + 1; j < e.variants.size(); ++j) {
+      pairs += DifferInExactlyOneAxis(e.variants[i], e.variants[j]);
+    }
+  }
+  EXPECT_EQ(pairs, 12u);  // 8 variants x 3 axes / 2
+}
+
+TEST(SweepExpanderTest, ToJsonListsVariantsAndTrials) {
+  std::string text = std::string(kGrid) + "exclude:\n  - {compile_mode: eager, micro_batch: 4}\n";
+  json j = ToJson(MustExpand(text));
+  EXPECT_EQ(j["variant_count"], 6);
+  EXPECT_EQ(j["trial_count"], 18);
+  EXPECT_EQ(j["excluded_count"], 2);
+  EXPECT_EQ(j["variants"][0]["key"], "compile_mode=eager,zero_stage=0,micro_batch=1");
+  EXPECT_EQ(j["variants"][0]["is_baseline"], true);
+  EXPECT_EQ(j["variants"][0]["config"]["world_size"], 2);
+  bool saw_excluded = false;
+  for (const auto& v : j["variants"]) {
+    if (v["counterpart_excluded"] == true) {
+      saw_excluded = true;
+      EXPECT_TRUE(v["counterpart"].is_null());
+    }
+  }
+  EXPECT_TRUE(saw_excluded);
+  EXPECT_EQ(j["trials"][1]["variant"], 1);
+}
+
+}  // namespace
+}  // namespace bakeoff::spec

@@ -1,0 +1,447 @@
+#include "experiments/spec/sweep_parser.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace bakeoff::spec {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using nlohmann::json;
+
+// A valid sweep; tests replace or append lines to break one thing at a time.
+const char* const kValid = R"(name: compile-vs-eager
+question: Is jit faster?
+workload:
+  executor: lora
+  model: tiny
+  seq_len: 64
+  steps: 4
+  lora: {alpha: 32, dropout: 0.1, targets: [q, v]}
+method: grid
+parameters:
+  compile_mode: {values: [eager, jit]}
+  micro_batch: {values: [1, 2, 4]}
+  world_size: {value: 2}
+baseline: {compile_mode: eager}
+repeats: 3
+resources: {device: cpu}
+limits: {trial_timeout: 10m, max_attempts: 2}
+)";
+
+Result<SweepSpec> Parse(const std::string& text, const ParseLimits& limits = {}) {
+  return ParseSweepText(text, "test.yaml", limits);
+}
+
+std::string ErrorOf(const std::string& text, const ParseLimits& limits = {}) {
+  auto result = Parse(text, limits);
+  EXPECT_FALSE(result.ok()) << "expected an error for:\n" << text;
+  return result.ok() ? "" : result.status().message();
+}
+
+TEST(SweepParserTest, ParsesEveryFieldOfAValidSweep) {
+  auto spec = Parse(kValid);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->name, "compile-vs-eager");
+  EXPECT_EQ(spec->question, "Is jit faster?");
+  EXPECT_EQ(spec->workload.executor, Executor::kLora);
+  EXPECT_EQ(spec->method, Method::kGrid);
+  ASSERT_EQ(spec->parameters.size(), 3u);
+  EXPECT_EQ(spec->parameters[0].name, "compile_mode");
+  EXPECT_EQ(spec->parameters[1].values, (std::vector<json>{1, 2, 4}));
+  EXPECT_TRUE(spec->parameters[2].fixed);
+  EXPECT_FALSE(spec->parameters[2].Varies());
+  EXPECT_EQ(spec->parameters[1].location.line, 12);
+  EXPECT_EQ(spec->parameters[1].location.column, 3);
+  ASSERT_EQ(spec->baseline.size(), 1u);
+  EXPECT_EQ(spec->baseline[0].second, "eager");
+  EXPECT_EQ(spec->repeats, 3);
+  EXPECT_EQ(spec->order, Order::kInterleaved);
+  EXPECT_EQ(spec->resources.device, "cpu");
+  EXPECT_EQ(spec->limits.trial_timeout.count(), 600);
+  EXPECT_EQ(spec->limits.max_attempts, 2);
+  EXPECT_TRUE(spec->warnings.empty());
+}
+
+TEST(SweepParserTest, MapsNestedLoraOntoFlatTrainerFields) {
+  auto spec = Parse(kValid);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const json& d = spec->workload.defaults;
+  EXPECT_EQ(d["lora_alpha"], 32.0);
+  EXPECT_EQ(d["lora_dropout"], 0.1);
+  EXPECT_EQ(d["lora_targets"], json::array({"q", "v"}));
+  EXPECT_EQ(d["model"], "tiny");
+  EXPECT_EQ(d["seq_len"], 64);
+  EXPECT_FALSE(d.contains("lora"));
+  EXPECT_FALSE(d.contains("executor"));
+}
+
+TEST(SweepParserTest, AcceptsACustomModelObject) {
+  std::string text = kValid;
+  text.replace(text.find("model: tiny"), 11,
+               "model: {dim: 256, layers: 4, heads: 4, kv_heads: 2, ffn_dim: 688, vocab: 4096}");
+  auto spec = Parse(text);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->workload.defaults["model"]["dim"], 256);
+}
+
+TEST(SweepParserTest, DefaultsWhenOptionalSectionsAreOmitted) {
+  auto spec = Parse("name: s\nworkload: {model: tiny}\nparameters:\n  micro_batch: {values: [1, 2]}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->repeats, 1);
+  EXPECT_EQ(spec->order, Order::kInterleaved);
+  EXPECT_EQ(spec->resources.device, "cpu");
+  EXPECT_EQ(spec->limits.trial_timeout.count(), 3600);
+  EXPECT_EQ(spec->limits.max_attempts, 3);
+  ASSERT_EQ(spec->warnings.size(), 1u);
+  EXPECT_THAT(spec->warnings[0], HasSubstr("no baseline"));
+}
+
+TEST(SweepParserTest, QuotedNumbersStayStrings) {
+  // micro_batch must be an integer; "2" in quotes is a string and is rejected.
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, \"2\"]}\n"),
+              HasSubstr("test.yaml:4:29: parameters.micro_batch.values[1]: expected an integer >= 1, got \"2\""));
+}
+
+TEST(SweepParserTest, ReportsSyntaxErrorsWithLineAndColumn) {
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {model: tiny\nparameters: {}\n"),
+              HasSubstr("test.yaml:3:"));
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {model: tiny\nparameters: {}\n"),
+              HasSubstr("not valid YAML"));
+}
+
+TEST(SweepParserTest, RejectsATopLevelThatIsNotAMapping) {
+  EXPECT_THAT(ErrorOf("- a\n- b\n"), HasSubstr("test.yaml:1:1: expected a mapping"));
+  EXPECT_THAT(ErrorOf(""), HasSubstr("test.yaml: expected a mapping"));
+}
+
+TEST(SweepParserTest, UnknownTopLevelFieldSuggestsTheClosestName) {
+  std::string text = std::string(kValid) + "repeat: 2\n";
+  EXPECT_THAT(ErrorOf(text), HasSubstr("test.yaml:18:1: repeat: unknown field; did you mean repeats?"));
+}
+
+TEST(SweepParserTest, UnknownWorkloadFieldSuggestsTheTrainerField) {
+  std::string text = kValid;
+  text.replace(text.find("  seq_len: 64"), 13, "  micro_bach: 2");
+  EXPECT_THAT(ErrorOf(text),
+              HasSubstr("test.yaml:6:3: workload.micro_bach: not a field of the native trainer; "
+                        "did you mean micro_batch?"));
+}
+
+TEST(SweepParserTest, UnknownParameterIsAnErrorForTheLoraExecutor) {
+  std::string text = kValid;
+  text.replace(text.find("  micro_batch: {values"), 14, "  batch_size: ");
+  EXPECT_THAT(ErrorOf(text), HasSubstr("test.yaml:12:3: parameters.batch_size: not a field of the native trainer"));
+}
+
+TEST(SweepParserTest, UnknownLoraFieldSuggestsTheClosestName) {
+  std::string text = kValid;
+  text.replace(text.find("alpha: 32"), 9, "alhpa: 32");
+  EXPECT_THAT(ErrorOf(text), HasSubstr("test.yaml:8:10: workload.lora.alhpa: unknown field; did you mean alpha?"));
+}
+
+TEST(SweepParserTest, LoraFieldSetTwiceIsAnError) {
+  std::string text = kValid;
+  text.replace(text.find("  seq_len: 64"), 13, "  lora_alpha: 8");
+  EXPECT_THAT(ErrorOf(text), HasSubstr("workload.lora.alpha: also set as workload.lora_alpha"));
+}
+
+TEST(SweepParserTest, DeviceBelongsToResources) {
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {device: cuda}\n"),
+              HasSubstr("test.yaml:2:12: workload.device: the device comes from resources.device"));
+}
+
+TEST(SweepParserTest, ReportsMissingRequiredFields) {
+  std::string message = ErrorOf("question: q\n");
+  EXPECT_THAT(message, HasSubstr("test.yaml:1:1: name: missing"));
+  EXPECT_THAT(message, HasSubstr("test.yaml:1:1: workload: missing"));
+}
+
+TEST(SweepParserTest, ReportsEveryProblemInOnePass) {
+  std::string message = ErrorOf(
+      "name: s\nworkload: {steps: 0}\nparameters:\n  precision: {values: [fp16]}\nrepeats: 0\n");
+  EXPECT_THAT(message, HasSubstr("test.yaml:2:19: workload.steps: expected an integer >= 1, got 0"));
+  EXPECT_THAT(message, HasSubstr("test.yaml:4:24: parameters.precision.values[0]: expected one of fp32, bf16, got \"fp16\""));
+  EXPECT_THAT(message, HasSubstr("test.yaml:5:10: repeats: expected an integer from 1 to 1000, got '0'"));
+  // Listed in file order, whatever order the sections are checked in.
+  EXPECT_LT(message.find("test.yaml:2:"), message.find("test.yaml:4:"));
+  EXPECT_LT(message.find("test.yaml:4:"), message.find("test.yaml:5:"));
+}
+
+TEST(SweepParserTest, StopsListingAfterMaxErrors) {
+  std::string text = "name: s\nworkload: {}\nparameters:\n";
+  for (int i = 0; i < 30; ++i) text += "  bogus_" + std::to_string(i) + ": {value: 1}\n";
+  ParseLimits limits;
+  limits.max_errors = 5;
+  std::string message = ErrorOf(text, limits);
+  EXPECT_THAT(message, HasSubstr("stopped after 5 problems"));
+  EXPECT_THAT(message, Not(HasSubstr("bogus_5")));
+}
+
+TEST(SweepParserTest, RejectsBadValuesWithTheirPath) {
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, 2, 0]}\n"),
+              HasSubstr("test.yaml:4:32: parameters.micro_batch.values[2]: expected an integer >= 1, got 0"));
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  lora_dropout: {value: 1.0}\n"),
+              HasSubstr("parameters.lora_dropout.value: expected a number >= 0 and < 1, got 1.0"));
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {lora: {targets: [q, q]}}\n"),
+              HasSubstr("workload.lora.targets: expected a non-empty list of distinct modules"));
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {model: huge}\n"),
+              HasSubstr("test.yaml:2:19: workload.model: expected a preset (tiny, small, llama-7b, llama-13b)"));
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {model: {dim: 256, layers: 2, heads: 3, kv_heads: 1, ffn_dim: 8, vocab: 8}}\n"),
+              HasSubstr("dim 256 is not a multiple of heads 3"));
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {model: {dim: 256}}\n"),
+              HasSubstr("model: missing 'layers'"));
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {grad_checkpointing: yes}\n"),
+              HasSubstr("workload.grad_checkpointing: expected true or false, got \"yes\""));
+}
+
+TEST(SweepParserTest, RejectsRepeatedAxisValues) {
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, 2, 1]}\n"),
+              HasSubstr("parameters.micro_batch.values[2]: 1 repeats values[0]"));
+}
+
+TEST(SweepParserTest, RejectsEmptyOrMalformedAxes) {
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: []}\n"),
+              HasSubstr("test.yaml:4:25: parameters.micro_batch.values: expected a non-empty list"));
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  micro_batch: [1, 2]\n"),
+              HasSubstr("test.yaml:4:16: parameters.micro_batch: expected a mapping {values: [...]}, {value: x}"));
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1], value: 2}\n"),
+              HasSubstr("give only one of values, value and distribution"));
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  micro_batch: {valeus: [1]}\n"),
+              HasSubstr("parameters.micro_batch.valeus: unknown field; did you mean values?"));
+}
+
+TEST(SweepParserTest, RejectsDuplicateKeys) {
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nname: t\n"),
+              HasSubstr("test.yaml:3:1: name: written twice"));
+}
+
+TEST(SweepParserTest, ValidatesTheName) {
+  EXPECT_THAT(ErrorOf("name: has space\nworkload: {}\n"),
+              HasSubstr("test.yaml:1:7: name: expected letters, digits"));
+}
+
+TEST(SweepParserTest, BaselineMustNameAnAxisAndOneOfItsValues) {
+  std::string text = kValid;
+  text.replace(text.find("baseline: {compile_mode: eager}"), 31, "baseline: {compile_mod: eager}");
+  EXPECT_THAT(ErrorOf(text), HasSubstr("test.yaml:14:12: baseline.compile_mod: not a parameter axis; "
+                                       "did you mean compile_mode?"));
+  text = kValid;
+  text.replace(text.find("baseline: {compile_mode: eager}"), 31, "baseline: {compile_mode: cudagraph}");
+  EXPECT_THAT(ErrorOf(text), HasSubstr("test.yaml:14:26: baseline.compile_mode: cudagraph is not one of "
+                                       "the axis values [eager, jit]"));
+}
+
+TEST(SweepParserTest, ExcludeRulesAreValidated) {
+  std::string base = "name: s\nworkload: {}\nparameters:\n  zero_stage: {values: [0, 2]}\n";
+  EXPECT_THAT(ErrorOf(base + "exclude:\n  - {zero_stage: 0, ofload: optimizer}\n"),
+              HasSubstr("test.yaml:6:21: exclude[0].ofload: not a parameter axis, workload field or "
+                        "trainer field; did you mean offload?"));
+  EXPECT_THAT(ErrorOf(base + "exclude:\n  - {}\n"),
+              HasSubstr("test.yaml:6:5: exclude[0]: an empty rule would exclude every variant"));
+  EXPECT_THAT(ErrorOf(base + "exclude: {zero_stage: 0}\n"),
+              HasSubstr("test.yaml:5:10: exclude: expected a list of rules"));
+  EXPECT_THAT(ErrorOf(base + "exclude:\n  - {zero_stage: 5}\n"),
+              HasSubstr("exclude[0].zero_stage: expected an integer from 0 to 3, got 5"));
+}
+
+TEST(SweepParserTest, WarnsAboutAnExcludeRuleThatNeverMatches) {
+  auto spec = Parse(
+      "name: s\nworkload: {}\nparameters:\n  zero_stage: {values: [0, 2]}\n"
+      "exclude:\n  - {zero_stage: 0, offload: optimizer}\nbaseline: {zero_stage: 0}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_EQ(spec->warnings.size(), 1u);
+  EXPECT_THAT(spec->warnings[0], HasSubstr("test.yaml:6:5: exclude[0] never matches: offload is none"));
+}
+
+TEST(SweepParserTest, WarnsAboutCudaOnlySettingsOnACpu) {
+  auto spec = Parse(
+      "name: s\nworkload: {}\nparameters:\n  compile_mode: {values: [eager, cudagraph]}\n"
+      "baseline: {compile_mode: eager}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_EQ(spec->warnings.size(), 1u);
+  EXPECT_THAT(spec->warnings[0], HasSubstr("cudagraph is CUDA only"));
+}
+
+TEST(SweepParserTest, RandomMethodNeedsCountAndAcceptsDistributions) {
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nmethod: random\nparameters:\n  lora_rank: {values: [8, 16]}\n"),
+              HasSubstr("test.yaml:3:9: count: missing; method: random needs count"));
+  auto spec = Parse(
+      "name: s\nworkload: {}\nmethod: random\ncount: 5\nseed: 7\nparameters:\n"
+      "  lora_rank: {distribution: log_uniform, min: 4, max: 256}\n"
+      "  lr: {distribution: uniform, min: 0.0001, max: 0.01}\n"
+      "  micro_batch: {distribution: int_uniform, min: 1, max: 8}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->count, 5);
+  EXPECT_EQ(spec->seed, 7u);
+  ASSERT_TRUE(spec->parameters[0].distribution.has_value());
+  EXPECT_EQ(spec->parameters[0].distribution->kind, Distribution::Kind::kLogUniform);
+  EXPECT_TRUE(spec->parameters[0].Varies());
+}
+
+TEST(SweepParserTest, DistributionErrors) {
+  std::string random = "name: s\nworkload: {}\nmethod: random\ncount: 2\nparameters:\n";
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  lr: {distribution: uniform, min: 0.1, max: 1}\n"),
+              HasSubstr("test.yaml:4:8: parameters.lr.distribution: needs method: random"));
+  EXPECT_THAT(ErrorOf(random + "  lr: {distribution: uniform, min: 0.1}\n"),
+              HasSubstr("a distribution needs both min and max"));
+  EXPECT_THAT(ErrorOf(random + "  lr: {distribution: uniform, min: 1, max: 0.5}\n"),
+              HasSubstr("parameters.lr.max: must be greater than min"));
+  EXPECT_THAT(ErrorOf(random + "  micro_batch: {distribution: uniform, min: 1, max: 4}\n"),
+              HasSubstr("micro_batch is an integer field; use int_uniform or log_uniform"));
+  EXPECT_THAT(ErrorOf(random + "  precision: {distribution: uniform, min: 1, max: 4}\n"),
+              HasSubstr("precision is not numeric"));
+  EXPECT_THAT(ErrorOf(random + "  lr: {distribution: normal, min: 1, max: 4}\n"),
+              HasSubstr("expected one of int_uniform, uniform, log_uniform, got 'normal'"));
+  EXPECT_THAT(ErrorOf(random + "  micro_batch: {distribution: int_uniform, min: 0, max: 4}\n"),
+              HasSubstr("parameters.micro_batch.min: expected an integer >= 1, got 0"));
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\ncount: 3\n"),
+              HasSubstr("test.yaml:3:1: count: applies to method: random only"));
+}
+
+TEST(SweepParserTest, OrderResourcesAndLimitsErrors) {
+  std::string base = "name: s\nworkload: {}\n";
+  EXPECT_THAT(ErrorOf(base + "order: interleave\n"),
+              HasSubstr("test.yaml:3:8: order: expected one of interleaved, sequential, random, got "
+                        "'interleave'; did you mean interleaved?"));
+  EXPECT_THAT(ErrorOf(base + "resources: {device: tpu}\n"),
+              HasSubstr("test.yaml:3:21: resources.device: expected one of cpu, cuda"));
+  EXPECT_THAT(ErrorOf(base + "resources: {device: cpu, gpu_type: A100}\n"),
+              HasSubstr("resources.gpu_type: needs device: cuda"));
+  EXPECT_THAT(ErrorOf(base + "resources: {gpus: 8}\n"),
+              HasSubstr("test.yaml:3:13: resources.gpus: unknown field"));
+  EXPECT_THAT(ErrorOf(base + "limits: {trial_timeout: 10 minutes}\n"),
+              HasSubstr("test.yaml:3:25: limits.trial_timeout: '10 minutes' is not a duration"));
+  EXPECT_THAT(ErrorOf(base + "limits: {max_attempts: 0}\n"),
+              HasSubstr("limits.max_attempts: expected an integer from 1 to 100, got '0'"));
+  auto spec = Parse(base + "resources: {device: cuda, gpu_type: A100}\nlimits: {trial_timeout: 1h30m}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->resources.gpu_type, "A100");
+  EXPECT_EQ(spec->limits.trial_timeout.count(), 5400);
+}
+
+TEST(SweepParserTest, CommandExecutorNeedsATemplateAndAcceptsItsOwnFields) {
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {executor: command}\n"),
+              HasSubstr("workload.command: missing; executor: command needs command: {template"));
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {command: {template: x}}\n"),
+              HasSubstr("workload.command: applies to executor: command only"));
+  auto spec = Parse(
+      "name: s\nworkload:\n  executor: command\n  command: {template: torch-compile, args: {script: train.py}}\n"
+      "  compile: default\n  micro_batch: 2\nparameters:\n  compile: {values: [none, default, max-autotune]}\n"
+      "baseline: {compile: none}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->workload.executor, Executor::kCommand);
+  EXPECT_EQ(spec->workload.command_template, "torch-compile");
+  EXPECT_EQ(spec->workload.command_args["script"], "train.py");
+  EXPECT_EQ(spec->workload.defaults["compile"], "default");
+  // Known trainer fields are still checked for the command executor.
+  EXPECT_THAT(ErrorOf("name: s\nworkload:\n  executor: command\n  command: {template: t}\n  micro_batch: 0\n"),
+              HasSubstr("workload.micro_batch: expected an integer >= 1"));
+}
+
+TEST(SweepParserLimitsTest, RejectsTextOverTheSizeLimit) {
+  ParseLimits limits;
+  limits.max_yaml_bytes = 64;
+  auto result = Parse(kValid, limits);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_THAT(result.status().message(), HasSubstr("test.yaml: "));
+  EXPECT_THAT(result.status().message(), HasSubstr("over the limit of 64 bytes"));
+}
+
+TEST(SweepParserLimitsTest, RejectsDeepFlowNesting) {
+  std::string text = "name: s\nworkload: {}\nquestion: " + std::string(40, '[') + std::string(40, ']') + "\n";
+  auto result = Parse(text);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_THAT(result.status().message(), HasSubstr("test.yaml:3:43: nesting deeper than 32 levels"));
+}
+
+TEST(SweepParserLimitsTest, RejectsDeepBlockNesting) {
+  std::string text = "name: s\nworkload: {}\nquestion:\n";
+  for (int depth = 1; depth <= 10; ++depth) text += std::string(depth * 2, ' ') + "k:\n";
+  ParseLimits limits;
+  limits.max_depth = 5;
+  auto result = Parse(text, limits);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_THAT(result.status().message(), HasSubstr("nesting deeper than 5 levels"));
+}
+
+TEST(SweepParserLimitsTest, SurvivesHugeFlowNestingWithoutRecursingIntoIt) {
+  std::string text = "x: " + std::string(200000, '[');
+  auto result = Parse(text);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), Status::Code::kResourceExhausted);
+}
+
+TEST(SweepParserLimitsTest, CountsAliasExpansionAgainstTheNodeLimit) {
+  // Each level refers to the previous one ten times: 10^6 nodes from a few lines.
+  std::string text = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  std::string prev = "a";
+  for (char c = 'b'; c <= 'g'; ++c) {
+    text += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 10; ++i) text += (i ? ", *" : "*") + prev;
+    text += "]\n";
+    prev = std::string(1, c);
+  }
+  auto result = Parse(text);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_THAT(result.status().message(), HasSubstr("YAML nodes"));
+}
+
+TEST(SweepParserFileTest, ReadsAFileAndNamesItInErrors) {
+  std::string path = ::testing::TempDir() + "sweep_parser_test.yaml";
+  {
+    std::ofstream out(path);
+    out << "name: s\nworkload: {steps: -1}\n";
+  }
+  auto result = ParseSweepFile(path);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr(path + ":2:19: workload.steps"));
+  std::remove(path.c_str());
+}
+
+TEST(SweepParserFileTest, MissingFileIsNotFound) {
+  auto result = ParseSweepFile("/nonexistent/sweep.yaml");
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), Status::Code::kNotFound);
+  EXPECT_THAT(result.status().message(), HasSubstr("/nonexistent/sweep.yaml: cannot open"));
+}
+
+TEST(SweepParserFileTest, FileOverTheSizeLimitIsRejectedBeforeParsing) {
+  std::string path = ::testing::TempDir() + "sweep_parser_big.yaml";
+  {
+    std::ofstream out(path);
+    out << "name: s\nquestion: " << std::string(2000, 'x') << "\n";
+  }
+  ParseLimits limits;
+  limits.max_yaml_bytes = 1000;
+  auto result = ParseSweepFile(path, limits);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), Status::Code::kResourceExhausted);
+  std::remove(path.c_str());
+}
+
+TEST(SweepSpecJsonTest, ToJsonCarriesTheNormalisedSpec) {
+  auto spec = Parse(kValid);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  json j = ToJson(*spec);
+  EXPECT_EQ(j["name"], "compile-vs-eager");
+  EXPECT_EQ(j["method"], "grid");
+  EXPECT_EQ(j["order"], "interleaved");
+  EXPECT_EQ(j["limits"]["trial_timeout_s"], 600);
+  EXPECT_EQ(j["parameters"][0]["values"], json::array({"eager", "jit"}));
+  EXPECT_EQ(j["parameters"][2]["value"], 2);
+  EXPECT_EQ(j["baseline"]["compile_mode"], "eager");
+  EXPECT_EQ(j["workload"]["defaults"]["lora_alpha"], 32.0);
+}
+
+}  // namespace
+}  // namespace bakeoff::spec

@@ -1,0 +1,119 @@
+// `bakeoff validate` as a user runs it: a real process on a real file.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kBinary = BAKEOFF_BINARY_DIR "/bakeoff";
+
+struct CommandRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs the command with stdout and stderr captured in files; `timeout` bounds it.
+CommandRun RunCommand(const std::string& args) {
+  std::string dir = ::testing::TempDir();
+  std::string out = dir + "validate_test.out", err = dir + "validate_test.err";
+  std::string command = "timeout 60 " + kBinary + " " + args + " >" + out + " 2>" + err;
+  int status = std::system(command.c_str());
+  CommandRun run;
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.out = Slurp(out);
+  run.err = Slurp(err);
+  return run;
+}
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+class ValidateCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kBinary)) GTEST_SKIP() << kBinary << " not built";
+  }
+};
+
+TEST_F(ValidateCommandTest, PrintsVariantsCounterpartsAndTrialCount) {
+  std::string path = WriteFile("validate_ok.yaml", R"(name: v
+question: does jit help?
+workload: {model: tiny}
+parameters:
+  compile_mode: {values: [eager, jit]}
+  micro_batch: {values: [1, 4]}
+exclude:
+  - {compile_mode: eager, micro_batch: 4}
+baseline: {compile_mode: eager}
+repeats: 2
+)");
+  CommandRun run = RunCommand("validate " + path);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("3 variants (1 excluded) x 2 repeats = 6 trials"));
+  EXPECT_THAT(run.out, HasSubstr("compile_mode=eager,micro_batch=1"));
+  EXPECT_THAT(run.out, HasSubstr("baseline"));
+  EXPECT_THAT(run.out, HasSubstr("excluded counterpart (compile_mode=eager,micro_batch=4)"));
+  EXPECT_THAT(run.out, HasSubstr("order interleaved"));
+  EXPECT_THAT(run.out, HasSubstr("run order (variant#.repeat): 0.0 1.0 2.0 0.1 1.1 2.1"));
+}
+
+TEST_F(ValidateCommandTest, JsonFormatToAnOutputFile) {
+  std::string path = BAKEOFF_SOURCE_DIR "/experiments/sweeps/cpu-example.yaml";
+  std::string output = ::testing::TempDir() + "validate_out.json";
+  std::remove(output.c_str());
+  CommandRun run = RunCommand("validate " + path + " --format json --output " + output);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(run.out.empty());
+  auto j = nlohmann::json::parse(Slurp(output));
+  EXPECT_EQ(j["sweep"]["name"], "cpu-example");
+  EXPECT_EQ(j["expanded"]["trial_count"].get<size_t>(), j["expanded"]["trials"].size());
+  EXPECT_EQ(j["expanded"]["variants"][0]["config"]["world_size"], 2);
+}
+
+TEST_F(ValidateCommandTest, InvalidSweepExitsTwoWithLocatedErrorsOnStderr) {
+  std::string path = WriteFile("validate_bad.yaml", "name: v\nworkload: {micro_bach: 2}\n");
+  CommandRun run = RunCommand("validate " + path);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_TRUE(run.out.empty());
+  EXPECT_THAT(run.err, HasSubstr(path + ":2:12: workload.micro_bach: not a field of the native "
+                                        "trainer; did you mean micro_batch?"));
+}
+
+TEST_F(ValidateCommandTest, TrialCapFromTheCommandLine) {
+  std::string path = WriteFile("validate_cap.yaml",
+                               "name: v\nworkload: {}\nparameters:\n  micro_batch: {values: [1, 2, 3]}\nrepeats: 2\n");
+  CommandRun run = RunCommand("validate " + path + " --max-trials 5");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("6 trials (3 variants x 2 repeats) is over the cap of 5"));
+}
+
+TEST_F(ValidateCommandTest, MissingFileExitsTwo) {
+  CommandRun run = RunCommand("validate /nonexistent/sweep.yaml");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("/nonexistent/sweep.yaml: cannot open"));
+}
+
+}  // namespace
