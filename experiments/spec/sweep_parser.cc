@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -115,6 +116,36 @@ std::optional<std::pair<int, int>> FlowDepthExceeded(const std::string& text, in
   return std::nullopt;
 }
 
+// The position (1-based line, column) of the first byte that is not part of valid
+// UTF-8, if any. JSON output (nlohmann) throws on invalid UTF-8, so it stops here.
+std::optional<std::pair<int, int>> InvalidUtf8(const std::string& text) {
+  int line = 1, column = 1;
+  size_t i = 0;
+  while (i < text.size()) {
+    auto c = static_cast<unsigned char>(text[i]);
+    size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (length == 0 || i + length > text.size()) return std::make_pair(line, column);
+    uint32_t code = length == 1 ? c : c & (0x7F >> length);
+    for (size_t k = 1; k < length; ++k) {
+      auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next >> 6) != 0x2) return std::make_pair(line, column);
+      code = (code << 6) | (next & 0x3F);
+    }
+    static constexpr uint32_t kMinCode[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code < kMinCode[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+      return std::make_pair(line, column);
+    }
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+    i += length;
+  }
+  return std::nullopt;
+}
+
 struct Entry {
   std::string key;
   YAML::Node key_node;
@@ -134,6 +165,11 @@ class SweepParser {
           source_ + ": " + std::to_string(text.size()) + " bytes is over the limit of " +
           std::to_string(limits_.max_yaml_bytes) +
           " bytes for a sweep file; split the sweep into several");
+    }
+    if (auto at = InvalidUtf8(text)) {
+      return Status::InvalidArgument(source_ + ":" + std::to_string(at->first) + ":" +
+                                     std::to_string(at->second) +
+                                     ": not UTF-8 text; save the sweep file as UTF-8");
     }
     if (auto at = FlowDepthExceeded(text, limits_.max_depth)) {
       return Status::ResourceExhausted(source_ + ":" + std::to_string(at->first) + ":" +

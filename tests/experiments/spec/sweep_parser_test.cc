@@ -115,6 +115,13 @@ TEST(SweepParserTest, ReportsSyntaxErrorsWithLineAndColumn) {
               HasSubstr("not valid YAML"));
 }
 
+TEST(SweepParserTest, RejectsTextThatIsNotUtf8) {
+  EXPECT_THAT(ErrorOf("name: s\nquestion: caf\xe9?\n"),
+              HasSubstr("test.yaml:2:14: not UTF-8 text"));
+  EXPECT_THAT(ErrorOf("name: s\nquestion: \xed\xa0\x80\n"), HasSubstr("not UTF-8 text"));  // surrogate
+  EXPECT_TRUE(Parse("name: s\nquestion: caf\xc3\xa9 \xe2\x9c\x93\nworkload: {}\n").ok());
+}
+
 TEST(SweepParserTest, RejectsATopLevelThatIsNotAMapping) {
   EXPECT_THAT(ErrorOf("- a\n- b\n"), HasSubstr("test.yaml:1:1: expected a mapping"));
   EXPECT_THAT(ErrorOf(""), HasSubstr("test.yaml: expected a mapping"));

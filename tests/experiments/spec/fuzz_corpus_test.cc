@@ -1,0 +1,38 @@
+// Replays the sweep parser's fuzz corpus (seeds and any crash reproducers saved there)
+// through the fuzz body in every build, so a fixed crash stays fixed without clang.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/experiments/spec/fuzz/sweep_parser_fuzz.h"
+
+namespace bakeoff::spec {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(SweepParserFuzzCorpusTest, EveryCorpusInputParsesOrFailsCleanly) {
+  std::vector<fs::path> inputs;
+  for (const char* dir : {BAKEOFF_SOURCE_DIR "/tests/experiments/spec/fuzz/corpus",
+                          BAKEOFF_SOURCE_DIR "/experiments/sweeps"}) {
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (entry.is_regular_file() && entry.path().filename() != "README.md") {
+        inputs.push_back(entry.path());
+      }
+    }
+  }
+  ASSERT_GE(inputs.size(), 10u);
+  for (const auto& path : inputs) {
+    SCOPED_TRACE(path.string());
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string data = ss.str();
+    EXPECT_NO_THROW(FuzzSweepParser(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+  }
+}
+
+}  // namespace
+}  // namespace bakeoff::spec
