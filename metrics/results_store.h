@@ -54,6 +54,9 @@ struct StoreOptions {
   // Commit metric and event batches with synchronous=FULL too (slower; survives power
   // loss). Transitions are always FULL.
   bool metrics_synchronous_full = false;
+  // Name of a registered SQLite VFS to open the file through; empty = the default.
+  // Tests register a fault-injecting VFS here (a full or failing disk).
+  std::string vfs;
 };
 
 // What a compare-and-set transition did. applied=false is not an error: the trial was
@@ -205,11 +208,21 @@ class ResultsStore {
   explicit ResultsStore(StoreOptions options);
 
   UnixSeconds Now() const;
+  // Runs body inside BEGIN IMMEDIATE ... COMMIT with synchronous FULL when `durable`
+  // (NORMAL otherwise); rolls back on any error and records disk errors in health_.
+  // REQUIRES: mutex_ held.
+  Status WriteTransaction(bool durable, const std::function<Status()>& body);
+  // REQUIRES: mutex_ held.
+  Status SetSynchronous(bool full);
+  // Turns the store unhealthy when `status` is a disk error; returns it unchanged.
+  // REQUIRES: mutex_ held.
+  Status NoteFailure(Status status);
 
   StoreOptions options_;
   mutable std::mutex mutex_;
-  std::unique_ptr<SqliteConnection> db_;
-  Status health_;  // guarded by mutex_
+  std::unique_ptr<SqliteConnection> db_;  // guarded by mutex_
+  Status health_;                         // guarded by mutex_
+  bool synchronous_full_ = false;         // the connection's current setting
 };
 
 }  // namespace bakeoff::metrics

@@ -1,0 +1,162 @@
+#include "metrics/read_only_query.h"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <cctype>
+#include <cstdio>
+
+#include "metrics/sqlite_connection.h"
+
+namespace bakeoff::metrics {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Deadline {
+  Clock::time_point at;
+  bool passed = false;
+};
+
+// Called by SQLite every few virtual-machine instructions; non-zero interrupts.
+int CheckDeadline(void* arg) {
+  auto* deadline = static_cast<Deadline*>(arg);
+  if (Clock::now() >= deadline->at) deadline->passed = true;
+  return deadline->passed ? 1 : 0;
+}
+
+bool OnlyWhitespaceOrSemicolons(const char* text) {
+  for (; text != nullptr && *text != '\0'; ++text) {
+    if (!std::isspace(static_cast<unsigned char>(*text)) && *text != ';') return false;
+  }
+  return true;
+}
+
+nlohmann::json ColumnValue(sqlite3_stmt* stmt, int column) {
+  switch (sqlite3_column_type(stmt, column)) {
+    case SQLITE_INTEGER:
+      return sqlite3_column_int64(stmt, column);
+    case SQLITE_FLOAT:
+      return sqlite3_column_double(stmt, column);
+    case SQLITE_TEXT: {
+      const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, column));
+      return std::string(text, static_cast<size_t>(sqlite3_column_bytes(stmt, column)));
+    }
+    case SQLITE_BLOB: {
+      const auto* bytes = static_cast<const unsigned char*>(sqlite3_column_blob(stmt, column));
+      int size = sqlite3_column_bytes(stmt, column);
+      std::string hex = "x'";
+      char buffer[3];
+      for (int i = 0; i < size; ++i) {
+        std::snprintf(buffer, sizeof(buffer), "%02x", bytes[i]);
+        hex += buffer;
+      }
+      return hex + "'";
+    }
+    default:
+      return nullptr;
+  }
+}
+
+bool StartsWithKeyword(const std::string& sql, const std::string& keyword) {
+  size_t start = 0;
+  while (start < sql.size() && std::isspace(static_cast<unsigned char>(sql[start]))) ++start;
+  if (sql.size() - start < keyword.size()) return false;
+  for (size_t i = 0; i < keyword.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(sql[start + i])) != keyword[i]) return false;
+  }
+  size_t end = start + keyword.size();
+  return end == sql.size() || !std::isalnum(static_cast<unsigned char>(sql[end]));
+}
+
+std::string Abbreviate(const std::string& sql) {
+  std::string shown = sql.substr(0, 60);
+  for (char& c : shown) {
+    if (c == '\n' || c == '\t') c = ' ';
+  }
+  return sql.size() > 60 ? shown + "..." : shown;
+}
+
+}  // namespace
+
+Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::string& sql,
+                                     const QueryLimits& limits) {
+  struct stat info;
+  if (::stat(db_path.c_str(), &info) != 0) {
+    return Status::NotFound("results database " + db_path +
+                            " does not exist; pass --db FILE with the results of a sweep");
+  }
+  Result<std::unique_ptr<SqliteConnection>> opened =
+      SqliteConnection::Open(db_path, SQLITE_OPEN_READONLY);
+  if (!opened.ok()) return opened.status();
+  SqliteConnection& db = **opened;
+  // A second guard besides the read-only open: the query may not write even through
+  // an ATTACHed database or a pragma.
+  BAKEOFF_RETURN_IF_ERROR(db.Exec("PRAGMA query_only = ON"));
+  sqlite3_busy_timeout(db.handle(), static_cast<int>(limits.timeout.count()));
+
+  Deadline deadline{Clock::now() + limits.timeout};
+  sqlite3_progress_handler(db.handle(), 1000, &CheckDeadline, &deadline);
+
+  auto timeout_status = [&] {
+    return Status::Timeout("query \"" + Abbreviate(sql) + "\" on " + db_path +
+                           " ran past its limit of " + std::to_string(limits.timeout.count()) +
+                           " ms; narrow it (WHERE, LIMIT) or raise the limit");
+  };
+
+  sqlite3_stmt* raw = nullptr;
+  const char* tail = nullptr;
+  int rc = sqlite3_prepare_v2(db.handle(), sql.c_str(), static_cast<int>(sql.size()), &raw, &tail);
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> stmt(raw, &sqlite3_finalize);
+  if (rc != SQLITE_OK) {
+    if (deadline.passed) return timeout_status();
+    return Status::InvalidArgument("query \"" + Abbreviate(sql) + "\" is not valid SQL: " +
+                                   sqlite3_errmsg(db.handle()));
+  }
+  if (stmt == nullptr) {
+    return Status::InvalidArgument("the query is empty; give one SQL statement, e.g. "
+                                   "\"SELECT * FROM sweeps\"");
+  }
+  if (!OnlyWhitespaceOrSemicolons(tail)) {
+    return Status::InvalidArgument("the query holds more than one statement; give one "
+                                   "statement at a time");
+  }
+  // SQLite calls every PRAGMA possibly-writing; the read-only connection stops the
+  // ones that do write (they fail at the first step), so reading pragmas still work.
+  if (!sqlite3_stmt_readonly(stmt.get()) && !StartsWithKeyword(sql, "pragma")) {
+    return Status::InvalidArgument("query \"" + Abbreviate(sql) +
+                                   "\" would modify the database; bakeoff query is read-only "
+                                   "(use SELECT, WITH or read-only PRAGMAs)");
+  }
+
+  QueryResult result;
+  int columns = sqlite3_column_count(stmt.get());
+  for (int i = 0; i < columns; ++i) {
+    const char* name = sqlite3_column_name(stmt.get(), i);
+    result.columns.push_back(name != nullptr ? name : "");
+  }
+  while (true) {
+    rc = sqlite3_step(stmt.get());
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) {
+      if (deadline.passed || (rc & 0xff) == SQLITE_INTERRUPT) return timeout_status();
+      if ((rc & 0xff) == SQLITE_READONLY) {
+        return Status::InvalidArgument("query \"" + Abbreviate(sql) +
+                                       "\" tried to modify the database; bakeoff query is "
+                                       "read-only");
+      }
+      return db.StatusFor(rc, "running query \"" + Abbreviate(sql) + "\"");
+    }
+    if (static_cast<int64_t>(result.rows.size()) >= limits.max_rows) {
+      result.truncated = true;
+      break;
+    }
+    std::vector<nlohmann::json> row;
+    row.reserve(static_cast<size_t>(columns));
+    for (int i = 0; i < columns; ++i) row.push_back(ColumnValue(stmt.get(), i));
+    result.rows.push_back(std::move(row));
+  }
+  return result;
+}
+
+}  // namespace bakeoff::metrics

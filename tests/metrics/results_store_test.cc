@@ -1,0 +1,757 @@
+// Tests of ResultsStore on real database files: schema and migrations, round trips of
+// every table, compare-and-set transitions, stale-attempt refusal and recovery reads.
+#include "metrics/results_store.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include "metrics/read_only_query.h"
+#include "metrics/schema_migrations.h"
+#include "metrics/sqlite_connection.h"
+#include "tests/metrics/results_store_test_util.h"
+
+namespace bakeoff::metrics {
+namespace {
+
+using testing::FakeClock;
+using testing::MakeSampleSweep;
+using testing::Placement;
+using testing::Step;
+using testing::TempDir;
+
+class ResultsStoreTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<ResultsStore> OpenStore() {
+    StoreOptions options;
+    options.path = db_path_;
+    options.clock = clock_.Function();
+    Result<std::unique_ptr<ResultsStore>> store = ResultsStore::Open(options);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+
+  // A sweep of 2 variants x 2 repeats; returns its trial ids.
+  CreatedSweep CreateSample(ResultsStore& store, const std::string& name = "compile-vs-eager") {
+    testing::SampleSweep sample = MakeSampleSweep(name);
+    Result<CreatedSweep> created = store.CreateSweep(sample.sweep, sample.variants, sample.trials);
+    EXPECT_TRUE(created.ok()) << created.status().ToString();
+    return created.ok() ? *created : CreatedSweep{};
+  }
+
+  // Runs a one-value query against the file through a separate read-only connection.
+  nlohmann::json QueryValue(const std::string& sql) {
+    Result<QueryResult> result = RunReadOnlyQuery(db_path_, sql);
+    EXPECT_TRUE(result.ok()) << sql << ": " << result.status().ToString();
+    if (!result.ok() || result->rows.empty()) return nullptr;
+    return result->rows[0][0];
+  }
+
+  TempDir dir_;
+  std::string db_path_ = dir_.File("results.db");
+  FakeClock clock_;
+};
+
+// --- Schema and migrations -----------------------------------------------------------
+
+TEST_F(ResultsStoreTest, OpenCreatesEmptyDatabaseInWalModeAtLatestVersion) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  Result<int> version = store->SchemaVersion();
+  ASSERT_TRUE(version.ok());
+  EXPECT_EQ(*version, kLatestSchemaVersion);
+  EXPECT_EQ(QueryValue("PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM schema_migrations"), kLatestSchemaVersion);
+  EXPECT_EQ(QueryValue("SELECT group_concat(version) FROM schema_migrations"), "1,2");
+  EXPECT_TRUE(store->healthy());
+}
+
+TEST_F(ResultsStoreTest, ReopeningAppliesNoMigrationTwice) {
+  { ASSERT_NE(OpenStore(), nullptr); }
+  clock_.now_s += 100;
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM schema_migrations"), kLatestSchemaVersion);
+  EXPECT_EQ(QueryValue("SELECT MAX(applied_at) FROM schema_migrations"), 1'700'000'000.0);
+}
+
+TEST_F(ResultsStoreTest, MigratesVersionOneDatabaseKeepingItsRows) {
+  {
+    Result<std::unique_ptr<SqliteConnection>> db =
+        SqliteConnection::Open(db_path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(MigrateSchema(**db, 1.0, /*target_version=*/1).ok());
+    Result<int> version = ReadSchemaVersion(**db);
+    ASSERT_TRUE(version.ok());
+    ASSERT_EQ(*version, 1);
+    ASSERT_TRUE((*db)->Exec(R"sql(
+      INSERT INTO sweeps (id, name, yaml, state, created_at, variant_count, trial_count)
+        VALUES (7, 'old', 'name: old', 'running', 5.0, 1, 1);
+      INSERT INTO variants (sweep_id, key, ordinal, params_json, trainer_config_json,
+                            counterpart_key, is_baseline, counterpart_excluded)
+        VALUES (7, 'default', 0, '{}', '{}', 'default', 1, 0);
+      INSERT INTO trials (id, sweep_id, variant_key, repeat, order_index, state,
+                          attempts_used, max_attempts, queued_at)
+        VALUES (70, 7, 'default', 0, 0, 'running', 1, 3, 5.0);
+      INSERT INTO attempts (trial_id, attempt, worker_id, host, ranks_json, assigned_at)
+        VALUES (70, 1, 'w1', 'node-a', '[{"rank":0,"worker_id":"w1","host":"node-a"}]', 6.0);
+    )sql").ok());
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  Result<int> version = store->SchemaVersion();
+  ASSERT_TRUE(version.ok());
+  EXPECT_EQ(*version, 2);
+  Result<SweepRecord> sweep = store->GetSweep(7);
+  ASSERT_TRUE(sweep.ok()) << sweep.status().ToString();
+  EXPECT_EQ(sweep->name, "old");
+  EXPECT_EQ(sweep->counts.running, 1);
+  Result<std::vector<AttemptRecord>> attempts = store->ListAttempts(70);
+  ASSERT_TRUE(attempts.ok());
+  ASSERT_EQ(attempts->size(), 1u);
+  EXPECT_FALSE((*attempts)[0].simulated);  // the v2 column, defaulted
+  ASSERT_EQ((*attempts)[0].ranks.size(), 1u);
+  EXPECT_EQ((*attempts)[0].ranks[0].host, "node-a");
+  // v2's view sees the v1 rows.
+  EXPECT_EQ(QueryValue("SELECT worker_id FROM trial_results WHERE trial_id = 70"), "w1");
+  EXPECT_EQ(QueryValue("SELECT running FROM sweep_progress WHERE sweep_id = 7"), 1);
+}
+
+TEST_F(ResultsStoreTest, RefusesDatabaseWrittenByNewerVersion) {
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+  }
+  {
+    Result<std::unique_ptr<SqliteConnection>> db =
+        SqliteConnection::Open(db_path_, SQLITE_OPEN_READWRITE);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 99").ok());
+  }
+  StoreOptions options;
+  options.path = db_path_;
+  Result<std::unique_ptr<ResultsStore>> store = ResultsStore::Open(options);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(store.status().message().find("newer"), std::string::npos) << store.status().message();
+}
+
+TEST_F(ResultsStoreTest, OpenOfAFileThatIsNotADatabaseFailsWithIoError) {
+  {
+    std::FILE* file = std::fopen(db_path_.c_str(), "w");
+    ASSERT_NE(file, nullptr);
+    std::fputs("this is not a database, just text long enough to fill a header page.....\n", file);
+    std::fclose(file);
+  }
+  StoreOptions options;
+  options.path = db_path_;
+  Result<std::unique_ptr<ResultsStore>> store = ResultsStore::Open(options);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Status::Code::kIoError) << store.status().ToString();
+  EXPECT_NE(store.status().message().find(db_path_), std::string::npos);
+}
+
+// --- Sweeps and variants -------------------------------------------------------------
+
+TEST_F(ResultsStoreTest, SweepVariantsAndTrialsRoundTrip) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  testing::SampleSweep sample = MakeSampleSweep();
+  sample.variants[1].counterpart_excluded = true;
+  Result<CreatedSweep> created = store->CreateSweep(sample.sweep, sample.variants, sample.trials);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  ASSERT_EQ(created->trial_ids.size(), 4u);
+
+  Result<SweepRecord> sweep = store->GetSweep(created->sweep_id);
+  ASSERT_TRUE(sweep.ok());
+  EXPECT_EQ(sweep->name, sample.sweep.name);
+  EXPECT_EQ(sweep->question, sample.sweep.question);
+  EXPECT_EQ(sweep->yaml, sample.sweep.yaml);
+  EXPECT_EQ(sweep->spec, sample.sweep.spec);
+  EXPECT_EQ(sweep->state, SweepState::kRunning);
+  EXPECT_EQ(sweep->created_at, clock_.now_s);
+  EXPECT_FALSE(sweep->finished_at.has_value());
+  EXPECT_EQ(sweep->variant_count, 2);
+  EXPECT_EQ(sweep->trial_count, 4);
+  EXPECT_EQ(sweep->counts.queued, 4);
+
+  Result<std::vector<VariantRecord>> variants = store->ListVariants(created->sweep_id);
+  ASSERT_TRUE(variants.ok());
+  ASSERT_EQ(variants->size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ((*variants)[i].key, sample.variants[i].key);
+    EXPECT_EQ((*variants)[i].ordinal, sample.variants[i].ordinal);
+    EXPECT_EQ((*variants)[i].params, sample.variants[i].params);
+    EXPECT_EQ((*variants)[i].trainer_config, sample.variants[i].trainer_config);
+    EXPECT_EQ((*variants)[i].counterpart_key, sample.variants[i].counterpart_key);
+    EXPECT_EQ((*variants)[i].is_baseline, sample.variants[i].is_baseline);
+    EXPECT_EQ((*variants)[i].counterpart_excluded, sample.variants[i].counterpart_excluded);
+  }
+
+  Result<std::vector<TrialRecord>> trials = store->ListTrials(created->sweep_id);
+  ASSERT_TRUE(trials.ok());
+  ASSERT_EQ(trials->size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    const TrialRecord& trial = (*trials)[i];
+    EXPECT_EQ(trial.id, created->trial_ids[i]);
+    EXPECT_EQ(trial.sweep_id, created->sweep_id);
+    EXPECT_EQ(trial.variant_key, sample.trials[i].variant_key);
+    EXPECT_EQ(trial.repeat, sample.trials[i].repeat);
+    EXPECT_EQ(trial.order_index, sample.trials[i].order_index);
+    EXPECT_EQ(trial.state, TrialState::kQueued);
+    EXPECT_FALSE(trial.outcome.has_value());
+    EXPECT_EQ(trial.attempts_used, 0);
+    EXPECT_EQ(trial.max_attempts, 3);
+    EXPECT_EQ(trial.queued_at, clock_.now_s);
+  }
+}
+
+TEST_F(ResultsStoreTest, FindSweepByIdOrNameReturnsNewestOfAName) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  CreatedSweep first = CreateSample(*store, "same-name");
+  CreatedSweep second = CreateSample(*store, "same-name");
+  CreatedSweep other = CreateSample(*store, "other");
+
+  Result<SweepRecord> by_name = store->FindSweep("same-name");
+  ASSERT_TRUE(by_name.ok());
+  EXPECT_EQ(by_name->id, second.sweep_id);
+  Result<SweepRecord> by_id = store->FindSweep(std::to_string(first.sweep_id));
+  ASSERT_TRUE(by_id.ok());
+  EXPECT_EQ(by_id->id, first.sweep_id);
+  Result<SweepRecord> missing = store->FindSweep("nope");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(missing.status().message().find("nope"), std::string::npos);
+
+  Result<std::vector<SweepRecord>> all = store->ListSweeps();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].id, other.sweep_id);  // newest first
+}
+
+TEST_F(ResultsStoreTest, CreateSweepRejectsTrialOfUnknownVariantAndStoresNothing) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  testing::SampleSweep sample = MakeSampleSweep();
+  sample.trials.push_back({"compile_mode=missing", 0, 99, 1});
+  Result<CreatedSweep> created = store->CreateSweep(sample.sweep, sample.variants, sample.trials);
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(created.status().message().find("compile_mode=missing"), std::string::npos);
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM sweeps"), 0);
+  EXPECT_TRUE(store->healthy());
+}
+
+TEST_F(ResultsStoreTest, SweepStateAndCountsFollowTrials) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  CreatedSweep created = CreateSample(*store);
+  int64_t t0 = created.trial_ids[0];
+  ASSERT_TRUE(store->AssignTrial(t0, 0, Placement("w1", "node-a"))->applied);
+  ASSERT_TRUE(store->FinishTrial(t0, 1, Outcome::kSucceeded, "")->applied);
+  ASSERT_TRUE(store->AssignTrial(created.trial_ids[1], 0, Placement("w1", "node-a"))->applied);
+  ASSERT_TRUE(store->FinishTrial(created.trial_ids[1], 1, Outcome::kOom, "out of memory")->applied);
+  ASSERT_TRUE(store->AssignTrial(created.trial_ids[2], 0, Placement("w2", "node-b"))->applied);
+
+  Result<SweepRecord> sweep = store->GetSweep(created.sweep_id);
+  ASSERT_TRUE(sweep.ok());
+  EXPECT_EQ(sweep->counts.queued, 1);
+  EXPECT_EQ(sweep->counts.assigned, 1);
+  EXPECT_EQ(sweep->counts.finished, 2);
+  EXPECT_EQ(sweep->counts.succeeded, 1);
+  EXPECT_EQ(sweep->counts.unsuccessful, 1);
+
+  Result<int64_t> cancelled = store->CancelQueuedTrials(created.sweep_id, "cancelled by user");
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(*cancelled, 1);
+  Result<TrialRecord> last = store->GetTrial(created.trial_ids[3]);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->state, TrialState::kFinished);
+  EXPECT_EQ(last->outcome, Outcome::kCancelled);
+  EXPECT_EQ(last->reason, "cancelled by user");
+
+  clock_.now_s += 60;
+  ASSERT_TRUE(store->SetSweepState(created.sweep_id, SweepState::kCancelled).ok());
+  sweep = store->GetSweep(created.sweep_id);
+  ASSERT_TRUE(sweep.ok());
+  EXPECT_EQ(sweep->state, SweepState::kCancelled);
+  EXPECT_EQ(sweep->finished_at, clock_.now_s);
+  Result<std::vector<SweepRecord>> running = store->ListSweeps(SweepState::kRunning);
+  ASSERT_TRUE(running.ok());
+  EXPECT_TRUE(running->empty());
+  EXPECT_EQ(store->SetSweepState(12345, SweepState::kFinished).code(), Status::Code::kNotFound);
+}
+
+// --- Trial transitions ---------------------------------------------------------------
+
+TEST_F(ResultsStoreTest, TrialLifecycleIsStoredWithItsAttempt) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  CreatedSweep created = CreateSample(*store);
+  int64_t trial = created.trial_ids[0];
+
+  AttemptRecord placement = Placement("w1", "node-a");
+  placement.simulated = true;
+  clock_.now_s = 100;
+  Result<TransitionResult> assigned = store->AssignTrial(trial, 0, placement);
+  ASSERT_TRUE(assigned.ok()) << assigned.status().ToString();
+  EXPECT_TRUE(assigned->applied);
+  EXPECT_EQ(assigned->attempt, 1);
+  EXPECT_EQ(assigned->state, TrialState::kAssigned);
+
+  clock_.now_s = 101;
+  Result<TransitionResult> running = store->MarkRunning(trial, 1);
+  ASSERT_TRUE(running.ok());
+  EXPECT_TRUE(running->applied);
+  EXPECT_EQ(running->state, TrialState::kRunning);
+
+  clock_.now_s = 150;
+  Result<TransitionResult> finished = store->FinishTrial(trial, 1, Outcome::kDiverged, "loss is nan at step 7");
+  ASSERT_TRUE(finished.ok());
+  EXPECT_TRUE(finished->applied);
+
+  Result<TrialRecord> stored = store->GetTrial(trial);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->state, TrialState::kFinished);
+  EXPECT_EQ(stored->outcome, Outcome::kDiverged);
+  EXPECT_EQ(stored->reason, "loss is nan at step 7");
+  EXPECT_EQ(stored->attempts_used, 1);
+  EXPECT_EQ(stored->finished_at, 150);
+
+  Result<std::vector<AttemptRecord>> attempts = store->ListAttempts(trial);
+  ASSERT_TRUE(attempts.ok());
+  ASSERT_EQ(attempts->size(), 1u);
+  const AttemptRecord& attempt = (*attempts)[0];
+  EXPECT_EQ(attempt.trial_id, trial);
+  EXPECT_EQ(attempt.attempt, 1);
+  EXPECT_EQ(attempt.worker_id, "w1");
+  EXPECT_EQ(attempt.host, "node-a");
+  ASSERT_EQ(attempt.ranks.size(), 2u);
+  EXPECT_EQ(attempt.ranks[1].rank, 1);
+  EXPECT_EQ(attempt.ranks[1].device, "cpu");
+  EXPECT_TRUE(attempt.simulated);
+  EXPECT_EQ(attempt.assigned_at, 100);
+  EXPECT_EQ(attempt.started_at, 101);
+  EXPECT_EQ(attempt.ended_at, 150);
+  EXPECT_EQ(attempt.outcome, Outcome::kDiverged);
+  EXPECT_EQ(attempt.reason, "loss is nan at step 7");
+}
+
+TEST_F(ResultsStoreTest, DuplicateTransitionsApplyOnce) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t trial = CreateSample(*store).trial_ids[0];
+
+  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  Result<TransitionResult> again = store->AssignTrial(trial, 0, Placement("w2", "node-b"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->applied);
+  EXPECT_EQ(again->state, TrialState::kAssigned);
+  EXPECT_EQ(again->attempts_used, 1);
+
+  ASSERT_TRUE(store->MarkRunning(trial, 1)->applied);
+  EXPECT_FALSE(store->MarkRunning(trial, 1)->applied);
+
+  ASSERT_TRUE(store->FinishTrial(trial, 1, Outcome::kSucceeded, "")->applied);
+  Result<TransitionResult> second_finish = store->FinishTrial(trial, 1, Outcome::kFailed, "late");
+  ASSERT_TRUE(second_finish.ok());
+  EXPECT_FALSE(second_finish->applied);
+  EXPECT_EQ(second_finish->outcome, Outcome::kSucceeded);
+  EXPECT_FALSE(store->RequeueTrial(trial, 1, Outcome::kLost, "late heartbeat loss")->applied);
+
+  Result<TrialRecord> stored = store->GetTrial(trial);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->outcome, Outcome::kSucceeded);
+  Result<std::vector<AttemptRecord>> attempts = store->ListAttempts(trial);
+  ASSERT_TRUE(attempts.ok());
+  ASSERT_EQ(attempts->size(), 1u);
+  EXPECT_EQ((*attempts)[0].worker_id, "w1");
+}
+
+TEST_F(ResultsStoreTest, TransitionsForAnotherAttemptAreNotApplied) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t trial = CreateSample(*store).trial_ids[0];
+  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  EXPECT_FALSE(store->MarkRunning(trial, 2)->applied);
+  EXPECT_FALSE(store->FinishTrial(trial, 2, Outcome::kSucceeded, "")->applied);
+  EXPECT_FALSE(store->RequeueTrial(trial, 0, Outcome::kLost, "")->applied);
+  Result<TrialRecord> stored = store->GetTrial(trial);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->state, TrialState::kAssigned);
+
+  Result<TransitionResult> unknown = store->AssignTrial(999999, 0, Placement("w1", "node-a"));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), Status::Code::kNotFound);
+}
+
+TEST_F(ResultsStoreTest, LostAttemptIsRequeuedAndRetriedAsNextAttempt) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t trial = CreateSample(*store).trial_ids[0];
+  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  ASSERT_TRUE(store->MarkRunning(trial, 1)->applied);
+
+  Result<TransitionResult> requeued = store->RequeueTrial(trial, 1, Outcome::kLost, "worker w1 missed heartbeats");
+  ASSERT_TRUE(requeued.ok());
+  EXPECT_TRUE(requeued->applied);
+  EXPECT_EQ(requeued->state, TrialState::kQueued);
+  // Double delivery of the loss changes nothing.
+  EXPECT_FALSE(store->RequeueTrial(trial, 1, Outcome::kLost, "again")->applied);
+
+  // The retry must expect one attempt used: a stale assignment expecting 0 is refused.
+  EXPECT_FALSE(store->AssignTrial(trial, 0, Placement("w2", "node-b"))->applied);
+  Result<TransitionResult> retry = store->AssignTrial(trial, 1, Placement("w2", "node-b"));
+  ASSERT_TRUE(retry.ok());
+  EXPECT_TRUE(retry->applied);
+  EXPECT_EQ(retry->attempt, 2);
+  ASSERT_TRUE(store->FinishTrial(trial, 2, Outcome::kSucceeded, "")->applied);
+
+  Result<std::vector<AttemptRecord>> attempts = store->ListAttempts(trial);
+  ASSERT_TRUE(attempts.ok());
+  ASSERT_EQ(attempts->size(), 2u);
+  EXPECT_EQ((*attempts)[0].outcome, Outcome::kLost);
+  EXPECT_EQ((*attempts)[0].reason, "worker w1 missed heartbeats");
+  EXPECT_EQ((*attempts)[1].outcome, Outcome::kSucceeded);
+  EXPECT_EQ((*attempts)[1].worker_id, "w2");
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM trials WHERE state = 'finished'"), 1);
+}
+
+TEST_F(ResultsStoreTest, QueuedTrialCanFinishWithoutAnAttempt) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t trial = CreateSample(*store).trial_ids[0];
+  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  ASSERT_TRUE(store->RequeueTrial(trial, 1, Outcome::kLost, "worker lost")->applied);
+  // Attempts exhausted (the coordinator's decision): finish the queued trial as lost.
+  Result<TransitionResult> finished = store->FinishTrial(trial, 1, Outcome::kLost, "no attempts left");
+  ASSERT_TRUE(finished.ok());
+  EXPECT_TRUE(finished->applied);
+  Result<std::vector<AttemptRecord>> attempts = store->ListAttempts(trial);
+  ASSERT_TRUE(attempts.ok());
+  ASSERT_EQ(attempts->size(), 1u);
+  EXPECT_EQ((*attempts)[0].reason, "worker lost");  // the attempt keeps its own reason
+}
+
+// --- Metrics, summaries and events ---------------------------------------------------
+
+TEST_F(ResultsStoreTest, BatchedStepMetricsRoundTripInStepOrder) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t trial = CreateSample(*store).trial_ids[0];
+  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+
+  std::vector<StepMetric> steps;
+  for (int rank = 1; rank >= 0; --rank) {
+    for (int step = 9; step >= 0; --step) steps.push_back(Step(trial, 1, rank, step, "measure"));
+    for (int step = 2; step >= 0; --step) steps.push_back(Step(trial, 1, rank, step, "warmup"));
+  }
+  steps.back().loss = std::numeric_limits<double>::quiet_NaN();
+  steps.back().comm_bytes.reset();
+  Result<BatchResult> written = store->AppendStepMetrics(steps);
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_EQ(written->written, 26);
+  EXPECT_EQ(written->duplicates, 0);
+  EXPECT_EQ(written->stale, 0);
+
+  Result<std::vector<StepMetric>> rank0 = store->ReadStepMetrics(trial, std::nullopt, 0);
+  ASSERT_TRUE(rank0.ok());
+  ASSERT_EQ(rank0->size(), 13u);
+  EXPECT_EQ((*rank0)[0].phase, "warmup");
+  EXPECT_EQ((*rank0)[0].step, 0);
+  EXPECT_FALSE((*rank0)[0].loss.has_value());  // NaN is stored as NULL
+  EXPECT_FALSE((*rank0)[0].comm_bytes.has_value());
+  EXPECT_EQ((*rank0)[3].phase, "measure");
+  EXPECT_EQ((*rank0)[3].step, 0);
+  const StepMetric expected = Step(trial, 1, 0, 9);
+  const StepMetric& last = (*rank0)[12];
+  EXPECT_EQ(last.step, 9);
+  EXPECT_DOUBLE_EQ(last.step_s, expected.step_s);
+  EXPECT_EQ(last.tokens, expected.tokens);
+  EXPECT_EQ(last.loss, expected.loss);
+  EXPECT_EQ(last.lr, expected.lr);
+  EXPECT_EQ(last.peak_mem_bytes, expected.peak_mem_bytes);
+  EXPECT_EQ(last.rss_bytes, expected.rss_bytes);
+  EXPECT_EQ(last.comm_s, expected.comm_s);
+  EXPECT_EQ(last.comm_bytes, expected.comm_bytes);
+
+  Result<std::vector<StepMetric>> all = store->ReadStepMetrics(trial);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 26u);
+  EXPECT_EQ(all->front().rank, 0);
+  EXPECT_EQ(all->back().rank, 1);
+
+  // Redelivery of the same batch stores nothing twice.
+  Result<BatchResult> again = store->AppendStepMetrics(steps);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->written, 0);
+  EXPECT_EQ(again->duplicates, 26);
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 26);
+}
+
+TEST_F(ResultsStoreTest, BatchWithInvalidPhaseIsRejectedWhole) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t trial = CreateSample(*store).trial_ids[0];
+  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  std::vector<StepMetric> steps = {Step(trial, 1, 0, 0), Step(trial, 1, 0, 1, "cooldown")};
+  Result<BatchResult> written = store->AppendStepMetrics(steps);
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(written.status().message().find("cooldown"), std::string::npos);
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 0);
+  EXPECT_TRUE(store->healthy());
+}
+
+TEST_F(ResultsStoreTest, WritesForStaleOrLostAttemptsAreRefused) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  CreatedSweep created = CreateSample(*store);
+  int64_t trial = created.trial_ids[0];
+  int64_t queued_trial = created.trial_ids[1];
+  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  ASSERT_TRUE(store->AppendStepMetrics({Step(trial, 1, 0, 0)})->written == 1);
+
+  // Attempt 1 is lost and requeued: its late rows are refused, as are rows for an
+  // attempt that never existed and for a trial never assigned.
+  ASSERT_TRUE(store->RequeueTrial(trial, 1, Outcome::kLost, "worker lost")->applied);
+  MetricsBatch late;
+  late.steps = {Step(trial, 1, 0, 1), Step(trial, 2, 0, 0), Step(queued_trial, 1, 0, 0),
+                Step(424242, 1, 0, 0)};
+  late.events = {{trial, 1, 0, "error", {{"kind", "failed"}}, 0, std::nullopt}};
+  TrialSummary summary;
+  summary.trial_id = trial;
+  summary.attempt = 1;
+  summary.summary = {{"tokens_per_s", 1.0}};
+  late.summaries = {summary};
+  Result<BatchResult> refused = store->AppendBatch(late);
+  ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+  EXPECT_EQ(refused->written, 0);
+  EXPECT_EQ(refused->stale, 6);
+
+  // The retry (attempt 2) writes; attempt 1's late rows still do not.
+  ASSERT_TRUE(store->AssignTrial(trial, 1, Placement("w2", "node-b"))->applied);
+  Result<BatchResult> mixed = store->AppendStepMetrics({Step(trial, 2, 0, 0), Step(trial, 1, 0, 2)});
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_EQ(mixed->written, 1);
+  EXPECT_EQ(mixed->stale, 1);
+
+  // A trial finished as lost (no attempts left) accepts nothing more for that attempt.
+  ASSERT_TRUE(store->FinishTrial(trial, 2, Outcome::kLost, "no attempts left")->applied);
+  Result<BatchResult> after_lost = store->AppendStepMetrics({Step(trial, 2, 0, 1)});
+  ASSERT_TRUE(after_lost.ok());
+  EXPECT_EQ(after_lost->stale, 1);
+
+  Result<std::vector<StepMetric>> attempt1 = store->ReadStepMetrics(trial, 1);
+  ASSERT_TRUE(attempt1.ok());
+  EXPECT_EQ(attempt1->size(), 1u);  // only what arrived while attempt 1 was current
+}
+
+TEST_F(ResultsStoreTest, SummaryFieldsBecomeColumnsAndTrialResultsCarryThem) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  CreatedSweep created = CreateSample(*store);
+  int64_t trial = created.trial_ids[0];
+  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  nlohmann::json applied = {{"compile_mode", "jit"}, {"zero_stage", 2}, {"fusion_groups", 12}};
+  nlohmann::json fields = {
+      {"startup_s", 1.5},         {"first_step_s", 9.25},      {"warmup_s", 12.0},
+      {"step_s_median", 0.5},     {"step_s_p10", 0.45},        {"step_s_p90", 0.6},
+      {"tokens_per_s", 2048.0},   {"flops_per_s", 1e12},       {"mfu", 0.31},
+      {"peak_mem_bytes", 123456}, {"frozen_bytes", 1000},      {"trainable_bytes", 200},
+      {"grad_bytes", 200},        {"optimizer_bytes", 400},    {"comm_s_per_step", 0.05},
+      {"comm_bytes_per_step", 8192}, {"applied", applied},     {"extra_field", "kept"}};
+  for (int rank = 0; rank < 2; ++rank) {
+    TrialSummary summary{trial, 1, rank, fields};
+    if (rank == 1) summary.summary["peak_mem_bytes"] = 999999;
+    Result<BatchResult> written = store->RecordSummary(summary);
+    ASSERT_TRUE(written.ok()) << written.status().ToString();
+    EXPECT_EQ(written->written, 1);
+  }
+  // A duplicate summary keeps the first.
+  TrialSummary duplicate{trial, 1, 0, {{"tokens_per_s", 1.0}}};
+  EXPECT_EQ(store->RecordSummary(duplicate)->duplicates, 1);
+  ASSERT_TRUE(store->FinishTrial(trial, 1, Outcome::kSucceeded, "")->applied);
+
+  Result<QueryResult> row = RunReadOnlyQuery(db_path_,
+      "SELECT startup_s, first_step_s, warmup_s, step_s_median, step_s_p10, step_s_p90, "
+      "tokens_per_s, flops_per_s, mfu, peak_mem_bytes, frozen_bytes, trainable_bytes, "
+      "grad_bytes, optimizer_bytes, comm_s_per_step, comm_bytes_per_step, applied_json, "
+      "json_extract(summary_json, '$.extra_field') FROM trial_summaries WHERE rank = 0");
+  ASSERT_TRUE(row.ok()) << row.status().ToString();
+  ASSERT_EQ(row->rows.size(), 1u);
+  const std::vector<nlohmann::json>& r = row->rows[0];
+  const char* names[] = {"startup_s", "first_step_s", "warmup_s", "step_s_median", "step_s_p10",
+                         "step_s_p90", "tokens_per_s", "flops_per_s", "mfu", "peak_mem_bytes",
+                         "frozen_bytes", "trainable_bytes", "grad_bytes", "optimizer_bytes",
+                         "comm_s_per_step", "comm_bytes_per_step"};
+  for (size_t i = 0; i < std::size(names); ++i) {
+    EXPECT_DOUBLE_EQ(r[i].get<double>(), fields[names[i]].get<double>()) << names[i];
+  }
+  EXPECT_EQ(nlohmann::json::parse(r[16].get<std::string>()), applied);
+  EXPECT_EQ(r[17], "kept");
+
+  Result<std::vector<TrialResult>> results = store->ListTrialResults(created.sweep_id);
+  ASSERT_TRUE(results.ok()) << results.status().ToString();
+  ASSERT_EQ(results->size(), 4u);
+  const TrialResult& first = (*results)[0];
+  EXPECT_EQ(first.trial.id, trial);
+  EXPECT_EQ(first.trial.outcome, Outcome::kSucceeded);
+  ASSERT_TRUE(first.attempt.has_value());
+  EXPECT_EQ(first.attempt->worker_id, "w1");
+  ASSERT_EQ(first.summaries.size(), 2u);
+  EXPECT_EQ(first.summaries[0].summary, fields);
+  EXPECT_EQ(first.summaries[1].rank, 1);
+  EXPECT_FALSE((*results)[1].attempt.has_value());
+  EXPECT_TRUE((*results)[1].summaries.empty());
+
+  // The trial_results view: rank 0's throughput, the largest rank's peak memory.
+  Result<QueryResult> view = RunReadOnlyQuery(db_path_,
+      "SELECT tokens_per_s, peak_mem_bytes, worker_id, is_baseline FROM trial_results "
+      "WHERE trial_id = " + std::to_string(trial));
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  ASSERT_EQ(view->rows.size(), 1u);
+  EXPECT_EQ(view->rows[0][0], 2048.0);
+  EXPECT_EQ(view->rows[0][1], 999999);
+  EXPECT_EQ(view->rows[0][2], "w1");
+  EXPECT_EQ(view->rows[0][3], 1);
+}
+
+TEST_F(ResultsStoreTest, EventsRoundTripAndSequencedEventsAreStoredOnce) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t trial = CreateSample(*store).trial_ids[0];
+  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  std::vector<EventRecord> events = {
+      {trial, 1, 0, "ready", {{"threads", 4}}, 10.0, 1},
+      {trial, 1, 1, "ready", {{"threads", 4}}, 10.5, 1},
+      {trial, 1, std::nullopt, "assigned", {{"worker", "w1"}}, 0, std::nullopt},
+      {trial, 1, 0, "error", {{"kind", "oom"}, {"message", "bad \xff byte"}}, 11.0, 2},
+  };
+  Result<BatchResult> written = store->AppendEvents(events);
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_EQ(written->written, 4);
+  Result<BatchResult> again = store->AppendEvents({events[0], events[3]});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->duplicates, 2);
+
+  Result<std::vector<EventRecord>> stored = store->ReadEvents(trial);
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 4u);
+  EXPECT_EQ((*stored)[0].kind, "ready");
+  EXPECT_EQ((*stored)[0].data, events[0].data);
+  EXPECT_EQ((*stored)[0].at, 10.0);
+  EXPECT_EQ((*stored)[0].seq, 1);
+  EXPECT_EQ((*stored)[1].rank, 1);
+  EXPECT_FALSE((*stored)[2].rank.has_value());
+  EXPECT_EQ((*stored)[2].at, clock_.now_s);  // 0 means the store's clock
+  EXPECT_EQ((*stored)[3].data["kind"], "oom");
+}
+
+// --- Workers ---------------------------------------------------------------------------
+
+TEST_F(ResultsStoreTest, WorkersRoundTripAndKeepRegistrationTime) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  WorkerRecord worker;
+  worker.id = "w1";
+  worker.name = "node-a-worker";
+  worker.host = "node-a";
+  worker.resources = {{"cpu_slots", 4}, {"cuda_devices", nlohmann::json::array()}};
+  worker.metrics_url = "http://node-a:9400/metrics";
+  clock_.now_s = 500;
+  ASSERT_TRUE(store->UpsertWorker(worker).ok());
+  ASSERT_TRUE(store->RecordWorkerHeartbeat("w1", 510).ok());
+  ASSERT_TRUE(store->SetWorkerState("w1", WorkerState::kBusy).ok());
+
+  Result<std::vector<WorkerRecord>> workers = store->ListWorkers();
+  ASSERT_TRUE(workers.ok());
+  ASSERT_EQ(workers->size(), 1u);
+  EXPECT_EQ((*workers)[0].name, worker.name);
+  EXPECT_EQ((*workers)[0].host, worker.host);
+  EXPECT_EQ((*workers)[0].resources, worker.resources);
+  EXPECT_EQ((*workers)[0].metrics_url, worker.metrics_url);
+  EXPECT_EQ((*workers)[0].state, WorkerState::kBusy);
+  EXPECT_EQ((*workers)[0].registered_at, 500);
+  EXPECT_EQ((*workers)[0].last_heartbeat_at, 510);
+
+  // Re-registration after a reconnect updates the row but keeps the first registration.
+  clock_.now_s = 900;
+  worker.resources = {{"cpu_slots", 8}};
+  worker.state = WorkerState::kIdle;
+  ASSERT_TRUE(store->UpsertWorker(worker).ok());
+  workers = store->ListWorkers();
+  ASSERT_TRUE(workers.ok());
+  ASSERT_EQ(workers->size(), 1u);
+  EXPECT_EQ((*workers)[0].resources["cpu_slots"], 8);
+  EXPECT_EQ((*workers)[0].state, WorkerState::kIdle);
+  EXPECT_EQ((*workers)[0].registered_at, 500);
+  EXPECT_EQ((*workers)[0].last_heartbeat_at, 510);
+
+  EXPECT_EQ(store->SetWorkerState("nobody", WorkerState::kLost).code(), Status::Code::kNotFound);
+}
+
+// --- Recovery ----------------------------------------------------------------------------
+
+TEST_F(ResultsStoreTest, ReopenedStoreListsAssignedAndRunningTrialsWithTheirAttempt) {
+  std::vector<int64_t> trials;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    trials = CreateSample(*store).trial_ids;
+    ASSERT_TRUE(store->AssignTrial(trials[0], 0, Placement("w1", "node-a"))->applied);
+    ASSERT_TRUE(store->MarkRunning(trials[0], 1)->applied);
+    ASSERT_TRUE(store->AssignTrial(trials[1], 0, Placement("w2", "node-b"))->applied);
+    ASSERT_TRUE(store->RequeueTrial(trials[1], 1, Outcome::kLost, "lost")->applied);
+    ASSERT_TRUE(store->AssignTrial(trials[1], 1, Placement("w3", "node-c"))->applied);
+    ASSERT_TRUE(store->AssignTrial(trials[2], 0, Placement("w1", "node-a"))->applied);
+    ASSERT_TRUE(store->FinishTrial(trials[2], 1, Outcome::kSucceeded, "")->applied);
+  }
+  auto store = OpenStore();  // as after a coordinator restart
+  ASSERT_NE(store, nullptr);
+  Result<std::vector<TrialResult>> active = store->ListActiveTrials();
+  ASSERT_TRUE(active.ok()) << active.status().ToString();
+  ASSERT_EQ(active->size(), 2u);
+  EXPECT_EQ((*active)[0].trial.id, trials[0]);
+  EXPECT_EQ((*active)[0].trial.state, TrialState::kRunning);
+  ASSERT_TRUE((*active)[0].attempt.has_value());
+  EXPECT_EQ((*active)[0].attempt->attempt, 1);
+  EXPECT_EQ((*active)[0].attempt->worker_id, "w1");
+  EXPECT_EQ((*active)[1].trial.id, trials[1]);
+  EXPECT_EQ((*active)[1].trial.state, TrialState::kAssigned);
+  ASSERT_TRUE((*active)[1].attempt.has_value());
+  EXPECT_EQ((*active)[1].attempt->attempt, 2);
+  EXPECT_EQ((*active)[1].attempt->worker_id, "w3");
+
+  // The coordinator's grace period ends: the running trial is requeued.
+  ASSERT_TRUE(store->RequeueTrial(trials[0], 1, Outcome::kLost, "worker did not reconnect")->applied);
+  active = store->ListActiveTrials();
+  ASSERT_TRUE(active.ok());
+  EXPECT_EQ(active->size(), 1u);
+}
+
+TEST_F(ResultsStoreTest, StoreMayBeUsedFromSeveralThreads) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t trial = CreateSample(*store).trial_ids[0];
+  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 4; ++rank) {
+    threads.emplace_back([&, rank] {
+      for (int step = 0; step < 25; ++step) {
+        Result<BatchResult> written = store->AppendStepMetrics({Step(trial, 1, rank, step)});
+        EXPECT_TRUE(written.ok());
+        Result<std::vector<StepMetric>> read = store->ReadStepMetrics(trial, 1, rank);
+        EXPECT_TRUE(read.ok());
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 100);
+}
+
+}  // namespace
+}  // namespace bakeoff::metrics

@@ -1,0 +1,113 @@
+// Helpers shared by the results-store tests: a temporary directory removed at the end,
+// a settable clock, and a small sweep to store.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "metrics/results_store.h"
+
+namespace bakeoff::metrics::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "bakeoff-store-XXXXXX").string();
+    char* made = ::mkdtemp(pattern.data());
+    if (made == nullptr) std::abort();
+    path_ = made;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A clock the test advances by hand.
+struct FakeClock {
+  double now_s = 1'700'000'000.0;
+  std::function<UnixSeconds()> Function() {
+    return [this] { return now_s; };
+  }
+};
+
+// Two variants (eager baseline, jit) x `repeats` repeats, interleaved.
+struct SampleSweep {
+  SweepRecord sweep;
+  std::vector<VariantRecord> variants;
+  std::vector<NewTrial> trials;
+};
+
+inline SampleSweep MakeSampleSweep(const std::string& name = "compile-vs-eager",
+                                   int repeats = 2, int max_attempts = 3) {
+  SampleSweep sample;
+  sample.sweep.name = name;
+  sample.sweep.question = "Is jit faster than eager?";
+  sample.sweep.yaml = "name: " + name + "\nparameters:\n  compile_mode: {values: [eager, jit]}\n";
+  sample.sweep.spec = {{"name", name}, {"repeats", repeats}};
+  VariantRecord eager;
+  eager.key = "compile_mode=eager";
+  eager.ordinal = 0;
+  eager.params = {{"compile_mode", "eager"}};
+  eager.trainer_config = {{"compile_mode", "eager"}, {"model", "tiny"}, {"world_size", 2}};
+  eager.counterpart_key = eager.key;
+  eager.is_baseline = true;
+  VariantRecord jit;
+  jit.key = "compile_mode=jit";
+  jit.ordinal = 1;
+  jit.params = {{"compile_mode", "jit"}};
+  jit.trainer_config = {{"compile_mode", "jit"}, {"model", "tiny"}, {"world_size", 2}};
+  jit.counterpart_key = eager.key;
+  sample.variants = {eager, jit};
+  int order = 0;
+  for (int repeat = 0; repeat < repeats; ++repeat) {
+    for (const VariantRecord& variant : sample.variants) {
+      sample.trials.push_back({variant.key, repeat, order++, max_attempts});
+    }
+  }
+  return sample;
+}
+
+inline AttemptRecord Placement(const std::string& worker_id, const std::string& host,
+                               int world_size = 2) {
+  AttemptRecord placement;
+  placement.worker_id = worker_id;
+  placement.host = host;
+  for (int rank = 0; rank < world_size; ++rank) {
+    placement.ranks.push_back({rank, worker_id, host, "cpu"});
+  }
+  return placement;
+}
+
+inline StepMetric Step(int64_t trial_id, int64_t attempt, int64_t rank, int64_t step,
+                       const std::string& phase = "measure") {
+  StepMetric metric;
+  metric.trial_id = trial_id;
+  metric.attempt = attempt;
+  metric.rank = rank;
+  metric.step = step;
+  metric.phase = phase;
+  metric.step_s = 0.25 + 0.001 * static_cast<double>(step);
+  metric.tokens = 1024;
+  metric.loss = 10.0 - 0.01 * static_cast<double>(step);
+  metric.lr = 1e-3;
+  metric.peak_mem_bytes = 1'000'000 + step;
+  metric.rss_bytes = 2'000'000;
+  metric.comm_s = 0.01;
+  metric.comm_bytes = 4096;
+  return metric;
+}
+
+}  // namespace bakeoff::metrics::testing
