@@ -16,6 +16,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "metrics/read_only_query.h"
 #include "metrics/results_store.h"
@@ -29,8 +30,8 @@ using testing::Placement;
 using testing::Step;
 using testing::TempDir;
 
-constexpr int kRowsPerBatch = 250;
-constexpr int kRounds = 5;
+constexpr int kRowsPerBatch = 1000;
+constexpr int kRounds = 8;
 
 // One message per committed write, 8 bytes: the batch number (>= 0), or -(trial id) for
 // a trial finished with a FULL transition.
@@ -141,9 +142,12 @@ TEST(ResultsStoreCrashTest, WriterKilledMidBatchKeepsEveryCommittedBatch) {
       WriterMain(path, fds[1], next_batch);
     }
     ::close(fds[1]);
-    // Let it commit a random number of batches, then kill it while it writes the next.
+    // Let it commit a random number of batches, then kill it at a uniformly random
+    // point of the next batch period (a kill right after a report would always land
+    // between batches, where there is nothing to tear).
     int wanted = 3 + static_cast<int>(random() % 12);
     int64_t highest = next_batch - 1;
+    auto first_report_at = std::chrono::steady_clock::now();
     for (int seen = 0; seen < wanted;) {
       int64_t report = 0;
       ASSERT_TRUE(ReadReport(fds[0], &report, std::chrono::seconds(60)))
@@ -151,11 +155,15 @@ TEST(ResultsStoreCrashTest, WriterKilledMidBatchKeepsEveryCommittedBatch) {
       if (report >= 0) {
         committed_batches.insert(report);
         highest = std::max(highest, report);
+        if (seen == 0) first_report_at = std::chrono::steady_clock::now();
         ++seen;
       } else {
         finished_trials.insert(-report);
       }
     }
+    auto period = (std::chrono::steady_clock::now() - first_report_at) / std::max(1, wanted - 1);
+    std::uniform_int_distribution<int64_t> jitter(0, std::chrono::duration_cast<std::chrono::microseconds>(period).count());
+    std::this_thread::sleep_for(std::chrono::microseconds(jitter(random)));
     ASSERT_EQ(::kill(child.pid, SIGKILL), 0);
     int wait_status = 0;
     ASSERT_EQ(::waitpid(child.pid, &wait_status, 0), child.pid);
