@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "experiments/spec/sweep_expander.h"
 #include "experiments/spec/sweep_parser.h"
@@ -55,6 +56,37 @@ TEST(ShippedSweepsTest, CpuExampleIsSmallAndRunsOnTwoCpuRanks) {
     EXPECT_FALSE(v.counterpart_excluded) << v.key;
   }
   EXPECT_TRUE(spec->warnings.empty());
+}
+
+}  // namespace
+}  // namespace bakeoff::spec
+
+namespace bakeoff::spec {
+namespace {
+
+// docs/sweep.md's example must be a sweep the parser accepts, with the counts it states.
+TEST(ShippedSweepsTest, ReferenceExampleInDocsValidatesWithTheStatedCounts) {
+  std::ifstream in(BAKEOFF_SOURCE_DIR "/docs/sweep.md");
+  ASSERT_TRUE(in);
+  std::string line, yaml;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    if (!inside && line == "```yaml") {
+      inside = true;
+    } else if (inside && line == "```") {
+      break;
+    } else if (inside) {
+      yaml += line + "\n";
+    }
+  }
+  ASSERT_FALSE(yaml.empty());
+  auto spec = ParseSweepText(yaml, "docs/sweep.md");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  auto expanded = Expand(*spec);
+  ASSERT_TRUE(expanded.ok()) << expanded.status().message();
+  EXPECT_EQ(expanded->variants.size(), 6u);
+  EXPECT_EQ(expanded->excluded_count, 2u);
+  EXPECT_EQ(expanded->trials.size(), 18u);
 }
 
 }  // namespace
