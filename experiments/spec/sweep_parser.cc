@@ -466,12 +466,13 @@ class SweepParser {
 
     if (const Entry* e = find("name")) {
       if (auto name = ReadString(e->value, "name", "a sweep name")) {
-        static const std::regex kName("[A-Za-z0-9][A-Za-z0-9._-]*");
+        // Starting with a letter keeps names apart from sweep ids wherever a command
+        // accepts either.
+        static const std::regex kName("[A-Za-z][A-Za-z0-9._-]*");
         if (!std::regex_match(*name, kName) || name->size() > kMaxNameLength) {
           Add(e->value, "name",
-              "expected letters, digits, '.', '_' and '-' (at most " +
-                  std::to_string(kMaxNameLength) + ", starting with a letter or digit), got " +
-                  Describe(e->value));
+              "expected letters, digits, '.', '_' and '-', starting with a letter (at most " +
+                  std::to_string(kMaxNameLength) + " characters), got " + Describe(e->value));
         } else {
           spec_.name = *name;
         }

@@ -231,6 +231,8 @@ TEST(SweepParserTest, RejectsDuplicateKeys) {
 TEST(SweepParserTest, ValidatesTheName) {
   EXPECT_THAT(ErrorOf("name: has space\nworkload: {}\n"),
               HasSubstr("test.yaml:1:7: name: expected letters, digits"));
+  EXPECT_THAT(ErrorOf("name: 42\nworkload: {}\n"),
+              HasSubstr("test.yaml:1:7: name: expected letters, digits, '.', '_' and '-', starting with a letter"));
 }
 
 TEST(SweepParserTest, BaselineMustNameAnAxisAndOneOfItsValues) {
