@@ -1,0 +1,123 @@
+#include "coordinator/scheduler.h"
+
+#include <algorithm>
+#include <optional>
+#include <tuple>
+
+namespace bakeoff::coordinator {
+namespace {
+
+int Capacity(const SchedulerWorker& w, bool cuda) {
+  return cuda ? static_cast<int>(w.free_cuda_devices.size()) : w.free_cpu_slots;
+}
+
+std::optional<TrialPlacement> Place(std::int64_t sweep_id, const SchedulerTrial& trial,
+                                    std::vector<SchedulerWorker>& workers,
+                                    const Scheduler::HistoryFn& history) {
+  const int need = std::max(1, trial.world_size);
+  auto runs = [&](const SchedulerWorker& w) {
+    return history ? history(sweep_id, trial.variant_key, w.id) : 0;
+  };
+  // (worker index, ranks on it), rank 0's worker first.
+  std::vector<std::pair<std::size_t, int>> parts;
+  std::optional<std::size_t> single;
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    if (Capacity(workers[i], trial.cuda) < need) continue;
+    if (!single) {
+      single = i;
+      continue;
+    }
+    const auto& a = workers[i];
+    const auto& b = workers[*single];
+    auto key_a = std::make_tuple(runs(a), -Capacity(a, trial.cuda), a.id);
+    auto key_b = std::make_tuple(runs(b), -Capacity(b, trial.cuda), b.id);
+    if (key_a < key_b) single = i;
+  }
+  if (single) {
+    parts.push_back({*single, need});
+  } else {
+    std::vector<std::size_t> order;
+    int total = 0;
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      if (Capacity(workers[i], trial.cuda) > 0) {
+        order.push_back(i);
+        total += Capacity(workers[i], trial.cuda);
+      }
+    }
+    if (total < need) return std::nullopt;
+    std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+      const auto& a = workers[x];
+      const auto& b = workers[y];
+      return std::make_tuple(-Capacity(a, trial.cuda), runs(a), a.id) <
+             std::make_tuple(-Capacity(b, trial.cuda), runs(b), b.id);
+    });
+    int left = need;
+    for (std::size_t i : order) {
+      if (left == 0) break;
+      int take = std::min(left, Capacity(workers[i], trial.cuda));
+      parts.push_back({i, take});
+      left -= take;
+    }
+  }
+  TrialPlacement placement;
+  placement.trial_id = trial.trial_id;
+  placement.sweep_id = sweep_id;
+  int rank = 0;
+  for (auto [index, count] : parts) {
+    auto& w = workers[index];
+    for (int local = 0; local < count; ++local) {
+      RankAssignment r;
+      r.rank = rank++;
+      r.worker_id = w.id;
+      r.local_rank = local;
+      if (trial.cuda) {
+        r.cuda_device = w.free_cuda_devices.front();
+        w.free_cuda_devices.erase(w.free_cuda_devices.begin());
+      } else {
+        --w.free_cpu_slots;
+      }
+      placement.ranks.push_back(r);
+    }
+  }
+  return placement;
+}
+
+}  // namespace
+
+std::vector<TrialPlacement> Scheduler::Schedule(const std::vector<SchedulerSweep>& sweeps_in,
+                                                std::vector<SchedulerWorker> workers,
+                                                const HistoryFn& history) {
+  std::vector<TrialPlacement> out;
+  if (sweeps_in.empty() || workers.empty()) return out;
+  std::vector<const SchedulerSweep*> sweeps;
+  for (const auto& s : sweeps_in) sweeps.push_back(&s);
+  std::sort(sweeps.begin(), sweeps.end(),
+            [](const SchedulerSweep* a, const SchedulerSweep* b) { return a->sweep_id < b->sweep_id; });
+  const std::size_t n = sweeps.size();
+  std::vector<std::size_t> cursor(n, 0);
+  std::vector<bool> blocked(n, false);
+  // Resume the rotation after the sweep served last (across calls).
+  std::size_t start = 0;
+  while (start < n && sweeps[start]->sweep_id <= last_served_sweep_) ++start;
+  if (start == n) start = 0;
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t s = (start + k) % n;
+      if (blocked[s] || cursor[s] >= sweeps[s]->queue.size()) continue;
+      auto placed = Place(sweeps[s]->sweep_id, sweeps[s]->queue[cursor[s]], workers, history);
+      if (!placed) {
+        blocked[s] = true;  // strict order: this sweep waits for its head
+        continue;
+      }
+      ++cursor[s];
+      last_served_sweep_ = sweeps[s]->sweep_id;
+      out.push_back(std::move(*placed));
+      progress = true;
+    }
+  }
+  return out;
+}
+
+}  // namespace bakeoff::coordinator

@@ -1,0 +1,69 @@
+// Scheduler: decides which queued trials start now and where. Pure: it sees queues
+// and free capacity and returns placements; the coordinator applies them.
+//  - Gang allocation: all ranks of a trial are placed at once or not at all; on one
+//    worker when one has room, else spread over several (rank 0 on the worker with the
+//    most ranks).
+//  - Order: each sweep's queue is taken strictly in its order (interleaved by the
+//    spec); a head that does not fit holds back its own sweep only.
+//  - Fairness: sweeps take turns (round robin, one trial per turn, resuming after the
+//    sweep served last).
+//  - Repeats spread: among workers with room, the one that has run this variant the
+//    fewest times is preferred (so a worker's speed does not masquerade as an effect).
+// Thread-safety: not thread-safe (keeps the round-robin cursor).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace bakeoff::coordinator {
+
+struct SchedulerWorker {
+  std::string id;
+  int free_cpu_slots = 0;
+  std::vector<int> free_cuda_devices;
+};
+
+struct SchedulerTrial {
+  std::int64_t trial_id = 0;
+  std::string variant_key;
+  int world_size = 1;
+  bool cuda = false;  // needs one CUDA device per rank (else one CPU slot per rank)
+};
+
+struct SchedulerSweep {
+  std::int64_t sweep_id = 0;
+  std::vector<SchedulerTrial> queue;  // queued trials in run order
+};
+
+struct RankAssignment {
+  int rank = 0;
+  std::string worker_id;
+  int local_rank = 0;
+  int cuda_device = -1;  // -1 on CPU
+};
+
+struct TrialPlacement {
+  std::int64_t trial_id = 0;
+  std::int64_t sweep_id = 0;
+  std::vector<RankAssignment> ranks;  // by rank; ranks[0] is rank 0
+};
+
+class Scheduler {
+ public:
+  // How many attempts of `variant_key` (in `sweep_id`) have run on `worker_id`.
+  using HistoryFn = std::function<int(std::int64_t sweep_id, const std::string& variant_key,
+                                      const std::string& worker_id)>;
+
+  // Places as many trials as fit. `workers` are the schedulable workers (their free
+  // capacity is consumed by the placements returned).
+  std::vector<TrialPlacement> Schedule(const std::vector<SchedulerSweep>& sweeps,
+                                       std::vector<SchedulerWorker> workers,
+                                       const HistoryFn& history);
+
+ private:
+  std::int64_t last_served_sweep_ = -1;
+};
+
+}  // namespace bakeoff::coordinator

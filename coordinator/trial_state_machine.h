@@ -1,0 +1,58 @@
+// TrialStateMachine: the life of one trial, decided here and persisted by the results
+// store (whose compare-and-set transitions mirror these). States:
+//   queued -> assigned -> running -> finished(outcome)
+//   assigned|running -> queued          when the attempt is lost and attempts remain
+//   queued|assigned|running -> finished when cancelled
+// Only `lost` attempts are retried, up to max_attempts; every other outcome is final
+// (deterministic results: retrying an OOM wastes a node and hides the result). A report
+// for an attempt that is not the current one is stale and changes nothing.
+// Pure logic. Thread-safety: a value; not thread-safe.
+#pragma once
+
+#include <optional>
+
+#include "protocol/outcome.h"
+#include "protocol/status.h"
+
+namespace bakeoff::coordinator {
+
+enum class TrialPhase { kQueued, kAssigned, kRunning, kFinished };
+const char* TrialPhaseName(TrialPhase phase);
+
+class TrialStateMachine {
+ public:
+  explicit TrialStateMachine(int max_attempts = 1, int attempts_used = 0,
+                             TrialPhase phase = TrialPhase::kQueued)
+      : max_attempts_(max_attempts < 1 ? 1 : max_attempts), attempts_used_(attempts_used), phase_(phase) {}
+
+  // queued -> assigned; returns the new attempt number (1-based).
+  Result<int> Assign();
+  // assigned -> running for the current attempt; true when it changed the phase.
+  bool MarkRunning(int attempt);
+
+  enum class Effect {
+    kIgnored,   // stale attempt or already finished: nothing changed
+    kRequeued,  // the attempt was lost and another attempt is allowed
+    kFinished,  // the trial has its final outcome
+  };
+  // The current attempt ended with `outcome`.
+  Effect Report(int attempt, protocol::Outcome outcome);
+  // Any unfinished state -> finished(cancelled).
+  Effect Cancel();
+
+  bool IsCurrent(int attempt) const {
+    return attempt == attempts_used_ && (phase_ == TrialPhase::kAssigned || phase_ == TrialPhase::kRunning);
+  }
+  TrialPhase phase() const { return phase_; }
+  int attempts_used() const { return attempts_used_; }
+  int max_attempts() const { return max_attempts_; }
+  std::optional<protocol::Outcome> outcome() const { return outcome_; }
+
+ private:
+  int max_attempts_;
+  int attempts_used_;
+  TrialPhase phase_;
+  std::optional<protocol::Outcome> outcome_;
+};
+
+}  // namespace bakeoff::coordinator

@@ -1,0 +1,95 @@
+#include "coordinator/worker_registry.h"
+
+#include <algorithm>
+
+namespace bakeoff::coordinator {
+
+const char* WorkerLivenessName(WorkerLiveness liveness) {
+  switch (liveness) {
+    case WorkerLiveness::kAlive: return "alive";
+    case WorkerLiveness::kDraining: return "draining";
+    case WorkerLiveness::kLost: return "lost";
+  }
+  return "lost";
+}
+
+std::vector<int> WorkerInfo::free_cuda_devices() const {
+  std::vector<int> out;
+  for (int d : resources.cuda_devices) {
+    if (!used_cuda_devices.count(d)) out.push_back(d);
+  }
+  return out;
+}
+
+WorkerInfo& WorkerRegistry::Register(const protocol::RegisterMessage& message) {
+  auto& info = workers_[message.worker_name];
+  const bool fresh = info.id.empty();
+  info.id = message.worker_name;
+  info.host = message.host;
+  info.resources = message.resources;
+  info.store_ports = message.store_ports;
+  info.metrics_port = message.metrics_port;
+  info.simulate = message.simulate;
+  info.liveness = WorkerLiveness::kAlive;
+  info.last_heartbeat = clock_.Now();
+  if (fresh) info.registered_at = clock_.Now();
+  return info;
+}
+
+bool WorkerRegistry::Heartbeat(const std::string& worker_id) {
+  auto* info = Find(worker_id);
+  if (!info) return false;
+  info->last_heartbeat = clock_.Now();
+  return true;
+}
+
+void WorkerRegistry::SetDraining(const std::string& worker_id) {
+  if (auto* info = Find(worker_id)) info->liveness = WorkerLiveness::kDraining;
+}
+
+std::vector<std::string> WorkerRegistry::Expire() {
+  std::vector<std::string> lost;
+  const auto now = clock_.Now();
+  for (auto& [id, info] : workers_) {
+    if (info.liveness == WorkerLiveness::kLost) continue;
+    if (now - info.last_heartbeat > ttl_) {
+      info.liveness = WorkerLiveness::kLost;
+      lost.push_back(id);
+    }
+  }
+  return lost;
+}
+
+void WorkerRegistry::Reserve(const std::string& worker_id, const protocol::AttemptRef& attempt,
+                             int cpu_slots, const std::vector<int>& cuda_devices) {
+  auto* info = Find(worker_id);
+  if (!info) return;
+  info->used_cpu_slots += cpu_slots;
+  for (int d : cuda_devices) info->used_cuda_devices.insert(d);
+  info->attempts.insert(attempt);
+}
+
+void WorkerRegistry::Release(const std::string& worker_id, const protocol::AttemptRef& attempt,
+                             int cpu_slots, const std::vector<int>& cuda_devices) {
+  auto* info = Find(worker_id);
+  if (!info || !info->attempts.count(attempt)) return;
+  info->used_cpu_slots = std::max(0, info->used_cpu_slots - cpu_slots);
+  for (int d : cuda_devices) info->used_cuda_devices.erase(d);
+  info->attempts.erase(attempt);
+}
+
+int WorkerRegistry::NextStorePort(const std::string& worker_id) {
+  auto* info = Find(worker_id);
+  if (!info) return 0;
+  const int span = std::max(1, info->store_ports.last - info->store_ports.first + 1);
+  const int port = info->store_ports.first + (info->next_store_port_offset % span);
+  info->next_store_port_offset = (info->next_store_port_offset + 1) % span;
+  return port;
+}
+
+WorkerInfo* WorkerRegistry::Find(const std::string& worker_id) {
+  auto it = workers_.find(worker_id);
+  return it == workers_.end() ? nullptr : &it->second;
+}
+
+}  // namespace bakeoff::coordinator

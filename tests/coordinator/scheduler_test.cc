@@ -1,0 +1,106 @@
+#include "coordinator/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace bakeoff::coordinator {
+namespace {
+
+SchedulerTrial T(std::int64_t id, const std::string& variant, int world = 1) {
+  return SchedulerTrial{id, variant, world, false};
+}
+
+SchedulerWorker W(const std::string& id, int slots) { return SchedulerWorker{id, slots, {}}; }
+
+TEST(SchedulerTest, GangTrialFitsOnOneWorkerWhenItCan) {
+  Scheduler scheduler;
+  auto placed = scheduler.Schedule({{1, {T(10, "a", 2)}}}, {W("w1", 1), W("w2", 2)}, nullptr);
+  ASSERT_EQ(placed.size(), 1u);
+  ASSERT_EQ(placed[0].ranks.size(), 2u);
+  EXPECT_EQ(placed[0].ranks[0].worker_id, "w2");
+  EXPECT_EQ(placed[0].ranks[1].worker_id, "w2");
+  EXPECT_EQ(placed[0].ranks[1].local_rank, 1);
+}
+
+TEST(SchedulerTest, GangTrialSpreadsOverSeveralOneSlotWorkers) {
+  Scheduler scheduler;
+  auto placed = scheduler.Schedule({{1, {T(10, "a", 2)}}}, {W("w1", 1), W("w2", 1)}, nullptr);
+  ASSERT_EQ(placed.size(), 1u);
+  ASSERT_EQ(placed[0].ranks.size(), 2u);
+  EXPECT_NE(placed[0].ranks[0].worker_id, placed[0].ranks[1].worker_id);
+  EXPECT_EQ(placed[0].ranks[0].rank, 0);
+  EXPECT_EQ(placed[0].ranks[0].local_rank, 0);
+  EXPECT_EQ(placed[0].ranks[1].local_rank, 0);
+}
+
+TEST(SchedulerTest, GangTrialWaitsForAllRanks) {
+  Scheduler scheduler;
+  auto placed = scheduler.Schedule({{1, {T(10, "a", 3), T(11, "b", 1)}}}, {W("w1", 1), W("w2", 1)}, nullptr);
+  EXPECT_TRUE(placed.empty()) << "no partial gang, and the sweep's order is kept";
+}
+
+TEST(SchedulerTest, KeepsTheSweepOrder) {
+  Scheduler scheduler;
+  auto placed = scheduler.Schedule({{1, {T(1, "a"), T(2, "b"), T(3, "a"), T(4, "b")}}}, {W("w1", 3)}, nullptr);
+  ASSERT_EQ(placed.size(), 3u);
+  EXPECT_EQ(placed[0].trial_id, 1);
+  EXPECT_EQ(placed[1].trial_id, 2);
+  EXPECT_EQ(placed[2].trial_id, 3);
+}
+
+TEST(SchedulerTest, ConcurrentSweepsTakeTurns) {
+  Scheduler scheduler;
+  std::vector<SchedulerSweep> sweeps = {{1, {T(1, "a"), T(2, "a"), T(3, "a")}},
+                                        {2, {T(4, "x"), T(5, "x"), T(6, "x")}}};
+  auto placed = scheduler.Schedule(sweeps, {W("w1", 4)}, nullptr);
+  ASSERT_EQ(placed.size(), 4u);
+  EXPECT_EQ(placed[0].sweep_id, 1);
+  EXPECT_EQ(placed[1].sweep_id, 2);
+  EXPECT_EQ(placed[2].sweep_id, 1);
+  EXPECT_EQ(placed[3].sweep_id, 2);
+}
+
+TEST(SchedulerTest, RoundRobinResumesAcrossCalls) {
+  Scheduler scheduler;
+  std::vector<SchedulerSweep> sweeps = {{1, {T(1, "a")}}, {2, {T(4, "x")}}};
+  auto first = scheduler.Schedule(sweeps, {W("w1", 1)}, nullptr);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].sweep_id, 1);
+  std::vector<SchedulerSweep> rest = {{1, {T(2, "a")}}, {2, {T(4, "x")}}};
+  auto second = scheduler.Schedule(rest, {W("w1", 1)}, nullptr);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].sweep_id, 2) << "the other sweep's turn";
+}
+
+TEST(SchedulerTest, BlockedSweepDoesNotBlockOthers) {
+  Scheduler scheduler;
+  std::vector<SchedulerSweep> sweeps = {{1, {T(1, "wide", 8)}}, {2, {T(2, "x")}}};
+  auto placed = scheduler.Schedule(sweeps, {W("w1", 2)}, nullptr);
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].trial_id, 2);
+}
+
+TEST(SchedulerTest, RepeatsSpreadAcrossWorkers) {
+  Scheduler scheduler;
+  std::map<std::string, int> runs = {{"w1", 1}, {"w2", 0}};
+  auto history = [&](std::int64_t, const std::string& variant, const std::string& worker) {
+    return variant == "a" ? runs[worker] : 0;
+  };
+  auto placed = scheduler.Schedule({{1, {T(7, "a")}}}, {W("w1", 4), W("w2", 1)}, history);
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].ranks[0].worker_id, "w2") << "w1 already ran variant a";
+}
+
+TEST(SchedulerTest, CudaTrialsTakeDistinctDevices) {
+  Scheduler scheduler;
+  SchedulerWorker gpu{"g", 0, {0, 1, 2}};
+  SchedulerTrial t{1, "a", 2, true};
+  auto placed = scheduler.Schedule({{1, {t, SchedulerTrial{2, "b", 2, true}}}}, {gpu}, nullptr);
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].ranks[0].cuda_device, 0);
+  EXPECT_EQ(placed[0].ranks[1].cuda_device, 1);
+}
+
+}  // namespace
+}  // namespace bakeoff::coordinator

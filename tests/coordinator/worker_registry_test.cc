@@ -1,0 +1,70 @@
+#include "coordinator/worker_registry.h"
+
+#include <gtest/gtest.h>
+
+namespace bakeoff::coordinator {
+namespace {
+using namespace std::chrono_literals;
+
+protocol::RegisterMessage Reg(const std::string& name, int slots = 2) {
+  protocol::RegisterMessage m;
+  m.worker_name = name;
+  m.host = "127.0.0.1";
+  m.resources.cpu_slots = slots;
+  m.store_ports = {30000, 30002};
+  return m;
+}
+
+TEST(WorkerRegistryTest, WorkerExpiresOnlyAfterTheTtlWithoutHeartbeat) {
+  FakeClock clock;
+  WorkerRegistry registry(clock, 1000ms);
+  registry.Register(Reg("a"));
+  clock.Advance(900ms);
+  EXPECT_TRUE(registry.Expire().empty());
+  registry.Heartbeat("a");
+  clock.Advance(900ms);
+  EXPECT_TRUE(registry.Expire().empty());
+  clock.Advance(200ms);
+  EXPECT_EQ(registry.Expire(), std::vector<std::string>{"a"});
+  EXPECT_EQ(registry.Find("a")->liveness, WorkerLiveness::kLost);
+  EXPECT_TRUE(registry.Expire().empty()) << "a lost worker is reported once";
+}
+
+TEST(WorkerRegistryTest, ReRegistrationRevivesAndKeepsReservations) {
+  FakeClock clock;
+  WorkerRegistry registry(clock, 1000ms);
+  registry.Register(Reg("a"));
+  registry.Reserve("a", {1, 1}, 1, {});
+  clock.Advance(2000ms);
+  registry.Expire();
+  registry.Register(Reg("a"));
+  EXPECT_EQ(registry.Find("a")->liveness, WorkerLiveness::kAlive);
+  EXPECT_EQ(registry.Find("a")->free_cpu_slots(), 1);
+}
+
+TEST(WorkerRegistryTest, ReserveAndReleaseTrackFreeCapacity) {
+  FakeClock clock;
+  WorkerRegistry registry(clock, 1000ms);
+  auto reg = Reg("g", 0);
+  reg.resources.cuda_devices = {0, 1};
+  registry.Register(reg);
+  registry.Reserve("g", {1, 1}, 0, {1});
+  EXPECT_EQ(registry.Find("g")->free_cuda_devices(), std::vector<int>{0});
+  registry.Release("g", {1, 1}, 0, {1});
+  EXPECT_EQ(registry.Find("g")->free_cuda_devices().size(), 2u);
+  registry.Release("g", {1, 1}, 0, {1});  // twice: no effect
+  EXPECT_EQ(registry.Find("g")->free_cuda_devices().size(), 2u);
+}
+
+TEST(WorkerRegistryTest, StorePortsRotateWithinTheAdvertisedRange) {
+  FakeClock clock;
+  WorkerRegistry registry(clock, 1000ms);
+  registry.Register(Reg("a"));
+  EXPECT_EQ(registry.NextStorePort("a"), 30000);
+  EXPECT_EQ(registry.NextStorePort("a"), 30001);
+  EXPECT_EQ(registry.NextStorePort("a"), 30002);
+  EXPECT_EQ(registry.NextStorePort("a"), 30000);
+}
+
+}  // namespace
+}  // namespace bakeoff::coordinator
