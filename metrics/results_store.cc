@@ -1,5 +1,7 @@
 #include "metrics/results_store.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -302,6 +304,7 @@ Result<std::unique_ptr<ResultsStore>> ResultsStore::Open(StoreOptions options) {
     return Status::InvalidArgument("results database path is empty; give a file name");
   }
   std::unique_ptr<ResultsStore> store(new ResultsStore(std::move(options)));
+  if (store->options_.read_only) return OpenReadOnly(std::move(store));
   Result<std::unique_ptr<SqliteConnection>> db = SqliteConnection::Open(
       store->options_.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, store->options_.vfs);
   if (!db.ok()) return db.status();
@@ -334,6 +337,33 @@ Result<std::unique_ptr<ResultsStore>> ResultsStore::Open(StoreOptions options) {
   return store;
 }
 
+Result<std::unique_ptr<ResultsStore>> ResultsStore::OpenReadOnly(
+    std::unique_ptr<ResultsStore> store) {
+  const std::string& path = store->options_.path;
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) {
+    return Status::NotFound("results database " + path +
+                            " does not exist; give the file a sweep's results were written to");
+  }
+  Result<std::unique_ptr<SqliteConnection>> db =
+      SqliteConnection::Open(path, SQLITE_OPEN_READONLY, store->options_.vfs);
+  if (!db.ok()) return db.status();
+  store->db_ = std::move(*db);
+  sqlite3_busy_timeout(store->db_->handle(), store->options_.busy_timeout_ms);
+  BAKEOFF_RETURN_IF_ERROR(store->db_->Exec("PRAGMA query_only = ON"));
+  Result<int> version = ReadSchemaVersion(*store->db_);
+  if (!version.ok()) return version.status();
+  if (*version != kLatestSchemaVersion) {
+    return Status::InvalidArgument(
+        "results database " + path + " has schema version " + std::to_string(*version) +
+        " but this Bakeoff reads version " + std::to_string(kLatestSchemaVersion) + "; " +
+        (*version < kLatestSchemaVersion
+             ? "open it once with a writer (e.g. `bakeoff coordinator --db`) to migrate it"
+             : "use a newer bakeoff"));
+  }
+  return store;
+}
+
 Result<int> ResultsStore::SchemaVersion() {
   std::lock_guard<std::mutex> lock(mutex_);
   return ReadSchemaVersion(*db_);
@@ -362,13 +392,26 @@ Status ResultsStore::SetSynchronous(bool full) {
   return Status::Ok();
 }
 
-Status ResultsStore::WriteTransaction(bool durable, const std::function<Status()>& body) {
-  BAKEOFF_RETURN_IF_ERROR(NoteFailure(SetSynchronous(durable || options_.metrics_synchronous_full)));
-  SqliteTransaction transaction(*db_);
-  if (!transaction.begin_status().ok()) return NoteFailure(transaction.begin_status());
-  Status status = body();
-  if (!status.ok()) return NoteFailure(status);
-  return NoteFailure(transaction.Commit());
+Status ResultsStore::WriteTransaction(const char* operation, bool durable,
+                                      const std::function<Status()>& body) {
+  if (options_.read_only) {
+    return Status::Unsupported("results database " + options_.path +
+                               " was opened read-only; " + operation + " needs a writer");
+  }
+  auto started = std::chrono::steady_clock::now();
+  Status status = [&]() -> Status {
+    BAKEOFF_RETURN_IF_ERROR(SetSynchronous(durable || options_.metrics_synchronous_full));
+    SqliteTransaction transaction(*db_);
+    BAKEOFF_RETURN_IF_ERROR(transaction.begin_status());
+    BAKEOFF_RETURN_IF_ERROR(body());
+    return transaction.Commit();
+  }();
+  if (options_.write_observer) {
+    options_.write_observer(
+        operation, status,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
+  return NoteFailure(status);
 }
 
 Status ResultsStore::Probe() {
@@ -388,7 +431,7 @@ Status ResultsStore::Probe() {
   Result<int> version = ReadSchemaVersion(*db_);
   if (!version.ok()) return NoteFailure(version.status());
   // Rewriting the header's user_version is a real, durable write of one page.
-  Status written = WriteTransaction(true, [&] {
+  Status written = WriteTransaction("probe", true, [&] {
     return db_->Exec("PRAGMA user_version = " + std::to_string(*version));
   });
   if (written.ok()) health_ = Status::Ok();
@@ -419,7 +462,7 @@ Result<CreatedSweep> ResultsStore::CreateSweep(const SweepRecord& sweep,
   std::lock_guard<std::mutex> lock(mutex_);
   CreatedSweep created;
   UnixSeconds now = Now();
-  Status status = WriteTransaction(true, [&]() -> Status {
+  Status status = WriteTransaction("create_sweep", true, [&]() -> Status {
     Result<SqliteStatement> insert_sweep = db_->Prepare(
         "INSERT INTO sweeps (name, question, yaml, spec_json, state, created_at, "
         "finished_at, variant_count, trial_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
@@ -471,7 +514,7 @@ Result<CreatedSweep> ResultsStore::CreateSweep(const SweepRecord& sweep,
 Status ResultsStore::SetSweepState(int64_t sweep_id, SweepState state) {
   std::lock_guard<std::mutex> lock(mutex_);
   UnixSeconds now = Now();
-  return WriteTransaction(true, [&]() -> Status {
+  return WriteTransaction("set_sweep_state", true, [&]() -> Status {
     Result<SqliteStatement> update = db_->Prepare(
         "UPDATE sweeps SET state = ?1, finished_at = CASE WHEN ?1 = 'running' THEN NULL "
         "ELSE COALESCE(finished_at, ?2) END WHERE id = ?3");
@@ -494,7 +537,7 @@ Result<TransitionResult> ResultsStore::AssignTrial(int64_t trial_id,
   std::lock_guard<std::mutex> lock(mutex_);
   UnixSeconds now = Now();
   TransitionResult result;
-  Status status = WriteTransaction(true, [&]() -> Status {
+  Status status = WriteTransaction("assign_trial", true, [&]() -> Status {
     Result<TransitionResult> found = ReadTransitionState(*db_, trial_id);
     if (!found.ok()) return found.status();
     result = *found;
@@ -529,7 +572,7 @@ Result<TransitionResult> ResultsStore::MarkRunning(int64_t trial_id, int64_t att
   std::lock_guard<std::mutex> lock(mutex_);
   UnixSeconds now = Now();
   TransitionResult result;
-  Status status = WriteTransaction(true, [&]() -> Status {
+  Status status = WriteTransaction("mark_running", true, [&]() -> Status {
     Result<TransitionResult> found = ReadTransitionState(*db_, trial_id);
     if (!found.ok()) return found.status();
     result = *found;
@@ -560,7 +603,7 @@ Result<TransitionResult> ResultsStore::FinishTrial(int64_t trial_id, int64_t exp
   std::lock_guard<std::mutex> lock(mutex_);
   UnixSeconds now = Now();
   TransitionResult result;
-  Status status = WriteTransaction(true, [&]() -> Status {
+  Status status = WriteTransaction("finish_trial", true, [&]() -> Status {
     Result<TransitionResult> found = ReadTransitionState(*db_, trial_id);
     if (!found.ok()) return found.status();
     result = *found;
@@ -597,7 +640,7 @@ Result<TransitionResult> ResultsStore::RequeueTrial(int64_t trial_id, int64_t at
   std::lock_guard<std::mutex> lock(mutex_);
   UnixSeconds now = Now();
   TransitionResult result;
-  Status status = WriteTransaction(true, [&]() -> Status {
+  Status status = WriteTransaction("requeue_trial", true, [&]() -> Status {
     Result<TransitionResult> found = ReadTransitionState(*db_, trial_id);
     if (!found.ok()) return found.status();
     result = *found;
@@ -627,7 +670,7 @@ Result<int64_t> ResultsStore::CancelQueuedTrials(int64_t sweep_id, const std::st
   std::lock_guard<std::mutex> lock(mutex_);
   UnixSeconds now = Now();
   int64_t cancelled = 0;
-  Status status = WriteTransaction(true, [&]() -> Status {
+  Status status = WriteTransaction("cancel_queued_trials", true, [&]() -> Status {
     Result<SqliteStatement> exists = db_->Prepare("SELECT 1 FROM sweeps WHERE id = ?");
     if (!exists.ok()) return exists.status();
     exists->Bind(1, sweep_id);
@@ -658,7 +701,7 @@ Status ResultsStore::UpsertWorker(const WorkerRecord& worker) {
   if (worker.id.empty()) return Status::InvalidArgument("worker id is empty");
   std::lock_guard<std::mutex> lock(mutex_);
   UnixSeconds now = Now();
-  return WriteTransaction(false, [&]() -> Status {
+  return WriteTransaction("upsert_worker", false, [&]() -> Status {
     Result<SqliteStatement> upsert = db_->Prepare(
         "INSERT INTO workers (id, name, host, resources_json, metrics_url, state, "
         "registered_at, last_heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
@@ -677,7 +720,7 @@ Status ResultsStore::UpsertWorker(const WorkerRecord& worker) {
 
 Status ResultsStore::SetWorkerState(const std::string& worker_id, WorkerState state) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return WriteTransaction(false, [&]() -> Status {
+  return WriteTransaction("set_worker_state", false, [&]() -> Status {
     Result<SqliteStatement> update = db_->Prepare("UPDATE workers SET state = ? WHERE id = ?");
     if (!update.ok()) return update.status();
     update->BindAll(WorkerStateName(state), worker_id);
@@ -693,7 +736,7 @@ Status ResultsStore::SetWorkerState(const std::string& worker_id, WorkerState st
 Status ResultsStore::RecordWorkerHeartbeat(const std::string& worker_id, UnixSeconds at) {
   std::lock_guard<std::mutex> lock(mutex_);
   UnixSeconds when = at != 0 ? at : Now();
-  return WriteTransaction(false, [&]() -> Status {
+  return WriteTransaction("worker_heartbeat", false, [&]() -> Status {
     Result<SqliteStatement> update =
         db_->Prepare("UPDATE workers SET last_heartbeat_at = ? WHERE id = ?");
     if (!update.ok()) return update.status();
@@ -714,7 +757,7 @@ Result<BatchResult> ResultsStore::AppendBatch(const MetricsBatch& batch) {
   std::lock_guard<std::mutex> lock(mutex_);
   UnixSeconds now = Now();
   BatchResult result;
-  Status status = WriteTransaction(false, [&]() -> Status {
+  Status status = WriteTransaction("append_batch", false, [&]() -> Status {
     result = BatchResult();
     CurrentAttemptCache current(*db_);
     auto count = [&](bool inserted) { (inserted ? result.written : result.duplicates) += 1; };

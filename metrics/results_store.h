@@ -57,6 +57,19 @@ struct StoreOptions {
   // Name of a registered SQLite VFS to open the file through; empty = the default.
   // Tests register a fault-injecting VFS here (a full or failing disk).
   std::string vfs;
+  // Open an existing file for reading only (SQLITE_OPEN_READONLY, query_only): for
+  // `bakeoff status/report --db` beside a running coordinator or on a read-only copy.
+  // No file is created and no migration runs (a file of another schema version is
+  // refused with kInvalidArgument); every write method fails with kUnsupported.
+  bool read_only = false;
+  // Called after every write transaction with its operation name, its Status and its
+  // wall-clock seconds: the coordinator's store-write-latency metric. Operations:
+  // create_sweep, set_sweep_state, assign_trial, mark_running, finish_trial,
+  // requeue_trial, cancel_queued_trials, upsert_worker, set_worker_state,
+  // worker_heartbeat, append_batch, probe. Runs under the store's mutex: keep it cheap
+  // and never call the store from it.
+  std::function<void(const char* operation, const Status& status, double seconds)>
+      write_observer;
 };
 
 // What a compare-and-set transition did. applied=false is not an error: the trial was
@@ -211,7 +224,9 @@ class ResultsStore {
   // Runs body inside BEGIN IMMEDIATE ... COMMIT with synchronous FULL when `durable`
   // (NORMAL otherwise); rolls back on any error and records disk errors in health_.
   // REQUIRES: mutex_ held.
-  Status WriteTransaction(bool durable, const std::function<Status()>& body);
+  Status WriteTransaction(const char* operation, bool durable,
+                          const std::function<Status()>& body);
+  static Result<std::unique_ptr<ResultsStore>> OpenReadOnly(std::unique_ptr<ResultsStore> store);
   // REQUIRES: mutex_ held.
   Status SetSynchronous(bool full);
   // Turns the store unhealthy when `status` is a disk error; returns it unchanged.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <thread>
 
@@ -751,6 +752,69 @@ TEST_F(ResultsStoreTest, StoreMayBeUsedFromSeveralThreads) {
   }
   for (std::thread& thread : threads) thread.join();
   EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 100);
+}
+
+TEST_F(ResultsStoreTest, ReadOnlyStoreReadsBesideTheWriterAndRefusesWrites) {
+  auto writer = OpenStore();
+  ASSERT_NE(writer, nullptr);
+  CreatedSweep created = CreateSample(*writer);
+  ASSERT_TRUE(writer->AssignTrial(created.trial_ids[0], 0, Placement("w1", "node-a"))->applied);
+
+  StoreOptions options;
+  options.path = db_path_;
+  options.read_only = true;
+  Result<std::unique_ptr<ResultsStore>> reader = ResultsStore::Open(options);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  Result<std::vector<TrialResult>> trials = (*reader)->ListTrialResults(created.sweep_id);
+  ASSERT_TRUE(trials.ok()) << trials.status().ToString();
+  ASSERT_EQ(trials->size(), 4u);
+  EXPECT_EQ((*trials)[0].trial.state, TrialState::kAssigned);
+
+  // The writer's later commits are visible to the open reader.
+  ASSERT_TRUE(writer->FinishTrial(created.trial_ids[0], 1, Outcome::kSucceeded, "")->applied);
+  Result<TrialRecord> trial = (*reader)->GetTrial(created.trial_ids[0]);
+  ASSERT_TRUE(trial.ok());
+  EXPECT_EQ(trial->outcome, Outcome::kSucceeded);
+
+  Result<TransitionResult> refused = (*reader)->AssignTrial(created.trial_ids[1], 0, Placement("w", "h"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kUnsupported);
+  EXPECT_NE(refused.status().message().find("read-only"), std::string::npos);
+  EXPECT_TRUE((*reader)->healthy());  // a refused write on a reader is not a disk fault
+  Result<TrialRecord> untouched = writer->GetTrial(created.trial_ids[1]);
+  ASSERT_TRUE(untouched.ok());
+  EXPECT_EQ(untouched->state, TrialState::kQueued);
+}
+
+TEST_F(ResultsStoreTest, ReadOnlyOpenOfMissingFileCreatesNothing) {
+  StoreOptions options;
+  options.path = dir_.File("absent.db");
+  options.read_only = true;
+  Result<std::unique_ptr<ResultsStore>> reader = ResultsStore::Open(options);
+  ASSERT_FALSE(reader.ok());
+  EXPECT_EQ(reader.status().code(), Status::Code::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(options.path));
+}
+
+TEST_F(ResultsStoreTest, WriteObserverSeesEveryWriteWithItsOperationAndOutcome) {
+  std::vector<std::pair<std::string, bool>> seen;
+  StoreOptions options;
+  options.path = db_path_;
+  options.clock = clock_.Function();
+  options.write_observer = [&](const char* operation, const Status& status, double seconds) {
+    EXPECT_GE(seconds, 0.0);
+    seen.emplace_back(operation, status.ok());
+  };
+  Result<std::unique_ptr<ResultsStore>> store = ResultsStore::Open(options);
+  ASSERT_TRUE(store.ok());
+  CreatedSweep created = CreateSample(**store);
+  ASSERT_TRUE((*store)->AssignTrial(created.trial_ids[0], 0, Placement("w1", "node-a"))->applied);
+  ASSERT_TRUE((*store)->AppendStepMetrics({Step(created.trial_ids[0], 1, 0, 0)}).ok());
+  EXPECT_FALSE((*store)->SetWorkerState("nobody", WorkerState::kIdle).ok());
+  std::vector<std::pair<std::string, bool>> expected = {
+      {"create_sweep", true}, {"assign_trial", true}, {"append_batch", true},
+      {"set_worker_state", false}};
+  EXPECT_EQ(seen, expected);
 }
 
 }  // namespace
