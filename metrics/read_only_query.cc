@@ -13,6 +13,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Largest string or blob a query may build (randomblob(1e10) would otherwise try).
+constexpr int kMaxValueBytes = 64 << 20;
+
 struct Deadline {
   Clock::time_point at;
   bool passed = false;
@@ -93,6 +96,11 @@ Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::stri
   // A second guard besides the read-only open: the query may not write even through
   // an ATTACHed database or a pragma.
   BAKEOFF_RETURN_IF_ERROR(db.Exec("PRAGMA query_only = ON"));
+  // The SQL may come from a remote user (a coordinator route): no other files
+  // (ATTACH), no schema tricks, and no value larger than kMaxValueBytes.
+  sqlite3_limit(db.handle(), SQLITE_LIMIT_ATTACHED, 0);
+  sqlite3_limit(db.handle(), SQLITE_LIMIT_LENGTH, kMaxValueBytes);
+  sqlite3_db_config(db.handle(), SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   sqlite3_busy_timeout(db.handle(), static_cast<int>(limits.timeout.count()));
 
   Deadline deadline{Clock::now() + limits.timeout};

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 
 #include "metrics/results_store.h"
 #include "metrics/schema_migrations.h"
@@ -80,6 +81,16 @@ TEST_F(ReadOnlyQueryTest, StatementsThatWriteAreRefusedAndChangeNothing) {
   Result<int> version = store_->SchemaVersion();
   ASSERT_TRUE(version.ok());
   EXPECT_EQ(*version, kLatestSchemaVersion);
+}
+
+TEST_F(ReadOnlyQueryTest, OtherFilesCannotBeAttachedAndHugeValuesAreRefused) {
+  std::string other = dir_.File("other.db");
+  Result<QueryResult> attach = RunReadOnlyQuery(db_path_, "ATTACH '" + other + "' AS other");
+  ASSERT_FALSE(attach.ok());
+  EXPECT_FALSE(std::filesystem::exists(other));
+  Result<QueryResult> huge = RunReadOnlyQuery(db_path_, "SELECT length(randomblob(1000000000))");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().ToString().find("too big"), std::string::npos) << huge.status().ToString();
 }
 
 TEST_F(ReadOnlyQueryTest, MoreThanOneStatementIsRefused) {
