@@ -538,6 +538,7 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
                                 Percent(options.loss_parity_threshold) + ")");
     }
   }
+  for (const std::string& note : input.notes) report.callouts.push_back(note);
   if (report.trials_finished < report.trials_total) {
     report.callouts.push_back(std::to_string(report.trials_total - report.trials_finished) +
                               " of " + std::to_string(report.trials_total) +

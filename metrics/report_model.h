@@ -85,6 +85,9 @@ struct ReportInput {
   std::vector<AxisInput> axes;
   std::vector<VariantInput> variants;
   std::vector<TrialInput> trials;
+  // Facts the loader found that a reader must know (e.g. simulated trials); shown
+  // among the call-outs.
+  std::vector<std::string> notes;
 };
 
 // ---------------------------------------------------------------- options

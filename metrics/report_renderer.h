@@ -1,0 +1,79 @@
+// Renders a computed Report (report_model.h) in the five formats of `bakeoff report`:
+// a terminal table, Markdown, JSON, CSV (one row per variant) and one self-contained
+// HTML page with inline SVG charts. Every text format draws the same sections
+// (ReportSections), so a figure reads the same everywhere; JSON carries the full data.
+// Each format lives in its own report_<format>.cc.
+//
+// Pure functions of the Report; no I/O. Thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "metrics/report_model.h"
+#include "protocol/status.h"
+
+namespace bakeoff::metrics {
+
+// "table" | "markdown" | "json" | "csv" | "html" (also "md", "text").
+Result<ReportFormat> ParseReportFormat(const std::string& name);
+const char* ReportFormatName(ReportFormat format);
+
+// Renders in `format`.
+std::string RenderReport(const Report& report, ReportFormat format);
+
+std::string RenderReportTable(const Report& report);
+std::string RenderReportMarkdown(const Report& report);
+nlohmann::json ReportToJson(const Report& report);
+std::string RenderReportJson(const Report& report);
+std::string RenderReportCsv(const Report& report);
+std::string RenderReportHtml(const Report& report);
+
+// One titled table of the report, already formatted as text cells.
+struct ReportSection {
+  std::string id;     // stable anchor: "verdicts", "memory", ...
+  std::string title;
+  std::string note;   // one sentence under the title (may be empty)
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<bool> numeric;  // per column: right-aligned
+};
+
+// The report's lines above the sections: sweep, question, baseline, progress, workers.
+std::vector<std::string> ReportHeadline(const Report& report);
+// Verdicts first, then memory, warm-up, loss parity, outcomes, marginal effects, best
+// configurations, iso-memory, evidence, noise and repeats, per-worker effects, trials.
+// Sections with no rows are left out.
+std::vector<ReportSection> ReportSections(const Report& report);
+
+// The generic layouts behind the table, Markdown and HTML formats, for other reports
+// made of sections (`bakeoff compare`). The HTML page is self-contained; `charts` is
+// inserted verbatim (inline SVG) before the tables.
+std::string RenderSectionsTable(const std::vector<std::string>& headline,
+                                const std::vector<std::string>& callouts,
+                                const std::vector<ReportSection>& sections);
+std::string RenderSectionsMarkdown(const std::string& title, const std::vector<std::string>& headline,
+                                   const std::vector<std::string>& callouts,
+                                   const std::vector<ReportSection>& sections);
+std::string RenderSectionsHtml(const std::string& title, const std::vector<std::string>& headline,
+                               const std::vector<std::string>& callouts, const std::string& charts,
+                               const std::vector<ReportSection>& sections,
+                               const std::string& footer);
+
+// Formatting shared by the renderers (and `bakeoff compare`).
+std::string FormatBytes(std::int64_t bytes);         // "1.5 GiB"
+std::string FormatRatio(double ratio);               // "1.07x"
+std::string FormatSignedPercent(double fraction);    // "+12.0%"
+std::string FormatPercent(double fraction);          // "0.3%"
+std::string FormatSeconds(double seconds);           // "212 s", "0.104 s"
+std::string FormatSignedSeconds(double seconds);     // "+212 s"
+std::string FormatNumber(double value, int significant = 4);  // "1234", "0.1024"
+std::string FormatInterval(const RatioFigure& figure);  // "1.05-1.09" or ""
+
+// One sentence for a variant's verdict: "1.07x faster (95% CI 1.05-1.09)",
+// "no measurable difference (...)", or the comparison's note.
+std::string VerdictSentence(const VariantReport& variant, double confidence);
+
+}  // namespace bakeoff::metrics

@@ -1,0 +1,331 @@
+// The report's sections as formatted cells, shared by the table, Markdown and HTML
+// renderers (declared in report_renderer.h).
+#include <cmath>
+#include <sstream>
+
+#include "metrics/report_renderer.h"
+
+namespace bakeoff::metrics {
+namespace {
+
+constexpr const char* kNone = "-";
+
+std::string OutcomeCell(const VariantReport& v) {
+  if (v.excluded) return "excluded";
+  if (v.trials == 0) return "no trials";
+  std::ostringstream out;
+  out << v.succeeded << "/" << v.trials << " ok";
+  for (const auto& [outcome, count] : v.outcome_counts) {
+    if (outcome != "succeeded") out << ", " << outcome << " x" << count;
+  }
+  return out.str();
+}
+
+std::string EvidenceCell(const VariantReport& v) {
+  if (v.fell_back) return "FELL BACK: " + v.fallback_reason;
+  if (v.applied.is_null() || (v.applied.is_object() && v.applied.empty())) return "no evidence";
+  if (!v.applied.is_object()) return v.applied.dump();
+  std::string out;
+  for (const auto& [name, value] : v.applied.items()) {
+    out += (out.empty() ? "" : " ") + name + "=" +
+           (value.is_string() ? value.get<std::string>() : value.dump());
+  }
+  return out;
+}
+
+std::string Optional(const std::optional<double>& value, std::string (*format)(double)) {
+  return value ? format(*value) : kNone;
+}
+
+std::string BytesOr(const std::optional<std::int64_t>& bytes) {
+  return bytes ? FormatBytes(*bytes) : kNone;
+}
+
+std::string Tps(double x) { return FormatNumber(x, 4); }
+
+bool Compared(const VariantReport& v) { return v.comparison.status == Comparison::Status::kCompared; }
+
+std::string SpeedupCell(const VariantReport& v) {
+  using S = Comparison::Status;
+  switch (v.comparison.status) {
+    case S::kCompared: return FormatRatio(v.comparison.speedup.value);
+    case S::kIsBaseline: return "baseline";
+    default: return kNone;
+  }
+}
+
+std::string VerdictCell(const VariantReport& v) {
+  const Comparison& c = v.comparison;
+  using S = Comparison::Status;
+  switch (c.status) {
+    case S::kCompared:
+      if (!c.speedup.low) return c.speedup.value >= 1 ? "faster (no CI)" : "slower (no CI)";
+      if (c.no_measurable_difference) return "no measurable difference";
+      return c.speedup.value >= 1 ? "faster" : "slower";
+    case S::kIsBaseline: return "baseline";
+    case S::kExcluded: return "excluded";
+    case S::kNoCounterpart: return "no counterpart";
+    case S::kCounterpartExcluded: return "counterpart excluded";
+    case S::kVariantFailed: return "FAILS, counterpart ok";
+    case S::kCounterpartFailed: return "OK, counterpart fails";
+    case S::kBothFailed: return "both fail";
+    case S::kPending: return "pending";
+    case S::kFellBack: return "FELL BACK: not compared";
+    case S::kCounterpartFellBack: return "counterpart fell back";
+  }
+  return kNone;
+}
+
+std::string TrialsCell(const VariantReport& v) {
+  const Comparison& c = v.comparison;
+  if (!Compared(v)) return std::to_string(v.succeeded);
+  std::string cell = std::to_string(c.variant_trials) + " vs " + std::to_string(c.counterpart_trials);
+  if (c.method == IntervalMethod::kPairedRepeats) cell += " (" + std::to_string(c.pairs) + " pairs)";
+  if (c.method == IntervalMethod::kMeasuredSteps) cell += " (steps)";
+  return cell;
+}
+
+std::string JoinParams(const std::map<std::string, std::string>& params) {
+  std::string out;
+  for (const auto& [name, value] : params) out += (out.empty() ? "" : " ") + name + "=" + value;
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> ReportHeadline(const Report& report) {
+  std::vector<std::string> lines;
+  lines.push_back("Sweep " + report.sweep_id + " \"" + report.sweep_name + "\"");
+  if (!report.question.empty()) lines.push_back("Question: " + report.question);
+  std::string baseline;
+  for (const auto& [axis, value] : report.baseline) baseline += (baseline.empty() ? "" : ",") + axis + "=" + value;
+  lines.push_back("Baseline: " + (baseline.empty() ? std::string("none") : baseline) + "; order " +
+                  report.order + "; " + std::to_string(report.trials_finished) + " of " +
+                  std::to_string(report.trials_total) + " trials finished");
+  std::string workers;
+  for (const std::string& w : report.workers) workers += (workers.empty() ? "" : ", ") + w;
+  lines.push_back("Workers: " + (workers.empty() ? std::string("none recorded") : workers) +
+                  (report.spread_across_workers ? " (effects stratified by worker below)" : ""));
+  if (report.fastest_key) {
+    const VariantReport* v = report.FindVariant(*report.fastest_key);
+    lines.push_back("Fastest: " + *report.fastest_key + " at " + Tps(*v->tokens_per_s) + " tokens/s");
+  }
+  if (report.options.memory_budget_bytes) {
+    std::string budget = FormatBytes(*report.options.memory_budget_bytes);
+    if (report.fastest_within_budget_key) {
+      const VariantReport* v = report.FindVariant(*report.fastest_within_budget_key);
+      lines.push_back("Fastest within " + budget + ": " + *report.fastest_within_budget_key + " at " +
+                      Tps(*v->tokens_per_s) + " tokens/s, peak " + BytesOr(v->peak_mem_bytes));
+    } else {
+      lines.push_back("Fastest within " + budget + ": none fits");
+    }
+  }
+  return lines;
+}
+
+std::vector<ReportSection> ReportSections(const Report& report) {
+  std::vector<ReportSection> sections;
+  const double confidence = report.options.confidence;
+  const std::string ci_name = FormatNumber(confidence * 100, 2) + "% CI";
+
+  ReportSection verdicts{"verdicts", "Verdicts",
+                         "Each variant against its baseline counterpart (same axes, baseline values "
+                         "substituted). Speedup = tokens/s ratio; n = succeeded trials behind it.",
+                         {"variant", "outcome", "tokens/s", "speedup", ci_name, "verdict", "n",
+                          "peak mem", "mem vs cp", "warm-up delta", "break-even", "loss dev",
+                          "took effect"},
+                         {},
+                         {false, false, true, true, true, false, false, true, true, true, true, true,
+                          false}};
+  for (const VariantReport& v : report.variants) {
+    const Comparison& c = v.comparison;
+    std::string loss = c.loss_max_deviation ? FormatPercent(*c.loss_max_deviation) : kNone;
+    if (c.loss_flagged) loss += " !";
+    std::string effect = v.fell_back ? "NO (fell back)" : (v.applied.is_null() ? kNone : "yes");
+    verdicts.rows.push_back({v.key, OutcomeCell(v), v.tokens_per_s ? Tps(*v.tokens_per_s) : kNone,
+                             SpeedupCell(v), Compared(v) ? FormatInterval(c.speedup) : "",
+                             VerdictCell(v), TrialsCell(v), BytesOr(v.peak_mem_bytes),
+                             Optional(c.memory_relative, FormatSignedPercent),
+                             Optional(c.warmup_delta_s, FormatSignedSeconds),
+                             c.break_even.value_or(kNone), loss, effect});
+  }
+  sections.push_back(std::move(verdicts));
+
+  ReportSection memory{"memory", "Memory",
+                       "Peak bytes of the largest rank. Compression = counterpart peak / variant peak. "
+                       "Held bytes by kind are the trainer's own, on that rank.",
+                       {"variant", "peak", "vs counterpart", "compression", "frozen", "trainable",
+                        "gradients", "optimizer"},
+                       {},
+                       {false, true, true, true, true, true, true, true}};
+  for (const VariantReport& v : report.variants) {
+    if (!v.peak_mem_bytes) continue;
+    const Comparison& c = v.comparison;
+    memory.rows.push_back({v.key, BytesOr(v.peak_mem_bytes),
+                           Optional(c.memory_relative, FormatSignedPercent),
+                           Optional(c.compression_ratio, FormatRatio), BytesOr(v.frozen_bytes),
+                           BytesOr(v.trainable_bytes), BytesOr(v.grad_bytes),
+                           BytesOr(v.optimizer_bytes)});
+  }
+  if (!memory.rows.empty()) sections.push_back(std::move(memory));
+
+  ReportSection warmup{"warmup", "Warm-up and break-even",
+                       "Break-even steps = warm-up difference / per-step saving: \"never\" when the "
+                       "variant is not faster, \"immediately\" when its warm-up is not longer.",
+                       {"variant", "first step", "warm-up", "first step delta", "warm-up delta",
+                        "saving/step", "break-even"},
+                       {},
+                       {false, true, true, true, true, true, true}};
+  for (const VariantReport& v : report.variants) {
+    if (!v.first_step_s && !v.warmup_s) continue;
+    const Comparison& c = v.comparison;
+    warmup.rows.push_back({v.key, Optional(v.first_step_s, FormatSeconds),
+                           Optional(v.warmup_s, FormatSeconds),
+                           Optional(c.first_step_delta_s, FormatSignedSeconds),
+                           Optional(c.warmup_delta_s, FormatSignedSeconds),
+                           Optional(c.step_saving_s, FormatSignedSeconds),
+                           c.break_even.value_or(kNone)});
+  }
+  if (!warmup.rows.empty()) sections.push_back(std::move(warmup));
+
+  ReportSection loss{"loss", "Loss parity",
+                     "Largest relative deviation between the mean loss curves over their common "
+                     "measured steps; flagged (!) above " +
+                         FormatPercent(report.options.loss_parity_threshold) + ".",
+                     {"variant", "common steps", "max deviation", "at step", "parity"},
+                     {},
+                     {false, true, true, true, false}};
+  for (const VariantReport& v : report.variants) {
+    const Comparison& c = v.comparison;
+    if (!c.loss_max_deviation) continue;
+    loss.rows.push_back({v.key, std::to_string(c.loss_common_steps),
+                         FormatPercent(*c.loss_max_deviation), std::to_string(c.loss_at_step),
+                         c.loss_flagged ? "DEVIATES !" : "matches"});
+  }
+  if (!loss.rows.empty()) sections.push_back(std::move(loss));
+
+  ReportSection outcomes{"outcomes", "Outcomes",
+                         "Variants that did not always succeed; a variant failing where its "
+                         "counterpart succeeds (or the reverse) is listed first.",
+                         {"variant", "outcomes", "vs counterpart", "reasons"},
+                         {},
+                         {false, false, false, false}};
+  std::vector<std::vector<std::string>> mismatched, other;
+  for (const VariantReport& v : report.variants) {
+    if (v.succeeded == v.trials && !v.excluded) continue;
+    std::string reasons;
+    for (const std::string& r : v.reasons) reasons += (reasons.empty() ? "" : "; ") + r;
+    bool mismatch = v.comparison.status == Comparison::Status::kVariantFailed ||
+                    v.comparison.status == Comparison::Status::kCounterpartFailed;
+    (mismatch ? mismatched : other)
+        .push_back({v.key, OutcomeCell(v), VerdictCell(v), reasons.empty() ? kNone : reasons});
+  }
+  for (auto& row : mismatched) outcomes.rows.push_back(std::move(row));
+  for (auto& row : other) outcomes.rows.push_back(std::move(row));
+  if (!outcomes.rows.empty()) sections.push_back(std::move(outcomes));
+
+  ReportSection marginals{"marginals", "Marginal effect of each axis value",
+                          "Geometric-mean speedup over all pairs of variants that differ only in "
+                          "that axis (against the baseline value, or the axis's first value).",
+                          {"axis value", "against", "speedup", ci_name, "pairs", "pair range"},
+                          {},
+                          {false, false, true, true, true, true}};
+  for (const MarginalEffect& m : report.marginals) {
+    marginals.rows.push_back({m.axis + "=" + m.value, m.axis + "=" + m.reference,
+                              FormatRatio(m.speedup.value), FormatInterval(m.speedup),
+                              std::to_string(m.pairs),
+                              FormatRatio(m.min_pair) + " .. " + FormatRatio(m.max_pair)});
+  }
+  if (!marginals.rows.empty()) sections.push_back(std::move(marginals));
+
+  if (report.iso_memory_applicable && !report.iso_memory.empty()) {
+    ReportSection iso{"iso_memory", "Iso-memory view",
+                      "Each setting at its own largest micro-batch that did not run out of memory, "
+                      "against its baseline setting at that setting's largest.",
+                      {"setting", "micro_batch", "tokens/s", "against", "its micro_batch",
+                       "speedup", ci_name},
+                      {},
+                      {false, true, true, false, true, true, true}};
+    for (const IsoMemoryRow& row : report.iso_memory) {
+      iso.rows.push_back({row.setting.empty() ? "(all)" : row.setting, row.micro_batch,
+                          Tps(row.tokens_per_s),
+                          row.counterpart_setting == row.setting ? "(baseline)" : row.counterpart_setting,
+                          row.counterpart_micro_batch.empty() ? kNone : row.counterpart_micro_batch,
+                          row.speedup ? FormatRatio(row.speedup->value) : kNone,
+                          row.speedup ? FormatInterval(*row.speedup) : ""});
+    }
+    sections.push_back(std::move(iso));
+  }
+
+  ReportSection evidence{"evidence", "Did it take effect",
+                         "The trainer's own evidence (\"applied\") beside what the variant asked "
+                         "for; a variant whose evidence shows a fallback is flagged, not compared.",
+                         {"variant", "requested", "applied"},
+                         {},
+                         {false, false, false}};
+  for (const VariantReport& v : report.variants) {
+    if (v.succeeded == 0) continue;
+    evidence.rows.push_back({v.key, JoinParams(v.params), EvidenceCell(v)});
+  }
+  if (!evidence.rows.empty()) sections.push_back(std::move(evidence));
+
+  ReportSection noise{"noise", "Noise and repeats",
+                      "How each interval was obtained; sd of the per-repeat log ratio; repeats per "
+                      "variant that would resolve a " +
+                          FormatPercent(report.options.resolve_difference) +
+                          " difference (5% two-sided test, 80% power); noisy trials have a "
+                          "step-time CV above " +
+                          FormatPercent(report.options.noisy_cv_threshold) + ".",
+                      {"variant", "interval from", "sd log ratio", "repeats needed", "ran",
+                       "noisy trials"},
+                      {},
+                      {false, false, true, true, true, true}};
+  for (const VariantReport& v : report.variants) {
+    if (!Compared(v)) continue;
+    const Comparison& c = v.comparison;
+    const VariantReport* cp = report.FindVariant(v.counterpart_key);
+    std::string needed = c.repeats_needed ? std::to_string(*c.repeats_needed) : "n/a (one repeat)";
+    if (c.needs_more_repeats) needed += " (more needed)";
+    noise.rows.push_back({v.key, IntervalMethodName(c.method),
+                          c.sd_log_ratio ? FormatNumber(*c.sd_log_ratio, 3) : kNone, needed,
+                          std::to_string(std::min(v.trials, cp != nullptr ? cp->trials : 0)),
+                          std::to_string(v.noisy_trials)});
+  }
+  if (!noise.rows.empty()) sections.push_back(std::move(noise));
+
+  if (report.spread_across_workers) {
+    ReportSection workers{"by_worker", "Effects by worker",
+                          "Speedup computed from trials on one worker only (both sides there).",
+                          {"variant", "worker", "speedup", "trials (variant vs counterpart)"},
+                          {},
+                          {false, false, true, true}};
+    for (const VariantReport& v : report.variants) {
+      for (const WorkerEffect& w : v.comparison.by_worker) {
+        workers.rows.push_back({v.key, w.worker, FormatRatio(w.speedup),
+                                std::to_string(w.variant_trials) + " vs " +
+                                    std::to_string(w.counterpart_trials)});
+      }
+    }
+    if (!workers.rows.empty()) sections.push_back(std::move(workers));
+  }
+
+  ReportSection trials{"trials", "Trials",
+                       "Every trial in run order, with its worker; * marks a noisy trial.",
+                       {"trial", "variant", "repeat", "worker", "outcome", "tokens/s", "median step",
+                        "step CV", "peak mem", "reason"},
+                       {},
+                       {true, false, true, false, false, true, true, true, true, false}};
+  for (const TrialView& t : report.trials) {
+    std::string cv = t.step_cv ? FormatPercent(*t.step_cv) + (t.noisy ? " *" : "") : kNone;
+    std::string reason = t.fell_back ? "fell back: " + t.fallback_reason : t.reason;
+    trials.rows.push_back({std::to_string(t.id), t.variant_key, std::to_string(t.repeat),
+                           t.worker.empty() ? kNone : t.worker, t.outcome,
+                           t.tokens_per_s ? Tps(*t.tokens_per_s) : kNone,
+                           Optional(t.step_s_median, FormatSeconds), cv,
+                           BytesOr(t.peak_mem_bytes), reason.empty() ? kNone : reason});
+  }
+  if (!trials.rows.empty()) sections.push_back(std::move(trials));
+  return sections;
+}
+
+}  // namespace bakeoff::metrics

@@ -1,0 +1,259 @@
+#include "metrics/report_renderer.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+
+#include "metrics/report_builder.h"
+#include "tests/metrics/report_test_fixtures.h"
+
+namespace bakeoff::metrics {
+namespace {
+
+using testing::AddTrials;
+using testing::KeyOf;
+using testing::TwoByTwoSweep;
+using testing::Unsuccessful;
+
+// A sweep with a bit of everything: a faster variant, an out-of-memory one, a quoted
+// reason with a comma, a fallback-free evidence, two workers.
+Report RichReport() {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 3, 1.15);
+  std::erase_if(input.trials, [](const TrialInput& t) { return t.variant_key == KeyOf("jit", "4"); });
+  input.trials.push_back(Unsuccessful(KeyOf("jit", "4"), 0, "oom", "CUDA out of memory, tried 2 GiB"));
+  input.trials.push_back(Unsuccessful(KeyOf("jit", "4"), 1, "oom", "CUDA out of memory, tried 2 GiB"));
+  for (TrialInput& t : input.trials) t.worker = t.repeat % 2 ? "node-b" : "node-a";
+  ReportOptions options;
+  options.memory_budget_bytes = 2'000'000'000;
+  return BuildReport(input, options);
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST(ReportRendererTest, ParsesFormatNames) {
+  EXPECT_EQ(*ParseReportFormat("table"), ReportFormat::kTable);
+  EXPECT_EQ(*ParseReportFormat("markdown"), ReportFormat::kMarkdown);
+  EXPECT_EQ(*ParseReportFormat("md"), ReportFormat::kMarkdown);
+  EXPECT_EQ(*ParseReportFormat("json"), ReportFormat::kJson);
+  EXPECT_EQ(*ParseReportFormat("csv"), ReportFormat::kCsv);
+  EXPECT_EQ(*ParseReportFormat("html"), ReportFormat::kHtml);
+  Result<ReportFormat> bad = ParseReportFormat("pdf");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("table, markdown, json, csv, html"), std::string::npos);
+}
+
+TEST(ReportRendererTest, FormatsNumbersForPeople) {
+  EXPECT_EQ(FormatBytes(512), "512 B");
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(FormatBytes(3LL << 30), "3.0 GiB");
+  EXPECT_EQ(FormatRatio(1.0712), "1.07x");
+  EXPECT_EQ(FormatSignedPercent(0.12), "+12.0%");
+  EXPECT_EQ(FormatSignedPercent(-0.031), "-3.1%");
+  EXPECT_EQ(FormatPercent(0.003), "0.3%");
+  EXPECT_EQ(FormatSeconds(212.4), "212 s");
+  EXPECT_EQ(FormatSignedSeconds(-1.25), "-1.2 s");
+  EXPECT_EQ(FormatNumber(1234.5678), "1235");
+  EXPECT_EQ(FormatNumber(0.10241), "0.1024");
+  RatioFigure f{1.07, 1.05, 1.09};
+  EXPECT_EQ(FormatInterval(f), "1.05-1.09");
+  EXPECT_EQ(FormatInterval(RatioFigure{1.0, std::nullopt, std::nullopt}), "");
+}
+
+TEST(ReportRendererTest, JsonParsesAndHoldsTheFigures) {
+  Report report = RichReport();
+  nlohmann::json json = nlohmann::json::parse(RenderReportJson(report));
+  EXPECT_EQ(json["format"], "bakeoff.report/1");
+  EXPECT_EQ(json["sweep"]["name"], "compile-vs-eager");
+  EXPECT_EQ(json["sweep"]["axes"].size(), 2u);
+  ASSERT_EQ(json["variants"].size(), 4u);
+  const nlohmann::json* jit = nullptr;
+  for (const auto& v : json["variants"]) {
+    if (v["key"] == KeyOf("jit", "1")) jit = &v;
+  }
+  ASSERT_NE(jit, nullptr);
+  const auto& c = (*jit)["comparison"];
+  EXPECT_EQ(c["status"], "compared");
+  EXPECT_NEAR(c["speedup"]["value"].get<double>(), 1.15, 0.01);
+  EXPECT_TRUE(c["speedup"]["ci_low"].is_number());
+  EXPECT_TRUE(c["speedup"]["ci_high"].is_number());
+  EXPECT_EQ(c["interval_method"], "paired repeats");
+  EXPECT_EQ(c["variant_trials"], 3);
+  EXPECT_TRUE(c["memory"]["compression_ratio"].is_number());
+  EXPECT_TRUE(c["warmup"]["break_even"].is_string());
+  EXPECT_TRUE(c["loss_parity"]["max_relative_deviation"].is_number());
+  EXPECT_EQ(c["by_worker"].size(), 2u);
+  EXPECT_TRUE((*jit)["loss_curve"].is_array());
+  EXPECT_EQ((*jit)["step_times"]["count"], 30);
+  EXPECT_EQ(json["callouts"][0].get<std::string>().find(KeyOf("jit", "4")), 0u);
+  EXPECT_EQ(json["best"]["fastest"], KeyOf("eager", "4"));
+  EXPECT_EQ(json["best"]["fastest_within_budget"], KeyOf("eager", "4"));
+  EXPECT_EQ(json["trials"].size(), 11u);
+  EXPECT_EQ(json["options"]["memory_budget_bytes"], 2'000'000'000);
+}
+
+// Splits one CSV record (RFC 4180, no embedded newlines in these fixtures).
+std::vector<std::string> CsvFields(const std::string& line) {
+  std::vector<std::string> fields;
+  std::string field;
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields.push_back(field);
+      field.clear();
+    } else {
+      field += c;
+    }
+  }
+  fields.push_back(field);
+  return fields;
+}
+
+TEST(ReportRendererTest, CsvHasAHeaderAndOneRowPerVariant) {
+  Report report = RichReport();
+  std::vector<std::string> lines = Lines(RenderReportCsv(report));
+  ASSERT_EQ(lines.size(), 1u + report.variants.size());
+  std::vector<std::string> header = CsvFields(lines[0]);
+  EXPECT_EQ(header[0], "sweep_id");
+  EXPECT_EQ(header[1], "variant");
+  EXPECT_EQ(header.back(), "param_micro_batch");
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    std::vector<std::string> row = CsvFields(lines[i]);
+    ASSERT_EQ(row.size(), header.size()) << lines[i];
+    EXPECT_EQ(row[1], report.variants[i - 1].key);
+  }
+  auto column = [&](const std::string& name) {
+    return std::find(header.begin(), header.end(), name) - header.begin();
+  };
+  std::vector<std::string> oom = CsvFields(lines[4]);  // jit,4
+  EXPECT_EQ(oom[column("status")], "variant_failed");
+  EXPECT_NE(oom[column("note")].find("CUDA out of memory, tried 2 GiB"), std::string::npos);
+  std::vector<std::string> jit = CsvFields(lines[2]);
+  EXPECT_NEAR(std::stod(jit[column("speedup")]), 1.15, 0.01);
+  EXPECT_EQ(jit[column("interval_method")], "paired repeats");
+}
+
+TEST(ReportRendererTest, MarkdownTablesAreWellFormed) {
+  std::string md = RenderReportMarkdown(RichReport());
+  EXPECT_EQ(md.rfind("# Bakeoff report: compile-vs-eager", 0), 0u);
+  EXPECT_NE(md.find("## Call-outs"), std::string::npos);
+  EXPECT_NE(md.find("## Verdicts"), std::string::npos);
+  EXPECT_NE(md.find("## Marginal effect of each axis value"), std::string::npos);
+  std::vector<std::string> lines = Lines(md);
+  int tables = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].rfind("|", 0) != 0 || (i > 0 && lines[i - 1].rfind("|", 0) == 0)) continue;
+    // A table starts here: header, delimiter row, then rows with the same cell count.
+    ++tables;
+    auto cells = [](const std::string& line) {
+      int count = 0;
+      for (std::size_t k = 0; k < line.size(); ++k) {
+        if (line[k] == '|' && (k == 0 || line[k - 1] != '\\')) ++count;
+      }
+      return count - 1;
+    };
+    int width = cells(lines[i]);
+    ASSERT_LT(i + 1, lines.size());
+    EXPECT_TRUE(std::regex_match(lines[i + 1], std::regex(R"(\|( -{3}:? \|)+)"))) << lines[i + 1];
+    EXPECT_EQ(cells(lines[i + 1]), width);
+    for (std::size_t k = i + 2; k < lines.size() && lines[k].rfind("|", 0) == 0; ++k) {
+      EXPECT_EQ(cells(lines[k]), width) << lines[k];
+    }
+  }
+  EXPECT_GE(tables, 6);
+}
+
+TEST(ReportRendererTest, TableLeadsWithCalloutsAndAlignsColumns) {
+  std::string text = RenderReportTable(RichReport());
+  std::vector<std::string> lines = Lines(text);
+  EXPECT_EQ(lines[0], "Sweep 7 \"compile-vs-eager\"");
+  std::size_t callouts = text.find("Call-outs");
+  std::size_t verdicts = text.find("\nVerdicts");
+  ASSERT_NE(callouts, std::string::npos);
+  ASSERT_NE(verdicts, std::string::npos);
+  EXPECT_LT(callouts, verdicts);
+  EXPECT_NE(text.find("fails where its counterpart succeeds"), std::string::npos);
+  EXPECT_NE(text.find("Fastest within 1.9 GiB: " + KeyOf("eager", "4")), std::string::npos);
+  // Header, rule and rows of the verdict table have their columns at the same offsets.
+  std::size_t at = 0;
+  for (; at < lines.size(); ++at) {
+    if (lines[at] == "Verdicts") break;
+  }
+  ASSERT_LT(at + 3, lines.size());
+  const std::string& header = lines[at + 2];
+  const std::string& rule = lines[at + 3];
+  EXPECT_EQ(header.find("outcome"), rule.find("  -", 3) + 2);
+}
+
+TEST(ReportRendererTest, HtmlIsSelfContainedWithItsCharts) {
+  std::string html = RenderReportHtml(RichReport());
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html.find("</html>"), std::string::npos);
+  EXPECT_NE(html.find("id=\"chart-speedup\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"chart-memory\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"chart-steps\""), std::string::npos);
+  EXPECT_NE(html.find("class=\"chart loss-chart\""), std::string::npos);
+  EXPECT_EQ(html.find("http://"), std::string::npos);
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  // Tags balance: every opened element of these kinds is closed.
+  for (const std::string tag : {"svg", "table", "section", "tr", "td", "th", "figure", "text",
+                                "ul", "li", "title", "style"}) {
+    std::regex open("<" + tag + "[ >]"), close("</" + tag + ">");
+    auto count = [&](const std::regex& re) {
+      return std::distance(std::sregex_iterator(html.begin(), html.end(), re), std::sregex_iterator());
+    };
+    EXPECT_EQ(count(open), count(close)) << tag;
+  }
+  // No raw angle brackets leak from data into text (escaped as entities).
+  ReportInput input = TwoByTwoSweep();
+  input.sweep_name = "<b>bold</b> & more";
+  AddTrials(input, 2, 1.1);
+  std::string escaped = RenderReportHtml(BuildReport(input, ReportOptions{}));
+  EXPECT_EQ(escaped.find("<b>bold"), std::string::npos);
+  EXPECT_NE(escaped.find("&lt;b&gt;bold&lt;/b&gt; &amp; more"), std::string::npos);
+}
+
+TEST(ReportRendererTest, EveryFormatRendersAReportWithNoSucceededTrial) {
+  ReportInput input = TwoByTwoSweep();
+  for (const VariantInput& v : input.variants) input.trials.push_back(Unsuccessful(v.key, 0, "oom", "oom"));
+  Report report = BuildReport(input, ReportOptions{});
+  for (ReportFormat format : {ReportFormat::kTable, ReportFormat::kMarkdown, ReportFormat::kJson,
+                              ReportFormat::kCsv, ReportFormat::kHtml}) {
+    std::string out = RenderReport(report, format);
+    EXPECT_FALSE(out.empty()) << ReportFormatName(format);
+  }
+  EXPECT_NO_THROW(nlohmann::json::parse(RenderReportJson(report)));
+}
+
+TEST(ReportRendererTest, VerdictSentenceSaysWhatWasFound) {
+  Report report = RichReport();
+  std::string faster = VerdictSentence(*report.FindVariant(KeyOf("jit", "1")), 0.95);
+  EXPECT_NE(faster.find("faster (95% CI "), std::string::npos) << faster;
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 5, 1.0);
+  Report same = BuildReport(input, ReportOptions{});
+  EXPECT_EQ(VerdictSentence(*same.FindVariant(KeyOf("jit", "1")), 0.95).rfind("no measurable difference", 0), 0u);
+}
+
+}  // namespace
+}  // namespace bakeoff::metrics
