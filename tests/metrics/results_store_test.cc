@@ -120,6 +120,28 @@ TEST_F(ResultsStoreTest, MigratesVersionOneDatabaseKeepingItsRows) {
   EXPECT_EQ(QueryValue("SELECT running FROM sweep_progress WHERE sweep_id = 7"), 1);
 }
 
+TEST_F(ResultsStoreTest, FailedMigrationLeavesTheWholePreviousVersion) {
+  {
+    Result<std::unique_ptr<SqliteConnection>> db =
+        SqliteConnection::Open(db_path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(MigrateSchema(**db, 1.0, /*target_version=*/1).ok());
+    // Someone's hand-made object collides with one that v2 creates after its first
+    // statement (the ALTER TABLE), so v2 fails half-way.
+    ASSERT_TRUE((*db)->Exec("CREATE TABLE attempts_by_worker (x)").ok());
+  }
+  StoreOptions options;
+  options.path = db_path_;
+  Result<std::unique_ptr<ResultsStore>> store = ResultsStore::Open(options);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find("migration 2"), std::string::npos)
+      << store.status().message();
+  EXPECT_EQ(QueryValue("PRAGMA user_version"), 1);
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM schema_migrations"), 1);
+  // The ALTER TABLE of v2 was rolled back with the rest.
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM pragma_table_info('attempts') WHERE name = 'simulated'"), 0);
+}
+
 TEST_F(ResultsStoreTest, RefusesDatabaseWrittenByNewerVersion) {
   {
     auto store = OpenStore();
