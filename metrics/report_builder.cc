@@ -539,6 +539,18 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
     }
   }
   for (const std::string& note : input.notes) report.callouts.push_back(note);
+  // Evidence that is not a fallback but limits what a speedup can mean.
+  for (const VariantReport& v : report.variants) {
+    auto mode = v.params.find("compile_mode");
+    if (mode == v.params.end() || mode->second.find("jit") == std::string::npos) continue;
+    if (!v.applied.is_object() || !v.applied.contains("fusion_groups")) continue;
+    const nlohmann::json& groups = v.applied["fusion_groups"];
+    if (groups.is_number() && groups.get<double>() == 0) {
+      std::string fuser = v.applied.contains("fuser") ? ScalarText(v.applied["fuser"]) : "unknown";
+      report.callouts.push_back(v.key + " ran TorchScript without fusion (fusion_groups=0, fuser=" +
+                                fuser + "): any difference is not from fused kernels");
+    }
+  }
   if (report.trials_finished < report.trials_total) {
     report.callouts.push_back(std::to_string(report.trials_total - report.trials_finished) +
                               " of " + std::to_string(report.trials_total) +
@@ -610,18 +622,47 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
       }
       if (resamplable) {
         std::vector<std::vector<double>> log_tps, steps;
+        std::vector<std::map<int, double>> log_by_repeat;
+        std::vector<int> repeats;  // union of the repeats of every involved variant
         std::vector<double> medians, base_log;
         for (const Side* s : involved) {
           log_tps.push_back(LogsOf(Throughputs(*s)));
+          std::map<int, double> by_repeat;
+          for (const TrialView* t : s->trials) {
+            by_repeat[t->repeat] = std::log(*t->tokens_per_s);
+            if (std::find(repeats.begin(), repeats.end(), t->repeat) == repeats.end()) {
+              repeats.push_back(t->repeat);
+            }
+          }
+          log_by_repeat.push_back(std::move(by_repeat));
           steps.push_back(s->trials.size() >= 2 ? std::vector<double>{} : PooledSteps(*s));
           medians.push_back(steps.back().empty() ? 0 : Median(steps.back()));
           base_log.push_back(std::log(*s->report->tokens_per_s));
         }
         std::vector<double> sampled(involved.size()), scratch;
+        std::vector<int> drawn;
         Interval interval = Bootstrap(
             [&](std::mt19937_64& rng) {
+              // Interleaved: one draw of repeats shared by every variant keeps the
+              // pairing (drift common to a repeat cancels), as in the paired speedup.
+              if (interleaved) {
+                drawn.clear();
+                for (std::size_t k = 0; k < repeats.size(); ++k) {
+                  drawn.push_back(repeats[DrawIndex(rng, repeats.size())]);
+                }
+              }
               for (std::size_t i = 0; i < involved.size(); ++i) {
-                if (steps[i].empty()) {
+                if (interleaved && steps[i].empty()) {
+                  double sum = 0;
+                  int count = 0;
+                  for (int r : drawn) {
+                    auto it = log_by_repeat[i].find(r);
+                    if (it == log_by_repeat[i].end()) continue;
+                    sum += it->second;
+                    ++count;
+                  }
+                  sampled[i] = count > 0 ? sum / count : base_log[i];
+                } else if (steps[i].empty()) {
                   double sum = 0;
                   for (std::size_t k = 0; k < log_tps[i].size(); ++k) {
                     sum += log_tps[i][DrawIndex(rng, log_tps[i].size())];

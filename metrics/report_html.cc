@@ -198,7 +198,8 @@ std::string MemoryChart(const Report& report) {
     double bx = x(static_cast<double>(*report.options.memory_budget_bytes) / unit);
     out << "<line x1=\"" << Num(bx) << "\" y1=\"" << top << "\" x2=\"" << Num(bx) << "\" y2=\""
         << Num(axis_y) << "\" class=\"budget\"/>\n";
-    out << "<text x=\"" << Num(bx + 4) << "\" y=\"" << top + 10 << "\" class=\"tick\">budget</text>\n";
+    out << "<text x=\"" << Num(bx - 4) << "\" y=\"" << Num(axis_y - 4)
+        << "\" text-anchor=\"end\" class=\"budget-label\">budget</text>\n";
   }
   out << "</svg>\n";
   return out.str();
@@ -320,7 +321,7 @@ ul.meta { list-style: none; padding: 0; margin: 0; color: #57606a; }
 .callouts li { margin: 2px 0; }
 p.note { color: #57606a; margin: 2px 0 8px; }
 table { border-collapse: collapse; font-size: 13px; margin: 4px 0 8px; }
-th, td { border: 1px solid #d0d7de; padding: 3px 8px; vertical-align: top; }
+th, td { border: 1px solid #d0d7de; padding: 3px 8px; vertical-align: top; white-space: nowrap; }
 th { background: #f6f8fa; text-align: left; } td.num { text-align: right;
      font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr:nth-child(even) td { background: #fbfcfd; }
@@ -330,6 +331,8 @@ svg.chart .flag { fill: #cf222e; font-size: 11px; font-weight: bold; }
 svg.chart .axis { stroke: #8c959f; } svg.chart .grid { stroke: #eaeef2; }
 svg.chart .unity { stroke: #1f2328; stroke-dasharray: 4 3; }
 svg.chart .budget { stroke: #cf222e; stroke-dasharray: 6 3; }
+svg.chart .budget-label { fill: #cf222e; font-size: 11px; }
+.scroll { overflow-x: auto; }
 svg.chart .frame { fill: none; stroke: #d0d7de; }
 .losses { display: flex; flex-wrap: wrap; gap: 12px; }
 figure.loss { margin: 0; border: 1px solid #d0d7de; border-radius: 6px; padding: 6px; }
@@ -368,7 +371,7 @@ std::string RenderSectionsHtml(const std::string& title, const std::vector<std::
   for (const ReportSection& section : sections) {
     out << "<section id=\"" << Escape(section.id) << "\">\n<h2>" << Escape(section.title) << "</h2>\n";
     if (!section.note.empty()) out << "<p class=\"note\">" << Escape(section.note) << "</p>\n";
-    out << "<table>\n<thead><tr>";
+    out << "<div class=\"scroll\"><table>\n<thead><tr>";
     for (const std::string& h : section.header) out << "<th>" << Escape(h) << "</th>";
     out << "</tr></thead>\n<tbody>\n";
     for (const auto& row : section.rows) {
@@ -379,7 +382,7 @@ std::string RenderSectionsHtml(const std::string& title, const std::vector<std::
       }
       out << "</tr>\n";
     }
-    out << "</tbody>\n</table>\n</section>\n";
+    out << "</tbody>\n</table></div>\n</section>\n";
   }
   out << "<footer>" << Escape(footer) << "</footer>\n</body>\n</html>\n";
   return out.str();

@@ -273,6 +273,37 @@ TEST(ReportBuilderTest, MarginalEffectIsGeometricMeanOverPairs) {
   EXPECT_NEAR(mb.speedup.value, 3.0, 0.01);
 }
 
+TEST(ReportBuilderTest, MarginalIntervalKeepsThePairingOfRepeats) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 4, 1.1);  // +-2% drift shared by a repeat, +-0.8% jit noise
+  const MarginalEffect paired = BuildReport(input, ReportOptions{}).marginals[0];
+  input.order = "sequential";
+  const MarginalEffect unpaired = BuildReport(input, ReportOptions{}).marginals[0];
+  ASSERT_TRUE(paired.speedup.low && unpaired.speedup.low);
+  EXPECT_TRUE(paired.speedup.Contains(1.1));
+  EXPECT_LT(*paired.speedup.high - *paired.speedup.low, 0.03);
+  EXPECT_GT(*unpaired.speedup.high - *unpaired.speedup.low,
+            *paired.speedup.high - *paired.speedup.low);
+}
+
+TEST(ReportBuilderTest, JitWithoutFusionIsCalledOut) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 2, 1.0);
+  for (TrialInput& t : input.trials) {
+    if (t.variant_key == kJit1) {
+      t.applied = {{"compile_mode", "jit"}, {"fuser", "none (no LLVM)"}, {"fusion_groups", 0}};
+    }
+  }
+  Report report = BuildReport(input, ReportOptions{});
+  EXPECT_EQ(ComparisonOf(report, kJit1).status, Comparison::Status::kCompared);  // not a fallback
+  bool called_out = false;
+  for (const std::string& c : report.callouts) {
+    called_out |= c.find(kJit1 + " ran TorchScript without fusion") == 0 &&
+                  c.find("fuser=none (no LLVM)") != std::string::npos;
+  }
+  EXPECT_TRUE(called_out);
+}
+
 TEST(ReportBuilderTest, BestConfigurationsHonourTheMemoryBudget) {
   ReportInput input = TwoByTwoSweep();
   AddTrials(input, 2, 1.2);

@@ -1,0 +1,340 @@
+// The loader against a real results database: the sweep is parsed and expanded by the
+// spec code and stored by the ResultsStore exactly as the coordinator does, trials are
+// run through the store's transitions with step metrics and summaries, and the report
+// is read back read-only.
+#include "metrics/report_loader.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "experiments/spec/sweep_expander.h"
+#include "experiments/spec/sweep_parser.h"
+#include "metrics/report_renderer.h"
+#include "metrics/report_service.h"
+#include "metrics/results_store.h"
+#include "tests/metrics/results_store_test_util.h"
+
+namespace bakeoff::metrics {
+namespace {
+
+constexpr const char* kSweepYaml = R"yaml(
+name: loader-test
+question: How much faster is jit, and at what memory cost?
+workload:
+  executor: lora
+  model: tiny
+  seq_len: 16
+  warmup_steps: 1
+  steps: 6
+method: grid
+parameters:
+  compile_mode: {values: [eager, jit]}
+  micro_batch: {values: [1, 4]}
+  world_size: {value: 2}
+baseline: {compile_mode: eager}
+repeats: 2
+order: interleaved
+resources: {device: cpu}
+limits: {trial_timeout: 10m, max_attempts: 2}
+)yaml";
+
+class ReportLoaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = dir_.File("results.db");
+    StoreOptions options;
+    options.path = path_;
+    options.clock = clock_.Function();
+    auto store = ResultsStore::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+  }
+
+  // Stores the sweep as the coordinator does; returns its id.
+  int64_t CreateSweep() {
+    auto spec = spec::ParseSweepText(kSweepYaml, "loader-test.yaml");
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    auto expanded = spec::Expand(*spec);
+    EXPECT_TRUE(expanded.ok()) << expanded.status().ToString();
+    SweepRecord record;
+    record.name = spec->name;
+    record.question = spec->question;
+    record.yaml = kSweepYaml;
+    record.spec = spec::ToJson(*spec);
+    std::vector<VariantRecord> variants;
+    for (const auto& v : expanded->variants) {
+      VariantRecord vr;
+      vr.key = v.key;
+      vr.ordinal = static_cast<int64_t>(v.index);
+      for (const auto& [axis, value] : v.axis_values) vr.params[axis] = value;
+      vr.trainer_config = v.config;
+      vr.counterpart_key = v.counterpart_key;
+      vr.is_baseline = v.is_baseline;
+      vr.counterpart_excluded = v.counterpart_excluded;
+      variants.push_back(vr);
+    }
+    std::vector<NewTrial> trials;
+    for (const auto& t : expanded->trials) {
+      trials.push_back({expanded->variants[t.variant].key, t.repeat,
+                        static_cast<int64_t>(t.index), spec->limits.max_attempts});
+    }
+    auto created = store_->CreateSweep(record, variants, trials);
+    EXPECT_TRUE(created.ok()) << created.status().ToString();
+    trial_ids_ = created->trial_ids;
+    EXPECT_TRUE(store_->UpsertWorker({"w-1", "node-a", "node-a", {}, "", WorkerState::kIdle}).ok());
+    EXPECT_TRUE(store_->UpsertWorker({"w-2", "node-b", "node-b", {}, "", WorkerState::kIdle}).ok());
+    return created->sweep_id;
+  }
+
+  int64_t Assign(int64_t trial_id, int64_t expected_attempts, const std::string& worker) {
+    AttemptRecord placement;
+    placement.worker_id = worker;
+    placement.host = worker == "w-1" ? "node-a" : "node-b";
+    placement.ranks = {{0, worker, placement.host, "cpu"}, {1, worker, placement.host, "cpu"}};
+    auto assigned = store_->AssignTrial(trial_id, expected_attempts, placement);
+    EXPECT_TRUE(assigned.ok() && assigned->applied);
+    EXPECT_TRUE(store_->MarkRunning(trial_id, assigned->attempt).ok());
+    return assigned->attempt;
+  }
+
+  // Runs a trial to success: two ranks, 6 measured steps of `step_s`, rank 1 a bit
+  // slower on every step; loss only meaningful on rank 0.
+  void Succeed(int64_t trial_id, const std::string& worker, double step_s, int64_t peak_bytes,
+               bool jit) {
+    int64_t attempt = Assign(trial_id, 0, worker);
+    MetricsBatch batch;
+    for (int rank = 0; rank < 2; ++rank) {
+      StepMetric warm;
+      warm.trial_id = trial_id;
+      warm.attempt = attempt;
+      warm.rank = rank;
+      warm.step = 0;
+      warm.phase = "warmup";
+      warm.step_s = 5.0;
+      warm.loss = 9.0;
+      batch.steps.push_back(warm);
+      for (int step = 1; step <= 6; ++step) {
+        StepMetric m = warm;
+        m.phase = "measure";
+        m.step = step;
+        m.step_s = step_s * (1 + 0.01 * (step % 3)) + (rank == 1 ? 0.001 : 0.0);
+        m.loss = rank == 0 ? std::optional<double>(2.0 - 0.05 * step) : std::nullopt;
+        batch.steps.push_back(m);
+      }
+      TrialSummary summary;
+      summary.trial_id = trial_id;
+      summary.attempt = attempt;
+      summary.rank = rank;
+      summary.summary = {{"startup_s", 0.5},
+                         {"first_step_s", jit ? 4.0 : 1.0},
+                         {"warmup_s", jit ? 5.0 : 1.5},
+                         {"step_s_median", step_s},
+                         {"step_s_p10", step_s},
+                         {"step_s_p90", step_s},
+                         {"tokens_per_s", 1024.0 / step_s},
+                         {"flops_per_s", 1e9},
+                         {"mfu", 0.1},
+                         {"peak_mem_bytes", peak_bytes - rank},
+                         {"frozen_bytes", 1000},
+                         {"trainable_bytes", 100},
+                         {"grad_bytes", 100},
+                         {"optimizer_bytes", 200},
+                         {"comm_s_per_step", 0.001},
+                         {"comm_bytes_per_step", 4096},
+                         {"applied", {{"compile_mode", jit ? "jit" : "eager"}, {"graphs", jit ? 2 : 0}}}};
+      batch.summaries.push_back(summary);
+    }
+    auto written = store_->AppendBatch(batch);
+    ASSERT_TRUE(written.ok()) << written.status().ToString();
+    auto finished = store_->FinishTrial(trial_id, attempt, Outcome::kSucceeded, "");
+    ASSERT_TRUE(finished.ok() && finished->applied);
+  }
+
+  testing::TempDir dir_;
+  testing::FakeClock clock_;
+  std::string path_;
+  std::unique_ptr<ResultsStore> store_;
+  std::vector<int64_t> trial_ids_;
+};
+
+// Order of the expansion: variants eager/1, eager/4, jit/1, jit/4 (compile_mode is the
+// first axis), trials interleaved: repeat 0 of every variant, then repeat 1.
+TEST_F(ReportLoaderTest, ReadsTheSweepAsStored) {
+  int64_t sweep_id = CreateSweep();
+  ASSERT_EQ(trial_ids_.size(), 8u);
+  auto input = LoadReportInputFromFile(path_, std::to_string(sweep_id));
+  ASSERT_TRUE(input.ok()) << input.status().ToString();
+  EXPECT_EQ(input->sweep_name, "loader-test");
+  EXPECT_EQ(input->question, "How much faster is jit, and at what memory cost?");
+  EXPECT_EQ(input->order, "interleaved");
+  EXPECT_EQ(input->baseline.at("compile_mode"), "eager");
+  ASSERT_EQ(input->axes.size(), 2u);  // world_size is fixed: not an axis
+  EXPECT_EQ(input->axes[0].name, "compile_mode");
+  EXPECT_EQ(input->axes[1].values, (std::vector<std::string>{"1", "4"}));
+  ASSERT_EQ(input->variants.size(), 4u);
+  for (const VariantInput& v : input->variants) {
+    EXPECT_EQ(v.is_baseline, v.params.at("compile_mode") == "eager") << v.key;
+    EXPECT_EQ(v.counterpart_key, "compile_mode=eager,micro_batch=" + v.params.at("micro_batch"));
+  }
+  ASSERT_EQ(input->trials.size(), 8u);
+  for (const TrialInput& t : input->trials) {
+    EXPECT_EQ(t.outcome, "queued");
+    EXPECT_TRUE(t.ranks.empty());
+  }
+}
+
+TEST_F(ReportLoaderTest, ReadsSummariesStepsWorkersAndOnlyTheCurrentAttempt) {
+  int64_t sweep_id = CreateSweep();
+  auto variants = store_->ListVariants(sweep_id);
+  auto trials = store_->ListTrials(sweep_id);
+  ASSERT_TRUE(trials.ok());
+  // Trial 0: lost on w-2 once (its metrics must not count), then succeeded on w-1.
+  int64_t first = trials->at(0).id;
+  int64_t lost_attempt = Assign(first, 0, "w-2");
+  StepMetric stale;
+  stale.trial_id = first;
+  stale.attempt = lost_attempt;
+  stale.step = 1;
+  stale.step_s = 99;
+  ASSERT_TRUE(store_->AppendStepMetrics({stale}).ok());
+  ASSERT_TRUE(store_->RequeueTrial(first, lost_attempt, Outcome::kLost, "worker lost").ok());
+  {
+    int64_t attempt = Assign(first, 1, "w-1");
+    MetricsBatch batch;
+    for (int step = 1; step <= 3; ++step) {
+      for (int rank = 0; rank < 2; ++rank) {
+        StepMetric m;
+        m.trial_id = first;
+        m.attempt = attempt;
+        m.rank = rank;
+        m.step = step;
+        m.step_s = rank == 0 ? 0.1 : 0.12;
+        if (rank == 0) m.loss = 3.0 - step * 0.1;
+        batch.steps.push_back(m);
+      }
+    }
+    TrialSummary summary{first, attempt, 0,
+                         {{"tokens_per_s", 9000.0}, {"peak_mem_bytes", 777}, {"applied", {{"compile_mode", "eager"}}}}};
+    batch.summaries.push_back(summary);
+    ASSERT_TRUE(store_->AppendBatch(batch).ok());
+    ASSERT_TRUE(store_->FinishTrial(first, attempt, Outcome::kSucceeded, "").ok());
+  }
+  // Trial 1: out of memory.
+  int64_t second = trials->at(1).id;
+  int64_t attempt = Assign(second, 0, "w-2");
+  ASSERT_TRUE(store_->FinishTrial(second, attempt, Outcome::kOom, "out of memory at step 0").ok());
+
+  auto input = LoadReportInputFromFile(path_, "loader-test");
+  ASSERT_TRUE(input.ok()) << input.status().ToString();
+  const TrialInput& t0 = input->trials[0];
+  EXPECT_EQ(t0.id, first);
+  EXPECT_EQ(t0.outcome, "succeeded");
+  EXPECT_EQ(t0.worker, "node-a");
+  ASSERT_EQ(t0.ranks.size(), 1u);
+  EXPECT_DOUBLE_EQ(t0.ranks[0].tokens_per_s, 9000.0);
+  EXPECT_EQ(t0.ranks[0].peak_mem_bytes, 777);
+  EXPECT_EQ(t0.applied["compile_mode"], "eager");
+  ASSERT_EQ(t0.steps.size(), 3u);  // the lost attempt's 99 s step is not there
+  EXPECT_DOUBLE_EQ(t0.steps[0].step_s, 0.12);  // the slowest rank
+  ASSERT_TRUE(t0.steps[0].loss);
+  EXPECT_DOUBLE_EQ(*t0.steps[0].loss, 2.9);
+  const TrialInput& t1 = input->trials[1];
+  EXPECT_EQ(t1.outcome, "oom");
+  EXPECT_EQ(t1.reason, "out of memory at step 0");
+  EXPECT_EQ(t1.worker, "node-b");
+  EXPECT_EQ(input->trials[2].outcome, "queued");
+}
+
+TEST_F(ReportLoaderTest, RendersAFinishedSweepInEveryFormat) {
+  int64_t sweep_id = CreateSweep();
+  auto trials = store_->ListTrials(sweep_id);
+  ASSERT_TRUE(trials.ok());
+  for (const TrialRecord& t : *trials) {
+    bool jit = t.variant_key.find("compile_mode=jit") != std::string::npos;
+    bool big = t.variant_key.find("micro_batch=4") != std::string::npos;
+    if (jit && big) {
+      int64_t attempt = Assign(t.id, 0, "w-1");
+      ASSERT_TRUE(store_->FinishTrial(t.id, attempt, Outcome::kOom, "out of memory").ok());
+      continue;
+    }
+    double step_s = (big ? 0.4 : 0.1) * (jit ? 0.8 : 1.0) * (t.repeat == 0 ? 1.0 : 1.02);
+    Succeed(t.id, t.repeat == 0 ? "w-1" : "w-2", step_s, jit ? 1'200'000 : 1'000'000, jit);
+  }
+  ASSERT_TRUE(store_->SetSweepState(sweep_id, SweepState::kFinished).ok());
+  // The coordinator's writer stays open while the report reads.
+  ReportOptions options;
+  for (ReportFormat format : {ReportFormat::kTable, ReportFormat::kMarkdown, ReportFormat::kJson,
+                              ReportFormat::kCsv, ReportFormat::kHtml}) {
+    options.format = format;
+    auto text = RenderSweepReport(path_, "loader-test", options);
+    ASSERT_TRUE(text.ok()) << text.status().ToString();
+    EXPECT_GT(text->size(), 500u) << ReportFormatName(format);
+  }
+  options.format = ReportFormat::kJson;
+  auto json_text = RenderSweepReport(path_, std::to_string(sweep_id), options);
+  ASSERT_TRUE(json_text.ok());
+  nlohmann::json report = nlohmann::json::parse(*json_text);
+  EXPECT_EQ(report["progress"]["finished"], 8);
+  bool found = false;
+  for (const auto& v : report["variants"]) {
+    if (v["key"] != "compile_mode=jit,micro_batch=1") continue;
+    found = true;
+    EXPECT_EQ(v["comparison"]["status"], "compared");
+    EXPECT_NEAR(v["comparison"]["speedup"]["value"].get<double>(), 1.25, 0.02);
+    EXPECT_EQ(v["comparison"]["interval_method"], "paired repeats");
+    EXPECT_NEAR(v["comparison"]["memory"]["relative"].get<double>(), 0.2, 1e-6);
+    EXPECT_NEAR(v["comparison"]["warmup"]["warmup_delta_s"].get<double>(), 3.5, 1e-9);
+    EXPECT_EQ(v["comparison"]["loss_parity"]["common_steps"], 6);
+    EXPECT_EQ(v["workers"], (nlohmann::json{"node-a", "node-b"}));
+  }
+  EXPECT_TRUE(found);
+  EXPECT_NE(report["callouts"][0].get<std::string>().find("compile_mode=jit,micro_batch=4"),
+            std::string::npos);
+  EXPECT_TRUE(report["iso_memory"]["applicable"]);
+}
+
+TEST_F(ReportLoaderTest, NamesWhatIsMissing) {
+  CreateSweep();
+  auto unknown = LoadReportInputFromFile(path_, "no-such-sweep");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(unknown.status().message().find("no-such-sweep"), std::string::npos);
+  auto no_file = LoadReportInputFromFile(dir_.File("absent.db"), "1");
+  ASSERT_FALSE(no_file.ok());
+  EXPECT_EQ(no_file.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(no_file.status().message().find("absent.db"), std::string::npos);
+  std::string other = dir_.File("other.db");
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(other.c_str(), &db), SQLITE_OK);
+    sqlite3_exec(db, "CREATE TABLE t (x)", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+  }
+  auto not_ours = LoadReportInputFromFile(other, "1");
+  ASSERT_FALSE(not_ours.ok());
+  EXPECT_EQ(not_ours.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(not_ours.status().message().find("not a Bakeoff results database"), std::string::npos);
+}
+
+TEST_F(ReportLoaderTest, TheNewestSweepOfANameWins) {
+  CreateSweep();
+  int64_t second = CreateSweep();
+  auto input = LoadReportInputFromFile(path_, "loader-test");
+  ASSERT_TRUE(input.ok());
+  EXPECT_EQ(input->sweep_id, std::to_string(second));
+}
+
+TEST(ParseByteSizeTest, AcceptsBytesAndUnits) {
+  EXPECT_EQ(*ParseByteSize("4000"), 4000);
+  EXPECT_EQ(*ParseByteSize("4GiB"), 4LL << 30);
+  EXPECT_EQ(*ParseByteSize("4 gib"), 4LL << 30);
+  EXPECT_EQ(*ParseByteSize("1.5GB"), 1'500'000'000);
+  EXPECT_EQ(*ParseByteSize("512MiB"), 512LL << 20);
+  EXPECT_FALSE(ParseByteSize("lots").ok());
+  EXPECT_FALSE(ParseByteSize("4 parsecs").ok());
+  EXPECT_FALSE(ParseByteSize("-1GB").ok());
+}
+
+}  // namespace
+}  // namespace bakeoff::metrics
