@@ -16,8 +16,11 @@ Status SqliteStatusFor(int rc, const std::string& path, const std::string& what,
     case SQLITE_READONLY:
       return Status::IoError(where + ": the database is read-only; make the file and its "
                                      "directory writable; results stored so far are kept");
-    case SQLITE_IOERR:
     case SQLITE_CANTOPEN:
+      return Status::IoError(where + ": cannot open the file; check that its directory "
+                                     "exists and is writable (a WAL database also needs "
+                                     "its -wal and -shm files there)");
+    case SQLITE_IOERR:
     case SQLITE_PERM:
       return Status::IoError(where + ": check that the file system is mounted, writable "
                                      "and not full; results stored so far are kept");

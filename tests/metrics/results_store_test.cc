@@ -176,6 +176,17 @@ TEST_F(ResultsStoreTest, OpenOfAFileThatIsNotADatabaseFailsWithIoError) {
   EXPECT_NE(store.status().message().find(db_path_), std::string::npos);
 }
 
+TEST_F(ResultsStoreTest, OpenInMissingDirectoryNamesTheFileAndTheFix) {
+  StoreOptions options;
+  options.path = dir_.File("no-such-dir/results.db");
+  Result<std::unique_ptr<ResultsStore>> store = ResultsStore::Open(options);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Status::Code::kIoError);
+  EXPECT_NE(store.status().message().find(options.path), std::string::npos);
+  EXPECT_NE(store.status().message().find("directory exists"), std::string::npos)
+      << store.status().message();
+}
+
 // --- Sweeps and variants -------------------------------------------------------------
 
 TEST_F(ResultsStoreTest, SweepVariantsAndTrialsRoundTrip) {
