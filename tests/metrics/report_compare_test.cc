@@ -1,0 +1,98 @@
+#include "metrics/report_compare.h"
+
+#include <gtest/gtest.h>
+
+#include "metrics/report_renderer.h"
+#include "tests/metrics/report_test_fixtures.h"
+
+namespace bakeoff::metrics {
+namespace {
+
+using testing::AddTrials;
+using testing::KeyOf;
+using testing::TwoByTwoSweep;
+using testing::Unsuccessful;
+
+// Sweep B: jit,1 is 10% slower than in A, eager,4 now runs out of memory, the rest the
+// same (with the same drift, so "no measurable change").
+struct TwoSweeps {
+  ReportInput a, b;
+};
+
+TwoSweeps MakeSweeps() {
+  TwoSweeps s;
+  s.a = TwoByTwoSweep();
+  AddTrials(s.a, 3, 1.2);
+  s.b = TwoByTwoSweep();
+  s.b.sweep_id = "8";
+  s.b.sweep_name = "compile-vs-eager-new-cluster";
+  AddTrials(s.b, 3, 1.2);
+  for (TrialInput& t : s.b.trials) {
+    if (t.variant_key != KeyOf("jit", "1")) continue;
+    for (RankSummary& r : t.ranks) r.tokens_per_s *= 0.9;
+    for (StepSample& step : t.steps) step.step_s /= 0.9;
+  }
+  std::erase_if(s.b.trials, [](const TrialInput& t) { return t.variant_key == KeyOf("eager", "4"); });
+  s.b.trials.push_back(Unsuccessful(KeyOf("eager", "4"), 0, "oom", "out of memory"));
+  return s;
+}
+
+TEST(ReportCompareTest, RegressionsComeFirst) {
+  TwoSweeps s = MakeSweeps();
+  SweepComparison c = CompareSweeps(s.a, s.b, ReportOptions{});
+  ASSERT_EQ(c.rows.size(), 4u);
+  EXPECT_EQ(c.rows[0].key, KeyOf("eager", "4"));
+  EXPECT_EQ(c.rows[0].verdict, CompareRow::Verdict::kNowFails);
+  EXPECT_EQ(c.rows[1].key, KeyOf("jit", "1"));
+  EXPECT_EQ(c.rows[1].verdict, CompareRow::Verdict::kRegression);
+  EXPECT_NEAR(c.rows[1].change.value, 0.9, 0.01);
+  ASSERT_TRUE(c.rows[1].change.high);
+  EXPECT_LT(*c.rows[1].change.high, 1.0);
+  EXPECT_EQ(c.rows[1].method, IntervalMethod::kUnpairedRepeats);
+  EXPECT_EQ(c.rows[1].trials_a, 3);
+  EXPECT_EQ(c.rows[1].trials_b, 3);
+  ASSERT_TRUE(c.rows[1].speedup_a && c.rows[1].speedup_b);
+  EXPECT_NEAR(c.rows[1].speedup_a->value, 1.2, 0.01);
+  EXPECT_NEAR(c.rows[1].speedup_b->value, 1.08, 0.01);
+  for (std::size_t i = 2; i < 4; ++i) {
+    EXPECT_EQ(c.rows[i].verdict, CompareRow::Verdict::kNoChange) << c.rows[i].key;
+    EXPECT_NEAR(c.rows[i].change.value, 1.0, 1e-9);
+  }
+  EXPECT_NE(c.callouts[0].find(KeyOf("eager", "4") + " ran in A"), std::string::npos);
+  EXPECT_NE(c.callouts[1].find(KeyOf("jit", "1") + " is slower in B"), std::string::npos);
+}
+
+TEST(ReportCompareTest, VariantsInOnlyOneSweepAreListed) {
+  TwoSweeps s = MakeSweeps();
+  s.b.variants.pop_back();  // jit,4 not in B
+  std::erase_if(s.b.trials, [](const TrialInput& t) { return t.variant_key == KeyOf("jit", "4"); });
+  SweepComparison c = CompareSweeps(s.a, s.b, ReportOptions{});
+  bool only_in_a = false;
+  for (const CompareRow& row : c.rows) {
+    if (row.key == KeyOf("jit", "4")) only_in_a = row.verdict == CompareRow::Verdict::kOnlyInA;
+  }
+  EXPECT_TRUE(only_in_a);
+}
+
+TEST(ReportCompareTest, RendersEveryFormat) {
+  TwoSweeps s = MakeSweeps();
+  SweepComparison c = CompareSweeps(s.a, s.b, ReportOptions{});
+  nlohmann::json json = nlohmann::json::parse(RenderComparison(c, ReportFormat::kJson));
+  EXPECT_EQ(json["format"], "bakeoff.compare/1");
+  EXPECT_EQ(json["rows"].size(), 4u);
+  EXPECT_EQ(json["rows"][1]["verdict"], "regression");
+  std::string csv = RenderComparison(c, ReportFormat::kCsv);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5);
+  std::string table = RenderComparison(c, ReportFormat::kTable);
+  std::size_t rows = table.find("-----");  // the rule under the header
+  ASSERT_NE(rows, std::string::npos);
+  EXPECT_LT(table.find("now fails", rows), table.find("regression", rows));
+  std::string md = RenderComparison(c, ReportFormat::kMarkdown);
+  EXPECT_NE(md.find("| variant | verdict |"), std::string::npos);
+  std::string html = RenderComparison(c, ReportFormat::kHtml);
+  EXPECT_NE(html.find("</html>"), std::string::npos);
+  EXPECT_EQ(html.find("http"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bakeoff::metrics
