@@ -1,0 +1,51 @@
+#include "experiments/trainer/communicator_factory.h"
+
+#include "experiments/trainer/gloo_communicator.h"
+#ifdef BAKEOFF_WITH_NCCL
+#include "experiments/trainer/nccl_communicator.h"
+#endif
+
+namespace bakeoff::trainer {
+
+Result<std::unique_ptr<Communicator>> CreateCommunicator(const TrainerConfig& c,
+                                                         const torch::Device& device) {
+  if (c.world_size == 1) return std::unique_ptr<Communicator>(std::make_unique<LocalCommunicator>());
+  const auto colon = c.store.rfind(':');
+  if (colon == std::string::npos) {
+    return Status::InvalidArgument("store: expected HOST:PORT, got \"" + c.store + "\"");
+  }
+  const std::string host = c.store.substr(0, colon);
+  int port = 0;
+  try {
+    port = std::stoi(c.store.substr(colon + 1));
+  } catch (const std::exception&) {
+    port = 0;
+  }
+  if (port <= 0 || port > 65535) {
+    return Status::InvalidArgument("store: expected a port in 1..65535 in \"" + c.store + "\"");
+  }
+  const auto rendezvous = std::chrono::milliseconds(static_cast<int64_t>(c.rendezvous_timeout_s * 1000));
+  const auto collective = std::chrono::milliseconds(static_cast<int64_t>(c.collective_timeout_s * 1000));
+  if (device.is_cuda()) {
+#ifdef BAKEOFF_WITH_NCCL
+    auto nccl = NcclCommunicator::Create({static_cast<int>(c.rank), static_cast<int>(c.world_size), host,
+                                          port, device.index(), rendezvous, collective});
+    if (!nccl.ok()) return nccl.status();
+    return std::unique_ptr<Communicator>(std::move(nccl).value());
+#else
+    return Status::Unsupported("device cuda with world_size > 1 needs NCCL; this trainer was built without it");
+#endif
+  }
+  GlooCommunicator::Options o;
+  o.rank = static_cast<int>(c.rank);
+  o.world_size = static_cast<int>(c.world_size);
+  o.host = host;
+  o.port = port;
+  o.rendezvous_timeout = rendezvous;
+  o.collective_timeout = collective;
+  auto gloo = GlooCommunicator::Create(o);
+  if (!gloo.ok()) return gloo.status();
+  return std::unique_ptr<Communicator>(std::move(gloo).value());
+}
+
+}  // namespace bakeoff::trainer

@@ -1,0 +1,84 @@
+#include "experiments/trainer/data_source.h"
+
+#include <fstream>
+
+#include "experiments/trainer/torch_compat.h"
+
+namespace bakeoff::trainer {
+namespace {
+constexpr int64_t kRepeatPeriod = 16;
+}
+
+Result<DataSource> DataSource::Open(const TrainerConfig& c) {
+  DataSource d;
+  d.seq_len_ = c.seq_len;
+  d.vocab_ = c.dims.vocab;
+  d.micro_batch_ = c.micro_batch;
+  d.world_size_ = c.world_size;
+  d.rank_ = c.rank;
+  d.seed_ = static_cast<uint64_t>(c.seed);
+  if (c.dataset == "synthetic" || c.dataset == "repeat") {
+    d.kind_ = c.dataset;
+    auto gen = compat::MakeGenerator(torch::kCPU, d.seed_ * 2654435761ULL + 3);
+    auto pattern = torch::randint(d.vocab_, {kRepeatPeriod}, gen, torch::kInt64);
+    d.pattern_.assign(pattern.data_ptr<int64_t>(), pattern.data_ptr<int64_t>() + kRepeatPeriod);
+    return d;
+  }
+  d.kind_ = "file";
+  std::ifstream in(c.dataset, std::ios::binary | std::ios::ate);
+  if (!in) {
+    return Status::NotFound("dataset: cannot open token file \"" + c.dataset +
+                            "\"; give a path to a flat binary file of uint16/uint32 tokens, "
+                            "or synthetic / repeat");
+  }
+  const std::streamsize bytes = in.tellg();
+  const int width = c.dataset_dtype == "uint32" ? 4 : 2;
+  if (bytes % width != 0 || bytes / width < 2) {
+    return Status::InvalidArgument("dataset: \"" + c.dataset + "\" has " + std::to_string(bytes) +
+                                   " bytes; expected a whole number (at least 2) of " +
+                                   c.dataset_dtype + " tokens");
+  }
+  std::vector<char> raw(static_cast<size_t>(bytes));
+  in.seekg(0);
+  in.read(raw.data(), bytes);
+  d.file_.resize(static_cast<size_t>(bytes / width));
+  for (size_t i = 0; i < d.file_.size(); ++i) {
+    uint64_t v = 0;
+    for (int b = width - 1; b >= 0; --b) v = (v << 8) | static_cast<unsigned char>(raw[i * width + b]);
+    if (static_cast<int64_t>(v) >= d.vocab_) {
+      return Status::InvalidArgument("dataset: token " + std::to_string(v) + " at index " +
+                                     std::to_string(i) + " of \"" + c.dataset +
+                                     "\" is outside the model's vocabulary (" +
+                                     std::to_string(d.vocab_) + ")");
+    }
+    d.file_[i] = static_cast<int64_t>(v);
+  }
+  return d;
+}
+
+torch::Tensor DataSource::Sequence(int64_t index) const {
+  const int64_t n = seq_len_ + 1;
+  if (kind_ == "synthetic") {
+    auto gen = compat::MakeGenerator(torch::kCPU, seed_ * 1000003ULL + static_cast<uint64_t>(index) + 11);
+    return torch::randint(vocab_, {n}, gen, torch::kInt64);
+  }
+  auto out = torch::empty({n}, torch::kInt64);
+  auto* p = out.data_ptr<int64_t>();
+  if (kind_ == "repeat") {
+    for (int64_t t = 0; t < n; ++t) p[t] = pattern_[(t + index) % kRepeatPeriod];
+    return out;
+  }
+  const int64_t size = static_cast<int64_t>(file_.size());
+  const int64_t start = (index % size) * seq_len_ % size;
+  for (int64_t t = 0; t < n; ++t) p[t] = file_[(start + t) % size];
+  return out;
+}
+
+torch::Tensor DataSource::Batch(int64_t micro_step) const {
+  std::vector<torch::Tensor> rows;
+  const int64_t first = micro_step * micro_batch_ * world_size_ + rank_ * micro_batch_;
+  for (int64_t i = 0; i < micro_batch_; ++i) rows.push_back(Sequence(first + i));
+  return torch::stack(rows);
+}
+
+}  // namespace bakeoff::trainer

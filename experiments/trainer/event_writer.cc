@@ -1,0 +1,21 @@
+#include "experiments/trainer/event_writer.h"
+
+namespace bakeoff::trainer {
+
+void EventWriter::Write(const std::string& name, nlohmann::json fields) {
+  nlohmann::json line = {{"event", name}};
+  line.update(fields);
+  // Non-finite doubles become null in JSON; replace() keeps invalid UTF-8 from throwing.
+  out_ << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+  out_.flush();
+}
+
+int EventWriter::Error(const std::string& kind, const std::string& message) {
+  Write("error", {{"kind", kind}, {"message", message}});
+  if (kind == "oom") return kExitOom;
+  if (kind == "unsupported") return kExitUnsupported;
+  if (kind == "diverged") return kExitDiverged;
+  return kExitFailed;
+}
+
+}  // namespace bakeoff::trainer

@@ -1,0 +1,96 @@
+#include "experiments/trainer/gloo_communicator.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+namespace bakeoff::trainer {
+
+Result<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(const Options& options) {
+  std::unique_ptr<GlooCommunicator> comm(new GlooCommunicator(options));
+  const std::string where = options.host + ":" + std::to_string(options.port);
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    c10d::TCPStoreOptions store_options;
+    store_options.port = static_cast<uint16_t>(options.port);
+    store_options.isServer = options.rank == 0;
+    store_options.numWorkers = options.world_size;
+    store_options.waitWorkers = true;
+    store_options.timeout = options.rendezvous_timeout;
+    store = c10::make_intrusive<c10d::TCPStore>(options.host, store_options);
+  } catch (const std::exception& e) {
+    return Status::Unavailable("rendezvous at " + where + " (rank " + std::to_string(options.rank) +
+                               " of " + std::to_string(options.world_size) + ") failed within " +
+                               std::to_string(options.rendezvous_timeout.count() / 1000.0) + " s: " +
+                               e.what());
+  }
+  try {
+    auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.collective_timeout);
+    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.host));
+    comm->group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.rank,
+                                                               options.world_size, gloo_options);
+    comm->store_ = store;
+  } catch (const std::exception& e) {
+    return Status::Unavailable("gloo process group at " + where + " (rank " +
+                               std::to_string(options.rank) + ") failed: " + e.what());
+  }
+  return comm;
+}
+
+GlooCommunicator::~GlooCommunicator() = default;
+
+template <typename Fn>
+Status GlooCommunicator::Timed(const char* what, int64_t bytes, Fn&& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return Status::Unavailable(std::string(what) + " failed on rank " + std::to_string(options_.rank) +
+                               " (a peer rank died or timed out after " +
+                               std::to_string(options_.collective_timeout.count() / 1000.0) + " s): " +
+                               e.what());
+  }
+  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.bytes += bytes;
+  ++stats_.calls;
+  return Status::Ok();
+}
+
+Status GlooCommunicator::AllReduceSum(torch::Tensor& tensor) {
+  return Timed("all-reduce", tensor.nbytes(), [&] {
+    std::vector<at::Tensor> tensors = {tensor};
+    group_->allreduce(tensors)->wait(options_.collective_timeout);
+  });
+}
+
+Status GlooCommunicator::ReduceScatterSum(const torch::Tensor& input, torch::Tensor& output) {
+  return Timed("reduce-scatter (emulated)", input.nbytes(), [&] {
+    std::vector<at::Tensor> tensors = {input.clone()};
+    group_->allreduce(tensors)->wait(options_.collective_timeout);
+    output.copy_(tensors[0].narrow(0, rank() * output.numel(), output.numel()));
+  });
+}
+
+Status GlooCommunicator::AllGather(const torch::Tensor& input, torch::Tensor& output) {
+  return Timed("all-gather", output.nbytes(), [&] {
+    std::vector<at::Tensor> outputs;
+    for (int r = 0; r < world_size(); ++r) outputs.push_back(output.narrow(0, r * input.numel(), input.numel()));
+    std::vector<std::vector<at::Tensor>> output_lists = {outputs};
+    std::vector<at::Tensor> inputs = {input.contiguous()};
+    group_->allgather(output_lists, inputs)->wait(options_.collective_timeout);
+  });
+}
+
+Status GlooCommunicator::Broadcast(torch::Tensor& tensor, int root) {
+  return Timed("broadcast", tensor.nbytes(), [&] {
+    std::vector<at::Tensor> tensors = {tensor};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    group_->broadcast(tensors, opts)->wait(options_.collective_timeout);
+  });
+}
+
+Status GlooCommunicator::Barrier() {
+  return Timed("barrier", 0, [&] { group_->barrier()->wait(options_.collective_timeout); });
+}
+
+}  // namespace bakeoff::trainer

@@ -1,0 +1,58 @@
+// GlooCommunicator: the CPU backend, LibTorch's c10d ProcessGroupGloo over a c10d
+// TCPStore that rank 0 hosts. Gloo in LibTorch 1.13 has no reduce-scatter; it is emulated
+// with an all-reduce of the whole buffer, moving twice the bytes a ring reduce-scatter
+// would (docs/distributed.md).
+// Thread-safety: one training thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "experiments/trainer/communicator.h"
+#include "protocol/status.h"
+
+
+namespace bakeoff::trainer {
+
+class GlooCommunicator : public Communicator {
+ public:
+  struct Options {
+    int rank = 0;
+    int world_size = 1;
+    std::string host = "127.0.0.1";
+    int port = 29500;
+    std::chrono::milliseconds rendezvous_timeout{60000};
+    std::chrono::milliseconds collective_timeout{120000};
+  };
+  // Rendezvous: blocks until every rank has joined or the rendezvous timeout passes.
+  static Result<std::unique_ptr<GlooCommunicator>> Create(const Options& options);
+  ~GlooCommunicator() override;
+
+  int rank() const override { return options_.rank; }
+  int world_size() const override { return options_.world_size; }
+  std::string backend() const override { return "gloo"; }
+  std::string reduce_scatter_note() const override {
+    return "emulated: all-reduce of the whole buffer, then the local shard";
+  }
+
+  Status AllReduceSum(torch::Tensor& tensor) override;
+  Status ReduceScatterSum(const torch::Tensor& input, torch::Tensor& output) override;
+  Status AllGather(const torch::Tensor& input, torch::Tensor& output) override;
+  Status Broadcast(torch::Tensor& tensor, int root) override;
+  Status Barrier() override;
+
+ private:
+  explicit GlooCommunicator(const Options& options) : options_(options) {}
+  template <typename Fn>
+  Status Timed(const char* what, int64_t bytes, Fn&& fn);
+
+  Options options_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+};
+
+}  // namespace bakeoff::trainer

@@ -1,0 +1,187 @@
+#include "experiments/trainer/model_math.h"
+
+#include <cmath>
+#include <limits>
+
+#include "experiments/trainer/unit_runner.h"
+
+namespace bakeoff::trainer {
+namespace {
+
+using LoraArray = std::array<LoraPair, kNumProjections>;
+
+// Flattens a block's tensors for a traced unit, in a fixed order; Unpack mirrors it
+// using the adapter layout of `like` (which projections carry an adapter).
+std::vector<torch::Tensor> PackBlock(const torch::Tensor& x, const BlockWeights& w,
+                                     const LoraArray& lora, const AttentionTables* tables) {
+  std::vector<torch::Tensor> v = {x, w.attn_norm, w.mlp_norm};
+  for (const auto& p : w.proj) v.push_back(p);
+  for (const auto& l : lora) {
+    if (l.defined()) {
+      v.push_back(l.a);
+      v.push_back(l.b);
+    }
+  }
+  if (tables != nullptr) {
+    v.push_back(tables->cos);
+    v.push_back(tables->sin);
+    v.push_back(tables->mask);
+  }
+  return v;
+}
+
+struct Unpacked {
+  torch::Tensor x;
+  BlockWeights w;
+  LoraArray lora;
+  AttentionTables tables;
+};
+
+Unpacked UnpackBlock(const std::vector<torch::Tensor>& v, const LoraArray& like, bool has_tables) {
+  Unpacked u;
+  size_t i = 0;
+  u.x = v[i++];
+  u.w.attn_norm = v[i++];
+  u.w.mlp_norm = v[i++];
+  for (auto& p : u.w.proj) p = v[i++];
+  for (size_t k = 0; k < like.size(); ++k) {
+    if (like[k].defined()) {
+      u.lora[k].a = v[i++];
+      u.lora[k].b = v[i++];
+    }
+  }
+  if (has_tables) {
+    u.tables.cos = v[i++];
+    u.tables.sin = v[i++];
+    u.tables.mask = v[i++];
+  }
+  return u;
+}
+
+}  // namespace
+
+torch::Tensor AtLeastFloat32(const torch::Tensor& x) {
+  return x.scalar_type() == torch::kFloat64 ? x : x.to(torch::kFloat32);
+}
+
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  // Statistics in fp32 (or wider) whatever the activation dtype, as Llama does.
+  auto xf = AtLeastFloat32(x);
+  auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return normed.to(x.scalar_type()) * weight;
+}
+
+torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  // Rotate-half form: pairs (i, i + d/2) rotate together.
+  const int64_t half = x.size(-1) / 2;
+  auto x1 = x.narrow(-1, 0, half);
+  auto x2 = x.narrow(-1, half, half);
+  auto rotated = torch::cat({-x2, x1}, -1);
+  return x * cos + rotated * sin;
+}
+
+AttentionTables MakeAttentionTables(const ModelDims& dims, int64_t seq_len,
+                                    torch::ScalarType dtype, const torch::Device& device) {
+  const int64_t hd = dims.head_dim();
+  auto options = torch::TensorOptions().dtype(torch::kFloat64);
+  auto inv_freq = 1.0 / torch::pow(dims.rope_theta, torch::arange(0, hd, 2, options) / hd);
+  auto positions = torch::arange(seq_len, options);
+  auto freqs = torch::outer(positions, inv_freq);  // [seq, hd/2]
+  auto emb = torch::cat({freqs, freqs}, -1);       // [seq, hd]
+  AttentionTables t;
+  t.cos = emb.cos().to(device, dtype);
+  t.sin = emb.sin().to(device, dtype);
+  t.mask = torch::full({seq_len, seq_len}, -std::numeric_limits<double>::infinity(),
+                       torch::TensorOptions().dtype(torch::kFloat32))
+               .triu(1)
+               .to(device, torch::kFloat32);
+  return t;
+}
+
+ModelMath::ModelMath(MathOptions options, UnitRunner* runner)
+    : options_(std::move(options)), runner_(runner) {}
+
+torch::Tensor ModelMath::LoraDelta(const torch::Tensor& x, const torch::Tensor& a,
+                                   const torch::Tensor& b) const {
+  auto run = [this](const std::vector<torch::Tensor>& v) {
+    const auto& x = v[0];
+    // PEFT's form: dropout on the adapter's input; fp32 master weights cast to the
+    // activation dtype, so gradients flow back to the fp32 masters.
+    auto h = options_.lora_dropout > 0 ? torch::dropout(x, options_.lora_dropout, options_.training) : x;
+    auto down = torch::matmul(h, v[1].to(x.scalar_type()).t());
+    return torch::matmul(down, v[2].to(x.scalar_type()).t()) * options_.lora_scale;
+  };
+  return runner_->Run(Unit::kAdapter, {x, a, b}, run);
+}
+
+torch::Tensor ModelMath::Projection(const torch::Tensor& x, const torch::Tensor& w,
+                                    const LoraPair& lora) const {
+  auto y = torch::matmul(x, w.t());
+  if (lora.defined()) y = y + LoraDelta(x, lora.a, lora.b);
+  return y;
+}
+
+torch::Tensor ModelMath::AttentionPart(const torch::Tensor& x, const BlockWeights& w,
+                                       const LoraArray& lora, const AttentionTables& tables) const {
+  auto run = [this, &lora](const std::vector<torch::Tensor>& v) {
+    Unpacked u = UnpackBlock(v, lora, /*has_tables=*/true);
+    const auto& d = options_.dims;
+    const int64_t batch = u.x.size(0), seq = u.x.size(1), hd = d.head_dim();
+    const int64_t group = d.heads / d.kv_heads;
+    auto xn = RmsNorm(u.x, u.w.attn_norm, d.norm_eps);
+    auto q = Projection(xn, u.w.proj[kQ], u.lora[kQ]).view({batch, seq, d.heads, hd}).transpose(1, 2);
+    auto k = Projection(xn, u.w.proj[kK], u.lora[kK]).view({batch, seq, d.kv_heads, hd}).transpose(1, 2);
+    auto v_ = Projection(xn, u.w.proj[kV], u.lora[kV]).view({batch, seq, d.kv_heads, hd}).transpose(1, 2);
+    q = ApplyRotary(q, u.tables.cos, u.tables.sin);
+    k = ApplyRotary(k, u.tables.cos, u.tables.sin);
+    // Grouped KV heads by broadcasting: q [B, KV, G, T, hd] against k, v [B, KV, 1, T, hd].
+    q = q.reshape({batch, d.kv_heads, group, seq, hd});
+    k = k.unsqueeze(2);
+    v_ = v_.unsqueeze(2);
+    auto scores = AtLeastFloat32(torch::matmul(q, k.transpose(-1, -2))) *
+                      (1.0 / std::sqrt(static_cast<double>(hd))) +
+                  u.tables.mask;
+    auto probs = torch::softmax(scores, -1).to(u.x.scalar_type());
+    auto context = torch::matmul(probs, v_)  // [B, KV, G, T, hd]
+                       .reshape({batch, d.heads, seq, hd})
+                       .transpose(1, 2)
+                       .reshape({batch, seq, d.dim});
+    return u.x + Projection(context, u.w.proj[kO], u.lora[kO]);
+  };
+  return runner_->Run(Unit::kAttention, PackBlock(x, w, lora, &tables), run);
+}
+
+torch::Tensor ModelMath::MlpPart(const torch::Tensor& x, const BlockWeights& w,
+                                 const LoraArray& lora) const {
+  auto run = [this, &lora](const std::vector<torch::Tensor>& v) {
+    Unpacked u = UnpackBlock(v, lora, /*has_tables=*/false);
+    auto hn = RmsNorm(u.x, u.w.mlp_norm, options_.dims.norm_eps);
+    auto gate = Projection(hn, u.w.proj[kGate], u.lora[kGate]);
+    auto up = Projection(hn, u.w.proj[kUp], u.lora[kUp]);
+    return u.x + Projection(torch::silu(gate) * up, u.w.proj[kDown], u.lora[kDown]);
+  };
+  return runner_->Run(Unit::kMlp, PackBlock(x, w, lora, nullptr), run);
+}
+
+torch::Tensor ModelMath::Block(const torch::Tensor& x, const BlockWeights& w, const LoraArray& lora,
+                               const AttentionTables& tables) const {
+  auto run = [this, &lora](const std::vector<torch::Tensor>& v) {
+    Unpacked u = UnpackBlock(v, lora, /*has_tables=*/true);
+    auto h = AttentionPart(u.x, u.w, u.lora, u.tables);
+    return MlpPart(h, u.w, u.lora);
+  };
+  return runner_->Run(Unit::kBlock, PackBlock(x, w, lora, &tables), run);
+}
+
+torch::Tensor ModelMath::HeadLoss(const torch::Tensor& h, const HeadWeights& w,
+                                  const torch::Tensor& targets) const {
+  auto run = [this](const std::vector<torch::Tensor>& v) {
+    auto hn = RmsNorm(v[0], v[1], options_.dims.norm_eps);
+    auto logits = AtLeastFloat32(torch::matmul(hn, v[2].t()));
+    return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}),
+                                                v[3].reshape({-1}));
+  };
+  return runner_->Run(Unit::kHead, {h, w.final_norm, w.head, targets}, run);
+}
+
+}  // namespace bakeoff::trainer

@@ -1,0 +1,91 @@
+// The model's math, written once: RMSNorm, rotary embeddings, grouped-KV causal
+// attention, SwiGLU MLP, LoRA projections, LM head and loss. Eager mode calls these
+// functions directly; `jit` traces the chosen scope's unit of them into a TorchScript
+// graph (UnitRunner), so both modes run exactly this code.
+// Thread-safety: the functions are pure; a ModelMath is used by one training thread.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <array>
+#include <vector>
+
+#include "experiments/trainer/model_dims.h"
+
+namespace bakeoff::trainer {
+
+class UnitRunner;
+
+// The projections of a block, in the order LoraTargetNames() lists them.
+enum Projection : int { kQ = 0, kK, kV, kO, kGate, kUp, kDown, kNumProjections };
+
+struct LoraPair {
+  torch::Tensor a;  // [rank, in], fp32 master; undefined when the projection has no adapter
+  torch::Tensor b;  // [out, rank]
+  bool defined() const { return a.defined(); }
+};
+
+struct BlockWeights {
+  torch::Tensor attn_norm;  // [dim]
+  torch::Tensor mlp_norm;   // [dim]
+  std::array<torch::Tensor, kNumProjections> proj;  // [out, in] each
+};
+
+struct HeadWeights {
+  torch::Tensor final_norm;  // [dim]
+  torch::Tensor head;        // [vocab, dim]
+};
+
+// Rotary tables and the causal mask for one sequence length, dtype and device.
+struct AttentionTables {
+  torch::Tensor cos;   // [seq, head_dim]
+  torch::Tensor sin;   // [seq, head_dim]
+  torch::Tensor mask;  // [seq, seq], 0 on and below the diagonal, -inf above
+};
+AttentionTables MakeAttentionTables(const ModelDims& dims, int64_t seq_len,
+                                    torch::ScalarType dtype, const torch::Device& device);
+
+struct MathOptions {
+  ModelDims dims;
+  double lora_scale = 2.0;
+  double lora_dropout = 0.0;
+  bool training = true;
+};
+
+class ModelMath {
+ public:
+  // `runner` decides which units run compiled; it must outlive this object.
+  ModelMath(MathOptions options, UnitRunner* runner);
+
+  // One decoder block: x + attention(norm(x)), then h + mlp(norm(h)).
+  torch::Tensor Block(const torch::Tensor& x, const BlockWeights& w,
+                      const std::array<LoraPair, kNumProjections>& lora,
+                      const AttentionTables& tables) const;
+  // Final norm, LM head and mean cross-entropy over every target token (fp32).
+  torch::Tensor HeadLoss(const torch::Tensor& h, const HeadWeights& w,
+                         const torch::Tensor& targets) const;
+
+  // The units themselves (public for the tests).
+  torch::Tensor AttentionPart(const torch::Tensor& x, const BlockWeights& w,
+                              const std::array<LoraPair, kNumProjections>& lora,
+                              const AttentionTables& tables) const;
+  torch::Tensor MlpPart(const torch::Tensor& x, const BlockWeights& w,
+                        const std::array<LoraPair, kNumProjections>& lora) const;
+  torch::Tensor Projection(const torch::Tensor& x, const torch::Tensor& w,
+                           const LoraPair& lora) const;
+  torch::Tensor LoraDelta(const torch::Tensor& x, const torch::Tensor& a,
+                          const torch::Tensor& b) const;
+
+  const MathOptions& options() const { return options_; }
+
+ private:
+  MathOptions options_;
+  UnitRunner* runner_;
+};
+
+// Softmax, norms and the loss run in fp32 for bf16 activations (fp64 stays fp64).
+torch::Tensor AtLeastFloat32(const torch::Tensor& x);
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+
+}  // namespace bakeoff::trainer

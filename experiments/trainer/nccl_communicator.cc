@@ -1,0 +1,134 @@
+#include "experiments/trainer/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <thread>
+
+namespace bakeoff::trainer {
+namespace {
+
+Result<ncclDataType_t> NcclType(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat32: return ncclFloat32;
+    case torch::kFloat64: return ncclFloat64;
+    case torch::kBFloat16: return ncclBfloat16;
+    case torch::kFloat16: return ncclFloat16;
+    case torch::kInt64: return ncclInt64;
+    case torch::kInt32: return ncclInt32;
+    default:
+      return Status::InvalidArgument(std::string("nccl: unsupported dtype ") +
+                                     c10::toString(t.scalar_type()));
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(const Options& options) {
+  std::unique_ptr<NcclCommunicator> comm(new NcclCommunicator(options));
+  const std::string where = options.host + ":" + std::to_string(options.port);
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(options.port);
+    so.isServer = options.rank == 0;
+    so.numWorkers = options.world_size;
+    so.waitWorkers = true;
+    so.timeout = options.rendezvous_timeout;
+    comm->store_ = c10::make_intrusive<c10d::TCPStore>(options.host, so);
+    ncclUniqueId id;
+    if (options.rank == 0) {
+      if (ncclGetUniqueId(&id) != ncclSuccess) return Status::Internal("ncclGetUniqueId failed");
+      std::vector<uint8_t> bytes(reinterpret_cast<uint8_t*>(&id), reinterpret_cast<uint8_t*>(&id) + sizeof(id));
+      comm->store_->set("bakeoff/nccl_id", bytes);
+    } else {
+      auto bytes = comm->store_->get("bakeoff/nccl_id");
+      if (bytes.size() != sizeof(id)) return Status::Internal("nccl: malformed unique id in the store");
+      std::memcpy(&id, bytes.data(), sizeof(id));
+    }
+    cudaSetDevice(options.device_index);
+    ncclResult_t r = ncclCommInitRank(&comm->comm_, options.world_size, id, options.rank);
+    if (r != ncclSuccess) {
+      return Status::Unavailable(std::string("ncclCommInitRank: ") + ncclGetErrorString(r));
+    }
+  } catch (const std::exception& e) {
+    return Status::Unavailable("rendezvous at " + where + " (rank " + std::to_string(options.rank) +
+                               ") failed: " + e.what());
+  }
+  return comm;
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_ != nullptr) ncclCommDestroy(comm_);
+}
+
+Status NcclCommunicator::Finish(const char* what, int result, std::chrono::steady_clock::time_point start,
+                                int64_t bytes) {
+  if (result != ncclSuccess) {
+    return Status::Unavailable(std::string(what) + ": " + ncclGetErrorString(static_cast<ncclResult_t>(result)));
+  }
+  const auto deadline = start + options_.collective_timeout;
+  while (true) {
+    cudaError_t q = cudaStreamQuery(nullptr);
+    if (q == cudaSuccess) break;
+    if (q != cudaErrorNotReady) return Status::Internal(std::string(what) + ": " + cudaGetErrorString(q));
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &async);
+    if (async != ncclSuccess || std::chrono::steady_clock::now() > deadline) {
+      ncclCommAbort(comm_);
+      comm_ = nullptr;
+      return Status::Unavailable(std::string(what) + " on rank " + std::to_string(options_.rank) +
+                                 (async != ncclSuccess ? std::string(": ") + ncclGetErrorString(async)
+                                                       : ": timed out (a peer rank died or hangs)"));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.bytes += bytes;
+  ++stats_.calls;
+  return Status::Ok();
+}
+
+Status NcclCommunicator::AllReduceSum(torch::Tensor& t) {
+  if (comm_ == nullptr) return Status::Unavailable("nccl: communicator aborted after an earlier failure");
+  auto type = NcclType(t);
+  if (!type.ok()) return type.status();
+  const auto start = std::chrono::steady_clock::now();
+  int r = ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), *type, ncclSum, comm_, nullptr);
+  return Finish("all-reduce", r, start, t.nbytes());
+}
+
+Status NcclCommunicator::ReduceScatterSum(const torch::Tensor& in, torch::Tensor& out) {
+  if (comm_ == nullptr) return Status::Unavailable("nccl: communicator aborted after an earlier failure");
+  auto type = NcclType(in);
+  if (!type.ok()) return type.status();
+  const auto start = std::chrono::steady_clock::now();
+  int r = ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), *type, ncclSum, comm_, nullptr);
+  return Finish("reduce-scatter", r, start, in.nbytes());
+}
+
+Status NcclCommunicator::AllGather(const torch::Tensor& in, torch::Tensor& out) {
+  if (comm_ == nullptr) return Status::Unavailable("nccl: communicator aborted after an earlier failure");
+  auto type = NcclType(in);
+  if (!type.ok()) return type.status();
+  const auto start = std::chrono::steady_clock::now();
+  int r = ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), *type, comm_, nullptr);
+  return Finish("all-gather", r, start, out.nbytes());
+}
+
+Status NcclCommunicator::Broadcast(torch::Tensor& t, int root) {
+  if (comm_ == nullptr) return Status::Unavailable("nccl: communicator aborted after an earlier failure");
+  auto type = NcclType(t);
+  if (!type.ok()) return type.status();
+  const auto start = std::chrono::steady_clock::now();
+  int r = ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), *type, root, comm_, nullptr);
+  return Finish("broadcast", r, start, t.nbytes());
+}
+
+Status NcclCommunicator::Barrier() {
+  // NCCL has no barrier: an all-reduce of one element is the customary one.
+  auto one = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCUDA, options_.device_index));
+  return AllReduceSum(one);
+}
+
+}  // namespace bakeoff::trainer

@@ -1,0 +1,57 @@
+// NcclCommunicator: the CUDA backend, the NCCL API used directly. Rank 0 creates the
+// NCCL unique id and publishes it through the c10d TCPStore it hosts. Collectives run on
+// the legacy default stream (the one LibTorch uses unless told otherwise), so they are
+// ordered with the training step's kernels; each call then waits for completion, polling
+// so that a dead peer ends in a clear error after the collective timeout, not a hang.
+// Thread-safety: one training thread.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "experiments/trainer/communicator.h"
+#include "protocol/status.h"
+
+struct ncclComm;
+
+namespace bakeoff::trainer {
+
+class NcclCommunicator : public Communicator {
+ public:
+  struct Options {
+    int rank = 0;
+    int world_size = 1;
+    std::string host = "127.0.0.1";
+    int port = 29500;
+    int device_index = 0;
+    std::chrono::milliseconds rendezvous_timeout{60000};
+    std::chrono::milliseconds collective_timeout{120000};
+  };
+  static Result<std::unique_ptr<NcclCommunicator>> Create(const Options& options);
+  ~NcclCommunicator() override;
+
+  int rank() const override { return options_.rank; }
+  int world_size() const override { return options_.world_size; }
+  std::string backend() const override { return "nccl"; }
+
+  Status AllReduceSum(torch::Tensor& tensor) override;
+  Status ReduceScatterSum(const torch::Tensor& input, torch::Tensor& output) override;
+  Status AllGather(const torch::Tensor& input, torch::Tensor& output) override;
+  Status Broadcast(torch::Tensor& tensor, int root) override;
+  Status Barrier() override;
+
+ private:
+  explicit NcclCommunicator(const Options& options) : options_(options) {}
+  // Waits for the collective just enqueued; aborts the communicator on timeout.
+  Status Finish(const char* what, int result, std::chrono::steady_clock::time_point start,
+                int64_t bytes);
+
+  Options options_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  ncclComm* comm_ = nullptr;
+};
+
+}  // namespace bakeoff::trainer

@@ -1,0 +1,164 @@
+#include "experiments/trainer/torch_compat.h"
+
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/version.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#ifdef BAKEOFF_WITH_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/jit/codegen/cuda/interface.h>
+#endif
+
+#include <cstring>
+#include <new>
+
+namespace bakeoff::trainer::compat {
+
+std::string TorchVersion() { return TORCH_VERSION; }
+
+bool CudaAvailable() {
+#ifdef BAKEOFF_WITH_CUDA
+  return torch::cuda::is_available();
+#else
+  return false;
+#endif
+}
+
+std::shared_ptr<torch::jit::Graph> TraceToGraph(
+    const std::vector<torch::Tensor>& inputs,
+    const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& fn) {
+  torch::jit::Stack stack(inputs.begin(), inputs.end());
+  auto traced = torch::jit::tracer::trace(
+      stack,
+      [&fn](torch::jit::Stack in) {
+        std::vector<torch::Tensor> tensors;
+        tensors.reserve(in.size());
+        for (auto& v : in) tensors.push_back(v.toTensor());
+        return torch::jit::Stack{fn(tensors)};
+      },
+      [](const torch::autograd::Variable&) { return std::string(); }, /*strict=*/false,
+      /*force_outplace=*/false);
+  return traced.first->graph;
+}
+
+CompiledGraph::CompiledGraph(const std::string& name, std::shared_ptr<torch::jit::Graph> graph)
+    : function_(std::make_unique<torch::jit::GraphFunction>(name, std::move(graph), nullptr)) {}
+
+CompiledGraph::~CompiledGraph() = default;
+
+torch::Tensor CompiledGraph::Run(const std::vector<torch::Tensor>& inputs) {
+  torch::jit::Stack stack(inputs.begin(), inputs.end());
+  function_->run(stack);
+  return stack.back().toTensor();
+}
+
+namespace {
+void CountNodes(const torch::jit::Block* block, CompiledGraph::Evidence* e) {
+  for (const torch::jit::Node* node : block->nodes()) {
+    ++e->nodes;
+    const std::string kind = node->kind().toQualString();
+    if (kind == "prim::TensorExprGroup" || kind == "prim::FusionGroup" ||
+        kind == "prim::CudaFusionGroup" || kind == "prim::StaticSubgraph") {
+      ++e->fusion_groups;
+    }
+    if (kind == "prim::DifferentiableGraph") ++e->differentiable_graphs;
+    for (const torch::jit::Block* sub : node->blocks()) CountNodes(sub, e);
+    if (node->hasAttribute(torch::jit::attr::Subgraph)) {
+      CountNodes(node->g(torch::jit::attr::Subgraph)->block(), e);
+    }
+  }
+}
+}  // namespace
+
+CompiledGraph::Evidence CompiledGraph::Inspect() {
+  Evidence e;
+  auto state = function_->get_executor().getDebugState();
+  for (auto& [spec, plan] : state.execution_plans) {
+    if (plan.graph) CountNodes(plan.graph->block(), &e);
+  }
+  return e;
+}
+
+std::string ConfigureFuser(const torch::Device& device) {
+  if (device.is_cuda()) {
+#ifdef BAKEOFF_WITH_CUDA
+    torch::jit::setTensorExprFuserEnabled(true);
+    return "tensorexpr (CUDA)";
+#endif
+  }
+  // The CPU TensorExpr fuser needs LLVM; Debian's LibTorch 1.13 is built without it and
+  // fails with "LLVM Backend not found" when forced on, so leave it off and say so.
+  torch::jit::setTensorExprFuserEnabled(false);
+  return "none (CPU: this LibTorch has no LLVM backend for the TensorExpr fuser)";
+}
+
+at::Generator MakeGenerator(const torch::Device& device, uint64_t seed) {
+#ifdef BAKEOFF_WITH_CUDA
+  if (device.is_cuda()) {
+    auto gen = at::cuda::detail::createCUDAGenerator(device.index() < 0 ? 0 : device.index());
+    gen.set_current_seed(seed);
+    return gen;
+  }
+#endif
+  return at::detail::createCPUGenerator(seed);
+}
+
+torch::Tensor GetRngState(const torch::Device& device) {
+#ifdef BAKEOFF_WITH_CUDA
+  if (device.is_cuda()) {
+    return at::cuda::detail::getDefaultCUDAGenerator(device.index()).get_state();
+  }
+#endif
+  return at::detail::getDefaultCPUGenerator().get_state();
+}
+
+void SetRngState(const torch::Device& device, const torch::Tensor& state) {
+#ifdef BAKEOFF_WITH_CUDA
+  if (device.is_cuda()) {
+    auto gen = at::cuda::detail::getDefaultCUDAGenerator(device.index());
+    gen.set_state(state);
+    return;
+  }
+#endif
+  auto gen = at::detail::getDefaultCPUGenerator();
+  gen.set_state(state);
+}
+
+DeviceMemory GetDeviceMemory(const torch::Device& device) {
+  DeviceMemory m;
+#ifdef BAKEOFF_WITH_CUDA
+  if (device.is_cuda()) {
+    using namespace c10::cuda::CUDACachingAllocator;
+    const int index = device.index() < 0 ? c10::cuda::current_device() : device.index();
+    auto stats = getDeviceStats(index);
+    constexpr auto kAll = static_cast<size_t>(StatType::AGGREGATE);
+    m.allocated_bytes = stats.allocated_bytes[kAll].current;
+    m.peak_allocated_bytes = stats.allocated_bytes[kAll].peak;
+    m.peak_reserved_bytes = stats.reserved_bytes[kAll].peak;
+  }
+#endif
+  return m;
+}
+
+void Synchronize(const torch::Device& device) {
+#ifdef BAKEOFF_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::device_synchronize();
+#endif
+}
+
+bool IsOutOfMemory(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return true;
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr) return true;
+  const char* what = e.what();
+  return std::strstr(what, "out of memory") != nullptr ||
+         std::strstr(what, "can't allocate memory") != nullptr ||
+         std::strstr(what, "not enough memory") != nullptr;
+}
+
+}  // namespace bakeoff::trainer::compat

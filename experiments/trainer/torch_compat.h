@@ -1,0 +1,75 @@
+// The one place where LibTorch's version differences live (1.13 on Debian, 2.x on GPU
+// machines): tracing into a graph, graph functions, generators and RNG state, device
+// memory statistics, out-of-memory detection and the c10d/Gloo constructors. Every
+// other trainer file calls these instead of the version-specific APIs.
+// Thread-safety: free functions; they touch LibTorch globals only where noted.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace torch::jit {
+struct Graph;
+struct GraphFunction;
+}  // namespace torch::jit
+
+namespace bakeoff::trainer::compat {
+
+// "1.13.0" etc.
+std::string TorchVersion();
+
+// True when this build has CUDA and a device is visible.
+bool CudaAvailable();
+
+// Traces `fn` applied to `inputs` into a TorchScript graph whose inputs are `inputs`
+// (so weights passed as inputs stay inputs, not constants).
+std::shared_ptr<torch::jit::Graph> TraceToGraph(
+    const std::vector<torch::Tensor>& inputs,
+    const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& fn);
+
+// A callable graph run by LibTorch's optimizing (profiling) graph executor.
+class CompiledGraph {
+ public:
+  CompiledGraph(const std::string& name, std::shared_ptr<torch::jit::Graph> graph);
+  ~CompiledGraph();
+  torch::Tensor Run(const std::vector<torch::Tensor>& inputs);
+  // Counts, over the executor's current optimized plans, the nodes of the given kinds.
+  struct Evidence {
+    int64_t fusion_groups = 0;        // prim::TensorExprGroup / FusionGroup / CudaFusionGroup
+    int64_t differentiable_graphs = 0;  // prim::DifferentiableGraph (symbolic autodiff)
+    int64_t nodes = 0;
+  };
+  Evidence Inspect();
+
+ private:
+  std::unique_ptr<torch::jit::GraphFunction> function_;
+};
+
+// Enables the fusers the device supports; returns a description of what is on.
+// Debian's CPU LibTorch has no LLVM, so the CPU TensorExpr fuser cannot run there.
+std::string ConfigureFuser(const torch::Device& device);
+
+// A generator for `device` seeded with `seed`.
+at::Generator MakeGenerator(const torch::Device& device, uint64_t seed);
+
+// RNG state of the default generator of `device` (for recomputation with dropout).
+torch::Tensor GetRngState(const torch::Device& device);
+void SetRngState(const torch::Device& device, const torch::Tensor& state);
+
+// Device memory: peak allocated and reserved bytes (CUDA), 0 on CPU.
+struct DeviceMemory {
+  int64_t allocated_bytes = 0;
+  int64_t peak_allocated_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+};
+DeviceMemory GetDeviceMemory(const torch::Device& device);
+void Synchronize(const torch::Device& device);
+
+// True when `e` is an allocation failure (CPU or device).
+bool IsOutOfMemory(const std::exception& e);
+
+}  // namespace bakeoff::trainer::compat

@@ -1,0 +1,239 @@
+#include "experiments/trainer/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+
+#include "experiments/trainer/communicator_factory.h"
+#include "experiments/trainer/data_source.h"
+#include "experiments/trainer/lora_model.h"
+#include "experiments/trainer/process_stats.h"
+#include "experiments/trainer/torch_compat.h"
+#include "experiments/trainer/zero_optimizer.h"
+
+namespace bakeoff::trainer {
+namespace {
+
+double Since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+struct Unsupported {
+  std::string message;
+};
+
+// Settings this device or build cannot run; the sweep records them as `unsupported`.
+std::optional<std::string> UnsupportedReason(const TrainerConfig& c) {
+  if (c.device == "cuda" && !compat::CudaAvailable()) {
+    return "device cuda: this bakeoff-trainer was built without CUDA or sees no GPU";
+  }
+  if (c.device == "cpu" && c.uses_cudagraph()) {
+    return "compile_mode " + c.compile_mode + ": CUDA graphs need a CUDA device; this trial runs on cpu";
+  }
+  if (c.device == "cuda" && c.uses_cudagraph()) {
+    return "compile_mode " + c.compile_mode + ": CUDA graph capture of the training step is not "
+           "implemented in this trainer version";
+  }
+  if (c.device == "cpu" && c.offload != "none") {
+    return "offload " + c.offload + ": offloading moves state from a device to the host; on a "
+           "cpu device it is meaningless";
+  }
+  if (c.offload == "parameters" && c.zero_stage != 3) {
+    return "offload parameters: only ZeRO stage 3 shards parameters; this trial has zero_stage " +
+           std::to_string(c.zero_stage);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+double Percentile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const double pos = q * static_cast<double>(values.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(values.size() - 1, lo + 1);
+  return values[lo] + (values[hi] - values[lo]) * (pos - static_cast<double>(lo));
+}
+
+double LearningRate(const TrainerConfig& c, int64_t step, int64_t total) {
+  if (c.lr_warmup_steps > 0 && step < c.lr_warmup_steps) {
+    return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.lr_warmup_steps);
+  }
+  if (c.lr_schedule == "cosine") {
+    const double span = std::max<int64_t>(1, total - c.lr_warmup_steps);
+    const double progress = static_cast<double>(step - c.lr_warmup_steps) / span;
+    return c.lr * 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, progress)));
+  }
+  return c.lr;
+}
+
+Trainer::Trainer(TrainerConfig config, EventWriter* events)
+    : config_(std::move(config)), events_(events) {}
+
+int Trainer::Run() {
+  try {
+    return RunOrThrow();
+  } catch (const std::exception& e) {
+    if (compat::IsOutOfMemory(e)) return events_->Error("oom", std::string("out of memory: ") + e.what());
+    return events_->Error("failed", e.what());
+  }
+}
+
+int Trainer::RunOrThrow() {
+  const TrainerConfig& c = config_;
+  if (auto reason = UnsupportedReason(c)) return events_->Error("unsupported", *reason);
+
+  if (c.threads > 0) {
+    torch::set_num_threads(static_cast<int>(c.threads));
+    SetBlasThreads(static_cast<int>(c.threads));
+  }
+  torch::manual_seed(static_cast<uint64_t>(c.seed) + static_cast<uint64_t>(c.rank));
+  const torch::Device device = c.device == "cuda" ? torch::Device(torch::kCUDA, static_cast<int>(c.local_rank))
+                                                  : torch::Device(torch::kCPU);
+  const std::string fuser = c.uses_jit() ? compat::ConfigureFuser(device) : "off (eager)";
+
+  auto comm_or = CreateCommunicator(c, device);
+  if (!comm_or.ok()) return events_->Error("failed", comm_or.status().ToString());
+  std::unique_ptr<Communicator> comm = std::move(comm_or).value();
+
+  auto data = DataSource::Open(c);
+  if (!data.ok()) return events_->Error("failed", data.status().ToString());
+  LoraModel model(c, device, comm.get());
+  ZeroOptimizer optimizer(c, &model.adapters(), comm.get());
+  const ParameterCounts counts = CountParameters(c.dims, c.lora_rank, c.lora_targets);
+  const double flops_per_token = TrainingFlopsPerToken(c.dims, counts, c.seq_len);
+  const BlasInfo blas = DetectBlas();
+
+  events_->Write("ready", {{"config", c.ToJson()},
+                           {"model", {{"dims", c.dims.ToJson()},
+                                      {"frozen_params", counts.frozen},
+                                      {"trainable_params", counts.trainable},
+                                      {"flops_per_token", flops_per_token}}},
+                           {"rank", c.rank},
+                           {"world_size", c.world_size},
+                           {"device", device.str()},
+                           {"threads", torch::get_num_threads()},
+                           {"blas", blas.name},
+                           {"blas_path", blas.path},
+                           {"blas_threads", blas.threads},
+                           {"torch_version", compat::TorchVersion()},
+                           {"comm_backend", comm->backend()},
+                           {"startup_s", SecondsSinceProcessStart()}});
+  const double startup_s = SecondsSinceProcessStart();
+
+  const int64_t total_steps = c.warmup_steps + c.steps;
+  std::vector<double> measured_step_s;
+  double first_step_s = 0, warmup_s = 0, comm_s_measured = 0;
+  int64_t comm_bytes_measured = 0;
+  for (int64_t step = 0; step < total_steps; ++step) {
+    const bool warmup = step < c.warmup_steps;
+    comm->ResetStats();
+    const auto start = std::chrono::steady_clock::now();
+    optimizer.BeginStep();
+    double loss_sum = 0;
+    for (int64_t micro = 0; micro < c.grad_accum; ++micro) {
+      auto tokens = data->Batch(step * c.grad_accum + micro).to(device);
+      auto loss = model.Loss(tokens);
+      optimizer.BeforeBackward();
+      (loss / static_cast<double>(c.grad_accum)).backward();
+      ThrowIfError(optimizer.AfterBackward());
+      loss_sum += loss.item<double>();
+    }
+    const double lr = LearningRate(c, step, total_steps);
+    auto grad_norm = optimizer.Step(lr);
+    ThrowIfError(grad_norm.status());
+    compat::Synchronize(device);
+    const double step_s = Since(start);
+    const CommStats step_comm = comm->stats();
+
+    // The global mean loss, outside the timed step and its communication figures.
+    auto loss_tensor = torch::tensor({loss_sum / static_cast<double>(c.grad_accum)}, torch::kFloat64).to(device);
+    ThrowIfError(comm->AllReduceSum(loss_tensor));
+    const double loss = loss_tensor.item<double>() / static_cast<double>(c.world_size);
+
+    const auto mem = compat::GetDeviceMemory(device);
+    const int64_t peak = device.is_cuda() ? mem.peak_allocated_bytes : PeakRssBytes();
+    events_->Write("step", {{"step", step},
+                            {"phase", warmup ? "warmup" : "measure"},
+                            {"step_s", step_s},
+                            {"tokens", c.tokens_per_step()},
+                            {"loss", loss},
+                            {"lr", lr},
+                            {"grad_norm", *grad_norm},
+                            {"peak_mem_bytes", peak},
+                            {"rss_bytes", CurrentRssBytes()},
+                            {"device_allocated_bytes", mem.allocated_bytes},
+                            {"device_reserved_peak_bytes", mem.peak_reserved_bytes},
+                            {"comm_s", step_comm.seconds},
+                            {"comm_bytes", step_comm.bytes},
+                            {"comm_calls", step_comm.calls}});
+    if (!std::isfinite(loss) || !std::isfinite(*grad_norm)) {
+      return events_->Error("diverged", "loss " + std::to_string(loss) + " at step " +
+                                            std::to_string(step) + " is not finite");
+    }
+    if (step == 0) first_step_s = step_s;
+    if (warmup) {
+      warmup_s += step_s;
+    } else {
+      measured_step_s.push_back(step_s);
+      comm_s_measured += step_comm.seconds;
+      comm_bytes_measured += step_comm.bytes;
+    }
+  }
+
+  if (!c.adapters_out.empty() && c.rank == 0) {
+    auto flat = model.adapters().flat().narrow(0, 0, model.adapters().numel()).to(torch::kCPU).contiguous();
+    std::ofstream out(c.adapters_out, std::ios::binary);
+    out.write(static_cast<const char*>(flat.data_ptr()), static_cast<std::streamsize>(flat.nbytes()));
+    if (!out) return events_->Error("failed", "adapters_out: cannot write \"" + c.adapters_out + "\"");
+  }
+
+  const double median = Percentile(measured_step_s, 0.5);
+  const double tokens_per_s = static_cast<double>(c.tokens_per_step()) / median;
+  const double flops_per_s = flops_per_token * tokens_per_s;
+  const auto mem = compat::GetDeviceMemory(device);
+  const double measured = static_cast<double>(measured_step_s.size());
+  nlohmann::json applied = {{"compile_mode", c.uses_jit() ? "jit" : "eager"},
+                            {"compile_scope", c.uses_jit() ? nlohmann::json(c.compile_scope) : nlohmann::json()},
+                            {"fuser", fuser},
+                            {"precision", torch::toString(model.compute_dtype())},
+                            {"grad_checkpointing", c.grad_checkpointing},
+                            {"recompute_blocks", model.recompute()},
+                            {"zero_stage", c.zero_stage},
+                            {"offload", c.offload},
+                            {"comm_backend", comm->backend()},
+                            {"reduce_scatter", comm->reduce_scatter_note()},
+                            {"world_size", comm->world_size()}};
+  applied.update(model.runner().Evidence());
+  events_->Write("summary",
+                 {{"startup_s", startup_s},
+                  {"first_step_s", first_step_s},
+                  {"warmup_s", warmup_s},
+                  {"step_s_median", median},
+                  {"step_s_p10", Percentile(measured_step_s, 0.1)},
+                  {"step_s_p90", Percentile(measured_step_s, 0.9)},
+                  {"tokens_per_s", tokens_per_s},
+                  {"flops_per_s", flops_per_s},
+                  {"mfu", c.peak_flops > 0 ? nlohmann::json(flops_per_s / (c.peak_flops * c.world_size))
+                                           : nlohmann::json()},
+                  {"peak_mem_bytes", device.is_cuda() ? mem.peak_allocated_bytes : PeakRssBytes()},
+                  {"peak_reserved_bytes", mem.peak_reserved_bytes},
+                  {"peak_rss_bytes", PeakRssBytes()},
+                  {"frozen_bytes", model.frozen().held_bytes() + model.frozen().peak_gathered_bytes()},
+                  {"frozen_shard_bytes", model.frozen().held_bytes()},
+                  {"frozen_gathered_peak_bytes", model.frozen().peak_gathered_bytes()},
+                  {"trainable_bytes", optimizer.trainable_bytes()},
+                  {"grad_bytes", optimizer.grad_bytes()},
+                  {"optimizer_bytes", optimizer.optimizer_bytes()},
+                  {"comm_s_per_step", measured > 0 ? comm_s_measured / measured : 0},
+                  {"comm_bytes_per_step", measured > 0 ? comm_bytes_measured / measured : 0},
+                  {"offload_copy_s", optimizer.offload_copy_s() + model.frozen().offload_copy_s()},
+                  {"tokens_per_step", c.tokens_per_step()},
+                  {"rank", c.rank},
+                  {"applied", applied}});
+  return kExitSucceeded;
+}
+
+}  // namespace bakeoff::trainer

@@ -1,0 +1,173 @@
+// Distributed training with real rank processes on loopback (Gloo): parity with one
+// process reading the same global batch, for world sizes 1-3 and ZeRO stages 0-3; the
+// memory accounting of each stage; and failures that must end clearly, not hang.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <memory>
+
+#include "tests/experiments/trainer/trainer_process.h"
+
+namespace bakeoff::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct RunResult {
+  std::vector<double> losses;  // rank 0's global mean loss per step
+  std::vector<float> adapters;
+  std::vector<nlohmann::json> summaries;  // one per rank
+  std::vector<int> exit_codes;
+};
+
+std::vector<float> ReadFloats(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+// Common settings: a tiny model, every projection adapted, 10 measured steps.
+std::vector<std::string> BaseArgs(int micro_batch, int stage) {
+  return {"--seq-len",      "16",  "--micro-batch", std::to_string(micro_batch),
+          "--grad-accum",   "2",   "--steps",       "10",
+          "--warmup-steps", "0",   "--threads",     "1",
+          "--lr",           "0.01", "--zero-stage", std::to_string(stage),
+          "--lora-targets", R"(["q","k","v","o","gate","up","down"])",
+          "--collective-timeout-s", "60", "--rendezvous-timeout-s", "60"};
+}
+
+RunResult RunWorld(int world, int stage, int micro_batch) {
+  const int port = FreeLoopbackPort();
+  const std::string adapters_path =
+      ::testing::TempDir() + "/adapters_w" + std::to_string(world) + "_s" + std::to_string(stage) + ".bin";
+  std::vector<std::unique_ptr<TrainerProcess>> ranks;
+  for (int r = 0; r < world; ++r) {
+    auto args = BaseArgs(micro_batch, stage);
+    args.insert(args.end(), {"--world-size", std::to_string(world), "--rank", std::to_string(r),
+                             "--store", "127.0.0.1:" + std::to_string(port), "--adapters-out", adapters_path});
+    ranks.push_back(std::make_unique<TrainerProcess>(args));
+  }
+  RunResult result;
+  for (auto& rank : ranks) result.exit_codes.push_back(rank->Wait(300s));
+  for (const auto& e : ranks[0]->events()) {
+    if (e["event"] == "step") result.losses.push_back(e["loss"].get<double>());
+  }
+  for (auto& rank : ranks) {
+    for (const auto& e : rank->events()) {
+      if (e["event"] == "summary") result.summaries.push_back(e);
+    }
+  }
+  result.adapters = ReadFloats(adapters_path);
+  return result;
+}
+
+class DistributedTest : public ::testing::Test {
+ protected:
+  // One process with micro_batch 6 reads the same global batch as 6/N per rank on N ranks.
+  static void SetUpTestSuite() { reference_ = new RunResult(RunWorld(1, 0, 6)); }
+  static void TearDownTestSuite() { delete reference_; }
+  static RunResult* reference_;
+};
+RunResult* DistributedTest::reference_ = nullptr;
+
+TEST_F(DistributedTest, EveryWorldSizeAndStageMatchesOneProcessWithTheSameGlobalBatch) {
+  ASSERT_EQ(reference_->exit_codes, std::vector<int>{0});
+  ASSERT_EQ(reference_->losses.size(), 10u);
+  ASSERT_FALSE(reference_->adapters.empty());
+  for (int world : {1, 2, 3}) {
+    for (int stage : {0, 1, 2, 3}) {
+      SCOPED_TRACE("world " + std::to_string(world) + " stage " + std::to_string(stage));
+      RunResult r = RunWorld(world, stage, 6 / world);
+      ASSERT_EQ(r.exit_codes, std::vector<int>(world, 0));
+      ASSERT_EQ(r.losses.size(), reference_->losses.size());
+      // Stated tolerance: losses within 1e-4 relative, adapters within 1e-4 absolute +
+      // 1e-3 relative (fp32; the ranks sum gradients in a different order).
+      for (size_t i = 0; i < r.losses.size(); ++i) {
+        EXPECT_NEAR(r.losses[i], reference_->losses[i], 1e-4 * std::abs(reference_->losses[i])) << "step " << i;
+      }
+      ASSERT_EQ(r.adapters.size(), reference_->adapters.size());
+      double worst = 0;
+      for (size_t i = 0; i < r.adapters.size(); ++i) {
+        worst = std::max(worst, std::abs(double(r.adapters[i]) - reference_->adapters[i]) /
+                                    (1e-4 + 1e-3 * std::abs(reference_->adapters[i])));
+      }
+      EXPECT_LE(worst, 1.0);
+      // Every rank's step events report the global tokens.
+      for (const auto& s : r.summaries) EXPECT_EQ(s["tokens_per_step"], 6 * 16 * 2);
+    }
+  }
+}
+
+TEST_F(DistributedTest, AccountingShowsWhatEachStagePartitions) {
+  const auto& one = reference_->summaries.at(0);
+  const double optimizer = one["optimizer_bytes"].get<double>();
+  const double grads = one["grad_bytes"].get<double>();
+  const double frozen = one["frozen_bytes"].get<double>();
+  for (int world : {2, 3}) {
+    for (int stage : {0, 1, 2, 3}) {
+      SCOPED_TRACE("world " + std::to_string(world) + " stage " + std::to_string(stage));
+      RunResult r = RunWorld(world, stage, 6 / world);
+      ASSERT_EQ(r.summaries.size(), static_cast<size_t>(world));
+      for (const auto& s : r.summaries) {
+        const double tolerance = 0.02;  // padding to a multiple of the world size
+        const double opt_expected = stage >= 1 ? optimizer / world : optimizer;
+        const double grad_expected = stage >= 2 ? grads / world : grads;
+        EXPECT_NEAR(s["optimizer_bytes"].get<double>(), opt_expected, tolerance * opt_expected);
+        EXPECT_NEAR(s["grad_bytes"].get<double>(), grad_expected, tolerance * grad_expected);
+        if (stage == 3) {
+          // A shard of every unit plus, at peak, one gathered unit: the largest is a block
+          // of the tiny model (2 norms of 64, q/o 64x64, k/v 32x64, gate/up/down 172x64),
+          // padded to a multiple of the world size, fp32.
+          const int64_t block = 2 * 64 + 2 * 64 * 64 + 2 * 32 * 64 + 3 * 172 * 64;
+          const int64_t padded = (block + world - 1) / world * world;
+          EXPECT_NEAR(s["frozen_shard_bytes"].get<double>(), frozen / world, tolerance * frozen / world);
+          EXPECT_EQ(s["frozen_gathered_peak_bytes"].get<int64_t>(), padded * 4);
+        } else {
+          EXPECT_EQ(s["frozen_bytes"].get<double>(), frozen);
+        }
+        EXPECT_GT(s["comm_bytes_per_step"].get<double>(), 0);
+      }
+    }
+  }
+}
+
+TEST(DistributedFailureTest, ARankKilledMidRunEndsTheOthersWithAClearErrorWithinTheTimeout) {
+  const int port = FreeLoopbackPort();
+  std::vector<std::unique_ptr<TrainerProcess>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    auto args = BaseArgs(1, 2);
+    args.insert(args.end(), {"--steps", "100000", "--world-size", "2", "--rank", std::to_string(r), "--store",
+                             "127.0.0.1:" + std::to_string(port), "--collective-timeout-s", "10"});
+    ranks.push_back(std::make_unique<TrainerProcess>(args));
+  }
+  ASSERT_TRUE(ranks[1]->WaitForEvent([](const nlohmann::json& e) { return e["event"] == "step"; }, 120s));
+  kill(ranks[1]->pid(), SIGKILL);
+  const auto killed_at = std::chrono::steady_clock::now();
+  const int code = ranks[0]->Wait(60s);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  EXPECT_EQ(code, 1);
+  ASSERT_FALSE(ranks[0]->events().empty());
+  const auto& last = ranks[0]->events().back();
+  EXPECT_EQ(last["event"], "error");
+  EXPECT_EQ(last["kind"], "failed");
+  EXPECT_NE(last["message"].get<std::string>().find("failed on rank 0"), std::string::npos) << last["message"];
+  EXPECT_LT(waited, 10 + 15) << "collective timeout 10 s plus margin";
+}
+
+TEST(DistributedFailureTest, ARankThatCannotRendezvousEndsAsFailedWithinTheTimeout) {
+  const int port = FreeLoopbackPort();
+  auto args = BaseArgs(1, 0);
+  args.insert(args.end(), {"--world-size", "2", "--rank", "1", "--store", "127.0.0.1:" + std::to_string(port),
+                           "--rendezvous-timeout-s", "3"});
+  TrainerProcess lonely(args);
+  EXPECT_EQ(lonely.Wait(60s), 1);
+  ASSERT_FALSE(lonely.events().empty());
+  EXPECT_EQ(lonely.events().back()["kind"], "failed");
+  EXPECT_NE(lonely.events().back()["message"].get<std::string>().find("rendezvous at 127.0.0.1:"), std::string::npos)
+      << lonely.events().back()["message"];
+}
+
+}  // namespace
+}  // namespace bakeoff::testing

@@ -1,0 +1,219 @@
+// Numerical tests of the model's math and of the training step: LoRA identity at B = 0,
+// adapter gradients against central finite differences, jit against eager for every
+// compile scope, checkpointing against plain backward, and a learnable task.
+#include "experiments/trainer/model_math.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "experiments/trainer/adapters.h"
+#include "experiments/trainer/communicator.h"
+#include "experiments/trainer/lora_model.h"
+#include "experiments/trainer/trainer.h"
+#include "experiments/trainer/unit_runner.h"
+
+namespace bakeoff::trainer {
+namespace {
+
+ModelDims TinyDims() {
+  ModelDims d;
+  d.dim = 16;
+  d.layers = 1;
+  d.heads = 4;
+  d.kv_heads = 2;
+  d.ffn_dim = 24;
+  d.vocab = 11;
+  return d;
+}
+
+BlockWeights RandomBlock(const ModelDims& d, torch::ScalarType dtype) {
+  BlockWeights w;
+  auto opts = torch::TensorOptions().dtype(dtype);
+  w.attn_norm = 1 + 0.1 * torch::randn({d.dim}, opts);
+  w.mlp_norm = 1 + 0.1 * torch::randn({d.dim}, opts);
+  for (int p = 0; p < kNumProjections; ++p) {
+    ProjectionShape s = ProjectionShapeOf(d, LoraTargetNames()[p]);
+    w.proj[p] = 0.3 * torch::randn({s.out, s.in}, opts);
+  }
+  return w;
+}
+
+std::array<LoraPair, kNumProjections> RandomLora(const ModelDims& d, int64_t rank,
+                                                 torch::ScalarType dtype, bool zero_b) {
+  std::array<LoraPair, kNumProjections> lora;
+  auto opts = torch::TensorOptions().dtype(dtype);
+  for (int p = 0; p < kNumProjections; ++p) {
+    ProjectionShape s = ProjectionShapeOf(d, LoraTargetNames()[p]);
+    lora[p].a = (0.3 * torch::randn({rank, s.in}, opts)).requires_grad_(true);
+    lora[p].b = (zero_b ? torch::zeros({s.out, rank}, opts) : 0.3 * torch::randn({s.out, rank}, opts))
+                    .requires_grad_(true);
+  }
+  return lora;
+}
+
+TEST(ModelMathTest, LoraWithZeroBLeavesTheBaseModelOutputUnchanged) {
+  torch::manual_seed(1);
+  const ModelDims d = TinyDims();
+  UnitRunner runner(false, "full");
+  ModelMath math({d, 2.0, 0.0, true}, &runner);
+  auto tables = MakeAttentionTables(d, 8, torch::kFloat32, torch::kCPU);
+  auto x = torch::randn({2, 8, d.dim});
+  auto w = RandomBlock(d, torch::kFloat32);
+  auto with_adapters = math.Block(x, w, RandomLora(d, 4, torch::kFloat32, /*zero_b=*/true), tables);
+  auto base = math.Block(x, w, {}, tables);
+  EXPECT_TRUE(torch::equal(with_adapters, base));
+  // And a nonzero B does change it, so the comparison above can fail.
+  auto changed = math.Block(x, w, RandomLora(d, 4, torch::kFloat32, false), tables);
+  EXPECT_FALSE(torch::allclose(changed, base));
+}
+
+TEST(ModelMathTest, AdapterGradientsMatchCentralFiniteDifferences) {
+  torch::manual_seed(2);
+  const ModelDims d = TinyDims();
+  UnitRunner runner(false, "full");
+  ModelMath math({d, 1.5, 0.0, true}, &runner);
+  auto tables = MakeAttentionTables(d, 6, torch::kFloat64, torch::kCPU);
+  auto x = torch::randn({2, 6, d.dim}, torch::kFloat64);
+  auto w = RandomBlock(d, torch::kFloat64);
+  auto lora = RandomLora(d, 3, torch::kFloat64, false);
+  HeadWeights head{1 + 0.1 * torch::randn({d.dim}, torch::kFloat64), torch::randn({d.vocab, d.dim}, torch::kFloat64)};
+  auto targets = torch::randint(d.vocab, {2, 6}, torch::kInt64);
+  auto loss_fn = [&] { return math.HeadLoss(math.Block(x, w, lora, tables), head, targets); };
+
+  loss_fn().backward();
+  const double eps = 1e-6;
+  int checked = 0;
+  for (int p = 0; p < kNumProjections; ++p) {
+    for (torch::Tensor* param : {&lora[p].a, &lora[p].b}) {
+      auto grad = param->grad().clone();
+      auto flat = param->view({-1});
+      // A handful of elements of every adapter matrix: every projection's path is checked.
+      for (int64_t i = 0; i < flat.numel(); i += std::max<int64_t>(1, flat.numel() / 5)) {
+        torch::NoGradGuard no_grad;
+        const double saved = flat[i].item<double>();
+        flat[i] = saved + eps;
+        const double up = loss_fn().item<double>();
+        flat[i] = saved - eps;
+        const double down = loss_fn().item<double>();
+        flat[i] = saved;
+        const double numeric = (up - down) / (2 * eps);
+        const double analytic = grad.view({-1})[i].item<double>();
+        EXPECT_NEAR(analytic, numeric, 1e-6 + 1e-5 * std::abs(numeric))
+            << LoraTargetNames()[p] << " element " << i;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 50);
+}
+
+std::vector<nlohmann::json> RunTrainerInProcess(TrainerConfig config, int* exit_code = nullptr) {
+  EXPECT_TRUE(FinalizeConfig(&config).ok());
+  std::stringstream out;
+  EventWriter events(out);
+  Trainer trainer(config, &events);
+  const int code = trainer.Run();
+  if (exit_code != nullptr) *exit_code = code;
+  std::vector<nlohmann::json> lines;
+  std::string line;
+  while (std::getline(out, line)) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+std::vector<double> Losses(const std::vector<nlohmann::json>& events) {
+  std::vector<double> losses;
+  for (const auto& e : events) {
+    if (e["event"] == "step") losses.push_back(e["loss"].get<double>());
+  }
+  return losses;
+}
+
+TrainerConfig SmallRun() {
+  TrainerConfig c;
+  c.seq_len = 16;
+  c.micro_batch = 2;
+  c.warmup_steps = 0;
+  c.steps = 10;
+  c.threads = 1;
+  c.lora_targets = {"q", "k", "v", "o", "gate", "up", "down"};
+  c.lr = 1e-2;
+  return c;
+}
+
+TEST(TrainerNumericsTest, JitMatchesEagerLossTrajectoryForEveryScope) {
+  const auto eager = Losses(RunTrainerInProcess(SmallRun()));
+  ASSERT_EQ(eager.size(), 10u);
+  for (const std::string scope : {"full", "attention", "mlp", "adapters"}) {
+    TrainerConfig c = SmallRun();
+    c.compile_mode = "jit";
+    c.compile_scope = scope;
+    auto events = RunTrainerInProcess(c);
+    const auto jit = Losses(events);
+    ASSERT_EQ(jit.size(), eager.size()) << scope;
+    // Stated tolerance: 1e-4 relative (fp32; symbolic autodiff may reorder reductions).
+    for (size_t i = 0; i < jit.size(); ++i) {
+      EXPECT_NEAR(jit[i], eager[i], 1e-4 * std::abs(eager[i])) << scope << " step " << i;
+    }
+    const auto& applied = events.back()["applied"];
+    EXPECT_EQ(applied["compile_mode"], "jit");
+    EXPECT_EQ(applied["compile_scope"], scope);
+    EXPECT_GE(applied["graphs"].get<int>(), 1) << scope;
+    // Debian's LibTorch has no CPU fuser: the evidence must not claim fusion.
+    EXPECT_EQ(applied["fusion_groups"].get<int>(), 0);
+  }
+}
+
+TEST(TrainerNumericsTest, CheckpointingGivesTheSameGradientsEvenWithDropout) {
+  TrainerConfig base = SmallRun();
+  base.lora_dropout = 0.1;
+  ASSERT_TRUE(FinalizeConfig(&base).ok());
+  std::vector<torch::Tensor> grads[2];
+  for (int checkpointing = 0; checkpointing < 2; ++checkpointing) {
+    TrainerConfig c = base;
+    c.grad_checkpointing = checkpointing == 1;
+    LocalCommunicator comm;
+    LoraModel model(c, torch::kCPU, &comm);
+    ASSERT_EQ(model.recompute(), checkpointing == 1);
+    torch::manual_seed(7);
+    auto tokens = torch::randint(c.dims.vocab, {2, c.seq_len + 1}, torch::kInt64);
+    model.Loss(tokens).backward();
+    for (int layer = 0; layer < c.dims.layers; ++layer) {
+      for (const auto& leaf : model.adapters().BlockLeaves(layer)) grads[checkpointing].push_back(leaf.grad().clone());
+    }
+  }
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  double largest = 0;
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    largest = std::max(largest, grads[0][i].abs().max().item<double>());
+    EXPECT_TRUE(torch::allclose(grads[0][i], grads[1][i], 1e-5, 1e-7)) << "leaf " << i;
+  }
+  EXPECT_GT(largest, 0.0);
+}
+
+TEST(TrainerNumericsTest, LossFallsOnALearnableTask) {
+  TrainerConfig c = SmallRun();
+  c.dataset = "repeat";
+  c.steps = 40;
+  c.lr = 2e-2;
+  const auto losses = Losses(RunTrainerInProcess(c));
+  ASSERT_EQ(losses.size(), 40u);
+  EXPECT_LT(losses.back(), 0.5 * losses.front()) << losses.front() << " -> " << losses.back();
+}
+
+TEST(TrainerNumericsTest, Bf16TrainsWithFp32MasterAdapters) {
+  TrainerConfig c = SmallRun();
+  c.precision = "bf16";
+  c.dataset = "repeat";
+  c.steps = 20;
+  auto events = RunTrainerInProcess(c);
+  const auto losses = Losses(events);
+  ASSERT_EQ(losses.size(), 20u);
+  EXPECT_LT(losses.back(), losses.front());
+  EXPECT_EQ(events.back()["applied"]["precision"], "BFloat16");
+  // Trainable bytes are fp32 masters: 4 bytes a parameter.
+  EXPECT_EQ(events.back()["trainable_bytes"].get<int64_t>() % 4, 0);
+}
+
+}  // namespace
+}  // namespace bakeoff::trainer

@@ -1,0 +1,145 @@
+// bakeoff-trainer as a process: the event stream's fields, each bad configuration's
+// named error and exit code, unsupported settings, and out of memory under a host cap.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct ProcessResult {
+  int exit_code = -1;
+  std::vector<nlohmann::json> events;
+  std::vector<std::string> unparsed;
+};
+
+// Runs the trainer with `args` (under a 300 s timeout), stdout captured, stderr dropped.
+ProcessResult RunTrainer(const std::string& args) {
+  const std::string command = std::string("timeout 300 ") + BAKEOFF_BINARY_DIR + "/bakeoff-trainer " +
+                              args + " 2>/dev/null";
+  ProcessResult result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::string line;
+  std::array<char, 65536> buffer;
+  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) {
+    line += buffer.data();
+    if (!line.empty() && line.back() == '\n') {
+      auto json = nlohmann::json::parse(line, nullptr, false);
+      if (json.is_discarded()) {
+        result.unparsed.push_back(line);
+      } else {
+        result.events.push_back(json);
+      }
+      line.clear();
+    }
+  }
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+const char* kFast = "--seq-len 16 --micro-batch 2 --steps 3 --warmup-steps 1 --threads 1";
+
+TEST(TrainerProcessTest, EveryEventLineParsesAndCarriesTheDocumentedFields) {
+  auto r = RunTrainer(kFast);
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(r.unparsed.empty());
+  ASSERT_EQ(r.events.size(), 1u + 4u + 1u);
+  const auto& ready = r.events.front();
+  EXPECT_EQ(ready["event"], "ready");
+  for (const char* f : {"config", "model", "threads", "blas", "torch_version", "rank", "world_size"}) {
+    EXPECT_TRUE(ready.contains(f)) << f;
+  }
+  EXPECT_EQ(ready["config"]["dims"]["dim"], 64);
+  EXPECT_NE(ready["blas"].get<std::string>().find("openblas"), std::string::npos)
+      << "scripts/setup makes OpenBLAS the system BLAS: " << ready["blas"];
+  for (size_t i = 1; i <= 4; ++i) {
+    const auto& step = r.events[i];
+    EXPECT_EQ(step["event"], "step");
+    EXPECT_EQ(step["step"], i - 1);
+    EXPECT_EQ(step["phase"], i == 1 ? "warmup" : "measure");
+    EXPECT_EQ(step["tokens"], 32);
+    for (const char* f : {"step_s", "loss", "peak_mem_bytes", "rss_bytes", "comm_s", "comm_bytes"}) {
+      EXPECT_TRUE(step.contains(f)) << f;
+    }
+    EXPECT_GT(step["step_s"].get<double>(), 0);
+  }
+  const auto& summary = r.events.back();
+  EXPECT_EQ(summary["event"], "summary");
+  for (const char* f : {"startup_s", "first_step_s", "warmup_s", "step_s_median", "step_s_p10",
+                        "step_s_p90", "tokens_per_s", "flops_per_s", "peak_mem_bytes", "frozen_bytes",
+                        "trainable_bytes", "grad_bytes", "optimizer_bytes", "applied"}) {
+    EXPECT_TRUE(summary.contains(f)) << f;
+  }
+  EXPECT_GT(summary["tokens_per_s"].get<double>(), 0);
+  EXPECT_LE(summary["step_s_p10"].get<double>(), summary["step_s_median"].get<double>());
+  EXPECT_LE(summary["step_s_median"].get<double>(), summary["step_s_p90"].get<double>());
+  EXPECT_EQ(summary["applied"]["compile_mode"], "eager");
+  EXPECT_EQ(summary["applied"]["graphs"], 0);
+  // AdamW keeps two fp32 moments per trainable parameter.
+  EXPECT_EQ(summary["optimizer_bytes"], 2 * summary["trainable_bytes"].get<int64_t>());
+}
+
+TEST(TrainerProcessTest, EachBadConfigurationGetsItsNamedErrorAndExitCode2) {
+  struct Case {
+    std::string args;
+    std::string expected;
+  };
+  std::vector<Case> cases = {
+      {"--micro-bach 2", "micro_bach: unknown field (did you mean micro_batch?)"},
+      {"--precision fp8", "precision: expected one of fp32, bf16"},
+      {"--model huge", "model: unknown preset \"huge\""},
+      {"--world-size 2", "store: world_size > 1 needs the rendezvous address"},
+      {"--config /nonexistent.json", "--config: cannot open \"/nonexistent.json\""},
+      {"--steps", "--steps: missing value"},
+  };
+  for (const auto& c : cases) {
+    auto r = RunTrainer(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    ASSERT_EQ(r.events.size(), 1u) << c.args;
+    EXPECT_EQ(r.events[0]["event"], "error");
+    EXPECT_EQ(r.events[0]["kind"], "failed");
+    EXPECT_NE(r.events[0]["message"].get<std::string>().find(c.expected), std::string::npos)
+        << r.events[0]["message"];
+  }
+}
+
+TEST(TrainerProcessTest, ConfigFileThenFlagsOverride) {
+  const std::string path = ::testing::TempDir() + "/trainer_config.json";
+  std::ofstream(path) << R"({"seq_len": 16, "micro_batch": 3, "steps": 2, "warmup_steps": 0, "threads": 1})";
+  auto r = RunTrainer("--config " + path + " --micro-batch 1");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.events.front()["config"]["micro_batch"], 1);
+  EXPECT_EQ(r.events.front()["config"]["seq_len"], 16);
+}
+
+TEST(TrainerProcessTest, CudaGraphsAndOffloadOnCpuAreUnsupported) {
+  for (const std::string args : {"--compile-mode cudagraph", "--compile-mode jit+cudagraph",
+                                 "--offload optimizer"}) {
+    auto r = RunTrainer(std::string(kFast) + " " + args);
+    EXPECT_EQ(r.exit_code, 4) << args;
+    ASSERT_FALSE(r.events.empty());
+    EXPECT_EQ(r.events.back()["kind"], "unsupported") << args;
+  }
+}
+
+TEST(TrainerProcessTest, AllocationBeyondTheHostMemoryCapEndsAsOom) {
+  // 6 GiB of fp32 embedding and head cannot fit a 3 GiB address-space cap.
+  auto r = RunTrainer(std::string(kFast) +
+                      " --model '{\"dim\":2048,\"layers\":1,\"heads\":16,\"ffn_dim\":64,\"vocab\":400000}'"
+                      " --max-host-memory 3221225472");
+  EXPECT_EQ(r.exit_code, 3);
+  ASSERT_FALSE(r.events.empty());
+  EXPECT_EQ(r.events.back()["event"], "error");
+  EXPECT_EQ(r.events.back()["kind"], "oom") << r.events.back()["message"];
+}
+
+}  // namespace
