@@ -1,0 +1,66 @@
+#include "coordinator/api_json.h"
+
+namespace bakeoff::coordinator {
+using nlohmann::json;
+
+json SweepJson(const metrics::SweepRecord& s) {
+  json j = {{"id", s.id},
+            {"name", s.name},
+            {"question", s.question},
+            {"state", metrics::SweepStateName(s.state)},
+            {"created_at", s.created_at},
+            {"finished_at", s.finished_at ? json(*s.finished_at) : json(nullptr)},
+            {"variant_count", s.variant_count},
+            {"trial_count", s.trial_count},
+            {"counts",
+             {{"queued", s.counts.queued},
+              {"assigned", s.counts.assigned},
+              {"running", s.counts.running},
+              {"finished", s.counts.finished},
+              {"succeeded", s.counts.succeeded},
+              {"unsuccessful", s.counts.unsuccessful}}}};
+  return j;
+}
+
+json TrialJson(const metrics::TrialResult& r) {
+  const auto& t = r.trial;
+  json j = {{"id", t.id},
+            {"sweep_id", t.sweep_id},
+            {"variant_key", t.variant_key},
+            {"repeat", t.repeat},
+            {"order_index", t.order_index},
+            {"state", metrics::TrialStateName(t.state)},
+            {"outcome", t.outcome ? json(metrics::OutcomeName(*t.outcome)) : json(nullptr)},
+            {"reason", t.reason},
+            {"attempts_used", t.attempts_used},
+            {"max_attempts", t.max_attempts},
+            {"worker_id", nullptr},
+            {"host", nullptr},
+            {"simulated", false},
+            {"summary", nullptr}};
+  if (r.attempt) {
+    j["worker_id"] = r.attempt->worker_id;
+    j["host"] = r.attempt->host;
+    j["simulated"] = r.attempt->simulated;
+    json ranks = json::array();
+    for (const auto& p : r.attempt->ranks) {
+      ranks.push_back({{"rank", p.rank}, {"worker_id", p.worker_id}, {"host", p.host}, {"device", p.device}});
+    }
+    j["ranks"] = ranks;
+    j["started_at"] = r.attempt->started_at ? json(*r.attempt->started_at) : json(nullptr);
+    j["ended_at"] = r.attempt->ended_at ? json(*r.attempt->ended_at) : json(nullptr);
+  }
+  for (const auto& s : r.summaries) {
+    if (s.rank == 0) j["summary"] = s.summary;
+  }
+  if (j["summary"].is_null() && !r.summaries.empty()) j["summary"] = r.summaries.front().summary;
+  return j;
+}
+
+json TrialsJson(const std::vector<metrics::TrialResult>& trials) {
+  json out = json::array();
+  for (const auto& t : trials) out.push_back(TrialJson(t));
+  return out;
+}
+
+}  // namespace bakeoff::coordinator

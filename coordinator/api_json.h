@@ -1,0 +1,23 @@
+// The JSON shapes of the HTTP API's read routes (docs/cli.md), built from results-store
+// records, so that `bakeoff status --db FILE` prints exactly what
+// `GET /api/v1/sweeps/...` returns. Pure functions. Thread-safety: reentrant.
+#pragma once
+
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "metrics/store_records.h"
+
+namespace bakeoff::coordinator {
+
+// {"id","name","question","state","created_at","finished_at","variant_count",
+//  "trial_count","counts":{queued,assigned,running,finished,succeeded,unsuccessful}}
+nlohmann::json SweepJson(const metrics::SweepRecord& sweep);
+
+// {"id","variant_key","repeat","order_index","state","outcome","reason","attempts_used",
+//  "max_attempts","worker_id","host","simulated","ranks":[...],"summary":{rank 0's}}
+nlohmann::json TrialJson(const metrics::TrialResult& trial);
+nlohmann::json TrialsJson(const std::vector<metrics::TrialResult>& trials);
+
+}  // namespace bakeoff::coordinator

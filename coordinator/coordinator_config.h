@@ -1,0 +1,38 @@
+// CoordinatorConfig: every setting of `bakeoff coordinator`, with the documented
+// defaults (docs/cli.md, docs/protocol.md). Parsed once from flags by the CLI.
+// Thread-safety: a value.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "protocol/frame_codec.h"
+
+namespace bakeoff::coordinator {
+
+struct CoordinatorConfig {
+  std::string http_listen = "127.0.0.1:8080";    // HTTP API (port 0: pick a free one)
+  std::string worker_listen = "127.0.0.1:7070";  // worker protocol (port 0: pick a free one)
+  std::string db_path = "results.db";
+  // Bearer token of the HTTP API and token of worker registration. Empty: no check
+  // (the CLI refuses that unless the listeners are loopback-only).
+  std::string token;
+
+  // Workers send a heartbeat every interval; one silent for `heartbeat_timeout` is lost
+  // and its attempts are requeued (issue 7: "heartbeat TTL").
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds heartbeat_timeout{10000};
+  // After a restart, attempts that were assigned or running wait this long for their
+  // workers to reconnect and reclaim them; then they are requeued as lost.
+  std::chrono::milliseconds recovery_grace{30000};
+  // Housekeeping period: expiry, grace deadlines, scheduling retries.
+  std::chrono::milliseconds tick{100};
+
+  std::size_t max_request_body_bytes = 1u << 20;  // POST bodies (a sweep's YAML)
+  std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
+  std::size_t max_trials_per_sweep = 10000;
+  // Also accept the HTTP API's bearer token absent on /healthz only (always true).
+};
+
+}  // namespace bakeoff::coordinator

@@ -1,0 +1,35 @@
+#include "coordinator/coordinator_node.h"
+
+namespace bakeoff::coordinator {
+
+CoordinatorNode::CoordinatorNode(boost::asio::any_io_executor executor, CoordinatorConfig config,
+                                 ReportRenderer report_renderer)
+    : executor_(std::move(executor)), config_(std::move(config)), report_renderer_(std::move(report_renderer)) {}
+
+CoordinatorNode::~CoordinatorNode() { Stop(); }
+
+Status CoordinatorNode::Start() {
+  metrics::StoreOptions options;
+  options.path = config_.db_path;
+  auto store = metrics::ResultsStore::Open(options);
+  if (!store.ok()) return store.status().WithContext("opening the results database '" + config_.db_path + "'");
+  store_ = std::move(store).value();
+  service_ = std::make_unique<CoordinatorService>(executor_, config_, *store_, clock_);
+  BAKEOFF_RETURN_IF_ERROR(service_->Recover());
+  workers_ = std::make_unique<WorkerServer>(executor_, *service_);
+  BAKEOFF_RETURN_IF_ERROR(workers_->Listen(config_.worker_listen));
+  http_ = std::make_unique<HttpServer>(executor_, *service_, report_renderer_);
+  BAKEOFF_RETURN_IF_ERROR(http_->Listen(config_.http_listen));
+  workers_->Start();
+  http_->Start();
+  service_->Start();
+  return Status::Ok();
+}
+
+void CoordinatorNode::Stop() {
+  if (http_) http_->Stop();
+  if (workers_) workers_->Stop();
+  if (service_) service_->Stop();
+}
+
+}  // namespace bakeoff::coordinator

@@ -1,0 +1,46 @@
+// CoordinatorNode: a whole coordinator (results store, service, worker listener, HTTP
+// API) on one executor, as `bakeoff coordinator` and `bakeoff local` run it. Start opens
+// the store, recovers unfinished sweeps, binds both listeners (port 0: a free port, see
+// http_port() / worker_port()) and starts serving.
+// Thread-safety: construct, Start and Stop on the executor's thread (or before it runs).
+#pragma once
+
+#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
+
+#include <memory>
+
+#include "coordinator/clock.h"
+#include "coordinator/coordinator_config.h"
+#include "coordinator/coordinator_service.h"
+#include "coordinator/http_server.h"
+#include "coordinator/worker_server.h"
+#include "metrics/results_store.h"
+
+namespace bakeoff::coordinator {
+
+class CoordinatorNode {
+ public:
+  CoordinatorNode(boost::asio::any_io_executor executor, CoordinatorConfig config,
+                  ReportRenderer report_renderer);
+  ~CoordinatorNode();
+
+  Status Start();
+  void Stop();
+
+  int http_port() const { return http_ ? http_->port() : 0; }
+  int worker_port() const { return workers_ ? workers_->port() : 0; }
+  CoordinatorService& service() { return *service_; }
+  metrics::ResultsStore& store() { return *store_; }
+
+ private:
+  boost::asio::any_io_executor executor_;
+  CoordinatorConfig config_;
+  ReportRenderer report_renderer_;
+  SystemClock clock_;
+  std::unique_ptr<metrics::ResultsStore> store_;
+  std::unique_ptr<CoordinatorService> service_;
+  std::unique_ptr<WorkerServer> workers_;
+  std::unique_ptr<HttpServer> http_;
+};
+
+}  // namespace bakeoff::coordinator

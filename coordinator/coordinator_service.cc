@@ -1,0 +1,734 @@
+#include "coordinator/coordinator_service.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include <boost/asio/post.hpp>
+
+#include "experiments/spec/sweep_expander.h"
+#include "experiments/spec/sweep_parser.h"
+#include "protocol/outcome.h"
+#include "protocol/token.h"
+
+namespace bakeoff::coordinator {
+namespace asio = boost::asio;
+using nlohmann::json;
+using protocol::Outcome;
+
+namespace {
+
+void Log(const std::string& line) { fprintf(stderr, "bakeoff coordinator: %s\n", line.c_str()); }
+
+metrics::Outcome ToStore(Outcome o) {
+  auto parsed = metrics::ParseOutcome(protocol::OutcomeName(o));
+  return parsed.ok() ? *parsed : metrics::Outcome::kFailed;
+}
+
+std::optional<double> Finite(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  double v = it->get<double>();
+  if (!std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::optional<std::int64_t> Integer(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  return static_cast<std::int64_t>(it->get<double>());
+}
+
+ApiError FromStatus(const Status& status) {
+  int code = 500;
+  switch (status.code()) {
+    case Status::Code::kInvalidArgument: code = 400; break;
+    case Status::Code::kNotFound: code = 404; break;
+    case Status::Code::kResourceExhausted: code = 413; break;
+    case Status::Code::kUnavailable: code = 503; break;
+    case Status::Code::kIoError: code = 503; break;
+    default: code = 500;
+  }
+  return ApiError{code, status.message()};
+}
+
+}  // namespace
+
+CoordinatorService::CoordinatorService(asio::any_io_executor executor, CoordinatorConfig config,
+                                       metrics::ResultsStore& store, const Clock& clock)
+    : executor_(std::move(executor)),
+      config_(std::move(config)),
+      store_(store),
+      clock_(clock),
+      registry_(clock, config_.heartbeat_timeout),
+      tick_timer_(executor_) {}
+
+CoordinatorService::~CoordinatorService() { Stop(); }
+
+// ------------------------------------------------------------------ recovery
+
+Status CoordinatorService::Recover() {
+  auto active = store_.ListActiveTrials();
+  if (!active.ok()) return active.status().WithContext("recovery");
+  std::map<std::int64_t, metrics::TrialResult> by_id;
+  for (auto& t : *active) by_id[t.trial.id] = t;
+  auto sweeps = store_.ListSweeps(metrics::SweepState::kRunning);
+  if (!sweeps.ok()) return sweeps.status().WithContext("recovery");
+  for (const auto& record : *sweeps) {
+    BAKEOFF_RETURN_IF_ERROR(LoadSweep(record, by_id));
+  }
+  std::size_t waiting = 0;
+  for (const auto& [id, t] : trials_) waiting += t.reclaim_deadline.has_value();
+  if (!sweeps_.empty()) {
+    Log("recovered " + std::to_string(sweeps_.size()) + " unfinished sweep(s); " +
+        std::to_string(waiting) + " attempt(s) wait up to " +
+        std::to_string(config_.recovery_grace.count()) + " ms for their workers");
+  }
+  for (auto& [id, sweep] : sweeps_) MaybeFinishSweep(id);
+  return Status::Ok();
+}
+
+Status CoordinatorService::LoadSweep(const metrics::SweepRecord& record,
+                                     const std::map<std::int64_t, metrics::TrialResult>& active) {
+  SweepEntry sweep;
+  sweep.id = record.id;
+  sweep.name = record.name;
+  if (record.spec.is_object()) {
+    sweep.timeout_ms = record.spec.value("limits", json::object()).value("trial_timeout_s", std::int64_t{0}) * 1000;
+    sweep.cuda = record.spec.value("resources", json::object()).value("device", std::string("cpu")) == "cuda";
+  }
+  auto variants = store_.ListVariants(record.id);
+  if (!variants.ok()) return variants.status();
+  for (const auto& v : *variants) {
+    VariantInfo info;
+    info.config = v.trainer_config;
+    info.world_size = static_cast<int>(v.trainer_config.value("world_size", std::int64_t{1}));
+    sweep.variants[v.key] = info;
+  }
+  auto trials = store_.ListTrials(record.id);
+  if (!trials.ok()) return trials.status();
+  for (const auto& t : *trials) {
+    TrialEntry entry;
+    entry.id = t.id;
+    entry.sweep_id = t.sweep_id;
+    entry.variant_key = t.variant_key;
+    entry.order_index = t.order_index;
+    TrialPhase phase = TrialPhase::kQueued;
+    switch (t.state) {
+      case metrics::TrialState::kQueued: phase = TrialPhase::kQueued; break;
+      case metrics::TrialState::kAssigned: phase = TrialPhase::kAssigned; break;
+      case metrics::TrialState::kRunning: phase = TrialPhase::kRunning; break;
+      case metrics::TrialState::kFinished: phase = TrialPhase::kFinished; break;
+    }
+    entry.machine = TrialStateMachine(static_cast<int>(t.max_attempts), static_cast<int>(t.attempts_used), phase);
+    if (phase == TrialPhase::kAssigned || phase == TrialPhase::kRunning) {
+      entry.reclaim_deadline = clock_.Now() + config_.recovery_grace;
+      auto found = active.find(t.id);
+      if (found != active.end() && found->second.attempt) {
+        std::map<std::string, Part> parts;
+        for (const auto& r : found->second.attempt->ranks) {
+          Part& part = parts[r.worker_id];
+          part.worker_id = r.worker_id;
+          part.reclaimed = false;
+          protocol::RankSlot slot;
+          slot.rank = static_cast<int>(r.rank);
+          slot.local_rank = static_cast<int>(part.ranks.size());
+          if (r.device.rfind("cuda:", 0) == 0) {
+            part.cuda = true;
+            slot.cuda_devices = {std::atoi(r.device.c_str() + 5)};
+          }
+          part.ranks.push_back(slot);
+        }
+        for (auto& [wid, part] : parts) entry.parts.push_back(std::move(part));
+      }
+    }
+    sweep.trial_order.push_back(t.id);
+    trials_[t.id] = std::move(entry);
+  }
+  sweeps_[sweep.id] = std::move(sweep);
+  return Status::Ok();
+}
+
+void CoordinatorService::Start() {
+  stopped_ = false;
+  tick_timer_.expires_after(config_.tick);
+  tick_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    Tick();
+    Start();
+  });
+}
+
+void CoordinatorService::Stop() {
+  stopped_ = true;
+  tick_timer_.cancel();
+  for (auto& [id, link] : links_) link->Close();
+  links_.clear();
+}
+
+void CoordinatorService::Tick() {
+  for (const auto& worker_id : registry_.Expire()) {
+    HandleWorkerLost(worker_id, "worker " + worker_id + " sent no heartbeat for " +
+                                    std::to_string(config_.heartbeat_timeout.count()) + " ms");
+  }
+  const auto now = clock_.Now();
+  for (auto& [id, trial] : trials_) {
+    if (!trial.reclaim_deadline || now < *trial.reclaim_deadline) continue;
+    trial.reclaim_deadline.reset();
+    bool all_reclaimed = !trial.parts.empty();
+    for (const auto& p : trial.parts) all_reclaimed = all_reclaimed && p.reclaimed;
+    if (!all_reclaimed && trial.machine.IsCurrent(trial.machine.attempts_used())) {
+      EndAttempt(trial, Outcome::kLost, "its worker did not reconnect within the recovery grace period");
+    }
+  }
+  Schedule();
+}
+
+void CoordinatorService::ScheduleSoon() {
+  if (schedule_posted_) return;
+  schedule_posted_ = true;
+  asio::post(executor_, [this]() {
+    schedule_posted_ = false;
+    if (!stopped_) Schedule();
+  });
+}
+
+// ------------------------------------------------------------------ scheduling
+
+std::size_t CoordinatorService::queued_trials() const {
+  std::size_t n = 0;
+  for (const auto& [id, t] : trials_) n += t.machine.phase() == TrialPhase::kQueued;
+  return n;
+}
+
+void CoordinatorService::Schedule() {
+  if (!store_.healthy()) return;  // refuse new work until the disk is fixed
+  std::vector<SchedulerSweep> sweeps;
+  for (const auto& [sid, sweep] : sweeps_) {
+    if (sweep.done || sweep.cancelled) continue;
+    SchedulerSweep s;
+    s.sweep_id = sid;
+    for (std::int64_t tid : sweep.trial_order) {
+      const auto& trial = trials_.at(tid);
+      if (trial.machine.phase() != TrialPhase::kQueued || trial.cancel_requested) continue;
+      auto v = sweep.variants.find(trial.variant_key);
+      s.queue.push_back(SchedulerTrial{tid, trial.variant_key,
+                                       v == sweep.variants.end() ? 1 : v->second.world_size, sweep.cuda});
+    }
+    if (!s.queue.empty()) sweeps.push_back(std::move(s));
+  }
+  if (sweeps.empty()) return;
+  std::vector<SchedulerWorker> workers;
+  for (const auto& [id, info] : registry_.workers()) {
+    if (!info.schedulable() || !links_.count(id)) continue;
+    workers.push_back(SchedulerWorker{id, info.free_cpu_slots(), info.free_cuda_devices()});
+  }
+  if (workers.empty()) return;
+  auto history = [this](std::int64_t sweep_id, const std::string& variant, const std::string& worker) {
+    auto it = history_.find({sweep_id, variant, worker});
+    return it == history_.end() ? 0 : it->second;
+  };
+  for (const auto& placement : scheduler_.Schedule(sweeps, std::move(workers), history)) {
+    Status applied = ApplyPlacement(placement);
+    if (!applied.ok()) {
+      Log("cannot assign trial=" + std::to_string(placement.trial_id) + ": " + applied.ToString());
+      if (!store_.healthy()) return;
+    }
+  }
+}
+
+Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
+  TrialEntry& trial = trials_.at(placement.trial_id);
+  SweepEntry& sweep = sweeps_.at(trial.sweep_id);
+  const VariantInfo& variant = sweep.variants.at(trial.variant_key);
+  const std::string& rank0_worker = placement.ranks.front().worker_id;
+  WorkerInfo* rank0 = registry_.Find(rank0_worker);
+  if (!rank0) return Status::Internal("placement on an unknown worker");
+
+  metrics::AttemptRecord record;
+  record.trial_id = trial.id;
+  record.worker_id = rank0_worker;
+  record.host = rank0->host;
+  bool simulated = false;
+  for (const auto& r : placement.ranks) {
+    WorkerInfo* w = registry_.Find(r.worker_id);
+    simulated = simulated || (w && w->simulate);
+    record.ranks.push_back(metrics::RankPlacement{
+        r.rank, r.worker_id, w ? w->host : "",
+        r.cuda_device >= 0 ? "cuda:" + std::to_string(r.cuda_device) : "cpu"});
+  }
+  record.simulated = simulated;
+  TrialStateMachine next = trial.machine;
+  auto attempt = next.Assign();
+  if (!attempt.ok()) return attempt.status();
+  // Durable before any worker hears of it: after a crash the store knows the attempt.
+  auto stored = store_.AssignTrial(trial.id, trial.machine.attempts_used(), record);
+  if (!stored.ok()) return stored.status();
+  if (!stored->applied) {
+    return Status::Internal("the store refused the assignment (trial is " +
+                            std::string(metrics::TrialStateName(stored->state)) + ")");
+  }
+  trial.machine = next;
+  const protocol::AttemptRef ref{trial.id, *attempt};
+
+  std::map<std::string, Part> parts;
+  std::vector<std::string> order;
+  for (const auto& r : placement.ranks) {
+    if (!parts.count(r.worker_id)) order.push_back(r.worker_id);
+    Part& part = parts[r.worker_id];
+    part.worker_id = r.worker_id;
+    part.cuda = r.cuda_device >= 0;
+    protocol::RankSlot slot{r.rank, r.local_rank, {}};
+    if (r.cuda_device >= 0) slot.cuda_devices = {r.cuda_device};
+    part.ranks.push_back(slot);
+  }
+  const std::string store_address = rank0->host + ":" + std::to_string(registry_.NextStorePort(rank0_worker));
+  trial.parts.clear();
+  for (const auto& wid : order) {
+    Part& part = parts[wid];
+    std::vector<int> devices;
+    for (const auto& s : part.ranks) devices.insert(devices.end(), s.cuda_devices.begin(), s.cuda_devices.end());
+    registry_.Reserve(wid, ref, part.cuda ? 0 : static_cast<int>(part.ranks.size()), devices);
+    ++history_[{trial.sweep_id, trial.variant_key, wid}];
+    protocol::AssignMessage assign;
+    assign.attempt = ref;
+    assign.sweep_id = std::to_string(trial.sweep_id);
+    assign.variant_key = trial.variant_key;
+    assign.config = variant.config;
+    assign.ranks = part.ranks;
+    assign.world_size = variant.world_size;
+    assign.store_address = store_address;
+    assign.timeout_ms = sweep.timeout_ms;
+    Send(wid, protocol::ToJson(assign));
+    trial.parts.push_back(std::move(part));
+  }
+  Log("assigned trial=" + std::to_string(trial.id) + " attempt=" + std::to_string(*attempt) +
+      " variant=" + trial.variant_key + " workers=" + std::to_string(order.size()) +
+      " rank0=" + rank0_worker + " store=" + store_address);
+  return Status::Ok();
+}
+
+// ------------------------------------------------------------------ worker protocol
+
+json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, std::shared_ptr<WorkerLink> link) {
+  if (!config_.token.empty() && !protocol::TokensEqual(config_.token, message.token)) {
+    Log("rejected a worker registration from name=" + message.worker_name + ": wrong token");
+    return protocol::ToJson(protocol::RejectedMessage{"wrong worker token; give the coordinator's token in BAKEOFF_TOKEN or --token-file"});
+  }
+  if (message.protocol_version != protocol::kProtocolVersion) {
+    return protocol::ToJson(protocol::RejectedMessage{
+        "protocol version " + std::to_string(message.protocol_version) + " is not supported; this coordinator speaks " +
+        std::to_string(protocol::kProtocolVersion)});
+  }
+  if (message.worker_name.empty()) return protocol::ToJson(protocol::RejectedMessage{"empty worker name"});
+  auto& info = registry_.Register(message);
+  const std::string id = info.id;
+  auto old = links_.find(id);
+  if (old != links_.end() && old->second != link) old->second->Close();  // the newer connection wins
+  links_[id] = link;
+  acked_[id] = 0;
+
+  metrics::WorkerRecord record;
+  record.id = id;
+  record.name = message.worker_name;
+  record.host = message.host;
+  record.resources = {{"cpu_slots", message.resources.cpu_slots},
+                      {"cuda_devices", message.resources.cuda_devices},
+                      {"simulate", message.simulate}};
+  if (message.metrics_port > 0) {
+    record.metrics_url = "http://" + message.host + ":" + std::to_string(message.metrics_port) + "/metrics";
+  }
+  record.state = message.running.empty() ? metrics::WorkerState::kIdle : metrics::WorkerState::kBusy;
+  Status upsert = store_.UpsertWorker(record);
+  if (!upsert.ok()) Log("cannot record worker " + id + ": " + upsert.ToString());
+
+  // Reclaim: attempts this worker still runs (or has results for) stay; others stop.
+  std::set<protocol::AttemptRef> claimed(message.running.begin(), message.running.end());
+  for (const auto& ref : message.running) {
+    auto it = trials_.find(ref.trial_id);
+    Part* part = nullptr;
+    if (it != trials_.end() && it->second.machine.IsCurrent(ref.attempt)) {
+      for (auto& p : it->second.parts) {
+        if (p.worker_id == id) part = &p;
+      }
+    }
+    if (!part) {
+      Send(id, protocol::ToJson(protocol::CancelMessage{ref, "stale attempt: not current on this coordinator"}));
+      continue;
+    }
+    if (!part->reclaimed || !info.attempts.count(ref)) {
+      std::vector<int> devices;
+      for (const auto& s : part->ranks) devices.insert(devices.end(), s.cuda_devices.begin(), s.cuda_devices.end());
+      registry_.Reserve(id, ref, part->cuda ? 0 : static_cast<int>(part->ranks.size()), devices);
+      part->reclaimed = true;
+      Log("reclaimed trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
+          " on worker=" + id);
+    }
+  }
+  // Attempts placed here that the worker no longer knows: it restarted; they are lost.
+  for (auto& [tid, trial] : trials_) {
+    if (!trial.machine.IsCurrent(trial.machine.attempts_used())) continue;
+    for (const auto& p : trial.parts) {
+      if (p.worker_id == id && !p.finished &&
+          !claimed.count(protocol::AttemptRef{tid, trial.machine.attempts_used()})) {
+        EndAttempt(trial, Outcome::kLost, "worker " + id + " re-registered without this attempt");
+        break;
+      }
+    }
+  }
+  Log("worker registered id=" + id + " host=" + message.host + " slots=" +
+      std::to_string(message.resources.cpu_slots) + " cuda=" + std::to_string(message.resources.cuda_devices.size()) +
+      " running=" + std::to_string(message.running.size()));
+  ScheduleSoon();
+  protocol::RegisteredMessage reply;
+  reply.worker_id = id;
+  reply.heartbeat_interval_ms = config_.heartbeat_interval.count();
+  reply.heartbeat_timeout_ms = config_.heartbeat_timeout.count();
+  return protocol::ToJson(reply);
+}
+
+void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink* link, const json& frame) {
+  auto current = links_.find(worker_id);
+  if (current == links_.end() || current->second.get() != link) return;  // a replaced connection
+  auto type = protocol::MessageType(frame);
+  if (!type.ok()) return;
+  registry_.Heartbeat(worker_id);  // any frame proves the worker alive
+  if (*type == protocol::kTypeHeartbeat) {
+    auto hb = protocol::Parse<protocol::HeartbeatMessage>(frame);
+    if (hb.ok()) HandleHeartbeat(worker_id, *hb);
+  } else if (*type == protocol::kTypeEvents) {
+    auto events = protocol::Parse<protocol::EventsMessage>(frame);
+    if (!events.ok()) {
+      Log("malformed events from worker=" + worker_id + ": " + events.status().message());
+      return;
+    }
+    Status handled = HandleEvents(worker_id, *events);
+    if (handled.ok()) {
+      Ack(worker_id, events->outbox_seq);
+    } else {
+      Log("cannot store events from worker=" + worker_id + ": " + handled.ToString());
+    }
+  } else if (*type == protocol::kTypeAttemptFinished) {
+    auto finished = protocol::Parse<protocol::AttemptFinishedMessage>(frame);
+    if (!finished.ok()) {
+      Log("malformed attempt_finished from worker=" + worker_id + ": " + finished.status().message());
+      return;
+    }
+    Status handled = HandleFinished(worker_id, *finished);
+    if (handled.ok()) {
+      Ack(worker_id, finished->outbox_seq);
+    } else {
+      Log("cannot record a finished attempt from worker=" + worker_id + ": " + handled.ToString());
+    }
+  } else {
+    Log("ignoring a '" + *type + "' frame from worker=" + worker_id);
+  }
+}
+
+void CoordinatorService::OnDisconnect(const std::string& worker_id, const WorkerLink* link) {
+  auto it = links_.find(worker_id);
+  if (it == links_.end() || it->second.get() != link) return;
+  links_.erase(it);
+  // Its attempts keep running: the worker may reconnect within the heartbeat TTL.
+  Log("worker disconnected id=" + worker_id + "; waiting up to " +
+      std::to_string(config_.heartbeat_timeout.count()) + " ms for it to return");
+}
+
+void CoordinatorService::Ack(const std::string& worker_id, std::int64_t outbox_seq) {
+  if (outbox_seq <= 0) return;
+  auto& acked = acked_[worker_id];
+  acked = std::max(acked, outbox_seq);
+  Send(worker_id, protocol::ToJson(protocol::AckMessage{outbox_seq}));
+}
+
+void CoordinatorService::HandleHeartbeat(const std::string& worker_id, const protocol::HeartbeatMessage& message) {
+  Status recorded = store_.RecordWorkerHeartbeat(worker_id);
+  (void)recorded;  // a missed heartbeat row is harmless; the registry is authoritative
+  for (const auto& ref : message.running) {
+    auto it = trials_.find(ref.trial_id);
+    bool current = false;
+    if (it != trials_.end() && it->second.machine.IsCurrent(ref.attempt)) {
+      for (const auto& p : it->second.parts) current = current || (p.worker_id == worker_id && !p.finished);
+    }
+    if (!current) Send(worker_id, protocol::ToJson(protocol::CancelMessage{ref, "stale attempt"}));
+  }
+  // The answer doubles as the worker's proof that the coordinator is alive.
+  Send(worker_id, protocol::ToJson(protocol::AckMessage{acked_[worker_id]}));
+}
+
+Status CoordinatorService::HandleEvents(const std::string& worker_id, const protocol::EventsMessage& message) {
+  metrics::MetricsBatch batch;
+  std::set<std::int64_t> started;
+  for (const auto& ev : message.events) {
+    auto it = trials_.find(ev.attempt.trial_id);
+    if (it == trials_.end() || !it->second.machine.IsCurrent(ev.attempt.attempt)) continue;  // stale
+    const json& e = ev.event;
+    const std::string kind = e.value("event", std::string());
+    if (kind == "step") {
+      metrics::StepMetric m;
+      m.trial_id = ev.attempt.trial_id;
+      m.attempt = ev.attempt.attempt;
+      m.rank = ev.rank;
+      m.step = Integer(e, "step").value_or(0);
+      m.phase = e.value("phase", std::string("measure"));
+      m.step_s = Finite(e, "step_s").value_or(0);
+      m.tokens = Integer(e, "tokens");
+      m.loss = Finite(e, "loss");
+      m.lr = Finite(e, "lr");
+      m.peak_mem_bytes = Integer(e, "peak_mem_bytes");
+      m.rss_bytes = Integer(e, "rss_bytes");
+      m.comm_s = Finite(e, "comm_s");
+      m.comm_bytes = Integer(e, "comm_bytes");
+      batch.steps.push_back(std::move(m));
+    } else if (kind == "summary") {
+      batch.summaries.push_back(metrics::TrialSummary{ev.attempt.trial_id, ev.attempt.attempt, ev.rank, e});
+    } else {
+      metrics::EventRecord r;
+      r.trial_id = ev.attempt.trial_id;
+      r.attempt = ev.attempt.attempt;
+      r.rank = ev.rank;
+      r.kind = kind.empty() ? "unknown" : kind;
+      r.data = e;
+      if (auto at = Finite(e, "at")) r.at = *at;
+      if (ev.seq > 0) r.seq = ev.seq;
+      batch.events.push_back(std::move(r));
+      if (kind == "started" || kind == "ready") started.insert(ev.attempt.trial_id);
+    }
+  }
+  if (!batch.steps.empty() || !batch.summaries.empty() || !batch.events.empty()) {
+    auto written = store_.AppendBatch(batch);
+    if (!written.ok()) return written.status();
+  }
+  for (std::int64_t tid : started) {
+    TrialEntry& trial = trials_.at(tid);
+    if (trial.machine.phase() != TrialPhase::kAssigned) continue;
+    auto marked = store_.MarkRunning(tid, trial.machine.attempts_used());
+    if (!marked.ok()) return marked.status();
+    trial.machine.MarkRunning(trial.machine.attempts_used());
+  }
+  return Status::Ok();
+}
+
+Status CoordinatorService::HandleFinished(const std::string& worker_id,
+                                          const protocol::AttemptFinishedMessage& message) {
+  auto it = trials_.find(message.attempt.trial_id);
+  if (it == trials_.end() || !it->second.machine.IsCurrent(message.attempt.attempt)) {
+    return Status::Ok();  // stale or duplicate: acknowledged, ignored
+  }
+  TrialEntry& trial = it->second;
+  Part* part = nullptr;
+  for (auto& p : trial.parts) {
+    if (p.worker_id == worker_id) part = &p;
+  }
+  if (!part || part->finished) return Status::Ok();
+  auto outcome = protocol::ParseOutcome(message.outcome).value_or(Outcome::kFailed);
+  if (outcome != Outcome::kSucceeded) {
+    std::string reason = message.reason;
+    if (trial.parts.size() > 1) reason = "worker " + worker_id + ": " + reason;
+    return EndAttempt(trial, outcome, reason);
+  }
+  part->finished = true;
+  for (const auto& p : trial.parts) {
+    if (!p.finished) return Status::Ok();  // the gang's other parts are still running
+  }
+  return EndAttempt(trial, Outcome::kSucceeded, message.reason);
+}
+
+Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const std::string& reason) {
+  const int attempt = trial.machine.attempts_used();
+  if (trial.cancel_requested && outcome == Outcome::kLost) outcome = Outcome::kCancelled;
+  TrialStateMachine next = trial.machine;
+  const auto effect = next.Report(attempt, outcome);
+  if (effect == TrialStateMachine::Effect::kIgnored) return Status::Ok();
+  // Durable before anything else happens (and before the worker's ack).
+  Result<metrics::TransitionResult> stored =
+      effect == TrialStateMachine::Effect::kRequeued
+          ? store_.RequeueTrial(trial.id, attempt, ToStore(outcome), reason)
+          : store_.FinishTrial(trial.id, attempt, ToStore(outcome), reason);
+  if (!stored.ok()) return stored.status();
+  trial.machine = next;
+  Log(std::string(effect == TrialStateMachine::Effect::kRequeued ? "requeued" : "finished") +
+      " trial=" + std::to_string(trial.id) + " attempt=" + std::to_string(attempt) + " outcome=" +
+      protocol::OutcomeName(outcome) + (reason.empty() ? "" : " reason=\"" + reason + "\""));
+  ReleaseParts(trial, /*send_cancel=*/true, "attempt ended: " + std::string(protocol::OutcomeName(outcome)));
+  if (effect == TrialStateMachine::Effect::kFinished) MaybeFinishSweep(trial.sweep_id);
+  ScheduleSoon();
+  return Status::Ok();
+}
+
+void CoordinatorService::ReleaseParts(TrialEntry& trial, bool send_cancel, const std::string& reason) {
+  const protocol::AttemptRef ref{trial.id, trial.machine.attempts_used()};
+  for (const auto& p : trial.parts) {
+    std::vector<int> devices;
+    for (const auto& s : p.ranks) devices.insert(devices.end(), s.cuda_devices.begin(), s.cuda_devices.end());
+    registry_.Release(p.worker_id, ref, p.cuda ? 0 : static_cast<int>(p.ranks.size()), devices);
+    if (send_cancel && !p.finished) Send(p.worker_id, protocol::ToJson(protocol::CancelMessage{ref, reason}));
+  }
+  trial.parts.clear();
+}
+
+void CoordinatorService::HandleWorkerLost(const std::string& worker_id, const std::string& reason) {
+  Log(reason + "; its attempts are lost");
+  Status s = store_.SetWorkerState(worker_id, metrics::WorkerState::kLost);
+  (void)s;
+  auto link = links_.find(worker_id);
+  if (link != links_.end()) {
+    link->second->Close();
+    links_.erase(link);
+  }
+  for (auto& [tid, trial] : trials_) {
+    if (!trial.machine.IsCurrent(trial.machine.attempts_used())) continue;
+    bool involved = false;
+    for (const auto& p : trial.parts) involved = involved || (p.worker_id == worker_id && !p.finished);
+    if (involved) EndAttempt(trial, Outcome::kLost, reason);
+  }
+}
+
+void CoordinatorService::MaybeFinishSweep(std::int64_t sweep_id) {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end() || it->second.done) return;
+  for (std::int64_t tid : it->second.trial_order) {
+    if (trials_.at(tid).machine.phase() != TrialPhase::kFinished) return;
+  }
+  it->second.done = true;
+  auto state = it->second.cancelled ? metrics::SweepState::kCancelled : metrics::SweepState::kFinished;
+  Status s = store_.SetSweepState(sweep_id, state);
+  if (!s.ok()) Log("cannot mark sweep " + std::to_string(sweep_id) + " finished: " + s.ToString());
+  Log("sweep " + std::to_string(sweep_id) + " (" + it->second.name + ") " + metrics::SweepStateName(state));
+}
+
+void CoordinatorService::Send(const std::string& worker_id, const json& frame) {
+  auto it = links_.find(worker_id);
+  if (it == links_.end()) return;  // reconnect and heartbeats reconcile later
+  Status sent = it->second->Send(frame);
+  if (!sent.ok()) {
+    Log("cannot send to worker=" + worker_id + ": " + sent.ToString());
+    it->second->Close();
+  }
+}
+
+// ------------------------------------------------------------------ HTTP API
+
+std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& yaml) {
+  if (!store_.healthy()) {
+    return ApiError{503, "the results database is not writable (" + store_.health().message() +
+                             "); the coordinator accepts no new sweeps until it is fixed"};
+  }
+  auto spec = spec::ParseSweepText(yaml, "<submitted sweep>");
+  if (!spec.ok()) return ApiError{spec.status().code() == Status::Code::kResourceExhausted ? 413 : 400,
+                                  spec.status().message()};
+  spec::ExpandOptions options;
+  options.max_trials = config_.max_trials_per_sweep;
+  auto expanded = spec::Expand(*spec, options);
+  if (!expanded.ok()) return ApiError{400, expanded.status().message()};
+
+  metrics::SweepRecord record;
+  record.name = spec->name;
+  record.question = spec->question;
+  record.yaml = yaml;
+  record.spec = spec::ToJson(*spec);
+  std::vector<metrics::VariantRecord> variants;
+  for (const auto& v : expanded->variants) {
+    metrics::VariantRecord vr;
+    vr.key = v.key;
+    vr.ordinal = static_cast<std::int64_t>(v.index);
+    vr.params = json::object();
+    for (const auto& [axis, value] : v.axis_values) vr.params[axis] = value;
+    vr.trainer_config = v.config;
+    vr.counterpart_key = v.counterpart_key;
+    vr.is_baseline = v.is_baseline;
+    vr.counterpart_excluded = v.counterpart_excluded;
+    variants.push_back(std::move(vr));
+  }
+  std::vector<metrics::NewTrial> trials;
+  for (const auto& t : expanded->trials) {
+    metrics::NewTrial nt;
+    nt.variant_key = expanded->variants[t.variant].key;
+    nt.repeat = t.repeat;
+    nt.order_index = static_cast<std::int64_t>(t.index);
+    nt.max_attempts = spec->limits.max_attempts;
+    trials.push_back(std::move(nt));
+  }
+  auto created = store_.CreateSweep(record, variants, trials);
+  if (!created.ok()) return FromStatus(created.status());
+
+  SweepEntry sweep;
+  sweep.id = created->sweep_id;
+  sweep.name = spec->name;
+  sweep.timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(spec->limits.trial_timeout).count();
+  sweep.cuda = spec->resources.device == "cuda";
+  for (const auto& v : expanded->variants) sweep.variants[v.key] = VariantInfo{v.config, v.world_size};
+  for (std::size_t i = 0; i < created->trial_ids.size(); ++i) {
+    TrialEntry entry;
+    entry.id = created->trial_ids[i];
+    entry.sweep_id = sweep.id;
+    entry.variant_key = trials[i].variant_key;
+    entry.order_index = trials[i].order_index;
+    entry.machine = TrialStateMachine(spec->limits.max_attempts);
+    sweep.trial_order.push_back(entry.id);
+    trials_[entry.id] = std::move(entry);
+  }
+  Log("sweep submitted id=" + std::to_string(sweep.id) + " name=" + sweep.name + " variants=" +
+      std::to_string(variants.size()) + " trials=" + std::to_string(trials.size()));
+  json out = {{"id", sweep.id}, {"name", sweep.name}, {"variant_count", variants.size()},
+              {"trial_count", trials.size()}, {"state", "running"}};
+  sweeps_[sweep.id] = std::move(sweep);
+  ScheduleSoon();
+  return out;
+}
+
+std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& id_or_name) {
+  auto record = store_.FindSweep(id_or_name);
+  if (!record.ok()) return FromStatus(record.status());
+  auto it = sweeps_.find(record->id);
+  if (it == sweeps_.end() || it->second.done) {
+    return json{{"id", record->id}, {"name", record->name}, {"state", metrics::SweepStateName(record->state)},
+                {"cancelled_trials", 0}};
+  }
+  SweepEntry& sweep = it->second;
+  sweep.cancelled = true;
+  auto cancelled = store_.CancelQueuedTrials(sweep.id, "sweep cancelled");
+  if (!cancelled.ok()) return FromStatus(cancelled.status());
+  int stopping = 0;
+  for (std::int64_t tid : sweep.trial_order) {
+    TrialEntry& trial = trials_.at(tid);
+    if (trial.machine.phase() == TrialPhase::kQueued) {
+      trial.machine.Cancel();
+    } else if (trial.machine.phase() != TrialPhase::kFinished) {
+      trial.cancel_requested = true;
+      ++stopping;
+      const protocol::AttemptRef ref{tid, trial.machine.attempts_used()};
+      for (const auto& p : trial.parts) {
+        if (!p.finished) Send(p.worker_id, protocol::ToJson(protocol::CancelMessage{ref, "sweep cancelled"}));
+      }
+    }
+  }
+  Log("sweep " + std::to_string(sweep.id) + " cancelled: " + std::to_string(*cancelled) +
+      " queued trial(s) cancelled, " + std::to_string(stopping) + " running trial(s) being stopped");
+  MaybeFinishSweep(sweep.id);
+  return json{{"id", sweep.id}, {"name", sweep.name}, {"state", sweep.done ? "cancelled" : "cancelling"},
+              {"cancelled_trials", *cancelled}, {"stopping_trials", stopping}};
+}
+
+json CoordinatorService::WorkersJson() const {
+  json out = json::array();
+  const auto now = clock_.Now();
+  for (const auto& [id, info] : registry_.workers()) {
+    json attempts = json::array();
+    for (const auto& a : info.attempts) attempts.push_back({{"trial_id", a.trial_id}, {"attempt", a.attempt}});
+    out.push_back({{"id", id},
+                   {"host", info.host},
+                   {"state", WorkerLivenessName(info.liveness)},
+                   {"connected", links_.count(id) > 0},
+                   {"cpu_slots", info.resources.cpu_slots},
+                   {"cpu_slots_used", info.used_cpu_slots},
+                   {"cuda_devices", info.resources.cuda_devices},
+                   {"cuda_devices_used", std::vector<int>(info.used_cuda_devices.begin(), info.used_cuda_devices.end())},
+                   {"simulate", info.simulate},
+                   {"running", attempts},
+                   {"last_heartbeat_s_ago",
+                    std::chrono::duration<double>(now - info.last_heartbeat).count()}});
+  }
+  return out;
+}
+
+}  // namespace bakeoff::coordinator

@@ -1,0 +1,153 @@
+// CoordinatorService: the coordinator's logic. It owns the in-memory view of sweeps,
+// trials and workers, decides every transition (TrialStateMachine), places trials
+// (Scheduler), talks to workers through WorkerLinks, and persists every decision in the
+// results store before acknowledging it (the store owns durability). On start it
+// recovers from the store: queued trials are scheduled again; assigned and running
+// ones wait `recovery_grace` for their workers to reconnect and reclaim them, and are
+// requeued as lost otherwise.
+//
+// Thread-safety: not thread-safe. Every method runs on the coordinator's io thread
+// (the one executor given to the constructor); the transports (WorkerServer,
+// HttpServer) call in from coroutines on that executor.
+#pragma once
+
+#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <variant>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+
+#include "coordinator/clock.h"
+#include "coordinator/coordinator_config.h"
+#include "coordinator/scheduler.h"
+#include "coordinator/trial_state_machine.h"
+#include "coordinator/worker_link.h"
+#include "coordinator/worker_registry.h"
+#include "metrics/results_store.h"
+#include "protocol/messages.h"
+
+namespace bakeoff::coordinator {
+
+// An API call's failure, with the HTTP status it maps to.
+struct ApiError {
+  int http_status = 500;
+  std::string message;
+};
+
+class CoordinatorService {
+ public:
+  CoordinatorService(boost::asio::any_io_executor executor, CoordinatorConfig config,
+                     metrics::ResultsStore& store, const Clock& clock);
+  ~CoordinatorService();
+
+  // Loads unfinished sweeps and trials from the store. Call once, before Start.
+  Status Recover();
+  // Starts the housekeeping timer (expiry, grace deadlines, scheduling).
+  void Start();
+  void Stop();
+
+  // --- Worker protocol (WorkerServer) ------------------------------------------
+  // Validates the token and version; on success the link becomes the worker's and the
+  // reply is `registered`, else `rejected` (and the caller closes the connection).
+  nlohmann::json OnRegister(const protocol::RegisterMessage& message, std::shared_ptr<WorkerLink> link);
+  // Any later frame of that connection: heartbeat, events, attempt_finished.
+  void OnFrame(const std::string& worker_id, const WorkerLink* link, const nlohmann::json& frame);
+  void OnDisconnect(const std::string& worker_id, const WorkerLink* link);
+
+  // --- HTTP API (HttpServer) -----------------------------------------------------
+  // Parses, validates, expands and stores a sweep; its trials are queued at once.
+  // Returns {"id", "name", "variant_count", "trial_count", "state"}.
+  std::variant<nlohmann::json, ApiError> SubmitSweep(const std::string& yaml);
+  // Cancels queued trials and stops running ones. Returns the sweep's JSON.
+  std::variant<nlohmann::json, ApiError> CancelSweep(const std::string& id_or_name);
+  // Live workers with their resources, usage and attempts.
+  nlohmann::json WorkersJson() const;
+
+  metrics::ResultsStore& store() { return store_; }
+  const CoordinatorConfig& config() const { return config_; }
+
+  // Observability for tests and benchmarks.
+  std::size_t queued_trials() const;
+  std::size_t connected_workers() const { return links_.size(); }
+
+  // Runs expiry, grace deadlines and scheduling now (the timer calls it every tick).
+  void Tick();
+
+ private:
+  struct Part {
+    std::string worker_id;
+    std::vector<protocol::RankSlot> ranks;
+    bool cuda = false;
+    bool finished = false;
+    bool reclaimed = true;  // false after a restart until the worker reports it
+  };
+  struct TrialEntry {
+    std::int64_t id = 0;
+    std::int64_t sweep_id = 0;
+    std::string variant_key;
+    std::int64_t order_index = 0;
+    TrialStateMachine machine;
+    std::vector<Part> parts;  // the current attempt's placement
+    bool cancel_requested = false;
+    std::optional<Clock::TimePoint> reclaim_deadline;
+  };
+  struct VariantInfo {
+    nlohmann::json config = nlohmann::json::object();
+    int world_size = 1;
+  };
+  struct SweepEntry {
+    std::int64_t id = 0;
+    std::string name;
+    std::map<std::string, VariantInfo> variants;
+    std::vector<std::int64_t> trial_order;
+    std::int64_t timeout_ms = 0;
+    bool cuda = false;
+    bool cancelled = false;
+    bool done = false;
+  };
+
+  void Schedule();
+  Status ApplyPlacement(const TrialPlacement& placement);
+  void HandleHeartbeat(const std::string& worker_id, const protocol::HeartbeatMessage& message);
+  Status HandleEvents(const std::string& worker_id, const protocol::EventsMessage& message);
+  Status HandleFinished(const std::string& worker_id, const protocol::AttemptFinishedMessage& message);
+  // Ends the current attempt with `outcome` (requeue when lost and attempts remain),
+  // persisting first; stops the attempt's other parts.
+  Status EndAttempt(TrialEntry& trial, protocol::Outcome outcome, const std::string& reason);
+  void ReleaseParts(TrialEntry& trial, bool send_cancel, const std::string& reason);
+  void HandleWorkerLost(const std::string& worker_id, const std::string& reason);
+  void MaybeFinishSweep(std::int64_t sweep_id);
+  void Send(const std::string& worker_id, const nlohmann::json& frame);
+  void Ack(const std::string& worker_id, std::int64_t outbox_seq);
+  void ScheduleSoon();
+  Status LoadSweep(const metrics::SweepRecord& record,
+                   const std::map<std::int64_t, metrics::TrialResult>& active);
+
+  boost::asio::any_io_executor executor_;
+  CoordinatorConfig config_;
+  metrics::ResultsStore& store_;
+  const Clock& clock_;
+  WorkerRegistry registry_;
+  Scheduler scheduler_;
+  boost::asio::steady_timer tick_timer_;
+  bool stopped_ = false;
+  bool schedule_posted_ = false;
+  std::map<std::string, std::shared_ptr<WorkerLink>> links_;
+  std::map<std::string, std::int64_t> acked_;  // highest outbox_seq handled, per worker
+  std::map<std::int64_t, TrialEntry> trials_;
+  std::map<std::int64_t, SweepEntry> sweeps_;
+  std::map<std::tuple<std::int64_t, std::string, std::string>, int> history_;
+};
+
+}  // namespace bakeoff::coordinator

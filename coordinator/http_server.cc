@@ -1,0 +1,243 @@
+#include "coordinator/http_server.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "coordinator/api_json.h"
+#include "protocol/token.h"
+
+namespace bakeoff::coordinator {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using asio::ip::tcp;
+using nlohmann::json;
+
+namespace {
+
+HttpReply JsonReply(int status, const json& body) { return HttpReply{status, "application/json", body.dump(2) + "\n", false}; }
+
+HttpReply Error(int status, const std::string& message) { return JsonReply(status, {{"error", message}}); }
+
+HttpReply ErrorFrom(const Status& status) {
+  switch (status.code()) {
+    case Status::Code::kNotFound: return Error(404, status.message());
+    case Status::Code::kInvalidArgument: return Error(400, status.message());
+    case Status::Code::kIoError:
+    case Status::Code::kUnavailable: return Error(503, status.message());
+    default: return Error(500, status.message());
+  }
+}
+
+std::string UrlDecode(const std::string& text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      out.push_back(static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16)));
+      i += 2;
+    } else if (text[i] == '+') {
+      out.push_back(' ');
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
+std::string QueryParam(const std::string& query, const std::string& key) {
+  std::size_t pos = 0;
+  while (pos <= query.size()) {
+    auto amp = query.find('&', pos);
+    std::string pair = query.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
+    auto eq = pair.find('=');
+    if (pair.substr(0, eq) == key) return eq == std::string::npos ? "" : UrlDecode(pair.substr(eq + 1));
+    if (amp == std::string::npos) break;
+    pos = amp + 1;
+  }
+  return "";
+}
+
+const char* ContentTypeFor(const std::string& format) {
+  if (format == "json") return "application/json";
+  if (format == "html") return "text/html; charset=utf-8";
+  if (format == "csv") return "text/csv; charset=utf-8";
+  if (format == "markdown" || format == "md") return "text/markdown; charset=utf-8";
+  return "text/plain; charset=utf-8";
+}
+
+}  // namespace
+
+HttpServer::HttpServer(asio::any_io_executor executor, CoordinatorService& service, ReportRenderer report_renderer)
+    : executor_(executor), service_(service), report_renderer_(std::move(report_renderer)), acceptor_(executor) {}
+
+Status HttpServer::Listen(const std::string& address) {
+  auto split = protocol::SplitHostPort(address, "HTTP listen address");
+  if (!split.ok()) return split.status();
+  boost::system::error_code ec;
+  auto ip = asio::ip::make_address(split->first, ec);
+  if (ec) return Status::InvalidArgument("HTTP listen address '" + address + "': not an IP address");
+  tcp::endpoint endpoint(ip, static_cast<unsigned short>(split->second));
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Status::Unavailable("cannot listen for HTTP on " + address + ": " + ec.message());
+  port_ = acceptor_.local_endpoint().port();
+  return Status::Ok();
+}
+
+void HttpServer::Start() {
+  asio::co_spawn(executor_, [this]() { return AcceptLoop(); }, asio::detached);
+}
+
+void HttpServer::Stop() {
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+}
+
+asio::awaitable<void> HttpServer::AcceptLoop() {
+  while (acceptor_.is_open()) {
+    boost::system::error_code ec;
+    tcp::socket socket = co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (!acceptor_.is_open()) break;
+      continue;
+    }
+    asio::co_spawn(executor_, Session(std::move(socket)), asio::detached);
+  }
+}
+
+asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  beast::flat_buffer buffer;
+  while (true) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(service_.config().max_request_body_bytes);
+    parser.header_limit(64 * 1024);
+    stream.expires_after(std::chrono::seconds(30));
+    boost::system::error_code ec;
+    co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+    HttpReply reply;
+    bool keep_alive = false;
+    unsigned version = 11;
+    if (ec == http::error::body_limit) {
+      reply = Error(413, "request body over the limit of " + std::to_string(service_.config().max_request_body_bytes) +
+                             " bytes");
+    } else if (ec) {
+      break;  // closed, timed out or not HTTP
+    } else {
+      auto& request = parser.get();
+      keep_alive = request.keep_alive();
+      version = request.version();
+      reply = Handle(std::string(request.method_string()), std::string(request.target()),
+                     std::string(request[http::field::authorization]), request.body());
+    }
+    http::response<http::string_body> response{static_cast<http::status>(reply.status), version};
+    response.set(http::field::server, "bakeoff");
+    response.set(http::field::content_type, reply.content_type);
+    if (reply.bearer_challenge) response.set(http::field::www_authenticate, "Bearer realm=\"bakeoff\"");
+    response.keep_alive(keep_alive);
+    response.body() = std::move(reply.body);
+    response.prepare_payload();
+    stream.expires_after(std::chrono::seconds(30));
+    co_await http::async_write(stream, response, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec || !keep_alive) break;
+  }
+  boost::system::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+HttpReply HttpServer::Handle(const std::string& method, const std::string& target,
+                             const std::string& authorization, const std::string& body) {
+  std::string path = target;
+  std::string query;
+  if (auto q = target.find('?'); q != std::string::npos) {
+    path = target.substr(0, q);
+    query = target.substr(q + 1);
+  }
+  if (path == "/healthz") {
+    if (!service_.store().healthy()) {
+      return JsonReply(503, {{"status", "unhealthy"}, {"error", service_.store().health().message()}});
+    }
+    return JsonReply(200, {{"status", "ok"}});
+  }
+  const std::string& token = service_.config().token;
+  if (!token.empty()) {
+    const std::string prefix = "Bearer ";
+    const bool has_bearer = authorization.rfind(prefix, 0) == 0;
+    if (!has_bearer || !protocol::TokensEqual(token, authorization.substr(prefix.size()))) {
+      HttpReply reply = Error(401, has_bearer ? "invalid bearer token" : "missing bearer token");
+      reply.bearer_challenge = true;
+      return reply;
+    }
+  }
+  // Split /api/v1/... into segments.
+  std::vector<std::string> seg;
+  {
+    std::size_t pos = 1;
+    while (pos <= path.size()) {
+      auto slash = path.find('/', pos);
+      std::string part = path.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
+      if (!part.empty()) seg.push_back(UrlDecode(part));
+      if (slash == std::string::npos) break;
+      pos = slash + 1;
+    }
+  }
+  if (seg.size() < 3 || seg[0] != "api" || seg[1] != "v1") return Error(404, "no route " + path);
+  auto& store = service_.store();
+  if (seg[2] == "workers" && seg.size() == 3) {
+    if (method != "GET") return Error(405, "use GET " + path);
+    return JsonReply(200, service_.WorkersJson());
+  }
+  if (seg[2] != "sweeps") return Error(404, "no route " + path);
+  if (seg.size() == 3) {
+    if (method == "POST") {
+      if (body.empty()) return Error(400, "the request body must be the sweep's YAML");
+      auto result = service_.SubmitSweep(body);
+      if (auto* error = std::get_if<ApiError>(&result)) return Error(error->http_status, error->message);
+      return JsonReply(201, std::get<json>(result));
+    }
+    if (method != "GET") return Error(405, "use GET or POST " + path);
+    auto sweeps = store.ListSweeps();
+    if (!sweeps.ok()) return ErrorFrom(sweeps.status());
+    json out = json::array();
+    for (const auto& s : *sweeps) out.push_back(SweepJson(s));
+    return JsonReply(200, out);
+  }
+  const std::string& sweep_name = seg[3];
+  if (seg.size() == 5 && seg[4] == "cancel") {
+    if (method != "POST") return Error(405, "use POST " + path);
+    auto result = service_.CancelSweep(sweep_name);
+    if (auto* error = std::get_if<ApiError>(&result)) return Error(error->http_status, error->message);
+    return JsonReply(200, std::get<json>(result));
+  }
+  if (method != "GET") return Error(405, "use GET " + path);
+  auto sweep = store.FindSweep(sweep_name);
+  if (!sweep.ok()) {
+    return sweep.status().code() == Status::Code::kNotFound
+               ? Error(404, "no sweep with id or name '" + sweep_name + "'")
+               : ErrorFrom(sweep.status());
+  }
+  if (seg.size() == 4) return JsonReply(200, SweepJson(*sweep));
+  if (seg.size() == 5 && seg[4] == "trials") {
+    auto trials = store.ListTrialResults(sweep->id);
+    if (!trials.ok()) return ErrorFrom(trials.status());
+    return JsonReply(200, TrialsJson(*trials));
+  }
+  if (seg.size() == 5 && seg[4] == "report") {
+    std::string format = QueryParam(query, "format");
+    if (format.empty()) format = "table";
+    if (!report_renderer_) return Error(501, "this coordinator was built without reports");
+    auto rendered = report_renderer_(store.path(), std::to_string(sweep->id), format);
+    if (!rendered.ok()) return ErrorFrom(rendered.status());
+    return HttpReply{200, ContentTypeFor(format), std::move(rendered).value(), false};
+  }
+  return Error(404, "no route " + path);
+}
+
+}  // namespace bakeoff::coordinator

@@ -1,0 +1,98 @@
+#include "coordinator/worker_server.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace bakeoff::coordinator {
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+namespace {
+
+class ConnectionLink : public WorkerLink {
+ public:
+  explicit ConnectionLink(std::shared_ptr<protocol::FrameConnection> conn) : conn_(std::move(conn)) {}
+  Status Send(const nlohmann::json& frame) override { return conn_->Send(frame); }
+  void Close() override { conn_->Close(); }
+
+ private:
+  std::shared_ptr<protocol::FrameConnection> conn_;
+};
+
+}  // namespace
+
+WorkerServer::WorkerServer(asio::any_io_executor executor, CoordinatorService& service)
+    : executor_(executor), service_(service), acceptor_(executor) {}
+
+Status WorkerServer::Listen(const std::string& address) {
+  auto split = protocol::SplitHostPort(address, "worker listen address");
+  if (!split.ok()) return split.status();
+  boost::system::error_code ec;
+  auto ip = asio::ip::make_address(split->first, ec);
+  if (ec) return Status::InvalidArgument("worker listen address '" + address + "': not an IP address");
+  tcp::endpoint endpoint(ip, static_cast<unsigned short>(split->second));
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Status::Unavailable("cannot listen for workers on " + address + ": " + ec.message());
+  port_ = acceptor_.local_endpoint().port();
+  return Status::Ok();
+}
+
+void WorkerServer::Start() {
+  asio::co_spawn(executor_, [this]() { return AcceptLoop(); }, asio::detached);
+}
+
+void WorkerServer::Stop() {
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+}
+
+asio::awaitable<void> WorkerServer::AcceptLoop() {
+  while (acceptor_.is_open()) {
+    boost::system::error_code ec;
+    tcp::socket socket = co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (!acceptor_.is_open()) break;
+      continue;
+    }
+    asio::co_spawn(executor_, Serve(std::move(socket)), asio::detached);
+  }
+}
+
+asio::awaitable<void> WorkerServer::Serve(tcp::socket socket) {
+  protocol::FrameConnectionOptions options;
+  options.max_frame_bytes = service_.config().max_frame_bytes;
+  auto conn = std::make_shared<protocol::FrameConnection>(std::move(socket), options);
+  auto first = co_await conn->Read(std::chrono::seconds(10));
+  if (!first.ok()) co_return;
+  auto reg = protocol::Parse<protocol::RegisterMessage>(*first);
+  if (!reg.ok()) {
+    conn->Send(protocol::ToJson(protocol::RejectedMessage{"the first frame must be 'register': " +
+                                                          reg.status().message()}));
+    co_await conn->Flush();
+    conn->Close();
+    co_return;
+  }
+  auto link = std::make_shared<ConnectionLink>(conn);
+  nlohmann::json reply = service_.OnRegister(*reg, link);
+  conn->Send(reply);
+  if (reply.value("type", "") != protocol::kTypeRegistered) {
+    co_await conn->Flush();
+    conn->Close();
+    co_return;
+  }
+  const std::string worker_id = reply["worker_id"];
+  while (conn->is_open()) {
+    // No read deadline here: liveness is the heartbeat TTL, whose expiry closes us.
+    auto frame = co_await conn->Read();
+    if (!frame.ok()) break;
+    service_.OnFrame(worker_id, link.get(), *frame);
+  }
+  service_.OnDisconnect(worker_id, link.get());
+}
+
+}  // namespace bakeoff::coordinator

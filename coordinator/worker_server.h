@@ -1,0 +1,38 @@
+// WorkerServer: accepts worker-protocol connections (TCP, length-prefixed JSON frames)
+// and feeds them to the CoordinatorService: the first frame must be `register` (within
+// 10 s); every later frame goes to OnFrame until the connection ends.
+// Thread-safety: runs on the service's single-threaded executor.
+#pragma once
+
+#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
+
+#include <memory>
+#include <string>
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include "coordinator/coordinator_service.h"
+
+namespace bakeoff::coordinator {
+
+class WorkerServer {
+ public:
+  WorkerServer(boost::asio::any_io_executor executor, CoordinatorService& service);
+
+  // Binds host:port (port 0 picks a free port; see port()).
+  Status Listen(const std::string& address);
+  void Start();
+  void Stop();
+  int port() const { return port_; }
+
+ private:
+  boost::asio::awaitable<void> AcceptLoop();
+  boost::asio::awaitable<void> Serve(boost::asio::ip::tcp::socket socket);
+
+  boost::asio::any_io_executor executor_;
+  CoordinatorService& service_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  int port_ = 0;
+};
+
+}  // namespace bakeoff::coordinator

@@ -1,0 +1,314 @@
+#include "coordinator/coordinator_service.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <boost/asio/io_context.hpp>
+
+#include "coordinator/http_server.h"
+
+namespace bakeoff::coordinator {
+namespace {
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+class RecordingLink : public WorkerLink {
+ public:
+  Status Send(const json& frame) override {
+    if (closed) return Status::Unavailable("closed");
+    frames.push_back(frame);
+    return Status::Ok();
+  }
+  void Close() override { closed = true; }
+  std::vector<json> Take(const std::string& type) {
+    std::vector<json> out, rest;
+    for (auto& f : frames) (f.value("type", "") == type ? out : rest).push_back(f);
+    frames = rest;
+    return out;
+  }
+  std::vector<json> frames;
+  bool closed = false;
+};
+
+const char* kSweep = R"(name: svc
+question: does the service work?
+workload:
+  executor: lora
+  model: tiny
+  seq_len: 16
+  warmup_steps: 1
+  steps: 2
+parameters:
+  micro_batch: {values: [1, 2]}
+  world_size: {value: 1}
+baseline: {micro_batch: 1}
+repeats: 1
+limits: {trial_timeout: 60s, max_attempts: 2}
+)";
+
+class CoordinatorServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("bakeoff-svc-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    config_.token = "secret";
+    config_.heartbeat_timeout = 1000ms;
+    config_.recovery_grace = 5000ms;
+    OpenStore();
+    service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
+    ASSERT_TRUE(service_->Recover().ok());
+  }
+  void TearDown() override {
+    service_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void OpenStore() {
+    metrics::StoreOptions options;
+    options.path = (dir_ / "results.db").string();
+    auto store = metrics::ResultsStore::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+  }
+  std::shared_ptr<RecordingLink> Register(const std::string& name, std::vector<protocol::AttemptRef> running = {}) {
+    auto link = std::make_shared<RecordingLink>();
+    protocol::RegisterMessage m;
+    m.token = "secret";
+    m.worker_name = name;
+    m.host = "127.0.0.1";
+    m.resources.cpu_slots = 1;
+    m.store_ports = {30000, 30010};
+    m.running = std::move(running);
+    json reply = service_->OnRegister(m, link);
+    EXPECT_EQ(reply["type"], "registered") << reply.dump();
+    links_[name] = link;
+    return link;
+  }
+  std::int64_t Submit() {
+    auto result = service_->SubmitSweep(kSweep);
+    EXPECT_TRUE(std::holds_alternative<json>(result))
+        << (std::holds_alternative<ApiError>(result) ? std::get<ApiError>(result).message : "");
+    Pump();
+    return std::get<json>(result)["id"];
+  }
+  void Pump() {
+    io_.restart();
+    io_.poll();
+  }
+  void Frame(const std::string& worker, const json& frame) {
+    service_->OnFrame(worker, links_[worker].get(), frame);
+    Pump();
+  }
+  void Succeed(const std::string& worker, const json& assign, std::int64_t seq) {
+    protocol::AttemptRef ref{assign["trial_id"], assign["attempt"]};
+    protocol::EventsMessage events;
+    events.events.push_back({ref, 0, {{"event", "started"}, {"pid", 1}}, 1});
+    events.events.push_back({ref, 0, {{"event", "step"}, {"step", 0}, {"phase", "measure"}, {"step_s", 0.1}, {"tokens", 16}, {"loss", 4.0}}, 2});
+    events.events.push_back({ref, 0, {{"event", "summary"}, {"tokens_per_s", 160.0}, {"step_s_median", 0.1}}, 3});
+    events.outbox_seq = seq;
+    Frame(worker, protocol::ToJson(events));
+    protocol::AttemptFinishedMessage done;
+    done.attempt = ref;
+    done.outcome = "succeeded";
+    done.outbox_seq = seq + 1;
+    Frame(worker, protocol::ToJson(done));
+  }
+  metrics::TrialRecord Trial(std::int64_t id) { return store_->GetTrial(id).value(); }
+
+  std::filesystem::path dir_;
+  boost::asio::io_context io_;
+  FakeClock clock_;
+  CoordinatorConfig config_;
+  std::unique_ptr<metrics::ResultsStore> store_;
+  std::unique_ptr<CoordinatorService> service_;
+  std::map<std::string, std::shared_ptr<RecordingLink>> links_;
+};
+
+TEST_F(CoordinatorServiceTest, WrongTokenIsRejected) {
+  auto link = std::make_shared<RecordingLink>();
+  protocol::RegisterMessage m;
+  m.token = "guess";
+  m.worker_name = "intruder";
+  m.resources.cpu_slots = 1;
+  EXPECT_EQ(service_->OnRegister(m, link)["type"], "rejected");
+  EXPECT_EQ(service_->connected_workers(), 0u);
+}
+
+TEST_F(CoordinatorServiceTest, SweepRunsToTheEndAndIsAcknowledged) {
+  auto w1 = Register("w1");
+  auto w2 = Register("w2");
+  const auto sweep_id = Submit();
+  auto a1 = w1->Take("assign");
+  auto a2 = w2->Take("assign");
+  ASSERT_EQ(a1.size(), 1u);
+  ASSERT_EQ(a2.size(), 1u);
+  EXPECT_NE(a1[0]["trial_id"], a2[0]["trial_id"]);
+  EXPECT_EQ(a1[0]["timeout_ms"], 60000);
+  EXPECT_EQ(a1[0]["store_address"].get<std::string>().rfind("127.0.0.1:300", 0), 0u);
+  Succeed("w1", a1[0], 1);
+  Succeed("w2", a2[0], 1);
+  auto acks = w1->Take("ack");
+  ASSERT_FALSE(acks.empty());
+  EXPECT_EQ(acks.back()["outbox_seq"], 2);
+  auto sweep = store_->GetSweep(sweep_id);
+  ASSERT_TRUE(sweep.ok());
+  EXPECT_EQ(sweep->state, metrics::SweepState::kFinished);
+  auto results = store_->ListTrialResults(sweep_id).value();
+  for (const auto& r : results) {
+    EXPECT_EQ(r.trial.outcome, metrics::Outcome::kSucceeded);
+    ASSERT_EQ(r.summaries.size(), 1u);
+    EXPECT_EQ(r.summaries[0].summary["tokens_per_s"], 160.0);
+  }
+  EXPECT_NE(results[0].attempt->worker_id, results[1].attempt->worker_id);
+}
+
+TEST_F(CoordinatorServiceTest, SilentWorkerIsLostAndItsTrialRequeuedElsewhere) {
+  auto w1 = Register("w1");
+  Submit();
+  auto a1 = w1->Take("assign");
+  ASSERT_EQ(a1.size(), 1u);
+  const std::int64_t trial = a1[0]["trial_id"];
+  auto w2 = Register("w2");
+  Pump();
+  w2->Take("assign");  // the second trial
+  clock_.Advance(600ms);
+  Frame("w2", protocol::ToJson(protocol::HeartbeatMessage{}));
+  clock_.Advance(600ms);  // w1 silent 1.2 s > 1 s TTL; w2 heard 0.6 s ago
+  service_->Tick();
+  Pump();
+  EXPECT_TRUE(w1->closed);
+  auto t = Trial(trial);
+  EXPECT_EQ(t.state, metrics::TrialState::kQueued);
+  EXPECT_EQ(t.attempts_used, 1);
+  auto attempts = store_->ListAttempts(trial).value();
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].outcome, metrics::Outcome::kLost);
+}
+
+TEST_F(CoordinatorServiceTest, LostTwiceWithTwoAttemptsFinishesLost) {
+  auto w1 = Register("w1");
+  Submit();
+  auto a = w1->Take("assign");
+  const std::int64_t trial = a[0]["trial_id"];
+  for (int i = 0; i < 2; ++i) {
+    clock_.Advance(1500ms);
+    service_->Tick();
+    Pump();
+    if (i == 0) {
+      w1 = Register("w1");  // comes back; gets the trial again (attempt 2)
+      Pump();
+    }
+  }
+  EXPECT_EQ(Trial(trial).state, metrics::TrialState::kFinished);
+  EXPECT_EQ(Trial(trial).outcome, metrics::Outcome::kLost);
+  EXPECT_EQ(Trial(trial).attempts_used, 2);
+}
+
+TEST_F(CoordinatorServiceTest, StaleAttemptEventsAndResultsAreIgnored) {
+  auto w1 = Register("w1");
+  Submit();
+  auto a = w1->Take("assign");
+  const std::int64_t trial = a[0]["trial_id"];
+  clock_.Advance(1500ms);
+  service_->Tick();
+  Pump();
+  auto w2 = Register("w2");
+  Pump();
+  auto again = w2->Take("assign");
+  ASSERT_FALSE(again.empty());
+  // The old attempt's late result arrives through a reconnected w1: ignored.
+  w1 = Register("w1", {{trial, 1}});
+  EXPECT_FALSE(w1->Take("cancel").empty()) << "a stale attempt is told to stop";
+  protocol::AttemptFinishedMessage late;
+  late.attempt = {trial, 1};
+  late.outcome = "oom";
+  late.outbox_seq = 1;
+  Frame("w1", protocol::ToJson(late));
+  EXPECT_NE(Trial(trial).state, metrics::TrialState::kFinished);
+  EXPECT_FALSE(w1->Take("ack").empty()) << "stale results are acknowledged so they are not resent";
+}
+
+TEST_F(CoordinatorServiceTest, OomIsFinalNotRetried) {
+  auto w1 = Register("w1");
+  Submit();
+  auto a = w1->Take("assign");
+  protocol::AttemptFinishedMessage done;
+  done.attempt = {a[0]["trial_id"], a[0]["attempt"]};
+  done.outcome = "oom";
+  done.reason = "CUDA out of memory";
+  Frame("w1", protocol::ToJson(done));
+  auto t = Trial(a[0]["trial_id"]);
+  EXPECT_EQ(t.state, metrics::TrialState::kFinished);
+  EXPECT_EQ(t.outcome, metrics::Outcome::kOom);
+  EXPECT_EQ(t.reason, "CUDA out of memory");
+}
+
+TEST_F(CoordinatorServiceTest, CancelStopsRunningAndCancelsQueued) {
+  auto w1 = Register("w1");
+  const auto sweep_id = Submit();
+  auto a = w1->Take("assign");
+  auto result = service_->CancelSweep("svc");
+  ASSERT_TRUE(std::holds_alternative<json>(result));
+  auto cancels = w1->Take("cancel");
+  ASSERT_EQ(cancels.size(), 1u);
+  protocol::AttemptFinishedMessage done;
+  done.attempt = {a[0]["trial_id"], a[0]["attempt"]};
+  done.outcome = "cancelled";
+  Frame("w1", protocol::ToJson(done));
+  EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kCancelled);
+  for (const auto& t : store_->ListTrials(sweep_id).value()) EXPECT_EQ(t.outcome, metrics::Outcome::kCancelled);
+}
+
+TEST_F(CoordinatorServiceTest, RestartReclaimsReportedAttemptsAndRequeuesTheRest) {
+  auto w1 = Register("w1");
+  auto w2 = Register("w2");
+  Submit();
+  auto a1 = w1->Take("assign");
+  auto a2 = w2->Take("assign");
+  const std::int64_t t1 = a1[0]["trial_id"];
+  const std::int64_t t2 = a2[0]["trial_id"];
+  // The coordinator restarts: a new service over the same store.
+  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
+  ASSERT_TRUE(service_->Recover().ok());
+  w1 = Register("w1", {{t1, 1}});  // w1 reclaims its attempt; w2 never comes back
+  clock_.Advance(6000ms);          // past the recovery grace
+  Frame("w1", protocol::ToJson(protocol::HeartbeatMessage{{{t1, 1}}}));
+  service_->Tick();
+  Pump();
+  EXPECT_NE(Trial(t1).state, metrics::TrialState::kQueued) << "reclaimed, not requeued";
+  EXPECT_EQ(Trial(t1).attempts_used, 1);
+  EXPECT_EQ(Trial(t2).attempts_used, 1);
+  EXPECT_EQ(store_->ListAttempts(t2).value()[0].outcome, metrics::Outcome::kLost);
+  Succeed("w1", a1[0], 1);
+  EXPECT_EQ(Trial(t1).outcome, metrics::Outcome::kSucceeded);
+}
+
+TEST_F(CoordinatorServiceTest, InvalidSweepIsA400WithTheParserMessage) {
+  auto result = service_->SubmitSweep("name: x\nparameters: {micro_batch: {values: [1]}}\nbogus_field: 1\n");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(result));
+  EXPECT_EQ(std::get<ApiError>(result).http_status, 400);
+  EXPECT_NE(std::get<ApiError>(result).message.find("bogus_field"), std::string::npos);
+}
+
+TEST_F(CoordinatorServiceTest, HttpRequiresTheBearerTokenExceptHealthz) {
+  HttpServer http(io_.get_executor(), *service_, nullptr);
+  auto denied = http.Handle("GET", "/api/v1/sweeps", "", "");
+  EXPECT_EQ(denied.status, 401);
+  EXPECT_TRUE(denied.bearer_challenge);
+  EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps", "Bearer wrong", "").status, 401);
+  EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps", "Bearer secret", "").status, 200);
+  EXPECT_EQ(http.Handle("GET", "/healthz", "", "").status, 200);
+  EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps/nope", "Bearer secret", "").status, 404);
+  auto created = http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep);
+  EXPECT_EQ(created.status, 201) << created.body;
+  auto trials = http.Handle("GET", "/api/v1/sweeps/svc/trials", "Bearer secret", "");
+  EXPECT_EQ(trials.status, 200);
+  EXPECT_EQ(json::parse(trials.body).size(), 2u);
+  EXPECT_EQ(http.Handle("DELETE", "/api/v1/sweeps", "Bearer secret", "").status, 405);
+}
+
+}  // namespace
+}  // namespace bakeoff::coordinator
