@@ -2,6 +2,10 @@
 
 #include "protocol/frame_connection.h"  // first: includes <utility> before Asio
 
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -9,6 +13,11 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+
+#include "cli/command_registry.h"
+#include "metrics/report_renderer.h"
+#include "metrics/report_service.h"
+#include "protocol/token.h"
 
 namespace bakeoff::cli {
 namespace asio = boost::asio;
@@ -74,6 +83,7 @@ asio::awaitable<void> Exchange(const std::string& host, int port,
   HttpResponse result;
   result.status = static_cast<int>(response.result_int());
   result.content_type = std::string(response[http::field::content_type]);
+  result.www_authenticate = std::string(response[http::field::www_authenticate]);
   result.body = std::move(response.body());
   stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
   *out = std::move(result);
@@ -180,6 +190,79 @@ std::string UrlEncode(const std::string& text) {
       out.push_back(kHex[c & 15]);
     }
   }
+  return out;
+}
+
+Result<std::string> RenderReportForApi(const std::string& db_path, const std::string& sweep,
+                                       const std::string& format) {
+  auto parsed = metrics::ParseReportFormat(format);
+  if (!parsed.ok()) return parsed.status();
+  metrics::ReportOptions options;
+  options.format = *parsed;
+  return metrics::RenderSweepReport(db_path, sweep, options);
+}
+
+std::string DefaultCoordinatorUrl() {
+  if (const char* env = std::getenv("BAKEOFF_COORDINATOR"); env && *env) return env;
+  return "http://127.0.0.1:8080";
+}
+
+Result<CoordinatorClient> ConnectCoordinator(const std::string& url, const std::string& token_file,
+                                             std::chrono::milliseconds timeout) {
+  auto token = protocol::LoadToken(token_file);
+  if (!token.ok()) return token.status();
+  return CoordinatorClient::Create(url, std::move(token).value(), timeout);
+}
+
+int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case Status::Code::kOk: return kExitOk;
+    case Status::Code::kUnavailable:
+    case Status::Code::kTimeout:
+    case Status::Code::kIoError: return kExitUnavailable;
+    case Status::Code::kInvalidArgument: return kExitUsage;
+    default: return kExitFailure;
+  }
+}
+
+Status WriteOutput(const std::string& output_path, const std::string& text) {
+  if (output_path.empty() || output_path == "-") {
+    std::cout << text;
+    if (!text.empty() && text.back() != '\n') std::cout << '\n';
+    std::cout.flush();
+    return Status::Ok();
+  }
+  std::ofstream out(output_path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!text.empty() && text.back() != '\n') out << '\n';
+  out.close();
+  if (!out) return Status::IoError("cannot write '" + output_path + "': check the directory and its permissions");
+  return Status::Ok();
+}
+
+std::string RenderTextTable(const std::vector<std::string>& header,
+                            const std::vector<std::vector<std::string>>& rows,
+                            const std::vector<bool>& numeric) {
+  std::vector<std::size_t> width(header.size(), 0);
+  auto measure = [&](const std::vector<std::string>& row) {
+    for (std::size_t i = 0; i < row.size() && i < width.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  };
+  measure(header);
+  for (const auto& r : rows) measure(r);
+  auto line = [&](const std::vector<std::string>& row) {
+    std::string out;
+    for (std::size_t i = 0; i < width.size(); ++i) {
+      std::string cell = i < row.size() ? row[i] : "";
+      std::string pad(width[i] - std::min(width[i], cell.size()), ' ');
+      const bool right = i < numeric.size() && numeric[i];
+      out += right ? pad + cell : cell + (i + 1 < width.size() ? pad : "");
+      if (i + 1 < width.size()) out += "  ";
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  };
+  std::string out = line(header);
+  for (const auto& r : rows) out += line(r);
   return out;
 }
 

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,7 @@ namespace bakeoff::cli {
 struct HttpResponse {
   int status = 0;
   std::string content_type;
+  std::string www_authenticate;  // the challenge of a 401
   std::string body;
 };
 
@@ -64,5 +66,32 @@ Status StatusFromResponse(const HttpResponse& response, const std::string& what)
 
 // Percent-encodes a path segment or query value (a sweep name may hold any character).
 std::string UrlEncode(const std::string& text);
+
+// --- Helpers shared by the client commands (submit, status, workers, cancel, report) ---
+
+// The default coordinator URL: $BAKEOFF_COORDINATOR, else http://127.0.0.1:8080.
+std::string DefaultCoordinatorUrl();
+
+// A client for `url` with the token from `token_file` or BAKEOFF_TOKEN.
+Result<CoordinatorClient> ConnectCoordinator(const std::string& url, const std::string& token_file,
+                                             std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// The process exit code (cli/command_registry.h) for a failed Status: unreachable or
+// timed out -> kExitUnavailable, bad input -> kExitUsage, anything else -> kExitFailure.
+int ExitCodeFor(const Status& status);
+
+// Writes `text` to `output_path`, or to stdout when it is empty or "-".
+Status WriteOutput(const std::string& output_path, const std::string& text);
+
+// The coordinator's report route and `bakeoff local`: the sweep's report (id or name)
+// from the results database in `format` (table, markdown, json, csv, html).
+Result<std::string> RenderReportForApi(const std::string& db_path, const std::string& sweep,
+                                       const std::string& format);
+
+// A plain-text table with a header row and aligned columns (numbers right-aligned
+// when `numeric[i]`).
+std::string RenderTextTable(const std::vector<std::string>& header,
+                            const std::vector<std::vector<std::string>>& rows,
+                            const std::vector<bool>& numeric = {});
 
 }  // namespace bakeoff::cli

@@ -86,6 +86,12 @@ void Outbox::Acknowledge(std::int64_t outbox_seq) {
   std::erase_if(finished_, [&](const PendingFinished& p) { return p.sent_in != 0 && p.sent_in <= outbox_seq; });
 }
 
+std::vector<protocol::AttemptRef> Outbox::PendingFinishedAttempts() const {
+  std::vector<protocol::AttemptRef> out;
+  for (const auto& f : finished_) out.push_back(f.message.attempt);
+  return out;
+}
+
 void Outbox::MarkAllUnsent() {
   for (auto& e : events_) e.sent_in = 0;
   for (auto& f : finished_) f.sent_in = 0;

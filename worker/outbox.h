@@ -44,6 +44,10 @@ class Outbox {
   // After a reconnect: everything not acknowledged is sent again.
   void MarkAllUnsent();
 
+  // Attempts whose attempt_finished is not yet acknowledged: a re-registration lists
+  // them with the running ones, so the coordinator does not declare them lost.
+  std::vector<protocol::AttemptRef> PendingFinishedAttempts() const;
+
   std::size_t pending_events() const { return events_.size(); }
   std::size_t pending_finished() const { return finished_.size(); }
   std::uint64_t dropped_events() const { return dropped_events_; }

@@ -98,6 +98,7 @@ asio::awaitable<Status> WorkerAgent::Session() {
   reg.resources.cuda_devices = config_.cuda_devices;
   reg.store_ports = config_.store_ports;
   reg.running = RunningAttempts();
+  for (const auto& done : outbox_.PendingFinishedAttempts()) reg.running.push_back(done);
   reg.simulate = config_.simulate;
   Status sent = conn->Send(protocol::ToJson(reg));
   if (!sent.ok()) co_return sent;

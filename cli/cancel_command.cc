@@ -1,0 +1,53 @@
+// `bakeoff cancel SWEEP`: cancels a sweep's queued trials and stops its running ones.
+#include <iostream>
+
+#include "cli/command_registry.h"
+#include "cli/coordinator_client.h"
+
+namespace bakeoff::cli {
+namespace {
+
+struct CancelFlags {
+  std::string sweep;
+  std::string coordinator = DefaultCoordinatorUrl();
+  std::string token_file;
+  std::string format = "table";
+  std::string output;
+};
+
+int RunCancel(const CancelFlags& flags) {
+  auto client = ConnectCoordinator(flags.coordinator, flags.token_file);
+  if (!client.ok()) {
+    std::cerr << "bakeoff cancel: " << client.status().message() << "\n";
+    return ExitCodeFor(client.status());
+  }
+  auto result = client->PostJson("/api/v1/sweeps/" + UrlEncode(flags.sweep) + "/cancel", "");
+  if (!result.ok()) {
+    std::cerr << "bakeoff cancel: " << result.status().message() << "\n";
+    return ExitCodeFor(result.status());
+  }
+  std::string text = flags.format == "json"
+                         ? result->dump(2)
+                         : "sweep " + std::to_string(result->value("id", 0)) + " (" + result->value("name", "") +
+                               "): " + result->value("state", "") + "; " +
+                               std::to_string(result->value("cancelled_trials", 0)) + " queued trial(s) cancelled, " +
+                               std::to_string(result->value("stopping_trials", 0)) + " running trial(s) stopping";
+  return WriteOutput(flags.output, text).ok() ? kExitOk : kExitFailure;
+}
+
+void Setup(CLI::App& root, int* exit_code) {
+  auto flags = std::make_shared<CancelFlags>();
+  auto* cmd = root.add_subcommand("cancel", "Cancel a sweep (by id or name)");
+  cmd->add_option("sweep", flags->sweep, "sweep id or name")->required();
+  cmd->add_option("--coordinator", flags->coordinator, "coordinator URL");
+  cmd->add_option("--token-file", flags->token_file, "file holding the API token (else $BAKEOFF_TOKEN)");
+  cmd->add_option("--format", flags->format, "table|json")->capture_default_str();
+  cmd->add_option("--output", flags->output, "write the result to this file instead of stdout");
+  cmd->callback([flags, exit_code]() { *exit_code = RunCancel(*flags); });
+}
+
+}  // namespace
+
+BAKEOFF_REGISTER_COMMAND("cancel", Setup);
+
+}  // namespace bakeoff::cli

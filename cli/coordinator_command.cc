@@ -1,0 +1,112 @@
+// `bakeoff coordinator`: runs the coordinator (HTTP API + worker listener + results
+// store) until SIGINT/SIGTERM. The token comes from --token-file or BAKEOFF_TOKEN only.
+#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
+
+#include <fstream>
+#include <iostream>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "cli/command_registry.h"
+#include "cli/coordinator_client.h"
+#include "coordinator/coordinator_node.h"
+#include "experiments/spec/duration.h"
+#include "protocol/token.h"
+
+namespace bakeoff::cli {
+namespace {
+
+struct CoordinatorFlags {
+  coordinator::CoordinatorConfig config;
+  std::string token_file;
+  std::string heartbeat_timeout = "10s";
+  std::string recovery_grace = "30s";
+  std::string ports_file;
+};
+
+bool IsLoopback(const std::string& address) {
+  return address.rfind("127.", 0) == 0 || address.rfind("[::1]", 0) == 0 || address.rfind("localhost:", 0) == 0;
+}
+
+int RunCoordinator(CoordinatorFlags& flags) {
+  auto token = protocol::LoadToken(flags.token_file);
+  if (!token.ok()) {
+    std::cerr << "bakeoff coordinator: " << token.status().message() << "\n";
+    return kExitUsage;
+  }
+  flags.config.token = *token;
+  if (flags.config.token.empty()) {
+    if (!IsLoopback(flags.config.http_listen) || !IsLoopback(flags.config.worker_listen)) {
+      std::cerr << "bakeoff coordinator: no token: set BAKEOFF_TOKEN or --token-file before listening "
+                   "on a non-loopback address\n";
+      return kExitUsage;
+    }
+    std::cerr << "bakeoff coordinator: warning: no token set; anyone on this machine can use the API\n";
+  }
+  auto hb = spec::ParseDuration(flags.heartbeat_timeout);
+  auto grace = spec::ParseDuration(flags.recovery_grace);
+  if (!hb.ok() || !grace.ok()) {
+    std::cerr << "bakeoff coordinator: " << (!hb.ok() ? hb.status() : grace.status()).message() << "\n";
+    return kExitUsage;
+  }
+  flags.config.heartbeat_timeout = *hb;
+  flags.config.heartbeat_interval = std::max(std::chrono::milliseconds(100), flags.config.heartbeat_timeout / 10);
+  flags.config.recovery_grace = *grace;
+
+  boost::asio::io_context io;
+  coordinator::CoordinatorNode node(io.get_executor(), flags.config, RenderReportForApi);
+  Status started = node.Start();
+  if (!started.ok()) {
+    std::cerr << "bakeoff coordinator: " << started.message() << "\n";
+    return ExitCodeFor(started);
+  }
+  std::cerr << "bakeoff coordinator: HTTP API on port " << node.http_port() << ", workers on port "
+            << node.worker_port() << ", results in " << flags.config.db_path << "\n";
+  if (!flags.ports_file.empty()) {
+    // Written whole then renamed, so a reader never sees half a file.
+    const std::string tmp = flags.ports_file + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << nlohmann::json{{"http_port", node.http_port()}, {"worker_port", node.worker_port()}}.dump() << "\n";
+    }
+    std::rename(tmp.c_str(), flags.ports_file.c_str());
+  }
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    std::cerr << "bakeoff coordinator: shutting down\n";
+    node.Stop();
+    io.stop();
+  });
+  io.run();
+  return kExitOk;
+}
+
+void Setup(CLI::App& root, int* exit_code) {
+  auto flags = std::make_shared<CoordinatorFlags>();
+  auto* cmd = root.add_subcommand("coordinator", "Run the coordinator: HTTP API, worker listener, results database");
+  cmd->add_option("--listen", flags->config.http_listen, "HTTP API address HOST:PORT (port 0 picks a free port)")
+      ->capture_default_str();
+  cmd->add_option("--worker-listen", flags->config.worker_listen, "worker protocol address HOST:PORT")
+      ->capture_default_str();
+  cmd->add_option("--db", flags->config.db_path, "results database (SQLite)")->capture_default_str();
+  cmd->add_option("--token-file", flags->token_file,
+                  "file holding the API and worker token (else $BAKEOFF_TOKEN)");
+  cmd->add_option("--heartbeat-timeout", flags->heartbeat_timeout,
+                  "a worker silent this long is lost and its trials requeued")
+      ->capture_default_str();
+  cmd->add_option("--recovery-grace", flags->recovery_grace,
+                  "after a restart, how long running trials wait for their workers")
+      ->capture_default_str();
+  cmd->add_option("--max-trials", flags->config.max_trials_per_sweep, "largest sweep accepted (trials)")
+      ->capture_default_str();
+  cmd->add_option("--ports-file", flags->ports_file, "write the bound ports as JSON to this file");
+  cmd->callback([flags, exit_code]() { *exit_code = RunCoordinator(*flags); });
+}
+
+}  // namespace
+
+BAKEOFF_REGISTER_COMMAND("coordinator", Setup);
+
+}  // namespace bakeoff::cli

@@ -1,0 +1,203 @@
+// `bakeoff local FILE`: the embedded default. Starts a coordinator and N workers in
+// this process (one io thread, loopback, free ports), runs the sweep to the end with a
+// progress line on stderr, prints the report and leaves the results database behind.
+#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
+
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "cli/command_registry.h"
+#include "cli/coordinator_client.h"
+#include "coordinator/coordinator_node.h"
+#include "protocol/token.h"
+#include "worker/worker_agent.h"
+
+namespace bakeoff::cli {
+namespace {
+namespace asio = boost::asio;
+
+struct LocalFlags {
+  std::string file;
+  int workers = 2;
+  int slots = 1;
+  std::string db = "results.db";
+  std::string format = "table";
+  std::string output;
+  std::string trainer;
+  std::string work_dir;
+  std::string argv0;
+};
+
+std::string RandomToken() {
+  std::random_device rd;
+  std::string token;
+  const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i) token.push_back(hex[rd() % 16]);
+  return token;
+}
+
+int RunLocal(const LocalFlags& flags) {
+  std::ifstream in(flags.file, std::ios::binary);
+  if (!in) {
+    std::cerr << "bakeoff local: cannot read the sweep file '" << flags.file << "'\n";
+    return kExitUsage;
+  }
+  std::stringstream yaml;
+  yaml << in.rdbuf();
+  if (flags.workers < 1 || flags.slots < 1) {
+    std::cerr << "bakeoff local: --workers and --slots must be >= 1\n";
+    return kExitUsage;
+  }
+  auto env_token = protocol::LoadToken("");
+  const std::string token = env_token.ok() && !env_token->empty() ? *env_token : RandomToken();
+
+  coordinator::CoordinatorConfig config;
+  config.http_listen = "127.0.0.1:0";
+  config.worker_listen = "127.0.0.1:0";
+  config.db_path = flags.db;
+  config.token = token;
+  config.heartbeat_interval = std::chrono::milliseconds(500);
+  config.heartbeat_timeout = std::chrono::milliseconds(10000);
+  config.recovery_grace = std::chrono::milliseconds(2000);
+
+  asio::io_context io;
+  coordinator::CoordinatorNode node(io.get_executor(), config, RenderReportForApi);
+  if (Status s = node.Start(); !s.ok()) {
+    std::cerr << "bakeoff local: " << s.message() << "\n";
+    return ExitCodeFor(s);
+  }
+  auto submitted = node.service().SubmitSweep(yaml.str());
+  if (auto* error = std::get_if<coordinator::ApiError>(&submitted)) {
+    std::cerr << "bakeoff local: " << flags.file << ": " << error->message << "\n";
+    return error->http_status == 503 ? kExitUnavailable : kExitUsage;
+  }
+  const auto created = std::get<nlohmann::json>(submitted);
+  const std::int64_t sweep_id = created.value("id", std::int64_t{0});
+  std::cerr << "bakeoff local: sweep " << sweep_id << " (" << created.value("name", "") << "): "
+            << created.value("trial_count", 0) << " trials on " << flags.workers << " worker(s) x "
+            << flags.slots << " slot(s); results in " << flags.db << "; HTTP API on 127.0.0.1:" << node.http_port()
+            << "\n";
+
+  std::vector<std::shared_ptr<worker::WorkerAgent>> agents;
+  for (int i = 0; i < flags.workers; ++i) {
+    worker::WorkerConfig wc;
+    wc.coordinator_address = "127.0.0.1:" + std::to_string(node.worker_port());
+    wc.token = token;
+    wc.name = "local-" + std::to_string(i + 1);
+    wc.cpu_slots = flags.slots;
+    wc.trainer_path = flags.trainer;
+    wc.store_ports = {29500 + 100 * i, 29599 + 100 * i};
+    if (!flags.work_dir.empty()) wc.work_dir = flags.work_dir + "/" + wc.name;
+    wc.max_connect_attempts = 20;
+    if (Status s = wc.Finalize(flags.argv0); !s.ok()) {
+      std::cerr << "bakeoff local: " << s.message() << "\n";
+      return s.code() == Status::Code::kNotFound ? kExitFailure : kExitUsage;
+    }
+    auto agent = std::make_shared<worker::WorkerAgent>(io.get_executor(), wc);
+    asio::co_spawn(io, agent->Run(), [](std::exception_ptr, Status s) {
+      if (!s.ok()) std::cerr << "bakeoff local: worker stopped: " << s.message() << "\n";
+    });
+    agents.push_back(agent);
+  }
+
+  const bool tty = isatty(STDERR_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  metrics::SweepRecord final_state;
+  bool interrupted = false;
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    interrupted = true;
+    std::cerr << "\nbakeoff local: interrupted; cancelling the sweep\n";
+    node.service().CancelSweep(std::to_string(sweep_id));
+  });
+  asio::steady_timer poll(io);
+  std::function<void()> watch = [&]() {
+    poll.expires_after(std::chrono::milliseconds(500));
+    poll.async_wait([&](const boost::system::error_code& ec) {
+      if (ec) return;
+      auto sweep = node.store().GetSweep(sweep_id);
+      if (sweep.ok()) {
+        const auto& c = sweep->counts;
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        char line[256];
+        const double remaining = c.finished > 0 ? elapsed / c.finished * (sweep->trial_count - c.finished) : -1;
+        snprintf(line, sizeof(line), "done %lld/%lld · running %lld · queued %lld · elapsed %.0f s · remaining %s",
+                 static_cast<long long>(c.finished), static_cast<long long>(sweep->trial_count),
+                 static_cast<long long>(c.running + c.assigned), static_cast<long long>(c.queued), elapsed,
+                 remaining < 0 ? "?" : ("~" + std::to_string(static_cast<long>(remaining + 0.5)) + " s").c_str());
+        if (tty) {
+          std::cerr << "\r\033[K" << line << std::flush;
+        } else if (static_cast<long>(elapsed) % 10 == 0) {
+          std::cerr << line << "\n";
+        }
+        if (sweep->state != metrics::SweepState::kRunning) {
+          final_state = *sweep;
+          if (tty) std::cerr << "\n";
+          for (auto& a : agents) a->Stop(std::chrono::milliseconds(1000));
+          node.Stop();
+          signals.cancel();
+          // Let the agents deliver their last frames, then end.
+          auto end = std::make_shared<asio::steady_timer>(io);
+          end->expires_after(std::chrono::milliseconds(200));
+          end->async_wait([&io, end](const boost::system::error_code&) { io.stop(); });
+          return;
+        }
+      }
+      watch();
+    });
+  };
+  watch();
+  io.run();
+
+  auto report = RenderReportForApi(flags.db, std::to_string(sweep_id), flags.format);
+  if (report.ok()) {
+    if (Status s = WriteOutput(flags.output, *report); !s.ok()) {
+      std::cerr << "bakeoff local: " << s.message() << "\n";
+      return kExitFailure;
+    }
+  } else {
+    std::cerr << "bakeoff local: no report: " << report.status().message() << "\n";
+  }
+  const auto& c = final_state.counts;
+  std::cerr << "bakeoff local: sweep " << sweep_id << " " << metrics::SweepStateName(final_state.state) << ": "
+            << c.succeeded << " of " << final_state.trial_count << " trials succeeded; results in " << flags.db
+            << "\n";
+  if (interrupted) return kExitIncomplete;
+  return final_state.state == metrics::SweepState::kFinished && c.succeeded == final_state.trial_count
+             ? kExitOk
+             : kExitIncomplete;
+}
+
+void Setup(CLI::App& root, int* exit_code) {
+  auto flags = std::make_shared<LocalFlags>();
+  auto* cmd = root.add_subcommand("local", "Run a sweep on this machine: a coordinator plus N workers");
+  cmd->add_option("file", flags->file, "sweep YAML file")->required();
+  cmd->add_option("--workers", flags->workers, "workers to start")->capture_default_str();
+  cmd->add_option("--slots", flags->slots, "CPU slots (ranks at once) per worker")->capture_default_str();
+  cmd->add_option("--db", flags->db, "results database to create or extend")->capture_default_str();
+  cmd->add_option("--format", flags->format, "report format: table|markdown|json|csv|html")->capture_default_str();
+  cmd->add_option("--output", flags->output, "write the report to this file instead of stdout");
+  cmd->add_option("--trainer", flags->trainer, "trainer executable (default: bakeoff-trainer next to this binary)");
+  cmd->add_option("--work-dir", flags->work_dir, "trial directories (default: new temp dirs)");
+  cmd->callback([flags, exit_code, &root]() {
+    flags->argv0 = root.get_name();
+    *exit_code = RunLocal(*flags);
+  });
+}
+
+}  // namespace
+
+BAKEOFF_REGISTER_COMMAND("local", Setup);
+
+}  // namespace bakeoff::cli

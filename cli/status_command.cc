@@ -1,0 +1,155 @@
+// `bakeoff status [SWEEP]`: sweeps and their progress, or one sweep's trials; from a
+// running coordinator (--coordinator URL) or straight from a results file (--db FILE),
+// so finished results stay readable with no server.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/command_registry.h"
+#include "cli/coordinator_client.h"
+#include "coordinator/api_json.h"
+#include "metrics/results_store.h"
+
+namespace bakeoff::cli {
+namespace {
+
+struct StatusFlags {
+  std::string sweep;
+  std::string coordinator;
+  std::string db;
+  std::string token_file;
+  std::string format = "table";
+  std::string output;
+};
+
+std::string Number(double v, const char* fmt = "%.0f") {
+  char buf[64];
+  snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+std::string SweepsTable(const nlohmann::json& sweeps) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : sweeps) {
+    const auto& c = s["counts"];
+    rows.push_back({std::to_string(s.value("id", 0)), s.value("name", ""), s.value("state", ""),
+                    std::to_string(c.value("finished", 0)) + "/" + std::to_string(s.value("trial_count", 0)),
+                    std::to_string(c.value("running", 0) + c.value("assigned", 0)),
+                    std::to_string(c.value("queued", 0)), std::to_string(c.value("succeeded", 0)),
+                    std::to_string(c.value("unsuccessful", 0))});
+  }
+  std::string text = RenderTextTable({"ID", "NAME", "STATE", "DONE", "RUNNING", "QUEUED", "SUCCEEDED", "OTHER"},
+                                     rows, {true, false, false, true, true, true, true, true});
+  if (rows.empty()) text += "(no sweeps)\n";
+  return text;
+}
+
+std::string SweepDetail(const nlohmann::json& sweep, const nlohmann::json& trials) {
+  std::string text = "sweep " + std::to_string(sweep.value("id", 0)) + " (" + sweep.value("name", "") + "): " +
+                     sweep.value("state", "") + "\n";
+  if (!sweep.value("question", "").empty()) text += "question: " + sweep.value("question", "") + "\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : trials) {
+    std::string tokens = "-";
+    if (t["summary"].is_object() && t["summary"].contains("tokens_per_s") && t["summary"]["tokens_per_s"].is_number()) {
+      tokens = Number(t["summary"]["tokens_per_s"].get<double>());
+    }
+    std::string outcome = t["outcome"].is_string() ? t["outcome"].get<std::string>() : "-";
+    if (t.value("simulated", false)) outcome += " (simulated)";
+    std::string reason = t.value("reason", "");
+    if (reason.size() > 60) reason = reason.substr(0, 57) + "...";
+    rows.push_back({std::to_string(t.value("id", 0)), t.value("variant_key", ""), std::to_string(t.value("repeat", 0)),
+                    t.value("state", ""), outcome,
+                    t["worker_id"].is_string() ? t["worker_id"].get<std::string>() : "-",
+                    std::to_string(t.value("attempts_used", 0)), tokens, reason});
+  }
+  text += RenderTextTable({"TRIAL", "VARIANT", "REPEAT", "STATE", "OUTCOME", "WORKER", "ATTEMPTS", "TOKENS/S", "REASON"},
+                          rows, {true, false, true, false, false, false, true, true, false});
+  return text;
+}
+
+int Fail(const Status& status) {
+  std::cerr << "bakeoff status: " << status.message() << "\n";
+  return ExitCodeFor(status);
+}
+
+int RunStatus(const StatusFlags& flags) {
+  nlohmann::json sweeps, sweep, trials;
+  // --coordinator wins; then --db; then $BAKEOFF_COORDINATOR; then ./results.db if it
+  // exists; else the default coordinator URL.
+  struct stat st;
+  std::string db = flags.db;
+  if (flags.coordinator.empty() && db.empty() && !std::getenv("BAKEOFF_COORDINATOR") &&
+      stat("results.db", &st) == 0) {
+    db = "results.db";
+  }
+  if (!db.empty() && flags.coordinator.empty()) {
+    if (stat(db.c_str(), &st) != 0) {
+      std::cerr << "bakeoff status: no results database at '" << db
+                << "'; give --db FILE or --coordinator URL\n";
+      return kExitUnavailable;
+    }
+    metrics::StoreOptions options;
+    options.path = db;
+    options.read_only = true;  // beside a running coordinator, or on a read-only copy
+    auto store = metrics::ResultsStore::Open(options);
+    if (!store.ok()) return Fail(store.status());
+    if (flags.sweep.empty()) {
+      auto list = (*store)->ListSweeps();
+      if (!list.ok()) return Fail(list.status());
+      sweeps = nlohmann::json::array();
+      for (const auto& s : *list) sweeps.push_back(coordinator::SweepJson(s));
+    } else {
+      auto found = (*store)->FindSweep(flags.sweep);
+      if (!found.ok()) return Fail(found.status());
+      sweep = coordinator::SweepJson(*found);
+      auto list = (*store)->ListTrialResults(found->id);
+      if (!list.ok()) return Fail(list.status());
+      trials = coordinator::TrialsJson(*list);
+    }
+  } else {
+    auto client = ConnectCoordinator(flags.coordinator.empty() ? DefaultCoordinatorUrl() : flags.coordinator,
+                                     flags.token_file);
+    if (!client.ok()) return Fail(client.status());
+    if (flags.sweep.empty()) {
+      auto got = client->GetJson("/api/v1/sweeps");
+      if (!got.ok()) return Fail(got.status());
+      sweeps = *got;
+    } else {
+      auto got = client->GetJson("/api/v1/sweeps/" + UrlEncode(flags.sweep));
+      if (!got.ok()) return Fail(got.status());
+      sweep = *got;
+      auto list = client->GetJson("/api/v1/sweeps/" + UrlEncode(flags.sweep) + "/trials");
+      if (!list.ok()) return Fail(list.status());
+      trials = *list;
+    }
+  }
+  std::string text;
+  if (flags.format == "json") {
+    text = flags.sweep.empty() ? sweeps.dump(2) : nlohmann::json{{"sweep", sweep}, {"trials", trials}}.dump(2);
+  } else {
+    text = flags.sweep.empty() ? SweepsTable(sweeps) : SweepDetail(sweep, trials);
+  }
+  if (Status s = WriteOutput(flags.output, text); !s.ok()) return Fail(s);
+  return kExitOk;
+}
+
+void Setup(CLI::App& root, int* exit_code) {
+  auto flags = std::make_shared<StatusFlags>();
+  auto* cmd = root.add_subcommand("status", "Show sweeps, or one sweep's trials");
+  cmd->add_option("sweep", flags->sweep, "sweep id or name (default: list every sweep)");
+  cmd->add_option("--coordinator", flags->coordinator, "coordinator URL (default $BAKEOFF_COORDINATOR or http://127.0.0.1:8080)");
+  cmd->add_option("--db", flags->db, "read a results database instead of asking a coordinator");
+  cmd->add_option("--token-file", flags->token_file, "file holding the API token (else $BAKEOFF_TOKEN)");
+  cmd->add_option("--format", flags->format, "table|json")->capture_default_str();
+  cmd->add_option("--output", flags->output, "write the result to this file instead of stdout");
+  cmd->callback([flags, exit_code]() { *exit_code = RunStatus(*flags); });
+}
+
+}  // namespace
+
+BAKEOFF_REGISTER_COMMAND("status", Setup);
+
+}  // namespace bakeoff::cli

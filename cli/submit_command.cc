@@ -1,0 +1,141 @@
+// `bakeoff submit FILE [--wait]`: sends a sweep to the coordinator; with --wait, shows
+// a live progress line on stderr until the sweep ends, then prints its report.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include <unistd.h>
+
+#include "cli/command_registry.h"
+#include "cli/coordinator_client.h"
+
+namespace bakeoff::cli {
+namespace {
+
+struct SubmitFlags {
+  std::string file;
+  bool wait = false;
+  std::string coordinator = DefaultCoordinatorUrl();
+  std::string token_file;
+  std::string format = "table";
+  std::string output;
+  double poll_s = 1.0;
+};
+
+std::string Clock(double seconds) {
+  long s = static_cast<long>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600) {
+    snprintf(buf, sizeof(buf), "%ldh%02ldm", s / 3600, (s / 60) % 60);
+  } else {
+    snprintf(buf, sizeof(buf), "%ldm%02lds", s / 60, s % 60);
+  }
+  return buf;
+}
+
+int RunSubmit(const SubmitFlags& flags) {
+  std::ifstream in(flags.file, std::ios::binary);
+  if (!in) {
+    std::cerr << "bakeoff submit: cannot read the sweep file '" << flags.file << "'\n";
+    return kExitUsage;
+  }
+  std::stringstream yaml;
+  yaml << in.rdbuf();
+  auto client = ConnectCoordinator(flags.coordinator, flags.token_file);
+  if (!client.ok()) {
+    std::cerr << "bakeoff submit: " << client.status().message() << "\n";
+    return ExitCodeFor(client.status());
+  }
+  auto created = client->PostJson("/api/v1/sweeps", yaml.str(), "application/yaml");
+  if (!created.ok()) {
+    std::cerr << "bakeoff submit: " << flags.file << ": " << created.status().message() << "\n";
+    return ExitCodeFor(created.status());
+  }
+  const std::string id = std::to_string(created->value("id", 0));
+  if (!flags.wait) {
+    std::string text = flags.format == "json"
+                           ? created->dump(2)
+                           : "submitted sweep " + id + " (" + created->value("name", "") + "): " +
+                                 std::to_string(created->value("variant_count", 0)) + " variants, " +
+                                 std::to_string(created->value("trial_count", 0)) + " trials";
+    Status written = WriteOutput(flags.output, text);
+    return written.ok() ? kExitOk : kExitFailure;
+  }
+  std::cerr << "submitted sweep " << id << " (" << created->value("name", "") << "), "
+            << created->value("trial_count", 0) << " trials\n";
+  const bool tty = isatty(STDERR_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  nlohmann::json sweep;
+  int failures = 0;
+  while (true) {
+    auto got = client->GetJson("/api/v1/sweeps/" + id);
+    if (!got.ok()) {
+      // The coordinator may be restarting: keep waiting, within reason.
+      if (++failures > 60) {
+        std::cerr << "\nbakeoff submit: lost the coordinator: " << got.status().message() << "\n";
+        return ExitCodeFor(got.status());
+      }
+    } else {
+      failures = 0;
+      sweep = *got;
+      const auto& c = sweep["counts"];
+      const long total = sweep.value("trial_count", 0L);
+      const long done = c.value("finished", 0L);
+      const long running = c.value("running", 0L) + c.value("assigned", 0L);
+      const long queued = c.value("queued", 0L);
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::string remaining = done > 0 ? "~" + Clock(elapsed / done * (total - done)) : "?";
+      std::string line = "sweep " + id + ": done " + std::to_string(done) + "/" + std::to_string(total) +
+                         " · running " + std::to_string(running) + " · queued " + std::to_string(queued) +
+                         " · elapsed " + Clock(elapsed) + " · remaining " + remaining;
+      if (tty) {
+        std::cerr << "\r\033[K" << line << std::flush;
+      } else {
+        std::cerr << line << "\n";
+      }
+      if (sweep.value("state", "running") != "running") break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(flags.poll_s * 1000)));
+  }
+  if (tty) std::cerr << "\n";
+  auto report = client->GetText("/api/v1/sweeps/" + id + "/report?format=" + UrlEncode(flags.format));
+  if (report.ok()) {
+    if (Status s = WriteOutput(flags.output, *report); !s.ok()) {
+      std::cerr << "bakeoff submit: " << s.message() << "\n";
+      return kExitFailure;
+    }
+  } else {
+    std::cerr << "bakeoff submit: the sweep ended but its report is unavailable: " << report.status().message()
+              << "\n";
+  }
+  const auto& c = sweep["counts"];
+  const bool all_ok = sweep.value("state", "") == "finished" && c.value("succeeded", 0L) == sweep.value("trial_count", 0L);
+  if (!all_ok) {
+    std::cerr << "sweep " << id << " " << sweep.value("state", "") << ": " << c.value("succeeded", 0L) << " of "
+              << sweep.value("trial_count", 0L) << " trials succeeded\n";
+  }
+  return all_ok ? kExitOk : kExitIncomplete;
+}
+
+void Setup(CLI::App& root, int* exit_code) {
+  auto flags = std::make_shared<SubmitFlags>();
+  auto* cmd = root.add_subcommand("submit", "Submit a sweep to the coordinator");
+  cmd->add_option("file", flags->file, "sweep YAML file")->required();
+  cmd->add_flag("--wait", flags->wait, "show progress until the sweep ends, then print its report");
+  cmd->add_option("--coordinator", flags->coordinator, "coordinator URL (default $BAKEOFF_COORDINATOR or http://127.0.0.1:8080)");
+  cmd->add_option("--token-file", flags->token_file, "file holding the API token (else $BAKEOFF_TOKEN)");
+  cmd->add_option("--format", flags->format, "table|json (and markdown|csv|html for the report with --wait)")
+      ->capture_default_str();
+  cmd->add_option("--output", flags->output, "write the result to this file instead of stdout");
+  cmd->add_option("--poll-interval", flags->poll_s, "seconds between progress updates")->capture_default_str();
+  cmd->callback([flags, exit_code]() { *exit_code = RunSubmit(*flags); });
+}
+
+}  // namespace
+
+BAKEOFF_REGISTER_COMMAND("submit", Setup);
+
+}  // namespace bakeoff::cli

@@ -1,0 +1,119 @@
+// `bakeoff worker`: the node agent. Registers with the coordinator, runs the trials it
+// is given as trainer processes, and reconnects with backoff until SIGINT/SIGTERM.
+#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
+
+#include <iostream>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "cli/command_registry.h"
+#include "cli/coordinator_client.h"
+#include "protocol/token.h"
+#include "worker/worker_agent.h"
+
+namespace bakeoff::cli {
+namespace {
+
+struct WorkerFlags {
+  worker::WorkerConfig config;
+  std::string token_file;
+  std::string store_ports = "29500-29999";
+  std::vector<int> cuda_devices;
+  int simulate_step_ms = 10;
+  std::string argv0;
+};
+
+Status ParsePortRange(const std::string& text, protocol::PortRange* range) {
+  auto dash = text.find('-');
+  try {
+    if (dash == std::string::npos) {
+      range->first = range->last = std::stoi(text);
+    } else {
+      range->first = std::stoi(text.substr(0, dash));
+      range->last = std::stoi(text.substr(dash + 1));
+    }
+  } catch (const std::exception&) {
+    return Status::InvalidArgument("--store-ports '" + text + "': expected FIRST-LAST, e.g. 29500-29999");
+  }
+  return Status::Ok();
+}
+
+int RunWorker(WorkerFlags& flags) {
+  auto token = protocol::LoadToken(flags.token_file);
+  if (!token.ok()) {
+    std::cerr << "bakeoff worker: " << token.status().message() << "\n";
+    return kExitUsage;
+  }
+  flags.config.token = *token;
+  if (Status s = ParsePortRange(flags.store_ports, &flags.config.store_ports); !s.ok()) {
+    std::cerr << "bakeoff worker: " << s.message() << "\n";
+    return kExitUsage;
+  }
+  flags.config.cuda_devices = flags.cuda_devices;
+  flags.config.simulate_step = std::chrono::milliseconds(flags.simulate_step_ms);
+  std::string address = flags.config.coordinator_address;
+  if (address.rfind("tcp://", 0) == 0) flags.config.coordinator_address = address.substr(6);
+  if (Status s = flags.config.Finalize(flags.argv0); !s.ok()) {
+    std::cerr << "bakeoff " << s.message() << "\n";
+    return s.code() == Status::Code::kNotFound ? kExitFailure : kExitUsage;
+  }
+  if (flags.config.simulate) {
+    std::cerr << "bakeoff worker: SIMULATED workload: no trainer runs; results are marked simulated "
+                 "(for scale benchmarks only)\n";
+  }
+  boost::asio::io_context io;
+  auto agent = std::make_shared<worker::WorkerAgent>(io.get_executor(), flags.config);
+  Status result = Status::Ok();
+  boost::asio::co_spawn(io, agent->Run(), [&](std::exception_ptr e, Status s) {
+    result = e ? Status::Internal("worker crashed") : s;
+    io.stop();
+  });
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int) {
+    if (!ec) agent->Stop();
+  });
+  io.run();
+  if (!result.ok()) {
+    std::cerr << "bakeoff " << result.message() << "\n";
+    return ExitCodeFor(result);
+  }
+  return kExitOk;
+}
+
+void Setup(CLI::App& root, int* exit_code) {
+  auto flags = std::make_shared<WorkerFlags>();
+  auto* cmd = root.add_subcommand("worker", "Run a worker agent that executes trials for a coordinator");
+  cmd->add_option("--coordinator", flags->config.coordinator_address,
+                  "the coordinator's worker address HOST:PORT")
+      ->required();
+  cmd->add_option("--slots", flags->config.cpu_slots, "ranks run at once on CPU")->capture_default_str();
+  cmd->add_option("--cuda-devices", flags->cuda_devices, "CUDA device ordinals to offer, e.g. 0,1")
+      ->delimiter(',');
+  cmd->add_option("--token-file", flags->token_file, "file holding the worker token (else $BAKEOFF_TOKEN)");
+  cmd->add_option("--name", flags->config.name, "stable worker name (default HOSTNAME-PID)");
+  cmd->add_option("--host", flags->config.advertise_host,
+                  "address other workers reach this one at (rank 0's rendezvous store)")
+      ->capture_default_str();
+  cmd->add_option("--store-ports", flags->store_ports, "ports rank 0 may bind, FIRST-LAST")->capture_default_str();
+  cmd->add_option("--trainer", flags->config.trainer_path,
+                  "trainer executable (default: bakeoff-trainer next to this binary)");
+  cmd->add_option("--work-dir", flags->config.work_dir, "trial directories (default: a new temp dir)");
+  cmd->add_option("--max-buffered-events", flags->config.max_buffered_events,
+                  "events kept while the coordinator is unreachable")
+      ->capture_default_str();
+  cmd->add_flag("--simulate", flags->config.simulate,
+                "scale benchmarks only: emit simulated events instead of running the trainer");
+  cmd->add_option("--simulate-step-ms", flags->simulate_step_ms, "simulated step time")->capture_default_str();
+  cmd->callback([flags, exit_code, &root]() {
+    flags->argv0 = root.get_name();
+    *exit_code = RunWorker(*flags);
+  });
+}
+
+}  // namespace
+
+BAKEOFF_REGISTER_COMMAND("worker", Setup);
+
+}  // namespace bakeoff::cli

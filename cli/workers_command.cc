@@ -1,0 +1,69 @@
+// `bakeoff workers`: the workers a coordinator knows, with their capacity and trials.
+#include <cstdio>
+#include <iostream>
+
+#include "cli/command_registry.h"
+#include "cli/coordinator_client.h"
+
+namespace bakeoff::cli {
+namespace {
+
+struct WorkersFlags {
+  std::string coordinator = DefaultCoordinatorUrl();
+  std::string token_file;
+  std::string format = "table";
+  std::string output;
+};
+
+int RunWorkers(const WorkersFlags& flags) {
+  auto client = ConnectCoordinator(flags.coordinator, flags.token_file);
+  if (!client.ok()) {
+    std::cerr << "bakeoff workers: " << client.status().message() << "\n";
+    return ExitCodeFor(client.status());
+  }
+  auto workers = client->GetJson("/api/v1/workers");
+  if (!workers.ok()) {
+    std::cerr << "bakeoff workers: " << workers.status().message() << "\n";
+    return ExitCodeFor(workers.status());
+  }
+  std::string text;
+  if (flags.format == "json") {
+    text = workers->dump(2);
+  } else {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& w : *workers) {
+      std::string running;
+      for (const auto& a : w["running"]) {
+        running += (running.empty() ? "" : ",") + std::to_string(a.value("trial_id", 0)) + "#" +
+                   std::to_string(a.value("attempt", 0));
+      }
+      char ago[32];
+      snprintf(ago, sizeof(ago), "%.1f s", w.value("last_heartbeat_s_ago", 0.0));
+      rows.push_back({w.value("id", ""), w.value("host", ""),
+                      w.value("state", "") + (w.value("connected", false) ? "" : " (disconnected)"),
+                      std::to_string(w.value("cpu_slots_used", 0)) + "/" + std::to_string(w.value("cpu_slots", 0)),
+                      std::to_string(w["cuda_devices_used"].size()) + "/" + std::to_string(w["cuda_devices"].size()),
+                      running.empty() ? "-" : running, ago});
+    }
+    text = RenderTextTable({"WORKER", "HOST", "STATE", "CPU SLOTS", "GPUS", "RUNNING (trial#attempt)", "HEARTBEAT"},
+                           rows, {false, false, false, true, true, false, true});
+    if (rows.empty()) text += "(no workers registered)\n";
+  }
+  return WriteOutput(flags.output, text).ok() ? kExitOk : kExitFailure;
+}
+
+void Setup(CLI::App& root, int* exit_code) {
+  auto flags = std::make_shared<WorkersFlags>();
+  auto* cmd = root.add_subcommand("workers", "List the coordinator's workers");
+  cmd->add_option("--coordinator", flags->coordinator, "coordinator URL");
+  cmd->add_option("--token-file", flags->token_file, "file holding the API token (else $BAKEOFF_TOKEN)");
+  cmd->add_option("--format", flags->format, "table|json")->capture_default_str();
+  cmd->add_option("--output", flags->output, "write the result to this file instead of stdout");
+  cmd->callback([flags, exit_code]() { *exit_code = RunWorkers(*flags); });
+}
+
+}  // namespace
+
+BAKEOFF_REGISTER_COMMAND("workers", Setup);
+
+}  // namespace bakeoff::cli
