@@ -19,6 +19,8 @@
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
 #include "coordinator/coordinator_node.h"
+#include "experiments/spec/sweep_expander.h"
+#include "experiments/spec/sweep_parser.h"
 #include "protocol/token.h"
 #include "worker/worker_agent.h"
 
@@ -76,19 +78,9 @@ int RunLocal(const LocalFlags& flags) {
     std::cerr << "bakeoff local: " << s.message() << "\n";
     return ExitCodeFor(s);
   }
-  auto submitted = node.service().SubmitSweep(yaml.str());
-  if (auto* error = std::get_if<coordinator::ApiError>(&submitted)) {
-    std::cerr << "bakeoff local: " << flags.file << ": " << error->message << "\n";
-    return error->http_status == 503 ? kExitUnavailable : kExitUsage;
-  }
-  const auto created = std::get<nlohmann::json>(submitted);
-  const std::int64_t sweep_id = created.value("id", std::int64_t{0});
-  std::cerr << "bakeoff local: sweep " << sweep_id << " (" << created.value("name", "") << "): "
-            << created.value("trial_count", 0) << " trials on " << flags.workers << " worker(s) x "
-            << flags.slots << " slot(s); results in " << flags.db << "; HTTP API on 127.0.0.1:" << node.http_port()
-            << "\n";
-
-  std::vector<std::shared_ptr<worker::WorkerAgent>> agents;
+  // Worker settings are checked before the sweep is stored, so that a missing trainer
+  // does not leave a sweep behind that nobody runs.
+  std::vector<worker::WorkerConfig> worker_configs;
   for (int i = 0; i < flags.workers; ++i) {
     worker::WorkerConfig wc;
     wc.coordinator_address = "127.0.0.1:" + std::to_string(node.worker_port());
@@ -103,6 +95,35 @@ int RunLocal(const LocalFlags& flags) {
       std::cerr << "bakeoff local: " << s.message() << "\n";
       return s.code() == Status::Code::kNotFound ? kExitFailure : kExitUsage;
     }
+    worker_configs.push_back(wc);
+  }
+  // A trial wider than every slot here together would wait forever: say so now.
+  if (auto spec = spec::ParseSweepText(yaml.str(), flags.file); spec.ok()) {
+    if (auto expanded = spec::Expand(*spec); expanded.ok()) {
+      int widest = 1;
+      for (const auto& v : expanded->variants) widest = std::max(widest, v.world_size);
+      if (widest > flags.workers * flags.slots) {
+        std::cerr << "bakeoff local: " << flags.file << ": a trial needs " << widest << " ranks but "
+                  << flags.workers << " worker(s) x " << flags.slots
+                  << " slot(s) offer fewer; raise --workers or --slots\n";
+        return kExitUsage;
+      }
+    }
+  }
+  auto submitted = node.service().SubmitSweep(yaml.str());
+  if (auto* error = std::get_if<coordinator::ApiError>(&submitted)) {
+    std::cerr << "bakeoff local: " << flags.file << ": " << error->message << "\n";
+    return error->http_status == 503 ? kExitUnavailable : kExitUsage;
+  }
+  const auto created = std::get<nlohmann::json>(submitted);
+  const std::int64_t sweep_id = created.value("id", std::int64_t{0});
+  std::cerr << "bakeoff local: sweep " << sweep_id << " (" << created.value("name", "") << "): "
+            << created.value("trial_count", 0) << " trials on " << flags.workers << " worker(s) x "
+            << flags.slots << " slot(s); results in " << flags.db << "; HTTP API on 127.0.0.1:" << node.http_port()
+            << "\n";
+
+  std::vector<std::shared_ptr<worker::WorkerAgent>> agents;
+  for (const auto& wc : worker_configs) {
     auto agent = std::make_shared<worker::WorkerAgent>(io.get_executor(), wc);
     asio::co_spawn(io, agent->Run(), [](std::exception_ptr, Status s) {
       if (!s.ok()) std::cerr << "bakeoff local: worker stopped: " << s.message() << "\n";
