@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/command_registry.h"
+#include "experiments/spec/duration.h"
 #include "experiments/spec/expanded_sweep.h"
 #include "experiments/spec/sweep_expander.h"
 #include "experiments/spec/sweep_parser.h"
@@ -44,8 +45,17 @@ std::string Table(const spec::SweepSpec& sweep, const spec::ExpandedSweep& expan
       << (sweep.resources.gpu_type.empty() ? "" : " (" + sweep.resources.gpu_type + ")")
       << ", method " << spec::MethodName(sweep.method) << ", order "
       << spec::OrderName(sweep.order) << ", trial timeout "
-      << sweep.limits.trial_timeout.count() << " s, max attempts " << sweep.limits.max_attempts
-      << "\n";
+      << spec::FormatDuration(sweep.limits.trial_timeout) << ", max attempts "
+      << sweep.limits.max_attempts << "\n";
+  // What every variant shares: the workload and the constant axes.
+  std::string shared;
+  for (const auto& [field, value] : sweep.workload.defaults.items()) {
+    if (sweep.FindAxis(field) == nullptr) shared += " " + field + "=" + spec::CanonicalValue(value);
+  }
+  for (const auto& axis : sweep.parameters) {
+    if (!axis.Varies()) shared += " " + axis.name + "=" + spec::CanonicalValue(axis.values.front());
+  }
+  if (!shared.empty()) out << "every variant:" << shared << "\n";
   out << expanded.variants.size() << " variants (" << expanded.excluded_count << " excluded) x "
       << sweep.repeats << " repeats = " << expanded.trials.size() << " trials\n\n";
 
