@@ -425,6 +425,11 @@ class SweepParser {
           "the device comes from resources.device (cpu or cuda); set it there");
       return false;
     }
+    if (entry.key == "rank" || entry.key == "local_rank" || entry.key == "store") {
+      Add(entry.key_node, JoinPath(path, entry.key),
+          "set by the worker for each rank process, not by a sweep (world_size sets the ranks)");
+      return false;
+    }
     if (IsLora()) {
       if (FindTrainerField(entry.key) == nullptr) {
         std::string hint = ClosestName(entry.key, TrainerFieldNames());

@@ -46,6 +46,15 @@ TrainerField Choice(const std::string& name, Kind kind, json default_value,
   return f;
 }
 
+// A free-text field with no default (unset unless the sweep sets it).
+TrainerField Text(const std::string& name) {
+  TrainerField f;
+  f.name = name;
+  f.kind = Kind::kString;
+  f.default_value = nullptr;
+  return f;
+}
+
 TrainerField Bool(const std::string& name, bool default_value) {
   TrainerField f;
   f.name = name;
@@ -55,31 +64,30 @@ TrainerField Bool(const std::string& name, bool default_value) {
 }
 
 std::vector<TrainerField> BuildTable() {
-  constexpr double kInf = HUGE_VAL;
   return {
       Choice("model", Kind::kModel, "tiny", {"tiny", "small", "llama-7b", "llama-13b"}),
-      Int("seq_len", 128, 2),
-      Int("micro_batch", 1, 1),
-      Int("grad_accum", 1, 1),
-      Int("steps", 20, 1),
-      Int("warmup_steps", 3, 0),
+      Int("seq_len", 128, 2, 1 << 20),
+      Int("micro_batch", 1, 1, 1 << 20),
+      Int("grad_accum", 1, 1, 1 << 20),
+      Int("steps", 20, 1, 1 << 30),
+      Int("warmup_steps", 3, 0, 1 << 30),
       Choice("precision", Kind::kEnum, "fp32", {"fp32", "bf16"}),
       Choice("compile_mode", Kind::kEnum, "eager", {"eager", "jit", "cudagraph", "jit+cudagraph"}),
       Choice("compile_scope", Kind::kEnum, "full", {"full", "attention", "mlp", "adapters"}),
-      Int("lora_rank", 8, 1),
-      Number("lora_alpha", 16.0, 0, kInf, /*min_exclusive=*/true),
+      Int("lora_rank", 8, 1, 1 << 16),
+      Number("lora_alpha", 16.0, 0, 1e12, /*min_exclusive=*/true),
       Number("lora_dropout", 0.0, 0, 1, false, /*max_exclusive=*/true),
       Choice("lora_targets", Kind::kTargets, json::array({"q", "k", "v", "o"}),
              {"q", "k", "v", "o", "gate", "up", "down"}),
       Bool("grad_checkpointing", false),
-      Number("lr", 1e-3, 0, kInf, /*min_exclusive=*/true),
+      Number("lr", 1e-3, 0, 1e3),
       Choice("lr_schedule", Kind::kEnum, "constant", {"constant", "cosine"}),
-      Int("lr_warmup_steps", 0, 0),
+      Int("lr_warmup_steps", 0, 0, 1 << 30),
       Number("adam_beta1", 0.9, 0, 1, false, true),
       Number("adam_beta2", 0.999, 0, 1, false, true),
-      Number("adam_eps", 1e-8, 0, kInf, true),
-      Number("weight_decay", 0.0, 0, kInf),
-      Number("grad_clip", 1.0, 0, kInf),
+      Number("adam_eps", 1e-8, 0, 1),
+      Number("weight_decay", 0.0, 0, 1),
+      Number("grad_clip", 1.0, 0, 1e12),
       Int("seed", 0, 0),
       Choice("dataset", Kind::kDataset, "synthetic", {"synthetic", "repeat"}),
       Choice("dataset_dtype", Kind::kEnum, "uint16", {"uint16", "uint32"}),
@@ -88,10 +96,12 @@ std::vector<TrainerField> BuildTable() {
       Int("zero_stage", 0, 0, 3),
       Choice("offload", Kind::kEnum, "none", {"none", "optimizer", "parameters"}),
       Int("world_size", 1, 1, 65536),
-      Int("bucket_bytes", 26214400, 1),
+      Int("bucket_bytes", 26214400, 1024),
       Int("max_host_memory", 0, 0),
-      Number("rendezvous_timeout_s", 60.0, 0, kInf, true),
-      Number("collective_timeout_s", 120.0, 0, kInf, true),
+      Number("rendezvous_timeout_s", 60.0, 0.1, 86400),
+      Number("collective_timeout_s", 120.0, 0.1, 86400),
+      Number("peak_flops", 0.0, 0, 1e30),
+      Text("adapters_out"),
   };
 }
 
@@ -163,18 +173,28 @@ Result<json> NormalizeModel(const TrainerField& field, const json& value) {
   return out;
 }
 
+// Upper bounds at or above this are sanity caps, not part of what users need to read
+// (values above them get a message with the full range).
+constexpr double kQuietMax = 1 << 20;
+
+std::string FullRange(const TrainerField& f) {
+  if (f.kind == TrainerField::Kind::kInt) {
+    return "an integer from " + FormatBound(f.min) + " to " + FormatBound(f.max);
+  }
+  return std::string("a number ") + (f.min_exclusive ? "> " : ">= ") + FormatBound(f.min) +
+         " and " + (f.max_exclusive ? "< " : "<= ") + FormatBound(f.max);
+}
+
 }  // namespace
 
 std::string TrainerField::Expected() const {
   switch (kind) {
     case Kind::kInt:
-      if (max >= kMaxInt) return "an integer >= " + FormatBound(min);
-      return "an integer from " + FormatBound(min) + " to " + FormatBound(max);
-    case Kind::kNumber: {
-      std::string lo = (min_exclusive ? "> " : ">= ") + FormatBound(min);
-      if (std::isinf(max)) return "a number " + lo;
-      return "a number " + lo + " and " + (max_exclusive ? "< " : "<= ") + FormatBound(max);
-    }
+      if (max >= kQuietMax) return "an integer >= " + FormatBound(min);
+      return FullRange(*this);
+    case Kind::kNumber:
+      if (max >= kQuietMax) return std::string("a number ") + (min_exclusive ? "> " : ">= ") + FormatBound(min);
+      return FullRange(*this);
     case Kind::kBool: return "true or false";
     case Kind::kEnum: return "one of " + Join(choices);
     case Kind::kString: return "a string";
@@ -204,7 +224,8 @@ Result<json> NormalizeTrainerValue(const TrainerField& field, const json& value)
     case Kind::kInt: {
       if (!value.is_number_integer()) return Invalid(field, value);
       double v = static_cast<double>(value.get<int64_t>());
-      if (v < field.min || v > field.max) return Invalid(field, value);
+      if (v > field.max) return Status::InvalidArgument("expected " + FullRange(field) + ", " + Got(value));
+      if (v < field.min) return Invalid(field, value);
       return json(value.get<int64_t>());
     }
     case Kind::kNumber: {
@@ -212,7 +233,10 @@ Result<json> NormalizeTrainerValue(const TrainerField& field, const json& value)
       double v = value.get<double>();
       bool low = field.min_exclusive ? v <= field.min : v < field.min;
       bool high = field.max_exclusive ? v >= field.max : v > field.max;
-      if (!std::isfinite(v) || low || high) return Invalid(field, value);
+      if (std::isfinite(v) && high) {
+        return Status::InvalidArgument("expected " + FullRange(field) + ", " + Got(value));
+      }
+      if (!std::isfinite(v) || low) return Invalid(field, value);
       return json(v);
     }
     case Kind::kBool:

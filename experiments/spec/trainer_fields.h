@@ -27,7 +27,7 @@ struct TrainerField {
   };
   std::string name;
   Kind kind = Kind::kString;
-  nlohmann::json default_value;  // the trainer's default
+  nlohmann::json default_value;  // the trainer's default; null when it has none (unset)
   std::vector<std::string> choices;
   double min = 0;
   double max = 0;

@@ -163,6 +163,11 @@ TEST(SweepParserTest, DeviceBelongsToResources) {
               HasSubstr("test.yaml:2:12: workload.device: the device comes from resources.device"));
 }
 
+TEST(SweepParserTest, RankFieldsBelongToTheWorker) {
+  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  rank: {values: [0, 1]}\n"),
+              HasSubstr("test.yaml:4:3: parameters.rank: set by the worker for each rank process"));
+}
+
 TEST(SweepParserTest, ReportsMissingRequiredFields) {
   std::string message = ErrorOf("question: q\n");
   EXPECT_THAT(message, HasSubstr("test.yaml:1:1: name: missing"));
