@@ -30,6 +30,14 @@ bool CudaAvailable() {
 #endif
 }
 
+int CudaDeviceCount() {
+#ifdef BAKEOFF_WITH_CUDA
+  return static_cast<int>(torch::cuda::device_count());
+#else
+  return 0;
+#endif
+}
+
 std::shared_ptr<torch::jit::Graph> TraceToGraph(
     const std::vector<torch::Tensor>& inputs,
     const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& fn) {

@@ -24,6 +24,9 @@ std::string TorchVersion();
 
 // True when this build has CUDA and a device is visible.
 bool CudaAvailable();
+// Visible CUDA devices (0 without CUDA). The worker may narrow them per rank with
+// CUDA_VISIBLE_DEVICES, so a rank picks local_rank modulo this count.
+int CudaDeviceCount();
 
 // Traces `fn` applied to `inputs` into a TorchScript graph whose inputs are `inputs`
 // (so weights passed as inputs stay inputs, not constants).

@@ -90,8 +90,10 @@ int Trainer::RunOrThrow() {
     SetBlasThreads(static_cast<int>(c.threads));
   }
   torch::manual_seed(static_cast<uint64_t>(c.seed) + static_cast<uint64_t>(c.rank));
-  const torch::Device device = c.device == "cuda" ? torch::Device(torch::kCUDA, static_cast<int>(c.local_rank))
-                                                  : torch::Device(torch::kCPU);
+  const torch::Device device =
+      c.device == "cuda"
+          ? torch::Device(torch::kCUDA, static_cast<int>(c.local_rank % compat::CudaDeviceCount()))
+          : torch::Device(torch::kCPU);
   const std::string fuser = c.uses_jit() ? compat::ConfigureFuser(device) : "off (eager)";
 
   auto comm_or = CreateCommunicator(c, device);

@@ -195,7 +195,6 @@ TEST(TrainerNumericsTest, LossFallsOnALearnableTask) {
   TrainerConfig c = SmallRun();
   c.dataset = "repeat";
   c.steps = 40;
-  c.lr = 2e-2;
   const auto losses = Losses(RunTrainerInProcess(c));
   ASSERT_EQ(losses.size(), 40u);
   EXPECT_LT(losses.back(), 0.5 * losses.front()) << losses.front() << " -> " << losses.back();
