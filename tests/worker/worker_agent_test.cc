@@ -1,0 +1,176 @@
+// WorkerAgent against a scripted coordinator on loopback: registration, assignment,
+// acknowledged events, and reconnection that keeps the trial running, lists it for
+// reclaim and redelivers what was not acknowledged.
+#include "worker/worker_agent.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace bakeoff::worker {
+namespace {
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+class WorkerAgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    acceptor_.open(tcp::v4());
+    acceptor_.bind(tcp::endpoint(asio::ip::address_v4::loopback(), 0));
+    acceptor_.listen();
+    config_.coordinator_address = "127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
+    config_.token = "t";
+    config_.name = "agent-test";
+    config_.trainer_path = std::string(BAKEOFF_BINARY_DIR) + "/bakeoff-fake-trainer";
+    config_.backoff_initial = 20ms;
+    config_.backoff_max = 100ms;
+    config_.flush_interval = 10ms;
+    ASSERT_TRUE(config_.Finalize("").ok());
+    agent_ = std::make_shared<WorkerAgent>(io_.get_executor(), config_);
+    asio::co_spawn(io_, agent_->Run(), [this](std::exception_ptr, Status s) { run_status_ = s; });
+  }
+  void TearDown() override {
+    agent_->Stop(100ms);
+    RunUntil([&] { return run_status_.has_value(); }, 10s);
+  }
+
+  // Runs the io_context until `done` or the deadline.
+  template <typename F>
+  bool RunUntil(F done, std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      io_.restart();
+      io_.run_for(10ms);
+    }
+    return done();
+  }
+
+  // Accepts the worker's connection and reads its register frame.
+  std::shared_ptr<protocol::FrameConnection> Accept(json* reg) {
+    std::shared_ptr<protocol::FrameConnection> conn;
+    asio::co_spawn(io_, [&]() -> asio::awaitable<void> {
+      auto socket = co_await acceptor_.async_accept(asio::use_awaitable);
+      conn = std::make_shared<protocol::FrameConnection>(std::move(socket));
+    }, asio::detached);
+    EXPECT_TRUE(RunUntil([&] { return conn != nullptr; }, 10s));
+    *reg = Read(conn);
+    return conn;
+  }
+
+  json Read(const std::shared_ptr<protocol::FrameConnection>& conn) {
+    std::optional<Result<json>> frame;
+    asio::co_spawn(io_, [&]() -> asio::awaitable<void> { frame.emplace(co_await conn->Read(5000ms)); },
+                   asio::detached);
+    RunUntil([&] { return frame.has_value(); }, 10s);
+    if (!frame || !frame->ok()) return json::object();
+    return frame->value();
+  }
+
+  // Reads frames until one of `type` arrives (heartbeats are skipped).
+  json ReadType(const std::shared_ptr<protocol::FrameConnection>& conn, const std::string& type) {
+    for (int i = 0; i < 200; ++i) {
+      json f = Read(conn);
+      if (f.empty()) return f;
+      if (f.value("type", "") == type) return f;
+    }
+    return json::object();
+  }
+
+  asio::io_context io_;
+  tcp::acceptor acceptor_{io_};
+  WorkerConfig config_;
+  std::shared_ptr<WorkerAgent> agent_;
+  std::optional<Status> run_status_;
+};
+
+protocol::AssignMessage Assign(json config) {
+  protocol::AssignMessage a;
+  a.attempt = {7, 1};
+  a.config = std::move(config);
+  a.ranks = {{0, 0, {}}};
+  a.store_address = "127.0.0.1:29999";
+  a.timeout_ms = 30000;
+  return a;
+}
+
+TEST_F(WorkerAgentTest, RegistersRunsAnAttemptAndReportsIt) {
+  json reg;
+  auto conn = Accept(&reg);
+  EXPECT_EQ(reg["type"], "register");
+  EXPECT_EQ(reg["token"], "t");
+  EXPECT_EQ(reg["worker_name"], "agent-test");
+  conn->Send(protocol::ToJson(protocol::RegisteredMessage{"agent-test", 50, 5000}));
+  conn->Send(protocol::ToJson(Assign({{"steps", 2}})));
+  json finished;
+  std::vector<json> events;
+  for (int i = 0; i < 500 && finished.empty(); ++i) {
+    json f = Read(conn);
+    if (f.empty()) break;
+    if (f["type"] == "events") {
+      for (auto& e : f["events"]) events.push_back(e);
+      conn->Send(protocol::ToJson(protocol::AckMessage{f["outbox_seq"]}));
+    }
+    if (f["type"] == "attempt_finished") finished = f;
+  }
+  ASSERT_FALSE(finished.empty());
+  EXPECT_EQ(finished["outcome"], "succeeded") << finished.dump();
+  EXPECT_EQ(finished["trial_id"], 7);
+  bool summary = false;
+  for (const auto& e : events) {
+    EXPECT_EQ(e["trial_id"], 7);
+    EXPECT_EQ(e["attempt"], 1);
+    summary = summary || e["event"]["event"] == "summary";
+  }
+  EXPECT_TRUE(summary);
+}
+
+TEST_F(WorkerAgentTest, WrongTokenRejectionEndsRun) {
+  json reg;
+  auto conn = Accept(&reg);
+  conn->Send(protocol::ToJson(protocol::RejectedMessage{"wrong worker token"}));
+  ASSERT_TRUE(RunUntil([&] { return run_status_.has_value(); }, 10s));
+  EXPECT_EQ(run_status_->code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(run_status_->message().find("wrong worker token"), std::string::npos);
+}
+
+TEST_F(WorkerAgentTest, ReconnectKeepsTheTrialRunningAndRedeliversUnacknowledgedEvents) {
+  json reg;
+  auto conn = Accept(&reg);
+  conn->Send(protocol::ToJson(protocol::RegisteredMessage{"agent-test", 50, 5000}));
+  // A slow trial: 40 steps of 50 ms.
+  conn->Send(protocol::ToJson(Assign({{"steps", 40}, {"fake_step_ms", 50}})));
+  json first = ReadType(conn, "events");  // never acknowledged
+  ASSERT_FALSE(first.empty());
+  const auto first_seq = first["events"][0]["seq"];
+  conn->Close();  // the coordinator "restarts"
+
+  json reg2;
+  auto conn2 = Accept(&reg2);
+  ASSERT_EQ(reg2["type"], "register");
+  ASSERT_EQ(reg2["running"].size(), 1u) << reg2.dump();
+  EXPECT_EQ(reg2["running"][0]["trial_id"], 7);
+  conn2->Send(protocol::ToJson(protocol::RegisteredMessage{"agent-test", 50, 5000}));
+  json again = ReadType(conn2, "events");
+  ASSERT_FALSE(again.empty());
+  EXPECT_EQ(again["events"][0]["seq"], first_seq) << "unacknowledged events are sent again, same seq";
+  EXPECT_EQ(agent_->running_attempts(), 1u) << "the trial kept running through the outage";
+}
+
+TEST_F(WorkerAgentTest, CancelKillsTheAttempt) {
+  json reg;
+  auto conn = Accept(&reg);
+  conn->Send(protocol::ToJson(protocol::RegisteredMessage{"agent-test", 50, 5000}));
+  conn->Send(protocol::ToJson(Assign({{"fake_behavior", "hang"}})));
+  ASSERT_FALSE(ReadType(conn, "events").empty());
+  conn->Send(protocol::ToJson(protocol::CancelMessage{{7, 1}, "sweep cancelled"}));
+  json finished = ReadType(conn, "attempt_finished");
+  EXPECT_EQ(finished["outcome"], "cancelled");
+}
+
+}  // namespace
+}  // namespace bakeoff::worker
