@@ -38,8 +38,11 @@ FrozenWeights::FrozenWeights(const Options& options, Communicator* comm)
     // Every rank generates the same whole unit from (seed, unit), so a shard is exactly
     // the slice of what a single process holds; one unit is alive at a time.
     auto gen = compat::MakeGenerator(options_.device, options_.seed * 1000003ULL + i + 1);
-    auto full = torch::randn({u.partition.padded}, gen,
-                             torch::TensorOptions().dtype(torch::kFloat32).device(options_.device));
+    // Drawn at the unit's exact size (the padded size would change the random stream's
+    // tail, and so the model, with the world size), then padded with zeros.
+    const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(options_.device);
+    auto full = torch::cat({torch::randn({numel}, gen, f32),
+                            torch::zeros({u.partition.padded - numel}, f32)});
     int64_t offset = 0;
     for (size_t k = 0; k < u.shapes.size(); ++k) {
       const int64_t n = c10::multiply_integers(u.shapes[k]);
