@@ -12,7 +12,8 @@ repeats=${REPEATS:-3}
 py=/usr/bin/python3  # Debian's python3, which has python3-torch
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-summary_field() { grep '"event":"summary"' | sed -E "s/.*\"$1\":([0-9.e+-]+).*/\1/"; }
+# Both trainers write JSON lines; Python's json.dumps puts a space after each colon.
+summary_field() { grep -E '"event": ?"summary"' | sed -E "s/.*\"$1\": ?([0-9.e+-]+).*/\1/"; }
 
 echo "| model | compile | precision | seq x batch | C++ tokens/s | Python tokens/s | C++/Python |"
 echo "|---|---|---|---|---|---|---|"
