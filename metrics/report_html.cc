@@ -321,7 +321,7 @@ ul.meta { list-style: none; padding: 0; margin: 0; color: #57606a; }
 .callouts li { margin: 2px 0; }
 p.note { color: #57606a; margin: 2px 0 8px; }
 table { border-collapse: collapse; font-size: 13px; margin: 4px 0 8px; }
-th, td { border: 1px solid #d0d7de; padding: 3px 8px; vertical-align: top; white-space: nowrap; }
+th, td { border: 1px solid #d0d7de; padding: 3px 8px; vertical-align: top; }
 th { background: #f6f8fa; text-align: left; } td.num { text-align: right;
      font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr:nth-child(even) td { background: #fbfcfd; }

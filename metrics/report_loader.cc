@@ -140,12 +140,16 @@ Result<ReportInput> LoadReportInputFromFile(const std::string& db_path,
 
 Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_name) {
   // One read transaction, so the tables agree with each other while the coordinator
-  // writes.
-  sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr);
+  // writes; a caller's open transaction is left alone.
+  const bool own_transaction = sqlite3_get_autocommit(db) != 0 &&
+                               sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr) == SQLITE_OK;
   struct EndRead {
     sqlite3* db;
-    ~EndRead() { sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr); }
-  } end_read{db};
+    bool active;
+    ~EndRead() {
+      if (active) sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+    }
+  } end_read{db, own_transaction};
 
   Result<std::int64_t> sweep_id = ResolveSweep(db, sweep_id_or_name);
   if (!sweep_id.ok()) return sweep_id.status();

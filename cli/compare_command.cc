@@ -1,0 +1,126 @@
+// `bakeoff compare SWEEP_A SWEEP_B [--db FILE] [--db-b FILE] [--format ...] [--output FILE]
+// [--fail-on-regression]`: the same variants across two sweeps (two clusters, two library
+// versions), with the report's statistics, regressions first (metrics/report_compare.h).
+// Both sweeps come from --db unless --db-b names B's results file.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "cli/command_registry.h"
+#include "metrics/report_compare.h"
+#include "metrics/report_loader.h"
+#include "metrics/report_renderer.h"
+
+namespace bakeoff::cli {
+namespace {
+
+struct CompareFlags {
+  std::string sweep_a, sweep_b;
+  std::string db = "results.db";
+  std::string db_b;
+  std::string format = "table";
+  std::string output;
+  double loss_threshold = 0.02;
+  std::uint64_t seed = metrics::ReportOptions{}.seed;
+  int resamples = 2000;
+  bool fail_on_regression = false;
+};
+
+// Exit code for a failed Status (cli/command_registry.h): unreachable, timed out or an
+// unreadable database -> unavailable; bad input -> usage; anything else -> failure.
+int ExitCodeOf(const Status& status) {
+  switch (status.code()) {
+    case Status::Code::kUnavailable:
+    case Status::Code::kTimeout:
+    case Status::Code::kIoError: return kExitUnavailable;
+    case Status::Code::kInvalidArgument: return kExitUsage;
+    default: return kExitFailure;
+  }
+}
+
+// Writes `text` to `path`, or to stdout when `path` is empty or "-".
+Status WriteText(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::cout << text << std::flush;
+    return Status::Ok();
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) {
+    return Status::IoError("cannot write " + path +
+                           "; check that the directory exists and is writable");
+  }
+  return Status::Ok();
+}
+
+int Fail(const Status& status, int code) {
+  std::cerr << "bakeoff compare: " << status.message() << "\n";
+  return code;
+}
+
+Result<metrics::ReportInput> Load(const std::string& db, const std::string& sweep) {
+  std::error_code ec;
+  if (!std::filesystem::exists(db, ec)) {
+    return Status::Unavailable("results database " + db +
+                               " does not exist; pass --db FILE (and --db-b FILE for sweep B "
+                               "when it is in another file)");
+  }
+  return metrics::LoadReportInputFromFile(db, sweep);
+}
+
+int RunCompare(const CompareFlags& flags) {
+  Result<metrics::ReportFormat> format = metrics::ParseReportFormat(flags.format);
+  if (!format.ok()) return Fail(format.status(), kExitUsage);
+  metrics::ReportOptions options;
+  options.format = *format;
+  options.loss_parity_threshold = flags.loss_threshold;
+  options.seed = flags.seed;
+  options.bootstrap_resamples = flags.resamples;
+  Result<metrics::ReportInput> a = Load(flags.db, flags.sweep_a);
+  if (!a.ok()) return Fail(a.status().WithContext("sweep A"), ExitCodeOf(a.status()));
+  Result<metrics::ReportInput> b = Load(flags.db_b.empty() ? flags.db : flags.db_b, flags.sweep_b);
+  if (!b.ok()) return Fail(b.status().WithContext("sweep B"), ExitCodeOf(b.status()));
+  metrics::SweepComparison comparison = metrics::CompareSweeps(*a, *b, options);
+  Status written = WriteText(flags.output, metrics::RenderComparison(comparison, *format));
+  if (!written.ok()) return Fail(written, kExitFailure);
+  if (flags.fail_on_regression) {
+    for (const metrics::CompareRow& row : comparison.rows) {
+      if (row.verdict == metrics::CompareRow::Verdict::kNowFails ||
+          row.verdict == metrics::CompareRow::Verdict::kRegression) {
+        return kExitFailure;
+      }
+    }
+  }
+  return kExitOk;
+}
+
+void SetupCompare(CLI::App& root, int* exit_code) {
+  auto flags = std::make_shared<CompareFlags>();
+  CLI::App* cmd = root.add_subcommand(
+      "compare", "Compare the same variants across two sweeps, regressions first");
+  cmd->add_option("sweep_a", flags->sweep_a, "Sweep A (the reference): id or name")->required();
+  cmd->add_option("sweep_b", flags->sweep_b, "Sweep B (compared with A): id or name")->required();
+  cmd->add_option("--db", flags->db, "Results database of sweep A (and B) (default ./results.db)");
+  cmd->add_option("--db-b", flags->db_b, "Results database of sweep B when it is another file");
+  cmd->add_option("--format", flags->format, "table, markdown, json, csv or html (default table)")
+      ->check(CLI::IsMember({"table", "text", "markdown", "md", "json", "csv", "html"}));
+  cmd->add_option("--output", flags->output, "Write to this file instead of stdout");
+  cmd->add_option("--loss-threshold", flags->loss_threshold,
+                  "Flag loss curves differing more than this fraction (default 0.02)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", flags->seed, "Bootstrap seed");
+  cmd->add_option("--resamples", flags->resamples, "Bootstrap resamples (default 2000)")
+      ->check(CLI::Range(100, 1000000));
+  cmd->add_flag("--fail-on-regression", flags->fail_on_regression,
+                "Exit 1 when a variant regressed or now fails (for CI)");
+  cmd->callback([flags, exit_code] { *exit_code = RunCompare(*flags); });
+}
+
+}  // namespace
+
+BAKEOFF_REGISTER_COMMAND("compare", SetupCompare);
+
+}  // namespace bakeoff::cli

@@ -1,0 +1,153 @@
+// `bakeoff report SWEEP [--format table|markdown|json|csv|html] [--output FILE]
+// [--db FILE | --coordinator URL [--token-file FILE]] [--memory-budget SIZE]
+// [--loss-threshold FRACTION] [--seed N] [--resamples N]`: the verdict report of a sweep
+// (docs/statistics.md defines every figure). From a results file it is computed here
+// (metrics::RenderSweepReport, the same code the coordinator serves); with
+// --coordinator it is fetched from /api/v1/sweeps/{id or name}/report.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "cli/command_registry.h"
+#include "cli/coordinator_client.h"
+#include "metrics/report_renderer.h"
+#include "metrics/report_service.h"
+#include "protocol/token.h"
+
+namespace bakeoff::cli {
+namespace {
+
+struct ReportFlags {
+  std::string sweep;
+  std::string format = "table";
+  std::string output;
+  std::string db = "results.db";
+  std::string coordinator;
+  std::string token_file;
+  std::string memory_budget;
+  double loss_threshold = 0.02;
+  double noisy_cv = 0.10;
+  std::uint64_t seed = metrics::ReportOptions{}.seed;
+  int resamples = 2000;
+};
+
+// Exit code for a failed Status (cli/command_registry.h): unreachable, timed out or an
+// unreadable database -> unavailable; bad input -> usage; anything else -> failure.
+int ExitCodeOf(const Status& status) {
+  switch (status.code()) {
+    case Status::Code::kUnavailable:
+    case Status::Code::kTimeout:
+    case Status::Code::kIoError: return kExitUnavailable;
+    case Status::Code::kInvalidArgument: return kExitUsage;
+    default: return kExitFailure;
+  }
+}
+
+// Writes `text` to `path`, or to stdout when `path` is empty or "-".
+Status WriteText(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::cout << text << std::flush;
+    return Status::Ok();
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) {
+    return Status::IoError("cannot write " + path +
+                           "; check that the directory exists and is writable");
+  }
+  return Status::Ok();
+}
+
+int Fail(const Status& status, int code) {
+  std::cerr << "bakeoff report: " << status.message() << "\n";
+  return code;
+}
+
+int RunReport(const ReportFlags& flags) {
+  Result<metrics::ReportFormat> format = metrics::ParseReportFormat(flags.format);
+  if (!format.ok()) return Fail(format.status(), kExitUsage);
+  metrics::ReportOptions options;
+  options.format = *format;
+  options.loss_parity_threshold = flags.loss_threshold;
+  options.noisy_cv_threshold = flags.noisy_cv;
+  options.seed = flags.seed;
+  options.bootstrap_resamples = flags.resamples;
+  if (!flags.memory_budget.empty()) {
+    Result<std::int64_t> budget = metrics::ParseByteSize(flags.memory_budget);
+    if (!budget.ok()) return Fail(budget.status().WithContext("--memory-budget"), kExitUsage);
+    options.memory_budget_bytes = *budget;
+  }
+
+  Result<std::string> text = Status::Internal("unset");
+  if (!flags.coordinator.empty()) {
+    Result<std::string> token = protocol::LoadToken(flags.token_file);
+    if (!token.ok()) return Fail(token.status(), kExitUsage);
+    Result<CoordinatorClient> client = CoordinatorClient::Create(flags.coordinator, *token);
+    if (!client.ok()) return Fail(client.status(), ExitCodeOf(client.status()));
+    std::string target = "/api/v1/sweeps/" + UrlEncode(flags.sweep) + "/report?format=" +
+                         metrics::ReportFormatName(*format);
+    // The coordinator computes the report with its defaults; options that change the
+    // figures travel as query parameters.
+    if (options.memory_budget_bytes) {
+      target += "&memory_budget=" + std::to_string(*options.memory_budget_bytes);
+    }
+    text = client->GetText(target);
+    if (!text.ok()) return Fail(text.status(), ExitCodeOf(text.status()));
+  } else {
+    std::error_code ec;
+    if (!std::filesystem::exists(flags.db, ec)) {
+      return Fail(Status::NotFound("results database " + flags.db +
+                                   " does not exist; pass --db FILE (the coordinator's --db), "
+                                   "or --coordinator URL to ask a running coordinator"),
+                  kExitUnavailable);
+    }
+    text = metrics::RenderSweepReport(flags.db, flags.sweep, options);
+    if (!text.ok()) {
+      int code = text.status().code() == Status::Code::kNotFound ? kExitFailure
+                                                                 : ExitCodeOf(text.status());
+      return Fail(text.status(), code);
+    }
+  }
+  Status written = WriteText(flags.output, *text);
+  if (!written.ok()) return Fail(written, kExitFailure);
+  return kExitOk;
+}
+
+void SetupReport(CLI::App& root, int* exit_code) {
+  auto flags = std::make_shared<ReportFlags>();
+  CLI::App* cmd = root.add_subcommand(
+      "report", "The verdict report of a sweep: speedups with intervals, memory, warm-up, "
+                "loss parity, outcomes (docs/statistics.md)");
+  cmd->add_option("sweep", flags->sweep, "Sweep id or name (the newest sweep of that name)")
+      ->required();
+  cmd->add_option("--format", flags->format, "table, markdown, json, csv or html (default table)")
+      ->check(CLI::IsMember({"table", "text", "markdown", "md", "json", "csv", "html"}));
+  cmd->add_option("--output", flags->output, "Write the report to this file instead of stdout");
+  cmd->add_option("--db", flags->db, "Results database file (default ./results.db)");
+  cmd->add_option("--coordinator", flags->coordinator,
+                  "Ask a running coordinator (URL) instead of reading --db");
+  cmd->add_option("--token-file", flags->token_file,
+                  "Bearer token file for --coordinator (default $BAKEOFF_TOKEN)");
+  cmd->add_option("--memory-budget", flags->memory_budget,
+                  "Also name the fastest configuration whose peak memory fits, e.g. 4GiB");
+  cmd->add_option("--loss-threshold", flags->loss_threshold,
+                  "Flag loss curves deviating more than this fraction (default 0.02)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--noisy-cv", flags->noisy_cv,
+                  "Mark trials whose step-time coefficient of variation exceeds this (default 0.10)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", flags->seed, "Bootstrap seed (the same seed gives the same intervals)");
+  cmd->add_option("--resamples", flags->resamples, "Bootstrap resamples (default 2000)")
+      ->check(CLI::Range(100, 1000000));
+  cmd->callback([flags, exit_code] { *exit_code = RunReport(*flags); });
+}
+
+}  // namespace
+
+BAKEOFF_REGISTER_COMMAND("report", SetupReport);
+
+}  // namespace bakeoff::cli
