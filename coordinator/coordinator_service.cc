@@ -709,6 +709,17 @@ std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& 
               {"cancelled_trials", *cancelled}, {"stopping_trials", stopping}};
 }
 
+std::variant<json, ApiError> CoordinatorService::DrainWorker(const std::string& worker_id) {
+  WorkerInfo* info = registry_.Find(worker_id);
+  if (!info) return ApiError{404, "no worker '" + worker_id + "'"};
+  registry_.SetDraining(worker_id);
+  Send(worker_id, protocol::ToJson(protocol::DrainMessage{}));
+  Status s = store_.SetWorkerState(worker_id, metrics::WorkerState::kDraining);
+  (void)s;
+  Log("draining worker=" + worker_id + " with " + std::to_string(info->attempts.size()) + " running attempt(s)");
+  return json{{"id", worker_id}, {"state", "draining"}, {"running", info->attempts.size()}};
+}
+
 json CoordinatorService::WorkersJson() const {
   json out = json::array();
   const auto now = clock_.Now();

@@ -73,6 +73,8 @@ class CoordinatorService {
   std::variant<nlohmann::json, ApiError> CancelSweep(const std::string& id_or_name);
   // Live workers with their resources, usage and attempts.
   nlohmann::json WorkersJson() const;
+  // Tells the worker to finish its running attempts and take no new ones.
+  std::variant<nlohmann::json, ApiError> DrainWorker(const std::string& worker_id);
 
   metrics::ResultsStore& store() { return store_; }
   const CoordinatorConfig& config() const { return config_; }

@@ -190,6 +190,12 @@ HttpReply HttpServer::Handle(const std::string& method, const std::string& targe
   }
   if (seg.size() < 3 || seg[0] != "api" || seg[1] != "v1") return Error(404, "no route " + path);
   auto& store = service_.store();
+  if (seg[2] == "workers" && seg.size() == 5 && seg[4] == "drain") {
+    if (method != "POST") return Error(405, "use POST " + path);
+    auto result = service_.DrainWorker(seg[3]);
+    if (auto* error = std::get_if<ApiError>(&result)) return Error(error->http_status, error->message);
+    return JsonReply(200, std::get<json>(result));
+  }
   if (seg[2] == "workers" && seg.size() == 3) {
     if (method != "GET") return Error(405, "use GET " + path);
     return JsonReply(200, service_.WorkersJson());

@@ -286,6 +286,17 @@ TEST_F(CoordinatorServiceTest, RestartReclaimsReportedAttemptsAndRequeuesTheRest
   EXPECT_EQ(Trial(t1).outcome, metrics::Outcome::kSucceeded);
 }
 
+TEST_F(CoordinatorServiceTest, DrainedWorkerGetsNoNewTrials) {
+  auto w1 = Register("w1");
+  auto drained = service_->DrainWorker("w1");
+  ASSERT_TRUE(std::holds_alternative<json>(drained));
+  EXPECT_EQ(w1->Take("drain").size(), 1u);
+  Submit();
+  EXPECT_TRUE(w1->Take("assign").empty());
+  EXPECT_EQ(service_->queued_trials(), 2u);
+  EXPECT_TRUE(std::holds_alternative<ApiError>(service_->DrainWorker("nobody")));
+}
+
 TEST_F(CoordinatorServiceTest, InvalidSweepIsA400WithTheParserMessage) {
   auto result = service_->SubmitSweep("name: x\nparameters: {micro_batch: {values: [1]}}\nbogus_field: 1\n");
   ASSERT_TRUE(std::holds_alternative<ApiError>(result));
