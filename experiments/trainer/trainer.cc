@@ -200,7 +200,7 @@ int Trainer::RunOrThrow() {
   nlohmann::json applied = {{"compile_mode", c.uses_jit() ? "jit" : "eager"},
                             {"compile_scope", c.uses_jit() ? nlohmann::json(c.compile_scope) : nlohmann::json()},
                             {"fuser", fuser},
-                            {"precision", torch::toString(model.compute_dtype())},
+                            {"precision", model.compute_dtype() == torch::kBFloat16 ? "bf16" : "fp32"},
                             {"grad_checkpointing", c.grad_checkpointing},
                             {"recompute_blocks", model.recompute()},
                             {"zero_stage", c.zero_stage},

@@ -209,7 +209,7 @@ TEST(TrainerNumericsTest, Bf16TrainsWithFp32MasterAdapters) {
   const auto losses = Losses(events);
   ASSERT_EQ(losses.size(), 20u);
   EXPECT_LT(losses.back(), losses.front());
-  EXPECT_EQ(events.back()["applied"]["precision"], "BFloat16");
+  EXPECT_EQ(events.back()["applied"]["precision"], "bf16");
   // Trainable bytes are fp32 masters: 4 bytes a parameter.
   EXPECT_EQ(events.back()["trainable_bytes"].get<int64_t>() % 4, 0);
 }
