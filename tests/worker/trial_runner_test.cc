@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <filesystem>
+
 #include <boost/asio/io_context.hpp>
 
 namespace bakeoff::worker {
@@ -14,8 +16,9 @@ class TrialRunnerTest : public ::testing::Test {
   void SetUp() override {
     config_.coordinator_address = "127.0.0.1:1";
     config_.trainer_path = std::string(BAKEOFF_BINARY_DIR) + "/bakeoff-fake-trainer";
-    ASSERT_TRUE(config_.Finalize("").ok());
+    ASSERT_TRUE(config_.Finalize("").ok());  // a fresh temp work dir
   }
+  void TearDown() override { std::filesystem::remove_all(config_.work_dir); }
 
   protocol::AssignMessage Assign(nlohmann::json config, int local_ranks = 1, int world_size = 1,
                                  std::int64_t timeout_ms = 20000) {

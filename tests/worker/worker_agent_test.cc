@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -37,6 +39,7 @@ class WorkerAgentTest : public ::testing::Test {
   void TearDown() override {
     agent_->Stop(100ms);
     RunUntil([&] { return run_status_.has_value(); }, 10s);
+    std::filesystem::remove_all(config_.work_dir);
   }
 
   // Runs the io_context until `done` or the deadline.
