@@ -32,10 +32,13 @@ function(bakeoff_component_tests dir)
     # Tests find the built binaries and the source tree through these.
     target_compile_definitions(${test_name} PRIVATE
       BAKEOFF_BINARY_DIR="${CMAKE_BINARY_DIR}" BAKEOFF_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-    set(labels ${test_name})
+    # One label per test (gtest_discover_tests cannot pass a list value). Slow suites
+    # start coordinators, workers and rank processes on loopback ports (some from fixed
+    # ranges): they take turns, while fast suites run in parallel.
+    set(properties LABELS fast)
     if(test_name MATCHES "_slow_test$")
-      list(APPEND labels slow)
+      set(properties LABELS slow RESOURCE_LOCK bakeoff_loopback_processes)
     endif()
-    gtest_discover_tests(${test_name} PROPERTIES LABELS "${labels}" DISCOVERY_TIMEOUT 60)
+    gtest_discover_tests(${test_name} PROPERTIES ${properties} DISCOVERY_TIMEOUT 60)
   endforeach()
 endfunction()
