@@ -12,6 +12,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "protocol/trainer_event.h"
 #include "worker/rank_process.h"
 
 namespace bakeoff::worker {
@@ -182,13 +183,13 @@ asio::awaitable<void> TrialRunner::SuperviseRank(std::size_t index) {
 
 void TrialRunner::HandleLine(Rank& rank, const std::string& line) {
   if (line.empty()) return;
-  auto event = nlohmann::json::parse(line, nullptr, false);
-  if (event.is_discarded() || !event.is_object() || !event.contains("event") ||
-      !event["event"].is_string()) {
-    ++dropped_lines_;  // not an event: trainers log to stderr, so this is noise
+  auto parsed = protocol::ParseTrainerEvent(line);
+  if (!parsed.ok()) {
+    ++dropped_lines_;  // a log line, or an event with mistyped fields: never forwarded
     return;
   }
-  const std::string kind = event["event"];
+  const std::string kind = parsed->kind;
+  nlohmann::json event = std::move(parsed->body);
   if (kind == "error" && !rank.end.error_kind) {
     rank.end.error_kind = event.value("kind", std::string("failed"));
     rank.end.error_message = event.value("message", std::string());
