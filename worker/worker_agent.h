@@ -24,6 +24,7 @@
 #include "worker/outbox.h"
 #include "worker/trial_runner.h"
 #include "worker/worker_config.h"
+#include "worker/worker_metrics.h"
 
 namespace bakeoff::worker {
 
@@ -35,6 +36,12 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   // Runs until Stop(), a completed drain, a rejected registration (kInvalidArgument:
   // wrong token or protocol version) or max_connect_attempts failures (kUnavailable).
   boost::asio::awaitable<Status> Run();
+
+  // Starts the /metrics endpoint (config.metrics_listen; "off": none). Run calls it
+  // when it was not called before; call it first to learn the port early.
+  Status StartMetrics();
+  // Null while /metrics is off or not started.
+  const WorkerMetrics* metrics() const { return metrics_.get(); }
 
   // Cancels running trials, delivers their results for up to `grace`, then ends Run.
   void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(3000));
@@ -56,6 +63,7 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   std::vector<protocol::AttemptRef> RunningAttempts() const;
   std::chrono::milliseconds NextBackoff();
   bool Finished() const;
+  std::string MetricsHost() const;  // for registration; "" = the advertised host
 
   boost::asio::any_io_executor executor_;
   WorkerConfig config_;
@@ -69,6 +77,7 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   std::chrono::steady_clock::time_point stop_deadline_;
   std::chrono::milliseconds backoff_;
   std::mt19937 rng_;
+  std::unique_ptr<WorkerMetrics> metrics_;
 };
 
 }  // namespace bakeoff::worker

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "protocol/frame_connection.h"
+
 namespace bakeoff::worker {
 
 std::string ExecutableDir() {
@@ -54,6 +56,14 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
     std::error_code ec;
     std::filesystem::create_directories(work_dir, ec);
     if (ec) return Status::IoError("worker: cannot create the work directory '" + work_dir + "': " + ec.message());
+  }
+  if (metrics_listen.empty()) {
+    const bool ipv6 = advertise_host.find(':') != std::string::npos;
+    metrics_listen = (ipv6 ? "[" + advertise_host + "]" : advertise_host) + ":0";
+  }
+  if (metrics_listen != "off") {
+    auto split = protocol::SplitHostPort(metrics_listen, "--metrics-listen");
+    if (!split.ok()) return split.status().WithContext("worker");
   }
   if (backoff_initial.count() <= 0 || backoff_max < backoff_initial) {
     return Status::InvalidArgument("worker: backoff must satisfy 0 < initial <= max");
