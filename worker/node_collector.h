@@ -2,8 +2,8 @@
 // and logical CPU count (/proc/stat), total and available memory (/proc/meminfo), and
 // per GPU utilisation and memory through NVML when the library was loaded (no NVML: no
 // GPU series, no error). docs/metrics.md lists the series.
-// Thread-safety: Collect is const and keeps no state between calls (the /metrics
-// exposer calls it from its own threads, possibly concurrently).
+// Thread-safety: Collect is const and keeps no state between calls; any thread may call
+// it, also concurrently.
 #pragma once
 
 #include <memory>

@@ -5,7 +5,7 @@
 // handful of stable symbols) instead of including nvml.h, which is not installed on
 // CPU-only build machines.
 // Thread-safety: NVML is thread-safe; an NvmlLibrary is immutable after Load, so Sample
-// may be called from any thread (the /metrics exposer's threads call it).
+// may be called from any thread.
 #pragma once
 
 #include <cstdint>

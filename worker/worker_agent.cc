@@ -63,12 +63,15 @@ Status WorkerAgent::StartMetrics() {
       Log("no GPU series in /metrics: " + loaded.status().message());
     }
   }
-  auto node = std::make_shared<NodeCollector>(config_.proc_root, std::move(nvml));
-  auto served = WorkerMetrics::Serve(config_.metrics_listen, std::move(node));
-  if (!served.ok()) return served.status();
-  metrics_ = std::move(served).value();
-  metrics_->SetCapacity(config_.cpu_slots, static_cast<int>(config_.cuda_devices.size()));
-  Log("metrics on port " + std::to_string(metrics_->port()) + " (GET /metrics)");
+  auto metrics = std::make_shared<WorkerMetrics>(
+      std::make_shared<NodeCollector>(config_.proc_root, std::move(nvml)));
+  metrics->SetCapacity(config_.cpu_slots, static_cast<int>(config_.cuda_devices.size()));
+  auto server = std::make_shared<MetricsHttpServer>(executor_, [metrics]() { return metrics->Render(); });
+  BAKEOFF_RETURN_IF_ERROR(server->Listen(config_.metrics_listen));
+  server->Start();
+  metrics_ = std::move(metrics);
+  metrics_server_ = std::move(server);
+  Log("metrics on port " + std::to_string(metrics_server_->port()) + " (GET /metrics)");
   return Status::Ok();
 }
 
@@ -83,6 +86,13 @@ std::string WorkerAgent::MetricsHost() const {
 asio::awaitable<Status> WorkerAgent::Run() {
   auto self = shared_from_this();
   if (Status metrics = StartMetrics(); !metrics.ok()) co_return metrics;
+  Status result = co_await Connect();
+  if (metrics_server_) metrics_server_->Stop();  // frees the port whatever ended the run
+  co_return result;
+}
+
+asio::awaitable<Status> WorkerAgent::Connect() {
+  auto self = shared_from_this();
   asio::co_spawn(executor_, [self]() { return self->FlushLoop(); }, asio::detached);
   auto address = protocol::SplitHostPort(config_.coordinator_address, "coordinator address");
   if (!address.ok()) co_return address.status();
@@ -133,7 +143,7 @@ asio::awaitable<Status> WorkerAgent::Session() {
   for (const auto& done : outbox_.PendingFinishedAttempts()) reg.running.push_back(done);
   reg.simulate = config_.simulate;
   if (metrics_) {
-    reg.metrics_port = metrics_->port();
+    reg.metrics_port = metrics_server_->port();
     reg.metrics_host = MetricsHost();
   }
   Status sent = conn->Send(protocol::ToJson(reg));

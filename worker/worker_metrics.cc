@@ -3,7 +3,6 @@
 #include <cmath>
 #include <sstream>
 
-#include <prometheus/exposer.h>
 #include <prometheus/text_serializer.h>
 
 namespace bakeoff::worker {
@@ -105,29 +104,6 @@ WorkerMetrics::WorkerMetrics(std::shared_ptr<NodeCollector> node)
                     .Name("bakeoff_worker_trials_finished_total")
                     .Help("Trial attempts that ended on this worker, by outcome.")
                     .Register(*registry_)) {}
-
-WorkerMetrics::~WorkerMetrics() {
-  // The exposer's threads must stop before the registry and collectors go away.
-  exposer_.reset();
-}
-
-Result<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Serve(const std::string& listen_address,
-                                                            std::shared_ptr<NodeCollector> node) {
-  auto metrics = std::make_unique<WorkerMetrics>(std::move(node));
-  try {
-    // Two threads: Prometheus and a person with curl may scrape at the same time.
-    metrics->exposer_ = std::make_unique<prometheus::Exposer>(listen_address, 2);
-  } catch (const std::exception& e) {
-    return Status::Unavailable("worker: cannot serve /metrics on " + listen_address + ": " + e.what() +
-                               "; pass another --metrics-listen HOST:PORT (port 0 picks a free one)");
-  }
-  metrics->exposer_->RegisterCollectable(metrics->registry_);
-  if (metrics->node_) metrics->exposer_->RegisterCollectable(metrics->node_);
-  auto ports = metrics->exposer_->GetListeningPorts();
-  if (ports.empty()) return Status::Unavailable("worker: /metrics listener on " + listen_address + " has no port");
-  metrics->port_ = ports.front();
-  return metrics;
-}
 
 void WorkerMetrics::SetCapacity(int cpu_slots, int cuda_devices) {
   cpu_slots_.Set(cpu_slots);

@@ -1,12 +1,12 @@
-// WorkerMetrics: the worker's Prometheus endpoint (`/metrics`, docs/metrics.md). Live
+// WorkerMetrics: what the worker's `/metrics` serves (docs/metrics.md;
+// worker/metrics_http_server.h is the endpoint). Live
 // per-rank series of the attempts running here (labels sweep, variant, trial, rank),
 // updated from the trainer's step events and removed when the attempt ends, so the
 // series count stays bounded by the running ranks (the history is in SQLite); the
 // worker's own state (connection, running trials, buffered events, outcomes); and the
 // node's CPU, memory and GPUs (worker/node_collector.h).
-// Thread-safety: StartTrial, ObserveEvent, EndTrial and SetAgentState are called on the
-// agent's executor only. The exposer's HTTP threads read the prometheus registry
-// concurrently, which prometheus-cpp makes safe (every family holds a mutex).
+// Thread-safety: every method runs on the agent's executor (the endpoint renders there
+// too); prometheus-cpp's families are thread-safe besides.
 #pragma once
 
 #include <map>
@@ -24,24 +24,12 @@
 #include "protocol/messages.h"
 #include "protocol/status.h"
 
-namespace prometheus {
-class Exposer;
-}
-
 namespace bakeoff::worker {
 
 class WorkerMetrics {
  public:
-  // Series only, no HTTP endpoint (tests read Render()). `node` may be null.
+  // `node` may be null (no node or GPU series).
   explicit WorkerMetrics(std::shared_ptr<NodeCollector> node = nullptr);
-  ~WorkerMetrics();
-
-  // Serves GET /metrics on `listen_address` (HOST:PORT; port 0 picks a free port,
-  // see port()). kUnavailable when the address cannot be bound.
-  static Result<std::unique_ptr<WorkerMetrics>> Serve(const std::string& listen_address,
-                                                      std::shared_ptr<NodeCollector> node);
-
-  int port() const { return port_; }
 
   // Fixed figures of this worker (set once, after its configuration is final).
   void SetCapacity(int cpu_slots, int cuda_devices);
@@ -87,8 +75,6 @@ class WorkerMetrics {
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<NodeCollector> node_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  int port_ = 0;
 
   prometheus::Family<prometheus::Counter>& tokens_;
   prometheus::Family<prometheus::Gauge>& tokens_per_second_;

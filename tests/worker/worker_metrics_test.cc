@@ -2,8 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <boost/asio/ip/tcp.hpp>
-
 #include "tests/metrics/promtool_check.h"
 
 namespace bakeoff::worker {
@@ -127,31 +125,6 @@ TEST(WorkerMetricsTest, ExpositionPassesPromtool) {
   EXPECT_GT(Value(text, "bakeoff_node_cpus"), 0);
   auto lint = testing::PromtoolCheckMetrics(text);
   EXPECT_EQ(lint.exit_code, 0) << lint.output << "\n" << text;
-}
-
-TEST(WorkerMetricsTest, ServesMetricsOverHttpOnAFreePort) {
-  auto served = WorkerMetrics::Serve("127.0.0.1:0", std::make_shared<NodeCollector>());
-  ASSERT_TRUE(served.ok()) << served.status().ToString();
-  auto& metrics = *served.value();
-  ASSERT_GT(metrics.port(), 0);
-  metrics.StartTrial(Assign(12, {{0, 0, {}}}, 1));
-  metrics.ObserveEvent({12, 1}, 0, Step(0, 0.5));
-  boost::asio::ip::tcp::iostream http("127.0.0.1", std::to_string(metrics.port()));
-  ASSERT_TRUE(http) << "cannot connect to port " << metrics.port();
-  http << "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" << std::flush;
-  std::string response((std::istreambuf_iterator<char>(http)), std::istreambuf_iterator<char>());
-  EXPECT_NE(response.substr(0, response.find('\n')).find(" 200 "), std::string::npos) << response.substr(0, 200);
-  EXPECT_NE(response.find(R"(trial="12")"), std::string::npos);
-  EXPECT_NE(response.find("bakeoff_node_memory_total_bytes"), std::string::npos);
-}
-
-TEST(WorkerMetricsTest, BusyAddressIsAnError) {
-  auto first = WorkerMetrics::Serve("127.0.0.1:0", nullptr);
-  ASSERT_TRUE(first.ok());
-  auto second = WorkerMetrics::Serve("127.0.0.1:" + std::to_string((*first)->port()), nullptr);
-  ASSERT_FALSE(second.ok());
-  EXPECT_EQ(second.status().code(), Status::Code::kUnavailable);
-  EXPECT_NE(second.status().message().find("--metrics-listen"), std::string::npos);
 }
 
 }  // namespace
