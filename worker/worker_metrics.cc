@@ -116,16 +116,13 @@ void WorkerMetrics::SetAgentState(bool connected, std::size_t buffered_events) {
 }
 
 void WorkerMetrics::StartTrial(const protocol::AssignMessage& assign) {
+  if (trials_.count(assign.attempt)) return;  // a redelivered assign keeps its series
   TrialSeries trial;
   trial.labels = {{"sweep", assign.sweep_id},
                   {"variant", assign.variant_key},
                   {"trial", std::to_string(assign.attempt.trial_id)}};
   trial.world_size = std::max(1, assign.world_size);
   for (const auto& slot : assign.ranks) trial.local_ranks[slot.rank] = !slot.cuda_devices.empty();
-  auto old = trials_.find(assign.attempt);
-  if (old != trials_.end()) {  // a redelivered assign: keep the series it already has
-    return;
-  }
   trials_.emplace(assign.attempt, std::move(trial));
   UpdateRunningGauges();
 }

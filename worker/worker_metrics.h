@@ -1,7 +1,6 @@
 // WorkerMetrics: what the worker's `/metrics` serves (docs/metrics.md;
-// worker/metrics_http_server.h is the endpoint). Live
-// per-rank series of the attempts running here (labels sweep, variant, trial, rank),
-// updated from the trainer's step events and removed when the attempt ends, so the
+// worker/metrics_http_server.h is the endpoint). Live per-rank series of the attempts
+// running here (labels sweep, variant, trial, rank), updated from the trainer's step events and removed when the attempt ends, so the
 // series count stays bounded by the running ranks (the history is in SQLite); the
 // worker's own state (connection, running trials, buffered events, outcomes); and the
 // node's CPU, memory and GPUs (worker/node_collector.h).
@@ -20,9 +19,8 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
-#include "worker/node_collector.h"
 #include "protocol/messages.h"
-#include "protocol/status.h"
+#include "worker/node_collector.h"
 
 namespace bakeoff::worker {
 
