@@ -4,11 +4,12 @@
 // the bearer token, and fails with a Status (never throws) after `timeout`.
 // Non-2xx answers become Statuses carrying the server's error message:
 // 400 -> kInvalidArgument, 401/403 -> kInvalidArgument (token), 404 -> kNotFound,
-// 503 -> kUnavailable, other -> kInternal; no connection -> kUnavailable.
+// 503 -> kUnavailable, 504 -> kTimeout, other -> kInternal; no connection -> kUnavailable.
 // Thread-safety: a client is immutable after Create; calls may run from any thread.
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -84,9 +85,12 @@ int ExitCodeFor(const Status& status);
 Status WriteOutput(const std::string& output_path, const std::string& text);
 
 // The coordinator's report route and `bakeoff local`: the sweep's report (id or name)
-// from the results database in `format` (table, markdown, json, csv, html).
+// from the results database. `params` (the route's query parameters, all optional):
+// format (table, markdown, json, csv, html), memory_budget (bytes or a size such as
+// 8GiB), loss_threshold, noisy_cv, seed, resamples -- the flags of `bakeoff report`.
+// An invalid value is kInvalidArgument naming the parameter.
 Result<std::string> RenderReportForApi(const std::string& db_path, const std::string& sweep,
-                                       const std::string& format);
+                                       const std::map<std::string, std::string>& params);
 
 // A plain-text table with a header row and aligned columns (numbers right-aligned
 // when `numeric[i]`).

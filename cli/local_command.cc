@@ -181,7 +181,7 @@ int RunLocal(const LocalFlags& flags) {
   watch();
   io.run();
 
-  auto report = RenderReportForApi(flags.db, std::to_string(sweep_id), flags.format);
+  auto report = RenderReportForApi(flags.db, std::to_string(sweep_id), {{"format", flags.format}});
   if (report.ok()) {
     if (Status s = WriteOutput(flags.output, *report); !s.ok()) {
       std::cerr << "bakeoff local: " << s.message() << "\n";

@@ -1,10 +1,11 @@
-// `bakeoff query SQL [--db FILE] [--format table|json|csv] [--output FILE]
-// [--max-rows N] [--timeout SECONDS]`: runs one read-only SQL statement against a
-// results database (docs/schema.md lists the tables) and prints the rows. The file is
-// opened read-only and the query is bounded in rows and time (RunReadOnlyQuery), so
-// it is safe against a database a coordinator is writing. A statement that would write
-// is refused with exit code 2. (A `--coordinator URL` mode, asking a running
-// coordinator instead of reading the file, can be added beside --db.)
+// `bakeoff query SQL [--db FILE | --coordinator URL] [--format table|json|csv]
+// [--output FILE] [--max-rows N] [--timeout SECONDS]`: runs one read-only SQL statement
+// against a results database (docs/schema.md lists the tables) and prints the rows.
+// With --db the file is opened here; with --coordinator the coordinator runs it
+// (POST /api/v1/query) on its own database. Either way the database is opened
+// read-only and the query is bounded in rows and time (RunReadOnlyQuery), so it is safe
+// against a database a coordinator is writing. A statement that would write is refused
+// with exit code 2.
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "cli/command_registry.h"
+#include "cli/coordinator_client.h"
 #include "metrics/read_only_query.h"
 
 namespace bakeoff::cli {
@@ -21,6 +23,8 @@ namespace {
 struct QueryOptions {
   std::string sql;
   std::string db = "results.db";
+  std::string coordinator;  // non-empty: ask this coordinator instead of reading --db
+  std::string token_file;
   std::string format = "table";
   std::string output;
   int64_t max_rows = 10000;
@@ -129,7 +133,7 @@ std::string Json(const metrics::QueryResult& result) {
   return out.str();
 }
 
-int ExitCodeFor(const Status& status) {
+int QueryExitCode(const Status& status) {
   switch (status.code()) {
     case Status::Code::kInvalidArgument:
       return kExitUsage;
@@ -142,14 +146,39 @@ int ExitCodeFor(const Status& status) {
   }
 }
 
+// The coordinator's answer {"columns", "rows", "truncated"} as a QueryResult.
+Result<metrics::QueryResult> QueryCoordinator(const QueryOptions& options) {
+  // The HTTP wait covers the server's own bound plus the transfer.
+  auto client = ConnectCoordinator(options.coordinator, options.token_file,
+                                   std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000) + 30000));
+  if (!client.ok()) return client.status();
+  nlohmann::json request = {{"sql", options.sql}, {"max_rows", options.max_rows}, {"timeout_s", options.timeout_s}};
+  auto answer = client->PostJson("/api/v1/query", request.dump());
+  if (!answer.ok()) return answer.status();
+  metrics::QueryResult result;
+  try {
+    result.columns = answer->at("columns").get<std::vector<std::string>>();
+    for (const auto& row : answer->at("rows")) result.rows.push_back(row.get<std::vector<nlohmann::json>>());
+    result.truncated = answer->value("truncated", false);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Internal("the coordinator's query answer has an unexpected shape: " + std::string(e.what()));
+  }
+  return result;
+}
+
 int RunQuery(const QueryOptions& options) {
-  metrics::QueryLimits limits;
-  limits.max_rows = options.max_rows;
-  limits.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
-  Result<metrics::QueryResult> result = metrics::RunReadOnlyQuery(options.db, options.sql, limits);
+  Result<metrics::QueryResult> result = Status::Internal("unreachable");
+  if (!options.coordinator.empty()) {
+    result = QueryCoordinator(options);
+  } else {
+    metrics::QueryLimits limits;
+    limits.max_rows = options.max_rows;
+    limits.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
+    result = metrics::RunReadOnlyQuery(options.db, options.sql, limits);
+  }
   if (!result.ok()) {
     std::cerr << "bakeoff query: " << result.status().message() << "\n";
-    return ExitCodeFor(result.status());
+    return QueryExitCode(result.status());
   }
   std::string text;
   if (options.format == "json") {
@@ -185,6 +214,9 @@ void SetupQuery(CLI::App& root, int* exit_code) {
   cmd->add_option("sql", options->sql, "The SQL statement, e.g. \"SELECT * FROM sweeps\"")
       ->required();
   cmd->add_option("--db", options->db, "Results database file (default ./results.db)");
+  cmd->add_option("--coordinator", options->coordinator,
+                  "Ask this running coordinator (http://HOST:PORT) to run the query on its database");
+  cmd->add_option("--token-file", options->token_file, "File holding the API token (else $BAKEOFF_TOKEN)");
   cmd->add_option("--format", options->format, "table, json or csv")
       ->check(CLI::IsMember({"table", "json", "csv"}));
   cmd->add_option("--output", options->output, "Write to this file instead of stdout");

@@ -62,6 +62,14 @@ Status WriteText(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
+// A double as text that parses back to the same value (std::to_string keeps 6 decimals).
+std::string ExactNumber(double value) {
+  std::ostringstream out;
+  out.precision(17);
+  out << value;
+  return out.str();
+}
+
 int Fail(const Status& status, int code) {
   std::cerr << "bakeoff report: " << status.message() << "\n";
   return code;
@@ -94,6 +102,17 @@ int RunReport(const ReportFlags& flags) {
     // figures travel as query parameters.
     if (options.memory_budget_bytes) {
       target += "&memory_budget=" + std::to_string(*options.memory_budget_bytes);
+    }
+    const metrics::ReportOptions defaults;
+    if (options.loss_parity_threshold != defaults.loss_parity_threshold) {
+      target += "&loss_threshold=" + ExactNumber(options.loss_parity_threshold);
+    }
+    if (options.noisy_cv_threshold != defaults.noisy_cv_threshold) {
+      target += "&noisy_cv=" + ExactNumber(options.noisy_cv_threshold);
+    }
+    if (options.seed != defaults.seed) target += "&seed=" + std::to_string(options.seed);
+    if (options.bootstrap_resamples != defaults.bootstrap_resamples) {
+      target += "&resamples=" + std::to_string(options.bootstrap_resamples);
     }
     text = client->GetText(target);
     if (!text.ok()) return Fail(text.status(), ExitCodeOf(text.status()));

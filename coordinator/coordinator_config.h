@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "protocol/frame_codec.h"
@@ -36,6 +37,10 @@ struct CoordinatorConfig {
   std::size_t max_request_body_bytes = 1u << 20;  // POST bodies (a sweep's YAML)
   std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
   std::size_t max_trials_per_sweep = 10000;
+  // POST /api/v1/query: a read-only SQL statement runs on its own connection off the
+  // service's thread; a request may ask for less, never more.
+  int64_t query_max_rows = 10000;
+  std::chrono::milliseconds query_timeout{10000};
   // Also accept the HTTP API's bearer token absent on /healthz only (always true).
 };
 

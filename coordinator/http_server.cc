@@ -1,6 +1,8 @@
 #include "coordinator/http_server.h"
 
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -8,6 +10,7 @@
 #include <boost/beast/http.hpp>
 
 #include "coordinator/api_json.h"
+#include "metrics/read_only_query.h"
 #include "protocol/token.h"
 
 namespace bakeoff::coordinator {
@@ -19,7 +22,13 @@ using nlohmann::json;
 
 namespace {
 
-HttpReply JsonReply(int status, const json& body) { return HttpReply{status, "application/json", body.dump(2) + "\n", false}; }
+// Invalid UTF-8 (from a user's SQL, a trainer's message) is replaced, never thrown.
+HttpReply JsonReply(int status, const json& body) {
+  HttpReply reply;
+  reply.status = status;
+  reply.body = body.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  return reply;
+}
 
 HttpReply Error(int status, const std::string& message) { return JsonReply(status, {{"error", message}}); }
 
@@ -29,6 +38,7 @@ HttpReply ErrorFrom(const Status& status) {
     case Status::Code::kInvalidArgument: return Error(400, status.message());
     case Status::Code::kIoError:
     case Status::Code::kUnavailable: return Error(503, status.message());
+    case Status::Code::kTimeout: return Error(504, status.message());
     default: return Error(500, status.message());
   }
 }
@@ -49,17 +59,39 @@ std::string UrlDecode(const std::string& text) {
   return out;
 }
 
-std::string QueryParam(const std::string& query, const std::string& key) {
+// Every key=value of a query string, decoded; a key given twice keeps its last value.
+std::map<std::string, std::string> QueryParams(const std::string& query) {
+  std::map<std::string, std::string> params;
   std::size_t pos = 0;
-  while (pos <= query.size()) {
+  while (pos < query.size()) {
     auto amp = query.find('&', pos);
     std::string pair = query.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
-    auto eq = pair.find('=');
-    if (pair.substr(0, eq) == key) return eq == std::string::npos ? "" : UrlDecode(pair.substr(eq + 1));
+    if (!pair.empty()) {
+      auto eq = pair.find('=');
+      params[UrlDecode(pair.substr(0, eq))] = eq == std::string::npos ? "" : UrlDecode(pair.substr(eq + 1));
+    }
     if (amp == std::string::npos) break;
     pos = amp + 1;
   }
-  return "";
+  return params;
+}
+
+// Runs `work` on `pool` and completes on `home` (the service's executor), holding work
+// on `home` meanwhile. Written out rather than co_spawn(pool, ..., use_awaitable):
+// Boost 1.74's co_spawn may resume the awaiting coroutine on the pool's thread.
+template <typename Token>
+auto RunOffExecutor(asio::thread_pool& pool, asio::any_io_executor home, std::function<HttpReply()> work,
+                    Token&& token) {
+  return asio::async_initiate<Token, void(HttpReply)>(
+      [&pool, home](auto handler, std::function<HttpReply()> work) {
+        auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+        auto home_work = asio::prefer(home, asio::execution::outstanding_work.tracked);
+        asio::post(pool, [shared, home_work, work = std::move(work)]() {
+          auto reply = std::make_shared<HttpReply>(work());
+          asio::post(home_work, [shared, reply]() { (*shared)(std::move(*reply)); });
+        });
+      },
+      token, std::move(work));
 }
 
 const char* ContentTypeFor(const std::string& format) {
@@ -79,6 +111,8 @@ HttpReply MetricsReply(const CoordinatorService& service) {
 
 HttpServer::HttpServer(asio::any_io_executor executor, CoordinatorService& service, ReportRenderer report_renderer)
     : executor_(executor), service_(service), report_renderer_(std::move(report_renderer)), acceptor_(executor) {}
+
+HttpServer::~HttpServer() { blocking_pool_.join(); }
 
 Status HttpServer::Listen(const std::string& address) {
   auto split = protocol::SplitHostPort(address, "HTTP listen address");
@@ -141,6 +175,10 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
       version = request.version();
       reply = Handle(std::string(request.method_string()), std::string(request.target()),
                      std::string(request[http::field::authorization]), request.body());
+      if (reply.blocking_work) {
+        reply = co_await RunOffExecutor(blocking_pool_, executor_, std::move(reply.blocking_work),
+                                        asio::use_awaitable);
+      }
       service_.metrics().ObserveHttpRequest(std::string(request.target()), reply.status);
     }
     http::response<http::string_body> response{static_cast<http::status>(reply.status), version};
@@ -156,6 +194,45 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
   }
   boost::system::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+// POST /api/v1/query {"sql", "max_rows"?, "timeout_s"?}: the reply (work done on the
+// pool) is RunReadOnlyQuery's result as {"columns", "rows", "truncated"}.
+HttpReply HttpServer::QueryRoute(const std::string& body) const {
+  json request = json::parse(body, nullptr, false);
+  if (request.is_discarded() || !request.is_object() || !request.contains("sql") || !request["sql"].is_string()) {
+    return Error(400, "the request body must be a JSON object {\"sql\": \"SELECT ...\"} "
+                      "(optional \"max_rows\", \"timeout_s\")");
+  }
+  const CoordinatorConfig& config = service_.config();
+  metrics::QueryLimits limits;
+  limits.max_rows = config.query_max_rows;
+  limits.timeout = config.query_timeout;
+  if (request.contains("max_rows")) {
+    if (!request["max_rows"].is_number_integer() || request["max_rows"].get<int64_t>() < 1) {
+      return Error(400, "max_rows must be a positive integer");
+    }
+    limits.max_rows = std::min(limits.max_rows, request["max_rows"].get<int64_t>());
+  }
+  if (request.contains("timeout_s")) {
+    if (!request["timeout_s"].is_number() || !(request["timeout_s"].get<double>() > 0)) {
+      return Error(400, "timeout_s must be a positive number of seconds");
+    }
+    // Compare in seconds first: a huge request must not overflow the cast.
+    const double asked_s = request["timeout_s"].get<double>();
+    if (asked_s * 1000 < static_cast<double>(limits.timeout.count())) {
+      limits.timeout = std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(asked_s * 1000)));
+    }
+  }
+  HttpReply reply;
+  reply.blocking_work = [db_path = service_.store().path(), sql = request["sql"].get<std::string>(), limits]() {
+    auto result = metrics::RunReadOnlyQuery(db_path, sql, limits);
+    if (!result.ok()) return ErrorFrom(result.status());
+    json rows = json::array();
+    for (auto& row : result->rows) rows.push_back(std::move(row));
+    return JsonReply(200, {{"columns", result->columns}, {"rows", std::move(rows)}, {"truncated", result->truncated}});
+  };
+  return reply;
 }
 
 HttpReply HttpServer::Handle(const std::string& method, const std::string& target,
@@ -202,6 +279,10 @@ HttpReply HttpServer::Handle(const std::string& method, const std::string& targe
   }
   if (seg.size() < 3 || seg[0] != "api" || seg[1] != "v1") return Error(404, "no route " + path);
   auto& store = service_.store();
+  if (seg[2] == "query" && seg.size() == 3) {
+    if (method != "POST") return Error(405, "use POST " + path + " with {\"sql\": \"SELECT ...\"}");
+    return QueryRoute(body);
+  }
   if (seg[2] == "workers" && seg.size() == 5 && seg[4] == "drain") {
     if (method != "POST") return Error(405, "use POST " + path);
     auto result = service_.DrainWorker(seg[3]);
@@ -248,12 +329,16 @@ HttpReply HttpServer::Handle(const std::string& method, const std::string& targe
     return JsonReply(200, TrialsJson(*trials));
   }
   if (seg.size() == 5 && seg[4] == "report") {
-    std::string format = QueryParam(query, "format");
-    if (format.empty()) format = "table";
+    auto params = QueryParams(query);
+    if (params["format"].empty()) params["format"] = "table";
+    const std::string format = params["format"];
     if (!report_renderer_) return Error(501, "this coordinator was built without reports");
-    auto rendered = report_renderer_(store.path(), std::to_string(sweep->id), format);
+    auto rendered = report_renderer_(store.path(), std::to_string(sweep->id), params);
     if (!rendered.ok()) return ErrorFrom(rendered.status());
-    return HttpReply{200, ContentTypeFor(format), std::move(rendered).value(), false};
+    HttpReply reply;
+    reply.content_type = ContentTypeFor(format);
+    reply.body = std::move(rendered).value();
+    return reply;
   }
   return Error(404, "no route " + path);
 }

@@ -2,49 +2,60 @@
 // documented in docs/cli.md. Every route but /healthz needs `Authorization: Bearer
 // TOKEN` (401 with `WWW-Authenticate: Bearer` otherwise; compared in constant time).
 // Request bodies are limited (413 past CoordinatorConfig::max_request_body_bytes).
-// Errors are JSON: {"error": "..."}.
+// Errors are JSON: {"error": "..."}. POST /api/v1/query runs read-only SQL (bounded
+// rows and time) on a small thread pool, never on the service's executor.
 // Thread-safety: runs on the service's single-threaded executor.
 #pragma once
 
 #include "protocol/frame_connection.h"  // first: includes <utility> before Asio
 
 #include <functional>
+#include <map>
 #include <string>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include "coordinator/coordinator_service.h"
 
 namespace bakeoff::coordinator {
 
-// Renders the report of a sweep (id or name) in a format ("table", "json", ...).
-// Injected by main so that the coordinator does not depend on the report's build.
-using ReportRenderer =
-    std::function<Result<std::string>(const std::string& db_path, const std::string& sweep,
-                                      const std::string& format)>;
+// Renders the report of a sweep (id or name). `params` are the route's query
+// parameters (format, memory_budget, loss_threshold, noisy_cv, seed, resamples); a bad
+// one is kInvalidArgument (400). Injected by main so that the coordinator does not
+// depend on the report's build.
+using ReportRenderer = std::function<Result<std::string>(
+    const std::string& db_path, const std::string& sweep, const std::map<std::string, std::string>& params)>;
 
 struct HttpReply {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
   bool bearer_challenge = false;  // add WWW-Authenticate: Bearer
+  // Set by routes whose work may block (a user's SQL): the session runs it on the
+  // server's worker pool and sends its reply instead, so the service's executor (and
+  // with it heartbeats and scheduling) never waits on it.
+  std::function<HttpReply()> blocking_work;
 };
 
 class HttpServer {
  public:
   HttpServer(boost::asio::any_io_executor executor, CoordinatorService& service,
              ReportRenderer report_renderer);
+  ~HttpServer();  // waits for queries in flight (each bounded by query_timeout)
 
   Status Listen(const std::string& address);
   void Start();
   void Stop();
   int port() const { return port_; }
 
-  // The routing and handling of one request, transport-free (unit-testable).
+  // The routing and handling of one request, transport-free (unit-testable). A reply
+  // with blocking_work is completed by calling it (Session does so off the executor).
   HttpReply Handle(const std::string& method, const std::string& target,
                    const std::string& authorization, const std::string& body);
 
  private:
+  HttpReply QueryRoute(const std::string& body) const;
   boost::asio::awaitable<void> AcceptLoop();
   boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket);
 
@@ -53,6 +64,7 @@ class HttpServer {
   ReportRenderer report_renderer_;
   boost::asio::ip::tcp::acceptor acceptor_;
   int port_ = 0;
+  boost::asio::thread_pool blocking_pool_{2};
 };
 
 }  // namespace bakeoff::coordinator

@@ -88,53 +88,48 @@ void XAxis(std::ostringstream& out, const Scale& x, double y, const std::vector<
   }
 }
 
-std::string SpeedupChart(const Report& report) {
-  std::vector<const VariantReport*> rows;
-  for (const VariantReport& v : report.variants) {
-    if (!v.is_baseline && !v.excluded) rows.push_back(&v);
-  }
+}  // namespace
+
+std::string RenderRatioChartSvg(const std::string& id, const std::string& title,
+                                const std::vector<RatioChartRow>& rows) {
   if (rows.empty()) return "";
   double lo = 1, hi = 1;
-  for (const VariantReport* v : rows) {
-    const Comparison& c = v->comparison;
-    if (c.status != Comparison::Status::kCompared) continue;
-    lo = std::min({lo, c.speedup.value, c.speedup.low.value_or(c.speedup.value)});
-    hi = std::max({hi, c.speedup.value, c.speedup.high.value_or(c.speedup.value)});
+  for (const RatioChartRow& r : rows) {
+    if (!r.ratio) continue;
+    lo = std::min({lo, r.ratio->value, r.ratio->low.value_or(r.ratio->value)});
+    hi = std::max({hi, r.ratio->value, r.ratio->high.value_or(r.ratio->value)});
   }
   double pad = std::max(0.02, (hi - lo) * 0.08);
   lo = std::max(0.0, lo - pad);
   hi += pad;
   std::vector<std::string> labels;
-  for (const VariantReport* v : rows) labels.push_back(Truncate(v->key));
+  for (const RatioChartRow& r : rows) labels.push_back(Truncate(r.label));
   int label_w = LabelWidth(labels), plot_w = 520, row_h = 26, top = 10;
   int height = top + row_h * static_cast<int>(rows.size()) + 40;
   int width = label_w + plot_w + 190;
   Scale x{lo, hi, static_cast<double>(label_w), static_cast<double>(label_w + plot_w)};
   std::ostringstream out;
-  out << "<svg class=\"chart\" id=\"chart-speedup\" role=\"img\" width=\"" << width << "\" height=\""
+  out << "<svg class=\"chart\" id=\"" << Escape(id) << "\" role=\"img\" width=\"" << width << "\" height=\""
       << height << "\" viewBox=\"0 0 " << width << " " << height << "\">\n";
-  out << "<title>Speedup per variant against its baseline counterpart, with "
-      << Escape(FormatNumber(report.options.confidence * 100, 2)) << "% interval whiskers</title>\n";
+  out << "<title>" << Escape(title) << "</title>\n";
   double axis_y = top + row_h * static_cast<double>(rows.size()) + 4;
   XAxis(out, x, axis_y, Ticks(lo, hi), "x", top);
   out << "<line x1=\"" << Num(x(1)) << "\" y1=\"" << top << "\" x2=\"" << Num(x(1)) << "\" y2=\""
       << Num(axis_y) << "\" class=\"unity\"/>\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    const VariantReport& v = *rows[i];
-    const Comparison& c = v.comparison;
+    const RatioChartRow& r = rows[i];
     double cy = top + row_h * (i + 0.5);
     out << "<text x=\"" << label_w - 8 << "\" y=\"" << Num(cy + 4)
         << "\" text-anchor=\"end\" class=\"label\">" << Escape(labels[i]) << "</text>\n";
-    if (c.status != Comparison::Status::kCompared) {
+    if (!r.ratio) {
       out << "<text x=\"" << label_w + 6 << "\" y=\"" << Num(cy + 4) << "\" class=\"missing\">"
-          << Escape(c.note.size() > 90 ? c.note.substr(0, 87) + "..." : c.note) << "</text>\n";
+          << Escape(r.note.size() > 90 ? r.note.substr(0, 87) + "..." : r.note) << "</text>\n";
       continue;
     }
-    const char* color = c.no_measurable_difference || !c.speedup.low
-                            ? kUnclear
-                            : (c.speedup.value >= 1 ? kFaster : kSlower);
-    if (c.speedup.low && c.speedup.high) {
-      double x1 = x(*c.speedup.low), x2 = x(*c.speedup.high);
+    const RatioFigure& ratio = *r.ratio;
+    const char* color = r.no_difference || !ratio.low ? kUnclear : (ratio.value >= 1 ? kFaster : kSlower);
+    if (ratio.low && ratio.high) {
+      double x1 = x(*ratio.low), x2 = x(*ratio.high);
       out << "<line x1=\"" << Num(x1) << "\" y1=\"" << Num(cy) << "\" x2=\"" << Num(x2) << "\" y2=\""
           << Num(cy) << "\" stroke=\"" << color << "\" stroke-width=\"2\"/>\n";
       for (double xe : {x1, x2}) {
@@ -142,16 +137,39 @@ std::string SpeedupChart(const Report& report) {
             << "\" y2=\"" << Num(cy + 6) << "\" stroke=\"" << color << "\" stroke-width=\"2\"/>\n";
       }
     }
-    out << "<circle cx=\"" << Num(x(c.speedup.value)) << "\" cy=\"" << Num(cy) << "\" r=\"5\" fill=\""
+    out << "<circle cx=\"" << Num(x(ratio.value)) << "\" cy=\"" << Num(cy) << "\" r=\"5\" fill=\""
         << color << "\"/>\n";
-    std::string text = FormatRatio(c.speedup.value);
-    std::string ci = FormatInterval(c.speedup);
+    std::string text = FormatRatio(ratio.value);
+    std::string ci = FormatInterval(ratio);
     if (!ci.empty()) text += " [" + ci + "]";
     out << "<text x=\"" << label_w + plot_w + 10 << "\" y=\"" << Num(cy + 4) << "\" class=\"value\">"
         << Escape(text) << "</text>\n";
   }
   out << "</svg>\n";
   return out.str();
+}
+
+namespace {
+
+std::string SpeedupChart(const Report& report) {
+  std::vector<RatioChartRow> rows;
+  for (const VariantReport& v : report.variants) {
+    if (v.is_baseline || v.excluded) continue;
+    RatioChartRow row;
+    row.label = v.key;
+    const Comparison& c = v.comparison;
+    if (c.status == Comparison::Status::kCompared) {
+      row.ratio = c.speedup;
+      row.no_difference = c.no_measurable_difference;
+    } else {
+      row.note = c.note;
+    }
+    rows.push_back(std::move(row));
+  }
+  return RenderRatioChartSvg("chart-speedup",
+                             "Speedup per variant against its baseline counterpart, with " +
+                                 FormatNumber(report.options.confidence * 100, 2) + "% interval whiskers",
+                             rows);
 }
 
 std::string MemoryChart(const Report& report) {

@@ -7,6 +7,7 @@
 // Pure functions of the Report; no I/O. Thread-safe.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,19 @@ std::string RenderSectionsHtml(const std::string& title, const std::vector<std::
                                const std::vector<std::string>& callouts, const std::string& charts,
                                const std::vector<ReportSection>& sections,
                                const std::string& footer);
+
+// One row of a ratio chart: a point with its interval whiskers, or a note when there
+// is no ratio (not compared).
+struct RatioChartRow {
+  std::string label;
+  std::optional<RatioFigure> ratio;
+  bool no_difference = false;  // the interval contains 1: drawn grey
+  std::string note;
+};
+// An inline SVG chart of ratios around 1.0x (green faster, red slower, grey unclear);
+// the report's speedup chart and `bakeoff compare`'s change chart. "" without rows.
+std::string RenderRatioChartSvg(const std::string& id, const std::string& title,
+                                const std::vector<RatioChartRow>& rows);
 
 // Formatting shared by the renderers (and `bakeoff compare`).
 std::string FormatBytes(std::int64_t bytes);         // "1.5 GiB"

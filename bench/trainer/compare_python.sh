@@ -49,4 +49,6 @@ tiny eager bf16 128 4 40
 tiny jit bf16 128 4 40
 small eager fp32 128 2 6
 small jit fp32 128 2 6
+small eager bf16 128 2 4
+small jit bf16 128 2 4
 CONFIGS

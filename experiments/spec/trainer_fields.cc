@@ -80,6 +80,7 @@ std::vector<TrainerField> BuildTable() {
       Choice("lora_targets", Kind::kTargets, json::array({"q", "k", "v", "o"}),
              {"q", "k", "v", "o", "gate", "up", "down"}),
       Bool("grad_checkpointing", false),
+      Bool("dynamic_shapes", false),
       Number("lr", 1e-3, 0, 1e3),
       Choice("lr_schedule", Kind::kEnum, "constant", {"constant", "cosine"}),
       Int("lr_warmup_steps", 0, 0, 1 << 30),

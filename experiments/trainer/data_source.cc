@@ -1,5 +1,6 @@
 #include "experiments/trainer/data_source.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include "experiments/trainer/torch_compat.h"
@@ -12,6 +13,7 @@ constexpr int64_t kRepeatPeriod = 16;
 Result<DataSource> DataSource::Open(const TrainerConfig& c) {
   DataSource d;
   d.seq_len_ = c.seq_len;
+  d.dynamic_shapes_ = c.dynamic_shapes;
   d.vocab_ = c.dims.vocab;
   d.micro_batch_ = c.micro_batch;
   d.world_size_ = c.world_size;
@@ -74,11 +76,24 @@ torch::Tensor DataSource::Sequence(int64_t index) const {
   return out;
 }
 
+int64_t DataSource::SequenceLength(int64_t micro_step) const {
+  if (!dynamic_shapes_) return seq_len_;
+  // splitmix64 of (seed, micro_step): cheap, stable across platforms and LibTorch versions.
+  uint64_t z = seed_ * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(micro_step) + 0x632BE59BD9B4E019ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  const int64_t lo = std::max<int64_t>(1, seq_len_ / 2);
+  return lo + static_cast<int64_t>(z % static_cast<uint64_t>(seq_len_ - lo + 1));
+}
+
 torch::Tensor DataSource::Batch(int64_t micro_step) const {
   std::vector<torch::Tensor> rows;
   const int64_t first = micro_step * micro_batch_ * world_size_ + rank_ * micro_batch_;
   for (int64_t i = 0; i < micro_batch_; ++i) rows.push_back(Sequence(first + i));
-  return torch::stack(rows);
+  auto batch = torch::stack(rows);
+  const int64_t length = SequenceLength(micro_step);
+  return length == seq_len_ ? batch : batch.narrow(1, 0, length + 1).contiguous();
 }
 
 }  // namespace bakeoff::trainer

@@ -24,8 +24,12 @@ class DataSource {
   static Result<DataSource> Open(const TrainerConfig& config);
 
   // The micro-batch of this rank at global micro-step `micro_step`: [micro_batch,
-  // seq_len + 1] int64 on the host.
+  // SequenceLength(micro_step) + 1] int64 on the host.
   torch::Tensor Batch(int64_t micro_step) const;
+
+  // seq_len, or with dynamic_shapes a length drawn uniformly from [max(1, seq_len/2),
+  // seq_len] by a hash of (seed, micro_step): every rank draws the same one.
+  int64_t SequenceLength(int64_t micro_step) const;
 
   int64_t file_tokens() const { return static_cast<int64_t>(file_.size()); }
 
@@ -34,6 +38,7 @@ class DataSource {
 
   std::string kind_;
   int64_t seq_len_ = 0;
+  bool dynamic_shapes_ = false;
   int64_t vocab_ = 0;
   int64_t micro_batch_ = 0;
   int64_t world_size_ = 1;

@@ -86,9 +86,16 @@ void CountNodes(const torch::jit::Block* block, CompiledGraph::Evidence* e) {
 
 CompiledGraph::Evidence CompiledGraph::Inspect() {
   Evidence e;
-  auto state = function_->get_executor().getDebugState();
-  for (auto& [spec, plan] : state.execution_plans) {
-    if (plan.graph) CountNodes(plan.graph->block(), &e);
+  // A graph run too few times to be optimized (a shape seen once, with dynamic shapes)
+  // has no plan yet; LibTorch asserts on asking for it. Report it as not optimized.
+  try {
+    auto state = function_->get_executor().getDebugState();
+    e.optimized = true;
+    for (auto& [spec, plan] : state.execution_plans) {
+      if (plan.graph) CountNodes(plan.graph->block(), &e);
+    }
+  } catch (const c10::Error&) {
+    e.optimized = false;
   }
   return e;
 }

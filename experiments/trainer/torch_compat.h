@@ -45,6 +45,7 @@ class CompiledGraph {
     int64_t fusion_groups = 0;        // prim::TensorExprGroup / FusionGroup / CudaFusionGroup
     int64_t differentiable_graphs = 0;  // prim::DifferentiableGraph (symbolic autodiff)
     int64_t nodes = 0;
+    bool optimized = false;  // the executor has built an optimized plan (else profiling only)
   };
   Evidence Inspect();
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <set>
 
 #include "experiments/trainer/communicator_factory.h"
 #include "experiments/trainer/data_source.h"
@@ -127,6 +128,8 @@ int Trainer::RunOrThrow() {
 
   const int64_t total_steps = c.warmup_steps + c.steps;
   std::vector<double> measured_step_s;
+  int64_t measured_tokens = 0;
+  std::set<int64_t> seq_lengths;  // distinct shapes run (one unless dynamic_shapes)
   double first_step_s = 0, warmup_s = 0, comm_s_measured = 0;
   int64_t comm_bytes_measured = 0;
   for (int64_t step = 0; step < total_steps; ++step) {
@@ -135,8 +138,11 @@ int Trainer::RunOrThrow() {
     const auto start = std::chrono::steady_clock::now();
     optimizer.BeginStep();
     double loss_sum = 0;
+    int64_t step_tokens = 0;  // global: every rank's micro-step has the same length
     for (int64_t micro = 0; micro < c.grad_accum; ++micro) {
       auto tokens = data->Batch(step * c.grad_accum + micro).to(device);
+      seq_lengths.insert(tokens.size(1) - 1);
+      step_tokens += tokens.size(0) * (tokens.size(1) - 1) * c.world_size;
       auto loss = model.Loss(tokens);
       optimizer.BeforeBackward();
       (loss / static_cast<double>(c.grad_accum)).backward();
@@ -160,7 +166,7 @@ int Trainer::RunOrThrow() {
     events_->Write("step", {{"step", step},
                             {"phase", warmup ? "warmup" : "measure"},
                             {"step_s", step_s},
-                            {"tokens", c.tokens_per_step()},
+                            {"tokens", step_tokens},
                             {"loss", loss},
                             {"lr", lr},
                             {"grad_norm", *grad_norm},
@@ -180,6 +186,7 @@ int Trainer::RunOrThrow() {
       warmup_s += step_s;
     } else {
       measured_step_s.push_back(step_s);
+      measured_tokens += step_tokens;
       comm_s_measured += step_comm.seconds;
       comm_bytes_measured += step_comm.bytes;
     }
@@ -193,7 +200,11 @@ int Trainer::RunOrThrow() {
   }
 
   const double median = Percentile(measured_step_s, 0.5);
-  const double tokens_per_s = static_cast<double>(c.tokens_per_step()) / median;
+  // Tokens of a step: fixed, or with dynamic_shapes their mean over the measured steps.
+  const double tokens_per_step = measured_step_s.empty() ? static_cast<double>(c.tokens_per_step())
+                                                         : static_cast<double>(measured_tokens) /
+                                                               static_cast<double>(measured_step_s.size());
+  const double tokens_per_s = tokens_per_step / median;
   const double flops_per_s = flops_per_token * tokens_per_s;
   const auto mem = compat::GetDeviceMemory(device);
   const double measured = static_cast<double>(measured_step_s.size());
@@ -202,6 +213,8 @@ int Trainer::RunOrThrow() {
                             {"fuser", fuser},
                             {"precision", model.compute_dtype() == torch::kBFloat16 ? "bf16" : "fp32"},
                             {"grad_checkpointing", c.grad_checkpointing},
+                            {"dynamic_shapes", c.dynamic_shapes},
+                            {"seq_lengths", seq_lengths.size()},
                             {"recompute_blocks", model.recompute()},
                             {"zero_stage", c.zero_stage},
                             {"offload", c.offload},
@@ -232,7 +245,7 @@ int Trainer::RunOrThrow() {
                   {"comm_s_per_step", measured > 0 ? comm_s_measured / measured : 0},
                   {"comm_bytes_per_step", measured > 0 ? comm_bytes_measured / measured : 0},
                   {"offload_copy_s", optimizer.offload_copy_s() + model.frozen().offload_copy_s()},
-                  {"tokens_per_step", c.tokens_per_step()},
+                  {"tokens_per_step", tokens_per_step},
                   {"rank", c.rank},
                   {"applied", applied}});
   return kExitSucceeded;

@@ -110,6 +110,11 @@ const std::map<std::string, Setter>& Setters() {
       c->grad_checkpointing = v.get<bool>();
       return Status::Ok();
     };
+    s["dynamic_shapes"] = [](const nlohmann::json& v, TrainerConfig* c) {
+      if (!v.is_boolean()) return Invalid("dynamic_shapes", "true or false", v);
+      c->dynamic_shapes = v.get<bool>();
+      return Status::Ok();
+    };
     s["lr"] = Real(&TrainerConfig::lr, 0.0, 1e3, false, "lr");
     s["lr_schedule"] = Enum(&TrainerConfig::lr_schedule, {"constant", "cosine"}, "lr_schedule");
     s["lr_warmup_steps"] = Int(&TrainerConfig::lr_warmup_steps, 0, 1 << 30, "lr_warmup_steps");
@@ -233,6 +238,7 @@ nlohmann::json TrainerConfig::ToJson() const {
           {"lora_dropout", lora_dropout},
           {"lora_targets", lora_targets},
           {"grad_checkpointing", grad_checkpointing},
+          {"dynamic_shapes", dynamic_shapes},
           {"lr", lr},
           {"lr_schedule", lr_schedule},
           {"lr_warmup_steps", lr_warmup_steps},

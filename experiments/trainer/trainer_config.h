@@ -31,6 +31,9 @@ struct TrainerConfig {
   double lora_dropout = 0.0;
   std::vector<std::string> lora_targets = {"q", "k", "v", "o"};
   bool grad_checkpointing = false;
+  // true: each micro-step's sequences are cut to a length drawn from [seq_len/2, seq_len]
+  // (the same on every rank), so shapes change from step to step (H10).
+  bool dynamic_shapes = false;
   double lr = 1e-3;
   std::string lr_schedule = "constant";  // constant | cosine
   int64_t lr_warmup_steps = 0;

@@ -48,17 +48,21 @@ torch::Tensor UnitRunner::Run(Unit unit, const std::vector<torch::Tensor>& input
 nlohmann::json UnitRunner::Evidence() const {
   int64_t fusion = 0;
   int64_t diff = 0;
+  int64_t optimized = 0;
   nlohmann::json units = nlohmann::json::array();
   for (const auto& [key, graph] : graphs_) {
     auto e = graph->Inspect();
     fusion += e.fusion_groups;
     diff += e.differentiable_graphs;
+    optimized += e.optimized ? 1 : 0;
     units.push_back({{"key", key.substr(0, key.find('|'))},
                      {"fusion_groups", e.fusion_groups},
                      {"differentiable_graphs", e.differentiable_graphs},
-                     {"nodes", e.nodes}});
+                     {"nodes", e.nodes},
+                     {"optimized", e.optimized}});
   }
   return {{"graphs", graphs_.size()},
+          {"optimized_graphs", optimized},
           {"fusion_groups", fusion},
           {"differentiable_graphs", diff},
           {"units", units}};

@@ -34,7 +34,9 @@ class UnitRunner {
   // Runs `fn(inputs)`, compiled when `unit` is in scope.
   torch::Tensor Run(Unit unit, const std::vector<torch::Tensor>& inputs, const UnitFn& fn);
 
-  // {"graphs": N, "fusion_groups": N, "differentiable_graphs": N, "units": [...]}
+  // {"graphs": N, "optimized_graphs": N, "fusion_groups": N, "differentiable_graphs": N,
+  //  "units": [...]}: optimized_graphs counts those the executor has optimized (a graph
+  //  run too few times, e.g. a shape seen once, stays profiling-only).
   nlohmann::json Evidence() const;
   int64_t graphs() const { return static_cast<int64_t>(graphs_.size()); }
 

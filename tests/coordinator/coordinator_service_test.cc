@@ -321,5 +321,63 @@ TEST_F(CoordinatorServiceTest, HttpRequiresTheBearerTokenExceptHealthz) {
   EXPECT_EQ(http.Handle("DELETE", "/api/v1/sweeps", "Bearer secret", "").status, 405);
 }
 
+// Runs the reply's deferred work as the session would (off the executor).
+HttpReply Complete(HttpReply reply) { return reply.blocking_work ? reply.blocking_work() : reply; }
+
+TEST_F(CoordinatorServiceTest, QueryRouteRunsReadOnlySqlOffTheExecutor) {
+  HttpServer http(io_.get_executor(), *service_, nullptr);
+  ASSERT_EQ(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep).status, 201);
+  EXPECT_EQ(http.Handle("POST", "/api/v1/query", "", R"({"sql": "SELECT 1"})").status, 401);
+  auto deferred = http.Handle("POST", "/api/v1/query", "Bearer secret",
+                              R"({"sql": "SELECT count(*) AS n FROM trials"})");
+  ASSERT_TRUE(static_cast<bool>(deferred.blocking_work)) << "a user's SQL must not run on the executor";
+  auto answer = Complete(std::move(deferred));
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  json body = json::parse(answer.body);
+  EXPECT_EQ(body["columns"], json::array({"n"}));
+  EXPECT_EQ(body["rows"][0][0], 2);
+  EXPECT_EQ(body["truncated"], false);
+  // Row bound from the request, never above the coordinator's.
+  auto limited = Complete(http.Handle("POST", "/api/v1/query", "Bearer secret",
+                                      R"({"sql": "SELECT id FROM trials", "max_rows": 1})"));
+  ASSERT_EQ(limited.status, 200) << limited.body;
+  EXPECT_EQ(json::parse(limited.body)["rows"].size(), 1u);
+  EXPECT_EQ(json::parse(limited.body)["truncated"], true);
+  // Writes are refused and change nothing.
+  auto write = Complete(http.Handle("POST", "/api/v1/query", "Bearer secret", R"({"sql": "DELETE FROM trials"})"));
+  EXPECT_EQ(write.status, 400);
+  EXPECT_NE(write.body.find("read-only"), std::string::npos) << write.body;
+  auto after = Complete(http.Handle("POST", "/api/v1/query", "Bearer secret", R"({"sql": "SELECT count(*) FROM trials"})"));
+  EXPECT_EQ(json::parse(after.body)["rows"][0][0], 2);
+  // Malformed requests.
+  EXPECT_EQ(http.Handle("POST", "/api/v1/query", "Bearer secret", "SELECT 1").status, 400);
+  EXPECT_EQ(http.Handle("POST", "/api/v1/query", "Bearer secret", R"({"sql": 1})").status, 400);
+  EXPECT_EQ(http.Handle("POST", "/api/v1/query", "Bearer secret", R"({"sql": "SELECT 1", "max_rows": 0})").status, 400);
+  EXPECT_EQ(http.Handle("GET", "/api/v1/query", "Bearer secret", "").status, 405);
+}
+
+TEST_F(CoordinatorServiceTest, ReportRoutePassesEveryQueryParameterToTheRenderer) {
+  std::map<std::string, std::string> seen;
+  HttpServer http(io_.get_executor(), *service_,
+                  [&seen](const std::string&, const std::string&, const std::map<std::string, std::string>& params)
+                      -> Result<std::string> {
+                    seen = params;
+                    if (params.count("loss_threshold") && params.at("loss_threshold") == "x") {
+                      return Status::InvalidArgument("query parameter loss_threshold=x: expected a number");
+                    }
+                    return std::string("report");
+                  });
+  ASSERT_EQ(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep).status, 201);
+  auto reply = http.Handle("GET", "/api/v1/sweeps/svc/report?format=csv&memory_budget=8GiB&seed=7", "Bearer secret", "");
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.content_type.rfind("text/csv", 0), 0u);
+  EXPECT_EQ(seen["format"], "csv");
+  EXPECT_EQ(seen["memory_budget"], "8GiB");
+  EXPECT_EQ(seen["seed"], "7");
+  http.Handle("GET", "/api/v1/sweeps/svc/report", "Bearer secret", "");
+  EXPECT_EQ(seen["format"], "table");
+  EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps/svc/report?loss_threshold=x", "Bearer secret", "").status, 400);
+}
+
 }  // namespace
 }  // namespace bakeoff::coordinator

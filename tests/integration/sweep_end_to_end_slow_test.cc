@@ -3,9 +3,11 @@
 // report; a world-size-2 trial spans two one-slot workers; no token means 401.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 
 #include "cli/coordinator_client.h"
@@ -190,8 +192,60 @@ TEST_F(SweepEndToEndTest, GangSweepRunsWithTheRealTrainer) {
   const std::string trainer = override_path ? override_path : kBin + "/bakeoff-trainer";
   if (!std::filesystem::exists(trainer)) GTEST_SKIP() << "bakeoff-trainer is not built in " << kBin;
   StartCluster(trainer);
-  json sweep = RunSweep(GangSweep(2, 1), 600s);
+  json sweep = RunSweep(GangSweep(4, 1), 600s);
   ASSERT_EQ(sweep.value("state", ""), "finished");
+  ExpectEveryTrialSucceededAcrossBothWorkers(db(), sweep["id"], 2);
+  const std::string id = std::to_string(sweep["id"].get<int>());
+  const std::string url = "http://127.0.0.1:" + std::to_string(http_port_);
+  const std::string token = (dir_ / "token").string();
+
+  // The report of this real finished sweep in every format, from the file and from the
+  // running coordinator (same options, same bootstrap seed: the same text).
+  for (const std::string format : {"table", "markdown", "json", "csv", "html"}) {
+    const std::string from_db = (dir_ / ("report-db." + format)).string();
+    const std::string from_api = (dir_ / ("report-api." + format)).string();
+    ProcessGuard local({kBin + "/bakeoff", "report", id, "--db", db(), "--format", format, "--memory-budget",
+                        "64GiB", "--output", from_db},
+                       {}, (dir_ / ("report-db-" + format + ".log")).string());
+    ASSERT_EQ(local.WaitExit(120s), 0) << format;
+    ProcessGuard remote({kBin + "/bakeoff", "report", id, "--coordinator", url, "--token-file", token, "--format",
+                         format, "--memory-budget", "64GiB", "--output", from_api},
+                        {"BAKEOFF_TOKEN="}, (dir_ / ("report-api-" + format + ".log")).string());
+    ASSERT_EQ(remote.WaitExit(120s), 0) << format;
+    std::ifstream db_in(from_db), api_in(from_api);
+    const std::string text((std::istreambuf_iterator<char>(db_in)), std::istreambuf_iterator<char>());
+    const std::string served((std::istreambuf_iterator<char>(api_in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(served, text) << format << ": the served report differs from the file's";
+    ASSERT_NE(text.find("micro_batch=2"), std::string::npos) << format;
+    if (format == "json") {
+      json parsed = json::parse(text, nullptr, false);
+      ASSERT_FALSE(parsed.is_discarded());
+      EXPECT_NE(parsed.dump().find("\"memory_budget_bytes\":68719476736"), std::string::npos)
+          << "the memory budget reached the report";
+    } else if (format == "csv") {
+      EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3) << "a header and one row per variant";
+    } else if (format == "markdown") {
+      EXPECT_NE(text.find("| variant |"), std::string::npos);
+    } else if (format == "html") {
+      EXPECT_EQ(text.rfind("<!DOCTYPE html>", 0), 0u);
+      EXPECT_NE(text.find("</html>"), std::string::npos);
+      EXPECT_NE(text.find("id=\"chart-speedup\""), std::string::npos);
+      EXPECT_NE(text.find("id=\"chart-memory\""), std::string::npos);
+    } else {
+      EXPECT_NE(text.find("succeeded"), std::string::npos);
+    }
+  }
+
+  // Read-only SQL through the coordinator, and a write refused.
+  const std::string rows = (dir_ / "query.json").string();
+  ProcessGuard query({kBin + "/bakeoff", "query", "--coordinator", url, "--token-file", token, "--format", "json",
+                      "--output", rows, "SELECT count(*) FROM trials WHERE outcome = 'succeeded' AND sweep_id = " + id},
+                     {"BAKEOFF_TOKEN="}, (dir_ / "query.log").string());
+  ASSERT_EQ(query.WaitExit(60s), 0);
+  EXPECT_EQ(json::parse(std::ifstream(rows))["rows"][0][0], 2);
+  ProcessGuard write({kBin + "/bakeoff", "query", "--coordinator", url, "--token-file", token, "DELETE FROM trials"},
+                     {"BAKEOFF_TOKEN="}, (dir_ / "query-write.log").string());
+  EXPECT_EQ(write.WaitExit(60s), 2) << "a write is a usage error";
   ExpectEveryTrialSucceededAcrossBothWorkers(db(), sweep["id"], 2);
 }
 

@@ -92,6 +92,17 @@ TEST(ReportCompareTest, RendersEveryFormat) {
   std::string html = RenderComparison(c, ReportFormat::kHtml);
   EXPECT_NE(html.find("</html>"), std::string::npos);
   EXPECT_EQ(html.find("http"), std::string::npos);
+  // The change chart: one point for each variant that ran in both sweeps, a note else.
+  const std::size_t chart = html.find("id=\"chart-change\"");
+  ASSERT_NE(chart, std::string::npos);
+  const std::string svg = html.substr(chart, html.find("</svg>", chart) - chart);
+  int points = 0;
+  for (std::size_t at = svg.find("<circle"); at != std::string::npos; at = svg.find("<circle", at + 1)) ++points;
+  int compared = 0;
+  for (const CompareRow& row : c.rows) compared += row.change.value > 0 ? 1 : 0;
+  EXPECT_GT(compared, 0);
+  EXPECT_EQ(points, compared);
+  EXPECT_NE(svg.find("class=\"missing\""), std::string::npos);  // the variant that now fails
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,42 @@ TEST(TrainerProcessTest, ConfigFileThenFlagsOverride) {
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.events.front()["config"]["micro_batch"], 1);
   EXPECT_EQ(r.events.front()["config"]["seq_len"], 16);
+}
+
+TEST(TrainerProcessTest, DynamicShapesVaryTheLengthPerStepAndJitTracesEachShape) {
+  // seq 16, 8 steps of 2 micro-steps: lengths drawn from [8, 16].
+  auto fixed = RunTrainer("--seq-len 16 --micro-batch 2 --grad-accum 2 --steps 6 --warmup-steps 2 --threads 1 "
+                          "--compile-mode jit");
+  auto dynamic = RunTrainer("--seq-len 16 --micro-batch 2 --grad-accum 2 --steps 6 --warmup-steps 2 --threads 1 "
+                            "--compile-mode jit --dynamic-shapes true");
+  ASSERT_EQ(fixed.exit_code, 0);
+  ASSERT_EQ(dynamic.exit_code, 0);
+  std::set<int64_t> step_tokens;
+  int64_t measured_tokens = 0, measured_steps = 0;
+  for (const auto& e : dynamic.events) {
+    if (e["event"] != "step") continue;
+    const int64_t tokens = e["tokens"].get<int64_t>();
+    EXPECT_GE(tokens, 2 * 2 * 8);
+    EXPECT_LE(tokens, 2 * 2 * 16);
+    step_tokens.insert(tokens);
+    if (e["phase"] == "measure") {
+      measured_tokens += tokens;
+      ++measured_steps;
+    }
+  }
+  EXPECT_GT(step_tokens.size(), 2u);
+  const auto& fixed_summary = fixed.events.back();
+  const auto& summary = dynamic.events.back();
+  ASSERT_EQ(summary["event"], "summary");
+  EXPECT_EQ(summary["applied"]["dynamic_shapes"], true);
+  EXPECT_EQ(fixed_summary["applied"]["seq_lengths"], 1);
+  EXPECT_GT(summary["applied"]["seq_lengths"].get<int64_t>(), 2);
+  // A traced graph is specialised to its input shapes: one set per distinct length.
+  EXPECT_GT(summary["applied"]["graphs"].get<int64_t>(), fixed_summary["applied"]["graphs"].get<int64_t>());
+  EXPECT_NEAR(summary["tokens_per_step"].get<double>(),
+              static_cast<double>(measured_tokens) / static_cast<double>(measured_steps), 1e-9);
+  EXPECT_NEAR(summary["tokens_per_s"].get<double>(),
+              summary["tokens_per_step"].get<double>() / summary["step_s_median"].get<double>(), 1e-6);
 }
 
 TEST(TrainerProcessTest, CudaGraphsAndOffloadOnCpuAreUnsupported) {
