@@ -36,8 +36,8 @@ struct WorkerConfig {
   std::vector<std::string> trainer_extra_args;
 
   // Live metrics (docs/metrics.md): GET /metrics served on this HOST:PORT. Empty: the
-  // advertise host with port 0 (a free port; the worker tells the coordinator which,
-  // and /api/v1/sd lists it). "off": no endpoint.
+  // advertise host (every interface when it is a host name, not an IP) with port 0, a
+  // free port that the worker tells the coordinator and /api/v1/sd lists. "off": none.
   std::string metrics_listen;
   // NVML, loaded at run time for the GPU series; absent or "" -> no GPU series.
   std::string nvml_library = "libnvidia-ml.so.1";
