@@ -2,6 +2,8 @@
 # Tokens/s of bakeoff-trainer against the same LoRA step in Python PyTorch (Debian's
 # python3-torch: the same LibTorch 1.13), same thread count, same data and model.
 # Usage: bench/trainer/compare_python.sh [BUILD_DIR] > table.md
+# A 7th column adds trainer flags to the C++ side only (e.g. --bf16-matmul native: LibTorch's
+# own bf16 kernels, the same ones the Python reference runs).
 # Each configuration runs REPEATS times alternating C++ and Python (ABAB, cancels drift);
 # the figure is the median of the runs' median step times.
 set -euo pipefail
@@ -17,15 +19,15 @@ summary_field() { grep -E '"event": ?"summary"' | sed -E "s/.*\"$1\": ?([0-9.e+-
 
 echo "| model | compile | precision | seq x batch | C++ tokens/s | Python tokens/s | C++/Python |"
 echo "|---|---|---|---|---|---|---|"
-while read -r model mode precision seq batch steps; do
+while read -r model mode precision seq batch steps extra; do
   [ -z "$model" ] && continue
   cpp=(); pyv=()
   for _ in $(seq "$repeats"); do
     cpp+=("$("$build/bakeoff-trainer" --model "$model" --compile-mode "$mode" --precision "$precision" \
       --seq-len "$seq" --micro-batch "$batch" --steps "$steps" --warmup-steps 3 --threads "$threads" \
-      2>/dev/null | summary_field step_s_median)")
-    if [ "$mode" = eager ]; then
-      pyv+=("$("$py" experiments/python/reference_trainer.py --model "$model" --precision "$precision" \
+      ${extra:-} 2>/dev/null | summary_field step_s_median)")
+    if [ -z "${extra:-}" ]; then
+      pyv+=("$("$py" experiments/python/reference_trainer.py --model "$model" --compile-mode "$mode" --precision "$precision" \
         --seq-len "$seq" --micro-batch "$batch" --steps "$steps" --warmup-steps 3 --threads "$threads" \
         2>/dev/null | summary_field step_s_median)")
     fi
@@ -35,20 +37,22 @@ while read -r model mode precision seq batch steps; do
   cpp_tps=$(awk -v t="$tokens" -v s="$cpp_s" 'BEGIN {printf "%.0f", t / s}')
   if [ ${#pyv[@]} -gt 0 ]; then
     py_s=$(printf '%s\n' "${pyv[@]}" | median)
-    echo "$py_s" > "/tmp/bakeoff-bench-py-$model-$precision-$seq-$batch"
+    echo "$py_s" > "/tmp/bakeoff-bench-py-$model-$mode-$precision-$seq-$batch"
   else
-    py_s=$(cat "/tmp/bakeoff-bench-py-$model-$precision-$seq-$batch")
+    py_s=$(cat "/tmp/bakeoff-bench-py-$model-$mode-$precision-$seq-$batch")
   fi
   py_tps=$(awk -v t="$tokens" -v s="$py_s" 'BEGIN {printf "%.0f", t / s}')
   ratio=$(awk -v a="$py_s" -v b="$cpp_s" 'BEGIN {printf "%.2f", a / b}')
-  echo "| $model | $mode | $precision | ${seq} x ${batch} | $cpp_tps | $py_tps | $ratio |"
+  echo "| $model | $mode${extra:+ ($extra)} | $precision | ${seq} x ${batch} | $cpp_tps | $py_tps | $ratio |"
 done <<'CONFIGS'
 tiny eager fp32 128 4 40
 tiny jit fp32 128 4 40
 tiny eager bf16 128 4 40
 tiny jit bf16 128 4 40
+tiny eager bf16 128 4 40 --bf16-matmul native
 small eager fp32 128 2 6
 small jit fp32 128 2 6
-small eager bf16 128 2 4
-small jit bf16 128 2 4
+small eager bf16 128 2 6
+small jit bf16 128 2 6
+small eager bf16 128 2 4 --bf16-matmul native
 CONFIGS

@@ -47,6 +47,7 @@ class LoraModel(torch.nn.Module):
     def __init__(self, d, rank, alpha, targets, dtype, seed):
         super().__init__()
         self.d, self.scale, self.targets = d, alpha / rank, targets
+        self.jit, self.traces = False, {}
         g = torch.Generator().manual_seed(seed)
         sh = shapes(d)
         self.embed = (torch.randn(d["vocab"], d["dim"], generator=g) / math.sqrt(d["dim"])).to(dtype)
@@ -76,30 +77,47 @@ class LoraModel(torch.nn.Module):
             y = y + (x @ a.to(x.dtype).t()) @ b.to(x.dtype).t() * self.scale
         return y
 
-    def forward(self, tokens):
+    def block(self, x, cos, sin, mask, w, lora):
         d = self.d
-        inputs, targets = tokens[:, :-1], tokens[:, 1:]
-        bsz, seq = inputs.shape
+        bsz, seq = x.shape[0], x.shape[1]
         hd, kvh = d["dim"] // d["heads"], d["kv_heads"]
         group = d["heads"] // kvh
+        xn = rms_norm(x, w["attn_norm"])
+        q = self.proj(xn, w, lora, "q").view(bsz, seq, d["heads"], hd).transpose(1, 2)
+        k = self.proj(xn, w, lora, "k").view(bsz, seq, kvh, hd).transpose(1, 2)
+        v = self.proj(xn, w, lora, "v").view(bsz, seq, kvh, hd).transpose(1, 2)
+        q, k = rotary(q, cos, sin), rotary(k, cos, sin)
+        q = q.reshape(bsz, kvh, group, seq, hd)
+        scores = (q @ k.unsqueeze(2).transpose(-1, -2)).float() / math.sqrt(hd) + mask
+        ctx = (scores.softmax(-1).to(x.dtype) @ v.unsqueeze(2)).reshape(bsz, d["heads"], seq, hd)
+        x = x + self.proj(ctx.transpose(1, 2).reshape(bsz, seq, d["dim"]), w, lora, "o")
+        hn = rms_norm(x, w["mlp_norm"])
+        gate, up = self.proj(hn, w, lora, "gate"), self.proj(hn, w, lora, "up")
+        return x + self.proj(F.silu(gate) * up, w, lora, "down")
+
+    def traced_block(self, i, x, cos, sin, mask):
+        # TorchScript as a Python user would apply it: torch.jit.trace of each block, the
+        # adapters passed as inputs (they need gradients), one trace per input shape.
+        w, lora = self.blocks[i]
+        flat = [p for t in self.targets for p in lora[t]]
+        key = (i, tuple(x.shape))
+        if key not in self.traces:
+            def fn(x, cos, sin, mask, *adapters):
+                pairs = {t: (adapters[2 * j], adapters[2 * j + 1]) for j, t in enumerate(self.targets)}
+                return self.block(x, cos, sin, mask, w, pairs)
+            self.traces[key] = torch.jit.trace(fn, (x, cos, sin, mask, *flat), check_trace=False)
+        return self.traces[key](x, cos, sin, mask, *flat)
+
+    def forward(self, tokens):
+        inputs, targets = tokens[:, :-1], tokens[:, 1:]
+        seq = inputs.shape[1]
         emb = torch.outer(torch.arange(seq, dtype=torch.float64), self.inv_freq)
         emb = torch.cat([emb, emb], -1)
         cos, sin = emb.cos().to(self.embed.dtype), emb.sin().to(self.embed.dtype)
         mask = torch.full((seq, seq), float("-inf")).triu(1)
         x = self.embed[inputs]
-        for w, lora in self.blocks:
-            xn = rms_norm(x, w["attn_norm"])
-            q = self.proj(xn, w, lora, "q").view(bsz, seq, d["heads"], hd).transpose(1, 2)
-            k = self.proj(xn, w, lora, "k").view(bsz, seq, kvh, hd).transpose(1, 2)
-            v = self.proj(xn, w, lora, "v").view(bsz, seq, kvh, hd).transpose(1, 2)
-            q, k = rotary(q, cos, sin), rotary(k, cos, sin)
-            q = q.reshape(bsz, kvh, group, seq, hd)
-            scores = (q @ k.unsqueeze(2).transpose(-1, -2)).float() / math.sqrt(hd) + mask
-            ctx = (scores.softmax(-1).to(x.dtype) @ v.unsqueeze(2)).reshape(bsz, d["heads"], seq, hd)
-            x = x + self.proj(ctx.transpose(1, 2).reshape(bsz, seq, d["dim"]), w, lora, "o")
-            hn = rms_norm(x, w["mlp_norm"])
-            gate, up = self.proj(hn, w, lora, "gate"), self.proj(hn, w, lora, "up")
-            x = x + self.proj(F.silu(gate) * up, w, lora, "down")
+        for i, (w, lora) in enumerate(self.blocks):
+            x = self.traced_block(i, x, cos, sin, mask) if self.jit else self.block(x, cos, sin, mask, w, lora)
         logits = (rms_norm(x, self.final_norm) @ self.head.t()).float()
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
 
@@ -118,6 +136,8 @@ def main():
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compile-mode", choices=["eager", "jit"], default="eager",
+                   help="jit: each block traced with torch.jit.trace and run by the TorchScript executor")
     p.add_argument("--compile", default="none", help="torch.compile mode (PyTorch 2.x): none | default | reduce-overhead | max-autotune")
     args = p.parse_args()
 
@@ -133,6 +153,7 @@ def main():
     d = PRESETS[args.model]
     dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
     model = LoraModel(d, args.lora_rank, args.lora_alpha, args.lora_targets.split(","), dtype, args.seed)
+    model.jit = args.compile_mode == "jit"
     step_fn = model
     if args.compile != "none":
         if not hasattr(torch, "compile"):
@@ -140,7 +161,8 @@ def main():
             return 4
         step_fn = torch.compile(model, mode=None if args.compile == "default" else args.compile)
     opt = torch.optim.AdamW(model.adapters.parameters(), lr=args.lr, weight_decay=0.0)
-    emit("ready", torch_version=torch.__version__, threads=torch.get_num_threads(), model=d)
+    emit("ready", torch_version=torch.__version__, threads=torch.get_num_threads(), model=d,
+         compile_mode=args.compile_mode)
 
     times = []
     for step in range(args.warmup_steps + args.steps):

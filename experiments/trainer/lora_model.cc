@@ -21,6 +21,7 @@ MathOptions MakeMathOptions(const TrainerConfig& c) {
   o.lora_scale = c.lora_scale();
   o.lora_dropout = c.lora_dropout;
   o.training = true;
+  o.bf16_matmul_via_fp32 = c.bf16_matmul == "auto" && c.device == "cpu";
   return o;
 }
 }  // namespace

@@ -32,6 +32,7 @@ class LoraModel {
   Adapters& adapters() { return *adapters_; }
   FrozenWeights& frozen() { return *frozen_; }
   UnitRunner& runner() { return runner_; }
+  const ModelMath& math() const { return math_; }
   bool recompute() const { return recompute_; }
   torch::ScalarType compute_dtype() const { return dtype_; }
 

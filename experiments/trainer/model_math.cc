@@ -1,8 +1,11 @@
 #include "experiments/trainer/model_math.h"
 
+#include <ATen/ExpandUtils.h>
+
 #include <cmath>
 #include <limits>
 
+#include "experiments/trainer/torch_compat.h"
 #include "experiments/trainer/unit_runner.h"
 
 namespace bakeoff::trainer {
@@ -60,6 +63,62 @@ Unpacked UnpackBlock(const std::vector<torch::Tensor>& v, const LoraArray& like,
 
 }  // namespace
 
+namespace {
+
+// The gradient of a broadcasting matmul operand: `grad` summed down to `shape`.
+torch::Tensor SumToShape(const torch::Tensor& grad, at::IntArrayRef shape) {
+  return grad.sizes() == shape ? grad : at::sum_to(grad, shape);
+}
+
+class Fp32GemmMatmul : public torch::autograd::Function<Fp32GemmMatmul> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor a, torch::Tensor b) {
+    ctx->save_for_backward({a, b});
+    return torch::matmul(a.to(torch::kFloat32), b.to(torch::kFloat32)).to(a.scalar_type());
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor& a = saved[0];
+    const torch::Tensor& b = saved[1];
+    const torch::Tensor g = grads[0].to(torch::kFloat32);
+    torch::Tensor grad_a, grad_b;
+    if (ctx->needs_input_grad(0)) {
+      grad_a = SumToShape(torch::matmul(g, b.to(torch::kFloat32).transpose(-1, -2)), a.sizes()).to(a.scalar_type());
+    }
+    if (ctx->needs_input_grad(1)) {
+      if (b.dim() == 2 && a.dim() > 2) {
+        // [..., T, in] x [in, out]: one GEMM over the folded rows, not one per batch.
+        auto a2 = a.reshape({-1, a.size(-1)}).to(torch::kFloat32);
+        grad_b = torch::matmul(a2.t(), g.reshape({-1, g.size(-1)})).to(b.scalar_type());
+      } else {
+        grad_b = SumToShape(torch::matmul(a.to(torch::kFloat32).transpose(-1, -2), g), b.sizes()).to(b.scalar_type());
+      }
+    }
+    return {grad_a, grad_b};
+  }
+};
+
+}  // namespace
+
+torch::Tensor MatmulViaFp32(const torch::Tensor& a, const torch::Tensor& b) {
+  if (compat::IsTracing()) {
+    // A traced graph cannot hold a C++ autograd function; the same ops, differentiated
+    // by the graph executor's symbolic autodiff.
+    return torch::matmul(a.to(torch::kFloat32), b.to(torch::kFloat32)).to(a.scalar_type());
+  }
+  return Fp32GemmMatmul::apply(a, b);
+}
+
+torch::Tensor ModelMath::Matmul(const torch::Tensor& a, const torch::Tensor& b) const {
+  if (options_.bf16_matmul_via_fp32 && a.scalar_type() == torch::kBFloat16 &&
+      b.scalar_type() == torch::kBFloat16 && a.device().is_cpu()) {
+    return MatmulViaFp32(a, b);
+  }
+  return torch::matmul(a, b);
+}
+
 torch::Tensor AtLeastFloat32(const torch::Tensor& x) {
   return x.scalar_type() == torch::kFloat64 ? x : x.to(torch::kFloat32);
 }
@@ -108,15 +167,15 @@ torch::Tensor ModelMath::LoraDelta(const torch::Tensor& x, const torch::Tensor& 
     // PEFT's form: dropout on the adapter's input; fp32 master weights cast to the
     // activation dtype, so gradients flow back to the fp32 masters.
     auto h = options_.lora_dropout > 0 ? torch::dropout(x, options_.lora_dropout, options_.training) : x;
-    auto down = torch::matmul(h, v[1].to(x.scalar_type()).t());
-    return torch::matmul(down, v[2].to(x.scalar_type()).t()) * options_.lora_scale;
+    auto down = Matmul(h, v[1].to(x.scalar_type()).t());
+    return Matmul(down, v[2].to(x.scalar_type()).t()) * options_.lora_scale;
   };
   return runner_->Run(Unit::kAdapter, {x, a, b}, run);
 }
 
 torch::Tensor ModelMath::Projection(const torch::Tensor& x, const torch::Tensor& w,
                                     const LoraPair& lora) const {
-  auto y = torch::matmul(x, w.t());
+  auto y = Matmul(x, w.t());
   if (lora.defined()) y = y + LoraDelta(x, lora.a, lora.b);
   return y;
 }
@@ -138,11 +197,11 @@ torch::Tensor ModelMath::AttentionPart(const torch::Tensor& x, const BlockWeight
     q = q.reshape({batch, d.kv_heads, group, seq, hd});
     k = k.unsqueeze(2);
     v_ = v_.unsqueeze(2);
-    auto scores = AtLeastFloat32(torch::matmul(q, k.transpose(-1, -2))) *
+    auto scores = AtLeastFloat32(Matmul(q, k.transpose(-1, -2))) *
                       (1.0 / std::sqrt(static_cast<double>(hd))) +
                   u.tables.mask;
     auto probs = torch::softmax(scores, -1).to(u.x.scalar_type());
-    auto context = torch::matmul(probs, v_)  // [B, KV, G, T, hd]
+    auto context = Matmul(probs, v_)  // [B, KV, G, T, hd]
                        .reshape({batch, d.heads, seq, hd})
                        .transpose(1, 2)
                        .reshape({batch, seq, d.dim});
@@ -177,7 +236,7 @@ torch::Tensor ModelMath::HeadLoss(const torch::Tensor& h, const HeadWeights& w,
                                   const torch::Tensor& targets) const {
   auto run = [this](const std::vector<torch::Tensor>& v) {
     auto hn = RmsNorm(v[0], v[1], options_.dims.norm_eps);
-    auto logits = AtLeastFloat32(torch::matmul(hn, v[2].t()));
+    auto logits = AtLeastFloat32(Matmul(hn, v[2].t()));
     return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}),
                                                 v[3].reshape({-1}));
   };

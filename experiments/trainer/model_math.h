@@ -50,6 +50,11 @@ struct MathOptions {
   double lora_scale = 2.0;
   double lora_dropout = 0.0;
   bool training = true;
+  // bf16 matrix products on a CPU through the fp32 BLAS: operands widened to fp32, the
+  // product rounded back to bf16 (bf16 storage, fp32 accumulation, as a bf16 GEMM
+  // accumulates anyway). LibTorch 1.13's own CPU bf16 GEMM is a plain loop, 10-20x
+  // slower than OpenBLAS on a CPU without AVX-512 BF16. See docs/trainer.md.
+  bool bf16_matmul_via_fp32 = false;
 };
 
 class ModelMath {
@@ -75,6 +80,10 @@ class ModelMath {
                            const LoraPair& lora) const;
   torch::Tensor LoraDelta(const torch::Tensor& x, const torch::Tensor& a,
                           const torch::Tensor& b) const;
+  // torch::matmul, or for bf16 CPU operands with bf16_matmul_via_fp32 the fp32-BLAS
+  // product (an autograd function saving the bf16 operands, so activation memory is
+  // that of bf16; when tracing, the same ops inline).
+  torch::Tensor Matmul(const torch::Tensor& a, const torch::Tensor& b) const;
 
   const MathOptions& options() const { return options_; }
 
@@ -82,6 +91,10 @@ class ModelMath {
   MathOptions options_;
   UnitRunner* runner_;
 };
+
+// a @ b computed in fp32 and returned in a's dtype, with a backward that does the same;
+// saves a and b as they are (bf16). Public for the tests.
+torch::Tensor MatmulViaFp32(const torch::Tensor& a, const torch::Tensor& b);
 
 // Softmax, norms and the loss run in fp32 for bf16 activations (fp64 stays fp64).
 torch::Tensor AtLeastFloat32(const torch::Tensor& x);

@@ -100,6 +100,8 @@ CompiledGraph::Evidence CompiledGraph::Inspect() {
   return e;
 }
 
+bool IsTracing() { return torch::jit::tracer::isTracing(); }
+
 std::string ConfigureFuser(const torch::Device& device) {
   if (device.is_cuda()) {
 #ifdef BAKEOFF_WITH_CUDA

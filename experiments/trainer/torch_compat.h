@@ -53,6 +53,9 @@ class CompiledGraph {
   std::unique_ptr<torch::jit::GraphFunction> function_;
 };
 
+// True while TraceToGraph records the ops being run.
+bool IsTracing();
+
 // Enables the fusers the device supports; returns a description of what is on.
 // Debian's CPU LibTorch has no LLVM, so the CPU TensorExpr fuser cannot run there.
 std::string ConfigureFuser(const torch::Device& device);

@@ -212,6 +212,10 @@ int Trainer::RunOrThrow() {
                             {"compile_scope", c.uses_jit() ? nlohmann::json(c.compile_scope) : nlohmann::json()},
                             {"fuser", fuser},
                             {"precision", model.compute_dtype() == torch::kBFloat16 ? "bf16" : "fp32"},
+                            {"bf16_matmul", model.compute_dtype() != torch::kBFloat16 ? nlohmann::json()
+                                            : model.math().options().bf16_matmul_via_fp32
+                                                ? nlohmann::json("fp32 BLAS (bf16 in and out, fp32 accumulation)")
+                                                : nlohmann::json("native")},
                             {"grad_checkpointing", c.grad_checkpointing},
                             {"dynamic_shapes", c.dynamic_shapes},
                             {"seq_lengths", seq_lengths.size()},

@@ -110,6 +110,7 @@ const std::map<std::string, Setter>& Setters() {
       c->grad_checkpointing = v.get<bool>();
       return Status::Ok();
     };
+    s["bf16_matmul"] = Enum(&TrainerConfig::bf16_matmul, {"auto", "native"}, "bf16_matmul");
     s["dynamic_shapes"] = [](const nlohmann::json& v, TrainerConfig* c) {
       if (!v.is_boolean()) return Invalid("dynamic_shapes", "true or false", v);
       c->dynamic_shapes = v.get<bool>();
@@ -231,6 +232,7 @@ nlohmann::json TrainerConfig::ToJson() const {
           {"steps", steps},
           {"warmup_steps", warmup_steps},
           {"precision", precision},
+          {"bf16_matmul", bf16_matmul},
           {"compile_mode", compile_mode},
           {"compile_scope", compile_scope},
           {"lora_rank", lora_rank},

@@ -24,6 +24,9 @@ struct TrainerConfig {
   int64_t steps = 20;         // measured optimizer steps
   int64_t warmup_steps = 3;   // optimizer steps before measuring
   std::string precision = "fp32";     // fp32 | bf16
+  // auto: bf16 matrix products on a CPU run through the fp32 BLAS (bf16 in and out,
+  // fp32 accumulation); native: LibTorch's bf16 kernels. CUDA always runs native.
+  std::string bf16_matmul = "auto";
   std::string compile_mode = "eager";  // eager | jit | cudagraph | jit+cudagraph
   std::string compile_scope = "full";  // full | attention | mlp | adapters
   int64_t lora_rank = 8;

@@ -214,5 +214,59 @@ TEST(TrainerNumericsTest, Bf16TrainsWithFp32MasterAdapters) {
   EXPECT_EQ(events.back()["trainable_bytes"].get<int64_t>() % 4, 0);
 }
 
+TEST(ModelMathTest, MatmulViaFp32MatchesTheWidenedProductAndItsGradients) {
+  torch::manual_seed(3);
+  struct Case {
+    std::vector<int64_t> a, b;
+    bool transpose_b;  // b given as a transposed view, as projections pass w.t()
+  };
+  // A projection ([B, T, in] x [out, in]^T), attention's broadcast (q against k with one
+  // KV head per group), probs x v, and a plain 2-D product.
+  for (const Case& c : {Case{{2, 5, 8}, {6, 8}, true}, Case{{2, 2, 3, 5, 4}, {2, 2, 1, 4, 5}, false},
+                        Case{{2, 2, 3, 5, 5}, {2, 2, 1, 5, 4}, false}, Case{{5, 8}, {8, 3}, false}}) {
+    auto a = torch::randn(c.a).to(torch::kBFloat16).requires_grad_(true);
+    auto b_leaf = torch::randn(c.b).to(torch::kBFloat16).requires_grad_(true);
+    auto b = c.transpose_b ? b_leaf.t() : b_leaf;
+    auto got = MatmulViaFp32(a, b);
+    auto upstream = torch::randn(got.sizes()).to(torch::kBFloat16);
+    auto got_grads = torch::autograd::grad({got}, {a, b_leaf}, {upstream});
+
+    auto a2 = a.detach().requires_grad_(true);
+    auto b2_leaf = b_leaf.detach().requires_grad_(true);
+    auto b2 = c.transpose_b ? b2_leaf.t() : b2_leaf;
+    auto want = torch::matmul(a2.to(torch::kFloat32), b2.to(torch::kFloat32)).to(torch::kBFloat16);
+    auto want_grads = torch::autograd::grad({want}, {a2, b2_leaf}, {upstream});
+
+    EXPECT_EQ(got.scalar_type(), torch::kBFloat16);
+    EXPECT_EQ(got.sizes(), want.sizes());
+    // Same fp32 arithmetic; only summation order may differ (one bf16 rounding step).
+    EXPECT_TRUE(torch::allclose(got.to(torch::kFloat32), want.to(torch::kFloat32), 1e-2, 1e-2));
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(got_grads[i].sizes(), want_grads[i].sizes()) << i;
+      EXPECT_EQ(got_grads[i].scalar_type(), torch::kBFloat16) << i;
+      EXPECT_TRUE(torch::allclose(got_grads[i].to(torch::kFloat32), want_grads[i].to(torch::kFloat32), 1e-2, 1e-2))
+          << "operand " << i << " of a " << c.a.size() << "-d product";
+    }
+  }
+}
+
+TEST(TrainerNumericsTest, Bf16ThroughTheFp32BlasMatchesNativeBf16Training) {
+  TrainerConfig c = SmallRun();
+  c.precision = "bf16";
+  c.steps = 5;
+  c.bf16_matmul = "native";
+  auto native = RunTrainerInProcess(c);
+  c.bf16_matmul = "auto";
+  auto via_fp32 = RunTrainerInProcess(c);
+  const auto a = Losses(native), b = Losses(via_fp32);
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u);
+  // Both accumulate in fp32 and round to bf16; the order of the sums differs, so allow a
+  // few bf16 steps (eps 2^-8) of drift over five optimizer steps.
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 0.02 * std::abs(a[i])) << "step " << i;
+  EXPECT_EQ(native.back()["applied"]["bf16_matmul"], "native");
+  EXPECT_NE(via_fp32.back()["applied"]["bf16_matmul"].get<std::string>().find("fp32 BLAS"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace bakeoff::trainer
