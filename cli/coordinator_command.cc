@@ -102,6 +102,8 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--max-trials", flags->config.max_trials_per_sweep, "largest sweep accepted (trials)")
       ->capture_default_str();
   cmd->add_option("--ports-file", flags->ports_file, "write the bound ports as JSON to this file");
+  cmd->add_flag("--metrics-require-token", flags->config.metrics_require_token,
+                "GET /metrics needs the bearer token too (default: open, like /healthz)");
   cmd->callback([flags, exit_code]() { *exit_code = RunCoordinator(*flags); });
 }
 

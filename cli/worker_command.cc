@@ -103,6 +103,12 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--max-buffered-events", flags->config.max_buffered_events,
                   "events kept while the coordinator is unreachable")
       ->capture_default_str();
+  cmd->add_option("--metrics-listen", flags->config.metrics_listen,
+                  "serve GET /metrics on HOST:PORT (default: the --host address, port 0 = a free port "
+                  "that the coordinator lists in /api/v1/sd); \"off\" disables it");
+  cmd->add_option("--nvml-library", flags->config.nvml_library,
+                  "NVML shared library for the GPU series (\"\" = none)")
+      ->capture_default_str();
   cmd->add_flag("--simulate", flags->config.simulate,
                 "scale benchmarks only: emit simulated events instead of running the trainer");
   cmd->add_option("--simulate-step-ms", flags->simulate_step_ms, "simulated step time")->capture_default_str();

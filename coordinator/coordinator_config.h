@@ -19,6 +19,10 @@ struct CoordinatorConfig {
   // Bearer token of the HTTP API and token of worker registration. Empty: no check
   // (the CLI refuses that unless the listeners are loopback-only).
   std::string token;
+  // GET /metrics answers without the token by default, like other exporters, so that
+  // a Prometheus needs no secret for it (it reveals counts, never sweep contents);
+  // true: it needs the bearer token as every other route but /healthz does.
+  bool metrics_require_token = false;
 
   // Workers send a heartbeat every interval; one silent for `heartbeat_timeout` is lost
   // and its attempts are requeued (issue 7: "heartbeat TTL").

@@ -120,6 +120,7 @@ Status CoordinatorService::LoadSweep(const metrics::SweepRecord& record,
       case metrics::TrialState::kFinished: phase = TrialPhase::kFinished; break;
     }
     entry.machine = TrialStateMachine(static_cast<int>(t.max_attempts), static_cast<int>(t.attempts_used), phase);
+    if (phase == TrialPhase::kQueued) entry.queued_since = clock_.Now();  // this process queued it
     if (phase == TrialPhase::kAssigned || phase == TrialPhase::kRunning) {
       entry.reclaim_deadline = clock_.Now() + config_.recovery_grace;
       auto found = active.find(t.id);
@@ -261,7 +262,10 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
   auto attempt = next.Assign();
   if (!attempt.ok()) return attempt.status();
   // Durable before any worker hears of it: after a crash the store knows the attempt.
-  auto stored = store_.AssignTrial(trial.id, trial.machine.attempts_used(), record);
+  auto stored = [&] {
+    CoordinatorMetrics::StoreWriteTimer timer(metrics_, "assign_trial");
+    return store_.AssignTrial(trial.id, trial.machine.attempts_used(), record);
+  }();
   if (!stored.ok()) return stored.status();
   if (!stored->applied) {
     return Status::Internal("the store refused the assignment (trial is " +
@@ -335,7 +339,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
                       {"cuda_devices", message.resources.cuda_devices},
                       {"simulate", message.simulate}};
   if (message.metrics_port > 0) {
-    record.metrics_url = "http://" + message.host + ":" + std::to_string(message.metrics_port) + "/metrics";
+    record.metrics_url = "http://" + info.metrics_host + ":" + std::to_string(message.metrics_port) + "/metrics";
   }
   record.state = message.running.empty() ? metrics::WorkerState::kIdle : metrics::WorkerState::kBusy;
   Status upsert = store_.UpsertWorker(record);
@@ -495,15 +499,23 @@ Status CoordinatorService::HandleEvents(const std::string& worker_id, const prot
     }
   }
   if (!batch.steps.empty() || !batch.summaries.empty() || !batch.events.empty()) {
+    CoordinatorMetrics::StoreWriteTimer timer(metrics_, "append_events");
     auto written = store_.AppendBatch(batch);
     if (!written.ok()) return written.status();
   }
   for (std::int64_t tid : started) {
     TrialEntry& trial = trials_.at(tid);
     if (trial.machine.phase() != TrialPhase::kAssigned) continue;
-    auto marked = store_.MarkRunning(tid, trial.machine.attempts_used());
+    auto marked = [&] {
+      CoordinatorMetrics::StoreWriteTimer timer(metrics_, "mark_running");
+      return store_.MarkRunning(tid, trial.machine.attempts_used());
+    }();
     if (!marked.ok()) return marked.status();
     trial.machine.MarkRunning(trial.machine.attempts_used());
+    if (trial.queued_since) {
+      metrics_.ObserveDispatch(clock_.Now() - *trial.queued_since);
+      trial.queued_since.reset();
+    }
   }
   return Status::Ok();
 }
@@ -540,12 +552,18 @@ Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const 
   const auto effect = next.Report(attempt, outcome);
   if (effect == TrialStateMachine::Effect::kIgnored) return Status::Ok();
   // Durable before anything else happens (and before the worker's ack).
-  Result<metrics::TransitionResult> stored =
-      effect == TrialStateMachine::Effect::kRequeued
-          ? store_.RequeueTrial(trial.id, attempt, ToStore(outcome), reason)
-          : store_.FinishTrial(trial.id, attempt, ToStore(outcome), reason);
+  const bool requeue = effect == TrialStateMachine::Effect::kRequeued;
+  Result<metrics::TransitionResult> stored = [&] {
+    CoordinatorMetrics::StoreWriteTimer timer(metrics_, requeue ? "requeue_trial" : "finish_trial");
+    return requeue ? store_.RequeueTrial(trial.id, attempt, ToStore(outcome), reason)
+                   : store_.FinishTrial(trial.id, attempt, ToStore(outcome), reason);
+  }();
   if (!stored.ok()) return stored.status();
   trial.machine = next;
+  if (requeue) {
+    trial.queued_since = clock_.Now();
+    metrics_.CountRequeue();
+  }
   Log(std::string(effect == TrialStateMachine::Effect::kRequeued ? "requeued" : "finished") +
       " trial=" + std::to_string(trial.id) + " attempt=" + std::to_string(attempt) + " outcome=" +
       protocol::OutcomeName(outcome) + (reason.empty() ? "" : " reason=\"" + reason + "\""));
@@ -648,7 +666,10 @@ std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& 
     nt.max_attempts = spec->limits.max_attempts;
     trials.push_back(std::move(nt));
   }
-  auto created = store_.CreateSweep(record, variants, trials);
+  auto created = [&] {
+    CoordinatorMetrics::StoreWriteTimer timer(metrics_, "create_sweep");
+    return store_.CreateSweep(record, variants, trials);
+  }();
   if (!created.ok()) return FromStatus(created.status());
 
   SweepEntry sweep;
@@ -664,6 +685,7 @@ std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& 
     entry.variant_key = trials[i].variant_key;
     entry.order_index = trials[i].order_index;
     entry.machine = TrialStateMachine(spec->limits.max_attempts);
+    entry.queued_since = clock_.Now();
     sweep.trial_order.push_back(entry.id);
     trials_[entry.id] = std::move(entry);
   }
@@ -686,7 +708,10 @@ std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& 
   }
   SweepEntry& sweep = it->second;
   sweep.cancelled = true;
-  auto cancelled = store_.CancelQueuedTrials(sweep.id, "sweep cancelled");
+  auto cancelled = [&] {
+    CoordinatorMetrics::StoreWriteTimer timer(metrics_, "cancel_trials");
+    return store_.CancelQueuedTrials(sweep.id, "sweep cancelled");
+  }();
   if (!cancelled.ok()) return FromStatus(cancelled.status());
   int stopping = 0;
   for (std::int64_t tid : sweep.trial_order) {
@@ -741,5 +766,60 @@ json CoordinatorService::WorkersJson() const {
   }
   return out;
 }
+
+// ------------------------------------------------------------------ live metrics
+
+json CoordinatorService::ServiceDiscoveryJson() const {
+  json out = json::array();
+  for (const auto& [id, info] : registry_.workers()) {
+    if (info.liveness == WorkerLiveness::kLost || info.metrics_port <= 0) continue;
+    std::string host = info.metrics_host.empty() ? info.host : info.metrics_host;
+    if (host.find(':') != std::string::npos) host = "[" + host + "]";  // IPv6 literal
+    out.push_back({{"targets", {host + ":" + std::to_string(info.metrics_port)}},
+                   {"labels", {{"worker", id}, {"__meta_bakeoff_worker_state", WorkerLivenessName(info.liveness)}}}});
+  }
+  return out;
+}
+
+CoordinatorSnapshot CoordinatorService::MetricsSnapshot() const {
+  CoordinatorSnapshot snapshot;
+  for (const auto& [sid, sweep] : sweeps_) {
+    CoordinatorSnapshot::Sweep s;
+    s.id = sid;
+    s.name = sweep.name;
+    s.active = !sweep.done;
+    for (std::int64_t tid : sweep.trial_order) {
+      const TrialEntry& trial = trials_.at(tid);
+      switch (trial.machine.phase()) {
+        case TrialPhase::kQueued:
+          ++s.trials_by_state["queued"];
+          if (!sweep.cancelled && !trial.cancel_requested) ++snapshot.queue_depth;
+          break;
+        case TrialPhase::kAssigned: ++s.trials_by_state["assigned"]; break;
+        case TrialPhase::kRunning: ++s.trials_by_state["running"]; break;
+        case TrialPhase::kFinished: {
+          ++s.trials_by_state["finished"];
+          auto outcome = trial.machine.outcome();
+          // A trial finished before a coordinator restart has its outcome in the store only.
+          ++s.outcomes[outcome ? protocol::OutcomeName(*outcome) : "recorded"];
+          break;
+        }
+      }
+    }
+    snapshot.sweeps.push_back(std::move(s));
+  }
+  for (const auto& [id, info] : registry_.workers()) {
+    ++snapshot.workers_by_state[WorkerLivenessName(info.liveness)];
+    if (info.liveness == WorkerLiveness::kLost) continue;
+    snapshot.cpu_slots_total += info.resources.cpu_slots;
+    snapshot.cpu_slots_used += info.used_cpu_slots;
+    snapshot.cuda_devices_total += static_cast<int>(info.resources.cuda_devices.size());
+    snapshot.cuda_devices_used += static_cast<int>(info.used_cuda_devices.size());
+  }
+  snapshot.workers_connected = static_cast<int>(links_.size());
+  return snapshot;
+}
+
+std::string CoordinatorService::MetricsText() const { return metrics_.Render(MetricsSnapshot()); }
 
 }  // namespace bakeoff::coordinator

@@ -30,6 +30,7 @@
 
 #include "coordinator/clock.h"
 #include "coordinator/coordinator_config.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/trial_state_machine.h"
 #include "coordinator/worker_link.h"
@@ -75,6 +76,13 @@ class CoordinatorService {
   nlohmann::json WorkersJson() const;
   // Tells the worker to finish its running attempts and take no new ones.
   std::variant<nlohmann::json, ApiError> DrainWorker(const std::string& worker_id);
+  // Prometheus HTTP service discovery (GET /api/v1/sd): one target group per live
+  // (alive or draining) worker that serves /metrics, labelled with its worker id.
+  nlohmann::json ServiceDiscoveryJson() const;
+  // GET /metrics: the text exposition (docs/metrics.md).
+  std::string MetricsText() const;
+  CoordinatorSnapshot MetricsSnapshot() const;
+  CoordinatorMetrics& metrics() { return metrics_; }
 
   metrics::ResultsStore& store() { return store_; }
   const CoordinatorConfig& config() const { return config_; }
@@ -103,6 +111,9 @@ class CoordinatorService {
     std::vector<Part> parts;  // the current attempt's placement
     bool cancel_requested = false;
     std::optional<Clock::TimePoint> reclaim_deadline;
+    // When the trial last entered the queue, until its first rank starts: the start of
+    // bakeoff_dispatch_latency_seconds.
+    std::optional<Clock::TimePoint> queued_since;
   };
   struct VariantInfo {
     nlohmann::json config = nlohmann::json::object();
@@ -150,6 +161,7 @@ class CoordinatorService {
   std::map<std::int64_t, TrialEntry> trials_;
   std::map<std::int64_t, SweepEntry> sweeps_;
   std::map<std::tuple<std::int64_t, std::string, std::string>, int> history_;
+  CoordinatorMetrics metrics_;
 };
 
 }  // namespace bakeoff::coordinator

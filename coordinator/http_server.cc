@@ -102,6 +102,11 @@ const char* ContentTypeFor(const std::string& format) {
   return "text/plain; charset=utf-8";
 }
 
+// Prometheus' text format; scraped by GET /metrics (docs/metrics.md).
+HttpReply MetricsReply(const CoordinatorService& service) {
+  return HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", service.MetricsText(), false};
+}
+
 }  // namespace
 
 HttpServer::HttpServer(asio::any_io_executor executor, CoordinatorService& service, ReportRenderer report_renderer)
@@ -174,6 +179,7 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
         reply = co_await RunOffExecutor(blocking_pool_, executor_, std::move(reply.blocking_work),
                                         asio::use_awaitable);
       }
+      service_.metrics().ObserveHttpRequest(std::string(request.target()), reply.status);
     }
     http::response<http::string_body> response{static_cast<http::status>(reply.status), version};
     response.set(http::field::server, "bakeoff");
@@ -243,6 +249,7 @@ HttpReply HttpServer::Handle(const std::string& method, const std::string& targe
     }
     return JsonReply(200, {{"status", "ok"}});
   }
+  if (path == "/metrics" && !service_.config().metrics_require_token) return MetricsReply(service_);
   const std::string& token = service_.config().token;
   if (!token.empty()) {
     const std::string prefix = "Bearer ";
@@ -252,6 +259,11 @@ HttpReply HttpServer::Handle(const std::string& method, const std::string& targe
       reply.bearer_challenge = true;
       return reply;
     }
+  }
+  if (path == "/metrics") return MetricsReply(service_);
+  if (path == "/api/v1/sd") {
+    if (method != "GET") return Error(405, "use GET " + path);
+    return JsonReply(200, service_.ServiceDiscoveryJson());
   }
   // Split /api/v1/... into segments.
   std::vector<std::string> seg;

@@ -29,6 +29,7 @@ WorkerInfo& WorkerRegistry::Register(const protocol::RegisterMessage& message) {
   info.resources = message.resources;
   info.store_ports = message.store_ports;
   info.metrics_port = message.metrics_port;
+  info.metrics_host = message.metrics_host.empty() ? message.host : message.metrics_host;
   info.simulate = message.simulate;
   info.liveness = WorkerLiveness::kAlive;
   info.last_heartbeat = clock_.Now();

@@ -25,7 +25,8 @@ struct WorkerInfo {
   std::string host;
   protocol::Resources resources;
   protocol::PortRange store_ports;
-  int metrics_port = 0;
+  int metrics_port = 0;     // 0: the worker serves no /metrics
+  std::string metrics_host;  // where Prometheus scrapes it (the worker's host by default)
   bool simulate = false;
   WorkerLiveness liveness = WorkerLiveness::kAlive;
   Clock::TimePoint last_heartbeat{};

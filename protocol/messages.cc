@@ -54,6 +54,7 @@ json ToJson(const RegisterMessage& m) {
   j["store_ports"] = {{"first", m.store_ports.first}, {"last", m.store_ports.last}};
   j["running"] = AttemptList(m.running);
   j["metrics_port"] = m.metrics_port;
+  if (!m.metrics_host.empty()) j["metrics_host"] = m.metrics_host;
   j["simulate"] = m.simulate;
   j["protocol_version"] = m.protocol_version;
   return j;
@@ -165,6 +166,7 @@ Result<RegisterMessage> Parse<RegisterMessage>(const json& frame) {
     }
     m.running = ReadAttemptList(j, "running");
     m.metrics_port = j.value("metrics_port", 0);
+    m.metrics_host = j.value("metrics_host", std::string());
     m.simulate = j.value("simulate", false);
     m.protocol_version = j.value("protocol_version", 0);
     return m;

@@ -57,6 +57,9 @@ struct RegisterMessage {
   PortRange store_ports;    // ports rank 0 may bind for the trial's TCPStore
   std::vector<AttemptRef> running;  // attempts still running here (reclaim after restart)
   int metrics_port = 0;     // 0 = no /metrics endpoint
+  // Host Prometheus scrapes metrics_port at; "" = `host` (frames from workers before
+  // this field existed decode that way).
+  std::string metrics_host;
   bool simulate = false;    // runs the simulated workload instead of the trainer
   int protocol_version = kProtocolVersion;
 };

@@ -49,7 +49,49 @@ bool WorkerAgent::Finished() const {
   return draining_ && runners_.empty() && outbox_.empty();
 }
 
+Status WorkerAgent::StartMetrics() {
+  if (metrics_ || config_.metrics_listen == "off" || config_.metrics_listen.empty()) return Status::Ok();
+  std::unique_ptr<NvmlLibrary> nvml;
+  if (!config_.nvml_library.empty()) {
+    auto loaded = NvmlLibrary::Load(config_.nvml_library);
+    if (loaded.ok()) {
+      nvml = std::move(loaded).value();
+      Log("NVML loaded from " + config_.nvml_library + ": " + std::to_string(nvml->DeviceCount()) +
+          " GPU(s) in /metrics");
+    } else if (!config_.cuda_devices.empty()) {
+      // Expected on CPU nodes; worth a line only where GPUs were offered.
+      Log("no GPU series in /metrics: " + loaded.status().message());
+    }
+  }
+  auto metrics = std::make_shared<WorkerMetrics>(
+      std::make_shared<NodeCollector>(config_.proc_root, std::move(nvml)));
+  metrics->SetCapacity(config_.cpu_slots, static_cast<int>(config_.cuda_devices.size()));
+  auto server = std::make_shared<MetricsHttpServer>(executor_, [metrics]() { return metrics->Render(); });
+  BAKEOFF_RETURN_IF_ERROR(server->Listen(config_.metrics_listen));
+  server->Start();
+  metrics_ = std::move(metrics);
+  metrics_server_ = std::move(server);
+  Log("metrics on port " + std::to_string(metrics_server_->port()) + " (GET /metrics)");
+  return Status::Ok();
+}
+
+std::string WorkerAgent::MetricsHost() const {
+  auto split = protocol::SplitHostPort(config_.metrics_listen, "--metrics-listen");
+  if (!split.ok()) return "";
+  // A wildcard bind is reached at the worker's advertised address.
+  if (split->first.empty() || split->first == "0.0.0.0" || split->first == "::") return "";
+  return split->first;
+}
+
 asio::awaitable<Status> WorkerAgent::Run() {
+  auto self = shared_from_this();
+  if (Status metrics = StartMetrics(); !metrics.ok()) co_return metrics;
+  Status result = co_await Connect();
+  if (metrics_server_) metrics_server_->Stop();  // frees the port whatever ended the run
+  co_return result;
+}
+
+asio::awaitable<Status> WorkerAgent::Connect() {
   auto self = shared_from_this();
   asio::co_spawn(executor_, [self]() { return self->FlushLoop(); }, asio::detached);
   auto address = protocol::SplitHostPort(config_.coordinator_address, "coordinator address");
@@ -100,6 +142,10 @@ asio::awaitable<Status> WorkerAgent::Session() {
   reg.running = RunningAttempts();
   for (const auto& done : outbox_.PendingFinishedAttempts()) reg.running.push_back(done);
   reg.simulate = config_.simulate;
+  if (metrics_) {
+    reg.metrics_port = metrics_server_->port();
+    reg.metrics_host = MetricsHost();
+  }
   Status sent = conn->Send(protocol::ToJson(reg));
   if (!sent.ok()) co_return sent;
   auto reply = co_await conn->Read(config_.connect_timeout * 2);
@@ -152,6 +198,7 @@ asio::awaitable<void> WorkerAgent::FlushLoop() {
   while (true) {
     co_await Sleep(config_.flush_interval);
     Flush();
+    if (metrics_) metrics_->SetAgentState(connected(), outbox_.pending_events());
     if (stopping_ && Finished()) {
       if (connection_) connection_->Close();  // ends Session's read
       break;
@@ -229,17 +276,23 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
   std::weak_ptr<WorkerAgent> weak = shared_from_this();
   TrialRunner::Callbacks callbacks;
   callbacks.on_event = [weak, ref](int rank, nlohmann::json event) {
-    if (auto agent = weak.lock()) agent->outbox_.AddEvent(ref, rank, std::move(event));
+    auto agent = weak.lock();
+    if (!agent) return;
+    if (agent->metrics_) agent->metrics_->ObserveEvent(ref, rank, event);
+    agent->outbox_.AddEvent(ref, rank, std::move(event));
   };
   callbacks.on_finished = [weak, ref](protocol::AttemptFinishedMessage finished) {
     auto agent = weak.lock();
     if (!agent) return;
     Log("finished trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
         " outcome=" + finished.outcome + (finished.reason.empty() ? "" : " reason=" + finished.reason));
+    // The attempt's live series go now; its history is in the coordinator's store.
+    if (agent->metrics_) agent->metrics_->EndTrial(ref, finished.outcome);
     agent->outbox_.AddFinished(std::move(finished));
     agent->runners_.erase(ref);
     agent->Flush();
   };
+  if (metrics_) metrics_->StartTrial(assign);
   auto runner = std::make_shared<TrialRunner>(executor_, config_, std::move(assign), std::move(callbacks));
   runners_[ref] = runner;
   runner->Start();

@@ -24,6 +24,8 @@
 #include "worker/outbox.h"
 #include "worker/trial_runner.h"
 #include "worker/worker_config.h"
+#include "worker/metrics_http_server.h"
+#include "worker/worker_metrics.h"
 
 namespace bakeoff::worker {
 
@@ -36,6 +38,13 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   // wrong token or protocol version) or max_connect_attempts failures (kUnavailable).
   boost::asio::awaitable<Status> Run();
 
+  // Starts the /metrics endpoint (config.metrics_listen; "off": none). Run calls it
+  // when it was not called before; call it first to learn the port early.
+  Status StartMetrics();
+  // Null while /metrics is off or not started.
+  const WorkerMetrics* metrics() const { return metrics_.get(); }
+  int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
+
   // Cancels running trials, delivers their results for up to `grace`, then ends Run.
   void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(3000));
 
@@ -46,6 +55,7 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   const Outbox& outbox() const { return outbox_; }
 
  private:
+  boost::asio::awaitable<Status> Connect();  // connects and reconnects until the run ends
   boost::asio::awaitable<Status> Session();  // one connection, until it drops
   boost::asio::awaitable<void> HeartbeatLoop(std::shared_ptr<protocol::FrameConnection> conn,
                                              std::chrono::milliseconds interval);
@@ -56,6 +66,7 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   std::vector<protocol::AttemptRef> RunningAttempts() const;
   std::chrono::milliseconds NextBackoff();
   bool Finished() const;
+  std::string MetricsHost() const;  // for registration; "" = the advertised host
 
   boost::asio::any_io_executor executor_;
   WorkerConfig config_;
@@ -69,6 +80,8 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   std::chrono::steady_clock::time_point stop_deadline_;
   std::chrono::milliseconds backoff_;
   std::mt19937 rng_;
+  std::shared_ptr<WorkerMetrics> metrics_;  // shared with the endpoint's sessions
+  std::shared_ptr<MetricsHttpServer> metrics_server_;
 };
 
 }  // namespace bakeoff::worker

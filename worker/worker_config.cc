@@ -1,10 +1,13 @@
 #include "worker/worker_config.h"
 
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
+
+#include "protocol/frame_connection.h"
 
 namespace bakeoff::worker {
 
@@ -54,6 +57,23 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
     std::error_code ec;
     std::filesystem::create_directories(work_dir, ec);
     if (ec) return Status::IoError("worker: cannot create the work directory '" + work_dir + "': " + ec.message());
+  }
+  if (metrics_listen.empty()) {
+    // The advertised address when it is an IP literal; a host name cannot be bound, so
+    // then every interface (the coordinator's /api/v1/sd still lists the host name).
+    in6_addr v6{};
+    in_addr v4{};
+    if (inet_pton(AF_INET6, advertise_host.c_str(), &v6) == 1) {
+      metrics_listen = "[" + advertise_host + "]:0";
+    } else if (inet_pton(AF_INET, advertise_host.c_str(), &v4) == 1) {
+      metrics_listen = advertise_host + ":0";
+    } else {
+      metrics_listen = "0.0.0.0:0";
+    }
+  }
+  if (metrics_listen != "off") {
+    auto split = protocol::SplitHostPort(metrics_listen, "--metrics-listen");
+    if (!split.ok()) return split.status().WithContext("worker");
   }
   if (backoff_initial.count() <= 0 || backoff_max < backoff_initial) {
     return Status::InvalidArgument("worker: backoff must satisfy 0 < initial <= max");

@@ -35,6 +35,15 @@ struct WorkerConfig {
   // Extra arguments appended to every trainer command line (e.g. "--threads", "1").
   std::vector<std::string> trainer_extra_args;
 
+  // Live metrics (docs/metrics.md): GET /metrics served on this HOST:PORT. Empty: the
+  // advertise host (every interface when it is a host name, not an IP) with port 0, a
+  // free port that the worker tells the coordinator and /api/v1/sd lists. "off": none.
+  std::string metrics_listen;
+  // NVML, loaded at run time for the GPU series; absent or "" -> no GPU series.
+  std::string nvml_library = "libnvidia-ml.so.1";
+  // Where node CPU and memory figures are read from (tests point it elsewhere).
+  std::string proc_root = "/proc";
+
   // Connection: first delay, cap, and ±jitter fraction of the reconnect backoff.
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds backoff_initial{200};

@@ -26,6 +26,34 @@ TEST(MessagesTest, RegisterRoundTrips) {
   EXPECT_EQ(parsed->protocol_version, kProtocolVersion);
 }
 
+TEST(MessagesTest, RegisterCarriesTheMetricsEndpoint) {
+  RegisterMessage m;
+  m.worker_name = "w1";
+  m.host = "10.0.0.7";
+  m.resources.cpu_slots = 1;
+  m.metrics_port = 41517;
+  m.metrics_host = "192.168.1.7";
+  auto parsed = Parse<RegisterMessage>(ToJson(m));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->metrics_port, 41517);
+  EXPECT_EQ(parsed->metrics_host, "192.168.1.7");
+}
+
+TEST(MessagesTest, RegisterFromAWorkerWithoutMetricsFieldsStillDecodes) {
+  // A frame as workers wrote it before metrics_port / metrics_host existed.
+  auto parsed = Parse<RegisterMessage>(nlohmann::json::parse(
+      R"({"type":"register","token":"t","worker_name":"old","host":"10.0.0.8",)"
+      R"("resources":{"cpu_slots":1},"protocol_version":1})"));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->metrics_port, 0);
+  EXPECT_EQ(parsed->metrics_host, "");
+  // Without a separate metrics address the field is not sent (the host is used).
+  RegisterMessage m;
+  m.worker_name = "w";
+  m.host = "h";
+  EXPECT_FALSE(ToJson(m).contains("metrics_host"));
+}
+
 TEST(MessagesTest, AssignRoundTripsWithRankLayout) {
   AssignMessage m;
   m.attempt = {42, 1};

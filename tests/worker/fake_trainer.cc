@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   auto emit = [](const nlohmann::json& j) { std::cout << j.dump() << std::endl; };
 
   const char* env_rank = getenv("RANK");
+  const char* cuda_visible = getenv("CUDA_VISIBLE_DEVICES");
+  const bool on_cuda = cuda_visible && *cuda_visible;
   emit({{"event", "ready"}, {"rank", rank}, {"world_size", world_size}, {"store", store},
         {"env_rank", env_rank ? env_rank : ""}, {"pid", getpid()}, {"pgid", getpgid(0)},
         {"config", config}});
@@ -68,8 +70,20 @@ int main(int argc, char** argv) {
   }
   for (int s = 0; s < steps; ++s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
-    emit({{"event", "step"}, {"step", s}, {"phase", "measure"}, {"step_s", step_ms / 1000.0},
-          {"tokens", 128 * world_size}, {"loss", 5.0 - 0.1 * s}});
+    nlohmann::json step = {{"event", "step"}, {"step", s}, {"phase", "measure"}, {"step_s", step_ms / 1000.0},
+                           {"tokens", 128 * world_size}, {"loss", 5.0 - 0.1 * s},
+                           {"peak_mem_bytes", 1000 + rank}, {"rss_bytes", 900 + rank}};
+    // Figures a CUDA rank and a distributed step report (docs/trainer.md), so that
+    // metrics tests see every per-rank series without a GPU.
+    if (on_cuda) {
+      step["device_allocated_bytes"] = 800 + rank;
+      step["device_reserved_peak_bytes"] = 1200 + rank;
+    }
+    if (world_size > 1) {
+      step["comm_s"] = step_ms / 4000.0;
+      step["comm_bytes"] = 4096;
+    }
+    emit(step);
   }
   if (behavior == "error_oom") {
     emit({{"event", "error"}, {"kind", "oom"}, {"message", "CUDA out of memory (fake)"}});

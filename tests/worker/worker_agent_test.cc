@@ -132,6 +132,31 @@ TEST_F(WorkerAgentTest, RegistersRunsAnAttemptAndReportsIt) {
   EXPECT_TRUE(summary);
 }
 
+TEST_F(WorkerAgentTest, RegistrationAdvertisesMetricsAndTrialSeriesLastAsLongAsTheAttempt) {
+  json reg;
+  auto conn = Accept(&reg);
+  ASSERT_NE(agent_->metrics(), nullptr) << "metrics_listen defaults to the advertised host, port 0";
+  EXPECT_GT(agent_->metrics_port(), 0);
+  EXPECT_EQ(reg["metrics_port"], agent_->metrics_port());
+  EXPECT_EQ(reg["metrics_host"], "127.0.0.1");
+  conn->Send(protocol::ToJson(protocol::RegisteredMessage{"agent-test", 50, 5000}));
+  // 200 steps of 5 ms: long enough to see the live series.
+  conn->Send(protocol::ToJson(Assign({{"steps", 200}})));
+  EXPECT_TRUE(RunUntil([&] { return agent_->metrics()->Render().find("trial=\"7\"") != std::string::npos; }, 10s))
+      << "no live series for trial 7";
+  json finished;
+  for (int i = 0; i < 2000 && finished.empty(); ++i) {
+    json f = Read(conn);
+    if (f.empty()) break;
+    if (f["type"] == "events") conn->Send(protocol::ToJson(protocol::AckMessage{f["outbox_seq"]}));
+    if (f["type"] == "attempt_finished") finished = f;
+  }
+  ASSERT_EQ(finished.value("outcome", ""), "succeeded") << finished.dump();
+  const std::string text = agent_->metrics()->Render();
+  EXPECT_EQ(text.find("trial=\"7\""), std::string::npos) << text;
+  EXPECT_NE(text.find("bakeoff_worker_trials_finished_total{outcome=\"succeeded\"} 1"), std::string::npos) << text;
+}
+
 TEST_F(WorkerAgentTest, WrongTokenRejectionEndsRun) {
   json reg;
   auto conn = Accept(&reg);

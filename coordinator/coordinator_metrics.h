@@ -1,0 +1,85 @@
+// CoordinatorMetrics: the coordinator's Prometheus exposition (GET /metrics,
+// docs/metrics.md). Event-driven figures (HTTP requests, dispatch latency, store write
+// latency, requeues) live in a prometheus::Registry and are recorded as they happen;
+// state figures (trials, sweeps, workers, queue, cluster capacity) are computed from a
+// snapshot of the service at scrape time, so they can never drift from the service's
+// own view and a finished sweep's or a forgotten worker's series need no cleanup.
+// Thread-safety: used on the coordinator's io thread (prometheus-cpp's own types are
+// thread-safe as well).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+namespace bakeoff::coordinator {
+
+// The state figures at one moment, filled by CoordinatorService::MetricsSnapshot.
+struct CoordinatorSnapshot {
+  struct Sweep {
+    std::int64_t id = 0;
+    std::string name;
+    bool active = false;                        // not finished, not cancelled
+    std::map<std::string, int> trials_by_state;  // queued, assigned, running, finished
+    std::map<std::string, int> outcomes;         // finished trials by outcome
+  };
+  std::vector<Sweep> sweeps;
+  std::map<std::string, int> workers_by_state;  // alive, draining, lost
+  int workers_connected = 0;
+  int queue_depth = 0;  // queued trials waiting for a placement
+  int cpu_slots_total = 0, cpu_slots_used = 0;        // over live (alive, draining) workers
+  int cuda_devices_total = 0, cuda_devices_used = 0;
+};
+
+class CoordinatorMetrics {
+ public:
+  CoordinatorMetrics();
+
+  // One answered HTTP request; `target` is the raw request target (its route
+  // pattern is the label, never the raw path: sweep names must not become series).
+  void ObserveHttpRequest(const std::string& target, int status);
+  // Time from a trial being queued (submitted or requeued) to its first rank process
+  // starting on a worker.
+  void ObserveDispatch(std::chrono::duration<double> latency);
+  void ObserveStoreWrite(const std::string& operation, std::chrono::duration<double> elapsed);
+  void CountRequeue();
+
+  // Measures one store write from construction to destruction.
+  class StoreWriteTimer {
+   public:
+    StoreWriteTimer(CoordinatorMetrics& metrics, const char* operation)
+        : metrics_(metrics), operation_(operation), start_(std::chrono::steady_clock::now()) {}
+    ~StoreWriteTimer() { metrics_.ObserveStoreWrite(operation_, std::chrono::steady_clock::now() - start_); }
+    StoreWriteTimer(const StoreWriteTimer&) = delete;
+    StoreWriteTimer& operator=(const StoreWriteTimer&) = delete;
+
+   private:
+    CoordinatorMetrics& metrics_;
+    const char* operation_;
+    std::chrono::steady_clock::time_point start_;
+  };
+
+  // The text exposition (format 0.0.4) of the registry plus the snapshot's figures.
+  std::string Render(const CoordinatorSnapshot& snapshot) const;
+
+  // "/api/v1/sweeps/{sweep}/report" for "/api/v1/sweeps/demo/report?format=json".
+  static std::string RouteOf(const std::string& target);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& http_requests_;
+  prometheus::Histogram& dispatch_latency_;
+  prometheus::Family<prometheus::Histogram>& store_write_;
+  prometheus::Counter& requeues_;
+  std::map<std::string, prometheus::Histogram*> store_write_by_operation_;
+};
+
+}  // namespace bakeoff::coordinator

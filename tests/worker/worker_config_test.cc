@@ -1,0 +1,59 @@
+#include "worker/worker_config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace bakeoff::worker {
+namespace {
+
+class WorkerConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.coordinator_address = "127.0.0.1:7070";
+    config_.trainer_path = "/bin/true";
+    config_.work_dir = (std::filesystem::temp_directory_path() / ("bakeoff-wconfig-" + std::to_string(getpid()))).string();
+  }
+  void TearDown() override { std::filesystem::remove_all(config_.work_dir); }
+  WorkerConfig config_;
+};
+
+TEST_F(WorkerConfigTest, MetricsListenDefaultsToTheAdvertisedAddressWithAFreePort) {
+  config_.advertise_host = "10.1.2.3";
+  ASSERT_TRUE(config_.Finalize("bakeoff").ok());
+  EXPECT_EQ(config_.metrics_listen, "10.1.2.3:0");
+}
+
+TEST_F(WorkerConfigTest, MetricsListenBracketsAnIpv6Address) {
+  config_.advertise_host = "fd00::7";
+  ASSERT_TRUE(config_.Finalize("bakeoff").ok());
+  EXPECT_EQ(config_.metrics_listen, "[fd00::7]:0");
+}
+
+TEST_F(WorkerConfigTest, MetricsListenOnEveryInterfaceWhenTheHostIsAName) {
+  // A host name is fine for rendezvous but cannot be bound.
+  config_.advertise_host = "gpu-node-7.cluster.example";
+  ASSERT_TRUE(config_.Finalize("bakeoff").ok());
+  EXPECT_EQ(config_.metrics_listen, "0.0.0.0:0");
+}
+
+TEST_F(WorkerConfigTest, MetricsListenOffAndExplicitAddressesAreKept) {
+  config_.metrics_listen = "off";
+  ASSERT_TRUE(config_.Finalize("bakeoff").ok());
+  EXPECT_EQ(config_.metrics_listen, "off");
+  WorkerConfig other = config_;
+  other.metrics_listen = "192.168.0.9:9400";
+  ASSERT_TRUE(other.Finalize("bakeoff").ok());
+  EXPECT_EQ(other.metrics_listen, "192.168.0.9:9400");
+}
+
+TEST_F(WorkerConfigTest, MalformedMetricsListenIsRejectedNamingTheFlag) {
+  config_.metrics_listen = "nonsense";
+  Status s = config_.Finalize("bakeoff");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("--metrics-listen"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace bakeoff::worker

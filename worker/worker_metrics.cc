@@ -1,0 +1,227 @@
+#include "worker/worker_metrics.h"
+
+#include <cmath>
+#include <sstream>
+
+#include <prometheus/text_serializer.h>
+
+namespace bakeoff::worker {
+namespace {
+
+// Step times from a few milliseconds (tiny CPU models) to minutes (a compiling first
+// step of a large model).
+const prometheus::Histogram::BucketBoundaries kStepBuckets = {
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+
+std::optional<double> FiniteNumber(const nlohmann::json& event, const char* key) {
+  auto it = event.find(key);
+  if (it == event.end() || !it->is_number()) return std::nullopt;
+  const double value = it->get<double>();
+  if (!std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+WorkerMetrics::WorkerMetrics(std::shared_ptr<NodeCollector> node)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      node_(std::move(node)),
+      tokens_(prometheus::BuildCounter()
+                  .Name("bakeoff_trial_tokens_total")
+                  .Help("Tokens this rank processed in its steps (its share of each step's global tokens).")
+                  .Register(*registry_)),
+      tokens_per_second_(prometheus::BuildGauge()
+                             .Name("bakeoff_trial_tokens_per_second")
+                             .Help("This rank's share of the global tokens of its last step, over that step's time.")
+                             .Register(*registry_)),
+      step_seconds_(prometheus::BuildHistogram()
+                        .Name("bakeoff_trial_step_seconds")
+                        .Help("Time of each measured optimizer step (after warm-up), taken after a device sync.")
+                        .Register(*registry_)),
+      steps_(prometheus::BuildCounter()
+                 .Name("bakeoff_trial_steps_total")
+                 .Help("Optimizer steps this rank finished, by phase (warmup or measure).")
+                 .Register(*registry_)),
+      loss_(prometheus::BuildGauge()
+                .Name("bakeoff_trial_loss")
+                .Help("Global mean training loss of the last step.")
+                .Register(*registry_)),
+      peak_memory_(prometheus::BuildGauge()
+                       .Name("bakeoff_trial_peak_memory_bytes")
+                       .Help("Peak memory of the rank so far: peak allocated device bytes on CUDA, peak RSS on CPU.")
+                       .Register(*registry_)),
+      rss_(prometheus::BuildGauge()
+               .Name("bakeoff_trial_rss_bytes")
+               .Help("Resident set size of the rank process after its last step.")
+               .Register(*registry_)),
+      device_allocated_(prometheus::BuildGauge()
+                            .Name("bakeoff_trial_device_allocated_bytes")
+                            .Help("CUDA memory held by live tensors of the rank after its last step (CUDA ranks only).")
+                            .Register(*registry_)),
+      device_reserved_peak_(prometheus::BuildGauge()
+                                .Name("bakeoff_trial_device_reserved_peak_bytes")
+                                .Help("Peak CUDA memory reserved by the rank's caching allocator (CUDA ranks only).")
+                                .Register(*registry_)),
+      collective_seconds_(prometheus::BuildCounter()
+                              .Name("bakeoff_trial_collective_seconds_total")
+                              .Help("Seconds this rank spent in collectives (all-reduce, reduce-scatter, all-gather).")
+                              .Register(*registry_)),
+      collective_bytes_(prometheus::BuildCounter()
+                            .Name("bakeoff_trial_collective_bytes_total")
+                            .Help("Bytes this rank sent through collectives.")
+                            .Register(*registry_)),
+      connected_(prometheus::BuildGauge()
+                     .Name("bakeoff_worker_connected")
+                     .Help("1 while the worker is registered with the coordinator, else 0.")
+                     .Register(*registry_)
+                     .Add({})),
+      buffered_events_(prometheus::BuildGauge()
+                           .Name("bakeoff_worker_buffered_events")
+                           .Help("Trainer events held in the outbox until the coordinator acknowledges them.")
+                           .Register(*registry_)
+                           .Add({})),
+      running_trials_(prometheus::BuildGauge()
+                          .Name("bakeoff_worker_running_trials")
+                          .Help("Trial attempts running on this worker.")
+                          .Register(*registry_)
+                          .Add({})),
+      running_ranks_(prometheus::BuildGauge()
+                         .Name("bakeoff_worker_running_ranks")
+                         .Help("Rank processes of running attempts on this worker.")
+                         .Register(*registry_)
+                         .Add({})),
+      cpu_slots_(prometheus::BuildGauge()
+                     .Name("bakeoff_worker_cpu_slots")
+                     .Help("CPU rank slots this worker offers.")
+                     .Register(*registry_)
+                     .Add({})),
+      cuda_devices_(prometheus::BuildGauge()
+                        .Name("bakeoff_worker_cuda_devices")
+                        .Help("CUDA devices this worker offers.")
+                        .Register(*registry_)
+                        .Add({})),
+      finished_(prometheus::BuildCounter()
+                    .Name("bakeoff_worker_trials_finished_total")
+                    .Help("Trial attempts that ended on this worker, by outcome.")
+                    .Register(*registry_)) {}
+
+void WorkerMetrics::SetCapacity(int cpu_slots, int cuda_devices) {
+  cpu_slots_.Set(cpu_slots);
+  cuda_devices_.Set(cuda_devices);
+}
+
+void WorkerMetrics::SetAgentState(bool connected, std::size_t buffered_events) {
+  connected_.Set(connected ? 1 : 0);
+  buffered_events_.Set(static_cast<double>(buffered_events));
+}
+
+void WorkerMetrics::StartTrial(const protocol::AssignMessage& assign) {
+  if (trials_.count(assign.attempt)) return;  // a redelivered assign keeps its series
+  TrialSeries trial;
+  trial.labels = {{"sweep", assign.sweep_id},
+                  {"variant", assign.variant_key},
+                  {"trial", std::to_string(assign.attempt.trial_id)}};
+  trial.world_size = std::max(1, assign.world_size);
+  for (const auto& slot : assign.ranks) trial.local_ranks[slot.rank] = !slot.cuda_devices.empty();
+  trials_.emplace(assign.attempt, std::move(trial));
+  UpdateRunningGauges();
+}
+
+WorkerMetrics::RankSeries& WorkerMetrics::SeriesFor(TrialSeries& trial, int rank) {
+  auto found = trial.ranks.find(rank);
+  if (found != trial.ranks.end()) return found->second;
+  prometheus::Labels labels = trial.labels;
+  labels["rank"] = std::to_string(rank);
+  RankSeries s;
+  s.tokens = &tokens_.Add(labels);
+  s.tokens_per_second = &tokens_per_second_.Add(labels);
+  s.step_seconds = &step_seconds_.Add(labels, kStepBuckets);
+  prometheus::Labels warmup = labels, measure = labels;
+  warmup["phase"] = "warmup";
+  measure["phase"] = "measure";
+  s.warmup_steps = &steps_.Add(warmup);
+  s.measured_steps = &steps_.Add(measure);
+  s.loss = &loss_.Add(labels);
+  s.peak_memory = &peak_memory_.Add(labels);
+  s.rss = &rss_.Add(labels);
+  auto cuda = trial.local_ranks.find(rank);
+  if (cuda != trial.local_ranks.end() && cuda->second) {
+    s.device_allocated = &device_allocated_.Add(labels);
+    s.device_reserved_peak = &device_reserved_peak_.Add(labels);
+  }
+  s.collective_seconds = &collective_seconds_.Add(labels);
+  s.collective_bytes = &collective_bytes_.Add(labels);
+  return trial.ranks.emplace(rank, s).first->second;
+}
+
+void WorkerMetrics::ObserveEvent(const protocol::AttemptRef& attempt, int rank, const nlohmann::json& event) {
+  if (!event.is_object() || event.value("event", std::string()) != "step") return;
+  auto found = trials_.find(attempt);
+  if (found == trials_.end()) return;  // ended already (a late line) or never started here
+  TrialSeries& trial = found->second;
+  RankSeries& s = SeriesFor(trial, rank);
+  const bool warmup = event.value("phase", std::string("measure")) == "warmup";
+  (warmup ? s.warmup_steps : s.measured_steps)->Increment();
+  const auto step_s = FiniteNumber(event, "step_s");
+  if (auto tokens = FiniteNumber(event, "tokens"); tokens && *tokens >= 0) {
+    // Step events carry the step's global tokens; each rank counts its share so that
+    // a sum over ranks is the trial's throughput.
+    const double share = *tokens / trial.world_size;
+    s.tokens->Increment(share);
+    if (step_s && *step_s > 0) s.tokens_per_second->Set(share / *step_s);
+  }
+  if (step_s && *step_s >= 0 && !warmup) s.step_seconds->Observe(*step_s);
+  if (auto loss = FiniteNumber(event, "loss")) s.loss->Set(*loss);
+  if (auto peak = FiniteNumber(event, "peak_mem_bytes")) s.peak_memory->Set(*peak);
+  if (auto rss = FiniteNumber(event, "rss_bytes")) s.rss->Set(*rss);
+  if (s.device_allocated) {
+    if (auto v = FiniteNumber(event, "device_allocated_bytes")) s.device_allocated->Set(*v);
+    if (auto v = FiniteNumber(event, "device_reserved_peak_bytes")) s.device_reserved_peak->Set(*v);
+  }
+  if (auto comm = FiniteNumber(event, "comm_s"); comm && *comm > 0) s.collective_seconds->Increment(*comm);
+  if (auto bytes = FiniteNumber(event, "comm_bytes"); bytes && *bytes > 0) s.collective_bytes->Increment(*bytes);
+}
+
+void WorkerMetrics::RemoveSeries(RankSeries& s) {
+  tokens_.Remove(s.tokens);
+  tokens_per_second_.Remove(s.tokens_per_second);
+  step_seconds_.Remove(s.step_seconds);
+  steps_.Remove(s.warmup_steps);
+  steps_.Remove(s.measured_steps);
+  loss_.Remove(s.loss);
+  peak_memory_.Remove(s.peak_memory);
+  rss_.Remove(s.rss);
+  if (s.device_allocated) device_allocated_.Remove(s.device_allocated);
+  if (s.device_reserved_peak) device_reserved_peak_.Remove(s.device_reserved_peak);
+  collective_seconds_.Remove(s.collective_seconds);
+  collective_bytes_.Remove(s.collective_bytes);
+}
+
+void WorkerMetrics::EndTrial(const protocol::AttemptRef& attempt, const std::string& outcome) {
+  auto found = trials_.find(attempt);
+  if (found == trials_.end()) return;
+  for (auto& [rank, series] : found->second.ranks) RemoveSeries(series);
+  trials_.erase(found);
+  finished_.Add({{"outcome", outcome.empty() ? "unknown" : outcome}}).Increment();
+  UpdateRunningGauges();
+}
+
+void WorkerMetrics::UpdateRunningGauges() {
+  std::size_t ranks = 0;
+  for (const auto& [ref, trial] : trials_) ranks += trial.local_ranks.size();
+  running_trials_.Set(static_cast<double>(trials_.size()));
+  running_ranks_.Set(static_cast<double>(ranks));
+}
+
+std::string WorkerMetrics::Render() const {
+  auto families = registry_->Collect();
+  if (node_) {
+    auto node = node_->Collect();
+    families.insert(families.end(), node.begin(), node.end());
+  }
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, families);
+  return out.str();
+}
+
+}  // namespace bakeoff::worker
