@@ -12,6 +12,7 @@
 #include "cli/coordinator_client.h"
 #include "coordinator/coordinator_node.h"
 #include "experiments/spec/duration.h"
+#include "metrics/report_service.h"
 #include "protocol/token.h"
 
 namespace bakeoff::cli {
@@ -21,6 +22,7 @@ struct CoordinatorFlags {
   coordinator::CoordinatorConfig config;
   std::string token_file;
   std::string heartbeat_timeout = "10s";
+  std::string db_max_size;  // empty: no cap
   std::string recovery_grace = "30s";
   std::string ports_file;
 };
@@ -53,6 +55,15 @@ int RunCoordinator(CoordinatorFlags& flags) {
   flags.config.heartbeat_timeout = *hb;
   flags.config.heartbeat_interval = std::max(std::chrono::milliseconds(100), flags.config.heartbeat_timeout / 10);
   flags.config.recovery_grace = *grace;
+  if (!flags.db_max_size.empty()) {
+    auto bytes = metrics::ParseByteSize(flags.db_max_size);
+    if (!bytes.ok() || *bytes < 1 << 20) {
+      std::cerr << "bakeoff coordinator: --db-max-size " << flags.db_max_size
+                << ": expected a size of at least 1MiB, such as 512MiB or 20GiB\n";
+      return kExitUsage;
+    }
+    flags.config.db_max_bytes = *bytes;
+  }
 
   boost::asio::io_context io;
   coordinator::CoordinatorNode node(io.get_executor(), flags.config, RenderReportForApi);
@@ -99,6 +110,9 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--recovery-grace", flags->recovery_grace,
                   "after a restart, how long running trials wait for their workers")
       ->capture_default_str();
+  cmd->add_option("--db-max-size", flags->db_max_size,
+                  "cap on the results database (e.g. 20GiB); at the cap new sweeps are refused (503) "
+                  "and everything stored is kept");
   cmd->add_option("--max-trials", flags->config.max_trials_per_sweep, "largest sweep accepted (trials)")
       ->capture_default_str();
   cmd->add_option("--ports-file", flags->ports_file, "write the bound ports as JSON to this file");

@@ -16,6 +16,12 @@ struct CoordinatorConfig {
   std::string http_listen = "127.0.0.1:8080";    // HTTP API (port 0: pick a free one)
   std::string worker_listen = "127.0.0.1:7070";  // worker protocol (port 0: pick a free one)
   std::string db_path = "results.db";
+  // Cap on the results database's size (0: none but the disk's). Reaching it, like a full
+  // or read-only disk, makes the store unhealthy: the coordinator refuses new sweeps
+  // (503) and keeps everything stored, and probes every `store_probe_interval` until a
+  // write succeeds again.
+  std::int64_t db_max_bytes = 0;
+  std::chrono::milliseconds store_probe_interval{5000};
   // Bearer token of the HTTP API and token of worker registration. Empty: no check
   // (the CLI refuses that unless the listeners are loopback-only).
   std::string token;

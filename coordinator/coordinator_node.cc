@@ -1,5 +1,7 @@
 #include "coordinator/coordinator_node.h"
 
+#include <algorithm>
+
 namespace bakeoff::coordinator {
 
 CoordinatorNode::CoordinatorNode(boost::asio::any_io_executor executor, CoordinatorConfig config,
@@ -11,6 +13,8 @@ CoordinatorNode::~CoordinatorNode() { Stop(); }
 Status CoordinatorNode::Start() {
   metrics::StoreOptions options;
   options.path = config_.db_path;
+  // SQLite's default page size; the cap is whole pages.
+  if (config_.db_max_bytes > 0) options.max_page_count = std::max<std::int64_t>(1, config_.db_max_bytes / 4096);
   auto store = metrics::ResultsStore::Open(options);
   if (!store.ok()) return store.status().WithContext("opening the results database '" + config_.db_path + "'");
   store_ = std::move(store).value();

@@ -167,6 +167,13 @@ void CoordinatorService::Stop() {
 }
 
 void CoordinatorService::Tick() {
+  const auto probe_now = clock_.Now();
+  if (!store_.healthy() && probe_now >= next_store_probe_) {
+    // A full, read-only or capped database refuses writes; try one small real write now
+    // and then, so that new work resumes by itself once the disk is fixed.
+    next_store_probe_ = probe_now + config_.store_probe_interval;
+    if (store_.Probe().ok()) Log("the results database is writable again; accepting new work");
+  }
   for (const auto& worker_id : registry_.Expire()) {
     HandleWorkerLost(worker_id, "worker " + worker_id + " sent no heartbeat for " +
                                     std::to_string(config_.heartbeat_timeout.count()) + " ms");
@@ -670,7 +677,15 @@ std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& 
     CoordinatorMetrics::StoreWriteTimer timer(metrics_, "create_sweep");
     return store_.CreateSweep(record, variants, trials);
   }();
-  if (!created.ok()) return FromStatus(created.status());
+  if (!created.ok()) {
+    // A full or read-only disk is the server's condition, not a payload problem: 503.
+    if (!store_.healthy()) {
+      return ApiError{503, "the results database is not writable (" + created.status().message() +
+                               "); the sweep was not stored, earlier results are kept, and the coordinator "
+                               "accepts no new sweeps until it is fixed"};
+    }
+    return FromStatus(created.status());
+  }
 
   SweepEntry sweep;
   sweep.id = created->sweep_id;

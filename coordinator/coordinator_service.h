@@ -156,6 +156,7 @@ class CoordinatorService {
   boost::asio::steady_timer tick_timer_;
   bool stopped_ = false;
   bool schedule_posted_ = false;
+  Clock::TimePoint next_store_probe_{};  // when an unhealthy store is probed next (Tick)
   std::map<std::string, std::shared_ptr<WorkerLink>> links_;
   std::map<std::string, std::int64_t> acked_;  // highest outbox_seq handled, per worker
   std::map<std::int64_t, TrialEntry> trials_;

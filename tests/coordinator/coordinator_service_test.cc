@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
 
 #include <boost/asio/io_context.hpp>
 
@@ -377,6 +378,59 @@ TEST_F(CoordinatorServiceTest, ReportRoutePassesEveryQueryParameterToTheRenderer
   http.Handle("GET", "/api/v1/sweeps/svc/report", "Bearer secret", "");
   EXPECT_EQ(seen["format"], "table");
   EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps/svc/report?loss_threshold=x", "Bearer secret", "").status, 400);
+}
+
+TEST_F(CoordinatorServiceTest, FullDatabaseRefusesNewSweepsAndKeepsWhatItStored) {
+  // A database capped a little above its size now stands for a disk that fills up.
+  service_.reset();
+  store_.reset();
+  {
+    metrics::StoreOptions options;
+    options.path = (dir_ / "results.db").string();
+    auto probe = metrics::ResultsStore::Open(options);
+    ASSERT_TRUE(probe.ok());
+  }
+  const auto pages = std::filesystem::file_size(dir_ / "results.db") / 4096;
+  metrics::StoreOptions options;
+  options.path = (dir_ / "results.db").string();
+  options.max_page_count = static_cast<std::int64_t>(pages) + 40;
+  auto capped = metrics::ResultsStore::Open(options);
+  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
+  store_ = std::move(capped).value();
+  config_.store_probe_interval = 0ms;
+  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
+  ASSERT_TRUE(service_->Recover().ok());
+  HttpServer http(io_.get_executor(), *service_, nullptr);
+
+  // Sweeps of many trials fill it; the first refusal says why and what is kept.
+  std::string big = kSweep;
+  big.replace(big.find("repeats: 1"), 10, "repeats: 300");
+  int accepted = 0;
+  std::optional<ApiError> refused;
+  for (int i = 0; i < 50 && !refused; ++i) {
+    auto result = service_->SubmitSweep(big);
+    if (auto* error = std::get_if<ApiError>(&result)) {
+      refused = *error;
+    } else {
+      ++accepted;
+    }
+  }
+  ASSERT_TRUE(refused.has_value()) << "the capped database never filled";
+  ASSERT_GE(accepted, 1);
+  EXPECT_EQ(refused->http_status, 503) << refused->message;
+  EXPECT_FALSE(store_->healthy());
+  // Every later sweep is refused with the reason, even a small one; healthz says so.
+  auto again = service_->SubmitSweep(kSweep);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(again));
+  EXPECT_EQ(std::get<ApiError>(again).http_status, 503);
+  EXPECT_NE(std::get<ApiError>(again).message.find("not writable"), std::string::npos);
+  EXPECT_EQ(http.Handle("GET", "/healthz", "", "").status, 503);
+  // Probing keeps failing while it is full, and nothing stored is lost.
+  service_->Tick();
+  EXPECT_FALSE(store_->healthy());
+  auto sweeps = json::parse(http.Handle("GET", "/api/v1/sweeps", "Bearer secret", "").body);
+  ASSERT_EQ(sweeps.size(), static_cast<std::size_t>(accepted));
+  for (const auto& sweep : sweeps) EXPECT_EQ(sweep["trial_count"], 600);
 }
 
 }  // namespace
