@@ -10,27 +10,23 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <set>
 
 #include "cli/coordinator_client.h"
 #include "metrics/read_only_query.h"
 #include "tests/integration/process_guard.h"
+#include "tests/integration/test_files.h"
 
 namespace bakeoff {
 namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 using testing::ProcessGuard;
+using testing::ReadFile;
 using testing::WaitFor;
 
 const std::string kBin = BAKEOFF_BINARY_DIR;
-
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // Four one-rank trials of the real trainer, each a few seconds long on this machine.
 const char* kSweep =
@@ -52,14 +48,9 @@ const char* kSweep =
 class FaultToleranceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* override_path = std::getenv("BAKEOFF_TEST_TRAINER");
-    trainer_ = override_path ? override_path : kBin + "/bakeoff-trainer";
+    trainer_ = testing::RealTrainerPath();
     if (!std::filesystem::exists(trainer_)) GTEST_SKIP() << "bakeoff-trainer is not built in " << kBin;
-    dir_ = std::filesystem::temp_directory_path() /
-           ("bakeoff-faults-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = testing::FreshTestDir("bakeoff-faults");
     std::ofstream(dir_ / "token") << "fault-secret\n";
   }
   void TearDown() override {

@@ -6,6 +6,7 @@
 
 #include "metrics/results_store.h"
 #include "tests/integration/process_guard.h"
+#include "tests/integration/test_files.h"
 
 namespace bakeoff {
 namespace {
@@ -17,11 +18,7 @@ const std::string kBin = BAKEOFF_BINARY_DIR;
 class LocalCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("bakeoff-local-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = testing::FreshTestDir("bakeoff-local");
   }
   void TearDown() override {
     if (!HasFailure()) std::filesystem::remove_all(dir_);
@@ -75,8 +72,7 @@ TEST_F(LocalCommandTest, InvalidSweepExitsWithUsageCode) {
   auto code = local.WaitExit(60s);
   ASSERT_TRUE(code.has_value());
   EXPECT_EQ(*code, 2);
-  std::ifstream log(dir_ / "local.log");
-  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  const std::string text = testing::ReadFile(dir_ / "local.log");
   EXPECT_NE(text.find("nonsense_axis"), std::string::npos) << text;
 }
 

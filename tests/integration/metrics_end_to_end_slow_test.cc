@@ -24,6 +24,7 @@
 #include "cli/coordinator_client.h"
 #include "tests/dashboards/dashboard_files.h"
 #include "tests/integration/process_guard.h"
+#include "tests/integration/test_files.h"
 #include "tests/metrics/promtool_check.h"
 
 namespace bakeoff {
@@ -86,9 +87,7 @@ std::string RegexEscape(const std::string& text) {
 class MetricsEndToEndTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("bakeoff-metrics-e2e-" + std::to_string(getpid()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = testing::FreshTestDir("bakeoff-metrics-e2e");
     std::ofstream(dir_ / "token") << kToken << "\n";
   }
   void TearDown() override {

@@ -7,12 +7,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <set>
 
 #include "cli/coordinator_client.h"
 #include "metrics/results_store.h"
 #include "tests/integration/process_guard.h"
+#include "tests/integration/test_files.h"
 
 namespace bakeoff {
 namespace {
@@ -44,11 +44,7 @@ std::string GangSweep(int steps, int repeats) {
 class SweepEndToEndTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("bakeoff-e2e-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = testing::FreshTestDir("bakeoff-e2e");
     std::ofstream(dir_ / "token") << "e2e-secret\n";
   }
   void TearDown() override {
@@ -187,9 +183,7 @@ TEST_F(SweepEndToEndTest, ReportJsonHasEveryTrial) {
 }
 
 TEST_F(SweepEndToEndTest, GangSweepRunsWithTheRealTrainer) {
-  // BAKEOFF_TEST_TRAINER points at a trainer built elsewhere (e.g. a trainer-only build).
-  const char* override_path = std::getenv("BAKEOFF_TEST_TRAINER");
-  const std::string trainer = override_path ? override_path : kBin + "/bakeoff-trainer";
+  const std::string trainer = testing::RealTrainerPath();
   if (!std::filesystem::exists(trainer)) GTEST_SKIP() << "bakeoff-trainer is not built in " << kBin;
   StartCluster(trainer);
   json sweep = RunSweep(GangSweep(4, 1), 600s);
@@ -212,9 +206,8 @@ TEST_F(SweepEndToEndTest, GangSweepRunsWithTheRealTrainer) {
                          format, "--memory-budget", "64GiB", "--output", from_api},
                         {"BAKEOFF_TOKEN="}, (dir_ / ("report-api-" + format + ".log")).string());
     ASSERT_EQ(remote.WaitExit(120s), 0) << format;
-    std::ifstream db_in(from_db), api_in(from_api);
-    const std::string text((std::istreambuf_iterator<char>(db_in)), std::istreambuf_iterator<char>());
-    const std::string served((std::istreambuf_iterator<char>(api_in)), std::istreambuf_iterator<char>());
+    const std::string text = testing::ReadFile(from_db);
+    const std::string served = testing::ReadFile(from_api);
     EXPECT_EQ(served, text) << format << ": the served report differs from the file's";
     ASSERT_NE(text.find("micro_batch=2"), std::string::npos) << format;
     if (format == "json") {
