@@ -32,10 +32,15 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
+// ctest runs each test of this file as its own process, in parallel: every path a test
+// writes carries the test's name so two tests never share a capture file.
+std::string PerTestPath(const std::string& suffix) {
+  return ::testing::TempDir() + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + suffix;
+}
+
 // Runs the command with stdout and stderr captured in files; `timeout` bounds it.
 CommandRun RunCommand(const std::string& args) {
-  std::string dir = ::testing::TempDir();
-  std::string out = dir + "validate_test.out", err = dir + "validate_test.err";
+  std::string out = PerTestPath("validate.out"), err = PerTestPath("validate.err");
   std::string command = "timeout 60 " + kBinary + " " + args + " >" + out + " 2>" + err;
   int status = std::system(command.c_str());
   CommandRun run;
@@ -46,7 +51,7 @@ CommandRun RunCommand(const std::string& args) {
 }
 
 std::string WriteFile(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + name;
+  std::string path = PerTestPath(name);
   std::ofstream(path) << text;
   return path;
 }
@@ -83,7 +88,7 @@ repeats: 2
 
 TEST_F(ValidateCommandTest, JsonFormatToAnOutputFile) {
   std::string path = BAKEOFF_SOURCE_DIR "/experiments/sweeps/cpu-example.yaml";
-  std::string output = ::testing::TempDir() + "validate_out.json";
+  std::string output = PerTestPath("validate_out.json");
   std::remove(output.c_str());
   CommandRun run = RunCommand("validate " + path + " --format json --output " + output);
   ASSERT_EQ(run.exit_code, 0) << run.err;
