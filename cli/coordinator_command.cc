@@ -115,6 +115,10 @@ void Setup(CLI::App& root, int* exit_code) {
                   "and everything stored is kept");
   cmd->add_option("--max-trials", flags->config.max_trials_per_sweep, "largest sweep accepted (trials)")
       ->capture_default_str();
+  cmd->add_option("--max-worker-events-per-s", flags->config.max_worker_events_per_s,
+                  "trainer events taken from one worker per second; over it the worker is read later, "
+                  "nothing is dropped (0: no limit)")
+      ->capture_default_str();
   cmd->add_option("--ports-file", flags->ports_file, "write the bound ports as JSON to this file");
   cmd->add_flag("--metrics-require-token", flags->config.metrics_require_token,
                 "GET /metrics needs the bearer token too (default: open, like /healthz)");

@@ -43,6 +43,10 @@ struct CoordinatorConfig {
   std::size_t max_request_body_bytes = 1u << 20;  // POST bodies (a sweep's YAML)
   std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
   std::size_t max_trials_per_sweep = 10000;
+  // Trainer events taken from one worker per second (0: no limit). Over it, that
+  // worker's connection is read later, never dropped: the burst waits in TCP and in the
+  // worker's bounded outbox (EventRateLimiter, docs/protocol.md).
+  std::size_t max_worker_events_per_s = 20000;
   // POST /api/v1/query: a read-only SQL statement runs on its own connection off the
   // service's thread; a request may ask for less, never more.
   int64_t query_max_rows = 10000;

@@ -59,7 +59,13 @@ CoordinatorMetrics::CoordinatorMetrics()
                     .Name("bakeoff_trials_requeued_total")
                     .Help("Attempts lost (worker vanished) whose trial was queued again.")
                     .Register(*registry_)
-                    .Add({})) {}
+                    .Add({})),
+      event_throttle_(prometheus::BuildCounter()
+                          .Name("bakeoff_worker_event_throttle_seconds_total")
+                          .Help("Time worker connections were read later because they sent trainer events "
+                                "over the per-worker rate limit.")
+                          .Register(*registry_)
+                          .Add({})) {}
 
 void CoordinatorMetrics::ObserveHttpRequest(const std::string& target, int status) {
   http_requests_.Add({{"route", RouteOf(target)}, {"code", std::to_string(status)}}).Increment();
@@ -79,6 +85,10 @@ void CoordinatorMetrics::ObserveStoreWrite(const std::string& operation, std::ch
 }
 
 void CoordinatorMetrics::CountRequeue() { requeues_.Increment(); }
+
+void CoordinatorMetrics::CountEventThrottle(std::chrono::milliseconds delay) {
+  event_throttle_.Increment(std::chrono::duration<double>(delay).count());
+}
 
 std::string CoordinatorMetrics::RouteOf(const std::string& target) {
   const std::string path = target.substr(0, target.find('?'));

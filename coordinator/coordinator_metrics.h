@@ -51,6 +51,8 @@ class CoordinatorMetrics {
   void ObserveDispatch(std::chrono::duration<double> latency);
   void ObserveStoreWrite(const std::string& operation, std::chrono::duration<double> elapsed);
   void CountRequeue();
+  // A worker's connection read later because it sent events over the rate limit.
+  void CountEventThrottle(std::chrono::milliseconds delay);
 
   // Measures one store write from construction to destruction.
   class StoreWriteTimer {
@@ -79,6 +81,7 @@ class CoordinatorMetrics {
   prometheus::Histogram& dispatch_latency_;
   prometheus::Family<prometheus::Histogram>& store_write_;
   prometheus::Counter& requeues_;
+  prometheus::Counter& event_throttle_;
   std::map<std::string, prometheus::Histogram*> store_write_by_operation_;
 };
 

@@ -416,7 +416,7 @@ void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink*
     if (handled.ok()) {
       Ack(worker_id, events->outbox_seq);
     } else {
-      Log("cannot store events from worker=" + worker_id + ": " + handled.ToString());
+      DropUnstored(worker_id, "cannot store events from worker=" + worker_id + ": " + handled.ToString());
     }
   } else if (*type == protocol::kTypeAttemptFinished) {
     auto finished = protocol::Parse<protocol::AttemptFinishedMessage>(frame);
@@ -428,11 +428,42 @@ void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink*
     if (handled.ok()) {
       Ack(worker_id, finished->outbox_seq);
     } else {
-      Log("cannot record a finished attempt from worker=" + worker_id + ": " + handled.ToString());
+      DropUnstored(worker_id,
+                   "cannot record a finished attempt from worker=" + worker_id + ": " + handled.ToString());
     }
   } else {
     Log("ignoring a '" + *type + "' frame from worker=" + worker_id);
   }
+}
+
+void CoordinatorService::DropUnstored(const std::string& worker_id, const std::string& reason) {
+  // Acks are cumulative: acknowledging a later frame on this connection would make the
+  // worker forget this one. Closing it instead makes the worker reconnect and send
+  // everything unacknowledged again, once the store takes writes.
+  Log(reason + "; closing the connection so that the worker sends it again");
+  auto link = links_.find(worker_id);
+  if (link != links_.end()) link->second->Close();
+}
+
+std::chrono::milliseconds CoordinatorService::EventsReadDelay(const std::string& worker_id, const json& frame) {
+  if (config_.max_worker_events_per_s == 0 || frame.value("type", "") != protocol::kTypeEvents) {
+    return std::chrono::milliseconds(0);
+  }
+  auto events = frame.find("events");
+  if (events == frame.end() || !events->is_array()) return std::chrono::milliseconds(0);
+  auto budget = event_budgets_.try_emplace(worker_id, EventBudget{EventRateLimiter(config_.max_worker_events_per_s)})
+                    .first;
+  const auto now = clock_.Now();
+  auto wait = budget->second.limiter.Take(events->size(), now);
+  if (wait.count() > 0) {
+    metrics_.CountEventThrottle(wait);
+    if (now - budget->second.last_logged > std::chrono::seconds(10)) {
+      budget->second.last_logged = now;
+      Log("worker=" + worker_id + " sends over " + std::to_string(config_.max_worker_events_per_s) +
+          " events/s; reading it more slowly (events are delayed, not dropped)");
+    }
+  }
+  return wait;
 }
 
 void CoordinatorService::OnDisconnect(const std::string& worker_id, const WorkerLink* link) {

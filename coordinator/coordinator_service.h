@@ -31,6 +31,7 @@
 #include "coordinator/clock.h"
 #include "coordinator/coordinator_config.h"
 #include "coordinator/coordinator_metrics.h"
+#include "coordinator/event_rate_limiter.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/trial_state_machine.h"
 #include "coordinator/worker_link.h"
@@ -65,6 +66,9 @@ class CoordinatorService {
   // Any later frame of that connection: heartbeat, events, attempt_finished.
   void OnFrame(const std::string& worker_id, const WorkerLink* link, const nlohmann::json& frame);
   void OnDisconnect(const std::string& worker_id, const WorkerLink* link);
+  // How long to wait before reading that worker's next frame: zero while the events it
+  // sends stay within `max_worker_events_per_s`.
+  std::chrono::milliseconds EventsReadDelay(const std::string& worker_id, const nlohmann::json& frame);
 
   // --- HTTP API (HttpServer) -----------------------------------------------------
   // Parses, validates, expands and stores a sweep; its trials are queued at once.
@@ -142,6 +146,8 @@ class CoordinatorService {
   void HandleWorkerLost(const std::string& worker_id, const std::string& reason);
   void MaybeFinishSweep(std::int64_t sweep_id);
   void Send(const std::string& worker_id, const nlohmann::json& frame);
+  // A frame the store could not take: close the worker's connection (see .cc).
+  void DropUnstored(const std::string& worker_id, const std::string& reason);
   void Ack(const std::string& worker_id, std::int64_t outbox_seq);
   void ScheduleSoon();
   Status LoadSweep(const metrics::SweepRecord& record,
@@ -159,6 +165,11 @@ class CoordinatorService {
   Clock::TimePoint next_store_probe_{};  // when an unhealthy store is probed next (Tick)
   std::map<std::string, std::shared_ptr<WorkerLink>> links_;
   std::map<std::string, std::int64_t> acked_;  // highest outbox_seq handled, per worker
+  struct EventBudget {
+    EventRateLimiter limiter;
+    std::chrono::steady_clock::time_point last_logged{};
+  };
+  std::map<std::string, EventBudget> event_budgets_;  // per worker
   std::map<std::int64_t, TrialEntry> trials_;
   std::map<std::int64_t, SweepEntry> sweeps_;
   std::map<std::tuple<std::int64_t, std::string, std::string>, int> history_;

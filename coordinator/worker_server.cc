@@ -3,6 +3,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 namespace bakeoff::coordinator {
@@ -91,6 +92,11 @@ asio::awaitable<void> WorkerServer::Serve(tcp::socket socket) {
     auto frame = co_await conn->Read();
     if (!frame.ok()) break;
     service_.OnFrame(worker_id, link.get(), *frame);
+    // Over the events-per-second limit: read this worker later (backpressure, no loss).
+    if (auto delay = service_.EventsReadDelay(worker_id, *frame); delay.count() > 0) {
+      asio::steady_timer timer(executor_, delay);
+      co_await timer.async_wait(asio::use_awaitable);
+    }
   }
   service_.OnDisconnect(worker_id, link.get());
 }

@@ -29,8 +29,10 @@ void Outbox::AddFinished(protocol::AttemptFinishedMessage finished) {
   finished_.push_back(PendingFinished{std::move(finished), next_order_++, 0});
 }
 
-std::vector<nlohmann::json> Outbox::TakeUnsent(std::size_t max_events_per_frame) {
+std::vector<nlohmann::json> Outbox::TakeUnsent(std::size_t max_events_per_frame, std::size_t max_frames) {
   std::vector<nlohmann::json> frames;
+  if (frames_in_flight() >= max_frames) return frames;
+  const std::size_t room = max_frames - frames_in_flight();
   protocol::EventsMessage batch;
   auto flush_batch = [&]() {
     if (batch.events.empty()) return;
@@ -47,7 +49,8 @@ std::vector<nlohmann::json> Outbox::TakeUnsent(std::size_t max_events_per_frame)
   auto next_unsent_finished = [&]() {
     while (f != finished_.end() && f->sent_in != 0) ++f;
   };
-  while (true) {
+  // A batch in progress is the frame after `frames`, so it fits while frames < room.
+  while (frames.size() < room) {
     next_unsent_event();
     next_unsent_finished();
     const bool have_e = e != events_.end();
@@ -68,6 +71,7 @@ std::vector<nlohmann::json> Outbox::TakeUnsent(std::size_t max_events_per_frame)
       flush_batch();
       for (auto* m : batch_members) m->sent_in = seq;
       batch_members.clear();
+      if (frames.size() >= room) break;
       f->message.outbox_seq = next_outbox_seq_++;
       f->sent_in = f->message.outbox_seq;
       frames.push_back(protocol::ToJson(f->message));
@@ -81,6 +85,7 @@ std::vector<nlohmann::json> Outbox::TakeUnsent(std::size_t max_events_per_frame)
 }
 
 void Outbox::Acknowledge(std::int64_t outbox_seq) {
+  acknowledged_ = std::max(acknowledged_, std::min(outbox_seq, next_outbox_seq_ - 1));
   // Not only a prefix: after MarkAllUnsent older entries may be unsent again.
   std::erase_if(events_, [&](const PendingEvent& p) { return p.sent_in != 0 && p.sent_in <= outbox_seq; });
   std::erase_if(finished_, [&](const PendingFinished& p) { return p.sent_in != 0 && p.sent_in <= outbox_seq; });
@@ -93,6 +98,7 @@ std::vector<protocol::AttemptRef> Outbox::PendingFinishedAttempts() const {
 }
 
 void Outbox::MarkAllUnsent() {
+  acknowledged_ = next_outbox_seq_ - 1;  // what was in flight is sent again, in new frames
   for (auto& e : events_) e.sent_in = 0;
   for (auto& f : finished_) f.sent_in = 0;
 }

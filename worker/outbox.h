@@ -5,6 +5,11 @@
 // reconnect everything unacknowledged is sent again (the store drops redelivered
 // events by their per-rank `seq`, and finish transitions are compare-and-set).
 //
+// Flow control: at most `max_frames` frames are in flight (sent, not acknowledged);
+// the rest waits here, so a coordinator that reads slowly (it limits the events per
+// second it takes from each worker) pushes back into this bounded buffer instead of an
+// unbounded socket queue, and heartbeats never wait behind megabytes of events.
+//
 // Bound: at most `max_events` events are held (default 100000, docs/protocol.md).
 // When full, the oldest `step` event is dropped first (the summary carries the
 // figures that matter), then the oldest event of any kind; attempt_finished reports
@@ -34,9 +39,11 @@ class Outbox {
   void AddFinished(protocol::AttemptFinishedMessage finished);
 
   // The next frames to send: events not yet sent (up to `max_events_per_frame` per
-  // events frame) and finished reports, in the order they were added. Each frame gets
-  // an outbox sequence number ("outbox_seq"). Marks them sent.
-  std::vector<nlohmann::json> TakeUnsent(std::size_t max_events_per_frame = 500);
+  // events frame) and finished reports, in the order they were added, while fewer than
+  // `max_frames` are in flight. Each frame gets an outbox sequence number
+  // ("outbox_seq"). Marks them sent.
+  std::vector<nlohmann::json> TakeUnsent(std::size_t max_events_per_frame = 500,
+                                         std::size_t max_frames = SIZE_MAX);
 
   // The coordinator handled everything up to `outbox_seq`: forget it.
   void Acknowledge(std::int64_t outbox_seq);
@@ -48,6 +55,8 @@ class Outbox {
   // them with the running ones, so the coordinator does not declare them lost.
   std::vector<protocol::AttemptRef> PendingFinishedAttempts() const;
 
+  // Frames sent and not yet acknowledged.
+  std::size_t frames_in_flight() const { return static_cast<std::size_t>(next_outbox_seq_ - 1 - acknowledged_); }
   std::size_t pending_events() const { return events_.size(); }
   std::size_t pending_finished() const { return finished_.size(); }
   std::uint64_t dropped_events() const { return dropped_events_; }
@@ -72,6 +81,7 @@ class Outbox {
   std::map<std::tuple<std::int64_t, int, int>, std::int64_t> next_event_seq_;
   std::int64_t next_order_ = 1;
   std::int64_t next_outbox_seq_ = 1;
+  std::int64_t acknowledged_ = 0;  // highest outbox_seq acknowledged (or given up on)
   std::uint64_t dropped_events_ = 0;
 };
 

@@ -208,7 +208,7 @@ asio::awaitable<void> WorkerAgent::FlushLoop() {
 
 void WorkerAgent::Flush() {
   if (!connected()) return;
-  for (auto& frame : outbox_.TakeUnsent(config_.max_events_per_frame)) {
+  for (auto& frame : outbox_.TakeUnsent(config_.max_events_per_frame, config_.max_frames_in_flight)) {
     Status sent = connection_->Send(frame);
     if (!sent.ok()) {
       Log("cannot send to the coordinator: " + sent.ToString());
@@ -252,7 +252,9 @@ void WorkerAgent::HandleFrame(const nlohmann::json& frame) {
     Log("draining: finishing " + std::to_string(runners_.size()) + " attempt(s), taking no new ones");
   } else if (*type == protocol::kTypeAck) {
     auto ack = protocol::Parse<protocol::AckMessage>(frame);
-    if (ack.ok()) outbox_.Acknowledge(ack->outbox_seq);
+    if (!ack.ok()) return;
+    outbox_.Acknowledge(ack->outbox_seq);
+    Flush();  // the window has room again
   } else {
     Log("ignoring an unknown message type '" + *type + "'");
   }

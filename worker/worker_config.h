@@ -55,6 +55,9 @@ struct WorkerConfig {
   // Event forwarding: a batch is sent at most every `flush_interval`.
   std::chrono::milliseconds flush_interval{100};
   std::size_t max_events_per_frame = 500;
+  // Frames sent and not yet acknowledged; the rest waits in the outbox (flow control
+  // against a coordinator that reads slowly: see worker/outbox.h).
+  std::size_t max_frames_in_flight = 16;
   // Events held while disconnected or unacknowledged (see worker/outbox.h).
   std::size_t max_buffered_events = 100000;
   // Longest trainer stdout line accepted; longer lines are dropped and counted.

@@ -8,6 +8,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "coordinator/http_server.h"
+#include "metrics/read_only_query.h"
 
 namespace bakeoff::coordinator {
 namespace {
@@ -431,6 +432,74 @@ TEST_F(CoordinatorServiceTest, FullDatabaseRefusesNewSweepsAndKeepsWhatItStored)
   auto sweeps = json::parse(http.Handle("GET", "/api/v1/sweeps", "Bearer secret", "").body);
   ASSERT_EQ(sweeps.size(), static_cast<std::size_t>(accepted));
   for (const auto& sweep : sweeps) EXPECT_EQ(sweep["trial_count"], 600);
+}
+
+TEST_F(CoordinatorServiceTest, EventsOverTheRateAreReadLaterNotDropped) {
+  config_.max_worker_events_per_s = 1000;
+  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
+  ASSERT_TRUE(service_->Recover().ok());
+  auto w1 = Register("w1");
+  Submit();
+  auto assign = w1->Take("assign").at(0);
+  protocol::AttemptRef ref{assign["trial_id"], assign["attempt"]};
+  auto frame_of = [&](int first_seq, int count, std::int64_t outbox_seq) {
+    protocol::EventsMessage events;
+    for (int i = 0; i < count; ++i) events.events.push_back({ref, 0, {{"event", "log"}, {"message", "x"}}, first_seq + i});
+    events.outbox_seq = outbox_seq;
+    return protocol::ToJson(events);
+  };
+  // The first second's worth passes; the next 500 events wait half a second.
+  auto burst = frame_of(1, 1000, 1);
+  Frame("w1", burst);
+  EXPECT_EQ(service_->EventsReadDelay("w1", burst), 0ms);
+  auto over = frame_of(1001, 500, 2);
+  Frame("w1", over);
+  EXPECT_EQ(service_->EventsReadDelay("w1", over), 500ms);
+  // Heartbeats cost nothing; every event frame was stored and acknowledged.
+  EXPECT_EQ(service_->EventsReadDelay("w1", json{{"type", "heartbeat"}, {"running", json::array()}}), 0ms);
+  auto acks = w1->Take("ack");
+  ASSERT_FALSE(acks.empty());
+  EXPECT_EQ(acks.back()["outbox_seq"], 2);
+  auto stored = metrics::RunReadOnlyQuery((dir_ / "results.db").string(),
+                                          "SELECT count(*) FROM events WHERE trial_id = " +
+                                              std::to_string(ref.trial_id));
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->rows[0][0], 1500);
+}
+
+TEST_F(CoordinatorServiceTest, AFrameTheStoreCannotTakeClosesTheConnectionInsteadOfBeingAcknowledged) {
+  // A database capped a little above its size after the trial is assigned: large log
+  // events fill it, and the frame that does not fit must not be acknowledged (acks are
+  // cumulative: a later ack would make the worker forget it).
+  auto w1 = Register("w1");
+  Submit();
+  auto assign = w1->Take("assign").at(0);
+  protocol::AttemptRef ref{assign["trial_id"], assign["attempt"]};
+  service_.reset();
+  store_.reset();
+  const auto pages = std::filesystem::file_size(dir_ / "results.db") / 4096;
+  metrics::StoreOptions options;
+  options.path = (dir_ / "results.db").string();
+  options.max_page_count = static_cast<std::int64_t>(pages) + 30;
+  auto capped = metrics::ResultsStore::Open(options);
+  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
+  store_ = std::move(capped).value();
+  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
+  ASSERT_TRUE(service_->Recover().ok());
+  w1 = Register("w1", {ref});
+  w1->frames.clear();
+  std::int64_t failed_seq = 0;
+  for (std::int64_t seq = 1; seq <= 40 && !w1->closed; ++seq) {
+    protocol::EventsMessage events;
+    events.events.push_back({ref, 0, {{"event", "log"}, {"message", std::string(20000, 'a' + seq % 26)}}, seq});
+    events.outbox_seq = seq;
+    Frame("w1", protocol::ToJson(events));
+    if (w1->closed) failed_seq = seq;
+  }
+  ASSERT_GT(failed_seq, 1) << "the capped database never filled";
+  auto acks = w1->Take("ack");
+  ASSERT_FALSE(acks.empty());
+  EXPECT_EQ(acks.back()["outbox_seq"], failed_seq - 1);
 }
 
 }  // namespace

@@ -96,5 +96,51 @@ TEST(OutboxTest, FinishedReportsAreNeverDropped) {
   EXPECT_EQ(outbox.pending_events(), 1u);
 }
 
+TEST(OutboxTest, AtMostTheWindowOfFramesIsInFlight) {
+  Outbox outbox;
+  for (int i = 0; i < 50; ++i) outbox.AddEvent({1, 1}, 0, Step(i));
+  auto first = outbox.TakeUnsent(10, 3);
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(outbox.frames_in_flight(), 3u);
+  EXPECT_TRUE(outbox.TakeUnsent(10, 3).empty());  // the window is full; the rest waits
+  // One acknowledgement frees room for one more frame, which starts where the last ended.
+  outbox.Acknowledge(first[0]["outbox_seq"]);
+  auto next = outbox.TakeUnsent(10, 3);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0]["events"][0]["event"]["step"], 30);
+  // A cumulative acknowledgement frees the whole window.
+  outbox.Acknowledge(next[0]["outbox_seq"]);
+  EXPECT_EQ(outbox.frames_in_flight(), 0u);
+  EXPECT_EQ(outbox.TakeUnsent(10, 3).size(), 1u);  // the last 10 events
+  EXPECT_EQ(outbox.pending_events(), 10u);
+}
+
+TEST(OutboxTest, AFinishedReportWaitsForRoomInTheWindowToo) {
+  Outbox outbox;
+  outbox.AddEvent({1, 1}, 0, Step(0));
+  protocol::AttemptFinishedMessage done;
+  done.attempt = {1, 1};
+  done.outcome = "succeeded";
+  outbox.AddFinished(done);
+  auto first = outbox.TakeUnsent(10, 1);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0]["type"], "events");
+  outbox.Acknowledge(first[0]["outbox_seq"]);
+  auto second = outbox.TakeUnsent(10, 1);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0]["type"], "attempt_finished");
+}
+
+TEST(OutboxTest, AReconnectEmptiesTheWindow) {
+  Outbox outbox;
+  for (int i = 0; i < 5; ++i) outbox.AddEvent({1, 1}, 0, Step(i));
+  ASSERT_EQ(outbox.TakeUnsent(1, 2).size(), 2u);
+  outbox.MarkAllUnsent();  // those frames died with the connection
+  EXPECT_EQ(outbox.frames_in_flight(), 0u);
+  auto again = outbox.TakeUnsent(1, 2);
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[0]["events"][0]["event"]["step"], 0);
+}
+
 }  // namespace
 }  // namespace bakeoff::worker
