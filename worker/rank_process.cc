@@ -1,6 +1,7 @@
 #include "worker/rank_process.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,6 +36,7 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
   for (const auto& e : request.environment) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   const pid_t group = request.process_group;
+  const pid_t worker_pid = getpid();
 
   pid_t pid = fork();
   if (pid < 0) {
@@ -46,6 +48,10 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
   }
   if (pid == 0) {
     setpgid(0, group);
+    // A rank outlives its worker for nothing (the attempt is lost and runs again
+    // elsewhere) and would hold the node's CPUs and GPU memory: die with the worker.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != worker_pid) _exit(125);  // the worker died before prctl
     // Default signal dispositions and mask: the worker's own handlers must not leak.
     sigset_t none;
     sigemptyset(&none);

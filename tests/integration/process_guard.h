@@ -54,6 +54,11 @@ class ProcessGuard {
 
   pid_t pid() const { return pid_; }
 
+  // Sends `signal` to the group without waiting (SIGSTOP, SIGCONT).
+  void Signal(int signal) {
+    if (pid_ > 0 && !exited_) kill(-pid_, signal);
+  }
+
   // Sends `signal` to the group and reaps the child (waits for it).
   void Kill(int signal) {
     if (pid_ <= 0 || exited_) return;

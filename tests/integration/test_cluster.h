@@ -1,0 +1,228 @@
+// TestCluster: a real `bakeoff coordinator` and real `bakeoff worker` processes on
+// loopback, each a ProcessGuard logging to the test's directory, with the helpers the
+// fault-tolerance suites share: (re)start either side on the same ports and database,
+// read the API, query SQLite, find rank processes and their workers. Every process
+// ends with the cluster (ProcessGuard kills its group). Thread-safety: one owner.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/coordinator_client.h"
+#include "metrics/read_only_query.h"
+#include "tests/integration/process_guard.h"
+#include "tests/integration/test_files.h"
+
+namespace bakeoff::testing {
+
+class TestCluster {
+ public:
+  using json = nlohmann::json;
+
+  // `dir` holds the token, database, logs and worker directories.
+  TestCluster(std::filesystem::path dir, std::string trainer) : dir_(std::move(dir)), trainer_(std::move(trainer)) {
+    std::ofstream(dir_ / "token") << "cluster-secret\n";
+  }
+  ~TestCluster() {
+    workers_.clear();
+    coordinator_.reset();
+  }
+
+  // Starts (or restarts, on the given ports and the same database) the coordinator.
+  // Returns false (with a test failure) when it did not come up.
+  bool StartCoordinator(const std::vector<std::string>& extra_args = {}, const std::string& http = "127.0.0.1:0",
+                        const std::string& workers = "127.0.0.1:0") {
+    const std::string ports = (dir_ / "ports.json").string();
+    std::filesystem::remove(ports);
+    std::vector<std::string> argv{kBin + "/bakeoff", "coordinator", "--listen", http, "--worker-listen", workers,
+                                  "--db", db(), "--ports-file", ports};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+    coordinator_args_ = extra_args;
+    coordinator_ = std::make_unique<ProcessGuard>(
+        argv, std::vector<std::string>{"BAKEOFF_TOKEN=cluster-secret"},
+        (dir_ / ("coordinator-" + std::to_string(++coordinator_starts_) + ".log")).string());
+    if (!WaitFor([&] { return std::filesystem::exists(ports) && !ReadFile(ports).empty(); },
+                 std::chrono::seconds(30))) {
+      ADD_FAILURE() << "the coordinator did not start: " << ReadFile(CoordinatorLog());
+      return false;
+    }
+    json p = json::parse(ReadFile(ports));
+    http_port_ = p["http_port"];
+    worker_port_ = p["worker_port"];
+    auto client = cli::CoordinatorClient::Create("http://127.0.0.1:" + std::to_string(http_port_), "cluster-secret",
+                                                 std::chrono::seconds(10));
+    if (!client.ok()) {
+      ADD_FAILURE() << client.status().ToString();
+      return false;
+    }
+    client_ = std::make_unique<cli::CoordinatorClient>(*client);
+    return true;
+  }
+  // SIGKILLs the coordinator and starts it again on the same ports and database.
+  bool RestartCoordinator() {
+    coordinator_->Kill(SIGKILL);
+    const std::string http = "127.0.0.1:" + std::to_string(http_port_);
+    const std::string workers = "127.0.0.1:" + std::to_string(worker_port_);
+    return StartCoordinator(coordinator_args_, http, workers);
+  }
+
+  // Starts worker `name` with one CPU slot; `index` picks its TCPStore port range. It
+  // connects to `coordinator_port` (default: the coordinator's, e.g. a proxy's else).
+  void StartWorker(const std::string& name, int index, int coordinator_port = 0) {
+    const int port = coordinator_port != 0 ? coordinator_port : worker_port_;
+    worker_ports_[name] = {index, port};
+    workers_[name] = std::make_unique<ProcessGuard>(
+        std::vector<std::string>{kBin + "/bakeoff", "worker", "--coordinator", "127.0.0.1:" + std::to_string(port),
+                                 "--slots", "1", "--name", name, "--token-file", (dir_ / "token").string(),
+                                 "--trainer", trainer_, "--store-ports",
+                                 std::to_string(29900 + 40 * index) + "-" + std::to_string(29939 + 40 * index),
+                                 "--work-dir", (dir_ / name).string()},
+        std::vector<std::string>{"BAKEOFF_TOKEN="},
+        (dir_ / (name + "-" + std::to_string(++worker_starts_[name]) + ".log")).string());
+  }
+  // SIGKILLs worker `name` (its ranks die with it) and starts it again, same name.
+  void RestartWorker(const std::string& name) {
+    workers_.at(name)->Kill(SIGKILL);
+    StartWorker(name, worker_ports_.at(name).first, worker_ports_.at(name).second);
+  }
+  ProcessGuard& worker(const std::string& name) { return *workers_.at(name); }
+  ProcessGuard& coordinator() { return *coordinator_; }
+
+  bool WorkersConnected(int count) {
+    auto w = client_->GetJson("/api/v1/workers");
+    if (!w.ok()) return false;
+    int connected = 0;
+    for (const auto& x : *w) connected += x.value("connected", false) ? 1 : 0;
+    return connected == count;
+  }
+  // The worker's state as the API lists it ("" when unknown or unreachable).
+  std::string WorkerState(const std::string& name) {
+    auto w = client_->GetJson("/api/v1/workers");
+    if (!w.ok()) return "";
+    for (const auto& x : *w) {
+      if (x.value("id", "") == name) return x.value("state", "");
+    }
+    return "";
+  }
+
+  std::int64_t Submit(const std::string& yaml) {
+    auto created = client_->PostJson("/api/v1/sweeps", yaml, "application/yaml");
+    if (!created.ok()) {
+      ADD_FAILURE() << created.status().ToString();
+      return 0;
+    }
+    sweep_id_ = (*created)["id"];
+    return sweep_id_;
+  }
+  // The sweep's trials as the API lists them (empty on a transport error).
+  json Trials() {
+    auto got = client_->GetJson("/api/v1/sweeps/" + std::to_string(sweep_id_) + "/trials");
+    return got.ok() ? *got : json::array();
+  }
+  // The id of a trial running on `worker`, or -1.
+  int RunningOn(const std::string& worker) {
+    for (const auto& t : Trials()) {
+      if (t.value("state", "") == "running" && t.value("worker_id", "") == worker) return t["id"];
+    }
+    return -1;
+  }
+  bool SweepFinished() {
+    auto got = client_->GetJson("/api/v1/sweeps/" + std::to_string(sweep_id_));
+    return got.ok() && got->value("state", "") == "finished";
+  }
+
+  // Rows of a read-only query on the results database (the test's own connection).
+  std::vector<std::vector<json>> Query(const std::string& sql) {
+    auto result = metrics::RunReadOnlyQuery(db(), sql);
+    EXPECT_TRUE(result.ok()) << sql << ": " << result.status().ToString();
+    return result.ok() ? result->rows : std::vector<std::vector<json>>{};
+  }
+
+  // Every trial of the sweep finished exactly once and succeeded, with a summary of
+  // its final attempt.
+  void ExpectEveryTrialSucceededOnce(std::size_t trials) {
+    const std::string sweep = std::to_string(sweep_id_);
+    auto rows = Query("SELECT id, state, outcome FROM trials WHERE sweep_id = " + sweep);
+    ASSERT_EQ(rows.size(), trials);
+    for (const auto& r : rows) {
+      EXPECT_EQ(r[1], "finished") << "trial " << r[0];
+      EXPECT_EQ(r[2], "succeeded") << "trial " << r[0];
+    }
+    auto summaries = Query(
+        "SELECT t.id, count(s.trial_id) FROM trials t LEFT JOIN trial_summaries s ON s.trial_id = t.id "
+        "AND s.attempt = t.attempts_used WHERE t.sweep_id = " + sweep + " GROUP BY t.id");
+    for (const auto& r : summaries) EXPECT_GE(r[1].get<int>(), 1) << "trial " << r[0] << " has no summary";
+    auto succeeded = Query("SELECT a.trial_id, count(*) FROM attempts a JOIN trials t ON t.id = a.trial_id "
+                           "WHERE t.sweep_id = " + sweep + " AND a.outcome = 'succeeded' GROUP BY a.trial_id");
+    for (const auto& r : succeeded) EXPECT_EQ(r[1], 1) << "trial " << r[0] << " succeeded more than once";
+  }
+
+  // rank -> pid of the attempt's rank processes, from their `started` events.
+  std::map<int, int> RankPids(std::int64_t trial, int attempt) {
+    std::map<int, int> out;
+    for (const auto& r : Query("SELECT rank, data_json FROM events WHERE kind = 'started' AND trial_id = " +
+                               std::to_string(trial) + " AND attempt = " + std::to_string(attempt))) {
+      out[r[0].get<int>()] = json::parse(r[1].get<std::string>()).value("pid", 0);
+    }
+    return out;
+  }
+  // The worker (by name) whose process is `pid`'s parent, or "".
+  std::string WorkerOf(int pid) {
+    const int parent = ParentPid(pid);
+    for (const auto& [name, guard] : workers_) {
+      if (guard->pid() == parent) return name;
+    }
+    return "";
+  }
+
+  // A process that exists and is not a zombie.
+  static bool Alive(int pid) {
+    const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+    const auto paren = stat.rfind(')');
+    if (stat.empty() || paren == std::string::npos || paren + 2 >= stat.size()) return false;
+    const char state = stat[paren + 2];
+    return state != 'Z' && state != 'X';
+  }
+  static int ParentPid(int pid) {
+    const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+    const auto paren = stat.rfind(')');
+    if (paren == std::string::npos) return -1;
+    return std::atoi(stat.c_str() + paren + 4);  // ") S PPID"
+  }
+
+  std::string db() const { return (dir_ / "results.db").string(); }
+  std::filesystem::path CoordinatorLog() const {
+    return dir_ / ("coordinator-" + std::to_string(coordinator_starts_) + ".log");
+  }
+  std::filesystem::path WorkerLog(const std::string& name) {
+    return dir_ / (name + "-" + std::to_string(worker_starts_[name]) + ".log");
+  }
+  int http_port() const { return http_port_; }
+  int worker_port() const { return worker_port_; }
+  std::int64_t sweep_id() const { return sweep_id_; }
+  cli::CoordinatorClient& client() { return *client_; }
+
+ private:
+  const std::string kBin = BAKEOFF_BINARY_DIR;
+  std::filesystem::path dir_;
+  std::string trainer_;
+  std::unique_ptr<ProcessGuard> coordinator_;
+  std::vector<std::string> coordinator_args_;
+  std::map<std::string, std::unique_ptr<ProcessGuard>> workers_;
+  std::map<std::string, std::pair<int, int>> worker_ports_;  // name -> (index, port)
+  std::map<std::string, int> worker_starts_;
+  std::unique_ptr<cli::CoordinatorClient> client_;
+  int http_port_ = 0, worker_port_ = 0, coordinator_starts_ = 0;
+  std::int64_t sweep_id_ = 0;
+};
+
+}  // namespace bakeoff::testing
