@@ -337,6 +337,14 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   if (old != links_.end() && old->second != link) old->second->Close();  // the newer connection wins
   links_[id] = link;
   acked_[id] = 0;
+  // The reply goes first: the cancels and lost-attempt releases below send on this link,
+  // and a worker reads `registered` before anything else (it would otherwise drop the
+  // connection, reconnect with the same stale list, and never get in).
+  protocol::RegisteredMessage reply;
+  reply.worker_id = id;
+  reply.heartbeat_interval_ms = config_.heartbeat_interval.count();
+  reply.heartbeat_timeout_ms = config_.heartbeat_timeout.count();
+  link->Send(protocol::ToJson(reply));
 
   metrics::WorkerRecord record;
   record.id = id;
@@ -390,10 +398,6 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
       std::to_string(message.resources.cpu_slots) + " cuda=" + std::to_string(message.resources.cuda_devices.size()) +
       " running=" + std::to_string(message.running.size()));
   ScheduleSoon();
-  protocol::RegisteredMessage reply;
-  reply.worker_id = id;
-  reply.heartbeat_interval_ms = config_.heartbeat_interval.count();
-  reply.heartbeat_timeout_ms = config_.heartbeat_timeout.count();
   return protocol::ToJson(reply);
 }
 

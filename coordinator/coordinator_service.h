@@ -60,8 +60,10 @@ class CoordinatorService {
   void Stop();
 
   // --- Worker protocol (WorkerServer) ------------------------------------------
-  // Validates the token and version; on success the link becomes the worker's and the
-  // reply is `registered`, else `rejected` (and the caller closes the connection).
+  // Validates the token and version; on success the link becomes the worker's, the
+  // `registered` reply is sent on it (before any cancel this registration causes) and
+  // returned; else the `rejected` reply is returned for the caller to send, and it
+  // closes the connection.
   nlohmann::json OnRegister(const protocol::RegisterMessage& message, std::shared_ptr<WorkerLink> link);
   // Any later frame of that connection: heartbeat, events, attempt_finished.
   void OnFrame(const std::string& worker_id, const WorkerLink* link, const nlohmann::json& frame);

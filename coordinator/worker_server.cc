@@ -80,8 +80,8 @@ asio::awaitable<void> WorkerServer::Serve(tcp::socket socket) {
   }
   auto link = std::make_shared<ConnectionLink>(conn);
   nlohmann::json reply = service_.OnRegister(*reg, link);
-  conn->Send(reply);
   if (reply.value("type", "") != protocol::kTypeRegistered) {
+    conn->Send(reply);  // a `registered` reply was sent by OnRegister, ahead of the rest
     co_await conn->Flush();
     conn->Close();
     co_return;

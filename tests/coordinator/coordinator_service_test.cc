@@ -502,5 +502,16 @@ TEST_F(CoordinatorServiceTest, AFrameTheStoreCannotTakeClosesTheConnectionInstea
   EXPECT_EQ(acks.back()["outbox_seq"], failed_seq - 1);
 }
 
+TEST_F(CoordinatorServiceTest, RegisteredIsTheFirstFrameEvenWhenTheRegistrationCancelsAStaleAttempt) {
+  // A worker back from a partition lists an attempt the coordinator gave up on: it must
+  // read `registered` first, then the cancel (else it drops the connection and retries
+  // with the same list forever).
+  auto w1 = Register("w1", {protocol::AttemptRef{99, 1}});
+  ASSERT_GE(w1->frames.size(), 2u);
+  EXPECT_EQ(w1->frames[0]["type"], "registered");
+  EXPECT_EQ(w1->frames[1]["type"], "cancel");
+  EXPECT_EQ(w1->frames[1]["trial_id"], 99);
+}
+
 }  // namespace
 }  // namespace bakeoff::coordinator

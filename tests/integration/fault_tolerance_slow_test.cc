@@ -21,23 +21,6 @@ using testing::ReadFile;
 using testing::TestCluster;
 using testing::WaitFor;
 
-// Four one-rank trials of the real trainer, each a few seconds long on this machine.
-const char* kSweep =
-    "name: faults\n"
-    "question: does every trial end exactly once?\n"
-    "workload:\n"
-    "  executor: lora\n"
-    "  model: tiny\n"
-    "  seq_len: 64\n"
-    "  warmup_steps: 1\n"
-    "  steps: 300\n"
-    "  threads: 1\n"
-    "parameters:\n"
-    "  micro_batch: {values: [1, 2]}\n"
-    "baseline: {micro_batch: 1}\n"
-    "repeats: 2\n"
-    "limits: {trial_timeout: 5m, max_attempts: 3}\n";
-
 // Two gang trials of two ranks (Gloo), each rank on a different one-slot worker.
 const char* kGangSweep =
     "name: gang-faults\n"
@@ -55,8 +38,6 @@ const char* kGangSweep =
     "baseline: {micro_batch: 1}\n"
     "repeats: 1\n"
     "limits: {trial_timeout: 5m, max_attempts: 3}\n";
-
-const std::vector<std::string> kFastFailure = {"--heartbeat-timeout", "2s", "--recovery-grace", "20s"};
 
 class FaultToleranceTest : public ::testing::Test {
  protected:
@@ -77,11 +58,11 @@ class FaultToleranceTest : public ::testing::Test {
 
 TEST_F(FaultToleranceTest, WorkerKilledMidTrialIsLostAndTheTrialRunsAgainElsewhere) {
   TestCluster& c = *cluster_;
-  ASSERT_TRUE(c.StartCoordinator(kFastFailure));
+  ASSERT_TRUE(c.StartCoordinator(testing::kFastFailureArgs));
   c.StartWorker("w1", 1);
   c.StartWorker("w2", 2);
   ASSERT_TRUE(WaitFor([&] { return c.WorkersConnected(2); }, 30s)) << "workers did not register";
-  c.Submit(kSweep);
+  c.Submit(testing::kFourTrialSweep);
   int victim_trial = -1;
   ASSERT_TRUE(WaitFor([&] { return (victim_trial = c.RunningOn("w1")) >= 0 && !c.RankPids(victim_trial, 1).empty(); },
                       60s))
@@ -115,7 +96,7 @@ TEST_F(FaultToleranceTest, WorkerKilledMidTrialIsLostAndTheTrialRunsAgainElsewhe
 
 TEST_F(FaultToleranceTest, GangRanksOnOtherWorkersAreStoppedWhenOneWorkerIsLost) {
   TestCluster& c = *cluster_;
-  ASSERT_TRUE(c.StartCoordinator(kFastFailure));
+  ASSERT_TRUE(c.StartCoordinator(testing::kFastFailureArgs));
   c.StartWorker("w1", 1);
   c.StartWorker("w2", 2);
   c.StartWorker("w3", 3);
@@ -169,11 +150,11 @@ TEST_F(FaultToleranceTest, GangRanksOnOtherWorkersAreStoppedWhenOneWorkerIsLost)
 
 TEST_F(FaultToleranceTest, CoordinatorKilledMidSweepIsRestartedAndWorkersReclaimTheirTrials) {
   TestCluster& c = *cluster_;
-  ASSERT_TRUE(c.StartCoordinator(kFastFailure));
+  ASSERT_TRUE(c.StartCoordinator(testing::kFastFailureArgs));
   c.StartWorker("w1", 1);
   c.StartWorker("w2", 2);
   ASSERT_TRUE(WaitFor([&] { return c.WorkersConnected(2); }, 30s)) << "workers did not register";
-  c.Submit(kSweep);
+  c.Submit(testing::kFourTrialSweep);
   int running = -1;
   ASSERT_TRUE(WaitFor([&] { return (running = c.RunningOn("w1")) >= 0 || (running = c.RunningOn("w2")) >= 0; }, 60s));
 

@@ -24,6 +24,26 @@
 
 namespace bakeoff::testing {
 
+// Four one-rank trials of the real trainer, each a few seconds long on a 2-core machine.
+inline const char* kFourTrialSweep =
+    "name: faults\n"
+    "question: does every trial end exactly once?\n"
+    "workload:\n"
+    "  executor: lora\n"
+    "  model: tiny\n"
+    "  seq_len: 64\n"
+    "  warmup_steps: 1\n"
+    "  steps: 300\n"
+    "  threads: 1\n"
+    "parameters:\n"
+    "  micro_batch: {values: [1, 2]}\n"
+    "baseline: {micro_batch: 1}\n"
+    "repeats: 2\n"
+    "limits: {trial_timeout: 5m, max_attempts: 3}\n";
+
+// Heartbeat timeout short enough that a loss is noticed within seconds.
+inline const std::vector<std::string> kFastFailureArgs = {"--heartbeat-timeout", "2s", "--recovery-grace", "20s"};
+
 class TestCluster {
  public:
   using json = nlohmann::json;
