@@ -673,13 +673,16 @@ std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& 
     return ApiError{503, "the results database is not writable (" + store_.health().message() +
                              "); the coordinator accepts no new sweeps until it is fixed"};
   }
+  // Over a limit (YAML size, nesting, nodes, trials per sweep): 413; otherwise 400.
+  auto rejected = [](const Status& s) {
+    return ApiError{s.code() == Status::Code::kResourceExhausted ? 413 : 400, s.message()};
+  };
   auto spec = spec::ParseSweepText(yaml, "<submitted sweep>");
-  if (!spec.ok()) return ApiError{spec.status().code() == Status::Code::kResourceExhausted ? 413 : 400,
-                                  spec.status().message()};
+  if (!spec.ok()) return rejected(spec.status());
   spec::ExpandOptions options;
   options.max_trials = config_.max_trials_per_sweep;
   auto expanded = spec::Expand(*spec, options);
-  if (!expanded.ok()) return ApiError{400, expanded.status().message()};
+  if (!expanded.ok()) return rejected(expanded.status());
 
   metrics::SweepRecord record;
   record.name = spec->name;

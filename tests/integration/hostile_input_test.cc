@@ -1,0 +1,172 @@
+// Bad input against a real coordinator process (issue 7: "limits with clear errors and
+// no crash"): an oversized request body, a sweep over the trial cap, YAML nested past
+// the depth limit, garbage and oversized frames and a wrong token on the worker port.
+// Each gets a clear answer, the coordinator keeps serving, and what it stored before
+// is still there.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "protocol/frame_codec.h"
+#include "tests/integration/test_cluster.h"
+
+namespace bakeoff {
+namespace {
+using namespace std::chrono_literals;
+using nlohmann::json;
+using testing::TestCluster;
+
+const char* kSmallSweep =
+    "name: kept\n"
+    "workload: {executor: lora, model: tiny, steps: 2, warmup_steps: 0, seq_len: 16}\n"
+    "parameters:\n"
+    "  micro_batch: {values: [1, 2]}\n"
+    "baseline: {micro_batch: 1}\n"
+    "repeats: 1\n";
+
+// A raw TCP connection to the worker port: what a broken or hostile client sends.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    timeval timeout{15, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  }
+  ~RawConnection() { close(fd_); }
+  bool connected() const { return connected_; }
+  void Write(const std::string& bytes) { (void)!send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
+  // Everything the peer sends until it closes (or 15 s pass: then `closed` is false).
+  std::string ReadUntilClosed(bool* closed) {
+    std::string got;
+    char buffer[4096];
+    while (true) {
+      ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
+      if (n > 0) {
+        got.append(buffer, static_cast<size_t>(n));
+        continue;
+      }
+      *closed = n == 0 || errno == ECONNRESET;
+      return got;
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+class HostileInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::FreshTestDir("bakeoff-hostile");
+    cluster_ = std::make_unique<TestCluster>(dir_, testing::RealTrainerPath());
+    ASSERT_TRUE(cluster_->StartCoordinator({"--max-trials", "10"}));
+    ASSERT_NE(cluster_->Submit(kSmallSweep), 0);
+  }
+  void TearDown() override {
+    // Still alive, still serving, and the sweep stored first is still there.
+    EXPECT_FALSE(cluster_->coordinator().WaitExit(0ms).has_value()) << "the coordinator died";
+    auto health = cluster_->client().Get("/healthz");
+    ASSERT_TRUE(health.ok());
+    EXPECT_EQ(health->status, 200);
+    auto kept = cluster_->client().GetJson("/api/v1/sweeps/kept");
+    ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+    EXPECT_EQ((*kept)["trial_count"], 2);
+    cluster_.reset();
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+  std::filesystem::path dir_;
+  std::unique_ptr<TestCluster> cluster_;
+};
+
+TEST_F(HostileInputTest, RequestBodyOverTheLimitIs413) {
+  auto reply = cluster_->client().Post("/api/v1/sweeps", std::string(2u << 20, 'a'), "application/yaml");
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->status, 413);
+  EXPECT_NE(reply->body.find("over the limit"), std::string::npos) << reply->body;
+}
+
+TEST_F(HostileInputTest, SweepOverTheTrialCapIs413WithTheCount) {
+  std::string big = kSmallSweep;
+  big.replace(big.find("name: kept"), 10, "name: big");
+  big.replace(big.find("repeats: 1"), 10, "repeats: 6");  // 12 trials, cap 10
+  auto reply = cluster_->client().Post("/api/v1/sweeps", big, "application/yaml");
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->status, 413);
+  EXPECT_NE(reply->body.find("12"), std::string::npos) << reply->body;
+  EXPECT_NE(reply->body.find("cap of 10"), std::string::npos) << reply->body;
+}
+
+TEST_F(HostileInputTest, YamlNestedPastTheDepthLimitIs413WithItsLocation) {
+  std::string deep = "name: deep\nworkload: " + std::string(200, '[') + std::string(200, ']') + "\n";
+  auto reply = cluster_->client().Post("/api/v1/sweeps", deep, "application/yaml");
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->status, 413);
+  EXPECT_NE(reply->body.find("<submitted sweep>:2:"), std::string::npos) << "no line in: " << reply->body;
+  EXPECT_NE(reply->body.find("nesting deeper than 32 levels"), std::string::npos) << reply->body;
+}
+
+TEST_F(HostileInputTest, MalformedQueryBodyIs400) {
+  auto reply = cluster_->client().Post("/api/v1/query", "{not json", "application/json");
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->status, 400);
+  auto write = cluster_->client().Post("/api/v1/query", R"({"sql": "DELETE FROM trials"})", "application/json");
+  ASSERT_TRUE(write.ok());
+  EXPECT_EQ(write->status, 400) << "a write through the query route";
+}
+
+TEST_F(HostileInputTest, GarbageOversizedAndUnauthenticatedFramesCloseOnlyTheirConnection) {
+  const int port = cluster_->worker_port();
+  {
+    RawConnection garbage(port);
+    ASSERT_TRUE(garbage.connected());
+    garbage.Write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");  // "GET " read as a 1.2 GB length
+    bool closed = false;
+    garbage.ReadUntilClosed(&closed);
+    EXPECT_TRUE(closed) << "an oversized length prefix must close the connection";
+  }
+  {
+    RawConnection bad_json(port);
+    ASSERT_TRUE(bad_json.connected());
+    const std::string payload = "{\"type\": \"register\", oops";
+    const std::uint32_t length = htonl(static_cast<std::uint32_t>(payload.size()));
+    bad_json.Write(std::string(reinterpret_cast<const char*>(&length), 4) + payload);
+    bool closed = false;
+    bad_json.ReadUntilClosed(&closed);
+    EXPECT_TRUE(closed);
+  }
+  {
+    RawConnection intruder(port);
+    ASSERT_TRUE(intruder.connected());
+    json reg = {{"type", "register"}, {"token", "guess"}, {"worker_name", "intruder"}, {"host", "127.0.0.1"},
+                {"resources", {{"cpu_slots", 64}, {"cuda_devices", json::array()}}},
+                {"store_ports", {{"first", 30000}, {"last", 30010}}}, {"running", json::array()},
+                {"protocol_version", 1}};
+    auto frame = protocol::EncodeFrame(reg);
+    ASSERT_TRUE(frame.ok());
+    intruder.Write(*frame);
+    bool closed = false;
+    const std::string reply = intruder.ReadUntilClosed(&closed);
+    EXPECT_TRUE(closed);
+    EXPECT_NE(reply.find("rejected"), std::string::npos) << reply;
+    EXPECT_NE(reply.find("wrong worker token"), std::string::npos) << reply;
+  }
+  // The intruder never became a worker.
+  auto workers = cluster_->client().GetJson("/api/v1/workers");
+  ASSERT_TRUE(workers.ok());
+  EXPECT_TRUE(workers->empty()) << workers->dump();
+}
+
+}  // namespace
+}  // namespace bakeoff
