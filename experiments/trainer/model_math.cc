@@ -153,6 +153,7 @@ AttentionTables MakeAttentionTables(const ModelDims& dims, int64_t seq_len,
   t.mask = torch::full({seq_len, seq_len}, -std::numeric_limits<double>::infinity(),
                        torch::TensorOptions().dtype(torch::kFloat32))
                .triu(1)
+               .repeat({dims.heads / dims.kv_heads, 1})
                .to(device, torch::kFloat32);
   return t;
 }
@@ -188,22 +189,26 @@ torch::Tensor ModelMath::AttentionPart(const torch::Tensor& x, const BlockWeight
     const int64_t batch = u.x.size(0), seq = u.x.size(1), hd = d.head_dim();
     const int64_t group = d.heads / d.kv_heads;
     auto xn = RmsNorm(u.x, u.w.attn_norm, d.norm_eps);
-    auto q = Projection(xn, u.w.proj[kQ], u.lora[kQ]).view({batch, seq, d.heads, hd}).transpose(1, 2);
+    // Grouped KV heads without copying K and V per query head: the G query heads of one
+    // KV head are folded into rows, q [B*KV, G*T, hd] against k, v [B*KV, T, hd], so
+    // every product is one batched GEMM (query head h = kv * G + g, as Llama orders them).
+    auto q = Projection(xn, u.w.proj[kQ], u.lora[kQ])
+                 .view({batch, seq, d.kv_heads, group, hd})
+                 .permute({0, 2, 3, 1, 4});  // [B, KV, G, T, hd]
     auto k = Projection(xn, u.w.proj[kK], u.lora[kK]).view({batch, seq, d.kv_heads, hd}).transpose(1, 2);
     auto v_ = Projection(xn, u.w.proj[kV], u.lora[kV]).view({batch, seq, d.kv_heads, hd}).transpose(1, 2);
-    q = ApplyRotary(q, u.tables.cos, u.tables.sin);
-    k = ApplyRotary(k, u.tables.cos, u.tables.sin);
-    // Grouped KV heads by broadcasting: q [B, KV, G, T, hd] against k, v [B, KV, 1, T, hd].
-    q = q.reshape({batch, d.kv_heads, group, seq, hd});
-    k = k.unsqueeze(2);
-    v_ = v_.unsqueeze(2);
-    auto scores = AtLeastFloat32(Matmul(q, k.transpose(-1, -2))) *
-                      (1.0 / std::sqrt(static_cast<double>(hd))) +
-                  u.tables.mask;
+    q = ApplyRotary(q, u.tables.cos, u.tables.sin).reshape({batch * d.kv_heads, group * seq, hd});
+    k = ApplyRotary(k, u.tables.cos, u.tables.sin).reshape({batch * d.kv_heads, seq, hd});
+    v_ = v_.reshape({batch * d.kv_heads, seq, hd});
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    // fp32: scale and mask fused into the product (one op); else the product widens first.
+    auto scores = q.scalar_type() == torch::kFloat32
+                      ? torch::baddbmm(u.tables.mask, q, k.transpose(1, 2), /*beta=*/1.0, /*alpha=*/scale)
+                      : AtLeastFloat32(Matmul(q, k.transpose(1, 2))) * scale + u.tables.mask;
     auto probs = torch::softmax(scores, -1).to(u.x.scalar_type());
-    auto context = Matmul(probs, v_)  // [B, KV, G, T, hd]
-                       .reshape({batch, d.heads, seq, hd})
-                       .transpose(1, 2)
+    auto context = Matmul(probs, v_)  // [B*KV, G*T, hd]
+                       .view({batch, d.kv_heads, group, seq, hd})
+                       .permute({0, 3, 1, 2, 4})  // [B, T, KV, G, hd]
                        .reshape({batch, seq, d.dim});
     return u.x + Projection(context, u.w.proj[kO], u.lora[kO]);
   };

@@ -40,7 +40,9 @@ struct HeadWeights {
 struct AttentionTables {
   torch::Tensor cos;   // [seq, head_dim]
   torch::Tensor sin;   // [seq, head_dim]
-  torch::Tensor mask;  // [seq, seq], 0 on and below the diagonal, -inf above
+  // [group * seq, seq]: the causal mask (0 on and below the diagonal, -inf above)
+  // repeated for the query heads that share one KV head (attention folds them into rows).
+  torch::Tensor mask;
 };
 AttentionTables MakeAttentionTables(const ModelDims& dims, int64_t seq_len,
                                     torch::ScalarType dtype, const torch::Device& device);
