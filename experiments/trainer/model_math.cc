@@ -112,8 +112,7 @@ torch::Tensor MatmulViaFp32(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 torch::Tensor ModelMath::Matmul(const torch::Tensor& a, const torch::Tensor& b) const {
-  if (options_.bf16_matmul_via_fp32 && a.scalar_type() == torch::kBFloat16 &&
-      b.scalar_type() == torch::kBFloat16 && a.device().is_cpu()) {
+  if (WidensMatmul(a) && b.scalar_type() == torch::kBFloat16) {
     return MatmulViaFp32(a, b);
   }
   return torch::matmul(a, b);
@@ -161,24 +160,34 @@ AttentionTables MakeAttentionTables(const ModelDims& dims, int64_t seq_len,
 ModelMath::ModelMath(MathOptions options, UnitRunner* runner)
     : options_(std::move(options)), runner_(runner) {}
 
-torch::Tensor ModelMath::LoraDelta(const torch::Tensor& x, const torch::Tensor& a,
-                                   const torch::Tensor& b) const {
+bool ModelMath::WidensMatmul(const torch::Tensor& x) const {
+  return options_.bf16_matmul_via_fp32 && x.scalar_type() == torch::kBFloat16 && x.device().is_cpu();
+}
+
+torch::Tensor ModelMath::AddLoraDelta(const torch::Tensor& y, const torch::Tensor& x, const torch::Tensor& a,
+                                      const torch::Tensor& b) const {
   auto run = [this](const std::vector<torch::Tensor>& v) {
-    const auto& x = v[0];
+    const auto& y = v[0];
+    const auto& x = v[1];
     // PEFT's form: dropout on the adapter's input; fp32 master weights cast to the
     // activation dtype, so gradients flow back to the fp32 masters.
     auto h = options_.lora_dropout > 0 ? torch::dropout(x, options_.lora_dropout, options_.training) : x;
-    auto down = Matmul(h, v[1].to(x.scalar_type()).t());
-    return Matmul(down, v[2].to(x.scalar_type()).t()) * options_.lora_scale;
+    auto a_t = v[2].to(x.scalar_type()).t();
+    auto b_t = v[3].to(x.scalar_type()).t();
+    if (WidensMatmul(x)) return y + Matmul(Matmul(h, a_t), b_t) * options_.lora_scale;
+    // On rows folded to 2-D, one addmm adds the scaled update to y: for small models the
+    // separate scale and sum (and their backward nodes) cost as much as the GEMMs.
+    auto down = torch::mm(h.reshape({-1, h.size(-1)}), a_t);
+    return torch::addmm(y.reshape({-1, y.size(-1)}), down, b_t, /*beta=*/1.0, /*alpha=*/options_.lora_scale)
+        .view(y.sizes());
   };
-  return runner_->Run(Unit::kAdapter, {x, a, b}, run);
+  return runner_->Run(Unit::kAdapter, {y, x, a, b}, run);
 }
 
 torch::Tensor ModelMath::Projection(const torch::Tensor& x, const torch::Tensor& w,
                                     const LoraPair& lora) const {
   auto y = Matmul(x, w.t());
-  if (lora.defined()) y = y + LoraDelta(x, lora.a, lora.b);
-  return y;
+  return lora.defined() ? AddLoraDelta(y, x, lora.a, lora.b) : y;
 }
 
 torch::Tensor ModelMath::AttentionPart(const torch::Tensor& x, const BlockWeights& w,

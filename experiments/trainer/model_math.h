@@ -80,8 +80,10 @@ class ModelMath {
                         const std::array<LoraPair, kNumProjections>& lora) const;
   torch::Tensor Projection(const torch::Tensor& x, const torch::Tensor& w,
                            const LoraPair& lora) const;
-  torch::Tensor LoraDelta(const torch::Tensor& x, const torch::Tensor& a,
-                          const torch::Tensor& b) const;
+  // y + scale * (dropout(x) A^T) B^T: the base projection `y` of `x` plus the adapter's
+  // update, the scale and the sum fused into one addmm where the product runs natively.
+  torch::Tensor AddLoraDelta(const torch::Tensor& y, const torch::Tensor& x, const torch::Tensor& a,
+                             const torch::Tensor& b) const;
   // torch::matmul, or for bf16 CPU operands with bf16_matmul_via_fp32 the fp32-BLAS
   // product (an autograd function saving the bf16 operands, so activation memory is
   // that of bf16; when tracing, the same ops inline).
@@ -90,6 +92,9 @@ class ModelMath {
   const MathOptions& options() const { return options_; }
 
  private:
+  // bf16 CPU products go through MatmulViaFp32 (bf16_matmul_via_fp32).
+  bool WidensMatmul(const torch::Tensor& x) const;
+
   MathOptions options_;
   UnitRunner* runner_;
 };
