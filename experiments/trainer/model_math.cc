@@ -118,15 +118,21 @@ torch::Tensor ModelMath::Matmul(const torch::Tensor& a, const torch::Tensor& b) 
   return torch::matmul(a, b);
 }
 
+torch::Tensor CastTo(const torch::Tensor& x, torch::ScalarType dtype) {
+  // No call when the dtype already matches: a traced no-op `to` is still a graph node,
+  // and one the autodiff subgraphs cannot absorb, so it splits them.
+  return x.scalar_type() == dtype ? x : x.to(dtype);
+}
+
 torch::Tensor AtLeastFloat32(const torch::Tensor& x) {
-  return x.scalar_type() == torch::kFloat64 ? x : x.to(torch::kFloat32);
+  return x.scalar_type() == torch::kFloat64 ? x : CastTo(x, torch::kFloat32);
 }
 
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
   // Statistics in fp32 (or wider) whatever the activation dtype, as Llama does.
   auto xf = AtLeastFloat32(x);
   auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return normed.to(x.scalar_type()) * weight;
+  return CastTo(normed, x.scalar_type()) * weight;
 }
 
 torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
@@ -172,8 +178,8 @@ torch::Tensor ModelMath::AddLoraDelta(const torch::Tensor& y, const torch::Tenso
     // PEFT's form: dropout on the adapter's input; fp32 master weights cast to the
     // activation dtype, so gradients flow back to the fp32 masters.
     auto h = options_.lora_dropout > 0 ? torch::dropout(x, options_.lora_dropout, options_.training) : x;
-    auto a_t = v[2].to(x.scalar_type()).t();
-    auto b_t = v[3].to(x.scalar_type()).t();
+    auto a_t = CastTo(v[2], x.scalar_type()).t();
+    auto b_t = CastTo(v[3], x.scalar_type()).t();
     if (WidensMatmul(x)) return y + Matmul(Matmul(h, a_t), b_t) * options_.lora_scale;
     // On rows folded to 2-D, one addmm adds the scaled update to y: for small models the
     // separate scale and sum (and their backward nodes) cost as much as the GEMMs.
@@ -214,7 +220,7 @@ torch::Tensor ModelMath::AttentionPart(const torch::Tensor& x, const BlockWeight
     auto scores = q.scalar_type() == torch::kFloat32
                       ? torch::baddbmm(u.tables.mask, q, k.transpose(1, 2), /*beta=*/1.0, /*alpha=*/scale)
                       : AtLeastFloat32(Matmul(q, k.transpose(1, 2))) * scale + u.tables.mask;
-    auto probs = torch::softmax(scores, -1).to(u.x.scalar_type());
+    auto probs = CastTo(torch::softmax(scores, -1), u.x.scalar_type());
     auto context = Matmul(probs, v_)  // [B*KV, G*T, hd]
                        .view({batch, d.kv_heads, group, seq, hd})
                        .permute({0, 3, 1, 2, 4})  // [B, T, KV, G, hd]

@@ -103,6 +103,8 @@ class ModelMath {
 // saves a and b as they are (bf16). Public for the tests.
 torch::Tensor MatmulViaFp32(const torch::Tensor& a, const torch::Tensor& b);
 
+// x itself when it already has `dtype`, else x.to(dtype).
+torch::Tensor CastTo(const torch::Tensor& x, torch::ScalarType dtype);
 // Softmax, norms and the loss run in fp32 for bf16 activations (fp64 stays fp64).
 torch::Tensor AtLeastFloat32(const torch::Tensor& x);
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
