@@ -11,12 +11,13 @@ struct CancelFlags {
   std::string sweep;
   std::string coordinator = DefaultCoordinatorUrl();
   std::string token_file;
+  std::string tls_ca;
   std::string format = "table";
   std::string output;
 };
 
 int RunCancel(const CancelFlags& flags) {
-  auto client = ConnectCoordinator(flags.coordinator, flags.token_file);
+  auto client = ConnectCoordinator(flags.coordinator, flags.token_file, flags.tls_ca);
   if (!client.ok()) {
     std::cerr << "bakeoff cancel: " << client.status().message() << "\n";
     return ExitCodeFor(client.status());
@@ -41,6 +42,7 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("sweep", flags->sweep, "sweep id or name")->required();
   cmd->add_option("--coordinator", flags->coordinator, "coordinator URL");
   cmd->add_option("--token-file", flags->token_file, "file holding the API token (else $BAKEOFF_TOKEN)");
+  cmd->add_option("--tls-ca", flags->tls_ca, kTlsCaHelp);
   cmd->add_option("--format", flags->format, "table|json")->capture_default_str();
   cmd->add_option("--output", flags->output, "write the result to this file instead of stdout");
   cmd->callback([flags, exit_code]() { *exit_code = RunCancel(*flags); });

@@ -14,10 +14,12 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include "cli/command_registry.h"
 #include "metrics/report_renderer.h"
 #include "metrics/report_service.h"
+#include "protocol/tls.h"
 #include "protocol/token.h"
 
 namespace bakeoff::cli {
@@ -26,24 +28,64 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 
 Result<CoordinatorClient> CoordinatorClient::Create(const std::string& url, std::string token,
-                                                    std::chrono::milliseconds timeout) {
+                                                    std::chrono::milliseconds timeout, const std::string& tls_ca) {
   std::string rest = url;
-  if (rest.rfind("https://", 0) == 0) {
-    return Status::Unsupported("coordinator URL '" + url +
-                               "': https is not supported yet; use http://HOST:PORT");
-  }
+  const bool https = rest.rfind("https://", 0) == 0;
+  if (https) rest = rest.substr(8);
   if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
   auto slash = rest.find('/');
   if (slash != std::string::npos) rest = rest.substr(0, slash);
   auto split = protocol::SplitHostPort(rest, "coordinator URL");
   if (!split.ok()) return split.status();
   if (split->second == 0) return Status::InvalidArgument("coordinator URL '" + url + "': port 0");
-  return CoordinatorClient(split->first, split->second, std::move(token), timeout);
+  std::shared_ptr<asio::ssl::context> tls;
+  if (https) {
+    std::string ca = tls_ca;
+    if (const char* env = std::getenv("BAKEOFF_TLS_CA"); ca.empty() && env != nullptr) ca = env;
+    auto context = protocol::MakeClientTlsContext(ca);
+    if (!context.ok()) return context.status();
+    tls = std::move(context).value();
+  }
+  return CoordinatorClient(split->first, split->second, std::move(token), timeout, std::move(tls));
 }
 
 namespace {
 
-asio::awaitable<void> Exchange(const std::string& host, int port,
+// One request and its response over a connected stream (beast::tcp_stream or
+// beast::ssl_stream<beast::tcp_stream>).
+template <typename Stream>
+asio::awaitable<void> WriteAndRead(Stream& stream, const std::string& where, http::request<http::string_body> request,
+                                   std::chrono::milliseconds timeout, bool tls, Result<HttpResponse>* out) {
+  boost::system::error_code ec;
+  beast::get_lowest_layer(stream).expires_after(timeout);
+  co_await http::async_write(stream, request, asio::redirect_error(asio::use_awaitable, ec));
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(256u << 20);
+  if (!ec) {
+    co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+  }
+  if (ec) {
+    const bool timed_out = ec == beast::error::timeout;
+    // An HTTPS coordinator drops a plain request without a word: say what may be wrong.
+    const std::string hint = tls ? "" : " (if the coordinator serves HTTPS, use an https:// URL)";
+    *out = timed_out ? Status::Timeout("the coordinator at " + where + " did not answer within " +
+                                       std::to_string(timeout.count()) + " ms")
+                     : Status::Unavailable("HTTP exchange with " + where + " failed: " + ec.message() + hint);
+    co_return;
+  }
+  auto& response = parser.get();
+  HttpResponse result;
+  result.status = static_cast<int>(response.result_int());
+  result.content_type = std::string(response[http::field::content_type]);
+  result.www_authenticate = std::string(response[http::field::www_authenticate]);
+  result.body = std::move(response.body());
+  // No close_notify over TLS: the response is complete (Content-Length) and we are done.
+  beast::get_lowest_layer(stream).socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  *out = std::move(result);
+}
+
+asio::awaitable<void> Exchange(const std::string& host, int port, asio::ssl::context* tls,
                                http::request<http::string_body> request,
                                std::chrono::milliseconds timeout,
                                Result<HttpResponse>* out) {
@@ -65,29 +107,26 @@ asio::awaitable<void> Exchange(const std::string& host, int port,
                                ec.message() + "; is `bakeoff coordinator` running there?");
     co_return;
   }
-  stream.expires_after(timeout);
-  co_await http::async_write(stream, request, asio::redirect_error(asio::use_awaitable, ec));
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(256u << 20);
-  if (!ec) {
-    co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
-  }
-  if (ec) {
-    const bool timed_out = ec == beast::error::timeout;
-    *out = timed_out ? Status::Timeout("the coordinator at " + where + " did not answer within " +
-                                       std::to_string(timeout.count()) + " ms")
-                     : Status::Unavailable("HTTP exchange with " + where + " failed: " + ec.message());
+  if (!tls) {
+    co_await WriteAndRead(stream, where, std::move(request), timeout, false, out);
     co_return;
   }
-  auto& response = parser.get();
-  HttpResponse result;
-  result.status = static_cast<int>(response.result_int());
-  result.content_type = std::string(response[http::field::content_type]);
-  result.www_authenticate = std::string(response[http::field::www_authenticate]);
-  result.body = std::move(response.body());
-  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
-  *out = std::move(result);
+  beast::ssl_stream<beast::tcp_stream> secure(std::move(stream), *tls);
+  if (Status s = protocol::SetTlsServerName(secure.native_handle(), host); !s.ok()) {
+    *out = s;
+    co_return;
+  }
+  beast::get_lowest_layer(secure).expires_after(timeout);
+  co_await secure.async_handshake(asio::ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    *out = ec == beast::error::timeout
+               ? Status::Timeout("no TLS handshake with the coordinator at " + where + " within " +
+                                 std::to_string(timeout.count()) + " ms")
+               : Status::Unavailable("TLS handshake with the coordinator at " + where + " failed: " +
+                                     protocol::TlsErrorText(ec, secure.native_handle()));
+    co_return;
+  }
+  co_await WriteAndRead(secure, where, std::move(request), timeout, true, out);
 }
 
 }  // namespace
@@ -111,7 +150,7 @@ Result<HttpResponse> CoordinatorClient::Send(const std::string& method, const st
   Result<HttpResponse> out = Status::Internal("HTTP exchange did not run");
   try {
     asio::io_context io;
-    asio::co_spawn(io, Exchange(host_, port_, std::move(request), timeout_, &out),
+    asio::co_spawn(io, Exchange(host_, port_, tls_.get(), std::move(request), timeout_, &out),
                    [](std::exception_ptr e) {
                      if (e) std::rethrow_exception(e);
                    });
@@ -251,10 +290,10 @@ std::string DefaultCoordinatorUrl() {
 }
 
 Result<CoordinatorClient> ConnectCoordinator(const std::string& url, const std::string& token_file,
-                                             std::chrono::milliseconds timeout) {
+                                             const std::string& tls_ca, std::chrono::milliseconds timeout) {
   auto token = protocol::LoadToken(token_file);
   if (!token.ok()) return token.status();
-  return CoordinatorClient::Create(url, std::move(token).value(), timeout);
+  return CoordinatorClient::Create(url, std::move(token).value(), timeout, tls_ca);
 }
 
 int ExitCodeFor(const Status& status) {

@@ -1,7 +1,8 @@
 // CoordinatorClient: a small synchronous HTTP client (Boost.Beast) for the
 // coordinator's API (docs/cli.md, /api/v1/...), used by `bakeoff submit`, `status`,
-// `workers`, `cancel` and `report --coordinator`. Each call opens one connection, sends
-// the bearer token, and fails with a Status (never throws) after `timeout`.
+// `workers`, `cancel`, `query` and `report --coordinator`. Each call opens one
+// connection (HTTPS for an https:// URL, verifying the coordinator's certificate and
+// name), sends the bearer token, and fails with a Status (never throws) after `timeout`.
 // Non-2xx answers become Statuses carrying the server's error message:
 // 400 -> kInvalidArgument, 401/403 -> kInvalidArgument (token), 404 -> kNotFound,
 // 503 -> kUnavailable, 504 -> kTimeout, other -> kInternal; no connection -> kUnavailable.
@@ -10,12 +11,17 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "protocol/status.h"
+
+namespace boost::asio::ssl {
+class context;
+}  // namespace boost::asio::ssl
 
 namespace bakeoff::cli {
 
@@ -28,10 +34,14 @@ struct HttpResponse {
 
 class CoordinatorClient {
  public:
-  // `url`: "http://HOST:PORT" or "HOST:PORT" (a path suffix is ignored). `token` may be
-  // empty. Fails with kInvalidArgument naming the URL when it cannot be parsed.
+  // `url`: "http://HOST:PORT", "https://HOST:PORT" or "HOST:PORT" (plain HTTP; a path
+  // suffix is ignored). `token` may be empty. For https, the server's certificate is
+  // verified against the PEM CA file `tls_ca`, else $BAKEOFF_TLS_CA, else the system's
+  // trust store, and must name HOST. Fails with kInvalidArgument naming the URL when it
+  // cannot be parsed, or the CA file when it cannot be loaded.
   static Result<CoordinatorClient> Create(const std::string& url, std::string token,
-                                          std::chrono::milliseconds timeout = std::chrono::seconds(30));
+                                          std::chrono::milliseconds timeout = std::chrono::seconds(30),
+                                          const std::string& tls_ca = "");
 
   // Raw calls: any HTTP status is a successful Result; only transport failures fail.
   Result<HttpResponse> Get(const std::string& target) const;
@@ -47,11 +57,12 @@ class CoordinatorClient {
 
   const std::string& host() const { return host_; }
   int port() const { return port_; }
+  bool tls() const { return tls_ != nullptr; }
 
  private:
-  CoordinatorClient(std::string host, int port, std::string token,
-                    std::chrono::milliseconds timeout)
-      : host_(std::move(host)), port_(port), token_(std::move(token)), timeout_(timeout) {}
+  CoordinatorClient(std::string host, int port, std::string token, std::chrono::milliseconds timeout,
+                    std::shared_ptr<boost::asio::ssl::context> tls)
+      : host_(std::move(host)), port_(port), token_(std::move(token)), timeout_(timeout), tls_(std::move(tls)) {}
 
   Result<HttpResponse> Send(const std::string& method, const std::string& target,
                             const std::string& body, const std::string& content_type) const;
@@ -60,6 +71,7 @@ class CoordinatorClient {
   int port_ = 0;
   std::string token_;
   std::chrono::milliseconds timeout_;
+  std::shared_ptr<boost::asio::ssl::context> tls_;  // null: plain HTTP
 };
 
 // Turns a non-2xx response into a Status with the server's {"error": ...} message.
@@ -73,9 +85,16 @@ std::string UrlEncode(const std::string& text);
 // The default coordinator URL: $BAKEOFF_COORDINATOR, else http://127.0.0.1:8080.
 std::string DefaultCoordinatorUrl();
 
-// A client for `url` with the token from `token_file` or BAKEOFF_TOKEN.
+// A client for `url` with the token from `token_file` or BAKEOFF_TOKEN, and for an
+// https:// URL the CA file `tls_ca` (--tls-ca; see Create).
 Result<CoordinatorClient> ConnectCoordinator(const std::string& url, const std::string& token_file,
+                                             const std::string& tls_ca = "",
                                              std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// The help text of the client commands' --tls-ca option.
+inline constexpr const char* kTlsCaHelp =
+    "PEM file of the CA that signed an https:// coordinator's certificate (else $BAKEOFF_TLS_CA, "
+    "else the system's trust store)";
 
 // The process exit code (cli/command_registry.h) for a failed Status: unreachable or
 // timed out -> kExitUnavailable, bad input -> kExitUsage, anything else -> kExitFailure.

@@ -32,6 +32,10 @@ bool IsLoopback(const std::string& address) {
 }
 
 int RunCoordinator(CoordinatorFlags& flags) {
+  if (flags.config.tls_cert_path.empty() != flags.config.tls_key_path.empty()) {
+    std::cerr << "bakeoff coordinator: --tls-cert and --tls-key go together (TLS needs the certificate and its key)\n";
+    return kExitUsage;
+  }
   auto token = protocol::LoadToken(flags.token_file);
   if (!token.ok()) {
     std::cerr << "bakeoff coordinator: " << token.status().message() << "\n";
@@ -72,8 +76,9 @@ int RunCoordinator(CoordinatorFlags& flags) {
     std::cerr << "bakeoff coordinator: " << started.message() << "\n";
     return ExitCodeFor(started);
   }
-  std::cerr << "bakeoff coordinator: HTTP API on port " << node.http_port() << ", workers on port "
-            << node.worker_port() << ", results in " << flags.config.db_path << "\n";
+  std::cerr << "bakeoff coordinator: " << (node.tls() ? "HTTPS" : "HTTP") << " API on port " << node.http_port()
+            << ", workers on port " << node.worker_port() << (node.tls() ? " (TLS)" : "") << ", results in "
+            << flags.config.db_path << "\n";
   if (!flags.ports_file.empty()) {
     // Written whole then renamed, so a reader never sees half a file.
     const std::string tmp = flags.ports_file + ".tmp";
@@ -104,6 +109,9 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--db", flags->config.db_path, "results database (SQLite)")->capture_default_str();
   cmd->add_option("--token-file", flags->token_file,
                   "file holding the API and worker token (else $BAKEOFF_TOKEN)");
+  cmd->add_option("--tls-cert", flags->config.tls_cert_path,
+                  "PEM certificate chain: serve HTTPS and TLS to workers on both listeners (with --tls-key)");
+  cmd->add_option("--tls-key", flags->config.tls_key_path, "PEM private key of --tls-cert (unencrypted)");
   cmd->add_option("--heartbeat-timeout", flags->heartbeat_timeout,
                   "a worker silent this long is lost and its trials requeued")
       ->capture_default_str();

@@ -25,6 +25,7 @@ struct QueryOptions {
   std::string db = "results.db";
   std::string coordinator;  // non-empty: ask this coordinator instead of reading --db
   std::string token_file;
+  std::string tls_ca;
   std::string format = "table";
   std::string output;
   int64_t max_rows = 10000;
@@ -149,7 +150,7 @@ int QueryExitCode(const Status& status) {
 // The coordinator's answer {"columns", "rows", "truncated"} as a QueryResult.
 Result<metrics::QueryResult> QueryCoordinator(const QueryOptions& options) {
   // The HTTP wait covers the server's own bound plus the transfer.
-  auto client = ConnectCoordinator(options.coordinator, options.token_file,
+  auto client = ConnectCoordinator(options.coordinator, options.token_file, options.tls_ca,
                                    std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000) + 30000));
   if (!client.ok()) return client.status();
   nlohmann::json request = {{"sql", options.sql}, {"max_rows", options.max_rows}, {"timeout_s", options.timeout_s}};
@@ -217,6 +218,7 @@ void SetupQuery(CLI::App& root, int* exit_code) {
   cmd->add_option("--coordinator", options->coordinator,
                   "Ask this running coordinator (http://HOST:PORT) to run the query on its database");
   cmd->add_option("--token-file", options->token_file, "File holding the API token (else $BAKEOFF_TOKEN)");
+  cmd->add_option("--tls-ca", options->tls_ca, kTlsCaHelp);
   cmd->add_option("--format", options->format, "table, json or csv")
       ->check(CLI::IsMember({"table", "json", "csv"}));
   cmd->add_option("--output", options->output, "Write to this file instead of stdout");

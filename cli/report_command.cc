@@ -27,6 +27,7 @@ struct ReportFlags {
   std::string db = "results.db";
   std::string coordinator;
   std::string token_file;
+  std::string tls_ca;
   std::string memory_budget;
   double loss_threshold = 0.02;
   double noisy_cv = 0.10;
@@ -94,7 +95,8 @@ int RunReport(const ReportFlags& flags) {
   if (!flags.coordinator.empty()) {
     Result<std::string> token = protocol::LoadToken(flags.token_file);
     if (!token.ok()) return Fail(token.status(), kExitUsage);
-    Result<CoordinatorClient> client = CoordinatorClient::Create(flags.coordinator, *token);
+    Result<CoordinatorClient> client =
+        CoordinatorClient::Create(flags.coordinator, *token, std::chrono::seconds(30), flags.tls_ca);
     if (!client.ok()) return Fail(client.status(), ExitCodeOf(client.status()));
     std::string target = "/api/v1/sweeps/" + UrlEncode(flags.sweep) + "/report?format=" +
                          metrics::ReportFormatName(*format);
@@ -149,6 +151,7 @@ void SetupReport(CLI::App& root, int* exit_code) {
   cmd->add_option("--db", flags->db, "Results database file (default ./results.db)");
   cmd->add_option("--coordinator", flags->coordinator,
                   "Ask a running coordinator (URL) instead of reading --db");
+  cmd->add_option("--tls-ca", flags->tls_ca, kTlsCaHelp);
   cmd->add_option("--token-file", flags->token_file,
                   "Bearer token file for --coordinator (default $BAKEOFF_TOKEN)");
   cmd->add_option("--memory-budget", flags->memory_budget,

@@ -20,6 +20,7 @@ struct StatusFlags {
   std::string coordinator;
   std::string db;
   std::string token_file;
+  std::string tls_ca;
   std::string format = "table";
   std::string output;
 };
@@ -111,7 +112,7 @@ int RunStatus(const StatusFlags& flags) {
     }
   } else {
     auto client = ConnectCoordinator(flags.coordinator.empty() ? DefaultCoordinatorUrl() : flags.coordinator,
-                                     flags.token_file);
+                                     flags.token_file, flags.tls_ca);
     if (!client.ok()) return Fail(client.status());
     if (flags.sweep.empty()) {
       auto got = client->GetJson("/api/v1/sweeps");
@@ -143,6 +144,7 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--coordinator", flags->coordinator, "coordinator URL (default $BAKEOFF_COORDINATOR or http://127.0.0.1:8080)");
   cmd->add_option("--db", flags->db, "read a results database instead of asking a coordinator");
   cmd->add_option("--token-file", flags->token_file, "file holding the API token (else $BAKEOFF_TOKEN)");
+  cmd->add_option("--tls-ca", flags->tls_ca, kTlsCaHelp);
   cmd->add_option("--format", flags->format, "table|json")->capture_default_str();
   cmd->add_option("--output", flags->output, "write the result to this file instead of stdout");
   cmd->callback([flags, exit_code]() { *exit_code = RunStatus(*flags); });

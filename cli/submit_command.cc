@@ -20,6 +20,7 @@ struct SubmitFlags {
   bool wait = false;
   std::string coordinator = DefaultCoordinatorUrl();
   std::string token_file;
+  std::string tls_ca;
   std::string format = "table";
   std::string output;
   double poll_s = 1.0;
@@ -44,7 +45,7 @@ int RunSubmit(const SubmitFlags& flags) {
   }
   std::stringstream yaml;
   yaml << in.rdbuf();
-  auto client = ConnectCoordinator(flags.coordinator, flags.token_file);
+  auto client = ConnectCoordinator(flags.coordinator, flags.token_file, flags.tls_ca);
   if (!client.ok()) {
     std::cerr << "bakeoff submit: " << client.status().message() << "\n";
     return ExitCodeFor(client.status());
@@ -127,6 +128,7 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_flag("--wait", flags->wait, "show progress until the sweep ends, then print its report");
   cmd->add_option("--coordinator", flags->coordinator, "coordinator URL (default $BAKEOFF_COORDINATOR or http://127.0.0.1:8080)");
   cmd->add_option("--token-file", flags->token_file, "file holding the API token (else $BAKEOFF_TOKEN)");
+  cmd->add_option("--tls-ca", flags->tls_ca, kTlsCaHelp);
   cmd->add_option("--format", flags->format, "table|json (and markdown|csv|html for the report with --wait)")
       ->capture_default_str();
   cmd->add_option("--output", flags->output, "write the result to this file instead of stdout");

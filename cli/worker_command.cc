@@ -92,6 +92,11 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--cuda-devices", flags->cuda_devices, "CUDA device ordinals to offer, e.g. 0,1")
       ->delimiter(',');
   cmd->add_option("--token-file", flags->token_file, "file holding the worker token (else $BAKEOFF_TOKEN)");
+  cmd->add_flag("--tls", flags->config.tls,
+                "connect with TLS (the coordinator runs with --tls-cert); its certificate is verified "
+                "against the system's trust store unless --tls-ca is given");
+  cmd->add_option("--tls-ca", flags->config.tls_ca_path,
+                  "PEM file of the CA(s) that signed the coordinator's certificate (implies --tls)");
   cmd->add_option("--name", flags->config.name, "stable worker name (default HOSTNAME-PID)");
   cmd->add_option("--host", flags->config.advertise_host,
                   "address other workers reach this one at (rank 0's rendezvous store)")

@@ -11,12 +11,13 @@ namespace {
 struct WorkersFlags {
   std::string coordinator = DefaultCoordinatorUrl();
   std::string token_file;
+  std::string tls_ca;
   std::string format = "table";
   std::string output;
 };
 
 int RunWorkers(const WorkersFlags& flags) {
-  auto client = ConnectCoordinator(flags.coordinator, flags.token_file);
+  auto client = ConnectCoordinator(flags.coordinator, flags.token_file, flags.tls_ca);
   if (!client.ok()) {
     std::cerr << "bakeoff workers: " << client.status().message() << "\n";
     return ExitCodeFor(client.status());
@@ -57,6 +58,7 @@ void Setup(CLI::App& root, int* exit_code) {
   auto* cmd = root.add_subcommand("workers", "List the coordinator's workers");
   cmd->add_option("--coordinator", flags->coordinator, "coordinator URL");
   cmd->add_option("--token-file", flags->token_file, "file holding the API token (else $BAKEOFF_TOKEN)");
+  cmd->add_option("--tls-ca", flags->tls_ca, kTlsCaHelp);
   cmd->add_option("--format", flags->format, "table|json")->capture_default_str();
   cmd->add_option("--output", flags->output, "write the result to this file instead of stdout");
   cmd->callback([flags, exit_code]() { *exit_code = RunWorkers(*flags); });

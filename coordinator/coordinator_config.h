@@ -29,6 +29,10 @@ struct CoordinatorConfig {
   // a Prometheus needs no secret for it (it reveals counts, never sweep contents);
   // true: it needs the bearer token as every other route but /healthz does.
   bool metrics_require_token = false;
+  // TLS on both listeners (worker protocol and HTTP API) when set: the certificate chain
+  // and private key, PEM (`--tls-cert`, `--tls-key`; docs/protocol.md "TLS").
+  std::string tls_cert_path;
+  std::string tls_key_path;
 
   // Workers send a heartbeat every interval; one silent for `heartbeat_timeout` is lost
   // and its attempts are requeued (issue 7: "heartbeat TTL").

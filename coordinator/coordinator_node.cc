@@ -11,6 +11,12 @@ CoordinatorNode::CoordinatorNode(boost::asio::any_io_executor executor, Coordina
 CoordinatorNode::~CoordinatorNode() { Stop(); }
 
 Status CoordinatorNode::Start() {
+  // First, so that a bad certificate stops startup before the database is touched.
+  if (!config_.tls_cert_path.empty() || !config_.tls_key_path.empty()) {
+    auto tls = protocol::MakeServerTlsContext(config_.tls_cert_path, config_.tls_key_path);
+    if (!tls.ok()) return tls.status();
+    tls_ = std::move(tls).value();
+  }
   metrics::StoreOptions options;
   options.path = config_.db_path;
   // SQLite's default page size; the cap is whole pages.
@@ -20,9 +26,9 @@ Status CoordinatorNode::Start() {
   store_ = std::move(store).value();
   service_ = std::make_unique<CoordinatorService>(executor_, config_, *store_, clock_);
   BAKEOFF_RETURN_IF_ERROR(service_->Recover());
-  workers_ = std::make_unique<WorkerServer>(executor_, *service_);
+  workers_ = std::make_unique<WorkerServer>(executor_, *service_, tls_);
   BAKEOFF_RETURN_IF_ERROR(workers_->Listen(config_.worker_listen));
-  http_ = std::make_unique<HttpServer>(executor_, *service_, report_renderer_);
+  http_ = std::make_unique<HttpServer>(executor_, *service_, report_renderer_, tls_);
   BAKEOFF_RETURN_IF_ERROR(http_->Listen(config_.http_listen));
   workers_->Start();
   http_->Start();

@@ -29,6 +29,7 @@ class CoordinatorNode {
 
   int http_port() const { return http_ ? http_->port() : 0; }
   int worker_port() const { return workers_ ? workers_->port() : 0; }
+  bool tls() const { return tls_ != nullptr; }
   CoordinatorService& service() { return *service_; }
   metrics::ResultsStore& store() { return *store_; }
 
@@ -41,6 +42,7 @@ class CoordinatorNode {
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<WorkerServer> workers_;
   std::unique_ptr<HttpServer> http_;
+  std::shared_ptr<protocol::TlsContext> tls_;  // null: plain TCP and HTTP
 };
 
 }  // namespace bakeoff::coordinator

@@ -1,5 +1,7 @@
 #include "coordinator/http_server.h"
 
+#include <cstdio>
+
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
@@ -8,6 +10,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include "coordinator/api_json.h"
 #include "metrics/read_only_query.h"
@@ -21,6 +24,16 @@ using asio::ip::tcp;
 using nlohmann::json;
 
 namespace {
+
+constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
+
+void Log(const std::string& line) { fprintf(stderr, "bakeoff coordinator: %s\n", line.c_str()); }
+
+std::string PeerAddress(const tcp::socket& socket) {
+  boost::system::error_code ec;
+  auto endpoint = socket.remote_endpoint(ec);
+  return ec ? std::string("an unknown peer") : endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+}
 
 // Invalid UTF-8 (from a user's SQL, a trainer's message) is replaced, never thrown.
 HttpReply JsonReply(int status, const json& body) {
@@ -109,8 +122,13 @@ HttpReply MetricsReply(const CoordinatorService& service) {
 
 }  // namespace
 
-HttpServer::HttpServer(asio::any_io_executor executor, CoordinatorService& service, ReportRenderer report_renderer)
-    : executor_(executor), service_(service), report_renderer_(std::move(report_renderer)), acceptor_(executor) {}
+HttpServer::HttpServer(asio::any_io_executor executor, CoordinatorService& service, ReportRenderer report_renderer,
+                       std::shared_ptr<protocol::TlsContext> tls)
+    : executor_(executor),
+      service_(service),
+      report_renderer_(std::move(report_renderer)),
+      acceptor_(executor),
+      tls_(std::move(tls)) {}
 
 HttpServer::~HttpServer() { blocking_pool_.join(); }
 
@@ -152,13 +170,37 @@ asio::awaitable<void> HttpServer::AcceptLoop() {
 }
 
 asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
-  beast::tcp_stream stream(std::move(socket));
+  if (!tls_) {
+    beast::tcp_stream stream(std::move(socket));
+    co_await ServeRequests(stream);
+    boost::system::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    co_return;
+  }
+  const std::string peer = PeerAddress(socket);
+  beast::ssl_stream<beast::tcp_stream> stream(std::move(socket), *tls_);
+  boost::system::error_code ec;
+  // The deadline keeps a client that never speaks TLS from holding the connection.
+  beast::get_lowest_layer(stream).expires_after(kTlsHandshakeTimeout);
+  co_await stream.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    Log("HTTPS connection from " + peer + ": TLS handshake failed: " + protocol::TlsErrorText(ec, stream.native_handle()));
+    co_return;
+  }
+  co_await ServeRequests(stream);
+  // close_notify, bounded: a client that has gone does not answer it.
+  beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(2));
+  co_await stream.async_shutdown(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+template <typename Stream>
+asio::awaitable<void> HttpServer::ServeRequests(Stream& stream) {
   beast::flat_buffer buffer;
   while (true) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(service_.config().max_request_body_bytes);
     parser.header_limit(64 * 1024);
-    stream.expires_after(std::chrono::seconds(30));
+    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
     boost::system::error_code ec;
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
     HttpReply reply;
@@ -168,7 +210,14 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
       reply = Error(413, "request body over the limit of " + std::to_string(service_.config().max_request_body_bytes) +
                              " bytes");
     } else if (ec) {
-      break;  // closed, timed out or not HTTP
+      // Closed, timed out or not HTTP. A TLS client on the plain port gets a line: it
+      // would otherwise fail with no trace here.
+      const auto* head = static_cast<const unsigned char*>(buffer.data().data());
+      if (!tls_ && protocol::LooksLikeTlsRecord(head, buffer.size())) {
+        Log("HTTP connection from " + PeerAddress(beast::get_lowest_layer(stream).socket()) +
+            ": the client speaks TLS but this coordinator serves plain HTTP (no --tls-cert)");
+      }
+      break;
     } else {
       auto& request = parser.get();
       keep_alive = request.keep_alive();
@@ -188,12 +237,10 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
     response.keep_alive(keep_alive);
     response.body() = std::move(reply.body);
     response.prepare_payload();
-    stream.expires_after(std::chrono::seconds(30));
+    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
     co_await http::async_write(stream, response, asio::redirect_error(asio::use_awaitable, ec));
     if (ec || !keep_alive) break;
   }
-  boost::system::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
 }
 
 // POST /api/v1/query {"sql", "max_rows"?, "timeout_s"?}: the reply (work done on the

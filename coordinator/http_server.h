@@ -1,5 +1,5 @@
 // HttpServer: the coordinator's HTTP API (Boost.Beast, one coroutine per connection)
-// documented in docs/cli.md. Every route but /healthz needs `Authorization: Bearer
+// documented in docs/cli.md; HTTPS when given a TLS context (the handshake within 10 s). Every route but /healthz needs `Authorization: Bearer
 // TOKEN` (401 with `WWW-Authenticate: Bearer` otherwise; compared in constant time).
 // Request bodies are limited (413 past CoordinatorConfig::max_request_body_bytes).
 // Errors are JSON: {"error": "..."}. POST /api/v1/query runs read-only SQL (bounded
@@ -40,8 +40,9 @@ struct HttpReply {
 
 class HttpServer {
  public:
+  // `tls` null: plain HTTP.
   HttpServer(boost::asio::any_io_executor executor, CoordinatorService& service,
-             ReportRenderer report_renderer);
+             ReportRenderer report_renderer, std::shared_ptr<protocol::TlsContext> tls = nullptr);
   ~HttpServer();  // waits for queries in flight (each bounded by query_timeout)
 
   Status Listen(const std::string& address);
@@ -58,11 +59,16 @@ class HttpServer {
   HttpReply QueryRoute(const std::string& body) const;
   boost::asio::awaitable<void> AcceptLoop();
   boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket);
+  // Requests and replies until the client is done; Stream: beast::tcp_stream or
+  // beast::ssl_stream<beast::tcp_stream>.
+  template <typename Stream>
+  boost::asio::awaitable<void> ServeRequests(Stream& stream);
 
   boost::asio::any_io_executor executor_;
   CoordinatorService& service_;
   ReportRenderer report_renderer_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  std::shared_ptr<protocol::TlsContext> tls_;
   int port_ = 0;
   boost::asio::thread_pool blocking_pool_{2};
 };

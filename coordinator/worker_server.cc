@@ -1,5 +1,7 @@
 #include "coordinator/worker_server.h"
 
+#include <cstdio>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -11,6 +13,10 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 namespace {
+
+constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
+
+void Log(const std::string& line) { fprintf(stderr, "bakeoff coordinator: %s\n", line.c_str()); }
 
 class ConnectionLink : public WorkerLink {
  public:
@@ -24,8 +30,9 @@ class ConnectionLink : public WorkerLink {
 
 }  // namespace
 
-WorkerServer::WorkerServer(asio::any_io_executor executor, CoordinatorService& service)
-    : executor_(executor), service_(service), acceptor_(executor) {}
+WorkerServer::WorkerServer(asio::any_io_executor executor, CoordinatorService& service,
+                           std::shared_ptr<protocol::TlsContext> tls)
+    : executor_(executor), service_(service), acceptor_(executor), tls_(std::move(tls)) {}
 
 Status WorkerServer::Listen(const std::string& address) {
   auto split = protocol::SplitHostPort(address, "worker listen address");
@@ -64,12 +71,27 @@ asio::awaitable<void> WorkerServer::AcceptLoop() {
   }
 }
 
-asio::awaitable<void> WorkerServer::Serve(tcp::socket socket) {
+asio::awaitable<std::shared_ptr<protocol::FrameConnection>> WorkerServer::Open(tcp::socket socket) {
   protocol::FrameConnectionOptions options;
   options.max_frame_bytes = service_.config().max_frame_bytes;
-  auto conn = std::make_shared<protocol::FrameConnection>(std::move(socket), options);
+  if (!tls_) co_return std::make_shared<protocol::FrameConnection>(std::move(socket), options);
+  auto stream = co_await protocol::TlsServerHandshake(std::move(socket), *tls_, kTlsHandshakeTimeout);
+  if (!stream.ok()) {
+    Log("worker " + stream.status().message());
+    co_return nullptr;
+  }
+  co_return std::make_shared<protocol::FrameConnection>(std::move(stream).value(), options);
+}
+
+asio::awaitable<void> WorkerServer::Serve(tcp::socket socket) {
+  auto conn = co_await Open(std::move(socket));
+  if (!conn) co_return;
   auto first = co_await conn->Read(std::chrono::seconds(10));
-  if (!first.ok()) co_return;
+  if (!first.ok()) {
+    Log("worker connection from " + conn->remote_address() + " ended before registering: " +
+        first.status().message());
+    co_return;
+  }
   auto reg = protocol::Parse<protocol::RegisterMessage>(*first);
   if (!reg.ok()) {
     conn->Send(protocol::ToJson(protocol::RejectedMessage{"the first frame must be 'register': " +

@@ -1,6 +1,7 @@
-// WorkerServer: accepts worker-protocol connections (TCP, length-prefixed JSON frames)
-// and feeds them to the CoordinatorService: the first frame must be `register` (within
-// 10 s); every later frame goes to OnFrame until the connection ends.
+// WorkerServer: accepts worker-protocol connections (TCP, length-prefixed JSON frames;
+// TLS when given a context, the handshake within 10 s) and feeds them to the
+// CoordinatorService: the first frame must be `register` (within 10 s); every later
+// frame goes to OnFrame until the connection ends.
 // Thread-safety: runs on the service's single-threaded executor.
 #pragma once
 
@@ -17,7 +18,9 @@ namespace bakeoff::coordinator {
 
 class WorkerServer {
  public:
-  WorkerServer(boost::asio::any_io_executor executor, CoordinatorService& service);
+  // `tls` null: plain TCP.
+  WorkerServer(boost::asio::any_io_executor executor, CoordinatorService& service,
+               std::shared_ptr<protocol::TlsContext> tls = nullptr);
 
   // Binds host:port (port 0 picks a free port; see port()).
   Status Listen(const std::string& address);
@@ -28,10 +31,14 @@ class WorkerServer {
  private:
   boost::asio::awaitable<void> AcceptLoop();
   boost::asio::awaitable<void> Serve(boost::asio::ip::tcp::socket socket);
+  // The connection over `socket`, after the TLS handshake when there is one; null (and
+  // a log line) when the handshake fails.
+  boost::asio::awaitable<std::shared_ptr<protocol::FrameConnection>> Open(boost::asio::ip::tcp::socket socket);
 
   boost::asio::any_io_executor executor_;
   CoordinatorService& service_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  std::shared_ptr<protocol::TlsContext> tls_;
   int port_ = 0;
 };
 

@@ -5,6 +5,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -54,7 +55,7 @@ class Deadline {
 };
 
 Status SocketError(const error_code& ec, const std::string& what) {
-  if (ec == asio::error::eof || ec == asio::error::connection_reset) {
+  if (ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::ssl::error::stream_truncated) {
     return Status::Unavailable(what + ": the peer closed the connection");
   }
   return Status::Unavailable(what + ": " + ec.message());
@@ -63,11 +64,37 @@ Status SocketError(const error_code& ec, const std::string& what) {
 }  // namespace
 
 FrameConnection::FrameConnection(Socket socket, FrameConnectionOptions options)
-    : socket_(std::move(socket)), options_(options) {
+    : stream_(std::in_place_type<Socket>, std::move(socket)), options_(options) {
+  Init();
+}
+
+FrameConnection::FrameConnection(TlsSocket stream, FrameConnectionOptions options)
+    : stream_(std::in_place_type<TlsSocket>, std::move(stream)), options_(options) {
+  Init();
+}
+
+void FrameConnection::Init() {
   error_code ec;
-  auto endpoint = socket_.remote_endpoint(ec);
+  auto endpoint = socket().remote_endpoint(ec);
   if (!ec) remote_address_ = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
-  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  socket().set_option(asio::ip::tcp::no_delay(true), ec);
+}
+
+FrameConnection::Socket& FrameConnection::socket() {
+  if (auto* tls = std::get_if<TlsSocket>(&stream_)) return tls->next_layer();
+  return std::get<Socket>(stream_);
+}
+
+awaitable<std::size_t> FrameConnection::ReadExactly(asio::mutable_buffer buffer, error_code& ec) {
+  return std::visit(
+      [&](auto& stream) { return asio::async_read(stream, buffer, asio::redirect_error(use_awaitable, ec)); },
+      stream_);
+}
+
+awaitable<std::size_t> FrameConnection::WriteAll(asio::const_buffer buffer, error_code& ec) {
+  return std::visit(
+      [&](auto& stream) { return asio::async_write(stream, buffer, asio::redirect_error(use_awaitable, ec)); },
+      stream_);
 }
 
 FrameConnection::~FrameConnection() { Close(); }
@@ -76,8 +103,10 @@ void FrameConnection::Close() {
   if (!open_) return;
   open_ = false;
   error_code ec;
-  socket_.shutdown(Socket::shutdown_both, ec);
-  socket_.close(ec);
+  // Under TLS no close_notify is sent: the peer sees a truncated stream, which it
+  // treats as a close (the framing, not TLS, marks where messages end).
+  socket().shutdown(Socket::shutdown_both, ec);
+  socket().close(ec);
   queue_.clear();
   queued_bytes_ = 0;
 }
@@ -86,10 +115,10 @@ awaitable<Result<nlohmann::json>> FrameConnection::Read(
     std::optional<std::chrono::milliseconds> timeout) {
   auto self = shared_from_this();
   if (!open_) co_return Status::Unavailable("read: connection closed");
-  Deadline deadline(self, socket_, timeout);
+  Deadline deadline(self, socket(), timeout);
   unsigned char header[kFrameHeaderBytes];
   error_code ec;
-  co_await asio::async_read(socket_, asio::buffer(header), asio::redirect_error(use_awaitable, ec));
+  co_await ReadExactly(asio::buffer(header), ec);
   if (ec) {
     Close();
     if (deadline.fired()) co_return Status::Timeout("no frame within the read deadline");
@@ -98,10 +127,15 @@ awaitable<Result<nlohmann::json>> FrameConnection::Read(
   auto length = DecodeFrameHeader(header, options_.max_frame_bytes);
   if (!length.ok()) {
     Close();
+    if (!tls() && LooksLikeTlsRecord(header, sizeof(header))) {
+      // Unavailable, not a bad frame: a worker keeps retrying while its flags are fixed.
+      co_return Status::Unavailable("the peer speaks TLS and this side does not (a worker with --tls and "
+                                    "a coordinator without --tls-cert, or the other way round)");
+    }
     co_return length.status();
   }
   std::string payload(*length, '\0');
-  co_await asio::async_read(socket_, asio::buffer(payload), asio::redirect_error(use_awaitable, ec));
+  co_await ReadExactly(asio::buffer(payload), ec);
   if (ec) {
     Close();
     if (deadline.fired()) co_return Status::Timeout("frame body not received within the deadline");
@@ -125,7 +159,7 @@ Status FrameConnection::Send(const nlohmann::json& message) {
   if (!writing_) {
     writing_ = true;
     auto self = shared_from_this();
-    asio::co_spawn(socket_.get_executor(), [self]() { return self->WriteLoop(); }, asio::detached);
+    asio::co_spawn(socket().get_executor(), [self]() { return self->WriteLoop(); }, asio::detached);
   }
   return Status::Ok();
 }
@@ -137,9 +171,9 @@ awaitable<void> FrameConnection::WriteLoop() {
     std::string frame = std::move(queue_.front());
     queue_.pop_front();
     queued_bytes_ -= frame.size();
-    Deadline deadline(self, socket_, options_.write_timeout);
+    Deadline deadline(self, socket(), options_.write_timeout);
     error_code ec;
-    co_await asio::async_write(socket_, asio::buffer(frame), asio::redirect_error(use_awaitable, ec));
+    co_await WriteAll(asio::buffer(frame), ec);
     if (ec) {
       Close();
       break;
@@ -150,7 +184,7 @@ awaitable<void> FrameConnection::WriteLoop() {
 
 awaitable<Status> FrameConnection::Flush() {
   auto self = shared_from_this();
-  asio::steady_timer timer(socket_.get_executor());
+  asio::steady_timer timer(socket().get_executor());
   // Polling keeps the writer free of waiter bookkeeping; flushes are rare (shutdown).
   while (open_ && writing_) {
     timer.expires_after(std::chrono::milliseconds(5));

@@ -1,7 +1,9 @@
-// One worker-protocol connection over TCP (Boost.Asio, C++20 coroutines): reads whole
-// frames with a deadline and sends frames through an ordered queue, so that the
-// heartbeat loop, the event forwarder and message handlers can all send without
+// One worker-protocol connection over TCP, plain or TLS (Boost.Asio, C++20 coroutines):
+// reads whole frames with a deadline and sends frames through an ordered queue, so that
+// the heartbeat loop, the event forwarder and message handlers can all send without
 // interleaving bytes. A read or write that passes its deadline closes the connection.
+// The framing is the same on both transports; a TLS stream arrives handshaken
+// (protocol/tls.h).
 // Thread-safety: not thread-safe; every method runs on the connection's executor, which
 // must be single-threaded (one thread per io_context, as main sets it up).
 #pragma once
@@ -18,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -25,6 +28,7 @@
 
 #include "protocol/frame_codec.h"
 #include "protocol/status.h"
+#include "protocol/tls.h"
 
 namespace bakeoff::protocol {
 
@@ -40,6 +44,8 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
   using Socket = boost::asio::ip::tcp::socket;
 
   explicit FrameConnection(Socket socket, FrameConnectionOptions options = {});
+  // Over TLS: `stream` has completed its handshake (TlsServerHandshake/TlsClientHandshake).
+  explicit FrameConnection(TlsSocket stream, FrameConnectionOptions options = {});
   ~FrameConnection();
 
   // Reads the next frame. nullopt timeout waits forever (liveness is then the peer's
@@ -58,12 +64,20 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
 
   void Close();
   bool is_open() const { return open_; }
+  bool tls() const { return std::holds_alternative<TlsSocket>(stream_); }
   std::string remote_address() const { return remote_address_; }
 
  private:
+  void Init();
+  Socket& socket();  // the TCP layer, under TLS or not
+  // The only places that touch the transport: whole buffers in, whole buffers out.
+  boost::asio::awaitable<std::size_t> ReadExactly(boost::asio::mutable_buffer buffer,
+                                                  boost::system::error_code& ec);
+  boost::asio::awaitable<std::size_t> WriteAll(boost::asio::const_buffer buffer,
+                                               boost::system::error_code& ec);
   boost::asio::awaitable<void> WriteLoop();
 
-  Socket socket_;
+  std::variant<Socket, TlsSocket> stream_;
   FrameConnectionOptions options_;
   std::deque<std::string> queue_;
   std::size_t queued_bytes_ = 0;

@@ -85,6 +85,11 @@ std::string WorkerAgent::MetricsHost() const {
 
 asio::awaitable<Status> WorkerAgent::Run() {
   auto self = shared_from_this();
+  if (config_.tls) {
+    auto tls = protocol::MakeClientTlsContext(config_.tls_ca_path);
+    if (!tls.ok()) co_return tls.status().WithContext("worker");
+    tls_ = std::move(tls).value();
+  }
   if (Status metrics = StartMetrics(); !metrics.ok()) co_return metrics;
   Status result = co_await Connect();
   if (metrics_server_) metrics_server_->Stop();  // frees the port whatever ended the run
@@ -99,20 +104,20 @@ asio::awaitable<Status> WorkerAgent::Connect() {
   int failures = 0;
   while (!Finished()) {
     if (stopping_ && !connection_) break;  // nobody to deliver results to
-    auto socket = co_await protocol::ConnectTcp(address->first, address->second, config_.connect_timeout);
-    if (!socket.ok()) {
+    auto dialed = co_await Dial(address->first, address->second);
+    if (!dialed.ok()) {
       ++failures;
       if (config_.max_connect_attempts > 0 && failures >= config_.max_connect_attempts) {
         co_return Status::Unavailable("worker: gave up after " + std::to_string(failures) +
-                                      " failed connection attempts: " + socket.status().message());
+                                      " failed connection attempts: " + dialed.status().message());
       }
       auto delay = NextBackoff();
-      Log("cannot reach the coordinator (" + socket.status().message() + "); retrying in " +
+      Log("cannot reach the coordinator (" + dialed.status().message() + "); retrying in " +
           std::to_string(delay.count()) + " ms");
       co_await Sleep(delay);
       continue;
     }
-    connection_ = std::make_shared<protocol::FrameConnection>(std::move(socket).value());
+    connection_ = std::move(dialed).value();
     Status session = co_await Session();
     registered_ = false;
     if (connection_) connection_->Close();
@@ -128,6 +133,17 @@ asio::awaitable<Status> WorkerAgent::Connect() {
   }
   for (auto& [ref, runner] : runners_) runner->Cancel("worker stopped");
   co_return Status::Ok();
+}
+
+asio::awaitable<Result<std::shared_ptr<protocol::FrameConnection>>> WorkerAgent::Dial(const std::string& host,
+                                                                                        int port) {
+  auto socket = co_await protocol::ConnectTcp(host, port, config_.connect_timeout);
+  if (!socket.ok()) co_return socket.status();
+  if (!tls_) co_return std::make_shared<protocol::FrameConnection>(std::move(socket).value());
+  // The certificate must name the host as written in --coordinator (name or IP).
+  auto stream = co_await protocol::TlsClientHandshake(std::move(socket).value(), *tls_, host, config_.connect_timeout);
+  if (!stream.ok()) co_return stream.status();
+  co_return std::make_shared<protocol::FrameConnection>(std::move(stream).value());
 }
 
 asio::awaitable<Status> WorkerAgent::Session() {
@@ -149,7 +165,14 @@ asio::awaitable<Status> WorkerAgent::Session() {
   Status sent = conn->Send(protocol::ToJson(reg));
   if (!sent.ok()) co_return sent;
   auto reply = co_await conn->Read(config_.connect_timeout * 2);
-  if (!reply.ok()) co_return reply.status().WithContext("registration");
+  if (!reply.ok()) {
+    // A TLS coordinator drops a plain worker's first frame without a word.
+    if (!tls_ && reply.status().code() == Status::Code::kUnavailable) {
+      co_return Status::Unavailable("registration: " + reply.status().message() +
+                                    " (if the coordinator runs with --tls-cert, give this worker --tls-ca or --tls)");
+    }
+    co_return reply.status().WithContext("registration");
+  }
   auto type = protocol::MessageType(*reply);
   if (!type.ok()) co_return Status::Unavailable("registration: " + type.status().message());
   if (*type == protocol::kTypeRejected) {

@@ -57,6 +57,8 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
  private:
   boost::asio::awaitable<Status> Connect();  // connects and reconnects until the run ends
   boost::asio::awaitable<Status> Session();  // one connection, until it drops
+  // A connection to the coordinator, over TLS when configured.
+  boost::asio::awaitable<Result<std::shared_ptr<protocol::FrameConnection>>> Dial(const std::string& host, int port);
   boost::asio::awaitable<void> HeartbeatLoop(std::shared_ptr<protocol::FrameConnection> conn,
                                              std::chrono::milliseconds interval);
   boost::asio::awaitable<void> FlushLoop();
@@ -71,6 +73,7 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   boost::asio::any_io_executor executor_;
   WorkerConfig config_;
   std::shared_ptr<protocol::FrameConnection> connection_;
+  std::shared_ptr<protocol::TlsContext> tls_;  // null: plain TCP
   bool registered_ = false;
   std::string worker_id_;
   std::map<protocol::AttemptRef, std::shared_ptr<TrialRunner>> runners_;

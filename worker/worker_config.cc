@@ -22,6 +22,7 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
   if (coordinator_address.empty()) {
     return Status::InvalidArgument("worker: no coordinator address; pass --coordinator HOST:PORT");
   }
+  if (!tls_ca_path.empty()) tls = true;
   if (name.empty()) {
     char host[HOST_NAME_MAX + 1] = {0};
     gethostname(host, sizeof(host) - 1);

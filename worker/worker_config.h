@@ -16,6 +16,12 @@ namespace bakeoff::worker {
 struct WorkerConfig {
   // host:port of the coordinator's worker listener (`bakeoff coordinator --worker-listen`).
   std::string coordinator_address;
+  // TLS to the worker listener (`bakeoff coordinator --tls-cert`): the coordinator's
+  // certificate is verified against the CA certificates in `tls_ca_path` (PEM), or the
+  // system's trust store when it is empty, and must name coordinator_address's host.
+  // A CA implies TLS (--tls, --tls-ca).
+  bool tls = false;
+  std::string tls_ca_path;
   // Shared worker token (from --token-file or BAKEOFF_TOKEN; never a flag).
   std::string token;
   // Stable identity across reconnects; default "<hostname>-<pid>".

@@ -1,0 +1,255 @@
+// TLS end to end: a real coordinator serving HTTPS and TLS to workers (certificates
+// the test makes with the openssl CLI), a real worker connecting with --tls-ca, a
+// sweep submitted over https:// with the fake trainer run to the end, and the CLI
+// reading it back; plain clients on the TLS ports fail cleanly and the coordinator
+// keeps serving; bad TLS flags are usage errors (exit 2) naming the file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "cli/coordinator_client.h"
+#include "tests/integration/process_guard.h"
+#include "tests/integration/test_files.h"
+#include "tests/protocol/test_certificates.h"
+
+namespace bakeoff {
+namespace {
+using namespace std::chrono_literals;
+using nlohmann::json;
+using testing::ProcessGuard;
+using testing::WaitFor;
+
+const std::string kBin = BAKEOFF_BINARY_DIR;
+const std::string kToken = "tls-secret";
+
+std::string Sweep() {
+  return "name: tls-e2e\n"
+         "question: does a sweep run over TLS?\n"
+         "workload:\n"
+         "  executor: lora\n"
+         "  model: tiny\n"
+         "  seq_len: 16\n"
+         "  warmup_steps: 1\n"
+         "  steps: 3\n"
+         "  threads: 1\n"
+         "parameters:\n"
+         "  micro_batch: {values: [1, 2]}\n"
+         "baseline: {micro_batch: 1}\n"
+         "repeats: 2\n"
+         "limits: {trial_timeout: 5m, max_attempts: 2}\n";
+}
+
+bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+class TlsEndToEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::FreshTestDir("bakeoff-tls-e2e");
+    std::ofstream(dir_ / "token") << kToken << "\n";
+    auto certs = testing::MakeTestCertificates(dir_ / "certs");
+    ASSERT_TRUE(certs.ok()) << certs.status().message();
+    certs_ = *certs;
+  }
+  void TearDown() override {
+    workers_.clear();
+    coordinator_.reset();
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+
+  // A coordinator with TLS on both listeners; fills the ports.
+  void StartCoordinator() {
+    const std::string ports = (dir_ / "ports.json").string();
+    coordinator_ = std::make_unique<ProcessGuard>(
+        std::vector<std::string>{kBin + "/bakeoff", "coordinator", "--listen", "127.0.0.1:0", "--worker-listen",
+                                 "127.0.0.1:0", "--db", (dir_ / "results.db").string(), "--ports-file", ports,
+                                 "--tls-cert", certs_.server_cert, "--tls-key", certs_.server_key},
+        std::vector<std::string>{"BAKEOFF_TOKEN=" + kToken}, log("coordinator"));
+    ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(ports); }, 30s)) << "coordinator did not start";
+    json p = json::parse(std::ifstream(ports));
+    http_port_ = p["http_port"];
+    worker_port_ = p["worker_port"];
+    auto client = cli::CoordinatorClient::Create(https_url(), kToken, 10s, certs_.ca_cert);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_ = std::make_unique<cli::CoordinatorClient>(*client);
+  }
+
+  // A worker; `tls_flags` picks how it connects ({} = plain).
+  void StartWorker(const std::string& name, const std::vector<std::string>& tls_flags) {
+    std::vector<std::string> argv{kBin + "/bakeoff", "worker", "--coordinator",
+                                  "127.0.0.1:" + std::to_string(worker_port_), "--slots", "2", "--name", name,
+                                  "--token-file", (dir_ / "token").string(), "--trainer",
+                                  kBin + "/bakeoff-fake-trainer", "--store-ports", "29900-29949", "--work-dir",
+                                  (dir_ / name).string(), "--metrics-listen", "off"};
+    argv.insert(argv.end(), tls_flags.begin(), tls_flags.end());
+    workers_.push_back(std::make_unique<ProcessGuard>(argv, std::vector<std::string>{"BAKEOFF_TOKEN="}, log(name)));
+  }
+
+  int ConnectedWorkers() const {
+    auto workers = client_->GetJson("/api/v1/workers");
+    if (!workers.ok()) return -1;
+    int connected = 0;
+    for (const auto& w : *workers) connected += w.value("connected", false);
+    return connected;
+  }
+
+  // Runs a `bakeoff` CLI command to its end; its exit code, output in log(name).
+  int RunCli(const std::string& name, std::vector<std::string> args, std::vector<std::string> env = {}) {
+    args.insert(args.begin(), kBin + "/bakeoff");
+    env.push_back("BAKEOFF_TOKEN=");
+    ProcessGuard cli(args, env, log(name));
+    auto code = cli.WaitExit(60s);
+    EXPECT_TRUE(code.has_value()) << name << " did not exit";
+    return code.value_or(-1);
+  }
+
+  std::string log(const std::string& name) const { return (dir_ / (name + ".log")).string(); }
+  std::string https_url() const { return "https://127.0.0.1:" + std::to_string(http_port_); }
+
+  std::filesystem::path dir_;
+  testing::TestCertificates certs_;
+  std::unique_ptr<ProcessGuard> coordinator_;
+  std::vector<std::unique_ptr<ProcessGuard>> workers_;
+  std::unique_ptr<cli::CoordinatorClient> client_;
+  int http_port_ = 0;
+  int worker_port_ = 0;
+};
+
+TEST_F(TlsEndToEndTest, SweepRunsOverTlsOnBothListeners) {
+  StartCoordinator();
+  StartWorker("tls-w1", {"--tls", "--tls-ca", certs_.ca_cert});
+  ASSERT_TRUE(WaitFor([&] { return ConnectedWorkers() == 1; }, 30s))
+      << "the TLS worker did not register; see " << log("tls-w1");
+
+  auto created = client_->PostJson("/api/v1/sweeps", Sweep(), "application/yaml");
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  const int id = (*created)["id"];
+  json sweep;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto got = client_->GetJson("/api/v1/sweeps/" + std::to_string(id));
+        if (got.ok()) sweep = *got;
+        return got.ok() && sweep.value("state", "") != "running";
+      },
+      120s))
+      << "sweep did not finish: " << sweep.dump();
+  EXPECT_EQ(sweep.value("state", ""), "finished");
+  EXPECT_EQ(sweep["counts"]["succeeded"], 4) << sweep.dump();
+
+  // The CLI over https://, the CA from the flag, then from BAKEOFF_TLS_CA with the
+  // certificate's DNS name.
+  const std::string out = (dir_ / "status.json").string();
+  ASSERT_EQ(RunCli("status", {"status", std::to_string(id), "--coordinator", https_url(), "--tls-ca", certs_.ca_cert,
+                              "--token-file", (dir_ / "token").string(), "--format", "json", "--output", out}),
+            0)
+      << testing::ReadFile(log("status"));
+  json trials = json::parse(std::ifstream(out))["trials"];
+  ASSERT_EQ(trials.size(), 4u);
+  for (const auto& t : trials) EXPECT_EQ(t["outcome"], "succeeded");
+  EXPECT_EQ(RunCli("status-env",
+                   {"status", "--coordinator", "https://localhost:" + std::to_string(http_port_), "--token-file",
+                    (dir_ / "token").string()},
+                   {"BAKEOFF_TLS_CA=" + certs_.ca_cert}),
+            0)
+      << testing::ReadFile(log("status-env"));
+  EXPECT_TRUE(Contains(testing::ReadFile(log("status-env")), "tls-e2e"));
+  EXPECT_TRUE(Contains(testing::ReadFile(log("coordinator")), "HTTPS API on port"));
+}
+
+TEST_F(TlsEndToEndTest, PlainClientsOnTheTlsPortsFailCleanly) {
+  StartCoordinator();
+  StartWorker("tls-w1", {"--tls-ca", certs_.ca_cert});  // --tls-ca implies --tls
+  ASSERT_TRUE(WaitFor([&] { return ConnectedWorkers() == 1; }, 30s))
+      << "the TLS worker did not register; see " << log("tls-w1");
+
+  // Plain HTTP on the HTTPS port: an error that points at https://.
+  auto plain = cli::CoordinatorClient::Create("http://127.0.0.1:" + std::to_string(http_port_), kToken, 10s);
+  ASSERT_TRUE(plain.ok());
+  auto health = plain->Get("/healthz");
+  ASSERT_FALSE(health.ok());
+  EXPECT_EQ(health.status().code(), Status::Code::kUnavailable) << health.status().ToString();
+  EXPECT_TRUE(Contains(health.status().message(), "https://")) << health.status().ToString();
+  EXPECT_EQ(RunCli("status-plain", {"status", "--coordinator", "http://127.0.0.1:" + std::to_string(http_port_),
+                                    "--token-file", (dir_ / "token").string()}),
+            3);
+  // HTTPS without the private CA: the system store does not trust it.
+  EXPECT_EQ(RunCli("status-no-ca", {"status", "--coordinator", https_url(), "--token-file",
+                                    (dir_ / "token").string()},
+                   {"BAKEOFF_TLS_CA="}),
+            3);
+  EXPECT_TRUE(Contains(testing::ReadFile(log("status-no-ca")), "certificate verify failed"))
+      << testing::ReadFile(log("status-no-ca"));
+  // A CA file that cannot be read is a usage error naming it.
+  const std::string missing = (dir_ / "missing-ca.pem").string();
+  EXPECT_EQ(RunCli("status-bad-ca", {"status", "--coordinator", https_url(), "--tls-ca", missing}), 2);
+  EXPECT_TRUE(Contains(testing::ReadFile(log("status-bad-ca")), missing)) << testing::ReadFile(log("status-bad-ca"));
+
+  // A plain worker on the TLS worker port never registers.
+  StartWorker("plain-w2", {});
+  ASSERT_TRUE(WaitFor([&] { return Contains(testing::ReadFile(log("coordinator")), "worker connection from"); }, 10s))
+      << testing::ReadFile(log("coordinator"));
+
+  // The coordinator is still up, serving the TLS worker and HTTPS clients.
+  ASSERT_FALSE(coordinator_->WaitExit(1s).has_value()) << "the coordinator exited";
+  auto healthy = client_->GetJson("/healthz");
+  ASSERT_TRUE(healthy.ok()) << healthy.status().ToString();
+  EXPECT_EQ(ConnectedWorkers(), 1);
+  auto workers = client_->GetJson("/api/v1/workers");
+  ASSERT_TRUE(workers.ok());
+  for (const auto& w : *workers) EXPECT_NE(w.value("name", ""), "plain-w2") << w.dump();
+  const std::string coordinator_log = testing::ReadFile(log("coordinator"));
+  EXPECT_TRUE(Contains(coordinator_log, "HTTPS connection from 127.0.0.1")) << coordinator_log;
+  EXPECT_TRUE(Contains(coordinator_log, "TLS handshake failed")) << coordinator_log;
+}
+
+TEST_F(TlsEndToEndTest, TlsWorkerAgainstAPlainCoordinatorSaysSo) {
+  const std::string ports = (dir_ / "ports.json").string();
+  coordinator_ = std::make_unique<ProcessGuard>(
+      std::vector<std::string>{kBin + "/bakeoff", "coordinator", "--listen", "127.0.0.1:0", "--worker-listen",
+                               "127.0.0.1:0", "--db", (dir_ / "results.db").string(), "--ports-file", ports},
+      std::vector<std::string>{"BAKEOFF_TOKEN=" + kToken}, log("coordinator"));
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(ports); }, 30s)) << "coordinator did not start";
+  json p = json::parse(std::ifstream(ports));
+  http_port_ = p["http_port"];
+  worker_port_ = p["worker_port"];
+  StartWorker("tls-w1", {"--tls-ca", certs_.ca_cert});
+  ASSERT_TRUE(WaitFor([&] { return Contains(testing::ReadFile(log("coordinator")), "speaks TLS"); }, 10s))
+      << testing::ReadFile(log("coordinator"));
+  ASSERT_TRUE(WaitFor([&] { return Contains(testing::ReadFile(log("tls-w1")), "TLS handshake failed"); }, 10s))
+      << testing::ReadFile(log("tls-w1"));
+  // An https:// client against the plain HTTP port: a failed handshake, and a line there.
+  auto client = cli::CoordinatorClient::Create(https_url(), kToken, 10s, certs_.ca_cert);
+  ASSERT_TRUE(client.ok());
+  auto health = client->Get("/healthz");
+  ASSERT_FALSE(health.ok());
+  EXPECT_TRUE(Contains(health.status().message(), "TLS handshake")) << health.status().ToString();
+  ASSERT_TRUE(WaitFor([&] { return Contains(testing::ReadFile(log("coordinator")), "serves plain HTTP"); }, 10s))
+      << testing::ReadFile(log("coordinator"));
+  ASSERT_FALSE(coordinator_->WaitExit(1s).has_value()) << "the coordinator exited";
+}
+
+TEST_F(TlsEndToEndTest, BadTlsFlagsAreUsageErrorsNamingTheFile) {
+  const std::string missing = (dir_ / "missing.pem").string();
+  const std::string db = (dir_ / "results.db").string();
+  EXPECT_EQ(RunCli("no-cert", {"coordinator", "--listen", "127.0.0.1:0", "--worker-listen", "127.0.0.1:0", "--db", db,
+                               "--tls-cert", missing, "--tls-key", certs_.server_key}),
+            2);
+  EXPECT_TRUE(Contains(testing::ReadFile(log("no-cert")), missing)) << testing::ReadFile(log("no-cert"));
+  EXPECT_FALSE(std::filesystem::exists(db)) << "checked before the database is opened";
+  EXPECT_EQ(RunCli("wrong-key", {"coordinator", "--listen", "127.0.0.1:0", "--worker-listen", "127.0.0.1:0", "--db",
+                                 db, "--tls-cert", certs_.server_cert, "--tls-key", certs_.elsewhere_key}),
+            2);
+  EXPECT_TRUE(Contains(testing::ReadFile(log("wrong-key")), certs_.elsewhere_key));
+  EXPECT_EQ(RunCli("cert-only", {"coordinator", "--listen", "127.0.0.1:0", "--worker-listen", "127.0.0.1:0", "--db",
+                                 db, "--tls-cert", certs_.server_cert}),
+            2);
+  EXPECT_TRUE(Contains(testing::ReadFile(log("cert-only")), "--tls-key"));
+  EXPECT_EQ(RunCli("worker-no-ca", {"worker", "--coordinator", "127.0.0.1:1", "--slots", "1", "--trainer",
+                                    kBin + "/bakeoff-fake-trainer", "--work-dir", (dir_ / "w").string(),
+                                    "--metrics-listen", "off", "--tls-ca", missing}),
+            2);
+  EXPECT_TRUE(Contains(testing::ReadFile(log("worker-no-ca")), missing)) << testing::ReadFile(log("worker-no-ca"));
+}
+
+}  // namespace
+}  // namespace bakeoff
