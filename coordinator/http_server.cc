@@ -1,5 +1,6 @@
 #include "coordinator/http_server.h"
 
+#include <array>
 #include <cstdio>
 
 #include <boost/asio/async_result.hpp>
@@ -173,8 +174,16 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
   if (!tls_) {
     beast::tcp_stream stream(std::move(socket));
     co_await ServeRequests(stream);
-    boost::system::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    boost::system::error_code ec;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    // Lingering close: a client still sending a body we refused (413) would get a reset
+    // instead of our answer if the socket closed with its bytes unread. Drain, bounded.
+    stream.expires_after(std::chrono::seconds(2));
+    std::array<char, 16384> sink;
+    for (std::size_t drained = 0; drained < (64u << 20);) {
+      drained += co_await stream.async_read_some(asio::buffer(sink), asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) break;
+    }
     co_return;
   }
   const std::string peer = PeerAddress(socket);
