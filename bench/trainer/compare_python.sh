@@ -13,6 +13,20 @@ threads=${THREADS:-2}
 repeats=${REPEATS:-3}
 py=/usr/bin/python3  # Debian's python3, which has python3-torch
 
+# One configuration a line: model mode precision seq batch steps [C++-only flags].
+# CONFIGS (same format) replaces the list, e.g. to rerun a few rows.
+default_configs="tiny eager fp32 128 4 40
+tiny jit fp32 128 4 40
+tiny eager bf16 128 4 40
+tiny jit bf16 128 4 40
+tiny eager bf16 128 4 40 --bf16-matmul native
+small eager fp32 128 2 6
+small jit fp32 128 2 6
+small eager bf16 128 2 6
+small jit bf16 128 2 6
+small eager bf16 128 2 4 --bf16-matmul native
+"
+
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 # Both trainers write JSON lines; Python's json.dumps puts a space after each colon.
 summary_field() { grep -E '"event": ?"summary"' | sed -E "s/.*\"$1\": ?([0-9.e+-]+).*/\1/"; }
@@ -44,15 +58,4 @@ while read -r model mode precision seq batch steps extra; do
   py_tps=$(awk -v t="$tokens" -v s="$py_s" 'BEGIN {printf "%.0f", t / s}')
   ratio=$(awk -v a="$py_s" -v b="$cpp_s" 'BEGIN {printf "%.2f", a / b}')
   echo "| $model | $mode${extra:+ ($extra)} | $precision | ${seq} x ${batch} | $cpp_tps | $py_tps | $ratio |"
-done <<'CONFIGS'
-tiny eager fp32 128 4 40
-tiny jit fp32 128 4 40
-tiny eager bf16 128 4 40
-tiny jit bf16 128 4 40
-tiny eager bf16 128 4 40 --bf16-matmul native
-small eager fp32 128 2 6
-small jit fp32 128 2 6
-small eager bf16 128 2 6
-small jit bf16 128 2 6
-small eager bf16 128 2 4 --bf16-matmul native
-CONFIGS
+done <<< "${CONFIGS:-$default_configs}"
