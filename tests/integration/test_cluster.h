@@ -106,9 +106,10 @@ class TestCluster {
                                  "--trainer", trainer_, "--store-ports",
                                  std::to_string(29900 + 40 * index) + "-" + std::to_string(29939 + 40 * index),
                                  "--work-dir", (dir_ / name).string()},
-        std::vector<std::string>{"BAKEOFF_TOKEN="},
-        (dir_ / (name + "-" + std::to_string(++worker_starts_[name]) + ".log")).string());
+        worker_environment_, (dir_ / (name + "-" + std::to_string(++worker_starts_[name]) + ".log")).string());
   }
+  // KEY=VALUE for workers started from now on (their ranks inherit it).
+  void AddWorkerEnvironment(const std::string& entry) { worker_environment_.push_back(entry); }
   // SIGKILLs worker `name` (its ranks die with it) and starts it again, same name.
   void RestartWorker(const std::string& name) {
     workers_.at(name)->Kill(SIGKILL);
@@ -240,6 +241,7 @@ class TestCluster {
   std::map<std::string, std::unique_ptr<ProcessGuard>> workers_;
   std::map<std::string, std::pair<int, int>> worker_ports_;  // name -> (index, port)
   std::map<std::string, int> worker_starts_;
+  std::vector<std::string> worker_environment_{"BAKEOFF_TOKEN="};
   std::unique_ptr<cli::CoordinatorClient> client_;
   int http_port_ = 0, worker_port_ = 0, coordinator_starts_ = 0;
   std::int64_t sweep_id_ = 0;

@@ -3,6 +3,9 @@
 //   succeed (default) | error_oom | error_failed | sigkill_self | exit_code (uses
 //   "fake_exit_code") | hang | hang_with_child | garbage | slow_steps | rank1_fails
 // "steps" and "fake_step_ms" shape the run. It never reads the network.
+// Through a sweep (whose fields must be trainer fields) the behaviour comes from the
+// environment instead: FAKE_TRAINER_BEHAVIOR_BY_MICRO_BATCH="1=hang,2=error_oom" picks
+// it by the config's micro_batch (the worker passes its environment to its ranks).
 #include <signal.h>
 #include <unistd.h>
 
@@ -34,7 +37,14 @@ int main(int argc, char** argv) {
     std::cout << R"({"event":"error","kind":"failed","message":"bad config"})" << std::endl;
     return 2;
   }
-  const std::string behavior = config.value("fake_behavior", std::string("succeed"));
+  std::string behavior = config.value("fake_behavior", std::string("succeed"));
+  if (const char* by_batch = getenv("FAKE_TRAINER_BEHAVIOR_BY_MICRO_BATCH")) {
+    std::stringstream entries(by_batch);
+    const std::string key = std::to_string(config.value("micro_batch", 0)) + "=";
+    for (std::string entry; std::getline(entries, entry, ',');) {
+      if (entry.rfind(key, 0) == 0) behavior = entry.substr(key.size());
+    }
+  }
   const int steps = config.value("steps", 3);
   const int step_ms = config.value("fake_step_ms", 5);
   auto emit = [](const nlohmann::json& j) { std::cout << j.dump() << std::endl; };
