@@ -52,17 +52,21 @@ class FaultToleranceTest : public ::testing::Test {
     if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
 
+  // The coordinator (heartbeat timeout 2 s), one-slot workers w1..wN, then the sweep.
+  void StartAndSubmit(int workers, const char* sweep) {
+    ASSERT_TRUE(cluster_->StartCoordinator(testing::kFastFailureArgs));
+    for (int w = 1; w <= workers; ++w) cluster_->StartWorker("w" + std::to_string(w), w);
+    ASSERT_TRUE(WaitFor([&] { return cluster_->WorkersConnected(workers); }, 30s)) << "workers did not register";
+    cluster_->Submit(sweep);
+  }
+
   std::filesystem::path dir_;
   std::unique_ptr<TestCluster> cluster_;
 };
 
 TEST_F(FaultToleranceTest, WorkerKilledMidTrialIsLostAndTheTrialRunsAgainElsewhere) {
+  ASSERT_NO_FATAL_FAILURE(StartAndSubmit(2, testing::kFourTrialSweep));
   TestCluster& c = *cluster_;
-  ASSERT_TRUE(c.StartCoordinator(testing::kFastFailureArgs));
-  c.StartWorker("w1", 1);
-  c.StartWorker("w2", 2);
-  ASSERT_TRUE(WaitFor([&] { return c.WorkersConnected(2); }, 30s)) << "workers did not register";
-  c.Submit(testing::kFourTrialSweep);
   int victim_trial = -1;
   ASSERT_TRUE(WaitFor([&] { return (victim_trial = c.RunningOn("w1")) >= 0 && !c.RankPids(victim_trial, 1).empty(); },
                       60s))
@@ -95,13 +99,8 @@ TEST_F(FaultToleranceTest, WorkerKilledMidTrialIsLostAndTheTrialRunsAgainElsewhe
 }
 
 TEST_F(FaultToleranceTest, GangRanksOnOtherWorkersAreStoppedWhenOneWorkerIsLost) {
+  ASSERT_NO_FATAL_FAILURE(StartAndSubmit(3, kGangSweep));
   TestCluster& c = *cluster_;
-  ASSERT_TRUE(c.StartCoordinator(testing::kFastFailureArgs));
-  c.StartWorker("w1", 1);
-  c.StartWorker("w2", 2);
-  c.StartWorker("w3", 3);
-  ASSERT_TRUE(WaitFor([&] { return c.WorkersConnected(3); }, 30s)) << "workers did not register";
-  c.Submit(kGangSweep);
   // The first trial whose two ranks both started.
   std::int64_t trial = -1;
   std::map<int, int> pids;
@@ -149,12 +148,8 @@ TEST_F(FaultToleranceTest, GangRanksOnOtherWorkersAreStoppedWhenOneWorkerIsLost)
 }
 
 TEST_F(FaultToleranceTest, CoordinatorKilledMidSweepIsRestartedAndWorkersReclaimTheirTrials) {
+  ASSERT_NO_FATAL_FAILURE(StartAndSubmit(2, testing::kFourTrialSweep));
   TestCluster& c = *cluster_;
-  ASSERT_TRUE(c.StartCoordinator(testing::kFastFailureArgs));
-  c.StartWorker("w1", 1);
-  c.StartWorker("w2", 2);
-  ASSERT_TRUE(WaitFor([&] { return c.WorkersConnected(2); }, 30s)) << "workers did not register";
-  c.Submit(testing::kFourTrialSweep);
   int running = -1;
   ASSERT_TRUE(WaitFor([&] { return (running = c.RunningOn("w1")) >= 0 || (running = c.RunningOn("w2")) >= 0; }, 60s));
 

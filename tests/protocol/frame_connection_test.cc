@@ -8,6 +8,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include "tests/protocol/run_until_done.h"
+
 namespace bakeoff::protocol {
 namespace {
 namespace asio = boost::asio;
@@ -26,21 +28,10 @@ struct SocketPair {
   }
 };
 
-template <typename T>
-asio::awaitable<void> Store(asio::awaitable<T> op, std::optional<T>* out) {
-  out->emplace(co_await std::move(op));
-}
-
+// Bounded by 10 s, as every operation of these tests.
 template <typename T>
 T RunUntilDone(asio::io_context& io, asio::awaitable<T> op) {
-  std::optional<T> out;
-  asio::co_spawn(io, Store(std::move(op), &out), [](std::exception_ptr e) {
-    if (e) std::rethrow_exception(e);
-  });
-  io.restart();
-  io.run_for(10s);
-  EXPECT_TRUE(out.has_value()) << "operation did not finish within 10 s";
-  return out ? std::move(*out) : T(Status::Internal("not finished"));
+  return bakeoff::testing::RunUntilDone(io, std::move(op), std::chrono::milliseconds(10000));
 }
 
 TEST(FrameConnectionTest, SendsAndReadsFramesInOrder) {

@@ -15,6 +15,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "protocol/frame_connection.h"
+#include "tests/protocol/run_until_done.h"
 #include "tests/protocol/test_certificates.h"
 
 namespace bakeoff::protocol {
@@ -154,22 +155,10 @@ asio::awaitable<Result<json>> RoundTrip(int port, TlsContext* tls, std::string h
   co_return last;
 }
 
-template <typename T>
-asio::awaitable<void> Store(asio::awaitable<T> op, std::optional<T>* out) {
-  out->emplace(co_await std::move(op));
-}
-
 // Runs `op` on `io` (with the servers on it) until it finishes or 15 s pass.
 template <typename T>
 T RunUntilDone(asio::io_context& io, asio::awaitable<T> op) {
-  std::optional<T> out;
-  asio::co_spawn(io, Store(std::move(op), &out), [](std::exception_ptr e) {
-    if (e) std::rethrow_exception(e);
-  });
-  auto deadline = std::chrono::steady_clock::now() + 15s;
-  while (!out && std::chrono::steady_clock::now() < deadline) io.run_one_for(100ms);
-  EXPECT_TRUE(out.has_value()) << "operation did not finish within 15 s";
-  return out ? std::move(*out) : T(Status::Internal("not finished"));
+  return bakeoff::testing::RunUntilDone(io, std::move(op), std::chrono::milliseconds(15000));
 }
 
 // Lets the server side finish what it was doing (log a failure, close).
