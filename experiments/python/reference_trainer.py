@@ -122,6 +122,15 @@ class LoraModel(torch.nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+def percentile(values, q):
+    """Linear interpolation between closest ranks, as bakeoff-trainer computes it."""
+    v = sorted(values)
+    pos = q * (len(v) - 1)
+    lo = int(math.floor(pos))
+    hi = min(len(v) - 1, lo + 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--model", default="tiny")
@@ -184,9 +193,9 @@ def main():
         emit("step", step=step, phase=phase, step_s=step_s, loss=loss.item(),
              tokens=args.micro_batch * args.seq_len,
              peak_mem_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-    times.sort()
-    median = times[len(times) // 2] if len(times) % 2 else 0.5 * (times[len(times) // 2 - 1] + times[len(times) // 2])
-    emit("summary", step_s_median=median, tokens_per_s=args.micro_batch * args.seq_len / median)
+    median = percentile(times, 0.5)
+    emit("summary", step_s_median=median, step_s_p10=percentile(times, 0.1), step_s_p90=percentile(times, 0.9),
+         tokens_per_s=args.micro_batch * args.seq_len / median)
     return 0
 
 

@@ -100,6 +100,7 @@ std::vector<TrainerField> BuildTable() {
       Int("world_size", 1, 1, 65536),
       Int("bucket_bytes", 26214400, 1024),
       Int("max_host_memory", 0, 0),
+      Choice("host_allocator", Kind::kEnum, "retain", {"retain", "system"}),
       Number("rendezvous_timeout_s", 60.0, 0.1, 86400),
       Number("collective_timeout_s", 120.0, 0.1, 86400),
       Number("peak_flops", 0.0, 0, 1e30),

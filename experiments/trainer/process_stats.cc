@@ -1,6 +1,7 @@
 #include "experiments/trainer/process_stats.h"
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -90,6 +91,21 @@ Status CapHostMemory(int64_t bytes) {
     return Status::InvalidArgument(std::string("max_host_memory: setrlimit failed: ") + std::strerror(errno));
   }
   return Status::Ok();
+}
+
+Result<std::string> ConfigureHostAllocator(const std::string& mode) {
+  if (mode == "system") return std::string("system (glibc defaults)");
+  if (mode != "retain") return Status::InvalidArgument("host_allocator: retain or system, got \"" + mode + "\"");
+#ifdef __GLIBC__
+  constexpr int kMmapThreshold = 32 << 20;  // glibc's maximum on 64-bit
+  // -1: never trim the heap's top. Either call fails only for out-of-range values.
+  if (mallopt(M_MMAP_THRESHOLD, kMmapThreshold) != 1 || mallopt(M_TRIM_THRESHOLD, -1) != 1) {
+    return Status::Internal("host_allocator: mallopt refused the retain settings");
+  }
+  return std::string("retain (glibc: no trimming, mmap only above 32 MiB)");
+#else
+  return std::string("system (not glibc: retain unavailable)");
+#endif
 }
 
 }  // namespace bakeoff::trainer

@@ -96,6 +96,8 @@ int Trainer::RunOrThrow() {
           ? torch::Device(torch::kCUDA, static_cast<int>(c.local_rank % compat::CudaDeviceCount()))
           : torch::Device(torch::kCPU);
   const std::string fuser = c.uses_jit() ? compat::ConfigureFuser(device) : "off (eager)";
+  auto host_allocator = ConfigureHostAllocator(c.host_allocator);
+  if (!host_allocator.ok()) return events_->Error("failed", host_allocator.status().ToString());
 
   auto comm_or = CreateCommunicator(c, device);
   if (!comm_or.ok()) return events_->Error("failed", comm_or.status().ToString());
@@ -212,6 +214,7 @@ int Trainer::RunOrThrow() {
                             {"compile_scope", c.uses_jit() ? nlohmann::json(c.compile_scope) : nlohmann::json()},
                             {"fuser", fuser},
                             {"precision", model.compute_dtype() == torch::kBFloat16 ? "bf16" : "fp32"},
+                            {"host_allocator", *host_allocator},
                             {"bf16_matmul", model.compute_dtype() != torch::kBFloat16 ? nlohmann::json()
                                             : model.math().options().bf16_matmul_via_fp32
                                                 ? nlohmann::json("fp32 BLAS (bf16 in and out, fp32 accumulation)")

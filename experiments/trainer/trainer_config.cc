@@ -134,6 +134,7 @@ const std::map<std::string, Setter>& Setters() {
     s["world_size"] = Int(&TrainerConfig::world_size, 1, 1 << 16, "world_size");
     s["bucket_bytes"] = Int(&TrainerConfig::bucket_bytes, 1024, INT64_MAX, "bucket_bytes");
     s["max_host_memory"] = Int(&TrainerConfig::max_host_memory, 0, INT64_MAX, "max_host_memory");
+    s["host_allocator"] = Enum(&TrainerConfig::host_allocator, {"retain", "system"}, "host_allocator");
     s["peak_flops"] = Real(&TrainerConfig::peak_flops, 0.0, 1e30, false, "peak_flops");
     s["rendezvous_timeout_s"] =
         Real(&TrainerConfig::rendezvous_timeout_s, 0.1, 86400, false, "rendezvous_timeout_s");
@@ -259,6 +260,7 @@ nlohmann::json TrainerConfig::ToJson() const {
           {"world_size", world_size},
           {"bucket_bytes", bucket_bytes},
           {"max_host_memory", max_host_memory},
+          {"host_allocator", host_allocator},
           {"peak_flops", peak_flops},
           {"rendezvous_timeout_s", rendezvous_timeout_s},
           {"collective_timeout_s", collective_timeout_s},

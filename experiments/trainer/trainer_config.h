@@ -55,6 +55,9 @@ struct TrainerConfig {
   int64_t world_size = 1;
   int64_t bucket_bytes = 25 << 20;
   int64_t max_host_memory = 0;  // bytes; 0 = no cap
+  // retain: freed host memory stays mapped for the next step (no page faults or heap
+  // trimming in the steady state); system: the C library's defaults.
+  std::string host_allocator = "retain";
   double peak_flops = 0;        // device peak FLOP/s for MFU; 0 = unknown
   double rendezvous_timeout_s = 60;
   double collective_timeout_s = 120;

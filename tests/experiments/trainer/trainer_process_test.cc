@@ -2,6 +2,7 @@
 // named error and exit code, unsupported settings, and out of memory under a host cap.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -97,6 +98,7 @@ TEST(TrainerProcessTest, EachBadConfigurationGetsItsNamedErrorAndExitCode2) {
   std::vector<Case> cases = {
       {"--micro-bach 2", "micro_bach: unknown field (did you mean micro_batch?)"},
       {"--precision fp8", "precision: expected one of fp32, bf16"},
+      {"--host-allocator tcmalloc", "host_allocator: expected one of retain, system"},
       {"--model huge", "model: unknown preset \"huge\""},
       {"--world-size 2", "store: world_size > 1 needs the rendezvous address"},
       {"--config /nonexistent.json", "--config: cannot open \"/nonexistent.json\""},
@@ -111,6 +113,41 @@ TEST(TrainerProcessTest, EachBadConfigurationGetsItsNamedErrorAndExitCode2) {
     EXPECT_NE(r.events[0]["message"].get<std::string>().find(c.expected), std::string::npos)
         << r.events[0]["message"];
   }
+}
+
+// Minor page faults of the trainer runs waited for since `before` (children's usage).
+int64_t MinorFaultsSince(const rusage& before) {
+  rusage now{};
+  getrusage(RUSAGE_CHILDREN, &now);
+  return now.ru_minflt - before.ru_minflt;
+}
+
+// Page faults a measured step costs: the difference between a 12-step and a 2-step run.
+int64_t FaultsPerStep(const std::string& host_allocator, std::string* applied) {
+  const std::string args = "--seq-len 128 --micro-batch 4 --warmup-steps 1 --threads 1 --host-allocator " +
+                           host_allocator + " --steps ";
+  rusage start{};
+  getrusage(RUSAGE_CHILDREN, &start);
+  auto short_run = RunTrainer(args + "2");
+  const int64_t short_faults = MinorFaultsSince(start);
+  getrusage(RUSAGE_CHILDREN, &start);
+  auto long_run = RunTrainer(args + "12");
+  const int64_t long_faults = MinorFaultsSince(start);
+  EXPECT_EQ(short_run.exit_code, 0);
+  EXPECT_EQ(long_run.exit_code, 0);
+  if (!long_run.events.empty()) *applied = long_run.events.back()["applied"]["host_allocator"];
+  return (long_faults - short_faults) / 10;
+}
+
+TEST(TrainerProcessTest, RetainingHostAllocatorStopsPageFaultingEveryStep) {
+  std::string retain_applied, system_applied;
+  const int64_t retain = FaultsPerStep("retain", &retain_applied);
+  const int64_t system = FaultsPerStep("system", &system_applied);
+  EXPECT_EQ(retain_applied.rfind("retain", 0), 0u) << retain_applied;
+  EXPECT_EQ(system_applied.rfind("system", 0), 0u) << system_applied;
+  // glibc's defaults give every step's large activations back to the kernel.
+  EXPECT_GT(system, 100) << "faults a step with the C library's defaults";
+  EXPECT_LT(retain * 4, system) << "retain: " << retain << " a step, system: " << system;
 }
 
 TEST(TrainerProcessTest, ConfigFileThenFlagsOverride) {
