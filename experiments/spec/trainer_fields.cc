@@ -75,6 +75,7 @@ std::vector<TrainerField> BuildTable() {
       Choice("bf16_matmul", Kind::kEnum, "auto", {"auto", "native"}),
       Choice("compile_mode", Kind::kEnum, "eager", {"eager", "jit", "cudagraph", "jit+cudagraph"}),
       Choice("compile_scope", Kind::kEnum, "full", {"full", "attention", "mlp", "adapters"}),
+      Choice("jit_executor", Kind::kEnum, "auto", {"auto", "profiling", "legacy"}),
       Int("lora_rank", 8, 1, 1 << 16),
       Number("lora_alpha", 16.0, 0, 1e12, /*min_exclusive=*/true),
       Number("lora_dropout", 0.0, 0, 1, false, /*max_exclusive=*/true),

@@ -2,6 +2,7 @@
 
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/csrc/jit/passes/graph_fuser.h>
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/version.h>
@@ -67,24 +68,28 @@ torch::Tensor CompiledGraph::Run(const std::vector<torch::Tensor>& inputs) {
 }
 
 namespace {
-void CountNodes(const torch::jit::Block* block, CompiledGraph::Evidence* e) {
+void CountNodes(const torch::jit::Block* block, bool on_cpu, CompiledGraph::Evidence* e) {
   for (const torch::jit::Node* node : block->nodes()) {
     ++e->nodes;
     const std::string kind = node->kind().toQualString();
-    if (kind == "prim::TensorExprGroup" || kind == "prim::FusionGroup" ||
-        kind == "prim::CudaFusionGroup" || kind == "prim::StaticSubgraph") {
+    if (kind == "prim::TensorExprGroup" || kind == "prim::CudaFusionGroup" || kind == "prim::StaticSubgraph") {
       ++e->fusion_groups;
     }
+    if (kind == "prim::FusionGroup") {
+      // The legacy fuser falls back to running the subgraph when it cannot compile.
+      const bool fused = on_cpu ? torch::jit::canFuseOnCPULegacy() : true;
+      ++(fused ? e->fusion_groups : e->unfused_groups);
+    }
     if (kind == "prim::DifferentiableGraph") ++e->differentiable_graphs;
-    for (const torch::jit::Block* sub : node->blocks()) CountNodes(sub, e);
+    for (const torch::jit::Block* sub : node->blocks()) CountNodes(sub, on_cpu, e);
     if (node->hasAttribute(torch::jit::attr::Subgraph)) {
-      CountNodes(node->g(torch::jit::attr::Subgraph)->block(), e);
+      CountNodes(node->g(torch::jit::attr::Subgraph)->block(), on_cpu, e);
     }
   }
 }
 }  // namespace
 
-CompiledGraph::Evidence CompiledGraph::Inspect() {
+CompiledGraph::Evidence CompiledGraph::Inspect(bool on_cpu) {
   Evidence e;
   // A graph run too few times to be optimized (a shape seen once, with dynamic shapes)
   // has no plan yet; LibTorch asserts on asking for it. Report it as not optimized.
@@ -92,7 +97,7 @@ CompiledGraph::Evidence CompiledGraph::Inspect() {
     auto state = function_->get_executor().getDebugState();
     e.optimized = true;
     for (auto& [spec, plan] : state.execution_plans) {
-      if (plan.graph) CountNodes(plan.graph->block(), &e);
+      if (plan.graph) CountNodes(plan.graph->block(), on_cpu, &e);
     }
   } catch (const c10::Error&) {
     e.optimized = false;
@@ -113,6 +118,11 @@ std::string ConfigureFuser(const torch::Device& device) {
   // fails with "LLVM Backend not found" when forced on, so leave it off and say so.
   torch::jit::setTensorExprFuserEnabled(false);
   return "none (CPU: this LibTorch has no LLVM backend for the TensorExpr fuser)";
+}
+
+void SetJitExecutor(bool profiling) {
+  torch::jit::getExecutorMode() = profiling;
+  torch::jit::getProfilingMode() = profiling;
 }
 
 at::Generator MakeGenerator(const torch::Device& device, uint64_t seed) {

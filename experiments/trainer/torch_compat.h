@@ -34,7 +34,7 @@ std::shared_ptr<torch::jit::Graph> TraceToGraph(
     const std::vector<torch::Tensor>& inputs,
     const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& fn);
 
-// A callable graph run by LibTorch's optimizing (profiling) graph executor.
+// A callable graph run by LibTorch's optimizing graph executor (see SetJitExecutor).
 class CompiledGraph {
  public:
   CompiledGraph(const std::string& name, std::shared_ptr<torch::jit::Graph> graph);
@@ -42,12 +42,15 @@ class CompiledGraph {
   torch::Tensor Run(const std::vector<torch::Tensor>& inputs);
   // Counts, over the executor's current optimized plans, the nodes of the given kinds.
   struct Evidence {
-    int64_t fusion_groups = 0;        // prim::TensorExprGroup / FusionGroup / CudaFusionGroup
+    int64_t fusion_groups = 0;        // groups that run as fused kernels
+    // prim::FusionGroup of the legacy fuser that cannot compile for the device (a CPU
+    // LibTorch has the CPU backend off): each runs its subgraph unfused, op by op.
+    int64_t unfused_groups = 0;
     int64_t differentiable_graphs = 0;  // prim::DifferentiableGraph (symbolic autodiff)
     int64_t nodes = 0;
     bool optimized = false;  // the executor has built an optimized plan (else profiling only)
   };
-  Evidence Inspect();
+  Evidence Inspect(bool on_cpu);
 
  private:
   std::unique_ptr<torch::jit::GraphFunction> function_;
@@ -59,6 +62,11 @@ bool IsTracing();
 // Enables the fusers the device supports; returns a description of what is on.
 // Debian's CPU LibTorch has no LLVM, so the CPU TensorExpr fuser cannot run there.
 std::string ConfigureFuser(const torch::Device& device);
+
+// Selects TorchScript's graph executor for every graph run after this call: `profiling`
+// (LibTorch's default: profiles shapes, then specializes behind type guards; the fusers
+// need it) or `legacy` (specializes on argument types without profiling or guards).
+void SetJitExecutor(bool profiling);
 
 // A generator for `device` seeded with `seed`.
 at::Generator MakeGenerator(const torch::Device& device, uint64_t seed);

@@ -49,6 +49,14 @@ std::optional<std::string> UnsupportedReason(const TrainerConfig& c) {
 
 }  // namespace
 
+std::string ChooseJitExecutor(const std::string& choice, const torch::Device& device) {
+  if (choice != "auto") return choice;
+  // Profiling exists to feed the fusers; without one (a CPU LibTorch without LLVM) it only
+  // adds guards and re-profiled backward graphs: +1.8 ms forward and +3.3 ms backward of a
+  // 25 ms `tiny` step here, against +0.7 and +0.6 ms with the legacy executor.
+  return device.is_cuda() ? "profiling" : "legacy";
+}
+
 double Percentile(std::vector<double> values, double q) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
@@ -96,6 +104,8 @@ int Trainer::RunOrThrow() {
           ? torch::Device(torch::kCUDA, static_cast<int>(c.local_rank % compat::CudaDeviceCount()))
           : torch::Device(torch::kCPU);
   const std::string fuser = c.uses_jit() ? compat::ConfigureFuser(device) : "off (eager)";
+  const std::string jit_executor = c.uses_jit() ? ChooseJitExecutor(c.jit_executor, device) : "";
+  if (c.uses_jit()) compat::SetJitExecutor(jit_executor == "profiling");
   auto host_allocator = ConfigureHostAllocator(c.host_allocator);
   if (!host_allocator.ok()) return events_->Error("failed", host_allocator.status().ToString());
 
@@ -213,6 +223,7 @@ int Trainer::RunOrThrow() {
   nlohmann::json applied = {{"compile_mode", c.uses_jit() ? "jit" : "eager"},
                             {"compile_scope", c.uses_jit() ? nlohmann::json(c.compile_scope) : nlohmann::json()},
                             {"fuser", fuser},
+                            {"jit_executor", c.uses_jit() ? nlohmann::json(jit_executor) : nlohmann::json()},
                             {"precision", model.compute_dtype() == torch::kBFloat16 ? "bf16" : "fp32"},
                             {"host_allocator", *host_allocator},
                             {"bf16_matmul", model.compute_dtype() != torch::kBFloat16 ? nlohmann::json()
@@ -228,7 +239,7 @@ int Trainer::RunOrThrow() {
                             {"comm_backend", comm->backend()},
                             {"reduce_scatter", comm->reduce_scatter_note()},
                             {"world_size", comm->world_size()}};
-  applied.update(model.runner().Evidence());
+  applied.update(model.runner().Evidence(device.is_cpu()));
   events_->Write("summary",
                  {{"startup_s", startup_s},
                   {"first_step_s", first_step_s},

@@ -110,6 +110,7 @@ const std::map<std::string, Setter>& Setters() {
       c->grad_checkpointing = v.get<bool>();
       return Status::Ok();
     };
+    s["jit_executor"] = Enum(&TrainerConfig::jit_executor, {"auto", "profiling", "legacy"}, "jit_executor");
     s["bf16_matmul"] = Enum(&TrainerConfig::bf16_matmul, {"auto", "native"}, "bf16_matmul");
     s["dynamic_shapes"] = [](const nlohmann::json& v, TrainerConfig* c) {
       if (!v.is_boolean()) return Invalid("dynamic_shapes", "true or false", v);
@@ -236,6 +237,7 @@ nlohmann::json TrainerConfig::ToJson() const {
           {"bf16_matmul", bf16_matmul},
           {"compile_mode", compile_mode},
           {"compile_scope", compile_scope},
+          {"jit_executor", jit_executor},
           {"lora_rank", lora_rank},
           {"lora_alpha", lora_alpha},
           {"lora_dropout", lora_dropout},

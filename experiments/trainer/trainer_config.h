@@ -29,6 +29,9 @@ struct TrainerConfig {
   std::string bf16_matmul = "auto";
   std::string compile_mode = "eager";  // eager | jit | cudagraph | jit+cudagraph
   std::string compile_scope = "full";  // full | attention | mlp | adapters
+  // TorchScript's executor for jit: auto (profiling where a fuser can run, i.e. CUDA;
+  // legacy on a CPU without one) | profiling | legacy.
+  std::string jit_executor = "auto";
   int64_t lora_rank = 8;
   double lora_alpha = 16.0;
   double lora_dropout = 0.0;

@@ -45,18 +45,21 @@ torch::Tensor UnitRunner::Run(Unit unit, const std::vector<torch::Tensor>& input
   return it->second->Run(inputs);
 }
 
-nlohmann::json UnitRunner::Evidence() const {
+nlohmann::json UnitRunner::Evidence(bool on_cpu) const {
   int64_t fusion = 0;
+  int64_t unfused = 0;
   int64_t diff = 0;
   int64_t optimized = 0;
   nlohmann::json units = nlohmann::json::array();
   for (const auto& [key, graph] : graphs_) {
-    auto e = graph->Inspect();
+    auto e = graph->Inspect(on_cpu);
     fusion += e.fusion_groups;
+    unfused += e.unfused_groups;
     diff += e.differentiable_graphs;
     optimized += e.optimized ? 1 : 0;
     units.push_back({{"key", key.substr(0, key.find('|'))},
                      {"fusion_groups", e.fusion_groups},
+                     {"unfused_groups", e.unfused_groups},
                      {"differentiable_graphs", e.differentiable_graphs},
                      {"nodes", e.nodes},
                      {"optimized", e.optimized}});
@@ -64,6 +67,7 @@ nlohmann::json UnitRunner::Evidence() const {
   return {{"graphs", graphs_.size()},
           {"optimized_graphs", optimized},
           {"fusion_groups", fusion},
+          {"unfused_groups", unfused},
           {"differentiable_graphs", diff},
           {"units", units}};
 }

@@ -34,10 +34,11 @@ class UnitRunner {
   // Runs `fn(inputs)`, compiled when `unit` is in scope.
   torch::Tensor Run(Unit unit, const std::vector<torch::Tensor>& inputs, const UnitFn& fn);
 
-  // {"graphs": N, "optimized_graphs": N, "fusion_groups": N, "differentiable_graphs": N,
-  //  "units": [...]}: optimized_graphs counts those the executor has optimized (a graph
-  //  run too few times, e.g. a shape seen once, stays profiling-only).
-  nlohmann::json Evidence() const;
+  // {"graphs": N, "optimized_graphs": N, "fusion_groups": N, "unfused_groups": N,
+  //  "differentiable_graphs": N, "units": [...]}: optimized_graphs counts those the
+  //  executor has optimized (a graph run too few times, e.g. a shape seen once, stays
+  //  profiling-only); unfused_groups, fusion groups that run op by op on this device.
+  nlohmann::json Evidence(bool on_cpu) const;
   int64_t graphs() const { return static_cast<int64_t>(graphs_.size()); }
 
  private:

@@ -141,19 +141,22 @@ TrainerConfig SmallRun() {
   return c;
 }
 
-TEST(TrainerNumericsTest, JitMatchesEagerLossTrajectoryForEveryScope) {
+TEST(TrainerNumericsTest, JitMatchesEagerLossTrajectoryForEveryScopeAndExecutor) {
   const auto eager = Losses(RunTrainerInProcess(SmallRun()));
   ASSERT_EQ(eager.size(), 10u);
-  for (const std::string scope : {"full", "attention", "mlp", "adapters"}) {
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"full", "auto"}, {"attention", "auto"}, {"mlp", "auto"}, {"adapters", "auto"}, {"full", "profiling"}};
+  for (const auto& [scope, executor] : runs) {
     TrainerConfig c = SmallRun();
     c.compile_mode = "jit";
     c.compile_scope = scope;
+    c.jit_executor = executor;
     auto events = RunTrainerInProcess(c);
     const auto jit = Losses(events);
     ASSERT_EQ(jit.size(), eager.size()) << scope;
     // Stated tolerance: 1e-4 relative (fp32; symbolic autodiff may reorder reductions).
     for (size_t i = 0; i < jit.size(); ++i) {
-      EXPECT_NEAR(jit[i], eager[i], 1e-4 * std::abs(eager[i])) << scope << " step " << i;
+      EXPECT_NEAR(jit[i], eager[i], 1e-4 * std::abs(eager[i])) << scope << "/" << executor << " step " << i;
     }
     const auto& applied = events.back()["applied"];
     EXPECT_EQ(applied["compile_mode"], "jit");
@@ -161,6 +164,7 @@ TEST(TrainerNumericsTest, JitMatchesEagerLossTrajectoryForEveryScope) {
     EXPECT_GE(applied["graphs"].get<int>(), 1) << scope;
     // Debian's LibTorch has no CPU fuser: the evidence must not claim fusion.
     EXPECT_EQ(applied["fusion_groups"].get<int>(), 0);
+    EXPECT_EQ(applied["jit_executor"], executor == "auto" ? "legacy" : executor) << "auto on a CPU is legacy";
   }
 }
 
