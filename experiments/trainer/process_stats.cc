@@ -93,9 +93,8 @@ Status CapHostMemory(int64_t bytes) {
   return Status::Ok();
 }
 
-Result<std::string> ConfigureHostAllocator(const std::string& mode) {
-  if (mode == "system") return std::string("system (glibc defaults)");
-  if (mode != "retain") return Status::InvalidArgument("host_allocator: retain or system, got \"" + mode + "\"");
+Result<std::string> ConfigureHostAllocator(bool retain) {
+  if (!retain) return std::string("system (glibc defaults)");
 #ifdef __GLIBC__
   constexpr int kMmapThreshold = 32 << 20;  // glibc's maximum on 64-bit
   // -1: never trim the heap's top. Either call fails only for out-of-range values.

@@ -30,12 +30,12 @@ void SetBlasThreads(int threads);
 // kernel's OOM killer choosing a victim.
 Status CapHostMemory(int64_t bytes);
 
-// `retain`: glibc malloc keeps freed memory mapped (no heap trimming; blocks up to 32 MiB,
+// `retain` true: glibc malloc keeps freed memory mapped (no heap trimming; blocks up to 32 MiB,
 // its largest threshold, come from the heap rather than fresh mmaps). A training step
 // frees and reallocates the same activation sizes every step; with the defaults each step
 // returns them to the kernel and page-faults them back in (measured: ~850 faults a step
-// on `tiny`, none with `retain`). `system`: the C library's defaults. Call before any
+// on `tiny`, none with `retain`). false: the C library's defaults. Call before any
 // large allocation. Returns what was applied, for the summary's evidence.
-Result<std::string> ConfigureHostAllocator(const std::string& mode);
+Result<std::string> ConfigureHostAllocator(bool retain);
 
 }  // namespace bakeoff::trainer

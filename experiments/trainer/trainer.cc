@@ -106,7 +106,7 @@ int Trainer::RunOrThrow() {
   const std::string fuser = c.uses_jit() ? compat::ConfigureFuser(device) : "off (eager)";
   const std::string jit_executor = c.uses_jit() ? ChooseJitExecutor(c.jit_executor, device) : "";
   if (c.uses_jit()) compat::SetJitExecutor(jit_executor == "profiling");
-  auto host_allocator = ConfigureHostAllocator(c.host_allocator);
+  auto host_allocator = ConfigureHostAllocator(c.host_allocator == "retain");
   if (!host_allocator.ok()) return events_->Error("failed", host_allocator.status().ToString());
 
   auto comm_or = CreateCommunicator(c, device);
