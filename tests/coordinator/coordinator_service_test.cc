@@ -89,8 +89,8 @@ class CoordinatorServiceTest : public ::testing::Test {
     links_[name] = link;
     return link;
   }
-  std::int64_t Submit() {
-    auto result = service_->SubmitSweep(kSweep);
+  std::int64_t Submit(const char* yaml = kSweep) {
+    auto result = service_->SubmitSweep(yaml);
     EXPECT_TRUE(std::holds_alternative<json>(result))
         << (std::holds_alternative<ApiError>(result) ? std::get<ApiError>(result).message : "");
     Pump();
@@ -104,17 +104,23 @@ class CoordinatorServiceTest : public ::testing::Test {
     service_->OnFrame(worker, links_[worker].get(), frame);
     Pump();
   }
-  void Succeed(const std::string& worker, const json& assign, std::int64_t seq) {
+  // The worker's rank `rank` reports events, then the worker reports its part of the
+  // attempt finished with `outcome`.
+  void Succeed(const std::string& worker, const json& assign, std::int64_t seq, int rank = 0,
+               const std::string& outcome = "succeeded", const std::string& reason = "") {
     protocol::AttemptRef ref{assign["trial_id"], assign["attempt"]};
     protocol::EventsMessage events;
-    events.events.push_back({ref, 0, {{"event", "started"}, {"pid", 1}}, 1});
-    events.events.push_back({ref, 0, {{"event", "step"}, {"step", 0}, {"phase", "measure"}, {"step_s", 0.1}, {"tokens", 16}, {"loss", 4.0}}, 2});
-    events.events.push_back({ref, 0, {{"event", "summary"}, {"tokens_per_s", 160.0}, {"step_s_median", 0.1}}, 3});
+    events.events.push_back({ref, rank, {{"event", "started"}, {"pid", 1}}, 1});
+    events.events.push_back({ref, rank, {{"event", "step"}, {"step", 0}, {"phase", "measure"}, {"step_s", 0.1}, {"tokens", 16}, {"loss", 4.0}}, 2});
+    if (outcome == "succeeded") {
+      events.events.push_back({ref, rank, {{"event", "summary"}, {"tokens_per_s", 160.0 + rank}, {"step_s_median", 0.1}}, 3});
+    }
     events.outbox_seq = seq;
     Frame(worker, protocol::ToJson(events));
     protocol::AttemptFinishedMessage done;
     done.attempt = ref;
-    done.outcome = "succeeded";
+    done.outcome = outcome;
+    done.reason = reason;
     done.outbox_seq = seq + 1;
     Frame(worker, protocol::ToJson(done));
   }
@@ -165,6 +171,83 @@ TEST_F(CoordinatorServiceTest, SweepRunsToTheEndAndIsAcknowledged) {
     EXPECT_EQ(r.summaries[0].summary["tokens_per_s"], 160.0);
   }
   EXPECT_NE(results[0].attempt->worker_id, results[1].attempt->worker_id);
+}
+
+// One two-rank trial over two one-slot workers: a gang split across nodes.
+const char* kGangSweep = R"(name: gang
+question: does a gang finish only when all of it has?
+workload:
+  executor: lora
+  model: tiny
+  seq_len: 16
+  warmup_steps: 1
+  steps: 2
+parameters:
+  micro_batch: {values: [1]}
+  world_size: {value: 2}
+baseline: {micro_batch: 1}
+repeats: 1
+limits: {trial_timeout: 60s, max_attempts: 2}
+)";
+
+TEST_F(CoordinatorServiceTest, GangTrialSucceedsOnlyWhenEveryWorkersPartHasFinished) {
+  auto w1 = Register("w1");
+  auto w2 = Register("w2");
+  const auto sweep_id = Submit(kGangSweep);
+  auto a1 = w1->Take("assign");
+  auto a2 = w2->Take("assign");
+  ASSERT_EQ(a1.size(), 1u);
+  ASSERT_EQ(a2.size(), 1u);
+  ASSERT_EQ(a1[0]["trial_id"], a2[0]["trial_id"]);
+  const std::int64_t trial = a1[0]["trial_id"];
+  const int rank1 = a1[0]["ranks"][0]["rank"];
+  const int rank2 = a2[0]["ranks"][0]["rank"];
+  ASSERT_NE(rank1, rank2);
+  Succeed("w1", a1[0], 1, rank1);
+  // w1's part is done, w2's rank is still training: the trial is not over.
+  EXPECT_EQ(Trial(trial).state, metrics::TrialState::kRunning);
+  EXPECT_TRUE(w2->Take("cancel").empty()) << "the other part must not be stopped";
+  Succeed("w2", a2[0], 1, rank2);
+  EXPECT_EQ(Trial(trial).state, metrics::TrialState::kFinished);
+  EXPECT_EQ(Trial(trial).outcome, metrics::Outcome::kSucceeded);
+  auto results = store_->ListTrialResults(sweep_id).value();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].summaries.size(), 2u) << "each rank's summary is stored";
+}
+
+TEST_F(CoordinatorServiceTest, GangTrialFailsWhenALaterPartFailsAfterAnotherSucceeded) {
+  auto w1 = Register("w1");
+  auto w2 = Register("w2");
+  Submit(kGangSweep);
+  auto a1 = w1->Take("assign");
+  auto a2 = w2->Take("assign");
+  ASSERT_EQ(a1.size(), 1u);
+  ASSERT_EQ(a2.size(), 1u);
+  const std::int64_t trial = a1[0]["trial_id"];
+  Succeed("w1", a1[0], 1, a1[0]["ranks"][0]["rank"]);
+  Succeed("w2", a2[0], 1, a2[0]["ranks"][0]["rank"], "failed", "rank 1: boom");
+  EXPECT_EQ(Trial(trial).state, metrics::TrialState::kFinished);
+  EXPECT_EQ(Trial(trial).outcome, metrics::Outcome::kFailed);
+  EXPECT_EQ(Trial(trial).reason, "worker w2: rank 1: boom");
+}
+
+TEST_F(CoordinatorServiceTest, GangWorkerLostAfterTheOtherPartFinishedLosesTheAttempt) {
+  auto w1 = Register("w1");
+  auto w2 = Register("w2");
+  Submit(kGangSweep);
+  auto a1 = w1->Take("assign");
+  auto a2 = w2->Take("assign");
+  ASSERT_EQ(a1.size(), 1u);
+  ASSERT_EQ(a2.size(), 1u);
+  const std::int64_t trial = a1[0]["trial_id"];
+  Succeed("w1", a1[0], 1, a1[0]["ranks"][0]["rank"]);
+  clock_.Advance(600ms);
+  Frame("w1", protocol::ToJson(protocol::HeartbeatMessage{}));
+  clock_.Advance(600ms);  // w2 silent past the heartbeat timeout
+  service_->Tick();
+  Pump();
+  EXPECT_EQ(Trial(trial).state, metrics::TrialState::kQueued) << "lost, requeued for attempt 2";
+  EXPECT_EQ(store_->ListAttempts(trial).value()[0].outcome, metrics::Outcome::kLost);
 }
 
 TEST_F(CoordinatorServiceTest, SilentWorkerIsLostAndItsTrialRequeuedElsewhere) {

@@ -70,6 +70,35 @@ TEST(FrameCodecTest, OversizedAnnouncedLengthFailsWithoutWaitingForBody) {
   EXPECT_NE(next.status().message().find("1024"), std::string::npos);
 }
 
+// The limit is inclusive on both sides: a payload of exactly max bytes is encoded and
+// decoded; one byte more is refused by each (so encoder and decoder cannot disagree).
+TEST(FrameCodecTest, APayloadOfExactlyTheLimitRoundTripsAndOneByteMoreIsRefused) {
+  const nlohmann::json base = {{"type", "x"}, {"blob", ""}};
+  const std::size_t overhead = base.dump().size();
+  const std::size_t limit = 1000;
+  const nlohmann::json at = {{"type", "x"}, {"blob", std::string(limit - overhead, 'a')}};
+  const nlohmann::json over = {{"type", "x"}, {"blob", std::string(limit - overhead + 1, 'a')}};
+  auto frame = EncodeFrame(at, limit);
+  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+  EXPECT_EQ(frame->size(), kFrameHeaderBytes + limit);
+  FrameDecoder decoder(limit);
+  decoder.Append(*frame);
+  auto next = decoder.Next();
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  ASSERT_TRUE(next->has_value());
+  EXPECT_EQ(**next, at);
+  EXPECT_EQ(EncodeFrame(over, limit).status().code(), Status::Code::kResourceExhausted);
+}
+
+TEST(FrameCodecTest, HeaderAnnouncingExactlyTheLimitIsAcceptedAndOneMoreIsNot) {
+  const unsigned char at[] = {0, 0, 0x04, 0x00};    // 1024
+  const unsigned char over[] = {0, 0, 0x04, 0x01};  // 1025
+  const unsigned char below[] = {0, 0, 0x03, 0xff}; // 1023
+  EXPECT_EQ(DecodeFrameHeader(below, 1024).value(), 1023u);
+  EXPECT_EQ(DecodeFrameHeader(at, 1024).value(), 1024u);
+  EXPECT_EQ(DecodeFrameHeader(over, 1024).status().code(), Status::Code::kResourceExhausted);
+}
+
 TEST(FrameCodecTest, HugeLengthHeaderIsRejectedByDefaultLimit) {
   FrameDecoder decoder;
   decoder.Append("\xff\xff\xff\xff");

@@ -142,5 +142,44 @@ TEST(OutboxTest, AReconnectEmptiesTheWindow) {
   EXPECT_EQ(again[0]["events"][0]["event"]["step"], 0);
 }
 
+TEST(OutboxTest, AnAcknowledgementForgetsOnlyTheFramesUpToItWhileLaterOnesAreInFlight) {
+  Outbox outbox;
+  for (int i = 0; i < 4; ++i) outbox.AddEvent({1, 1}, 0, Step(i));
+  auto frames = outbox.TakeUnsent(2, 4);  // two frames of two events each, both in flight
+  ASSERT_EQ(frames.size(), 2u);
+  outbox.Acknowledge(frames[0]["outbox_seq"]);
+  // The second frame is still unacknowledged: its events must stay until it is.
+  EXPECT_EQ(outbox.pending_events(), 2u);
+  EXPECT_EQ(outbox.frames_in_flight(), 1u);
+  EXPECT_TRUE(outbox.TakeUnsent(2, 4).empty());  // and are not sent twice on this connection
+  outbox.MarkAllUnsent();                        // the connection drops before the second ack
+  auto again = outbox.TakeUnsent(2, 4);
+  ASSERT_EQ(again.size(), 1u);
+  ASSERT_EQ(again[0]["events"].size(), 2u);
+  EXPECT_EQ(again[0]["events"][0]["event"]["step"], 2);
+  EXPECT_EQ(again[0]["events"][1]["event"]["step"], 3);
+  outbox.Acknowledge(again[0]["outbox_seq"]);
+  EXPECT_TRUE(outbox.empty());
+}
+
+TEST(OutboxTest, AFinishedReportInALaterFrameSurvivesTheAckOfAnEarlierOne) {
+  Outbox outbox;
+  outbox.AddEvent({1, 1}, 0, Step(0));
+  protocol::AttemptFinishedMessage done;
+  done.attempt = {1, 1};
+  done.outcome = "succeeded";
+  outbox.AddFinished(done);
+  auto frames = outbox.TakeUnsent(10, 4);
+  ASSERT_EQ(frames.size(), 2u);
+  outbox.Acknowledge(frames[0]["outbox_seq"]);
+  EXPECT_EQ(outbox.pending_events(), 0u);
+  EXPECT_EQ(outbox.pending_finished(), 1u);
+  ASSERT_EQ(outbox.PendingFinishedAttempts().size(), 1u);
+  outbox.MarkAllUnsent();
+  auto again = outbox.TakeUnsent(10, 4);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0]["type"], "attempt_finished");
+}
+
 }  // namespace
 }  // namespace bakeoff::worker
