@@ -92,8 +92,14 @@ TEST_F(NetworkFaultsTest, PartitionPastTheHeartbeatTimeoutLosesTheAttemptOnceAnd
   const auto cut_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(WaitFor([&] { return c.WorkerState("w1") == "lost"; }, 15s));
   EXPECT_LT(std::chrono::steady_clock::now() - cut_at, 6s) << "the partition was noticed late";
-  // Meanwhile w1's rank runs on and its events wait; heal after the attempt was requeued.
-  std::this_thread::sleep_for(2s);
+  // Meanwhile w1's rank runs on and its events wait; heal once the lost attempt is
+  // durable (its requeue is stored), so everything w1 reports after healing is late.
+  const std::string first_attempt =
+      "SELECT outcome FROM attempts WHERE attempt = 1 AND trial_id = " + std::to_string(trial);
+  ASSERT_TRUE(WaitFor([&] {
+    auto rows = c.Query(first_attempt);
+    return !rows.empty() && rows[0][0] == "lost";
+  }, 15s)) << c.Trials().dump();
   proxy_->SetPartitioned(false);
   ASSERT_TRUE(WaitFor([&] { return c.WorkersConnected(2); }, 30s)) << ReadFile(c.WorkerLog("w1"));
 
