@@ -3,10 +3,13 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/command_registry.h"
+#include "protocol/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Bakeoff: comparative training experiments on a cluster"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("bakeoff ") + bakeoff::kBakeoffVersion + " (" +
+                                        bakeoff::kBakeoffGitCommit + ")");
   int exit_code = bakeoff::cli::kExitOk;
   for (auto& [name, setup] : bakeoff::cli::Commands()) setup(app, &exit_code);
   try {

@@ -115,6 +115,7 @@ std::string CoordinatorMetrics::RouteOf(const std::string& target) {
 
 std::string CoordinatorMetrics::Render(const CoordinatorSnapshot& snapshot) const {
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  families.push_back(metrics::BuildInfoFamily("coordinator"));
 
   auto trials = MakeFamily("bakeoff_trials", "Trials of the sweeps this coordinator holds, by state.", MetricType::Gauge);
   std::map<std::string, int> trial_totals;

@@ -11,6 +11,8 @@
 
 #include <prometheus/metric_family.h>
 
+#include "protocol/version.h"
+
 namespace bakeoff::metrics {
 
 using LabelPairs = std::vector<std::pair<std::string, std::string>>;
@@ -37,6 +39,15 @@ inline void AddSample(prometheus::MetricFamily& family, const LabelPairs& labels
     metric.untyped.value = value;
   }
   family.metric.push_back(std::move(metric));
+}
+
+// bakeoff_build_info{component, version, commit} 1, as Prometheus exporters expose
+// their build (docs/metrics.md).
+inline prometheus::MetricFamily BuildInfoFamily(const std::string& component) {
+  auto family = MakeFamily("bakeoff_build_info", "1; carries the version and commit of this build.",
+                           prometheus::MetricType::Gauge);
+  AddSample(family, {{"component", component}, {"version", kBakeoffVersion}, {"commit", kBakeoffGitCommit}}, 1);
+  return family;
 }
 
 }  // namespace bakeoff::metrics

@@ -5,6 +5,8 @@
 
 #include <prometheus/text_serializer.h>
 
+#include "metrics/prometheus_families.h"
+
 namespace bakeoff::worker {
 namespace {
 
@@ -215,6 +217,7 @@ void WorkerMetrics::UpdateRunningGauges() {
 
 std::string WorkerMetrics::Render() const {
   auto families = registry_->Collect();
+  families.push_back(metrics::BuildInfoFamily("worker"));
   if (node_) {
     auto node = node_->Collect();
     families.insert(families.end(), node.begin(), node.end());

@@ -10,6 +10,7 @@
 
 #include "coordinator/coordinator_service.h"
 #include "coordinator/http_server.h"
+#include "protocol/version.h"
 #include "tests/metrics/promtool_check.h"
 
 namespace bakeoff::coordinator {
@@ -253,6 +254,13 @@ TEST_F(CoordinatorMetricsTest, HttpRequestsAreCountedByRouteAndCode) {
   const std::string text = Metrics();
   EXPECT_EQ(Value(text, R"(bakeoff_http_requests_total{code="404",route="/api/v1/sweeps/{sweep}"})"), 2);
   EXPECT_EQ(Value(text, R"(bakeoff_http_requests_total{code="200",route="/api/v1/sweeps"})"), 1);
+}
+
+TEST_F(CoordinatorMetricsTest, BuildInfoNamesThisBuildsVersionAndCommit) {
+  const std::string text = Metrics();
+  const std::string series = std::string("bakeoff_build_info{commit=\"") + kBakeoffGitCommit +
+                             "\",component=\"coordinator\",version=\"" + kBakeoffVersion + "\"}";
+  EXPECT_EQ(Value(text, series), 1) << text;
 }
 
 TEST_F(CoordinatorMetricsTest, ExpositionPassesPromtool) {

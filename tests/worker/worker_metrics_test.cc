@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "protocol/version.h"
 #include "tests/metrics/promtool_check.h"
 
 namespace bakeoff::worker {
@@ -120,6 +121,9 @@ TEST(WorkerMetricsTest, ExpositionPassesPromtool) {
   metrics.StartTrial(Assign(14, {{0, 0, {}}}, 1));
   metrics.EndTrial({14, 1}, "oom");
   const std::string text = metrics.Render();
+  EXPECT_EQ(Value(text, std::string("bakeoff_build_info{commit=\"") + kBakeoffGitCommit +
+                            "\",component=\"worker\",version=\"" + kBakeoffVersion + "\"}"),
+            1);
   EXPECT_EQ(Value(text, "bakeoff_worker_buffered_events"), 17);
   EXPECT_EQ(Value(text, "bakeoff_worker_connected"), 1);
   EXPECT_GT(Value(text, "bakeoff_node_cpus"), 0);
