@@ -91,6 +91,7 @@ void TrialRunner::Start() {
         "RANK=" + std::to_string(rank.rank),
         "WORLD_SIZE=" + std::to_string(assign_.world_size),
         "LOCAL_RANK=" + std::to_string(rank.local_rank),
+        "LOCAL_WORLD_SIZE=" + std::to_string(ranks_.size()),
         "MASTER_ADDR=" + master_addr,
         "MASTER_PORT=" + master_port,
         "BAKEOFF_TRIAL_ID=" + std::to_string(a.trial_id),

@@ -72,7 +72,7 @@ std::vector<TrainerField> BuildTable() {
       Int("steps", 20, 1, 1 << 30),
       Int("warmup_steps", 3, 0, 1 << 30),
       Choice("precision", Kind::kEnum, "fp32", {"fp32", "bf16"}),
-      Choice("bf16_matmul", Kind::kEnum, "auto", {"auto", "native"}),
+      Choice("bf16_matmul", Kind::kEnum, "auto", {"auto", "native", "fp32"}),
       Choice("compile_mode", Kind::kEnum, "eager", {"eager", "jit", "cudagraph", "jit+cudagraph"}),
       Choice("compile_scope", Kind::kEnum, "full", {"full", "attention", "mlp", "adapters"}),
       Choice("jit_executor", Kind::kEnum, "auto", {"auto", "profiling", "legacy"}),

@@ -21,7 +21,8 @@ MathOptions MakeMathOptions(const TrainerConfig& c) {
   o.lora_scale = c.lora_scale();
   o.lora_dropout = c.lora_dropout;
   o.training = true;
-  o.bf16_matmul_via_fp32 = c.bf16_matmul == "auto" && c.device == "cpu";
+  // The trainer resolved `auto` before building the model (hardware_defaults.h).
+  o.bf16_matmul_via_fp32 = c.bf16_matmul == "fp32" && c.device == "cpu";
   return o;
 }
 }  // namespace

@@ -44,6 +44,9 @@ Status ApplyEnvironment(TrainerConfig* config) {
   if (env("RANK")) BAKEOFF_RETURN_IF_ERROR(ApplyConfigFlag("rank", env("RANK"), config));
   if (env("WORLD_SIZE")) BAKEOFF_RETURN_IF_ERROR(ApplyConfigFlag("world_size", env("WORLD_SIZE"), config));
   if (env("LOCAL_RANK")) BAKEOFF_RETURN_IF_ERROR(ApplyConfigFlag("local_rank", env("LOCAL_RANK"), config));
+  if (env("LOCAL_WORLD_SIZE")) {
+    BAKEOFF_RETURN_IF_ERROR(ApplyConfigFlag("local_world_size", env("LOCAL_WORLD_SIZE"), config));
+  }
   if (env("MASTER_ADDR") && env("MASTER_PORT")) {
     config->store = std::string(env("MASTER_ADDR")) + ":" + env("MASTER_PORT");
   }

@@ -13,6 +13,8 @@
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <cuda_runtime_api.h>
 #include <torch/csrc/jit/codegen/cuda/interface.h>
 #endif
 
@@ -29,6 +31,24 @@ bool CudaAvailable() {
 #else
   return false;
 #endif
+}
+
+std::optional<GpuInfo> DescribeGpu(const torch::Device& device) {
+#ifdef BAKEOFF_WITH_CUDA
+  if (device.is_cuda()) {
+    auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); };
+    GpuInfo info;
+    int runtime = 0, driver = 0;
+    cudaRuntimeGetVersion(&runtime);
+    cudaDriverGetVersion(&driver);
+    info.cuda_runtime = version(runtime);
+    info.driver = version(driver);
+    info.model = at::cuda::getDeviceProperties(device.index() < 0 ? 0 : device.index())->name;
+    return info;
+  }
+#endif
+  (void)device;
+  return std::nullopt;
 }
 
 int CudaDeviceCount() {

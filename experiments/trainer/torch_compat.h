@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,15 @@ std::string TorchVersion();
 
 // True when this build has CUDA and a device is visible.
 bool CudaAvailable();
+// The CUDA runtime this build uses and the GPU and driver of `device` (nullopt on a CPU
+// device or a build without CUDA), for the trial's recorded environment.
+struct GpuInfo {
+  std::string cuda_runtime;  // "12.4"
+  std::string model;         // "NVIDIA H100 80GB HBM3"
+  std::string driver;        // CUDA driver API version, "12.4"
+};
+std::optional<GpuInfo> DescribeGpu(const torch::Device& device);
+
 // Visible CUDA devices (0 without CUDA). The worker may narrow them per rank with
 // CUDA_VISIBLE_DEVICES, so a rank picks local_rank modulo this count.
 int CudaDeviceCount();

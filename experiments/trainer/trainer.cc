@@ -6,12 +6,16 @@
 #include <fstream>
 #include <set>
 
+#include <unistd.h>
+
 #include "experiments/trainer/communicator_factory.h"
 #include "experiments/trainer/data_source.h"
+#include "experiments/trainer/hardware_defaults.h"
 #include "experiments/trainer/lora_model.h"
 #include "experiments/trainer/process_stats.h"
 #include "experiments/trainer/torch_compat.h"
 #include "experiments/trainer/zero_optimizer.h"
+#include "protocol/version.h"
 
 namespace bakeoff::trainer {
 namespace {
@@ -19,10 +23,6 @@ namespace {
 double Since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
-
-struct Unsupported {
-  std::string message;
-};
 
 // Settings this device or build cannot run; the sweep records them as `unsupported`.
 std::optional<std::string> UnsupportedReason(const TrainerConfig& c) {
@@ -47,15 +47,57 @@ std::optional<std::string> UnsupportedReason(const TrainerConfig& c) {
   return std::nullopt;
 }
 
-}  // namespace
-
-std::string ChooseJitExecutor(const std::string& choice, const torch::Device& device) {
-  if (choice != "auto") return choice;
-  // Profiling exists to feed the fusers; without one (a CPU LibTorch without LLVM) it only
-  // adds guards and re-profiled backward graphs: +1.8 ms forward and +3.3 ms backward of a
-  // 25 ms `tiny` step here, against +0.7 and +0.6 ms with the legacy executor.
-  return device.is_cuda() ? "profiling" : "legacy";
+// Times one forward pass of the model's projections (the products every step runs most)
+// both ways at bf16, rows = micro_batch x seq_len; the backward runs the same shapes.
+std::optional<Bf16Timing> CalibrateBf16Matmul(const TrainerConfig& c) {
+  torch::NoGradGuard no_grad;
+  const auto& d = c.dims;
+  const int64_t rows = c.micro_batch * c.seq_len;
+  auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
+  auto x = torch::randn({rows, d.dim}, bf16);
+  auto h = torch::randn({rows, d.ffn_dim}, bf16);
+  // [out, in] as the model stores them: q/o, k/v, gate/up, down.
+  std::vector<std::pair<torch::Tensor, const torch::Tensor*>> products = {
+      {torch::randn({d.dim, d.dim}, bf16), &x},
+      {torch::randn({d.kv_heads * d.head_dim(), d.dim}, bf16), &x},
+      {torch::randn({d.ffn_dim, d.dim}, bf16), &x},
+      {torch::randn({d.dim, d.ffn_dim}, bf16), &h}};
+  auto pass = [&](bool widen) {
+    for (const auto& [w, in] : products) {
+      auto y = widen ? MatmulViaFp32(*in, w.t()) : torch::matmul(*in, w.t());
+      (void)y;
+    }
+  };
+  return CalibrateBf16([&] { pass(false); }, [&] { pass(true); }, [] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  });
 }
+
+std::string HostName() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();
+}
+
+nlohmann::json NullIfEmpty(const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); }
+
+// What the trial ran on (docs/trainer.md, "environment"): compared trials that differ
+// here are flagged by the report.
+nlohmann::json Environment(const CpuInfo& cpu, const BlasInfo& blas, const torch::Device& device) {
+  const auto gpu = compat::DescribeGpu(device);
+  return {{"host", NullIfEmpty(HostName())},
+          {"cpu_model", NullIfEmpty(cpu.model)},
+          {"cpu_flags", cpu.KernelFlags()},
+          {"usable_cpus", cpu.usable_cpus},
+          {"usable_cores", cpu.usable_cores},
+          {"torch_version", compat::TorchVersion()},
+          {"cuda_version", gpu ? nlohmann::json(gpu->cuda_runtime) : nlohmann::json()},
+          {"gpu_model", gpu ? nlohmann::json(gpu->model) : nlohmann::json()},
+          {"gpu_driver", gpu ? nlohmann::json("CUDA " + gpu->driver + " (driver API)") : nlohmann::json()},
+          {"blas", NullIfEmpty(blas.name)},
+          {"bakeoff_version", std::string(kBakeoffVersion) + "+" + kBakeoffGitCommit}};
+}
+
+}  // namespace
 
 double Percentile(std::vector<double> values, double q) {
   if (values.empty()) return 0;
@@ -91,23 +133,47 @@ int Trainer::Run() {
 }
 
 int Trainer::RunOrThrow() {
-  const TrainerConfig& c = config_;
-  if (auto reason = UnsupportedReason(c)) return events_->Error("unsupported", *reason);
+  if (auto reason = UnsupportedReason(config_)) return events_->Error("unsupported", *reason);
 
-  if (c.threads > 0) {
-    torch::set_num_threads(static_cast<int>(c.threads));
-    SetBlasThreads(static_cast<int>(c.threads));
+  // Settings whose best value depends on this machine are decided here, on it, and each
+  // decision is recorded with its reason (applied.decisions). config_ then holds what runs.
+  const CpuInfo cpu = DetectCpuInfo();
+  const bool cuda = config_.device == "cuda";
+  nlohmann::json decisions = nlohmann::json::object();
+  const Decision threads = DecideThreads(config_.threads, cpu, config_.local_world_size);
+  config_.threads = std::stoll(threads.value);
+  torch::set_num_threads(static_cast<int>(config_.threads));
+  // OpenBLAS's pthread build keeps its own pool, which set_num_threads does not govern.
+  SetBlasThreads(static_cast<int>(config_.threads));
+  decisions["threads"] = threads.ToJson();
+  if (config_.precision == "bf16") {
+    std::optional<Bf16Timing> timing;
+    if (!cuda && config_.bf16_matmul == "auto") timing = CalibrateBf16Matmul(config_);
+    const Decision bf16 = DecideBf16Matmul(config_.bf16_matmul, cuda, cpu, timing);
+    config_.bf16_matmul = bf16.value;
+    decisions["bf16_matmul"] = bf16.ToJson();
   }
+  const TrainerConfig& c = config_;
   torch::manual_seed(static_cast<uint64_t>(c.seed) + static_cast<uint64_t>(c.rank));
   const torch::Device device =
       c.device == "cuda"
           ? torch::Device(torch::kCUDA, static_cast<int>(c.local_rank % compat::CudaDeviceCount()))
           : torch::Device(torch::kCPU);
   const std::string fuser = c.uses_jit() ? compat::ConfigureFuser(device) : "off (eager)";
-  const std::string jit_executor = c.uses_jit() ? ChooseJitExecutor(c.jit_executor, device) : "";
-  if (c.uses_jit()) compat::SetJitExecutor(jit_executor == "profiling");
+  std::string jit_executor;
+  if (c.uses_jit()) {
+    const Decision executor = DecideJitExecutor(c.jit_executor, device.is_cuda());
+    jit_executor = executor.value;
+    compat::SetJitExecutor(jit_executor == "profiling");
+    decisions["jit_executor"] = executor.ToJson();
+  }
   auto host_allocator = ConfigureHostAllocator(c.host_allocator == "retain");
   if (!host_allocator.ok()) return events_->Error("failed", host_allocator.status().ToString());
+  decisions["host_allocator"] =
+      Decision{c.host_allocator, c.host_allocator == "retain" ? "default: freed host memory stays mapped "
+                                                                "(no page faults in the steady state)"
+                                                              : "requested"}
+          .ToJson();
 
   auto comm_or = CreateCommunicator(c, device);
   if (!comm_or.ok()) return events_->Error("failed", comm_or.status().ToString());
@@ -120,6 +186,7 @@ int Trainer::RunOrThrow() {
   const ParameterCounts counts = CountParameters(c.dims, c.lora_rank, c.lora_targets);
   const double flops_per_token = TrainingFlopsPerToken(c.dims, counts, c.seq_len);
   const BlasInfo blas = DetectBlas();
+  const nlohmann::json environment = Environment(cpu, blas, device);
 
   events_->Write("ready", {{"config", c.ToJson()},
                            {"model", {{"dims", c.dims.ToJson()},
@@ -135,6 +202,7 @@ int Trainer::RunOrThrow() {
                            {"blas_threads", blas.threads},
                            {"torch_version", compat::TorchVersion()},
                            {"comm_backend", comm->backend()},
+                           {"environment", environment},
                            {"startup_s", SecondsSinceProcessStart()}});
   const double startup_s = SecondsSinceProcessStart();
 
@@ -227,9 +295,9 @@ int Trainer::RunOrThrow() {
                             {"precision", model.compute_dtype() == torch::kBFloat16 ? "bf16" : "fp32"},
                             {"host_allocator", *host_allocator},
                             {"bf16_matmul", model.compute_dtype() != torch::kBFloat16 ? nlohmann::json()
-                                            : model.math().options().bf16_matmul_via_fp32
-                                                ? nlohmann::json("fp32 BLAS (bf16 in and out, fp32 accumulation)")
-                                                : nlohmann::json("native")},
+                                            : model.math().options().bf16_matmul_via_fp32 ? nlohmann::json("fp32")
+                                                                                          : nlohmann::json("native")},
+                            {"threads", c.threads},
                             {"grad_checkpointing", c.grad_checkpointing},
                             {"dynamic_shapes", c.dynamic_shapes},
                             {"seq_lengths", seq_lengths.size()},
@@ -238,7 +306,8 @@ int Trainer::RunOrThrow() {
                             {"offload", c.offload},
                             {"comm_backend", comm->backend()},
                             {"reduce_scatter", comm->reduce_scatter_note()},
-                            {"world_size", comm->world_size()}};
+                            {"world_size", comm->world_size()},
+                            {"decisions", decisions}};
   applied.update(model.runner().Evidence(device.is_cpu()));
   events_->Write("summary",
                  {{"startup_s", startup_s},
@@ -265,6 +334,7 @@ int Trainer::RunOrThrow() {
                   {"offload_copy_s", optimizer.offload_copy_s() + model.frozen().offload_copy_s()},
                   {"tokens_per_step", tokens_per_step},
                   {"rank", c.rank},
+                  {"environment", environment},
                   {"applied", applied}});
   return kExitSucceeded;
 }

@@ -28,9 +28,6 @@ class Trainer {
 // Percentile (linear interpolation, q in [0, 1]) of `values`; 0 when empty.
 double Percentile(std::vector<double> values, double q);
 
-// The TorchScript executor `jit_executor` (auto | profiling | legacy) means on `device`.
-std::string ChooseJitExecutor(const std::string& choice, const torch::Device& device);
-
 // Learning rate of optimizer step `step` (0-based) out of `total` steps.
 double LearningRate(const TrainerConfig& config, int64_t step, int64_t total);
 

@@ -111,7 +111,7 @@ const std::map<std::string, Setter>& Setters() {
       return Status::Ok();
     };
     s["jit_executor"] = Enum(&TrainerConfig::jit_executor, {"auto", "profiling", "legacy"}, "jit_executor");
-    s["bf16_matmul"] = Enum(&TrainerConfig::bf16_matmul, {"auto", "native"}, "bf16_matmul");
+    s["bf16_matmul"] = Enum(&TrainerConfig::bf16_matmul, {"auto", "native", "fp32"}, "bf16_matmul");
     s["dynamic_shapes"] = [](const nlohmann::json& v, TrainerConfig* c) {
       if (!v.is_boolean()) return Invalid("dynamic_shapes", "true or false", v);
       c->dynamic_shapes = v.get<bool>();
@@ -144,6 +144,7 @@ const std::map<std::string, Setter>& Setters() {
     s["adapters_out"] = Text(&TrainerConfig::adapters_out, "adapters_out");
     s["rank"] = Int(&TrainerConfig::rank, 0, 1 << 16, "rank");
     s["local_rank"] = Int(&TrainerConfig::local_rank, 0, 1 << 16, "local_rank");
+    s["local_world_size"] = Int(&TrainerConfig::local_world_size, 1, 1 << 16, "local_world_size");
     s["store"] = Text(&TrainerConfig::store, "store");
     return s;
   }();
@@ -269,6 +270,7 @@ nlohmann::json TrainerConfig::ToJson() const {
           {"adapters_out", adapters_out},
           {"rank", rank},
           {"local_rank", local_rank},
+          {"local_world_size", local_world_size},
           {"store", store}};
 }
 

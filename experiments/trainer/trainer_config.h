@@ -24,8 +24,9 @@ struct TrainerConfig {
   int64_t steps = 20;         // measured optimizer steps
   int64_t warmup_steps = 3;   // optimizer steps before measuring
   std::string precision = "fp32";     // fp32 | bf16
-  // auto: bf16 matrix products on a CPU run through the fp32 BLAS (bf16 in and out,
-  // fp32 accumulation); native: LibTorch's bf16 kernels. CUDA always runs native.
+  // How bf16 matrix products run on a CPU: native (LibTorch's bf16 kernels), fp32 (widened
+  // to fp32, the fp32 BLAS, rounded back: bf16 in and out, fp32 accumulation), or auto
+  // (decided on the machine at start-up, hardware_defaults.h). CUDA always runs native.
   std::string bf16_matmul = "auto";
   std::string compile_mode = "eager";  // eager | jit | cudagraph | jit+cudagraph
   std::string compile_scope = "full";  // full | attention | mlp | adapters
@@ -52,7 +53,7 @@ struct TrainerConfig {
   std::string dataset = "synthetic";  // synthetic | repeat | path of a token file
   std::string dataset_dtype = "uint16";
   std::string device = "cpu";  // cpu | cuda
-  int64_t threads = 0;         // 0: LibTorch's default
+  int64_t threads = 0;         // 0: decided at start-up (hardware_defaults.h DecideThreads)
   int64_t zero_stage = 0;
   std::string offload = "none";  // none | optimizer | parameters
   int64_t world_size = 1;
@@ -68,6 +69,7 @@ struct TrainerConfig {
   // Set by the launcher, not by sweeps.
   int64_t rank = 0;
   int64_t local_rank = 0;
+  int64_t local_world_size = 1;  // ranks of this trial on this host (LOCAL_WORLD_SIZE)
   std::string store;  // host:port of the c10d TCPStore (rank 0 hosts it)
 
   double lora_scale() const { return lora_alpha / static_cast<double>(lora_rank); }

@@ -260,7 +260,7 @@ TEST(TrainerNumericsTest, Bf16ThroughTheFp32BlasMatchesNativeBf16Training) {
   c.steps = 5;
   c.bf16_matmul = "native";
   auto native = RunTrainerInProcess(c);
-  c.bf16_matmul = "auto";
+  c.bf16_matmul = "fp32";
   auto via_fp32 = RunTrainerInProcess(c);
   const auto a = Losses(native), b = Losses(via_fp32);
   ASSERT_EQ(a.size(), 5u);
@@ -269,7 +269,30 @@ TEST(TrainerNumericsTest, Bf16ThroughTheFp32BlasMatchesNativeBf16Training) {
   // few bf16 steps (eps 2^-8) of drift over five optimizer steps.
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 0.02 * std::abs(a[i])) << "step " << i;
   EXPECT_EQ(native.back()["applied"]["bf16_matmul"], "native");
-  EXPECT_NE(via_fp32.back()["applied"]["bf16_matmul"].get<std::string>().find("fp32 BLAS"), std::string::npos);
+  EXPECT_EQ(via_fp32.back()["applied"]["bf16_matmul"], "fp32");
+  EXPECT_EQ(via_fp32.back()["applied"]["decisions"]["bf16_matmul"]["reason"], "requested");
+}
+
+TEST(TrainerNumericsTest, AutoBf16IsCalibratedOnThisMachineAndRecordedWithItsReason) {
+  TrainerConfig c = SmallRun();
+  c.precision = "bf16";
+  c.steps = 1;
+  c.bf16_matmul = "auto";
+  auto events = RunTrainerInProcess(c);
+  ASSERT_FALSE(events.empty());
+  const auto& summary = events.back();
+  ASSERT_EQ(summary["event"], "summary") << summary.dump();
+  const auto& decision = summary["applied"]["decisions"]["bf16_matmul"];
+  const std::string value = decision["value"];
+  EXPECT_TRUE(value == "native" || value == "fp32") << value;
+  EXPECT_EQ(summary["applied"]["bf16_matmul"], value) << "the path that ran is the one decided";
+  EXPECT_NE(decision["reason"].get<std::string>().find("calibrated"), std::string::npos) << decision.dump();
+  EXPECT_FALSE(summary["applied"]["decisions"]["threads"]["reason"].get<std::string>().empty());
+  const auto& env = summary["environment"];
+  EXPECT_FALSE(env["torch_version"].get<std::string>().empty());
+  EXPECT_TRUE(env["cpu_flags"].is_array());
+  EXPECT_TRUE(env["gpu_model"].is_null()) << "a CPU trial has no GPU";
+  EXPECT_NE(env["bakeoff_version"].get<std::string>().find('+'), std::string::npos);
 }
 
 }  // namespace
