@@ -205,7 +205,7 @@ TEST(SweepParserTest, RejectsBadValuesWithTheirPath) {
   EXPECT_THAT(ErrorOf("name: s\nworkload: {model: huge}\n"),
               HasSubstr("test.yaml:2:19: workload.model: expected a preset (tiny, small, llama-7b, llama-13b)"));
   EXPECT_THAT(ErrorOf("name: s\nworkload: {model: {dim: 256, layers: 2, heads: 3, kv_heads: 1, ffn_dim: 8, vocab: 8}}\n"),
-              HasSubstr("dim 256 is not a multiple of heads 3"));
+              HasSubstr("model.heads: dim (256) must be divisible by heads (3)"));
   EXPECT_THAT(ErrorOf("name: s\nworkload: {model: {dim: 256}}\n"),
               HasSubstr("model: missing 'layers'"));
   EXPECT_THAT(ErrorOf("name: s\nworkload: {grad_checkpointing: yes}\n"),

@@ -99,7 +99,7 @@ TEST(TrainerProcessTest, EachBadConfigurationGetsItsNamedErrorAndExitCode2) {
       {"--micro-bach 2", "micro_bach: unknown field (did you mean micro_batch?)"},
       {"--precision fp8", "precision: expected one of fp32, bf16"},
       {"--host-allocator tcmalloc", "host_allocator: expected one of retain, system"},
-      {"--model huge", "model: unknown preset \"huge\""},
+      {"--model huge", "model: expected a preset (tiny, small, llama-7b, llama-13b) or {dim, layers, heads, kv_heads, ffn_dim, vocab}, got \"huge\""},
       {"--world-size 2", "store: world_size > 1 needs the rendezvous address"},
       {"--config /nonexistent.json", "--config: cannot open \"/nonexistent.json\""},
       {"--steps", "--steps: missing value"},
