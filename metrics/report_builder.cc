@@ -51,6 +51,7 @@ struct RatioResult {
   RatioFigure figure;
   IntervalMethod method = IntervalMethod::kNone;
   int pairs = 0;
+  std::optional<double> df;
   std::optional<double> sd_log_ratio;
 };
 
@@ -66,6 +67,15 @@ RatioFigure ToFigure(const RatioEstimate& estimate) {
     figure.high = estimate.interval->high;
   }
   return figure;
+}
+
+// Only an interval over repeats gives a verdict; it is "faster"/"slower" when it lies
+// wholly above/below 1.0.
+Verdict VerdictOf(const RatioFigure& figure, IntervalMethod method) {
+  if (!GivesVerdict(method) || !figure.low || !figure.high) return Verdict::kUnclear;
+  if (*figure.low > 1.0) return Verdict::kFaster;
+  if (*figure.high < 1.0) return Verdict::kSlower;
+  return Verdict::kNoMeasurableDifference;
 }
 
 std::vector<double> Throughputs(const Side& side) {
@@ -95,8 +105,9 @@ std::vector<double> LogsOf(const std::vector<double>& values) {
 RatioResult EstimateRatio(const Side& variant, const Side& counterpart, bool interleaved,
                           const ReportOptions& options) {
   RatioResult result;
-  BootstrapOptions bootstrap = ToBootstrap(options);
   if (interleaved) {
+    // Pairs are matched by repeat number, never by list position: a repeat that failed
+    // on one side leaves its partner unpaired.
     std::map<int, double> by_repeat;
     for (const TrialView* t : counterpart.trials) by_repeat[t->repeat] = *t->tokens_per_s;
     std::vector<double> num, den;
@@ -107,7 +118,9 @@ RatioResult EstimateRatio(const Side& variant, const Side& counterpart, bool int
       den.push_back(it->second);
     }
     if (num.size() >= 2) {
-      result.figure = ToFigure(PairedRatio(num, den, bootstrap));
+      RatioEstimate estimate = PairedRatio(num, den, options.confidence);
+      result.figure = ToFigure(estimate);
+      result.df = estimate.df;
       result.method = IntervalMethod::kPairedRepeats;
       result.pairs = static_cast<int>(num.size());
       std::vector<double> log_ratios;
@@ -118,7 +131,9 @@ RatioResult EstimateRatio(const Side& variant, const Side& counterpart, bool int
   }
   std::vector<double> num = Throughputs(variant), den = Throughputs(counterpart);
   if (num.size() >= 2 && den.size() >= 2) {
-    result.figure = ToFigure(UnpairedRatio(num, den, bootstrap));
+    RatioEstimate estimate = UnpairedRatio(num, den, options.confidence);
+    result.figure = ToFigure(estimate);
+    result.df = estimate.df;
     result.method = IntervalMethod::kUnpairedRepeats;
     double sv = SampleStdDev(LogsOf(num)), sc = SampleStdDev(LogsOf(den));
     result.sd_log_ratio = std::sqrt(sv * sv + sc * sc);
@@ -128,7 +143,7 @@ RatioResult EstimateRatio(const Side& variant, const Side& counterpart, bool int
   double num_rate = GeometricMean(num), den_rate = GeometricMean(den);
   if (num_steps.size() >= 2 && den_steps.size() >= 2) {
     result.figure =
-        ToFigure(StepRatio(num_rate, num_steps, den_rate, den_steps, bootstrap));
+        ToFigure(StepRatio(num_rate, num_steps, den_rate, den_steps, ToBootstrap(options)));
     result.method = IntervalMethod::kMeasuredSteps;
     return result;
   }
@@ -469,12 +484,23 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
     c.pairs = ratio.pairs;
     c.variant_trials = static_cast<int>(vs.trials.size());
     c.counterpart_trials = static_cast<int>(cs.trials.size());
-    c.no_measurable_difference = c.speedup.Contains(1.0);
+    c.df = ratio.df;
+    c.verdict = VerdictOf(c.speedup, c.method);
+    if (c.verdict != Verdict::kUnclear) {
+      c.no_measurable_difference = c.verdict == Verdict::kNoMeasurableDifference;
+    }
     if (ratio.sd_log_ratio) {
       c.sd_log_ratio = ratio.sd_log_ratio;
-      c.repeats_needed = RepeatsToResolve(*ratio.sd_log_ratio, options.resolve_difference);
-      c.needs_more_repeats = *c.repeats_needed > std::min(v.trials, cp->trials);
+      c.repeats_needed = RepeatsToResolve(*ratio.sd_log_ratio, options.resolve_difference,
+                                          options.confidence);
+    } else {
+      // One repeat: the run-to-run noise is unknown, so plan with the assumed one.
+      c.repeats_needed = RepeatsToResolve(options.assumed_sd_log_ratio,
+                                          options.resolve_difference, options.confidence);
+      c.repeats_needed_assumed = true;
     }
+    c.needs_more_repeats = c.verdict == Verdict::kUnclear ||
+                           *c.repeats_needed > std::min(v.trials, cp->trials);
     // Warm-up: a trial without warm-up steps pays its compilation in the first step.
     auto warmup_cost = [](const VariantReport& x) -> std::optional<double> {
       if (x.warmup_s && *x.warmup_s > 0) return x.warmup_s;
@@ -600,92 +626,66 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
       effect.speedup.value = GeometricMean(ratios);
       effect.min_pair = *std::min_element(ratios.begin(), ratios.end());
       effect.max_pair = *std::max_element(ratios.begin(), ratios.end());
-      // Bootstrap: every variant involved is resampled once per replicate (its trials,
-      // or its steps when it has one trial), then the pair log-ratios are averaged.
+      // The effect is a linear contrast of the involved variants' mean log tokens/s:
+      // L = (1/P) sum_pairs (mean ln a - mean ln b), with coefficient +-1/P per variant.
       std::vector<const Side*> involved;
+      std::vector<double> coefficient;
+      auto add = [&](const Side* s, double c) {
+        auto it = std::find(involved.begin(), involved.end(), s);
+        if (it == involved.end()) {
+          involved.push_back(s);
+          coefficient.push_back(c);
+        } else {
+          coefficient[static_cast<std::size_t>(it - involved.begin())] += c;
+        }
+      };
+      const double share = 1.0 / static_cast<double>(pairs.size());
       for (auto [a, b] : pairs) {
-        for (const Side* s : {a, b}) {
-          if (std::find(involved.begin(), involved.end(), s) == involved.end()) involved.push_back(s);
-        }
+        add(a, share);
+        add(b, -share);
       }
-      // Expanded for the fewest repeats involved; plain when every side is resampled
-      // over steps (see StepRatio).
-      int units = 0;
-      bool resamplable = true;
-      for (const Side* s : involved) {
-        if (s->trials.size() >= 2) {
-          int n = static_cast<int>(s->trials.size());
-          units = units == 0 ? n : std::min(units, n);
-        } else if (PooledSteps(*s).size() < 2) {
-          resamplable = false;
-        }
-      }
-      if (resamplable) {
-        std::vector<std::vector<double>> log_tps, steps;
-        std::vector<std::map<int, double>> log_by_repeat;
-        std::vector<int> repeats;  // union of the repeats of every involved variant
-        std::vector<double> medians, base_log;
-        for (const Side* s : involved) {
-          log_tps.push_back(LogsOf(Throughputs(*s)));
-          std::map<int, double> by_repeat;
-          for (const TrialView* t : s->trials) {
-            by_repeat[t->repeat] = std::log(*t->tokens_per_s);
-            if (std::find(repeats.begin(), repeats.end(), t->repeat) == repeats.end()) {
-              repeats.push_back(t->repeat);
-            }
+      // Interleaved: per repeat where every involved variant ran, d_r = sum_v c_v ln x_vr;
+      // a t interval over those repeats keeps the pairing (drift common to a repeat
+      // cancels), as in the paired speedup.
+      if (interleaved) {
+        std::map<int, std::pair<int, double>> by_repeat;  // repeat -> (variants seen, d_r)
+        for (std::size_t i = 0; i < involved.size(); ++i) {
+          for (const TrialView* t : involved[i]->trials) {
+            auto& [seen, d] = by_repeat[t->repeat];
+            ++seen;
+            d += coefficient[i] * std::log(*t->tokens_per_s);
           }
-          log_by_repeat.push_back(std::move(by_repeat));
-          steps.push_back(s->trials.size() >= 2 ? std::vector<double>{} : PooledSteps(*s));
-          medians.push_back(steps.back().empty() ? 0 : Median(steps.back()));
-          base_log.push_back(std::log(*s->report->tokens_per_s));
         }
-        std::vector<double> sampled(involved.size()), scratch;
-        std::vector<int> drawn;
-        Interval interval = Bootstrap(
-            [&](std::mt19937_64& rng) {
-              // Interleaved: one draw of repeats shared by every variant keeps the
-              // pairing (drift common to a repeat cancels), as in the paired speedup.
-              if (interleaved) {
-                drawn.clear();
-                for (std::size_t k = 0; k < repeats.size(); ++k) {
-                  drawn.push_back(repeats[DrawIndex(rng, repeats.size())]);
-                }
-              }
-              for (std::size_t i = 0; i < involved.size(); ++i) {
-                if (interleaved && steps[i].empty()) {
-                  double sum = 0;
-                  int count = 0;
-                  for (int r : drawn) {
-                    auto it = log_by_repeat[i].find(r);
-                    if (it == log_by_repeat[i].end()) continue;
-                    sum += it->second;
-                    ++count;
-                  }
-                  sampled[i] = count > 0 ? sum / count : base_log[i];
-                } else if (steps[i].empty()) {
-                  double sum = 0;
-                  for (std::size_t k = 0; k < log_tps[i].size(); ++k) {
-                    sum += log_tps[i][DrawIndex(rng, log_tps[i].size())];
-                  }
-                  sampled[i] = sum / static_cast<double>(log_tps[i].size());
-                } else {
-                  scratch.resize(steps[i].size());
-                  for (auto& x : scratch) x = steps[i][DrawIndex(rng, steps[i].size())];
-                  sampled[i] = base_log[i] + std::log(medians[i] / Median(scratch));
-                }
-              }
-              double sum = 0;
-              for (auto [a, b] : pairs) {
-                std::size_t ia = std::find(involved.begin(), involved.end(), a) - involved.begin();
-                std::size_t ib = std::find(involved.begin(), involved.end(), b) - involved.begin();
-                sum += sampled[ia] - sampled[ib];
-              }
-              return std::exp(sum / static_cast<double>(pairs.size()));
-            },
-            units, ToBootstrap(options));
-        effect.speedup.low = interval.low;
-        effect.speedup.high = interval.high;
+        std::vector<double> contrasts;
+        for (const auto& [repeat, entry] : by_repeat) {
+          if (entry.first == static_cast<int>(involved.size())) contrasts.push_back(entry.second);
+        }
+        if (contrasts.size() >= 2) {
+          TEstimate t = WelchContrast({{contrasts, 1.0}}, options.confidence);
+          effect.speedup = RatioFigure{std::exp(t.estimate), std::exp(t.interval.low),
+                                       std::exp(t.interval.high)};
+          effect.df = t.df;
+          effect.method = IntervalMethod::kPairedRepeats;
+        }
       }
+      // Otherwise Welch over the variants' own repeats (each needs >= 2).
+      if (effect.method == IntervalMethod::kNone) {
+        std::vector<ContrastGroup> groups;
+        bool enough = true;
+        for (std::size_t i = 0; i < involved.size(); ++i) {
+          if (std::fabs(coefficient[i]) < 1e-15) continue;
+          if (involved[i]->trials.size() < 2) enough = false;
+          groups.push_back({LogsOf(Throughputs(*involved[i])), coefficient[i]});
+        }
+        if (enough && !groups.empty()) {
+          TEstimate t = WelchContrast(groups, options.confidence);
+          effect.speedup = RatioFigure{std::exp(t.estimate), std::exp(t.interval.low),
+                                       std::exp(t.interval.high)};
+          effect.df = t.df;
+          effect.method = IntervalMethod::kUnpairedRepeats;
+        }
+      }
+      effect.verdict = VerdictOf(effect.speedup, effect.method);
       report.marginals.push_back(effect);
     }
   }

@@ -27,7 +27,9 @@ json ComparisonJson(const Comparison& c) {
     out["variant_trials"] = c.variant_trials;
     out["counterpart_trials"] = c.counterpart_trials;
     out["pairs"] = c.pairs;
-    out["no_measurable_difference"] = c.no_measurable_difference;
+    out["df"] = OrNull(c.df);
+    out["verdict"] = VerdictName(c.verdict);
+    out["no_measurable_difference"] = OrNull(c.no_measurable_difference);
   }
   out["memory"] = {{"variant_peak_bytes", OrNull(c.variant_peak_bytes)},
                    {"counterpart_peak_bytes", OrNull(c.counterpart_peak_bytes)},
@@ -44,6 +46,7 @@ json ComparisonJson(const Comparison& c) {
                         {"flagged", c.loss_flagged}};
   out["repeats"] = {{"sd_log_ratio", OrNull(c.sd_log_ratio)},
                     {"needed", OrNull(c.repeats_needed)},
+                    {"needed_from_assumed_sd", c.repeats_needed_assumed},
                     {"more_needed", c.needs_more_repeats}};
   json workers = json::array();
   for (const WorkerEffect& w : c.by_worker) {
@@ -110,7 +113,9 @@ nlohmann::json ReportToJson(const Report& report) {
   json marginals = json::array();
   for (const MarginalEffect& m : report.marginals) {
     marginals.push_back({{"axis", m.axis}, {"value", m.value}, {"reference", m.reference},
-                         {"speedup", FigureJson(m.speedup)}, {"pairs", m.pairs},
+                         {"speedup", FigureJson(m.speedup)},
+                         {"interval_method", IntervalMethodName(m.method)}, {"df", OrNull(m.df)},
+                         {"verdict", VerdictName(m.verdict)}, {"pairs", m.pairs},
                          {"min_pair", m.min_pair}, {"max_pair", m.max_pair}});
   }
   json iso = json::array();
@@ -150,6 +155,7 @@ nlohmann::json ReportToJson(const Report& report) {
       {"sweep", {{"id", report.sweep_id}, {"name", report.sweep_name}, {"question", report.question},
                  {"order", report.order}, {"baseline", report.baseline}, {"axes", axes}}},
       {"options", {{"confidence", o.confidence},
+                   {"assumed_sd_log_ratio", o.assumed_sd_log_ratio},
                    {"bootstrap_resamples", o.bootstrap_resamples},
                    {"seed", o.seed},
                    {"loss_parity_threshold", o.loss_parity_threshold},

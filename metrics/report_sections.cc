@@ -48,7 +48,10 @@ bool Compared(const VariantReport& v) { return v.comparison.status == Comparison
 std::string SpeedupCell(const VariantReport& v) {
   using S = Comparison::Status;
   switch (v.comparison.status) {
-    case S::kCompared: return FormatRatio(v.comparison.speedup.value);
+    case S::kCompared:
+      return v.comparison.verdict == Verdict::kFaster || v.comparison.verdict == Verdict::kSlower
+                 ? FormatRatioAwayFromOne(v.comparison.speedup.value)
+                 : FormatRatio(v.comparison.speedup.value);
     case S::kIsBaseline: return "baseline";
     default: return kNone;
   }
@@ -59,9 +62,11 @@ std::string VerdictCell(const VariantReport& v) {
   using S = Comparison::Status;
   switch (c.status) {
     case S::kCompared:
-      if (!c.speedup.low) return c.speedup.value >= 1 ? "faster (no CI)" : "slower (no CI)";
-      if (c.no_measurable_difference) return "no measurable difference";
-      return c.speedup.value >= 1 ? "faster" : "slower";
+      if (c.verdict == Verdict::kUnclear) {
+        return c.repeats_needed ? "unclear: " + std::to_string(*c.repeats_needed) + " repeats needed"
+                                : std::string("unclear");
+      }
+      return VerdictName(c.verdict);
     case S::kIsBaseline: return "baseline";
     case S::kExcluded: return "excluded";
     case S::kNoCounterpart: return "no counterpart";
@@ -81,7 +86,7 @@ std::string TrialsCell(const VariantReport& v) {
   if (!Compared(v)) return std::to_string(v.succeeded);
   std::string cell = std::to_string(c.variant_trials) + " vs " + std::to_string(c.counterpart_trials);
   if (c.method == IntervalMethod::kPairedRepeats) cell += " (" + std::to_string(c.pairs) + " pairs)";
-  if (c.method == IntervalMethod::kMeasuredSteps) cell += " (steps)";
+  if (c.method == IntervalMethod::kMeasuredSteps) cell += " (within-run only)";
   return cell;
 }
 
@@ -226,13 +231,18 @@ std::vector<ReportSection> ReportSections(const Report& report) {
 
   ReportSection marginals{"marginals", "Marginal effect of each axis value",
                           "Geometric-mean speedup over all pairs of variants that differ only in "
-                          "that axis (against the baseline value, or the axis's first value).",
-                          {"axis value", "against", "speedup", ci_name, "pairs", "pair range"},
+                          "that axis (against the baseline value, or the axis's first value); "
+                          "t interval over repeats (paired by repeat when interleaved).",
+                          {"axis value", "against", "speedup", ci_name, "verdict", "pairs",
+                           "pair range"},
                           {},
-                          {false, false, true, true, true, true}};
+                          {false, false, true, true, false, true, true}};
   for (const MarginalEffect& m : report.marginals) {
+    bool decided = m.verdict == Verdict::kFaster || m.verdict == Verdict::kSlower;
     marginals.rows.push_back({m.axis + "=" + m.value, m.axis + "=" + m.reference,
-                              FormatRatio(m.speedup.value), FormatInterval(m.speedup),
+                              decided ? FormatRatioAwayFromOne(m.speedup.value)
+                                      : FormatRatio(m.speedup.value),
+                              FormatInterval(m.speedup), VerdictName(m.verdict),
                               std::to_string(m.pairs),
                               FormatRatio(m.min_pair) + " .. " + FormatRatio(m.max_pair)});
   }
@@ -284,7 +294,8 @@ std::vector<ReportSection> ReportSections(const Report& report) {
     if (!Compared(v)) continue;
     const Comparison& c = v.comparison;
     const VariantReport* cp = report.FindVariant(v.counterpart_key);
-    std::string needed = c.repeats_needed ? std::to_string(*c.repeats_needed) : "n/a (one repeat)";
+    std::string needed = c.repeats_needed ? std::to_string(*c.repeats_needed) : kNone;
+    if (c.repeats_needed_assumed) needed += " (assumed noise)";
     if (c.needs_more_repeats) needed += " (more needed)";
     noise.rows.push_back({v.key, IntervalMethodName(c.method),
                           c.sd_log_ratio ? FormatNumber(*c.sd_log_ratio, 3) : kNone, needed,

@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include "metrics/statistics.h"
+
 #include "tests/metrics/report_test_fixtures.h"
 
 namespace bakeoff::metrics {
@@ -42,7 +44,10 @@ TEST(ReportBuilderTest, FasterVariantGetsPairedSpeedupWithInterval) {
   EXPECT_LT(*c.speedup.low, 1.10);
   EXPECT_GT(*c.speedup.high, 1.09);
   EXPECT_GT(*c.speedup.low, 1.05);
-  EXPECT_FALSE(c.no_measurable_difference);
+  EXPECT_EQ(c.verdict, Verdict::kFaster);
+  EXPECT_EQ(c.no_measurable_difference, std::optional<bool>(false));
+  ASSERT_TRUE(c.df);
+  EXPECT_DOUBLE_EQ(*c.df, 3.0);  // t on 4 pairs
   EXPECT_EQ(ComparisonOf(report, kEager1).status, Comparison::Status::kIsBaseline);
 }
 
@@ -101,10 +106,13 @@ TEST(ReportBuilderTest, IntervalContainingOneSaysNoMeasurableDifference) {
   Report report = BuildReport(input, ReportOptions{});
   const Comparison& c = ComparisonOf(report, kJit1);
   EXPECT_TRUE(c.speedup.Contains(1.0));
-  EXPECT_TRUE(c.no_measurable_difference);
+  EXPECT_EQ(c.verdict, Verdict::kNoMeasurableDifference);
+  EXPECT_EQ(c.no_measurable_difference, std::optional<bool>(true));
 }
 
-TEST(ReportBuilderTest, OneRepeatBootstrapsOverMeasuredSteps) {
+// One repeat sees only the noise within the two runs: the interval is shown, labelled
+// within-run only, and gives no verdict however narrow it is.
+TEST(ReportBuilderTest, OneRepeatIsWithinRunOnlyAndNotAVerdict) {
   ReportInput input = TwoByTwoSweep();
   AddTrials(input, 1, 1.3);
   Report report = BuildReport(input, ReportOptions{});
@@ -115,7 +123,13 @@ TEST(ReportBuilderTest, OneRepeatBootstrapsOverMeasuredSteps) {
   ASSERT_TRUE(c.speedup.low && c.speedup.high);
   EXPECT_LE(*c.speedup.low, c.speedup.value);
   EXPECT_GE(*c.speedup.high, c.speedup.value);
-  EXPECT_FALSE(c.repeats_needed);  // between-trial noise is unknown with one repeat
+  EXPECT_GT(*c.speedup.low, 1.2);  // a narrow within-run interval far from 1 ...
+  EXPECT_EQ(c.verdict, Verdict::kUnclear);  // ... is still not a verdict
+  EXPECT_FALSE(c.no_measurable_difference);
+  // Between-trial noise is unknown with one repeat: planned with the assumed 3%.
+  EXPECT_TRUE(c.repeats_needed_assumed);
+  EXPECT_EQ(c.repeats_needed.value_or(0), RepeatsToResolve(0.03, 0.05));
+  EXPECT_TRUE(c.needs_more_repeats);
 }
 
 TEST(ReportBuilderTest, SequentialOrderIsNotPaired) {
@@ -360,7 +374,7 @@ TEST(ReportBuilderTest, NoisyTrialsAndRepeatsNeeded) {
   ASSERT_TRUE(c.repeats_needed);
   EXPECT_GT(*c.repeats_needed, 3);
   EXPECT_TRUE(c.needs_more_repeats);
-  EXPECT_EQ(ComparisonOf(report, kJit4).repeats_needed.value_or(0), 2);
+  EXPECT_EQ(ComparisonOf(report, kJit4).repeats_needed.value_or(0), 3);
   EXPECT_FALSE(ComparisonOf(report, kJit4).needs_more_repeats);
 }
 
