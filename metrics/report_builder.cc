@@ -231,6 +231,8 @@ std::string FallbackReason(const std::map<std::string, std::string>& params,
     if (it->is_string() && !it->get<std::string>().empty()) return it->get<std::string>();
   }
   for (const auto& [name, requested] : params) {
+    // "auto" asks the trainer to choose; the evidence records what it chose.
+    if (requested == "auto") continue;
     auto it = applied.find(name);
     if (it == applied.end() || it->is_object() || it->is_array() || it->is_null()) continue;
     std::string got = ScalarText(*it);

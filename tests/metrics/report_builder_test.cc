@@ -266,6 +266,73 @@ TEST(ReportBuilderTest, FallbackReasonReadsFlagsAndMismatches) {
   EXPECT_EQ(FallbackReason(params, {{"fallback", "bf16 op unsupported"}}), "bf16 op unsupported");
 }
 
+// A trainer that honestly says it did not fall back must not be excluded.
+TEST(ReportBuilderTest, FalseFallbackFlagsAreNotAFallback) {
+  std::map<std::string, std::string> params = {{"compile_mode", "jit"}};
+  EXPECT_EQ(FallbackReason(params, {{"fell_back", false}}), "");
+  EXPECT_EQ(FallbackReason(params, {{"fallback", ""}}), "");
+  EXPECT_EQ(FallbackReason(params, {{"fell_back", false}, {"fallback", ""}, {"compile_mode", "jit"}}),
+            "");
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 3, 1.1);
+  for (TrialInput& t : input.trials) {
+    t.applied["fell_back"] = false;
+    t.applied["fallback"] = "";
+  }
+  Report report = BuildReport(input, ReportOptions{});
+  EXPECT_EQ(ComparisonOf(report, kJit1).status, Comparison::Status::kCompared);
+  EXPECT_FALSE(report.FindVariant(kJit1)->fell_back);
+}
+
+// bf16_matmul: auto -> the trainer records what it chose ("native" or "fp32").
+TEST(ReportBuilderTest, AutoMatchesWhateverTheTrainerChose) {
+  std::map<std::string, std::string> params = {{"bf16_matmul", "auto"}, {"zero_stage", "2"}};
+  EXPECT_EQ(FallbackReason(params, {{"bf16_matmul", "native"}, {"zero_stage", 2}}), "");
+  EXPECT_EQ(FallbackReason(params, {{"bf16_matmul", "fp32"}}), "");
+  // Only the auto axis is exempt: an explicit request still has to be honoured.
+  EXPECT_EQ(FallbackReason({{"bf16_matmul", "native"}}, {{"bf16_matmul", "fp32"}}),
+            "requested bf16_matmul=native but applied bf16_matmul=fp32");
+  EXPECT_EQ(FallbackReason(params, {{"bf16_matmul", "fp32"}, {"zero_stage", 0}}),
+            "requested zero_stage=2 but applied zero_stage=0");
+}
+
+// Interleaved pairs are matched by repeat number: the counterpart lost repeat 1 to an
+// oom, so its repeats 0, 2, 3 pair with the variant's 0, 2, 3 (zipping the lists would
+// pair 1 with 2 and 2 with 3, and the +-2% repeat drift would no longer cancel).
+TEST(ReportBuilderTest, InterleavedPairsMatchByRepeatNotByPosition) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 4, 1.10);
+  std::erase_if(input.trials, [](const TrialInput& t) { return t.variant_key == kEager1 && t.repeat == 1; });
+  input.trials.push_back(Unsuccessful(kEager1, 1, "oom", "out of memory"));
+  Report report = BuildReport(input, ReportOptions{});
+  const Comparison& c = ComparisonOf(report, kJit1);
+  EXPECT_EQ(c.method, IntervalMethod::kPairedRepeats);
+  EXPECT_EQ(c.pairs, 3);
+  EXPECT_EQ(c.variant_trials, 4);
+  EXPECT_EQ(c.counterpart_trials, 3);
+  // Pairs (0, 2, 3): jit's own noise -0.8%, +0.8%, -0.4%.
+  EXPECT_NEAR(c.speedup.value, 1.10 * std::cbrt(0.992 * 1.008 * 0.996), 1e-9);
+  EXPECT_NEAR(c.speedup.value, 1.10, 0.005);
+}
+
+// Ranks step together: the slowest rank's tokens/s is the trial's.
+TEST(ReportBuilderTest, TrialThroughputIsTheSlowestRanks) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 3, 1.10);
+  for (TrialInput& t : input.trials) {
+    if (t.variant_key == kJit1) t.ranks[1].tokens_per_s = t.ranks[0].tokens_per_s * 0.8;
+  }
+  Report report = BuildReport(input, ReportOptions{});
+  for (const TrialView& t : report.trials) {
+    if (t.variant_key != kJit1) continue;
+    const TrialInput& raw = *std::find_if(input.trials.begin(), input.trials.end(),
+                                          [&](const TrialInput& x) { return x.id == t.id; });
+    EXPECT_DOUBLE_EQ(*t.tokens_per_s, raw.ranks[1].tokens_per_s);
+  }
+  EXPECT_NEAR(ComparisonOf(report, kJit1).speedup.value, 1.10 * 0.8, 0.01);
+  EXPECT_NEAR(ComparisonOf(report, kJit4).speedup.value, 1.10, 0.01);
+}
+
 TEST(ReportBuilderTest, MarginalEffectIsGeometricMeanOverPairs) {
   ReportInput input = TwoByTwoSweep();
   AddTrials(input, 3, 1.2);
