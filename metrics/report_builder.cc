@@ -13,6 +13,57 @@ namespace {
 
 constexpr const char* kMicroBatchAxis = "micro_batch";
 
+// Axes whose values change how a step is computed but not what it computes: a variant
+// differing from its counterpart only in these must train the same loss curve.
+bool KeepsTheMath(const std::string& axis) {
+  static const std::set<std::string> kParity = {
+      "compile_mode", "compile_scope", "zero_stage",    "offload",        "grad_checkpointing",
+      "executor",     "jit_executor",  "host_allocator", "bf16_matmul"};
+  return kParity.count(axis) > 0;
+}
+
+// The axes on which `variant` and `counterpart` differ that change the math (empty: the
+// loss curves should match). world_size, micro_batch and grad_accum keep it together when
+// the global batch (their product; an axis missing from params is the sweep's constant,
+// the same on both sides) is unchanged.
+std::vector<std::string> AxesChangingTheMath(const std::map<std::string, std::string>& variant,
+                                             const std::map<std::string, std::string>& counterpart) {
+  static const std::set<std::string> kBatchAxes = {"world_size", "micro_batch", "grad_accum"};
+  std::vector<std::string> changing;
+  bool batch_axis_differs = false;
+  std::set<std::string> names;
+  for (const auto& [name, value] : variant) names.insert(name);
+  for (const auto& [name, value] : counterpart) names.insert(name);
+  for (const std::string& name : names) {
+    auto a = variant.find(name), b = counterpart.find(name);
+    if (a != variant.end() && b != counterpart.end() && a->second == b->second) continue;
+    if (kBatchAxes.count(name)) {
+      batch_axis_differs = true;
+    } else if (!KeepsTheMath(name)) {
+      changing.push_back(name);
+    }
+  }
+  if (batch_axis_differs) {
+    auto product = [](const std::map<std::string, std::string>& params) {
+      double p = 1;
+      for (const char* axis : {"world_size", "micro_batch", "grad_accum"}) {
+        auto it = params.find(axis);
+        if (it != params.end()) p *= std::strtod(it->second.c_str(), nullptr);
+      }
+      return p;
+    };
+    if (std::fabs(product(variant) - product(counterpart)) > 1e-9) {
+      for (const char* axis : {"world_size", "micro_batch", "grad_accum"}) {
+        auto a = variant.find(axis), b = counterpart.find(axis);
+        bool differs = (a == variant.end()) != (b == counterpart.end()) ||
+                       (a != variant.end() && a->second != b->second);
+        if (differs) changing.push_back(std::string(axis) + " (global batch)");
+      }
+    }
+  }
+  return changing;
+}
+
 bool IsFinishedOutcome(const std::string& outcome) {
   static const std::set<std::string> kFinished = {"succeeded", "oom",     "unsupported",
                                                   "diverged",  "failed",  "timeout",
@@ -519,12 +570,21 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
         if (be.kind == BreakEven::Kind::kAfterSteps) c.break_even_steps = be.steps;
       }
     }
-    LossParity parity = ComputeLossParity(v.loss_curve, cp->loss_curve);
+    LossParity parity =
+        ComputeLossParity(SmoothLossCurve(v.loss_curve, options.loss_smoothing_window),
+                          SmoothLossCurve(cp->loss_curve, options.loss_smoothing_window));
+    std::vector<std::string> changing = AxesChangingTheMath(v.params, cp->params);
+    c.loss_parity_expected = changing.empty();
+    for (const std::string& axis : changing) {
+      c.loss_parity_note += (c.loss_parity_note.empty() ? "" : ", ") + axis;
+    }
+    if (!changing.empty()) c.loss_parity_note = "not expected to match: " + c.loss_parity_note + " differs";
     c.loss_common_steps = parity.common_steps;
     if (parity.common_steps > 0) {
       c.loss_max_deviation = parity.max_relative_deviation;
       c.loss_at_step = parity.at_step;
-      c.loss_flagged = parity.max_relative_deviation > options.loss_parity_threshold;
+      c.loss_flagged = c.loss_parity_expected &&
+                       parity.max_relative_deviation > options.loss_parity_threshold;
     }
     if (report.spread_across_workers) {
       std::set<std::string> both;

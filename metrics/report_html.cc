@@ -318,7 +318,8 @@ std::string LossChart(const VariantReport& v, const VariantReport& cp, double th
   out << "<polyline points=\"" << polyline(v.loss_curve) << "\" fill=\"none\" stroke=\"" << kVariantColor
       << "\" stroke-width=\"1.5\"/>\n";
   std::string dev = c.loss_max_deviation ? "max deviation " + FormatPercent(*c.loss_max_deviation) +
-                                               (c.loss_flagged ? " (above " + FormatPercent(threshold) + ")" : "")
+                                               (c.loss_flagged ? " (above " + FormatPercent(threshold) + ")" : "") +
+                                               (c.loss_parity_expected ? "" : " (" + c.loss_parity_note + ")")
                                          : "no common steps";
   out << "<text x=\"" << left << "\" y=\"14\" class=\"" << (c.loss_flagged ? "flag" : "tick") << "\">"
       << Escape(dev) << "</text>\n";

@@ -43,6 +43,8 @@ json ComparisonJson(const Comparison& c) {
   out["loss_parity"] = {{"common_steps", c.loss_common_steps},
                         {"max_relative_deviation", OrNull(c.loss_max_deviation)},
                         {"at_step", c.loss_max_deviation ? json(c.loss_at_step) : json(nullptr)},
+                        {"expected", c.loss_parity_expected},
+                        {"note", c.loss_parity_note},
                         {"flagged", c.loss_flagged}};
   out["repeats"] = {{"sd_log_ratio", OrNull(c.sd_log_ratio)},
                     {"needed", OrNull(c.repeats_needed)},

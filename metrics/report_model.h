@@ -99,6 +99,7 @@ struct ReportOptions {
   // --memory-budget: the fastest configuration whose peak fits is named too.
   std::optional<std::int64_t> memory_budget_bytes;
   double loss_parity_threshold = 0.02;  // flag a loss curve deviating more (2%)
+  int loss_smoothing_window = 5;        // centred moving mean over this many steps
   double noisy_cv_threshold = 0.10;     // a trial whose step-time CV exceeds this is noisy
   double resolve_difference = 0.05;     // "repeats needed to resolve a 5% difference"
   // With one repeat the run-to-run noise is unknown: "repeats needed" then assumes this
@@ -238,6 +239,11 @@ struct Comparison {
   std::size_t loss_common_steps = 0;
   std::optional<double> loss_max_deviation;
   std::int64_t loss_at_step = 0;
+  // Whether the variant should train like its counterpart: only axes that keep the math
+  // differ (docs/statistics.md). When not, the deviation is shown, never flagged, and
+  // loss_parity_note names the axes that change the math.
+  bool loss_parity_expected = true;
+  std::string loss_parity_note;
   bool loss_flagged = false;
 
   // Noise and repeats.

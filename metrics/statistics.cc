@@ -191,6 +191,24 @@ BreakEven ComputeBreakEven(double warmup_delta_s, double step_saving_s) {
   return BreakEven{BreakEven::Kind::kAfterSteps, warmup_delta_s / step_saving_s};
 }
 
+std::vector<std::pair<std::int64_t, double>> SmoothLossCurve(
+    const std::vector<std::pair<std::int64_t, double>>& curve, int window) {
+  if (window <= 1) return curve;
+  const std::ptrdiff_t half = window / 2, n = static_cast<std::ptrdiff_t>(curve.size());
+  std::vector<std::pair<std::int64_t, double>> smooth;
+  smooth.reserve(curve.size());
+  for (std::ptrdiff_t i = 0; i < n; ++i) {
+    double sum = 0;
+    int count = 0;
+    for (std::ptrdiff_t j = std::max<std::ptrdiff_t>(0, i - half); j <= std::min(n - 1, i + half); ++j) {
+      sum += curve[static_cast<std::size_t>(j)].second;
+      ++count;
+    }
+    smooth.emplace_back(curve[static_cast<std::size_t>(i)].first, sum / count);
+  }
+  return smooth;
+}
+
 LossParity ComputeLossParity(const std::vector<std::pair<std::int64_t, double>>& variant,
                              const std::vector<std::pair<std::int64_t, double>>& counterpart) {
   LossParity parity;

@@ -128,6 +128,12 @@ struct LossParity {
   double max_relative_deviation = 0;  // valid when common_steps > 0
   std::int64_t at_step = 0;
 };
+// A loss curve smoothed by a centred moving mean over `window` points (the points within
+// window / 2 positions on either side, fewer at the ends), so that step-to-step noise of
+// small models does not read as a deviation. window <= 1 returns the curve unchanged.
+std::vector<std::pair<std::int64_t, double>> SmoothLossCurve(
+    const std::vector<std::pair<std::int64_t, double>>& curve, int window);
+
 LossParity ComputeLossParity(const std::vector<std::pair<std::int64_t, double>>& variant,
                              const std::vector<std::pair<std::int64_t, double>>& counterpart);
 

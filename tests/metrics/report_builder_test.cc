@@ -142,24 +142,98 @@ TEST(ReportBuilderTest, SequentialOrderIsNotPaired) {
 
 TEST(ReportBuilderTest, LossParityOverCommonStepsWithMissingSteps) {
   ReportInput input = TwoByTwoSweep();
+  ReportOptions unsmoothed;
+  unsmoothed.loss_smoothing_window = 1;  // this test reads one step's deviation exactly
   AddTrials(input, 2, 1.1);
   for (TrialInput& t : input.trials) {
     if (t.variant_key != kJit1) continue;
     t.steps.erase(t.steps.begin() + 7, t.steps.end());  // steps 7..9 missing
     t.steps[3].loss = *t.steps[3].loss * 1.03;           // 3% off at step 3
   }
-  Report report = BuildReport(input, ReportOptions{});
+  Report report = BuildReport(input, unsmoothed);
   const Comparison& c = ComparisonOf(report, kJit1);
   EXPECT_EQ(c.loss_common_steps, 7u);
   ASSERT_TRUE(c.loss_max_deviation);
   EXPECT_NEAR(*c.loss_max_deviation, 0.03, 1e-9);
   EXPECT_EQ(c.loss_at_step, 3);
   EXPECT_TRUE(c.loss_flagged);
-  ReportOptions lenient;
+  ReportOptions lenient = unsmoothed;
   lenient.loss_parity_threshold = 0.05;
   EXPECT_FALSE(ComparisonOf(BuildReport(input, lenient), kJit1).loss_flagged);
   EXPECT_FALSE(ComparisonOf(report, kJit4).loss_flagged);
   EXPECT_NEAR(*ComparisonOf(report, kJit4).loss_max_deviation, 0.0, 1e-12);
+}
+
+// A sweep over `axis` (baseline `base`, variant `other`) whose variant's loss runs 10%
+// above its counterpart's.
+Report DeviatingLossReport(const std::string& axis, const std::string& base, const std::string& other,
+                           std::map<std::string, std::string> extra_variant = {},
+                           std::map<std::string, std::string> extra_base = {}) {
+  ReportInput input;
+  input.order = "interleaved";
+  input.baseline = {{axis, base}};
+  input.axes = {{axis, {base, other}}};
+  std::map<std::string, std::string> pv = {{axis, other}}, pb = {{axis, base}};
+  for (auto& [k, v] : extra_variant) pv[k] = v;
+  for (auto& [k, v] : extra_base) pb[k] = v;
+  input.variants = {{"base", pb, "base", true}, {"variant", pv, "base", false}};
+  for (int r = 0; r < 3; ++r) {
+    TrialInput b = Succeeded("base", r, TrialSpec{}, 2 * r);
+    b.applied = nullptr;
+    input.trials.push_back(b);
+    TrialInput t = Succeeded("variant", r, TrialSpec{}, 2 * r + 1);
+    for (StepSample& s : t.steps) *s.loss *= 1.10;
+    t.applied = nullptr;
+    input.trials.push_back(t);
+  }
+  return BuildReport(input, ReportOptions{});
+}
+
+TEST(ReportBuilderTest, LossParityIsFlaggedOnlyWhereTheMathIsKept) {
+  for (const char* axis : {"compile_mode", "compile_scope", "zero_stage", "offload", "grad_checkpointing",
+                           "executor", "jit_executor", "host_allocator", "bf16_matmul"}) {
+    Report report = DeviatingLossReport(axis, "a", "b");
+    const Comparison& c = ComparisonOf(report, "variant");
+    EXPECT_TRUE(c.loss_parity_expected) << axis;
+    EXPECT_TRUE(c.loss_flagged) << axis;
+  }
+  for (const char* axis : {"micro_batch", "lora_rank", "lr", "lora_targets", "precision", "seq_len"}) {
+    Report report = DeviatingLossReport(axis, "1", "2");
+    const Comparison& c = ComparisonOf(report, "variant");
+    EXPECT_FALSE(c.loss_parity_expected) << axis;
+    EXPECT_FALSE(c.loss_flagged) << axis;
+    EXPECT_NEAR(*c.loss_max_deviation, 0.10, 1e-9) << axis;  // shown
+    EXPECT_NE(c.loss_parity_note.find(axis), std::string::npos) << c.loss_parity_note;
+    for (const std::string& callout : report.callouts) EXPECT_EQ(callout.find("loss curve"), std::string::npos);
+  }
+  // World size at the same global batch keeps the math; at a larger one it does not.
+  Report same_batch =
+      DeviatingLossReport("world_size", "1", "2", {{"micro_batch", "2"}}, {{"micro_batch", "4"}});
+  const Comparison& same = ComparisonOf(same_batch, "variant");
+  EXPECT_TRUE(same.loss_parity_expected);
+  EXPECT_TRUE(same.loss_flagged);
+  Report larger_batch = DeviatingLossReport("world_size", "1", "2");
+  const Comparison& larger = ComparisonOf(larger_batch, "variant");
+  EXPECT_FALSE(larger.loss_parity_expected);
+  EXPECT_FALSE(larger.loss_flagged);
+}
+
+TEST(ReportBuilderTest, LossParityComparesSmoothedCurves) {
+  // Step-to-step noise of +-3% around identical curves: raw, the largest deviation is
+  // ~6%; smoothed over 5 steps it is well under the 2% threshold.
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 2, 1.1);
+  for (TrialInput& t : input.trials) {
+    if (t.variant_key != kJit1) continue;
+    for (StepSample& s : t.steps) *s.loss *= 1 + 0.03 * ((s.step % 2) ? 1 : -1);
+  }
+  Report smoothed_report = BuildReport(input, ReportOptions{});
+  const Comparison& smoothed = ComparisonOf(smoothed_report, kJit1);
+  EXPECT_FALSE(smoothed.loss_flagged);
+  EXPECT_LT(*smoothed.loss_max_deviation, 0.02);
+  ReportOptions raw;
+  raw.loss_smoothing_window = 1;
+  EXPECT_TRUE(ComparisonOf(BuildReport(input, raw), kJit1).loss_flagged);
 }
 
 TEST(ReportBuilderTest, MemoryFiguresUseTheLargestRank) {
