@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -89,6 +90,73 @@ bool SameValue(const std::string& requested, const std::string& applied) {
   auto a = ParseNumber(requested), b = ParseNumber(applied);
   if (a && b) return std::fabs(*a - *b) <= 1e-9 * std::max(1.0, std::fabs(*a));
   return false;
+}
+
+// What differs between the environments of two sides' trials: for cpu_model,
+// torch_version, gpu_model any two distinct reported values over all the trials, for
+// cpu_flags the flags not every trial has, and the set of hosts of one side against the
+// other's. Unreported (null) values are not a difference. "" when nothing differs.
+std::string EnvironmentDifference(const std::vector<const TrialView*>& a,
+                                  const std::vector<const TrialView*>& b) {
+  std::vector<const TrialView*> all(a);
+  all.insert(all.end(), b.begin(), b.end());
+  std::string out;
+  auto add = [&](const std::string& text) { out += (out.empty() ? "" : "; ") + text; };
+  for (const char* key : {"cpu_model", "torch_version", "gpu_model"}) {
+    std::set<std::string> values;
+    for (const TrialView* t : all) {
+      if (!t->environment.is_object()) continue;
+      auto it = t->environment.find(key);
+      if (it != t->environment.end() && !it->is_null()) values.insert(ScalarText(*it));
+    }
+    if (values.size() < 2) continue;
+    std::string joined;
+    for (const std::string& v : values) joined += (joined.empty() ? "" : " vs ") + v;
+    add(std::string(key) + " " + joined);
+  }
+  std::set<std::string> every_flag, common;
+  bool first = true;
+  for (const TrialView* t : all) {
+    if (!t->environment.is_object()) continue;
+    auto it = t->environment.find("cpu_flags");
+    if (it == t->environment.end() || !it->is_array()) continue;
+    std::set<std::string> flags;
+    for (const auto& f : *it) flags.insert(ScalarText(f));
+    every_flag.insert(flags.begin(), flags.end());
+    if (first) {
+      common = flags;
+      first = false;
+    } else {
+      std::set<std::string> both;
+      std::set_intersection(common.begin(), common.end(), flags.begin(), flags.end(),
+                            std::inserter(both, both.begin()));
+      common = std::move(both);
+    }
+  }
+  std::string partial;
+  for (const std::string& f : every_flag) {
+    if (!common.count(f)) partial += (partial.empty() ? "" : " ") + f;
+  }
+  if (!partial.empty()) add("cpu_flags not on every host: " + partial);
+  auto hosts = [](const std::vector<const TrialView*>& side) {
+    std::set<std::string> set;
+    for (const TrialView* t : side) {
+      if (!t->environment.is_object()) continue;
+      auto it = t->environment.find("host");
+      if (it != t->environment.end() && it->is_string()) set.insert(it->get<std::string>());
+    }
+    return set;
+  };
+  std::set<std::string> ha = hosts(a), hb = hosts(b);
+  if (!ha.empty() && !hb.empty() && ha != hb) {
+    auto join = [](const std::set<std::string>& set) {
+      std::string text;
+      for (const std::string& h : set) text += (text.empty() ? "" : ",") + h;
+      return text;
+    };
+    add("hosts " + join(ha) + " vs " + join(hb));
+  }
+  return out;
 }
 
 // Everything the comparisons need about one variant's succeeded trials.
@@ -213,6 +281,7 @@ TrialView MakeTrialView(const TrialInput& trial, const VariantInput* variant,
   view.outcome = trial.outcome;
   view.reason = trial.reason;
   view.applied = trial.applied;
+  view.environment = trial.environment;
   if (!trial.ranks.empty()) {
     // Ranks step together, so the slowest rank sets the pace and the largest holds the
     // peak that decides whether a configuration fits.
@@ -386,6 +455,10 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
         v.fallback_reason = t.fallback_reason;
       }
       if (v.applied.is_null() && !t.applied.is_null()) v.applied = t.applied;
+      if (t.environment.is_object() &&
+          std::find(v.environments.begin(), v.environments.end(), t.environment) == v.environments.end()) {
+        v.environments.push_back(t.environment);
+      }
       if (t.peak_mem_bytes && (!v.peak_mem_bytes || *t.peak_mem_bytes > *v.peak_mem_bytes)) {
         v.peak_mem_bytes = t.peak_mem_bytes;
         peak_trial = &raw;
@@ -586,6 +659,7 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
       c.loss_flagged = c.loss_parity_expected &&
                        parity.max_relative_deviation > options.loss_parity_threshold;
     }
+    c.environment_difference = EnvironmentDifference(vs.trials, cs.trials);
     if (report.spread_across_workers) {
       std::set<std::string> both;
       for (const TrialView* t : vs.trials) both.insert(t->worker);
@@ -625,6 +699,13 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
                                 std::to_string(c.loss_at_step) + " (threshold " +
                                 Percent(options.loss_parity_threshold) + ")");
     }
+  }
+  for (const VariantReport& v : report.variants) {
+    const Comparison& c = v.comparison;
+    if (c.status != Comparison::Status::kCompared || c.environment_difference.empty()) continue;
+    report.callouts.push_back(v.key + " and its counterpart " + v.counterpart_key +
+                              " ran in different environments (" + c.environment_difference +
+                              "): the speedup mixes them");
   }
   for (const std::string& note : input.notes) report.callouts.push_back(note);
   // Evidence that is not a fallback but limits what a speedup can mean.

@@ -165,6 +165,7 @@ SweepComparison CompareSweeps(const ReportInput& a, const ReportInput& b,
     row.warmup_delta_s = c.warmup_delta_s;
     row.loss_deviation = c.loss_max_deviation;
     row.loss_flagged = c.loss_flagged;
+    row.environment_difference = c.environment_difference;
     comparison.rows.push_back(std::move(row));
   }
   std::stable_sort(comparison.rows.begin(), comparison.rows.end(),
@@ -194,6 +195,15 @@ SweepComparison CompareSweeps(const ReportInput& a, const ReportInput& b,
       comparison.callouts.push_back(row.key + " loss curve differs between the sweeps by " +
                                     FormatPercent(*row.loss_deviation));
     }
+  }
+  std::map<std::string, std::vector<std::string>> keys_by_difference;
+  for (const CompareRow& row : comparison.rows) {
+    if (!row.environment_difference.empty()) keys_by_difference[row.environment_difference].push_back(row.key);
+  }
+  for (const auto& [difference, keys_with] : keys_by_difference) {
+    comparison.callouts.push_back("A and B ran in different environments (" + difference + ") for " +
+                                  std::to_string(keys_with.size()) + " variant(s), e.g. " +
+                                  keys_with.front() + ": a change may come from the environment");
   }
   if (now_fails + regressions == 0) {
     comparison.callouts.push_back("no regressions (" + std::to_string(improvements) +
@@ -238,7 +248,9 @@ nlohmann::json ComparisonToJson(const SweepComparison& comparison) {
                     {"memory_change", opt(r.memory_change)},
                     {"warmup_delta_s", opt(r.warmup_delta_s)},
                     {"loss_max_deviation", opt(r.loss_deviation)},
-                    {"loss_flagged", r.loss_flagged}});
+                    {"loss_flagged", r.loss_flagged},
+                    {"environment_difference",
+                     r.environment_difference.empty() ? json(nullptr) : json(r.environment_difference)}});
   }
   return {{"format", "bakeoff.compare/1"},
           {"sweep_a", comparison.sweep_a},

@@ -49,6 +49,7 @@ struct CompareRow {
   std::optional<double> warmup_delta_s;    // B - A
   std::optional<double> loss_deviation;    // between the sweeps' mean loss curves
   bool loss_flagged = false;
+  std::string environment_difference;      // between A's and B's trials ("" if none)
 };
 const char* CompareVerdictName(CompareRow::Verdict verdict);
 

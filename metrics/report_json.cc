@@ -57,6 +57,7 @@ json ComparisonJson(const Comparison& c) {
                        {"counterpart_trials", w.counterpart_trials}});
   }
   out["by_worker"] = std::move(workers);
+  out["environment_difference"] = c.environment_difference.empty() ? json(nullptr) : json(c.environment_difference);
   return out;
 }
 
@@ -96,6 +97,7 @@ json VariantJson(const VariantReport& v, double confidence) {
       {"step_times", steps},
       {"loss_curve", loss},
       {"applied", v.applied},
+      {"environments", v.environments},
       {"fell_back", v.fell_back},
       {"fallback_reason", v.fallback_reason},
       {"noisy_trials", v.noisy_trials},
@@ -148,6 +150,7 @@ nlohmann::json ReportToJson(const Report& report) {
                       {"first_step_s", OrNull(t.first_step_s)},
                       {"warmup_s", OrNull(t.warmup_s)},
                       {"applied", t.applied},
+                      {"environment", t.environment},
                       {"fell_back", t.fell_back},
                       {"fallback_reason", t.fallback_reason}});
   }

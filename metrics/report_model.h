@@ -73,6 +73,10 @@ struct TrialInput {
   std::string reason;
   std::vector<RankSummary> ranks;  // empty unless the trial succeeded
   nlohmann::json applied;          // the trainer's `applied` evidence (rank 0), or null
+  // The summary's `environment` (rank 0; docs/trainer.md): host, cpu_model, cpu_flags,
+  // torch_version, cuda_version, blas, gpu_model, gpu_driver, bakeoff_version (any may be
+  // null), or null when the trainer did not report one.
+  nlohmann::json environment;
   std::vector<StepSample> steps;   // measured steps, in step order
 };
 
@@ -176,6 +180,7 @@ struct TrialView {
   std::optional<double> first_step_s;
   std::optional<double> warmup_s;
   nlohmann::json applied;
+  nlohmann::json environment;  // as reported in the trial's summary, or null
   bool fell_back = false;
   std::string fallback_reason;
 };
@@ -255,6 +260,10 @@ struct Comparison {
   bool needs_more_repeats = false;      // the sweep ran fewer than repeats_needed
 
   std::vector<WorkerEffect> by_worker;  // when trials spread across workers
+
+  // Non-empty when the compared trials (both sides) ran in different environments:
+  // "torch_version 2.4.0 vs 2.5.1; hosts node-a vs node-b" (docs/statistics.md).
+  std::string environment_difference;
 };
 inline const char* ComparisonStatusName(Comparison::Status status) {
   using S = Comparison::Status;
@@ -300,6 +309,7 @@ struct VariantReport {
   StepDistribution step_times;
   std::vector<std::pair<std::int64_t, double>> loss_curve;  // mean over trials
   nlohmann::json applied;  // evidence of the first succeeded trial
+  std::vector<nlohmann::json> environments;  // distinct environments of succeeded trials
   bool fell_back = false;
   std::string fallback_reason;
   int noisy_trials = 0;

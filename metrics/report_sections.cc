@@ -1,5 +1,6 @@
 // The report's sections as formatted cells, shared by the table, Markdown and HTML
 // renderers (declared in report_renderer.h).
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -284,6 +285,38 @@ std::vector<ReportSection> ReportSections(const Report& report) {
     evidence.rows.push_back({v.key, JoinParams(v.params), EvidenceCell(v)});
   }
   if (!evidence.rows.empty()) sections.push_back(std::move(evidence));
+
+  ReportSection environment{"environment", "Environment",
+                            "Where each variant's succeeded trials ran, from the trainer's summary; "
+                            "alternatives are separated by \" | \". A comparison whose trials ran "
+                            "in different environments is called out.",
+                            {"variant", "host", "cpu", "cpu flags", "torch", "cuda", "blas", "gpu",
+                             "driver", "bakeoff"},
+                            {},
+                            {false, false, false, false, false, false, false, false, false, false}};
+  for (const VariantReport& v : report.variants) {
+    if (v.environments.empty()) continue;
+    std::vector<std::string> row = {v.key};
+    for (const char* key : {"host", "cpu_model", "cpu_flags", "torch_version", "cuda_version", "blas",
+                            "gpu_model", "gpu_driver", "bakeoff_version"}) {
+      std::vector<std::string> values;
+      for (const nlohmann::json& env : v.environments) {
+        auto it = env.find(key);
+        std::string text = kNone;
+        if (it != env.end() && it->is_string()) text = it->get<std::string>();
+        if (it != env.end() && it->is_array()) {
+          text.clear();
+          for (const auto& f : *it) text += (text.empty() ? "" : " ") + (f.is_string() ? f.get<std::string>() : f.dump());
+        }
+        if (std::find(values.begin(), values.end(), text) == values.end()) values.push_back(text);
+      }
+      std::string cell;
+      for (const std::string& value : values) cell += (cell.empty() ? "" : " | ") + value;
+      row.push_back(cell);
+    }
+    environment.rows.push_back(std::move(row));
+  }
+  if (!environment.rows.empty()) sections.push_back(std::move(environment));
 
   ReportSection noise{"noise", "Noise and repeats",
                       "How each interval was obtained; sd of the per-repeat log ratio; repeats per "

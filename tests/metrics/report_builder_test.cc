@@ -236,6 +236,24 @@ TEST(ReportBuilderTest, LossParityComparesSmoothedCurves) {
   EXPECT_TRUE(ComparisonOf(BuildReport(input, raw), kJit1).loss_flagged);
 }
 
+TEST(ReportBuilderTest, VariantAndCounterpartOnDifferentMachinesAreCalledOut) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 3, 1.1);
+  for (TrialInput& t : input.trials) {
+    bool jit = t.variant_key.find("jit") != std::string::npos;
+    t.environment = {{"host", jit ? "gpu-2" : "gpu-1"}, {"cpu_model", "Xeon 8480"},
+                     {"gpu_model", jit ? "H100 80GB" : "A100 80GB"}, {"torch_version", nullptr}};
+  }
+  Report report = BuildReport(input, ReportOptions{});
+  const Comparison& c = ComparisonOf(report, kJit1);
+  EXPECT_EQ(c.environment_difference, "gpu_model A100 80GB vs H100 80GB; hosts gpu-2 vs gpu-1");
+  int called_out = 0;
+  for (const std::string& callout : report.callouts) {
+    called_out += callout.find("ran in different environments") != std::string::npos;
+  }
+  EXPECT_EQ(called_out, 2);  // jit at both micro-batches
+}
+
 TEST(ReportBuilderTest, MemoryFiguresUseTheLargestRank) {
   ReportInput input = TwoByTwoSweep();
   AddTrials(input, 2, 1.1);
