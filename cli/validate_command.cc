@@ -1,7 +1,8 @@
 // `bakeoff validate FILE [--format table|json] [--output FILE] [--max-trials N]`: parses
 // and expands a sweep exactly as the coordinator will, and prints its variants (key,
 // ranks, baseline counterpart), trial count and run order. Nothing runs. Problems go to
-// stderr, one per line with file:line:column, and the exit code is 2.
+// stderr, one per line with file:line:column, and the exit code is 2. Warnings (legal but
+// probably unintended, e.g. too few repeats for a verdict) are printed and exit 0.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -76,6 +77,7 @@ std::string Table(const spec::SweepSpec& sweep, const spec::ExpandedSweep& expan
   if (expanded.trials.size() > kShown) out << " ... (" << expanded.trials.size() - kShown << " more)";
   out << "\n";
   for (const auto& w : sweep.warnings) out << "warning: " << w << "\n";
+  if (std::string w = spec::RepeatsVerdictWarning(sweep); !w.empty()) out << "warning: " << w << "\n";
   return out.str();
 }
 
@@ -95,6 +97,9 @@ int RunValidate(const ValidateOptions& options) {
   std::string text;
   if (options.format == "json") {
     nlohmann::json j = {{"sweep", spec::ToJson(*sweep)}, {"expanded", spec::ToJson(*expanded)}};
+    if (std::string w = spec::RepeatsVerdictWarning(*sweep); !w.empty()) {
+      j["sweep"]["warnings"].push_back(w);
+    }
     text = j.dump(2) + "\n";
   } else {
     text = Table(*sweep, *expanded);

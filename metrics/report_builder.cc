@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -12,6 +13,57 @@ namespace bakeoff::metrics {
 namespace {
 
 constexpr const char* kMicroBatchAxis = "micro_batch";
+
+// Axes whose values change how a step is computed but not what it computes: a variant
+// differing from its counterpart only in these must train the same loss curve.
+bool KeepsTheMath(const std::string& axis) {
+  static const std::set<std::string> kParity = {
+      "compile_mode", "compile_scope", "zero_stage",    "offload",        "grad_checkpointing",
+      "executor",     "jit_executor",  "host_allocator", "bf16_matmul"};
+  return kParity.count(axis) > 0;
+}
+
+// The axes on which `variant` and `counterpart` differ that change the math (empty: the
+// loss curves should match). world_size, micro_batch and grad_accum keep it together when
+// the global batch (their product; an axis missing from params is the sweep's constant,
+// the same on both sides) is unchanged.
+std::vector<std::string> AxesChangingTheMath(const std::map<std::string, std::string>& variant,
+                                             const std::map<std::string, std::string>& counterpart) {
+  static const std::set<std::string> kBatchAxes = {"world_size", "micro_batch", "grad_accum"};
+  std::vector<std::string> changing;
+  bool batch_axis_differs = false;
+  std::set<std::string> names;
+  for (const auto& [name, value] : variant) names.insert(name);
+  for (const auto& [name, value] : counterpart) names.insert(name);
+  for (const std::string& name : names) {
+    auto a = variant.find(name), b = counterpart.find(name);
+    if (a != variant.end() && b != counterpart.end() && a->second == b->second) continue;
+    if (kBatchAxes.count(name)) {
+      batch_axis_differs = true;
+    } else if (!KeepsTheMath(name)) {
+      changing.push_back(name);
+    }
+  }
+  if (batch_axis_differs) {
+    auto product = [](const std::map<std::string, std::string>& params) {
+      double p = 1;
+      for (const char* axis : {"world_size", "micro_batch", "grad_accum"}) {
+        auto it = params.find(axis);
+        if (it != params.end()) p *= std::strtod(it->second.c_str(), nullptr);
+      }
+      return p;
+    };
+    if (std::fabs(product(variant) - product(counterpart)) > 1e-9) {
+      for (const char* axis : {"world_size", "micro_batch", "grad_accum"}) {
+        auto a = variant.find(axis), b = counterpart.find(axis);
+        bool differs = (a == variant.end()) != (b == counterpart.end()) ||
+                       (a != variant.end() && a->second != b->second);
+        if (differs) changing.push_back(std::string(axis) + " (global batch)");
+      }
+    }
+  }
+  return changing;
+}
 
 bool IsFinishedOutcome(const std::string& outcome) {
   static const std::set<std::string> kFinished = {"succeeded", "oom",     "unsupported",
@@ -40,6 +92,73 @@ bool SameValue(const std::string& requested, const std::string& applied) {
   return false;
 }
 
+// What differs between the environments of two sides' trials: for cpu_model,
+// torch_version, gpu_model any two distinct reported values over all the trials, for
+// cpu_flags the flags not every trial has, and the set of hosts of one side against the
+// other's. Unreported (null) values are not a difference. "" when nothing differs.
+std::string EnvironmentDifference(const std::vector<const TrialView*>& a,
+                                  const std::vector<const TrialView*>& b) {
+  std::vector<const TrialView*> all(a);
+  all.insert(all.end(), b.begin(), b.end());
+  std::string out;
+  auto add = [&](const std::string& text) { out += (out.empty() ? "" : "; ") + text; };
+  for (const char* key : {"cpu_model", "torch_version", "gpu_model"}) {
+    std::set<std::string> values;
+    for (const TrialView* t : all) {
+      if (!t->environment.is_object()) continue;
+      auto it = t->environment.find(key);
+      if (it != t->environment.end() && !it->is_null()) values.insert(ScalarText(*it));
+    }
+    if (values.size() < 2) continue;
+    std::string joined;
+    for (const std::string& v : values) joined += (joined.empty() ? "" : " vs ") + v;
+    add(std::string(key) + " " + joined);
+  }
+  std::set<std::string> every_flag, common;
+  bool first = true;
+  for (const TrialView* t : all) {
+    if (!t->environment.is_object()) continue;
+    auto it = t->environment.find("cpu_flags");
+    if (it == t->environment.end() || !it->is_array()) continue;
+    std::set<std::string> flags;
+    for (const auto& f : *it) flags.insert(ScalarText(f));
+    every_flag.insert(flags.begin(), flags.end());
+    if (first) {
+      common = flags;
+      first = false;
+    } else {
+      std::set<std::string> both;
+      std::set_intersection(common.begin(), common.end(), flags.begin(), flags.end(),
+                            std::inserter(both, both.begin()));
+      common = std::move(both);
+    }
+  }
+  std::string partial;
+  for (const std::string& f : every_flag) {
+    if (!common.count(f)) partial += (partial.empty() ? "" : " ") + f;
+  }
+  if (!partial.empty()) add("cpu_flags not on every host: " + partial);
+  auto hosts = [](const std::vector<const TrialView*>& side) {
+    std::set<std::string> set;
+    for (const TrialView* t : side) {
+      if (!t->environment.is_object()) continue;
+      auto it = t->environment.find("host");
+      if (it != t->environment.end() && it->is_string()) set.insert(it->get<std::string>());
+    }
+    return set;
+  };
+  std::set<std::string> ha = hosts(a), hb = hosts(b);
+  if (!ha.empty() && !hb.empty() && ha != hb) {
+    auto join = [](const std::set<std::string>& set) {
+      std::string text;
+      for (const std::string& h : set) text += (text.empty() ? "" : ",") + h;
+      return text;
+    };
+    add("hosts " + join(ha) + " vs " + join(hb));
+  }
+  return out;
+}
+
 // Everything the comparisons need about one variant's succeeded trials.
 struct Side {
   const VariantReport* report = nullptr;
@@ -51,6 +170,7 @@ struct RatioResult {
   RatioFigure figure;
   IntervalMethod method = IntervalMethod::kNone;
   int pairs = 0;
+  std::optional<double> df;
   std::optional<double> sd_log_ratio;
 };
 
@@ -66,6 +186,15 @@ RatioFigure ToFigure(const RatioEstimate& estimate) {
     figure.high = estimate.interval->high;
   }
   return figure;
+}
+
+// Only an interval over repeats gives a verdict; it is "faster"/"slower" when it lies
+// wholly above/below 1.0.
+Verdict VerdictOf(const RatioFigure& figure, IntervalMethod method) {
+  if (!GivesVerdict(method) || !figure.low || !figure.high) return Verdict::kUnclear;
+  if (*figure.low > 1.0) return Verdict::kFaster;
+  if (*figure.high < 1.0) return Verdict::kSlower;
+  return Verdict::kNoMeasurableDifference;
 }
 
 std::vector<double> Throughputs(const Side& side) {
@@ -95,8 +224,9 @@ std::vector<double> LogsOf(const std::vector<double>& values) {
 RatioResult EstimateRatio(const Side& variant, const Side& counterpart, bool interleaved,
                           const ReportOptions& options) {
   RatioResult result;
-  BootstrapOptions bootstrap = ToBootstrap(options);
   if (interleaved) {
+    // Pairs are matched by repeat number, never by list position: a repeat that failed
+    // on one side leaves its partner unpaired.
     std::map<int, double> by_repeat;
     for (const TrialView* t : counterpart.trials) by_repeat[t->repeat] = *t->tokens_per_s;
     std::vector<double> num, den;
@@ -107,7 +237,9 @@ RatioResult EstimateRatio(const Side& variant, const Side& counterpart, bool int
       den.push_back(it->second);
     }
     if (num.size() >= 2) {
-      result.figure = ToFigure(PairedRatio(num, den, bootstrap));
+      RatioEstimate estimate = PairedRatio(num, den, options.confidence);
+      result.figure = ToFigure(estimate);
+      result.df = estimate.df;
       result.method = IntervalMethod::kPairedRepeats;
       result.pairs = static_cast<int>(num.size());
       std::vector<double> log_ratios;
@@ -118,7 +250,9 @@ RatioResult EstimateRatio(const Side& variant, const Side& counterpart, bool int
   }
   std::vector<double> num = Throughputs(variant), den = Throughputs(counterpart);
   if (num.size() >= 2 && den.size() >= 2) {
-    result.figure = ToFigure(UnpairedRatio(num, den, bootstrap));
+    RatioEstimate estimate = UnpairedRatio(num, den, options.confidence);
+    result.figure = ToFigure(estimate);
+    result.df = estimate.df;
     result.method = IntervalMethod::kUnpairedRepeats;
     double sv = SampleStdDev(LogsOf(num)), sc = SampleStdDev(LogsOf(den));
     result.sd_log_ratio = std::sqrt(sv * sv + sc * sc);
@@ -128,7 +262,7 @@ RatioResult EstimateRatio(const Side& variant, const Side& counterpart, bool int
   double num_rate = GeometricMean(num), den_rate = GeometricMean(den);
   if (num_steps.size() >= 2 && den_steps.size() >= 2) {
     result.figure =
-        ToFigure(StepRatio(num_rate, num_steps, den_rate, den_steps, bootstrap));
+        ToFigure(StepRatio(num_rate, num_steps, den_rate, den_steps, ToBootstrap(options)));
     result.method = IntervalMethod::kMeasuredSteps;
     return result;
   }
@@ -147,6 +281,7 @@ TrialView MakeTrialView(const TrialInput& trial, const VariantInput* variant,
   view.outcome = trial.outcome;
   view.reason = trial.reason;
   view.applied = trial.applied;
+  view.environment = trial.environment;
   if (!trial.ranks.empty()) {
     // Ranks step together, so the slowest rank sets the pace and the largest holds the
     // peak that decides whether a configuration fits.
@@ -216,6 +351,8 @@ std::string FallbackReason(const std::map<std::string, std::string>& params,
     if (it->is_string() && !it->get<std::string>().empty()) return it->get<std::string>();
   }
   for (const auto& [name, requested] : params) {
+    // "auto" asks the trainer to choose; the evidence records what it chose.
+    if (requested == "auto") continue;
     auto it = applied.find(name);
     if (it == applied.end() || it->is_object() || it->is_array() || it->is_null()) continue;
     std::string got = ScalarText(*it);
@@ -318,6 +455,10 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
         v.fallback_reason = t.fallback_reason;
       }
       if (v.applied.is_null() && !t.applied.is_null()) v.applied = t.applied;
+      if (t.environment.is_object() &&
+          std::find(v.environments.begin(), v.environments.end(), t.environment) == v.environments.end()) {
+        v.environments.push_back(t.environment);
+      }
       if (t.peak_mem_bytes && (!v.peak_mem_bytes || *t.peak_mem_bytes > *v.peak_mem_bytes)) {
         v.peak_mem_bytes = t.peak_mem_bytes;
         peak_trial = &raw;
@@ -469,12 +610,23 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
     c.pairs = ratio.pairs;
     c.variant_trials = static_cast<int>(vs.trials.size());
     c.counterpart_trials = static_cast<int>(cs.trials.size());
-    c.no_measurable_difference = c.speedup.Contains(1.0);
+    c.df = ratio.df;
+    c.verdict = VerdictOf(c.speedup, c.method);
+    if (c.verdict != Verdict::kUnclear) {
+      c.no_measurable_difference = c.verdict == Verdict::kNoMeasurableDifference;
+    }
     if (ratio.sd_log_ratio) {
       c.sd_log_ratio = ratio.sd_log_ratio;
-      c.repeats_needed = RepeatsToResolve(*ratio.sd_log_ratio, options.resolve_difference);
-      c.needs_more_repeats = *c.repeats_needed > std::min(v.trials, cp->trials);
+      c.repeats_needed = RepeatsToResolve(*ratio.sd_log_ratio, options.resolve_difference,
+                                          options.confidence);
+    } else {
+      // One repeat: the run-to-run noise is unknown, so plan with the assumed one.
+      c.repeats_needed = RepeatsToResolve(options.assumed_sd_log_ratio,
+                                          options.resolve_difference, options.confidence);
+      c.repeats_needed_assumed = true;
     }
+    c.needs_more_repeats = c.verdict == Verdict::kUnclear ||
+                           *c.repeats_needed > std::min(v.trials, cp->trials);
     // Warm-up: a trial without warm-up steps pays its compilation in the first step.
     auto warmup_cost = [](const VariantReport& x) -> std::optional<double> {
       if (x.warmup_s && *x.warmup_s > 0) return x.warmup_s;
@@ -491,13 +643,23 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
         if (be.kind == BreakEven::Kind::kAfterSteps) c.break_even_steps = be.steps;
       }
     }
-    LossParity parity = ComputeLossParity(v.loss_curve, cp->loss_curve);
+    LossParity parity =
+        ComputeLossParity(SmoothLossCurve(v.loss_curve, options.loss_smoothing_window),
+                          SmoothLossCurve(cp->loss_curve, options.loss_smoothing_window));
+    std::vector<std::string> changing = AxesChangingTheMath(v.params, cp->params);
+    c.loss_parity_expected = changing.empty();
+    for (const std::string& axis : changing) {
+      c.loss_parity_note += (c.loss_parity_note.empty() ? "" : ", ") + axis;
+    }
+    if (!changing.empty()) c.loss_parity_note = "not expected to match: " + c.loss_parity_note + " differs";
     c.loss_common_steps = parity.common_steps;
     if (parity.common_steps > 0) {
       c.loss_max_deviation = parity.max_relative_deviation;
       c.loss_at_step = parity.at_step;
-      c.loss_flagged = parity.max_relative_deviation > options.loss_parity_threshold;
+      c.loss_flagged = c.loss_parity_expected &&
+                       parity.max_relative_deviation > options.loss_parity_threshold;
     }
+    c.environment_difference = EnvironmentDifference(vs.trials, cs.trials);
     if (report.spread_across_workers) {
       std::set<std::string> both;
       for (const TrialView* t : vs.trials) both.insert(t->worker);
@@ -537,6 +699,13 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
                                 std::to_string(c.loss_at_step) + " (threshold " +
                                 Percent(options.loss_parity_threshold) + ")");
     }
+  }
+  for (const VariantReport& v : report.variants) {
+    const Comparison& c = v.comparison;
+    if (c.status != Comparison::Status::kCompared || c.environment_difference.empty()) continue;
+    report.callouts.push_back(v.key + " and its counterpart " + v.counterpart_key +
+                              " ran in different environments (" + c.environment_difference +
+                              "): the speedup mixes them");
   }
   for (const std::string& note : input.notes) report.callouts.push_back(note);
   // Evidence that is not a fallback but limits what a speedup can mean.
@@ -600,92 +769,66 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
       effect.speedup.value = GeometricMean(ratios);
       effect.min_pair = *std::min_element(ratios.begin(), ratios.end());
       effect.max_pair = *std::max_element(ratios.begin(), ratios.end());
-      // Bootstrap: every variant involved is resampled once per replicate (its trials,
-      // or its steps when it has one trial), then the pair log-ratios are averaged.
+      // The effect is a linear contrast of the involved variants' mean log tokens/s:
+      // L = (1/P) sum_pairs (mean ln a - mean ln b), with coefficient +-1/P per variant.
       std::vector<const Side*> involved;
+      std::vector<double> coefficient;
+      auto add = [&](const Side* s, double c) {
+        auto it = std::find(involved.begin(), involved.end(), s);
+        if (it == involved.end()) {
+          involved.push_back(s);
+          coefficient.push_back(c);
+        } else {
+          coefficient[static_cast<std::size_t>(it - involved.begin())] += c;
+        }
+      };
+      const double share = 1.0 / static_cast<double>(pairs.size());
       for (auto [a, b] : pairs) {
-        for (const Side* s : {a, b}) {
-          if (std::find(involved.begin(), involved.end(), s) == involved.end()) involved.push_back(s);
-        }
+        add(a, share);
+        add(b, -share);
       }
-      // Expanded for the fewest repeats involved; plain when every side is resampled
-      // over steps (see StepRatio).
-      int units = 0;
-      bool resamplable = true;
-      for (const Side* s : involved) {
-        if (s->trials.size() >= 2) {
-          int n = static_cast<int>(s->trials.size());
-          units = units == 0 ? n : std::min(units, n);
-        } else if (PooledSteps(*s).size() < 2) {
-          resamplable = false;
-        }
-      }
-      if (resamplable) {
-        std::vector<std::vector<double>> log_tps, steps;
-        std::vector<std::map<int, double>> log_by_repeat;
-        std::vector<int> repeats;  // union of the repeats of every involved variant
-        std::vector<double> medians, base_log;
-        for (const Side* s : involved) {
-          log_tps.push_back(LogsOf(Throughputs(*s)));
-          std::map<int, double> by_repeat;
-          for (const TrialView* t : s->trials) {
-            by_repeat[t->repeat] = std::log(*t->tokens_per_s);
-            if (std::find(repeats.begin(), repeats.end(), t->repeat) == repeats.end()) {
-              repeats.push_back(t->repeat);
-            }
+      // Interleaved: per repeat where every involved variant ran, d_r = sum_v c_v ln x_vr;
+      // a t interval over those repeats keeps the pairing (drift common to a repeat
+      // cancels), as in the paired speedup.
+      if (interleaved) {
+        std::map<int, std::pair<int, double>> by_repeat;  // repeat -> (variants seen, d_r)
+        for (std::size_t i = 0; i < involved.size(); ++i) {
+          for (const TrialView* t : involved[i]->trials) {
+            auto& [seen, d] = by_repeat[t->repeat];
+            ++seen;
+            d += coefficient[i] * std::log(*t->tokens_per_s);
           }
-          log_by_repeat.push_back(std::move(by_repeat));
-          steps.push_back(s->trials.size() >= 2 ? std::vector<double>{} : PooledSteps(*s));
-          medians.push_back(steps.back().empty() ? 0 : Median(steps.back()));
-          base_log.push_back(std::log(*s->report->tokens_per_s));
         }
-        std::vector<double> sampled(involved.size()), scratch;
-        std::vector<int> drawn;
-        Interval interval = Bootstrap(
-            [&](std::mt19937_64& rng) {
-              // Interleaved: one draw of repeats shared by every variant keeps the
-              // pairing (drift common to a repeat cancels), as in the paired speedup.
-              if (interleaved) {
-                drawn.clear();
-                for (std::size_t k = 0; k < repeats.size(); ++k) {
-                  drawn.push_back(repeats[DrawIndex(rng, repeats.size())]);
-                }
-              }
-              for (std::size_t i = 0; i < involved.size(); ++i) {
-                if (interleaved && steps[i].empty()) {
-                  double sum = 0;
-                  int count = 0;
-                  for (int r : drawn) {
-                    auto it = log_by_repeat[i].find(r);
-                    if (it == log_by_repeat[i].end()) continue;
-                    sum += it->second;
-                    ++count;
-                  }
-                  sampled[i] = count > 0 ? sum / count : base_log[i];
-                } else if (steps[i].empty()) {
-                  double sum = 0;
-                  for (std::size_t k = 0; k < log_tps[i].size(); ++k) {
-                    sum += log_tps[i][DrawIndex(rng, log_tps[i].size())];
-                  }
-                  sampled[i] = sum / static_cast<double>(log_tps[i].size());
-                } else {
-                  scratch.resize(steps[i].size());
-                  for (auto& x : scratch) x = steps[i][DrawIndex(rng, steps[i].size())];
-                  sampled[i] = base_log[i] + std::log(medians[i] / Median(scratch));
-                }
-              }
-              double sum = 0;
-              for (auto [a, b] : pairs) {
-                std::size_t ia = std::find(involved.begin(), involved.end(), a) - involved.begin();
-                std::size_t ib = std::find(involved.begin(), involved.end(), b) - involved.begin();
-                sum += sampled[ia] - sampled[ib];
-              }
-              return std::exp(sum / static_cast<double>(pairs.size()));
-            },
-            units, ToBootstrap(options));
-        effect.speedup.low = interval.low;
-        effect.speedup.high = interval.high;
+        std::vector<double> contrasts;
+        for (const auto& [repeat, entry] : by_repeat) {
+          if (entry.first == static_cast<int>(involved.size())) contrasts.push_back(entry.second);
+        }
+        if (contrasts.size() >= 2) {
+          TEstimate t = WelchContrast({{contrasts, 1.0}}, options.confidence);
+          effect.speedup = RatioFigure{std::exp(t.estimate), std::exp(t.interval.low),
+                                       std::exp(t.interval.high)};
+          effect.df = t.df;
+          effect.method = IntervalMethod::kPairedRepeats;
+        }
       }
+      // Otherwise Welch over the variants' own repeats (each needs >= 2).
+      if (effect.method == IntervalMethod::kNone) {
+        std::vector<ContrastGroup> groups;
+        bool enough = true;
+        for (std::size_t i = 0; i < involved.size(); ++i) {
+          if (std::fabs(coefficient[i]) < 1e-15) continue;
+          if (involved[i]->trials.size() < 2) enough = false;
+          groups.push_back({LogsOf(Throughputs(*involved[i])), coefficient[i]});
+        }
+        if (enough && !groups.empty()) {
+          TEstimate t = WelchContrast(groups, options.confidence);
+          effect.speedup = RatioFigure{std::exp(t.estimate), std::exp(t.interval.low),
+                                       std::exp(t.interval.high)};
+          effect.df = t.df;
+          effect.method = IntervalMethod::kUnpairedRepeats;
+        }
+      }
+      effect.verdict = VerdictOf(effect.speedup, effect.method);
       report.marginals.push_back(effect);
     }
   }

@@ -19,7 +19,9 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options);
 
 // Whether a trial's `applied` evidence says it did not run what its variant asked
 // (a requested parameter the evidence reports with another value, or an explicit
-// `fell_back` / `fallback` flag). Returns the reason, or an empty string.
+// `fell_back: true` / non-empty `fallback` string; `fell_back: false` and `fallback: ""`
+// say there was none). A requested "auto" matches any applied value: the trainer records
+// what it chose. Returns the reason, or an empty string.
 std::string FallbackReason(const std::map<std::string, std::string>& params,
                            const nlohmann::json& applied);
 

@@ -43,7 +43,7 @@ const char* CompareVerdictName(CompareRow::Verdict verdict) {
     case V::kNowFails: return "now fails";
     case V::kRegression: return "regression";
     case V::kNoChange: return "no measurable change";
-    case V::kUnclear: return "unclear (no interval)";
+    case V::kUnclear: return "unclear";
     case V::kImprovement: return "improvement";
     case V::kNowRuns: return "now runs";
     case V::kNeitherRuns: return "fails in both";
@@ -143,14 +143,18 @@ SweepComparison CompareSweeps(const ReportInput& a, const ReportInput& b,
         row.method = c.method;
         row.trials_a = c.counterpart_trials;
         row.trials_b = c.variant_trials;
-        if (!c.speedup.low) {
-          row.verdict = V::kUnclear;
-        } else if (c.no_measurable_difference) {
-          row.verdict = V::kNoChange;
-        } else {
-          row.verdict = c.speedup.value < 1 ? V::kRegression : V::kImprovement;
+        row.df = c.df;
+        switch (c.verdict) {
+          case Verdict::kUnclear: row.verdict = V::kUnclear; break;
+          case Verdict::kNoMeasurableDifference: row.verdict = V::kNoChange; break;
+          case Verdict::kFaster: row.verdict = V::kImprovement; break;
+          case Verdict::kSlower: row.verdict = V::kRegression; break;
         }
         row.note.clear();
+        if (row.verdict == V::kUnclear && c.repeats_needed) {
+          row.note = std::to_string(*c.repeats_needed) + " repeats needed in each sweep" +
+                     (c.method == IntervalMethod::kMeasuredSteps ? " (interval is within-run only)" : "");
+        }
         break;
       case S::kVariantFailed: row.verdict = V::kNowFails; break;
       case S::kCounterpartFailed: row.verdict = V::kNowRuns; break;
@@ -161,6 +165,7 @@ SweepComparison CompareSweeps(const ReportInput& a, const ReportInput& b,
     row.warmup_delta_s = c.warmup_delta_s;
     row.loss_deviation = c.loss_max_deviation;
     row.loss_flagged = c.loss_flagged;
+    row.environment_difference = c.environment_difference;
     comparison.rows.push_back(std::move(row));
   }
   std::stable_sort(comparison.rows.begin(), comparison.rows.end(),
@@ -181,7 +186,7 @@ SweepComparison CompareSweeps(const ReportInput& a, const ReportInput& b,
   }
   for (const CompareRow& row : comparison.rows) {
     if (row.verdict == V::kRegression) {
-      comparison.callouts.push_back(row.key + " is slower in B: " + FormatRatio(row.change.value) +
+      comparison.callouts.push_back(row.key + " is slower in B: " + FormatRatioAwayFromOne(row.change.value) +
                                     " (CI " + FormatInterval(row.change) + ")");
     }
   }
@@ -190,6 +195,15 @@ SweepComparison CompareSweeps(const ReportInput& a, const ReportInput& b,
       comparison.callouts.push_back(row.key + " loss curve differs between the sweeps by " +
                                     FormatPercent(*row.loss_deviation));
     }
+  }
+  std::map<std::string, std::vector<std::string>> keys_by_difference;
+  for (const CompareRow& row : comparison.rows) {
+    if (!row.environment_difference.empty()) keys_by_difference[row.environment_difference].push_back(row.key);
+  }
+  for (const auto& [difference, keys_with] : keys_by_difference) {
+    comparison.callouts.push_back("A and B ran in different environments (" + difference + ") for " +
+                                  std::to_string(keys_with.size()) + " variant(s), e.g. " +
+                                  keys_with.front() + ": a change may come from the environment");
   }
   if (now_fails + regressions == 0) {
     comparison.callouts.push_back("no regressions (" + std::to_string(improvements) +
@@ -218,6 +232,13 @@ nlohmann::json ComparisonToJson(const SweepComparison& comparison) {
                     {"tokens_per_s_b", opt(r.tokens_per_s_b)},
                     {"change", compared ? figure(r.change) : json(nullptr)},
                     {"interval_method", IntervalMethodName(r.method)},
+                    {"df", opt(r.df)},
+                    {"no_measurable_change",
+                     r.verdict == CompareRow::Verdict::kNoChange       ? json(true)
+                     : r.verdict == CompareRow::Verdict::kRegression ||
+                             r.verdict == CompareRow::Verdict::kImprovement
+                         ? json(false)
+                         : json(nullptr)},
                     {"trials_a", r.trials_a},
                     {"trials_b", r.trials_b},
                     {"speedup_a", r.speedup_a ? figure(*r.speedup_a) : json(nullptr)},
@@ -227,7 +248,9 @@ nlohmann::json ComparisonToJson(const SweepComparison& comparison) {
                     {"memory_change", opt(r.memory_change)},
                     {"warmup_delta_s", opt(r.warmup_delta_s)},
                     {"loss_max_deviation", opt(r.loss_deviation)},
-                    {"loss_flagged", r.loss_flagged}});
+                    {"loss_flagged", r.loss_flagged},
+                    {"environment_difference",
+                     r.environment_difference.empty() ? json(nullptr) : json(r.environment_difference)}});
   }
   return {{"format", "bakeoff.compare/1"},
           {"sweep_a", comparison.sweep_a},
@@ -245,7 +268,8 @@ std::string RenderComparison(const SweepComparison& comparison, ReportFormat for
       "Comparing sweep A " + comparison.sweep_a + " with sweep B " + comparison.sweep_b,
       "Change = B tokens/s / A tokens/s per variant, with a " +
           FormatNumber(comparison.options.confidence * 100, 2) +
-          "% bootstrap interval (unpaired: the sweeps' repeats are independent)"};
+          "% Welch interval on log tokens/s (unpaired: the sweeps' repeats are independent); "
+          "one trial on a side gives no verdict (unclear)"};
   ReportSection section{"compare", "Variants, regressions first", "",
                         {"variant", "verdict", "A", "B", "A tokens/s", "B tokens/s", "change", "CI",
                          "n (A vs B)", "speedup in A", "speedup in B", "A peak", "B peak",
@@ -260,11 +284,20 @@ std::string RenderComparison(const SweepComparison& comparison, ReportFormat for
                     r.verdict == CompareRow::Verdict::kUnclear;
     std::string loss = r.loss_deviation ? FormatPercent(*r.loss_deviation) + (r.loss_flagged ? " !" : "") : "-";
     section.rows.push_back(
-        {r.key, CompareVerdictName(r.verdict), r.outcome_a.empty() ? "-" : r.outcome_a,
+        {r.key,
+         r.verdict == CompareRow::Verdict::kUnclear && !r.note.empty()
+             ? std::string("unclear: ") + r.note
+             : std::string(CompareVerdictName(r.verdict)),
+         r.outcome_a.empty() ? "-" : r.outcome_a,
          r.outcome_b.empty() ? "-" : r.outcome_b,
          r.tokens_per_s_a ? FormatNumber(*r.tokens_per_s_a) : "-",
          r.tokens_per_s_b ? FormatNumber(*r.tokens_per_s_b) : "-",
-         compared ? FormatRatio(r.change.value) : "-", compared ? FormatInterval(r.change) : "",
+         compared ? (r.verdict == CompareRow::Verdict::kRegression ||
+                             r.verdict == CompareRow::Verdict::kImprovement
+                         ? FormatRatioAwayFromOne(r.change.value)
+                         : FormatRatio(r.change.value))
+                  : "-",
+         compared ? FormatInterval(r.change) : "",
          compared ? std::to_string(r.trials_a) + " vs " + std::to_string(r.trials_b) : "-",
          opt_ratio(r.speedup_a), opt_ratio(r.speedup_b), r.peak_a ? FormatBytes(*r.peak_a) : "-",
          r.peak_b ? FormatBytes(*r.peak_b) : "-",
@@ -279,7 +312,10 @@ std::string RenderComparison(const SweepComparison& comparison, ReportFormat for
     case ReportFormat::kHtml: {
       std::vector<RatioChartRow> change_rows, memory_rows;
       for (const CompareRow& r : comparison.rows) {
-        RatioChartRow change{r.key, std::nullopt, r.verdict == CompareRow::Verdict::kNoChange, r.note};
+        RatioChartRow change{r.key, std::nullopt,
+                             r.verdict == CompareRow::Verdict::kNoChange ||
+                                 r.verdict == CompareRow::Verdict::kUnclear,
+                             r.note};
         if (r.change.value > 0) change.ratio = r.change;
         if (change.note.empty()) change.note = CompareVerdictName(r.verdict);
         change_rows.push_back(std::move(change));
@@ -290,7 +326,7 @@ std::string RenderComparison(const SweepComparison& comparison, ReportFormat for
           "chart-change", "Throughput of B over A per variant, with interval whiskers", change_rows);
       if (!change_chart.empty()) {
         charts += "<h2>Throughput change B/A</h2>\n<p class=\"note\">Tokens/s of sweep B over sweep A; "
-                  "whiskers are the bootstrap interval; green: B faster, red: B slower, grey: no "
+                  "whiskers are the Welch interval; green: B faster, red: B slower, grey: no "
                   "measurable change. The dashed line is 1.0x.</p>\n" + change_chart;
       }
       std::string memory_chart =

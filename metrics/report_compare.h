@@ -1,7 +1,7 @@
 // `bakeoff compare`: the same variants across two sweeps (two clusters, two library
 // versions), with the report's statistics. For each variant key present in either
-// sweep: the throughput change B/A with a bootstrap interval (repeats of the two sweeps
-// are independent, so unpaired; one trial each: over measured steps), memory and
+// sweep: the throughput change B/A with a Welch interval on log tokens/s (repeats of the
+// two sweeps are independent, so unpaired; a side with one trial: "unclear"), memory and
 // warm-up change, loss parity between the sweeps, and each sweep's own speedup over its
 // baseline counterpart. Regressions come first: variants that ran in A and fail in B,
 // then throughput regressions (interval below 1), worst first.
@@ -26,7 +26,7 @@ struct CompareRow {
     kNowFails,      // succeeded in A, no succeeded trial in B
     kRegression,    // B slower: the interval lies below 1
     kNoChange,      // the interval contains 1
-    kUnclear,       // no interval (too few measurements)
+    kUnclear,       // no interval over repeats (a side with one trial): note says how many
     kImprovement,   // B faster: the interval lies above 1
     kNowRuns,       // failed in A, succeeds in B
     kNeitherRuns,
@@ -41,6 +41,7 @@ struct CompareRow {
   std::optional<double> tokens_per_s_a, tokens_per_s_b;
   RatioFigure change;                      // B / A tokens/s (when both ran)
   IntervalMethod method = IntervalMethod::kNone;
+  std::optional<double> df;                // of the Welch interval
   int trials_a = 0, trials_b = 0;
   std::optional<RatioFigure> speedup_a, speedup_b;  // over the counterpart in each sweep
   std::optional<std::int64_t> peak_a, peak_b;
@@ -48,6 +49,7 @@ struct CompareRow {
   std::optional<double> warmup_delta_s;    // B - A
   std::optional<double> loss_deviation;    // between the sweeps' mean loss curves
   bool loss_flagged = false;
+  std::string environment_difference;      // between A's and B's trials ("" if none)
 };
 const char* CompareVerdictName(CompareRow::Verdict verdict);
 

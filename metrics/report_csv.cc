@@ -40,7 +40,7 @@ std::string RenderReportCsv(const Report& report) {
   std::vector<std::string> header = {
       "sweep_id", "variant", "counterpart", "status", "trials", "succeeded", "outcomes",
       "tokens_per_s", "speedup", "ci_low", "ci_high", "interval_method", "variant_trials",
-      "counterpart_trials", "no_measurable_difference", "peak_mem_bytes", "memory_relative",
+      "counterpart_trials", "verdict", "no_measurable_difference", "peak_mem_bytes", "memory_relative",
       "compression_ratio", "first_step_s", "warmup_s", "first_step_delta_s", "warmup_delta_s",
       "break_even", "break_even_steps", "loss_max_deviation", "loss_flagged", "fell_back",
       "repeats_needed", "noisy_trials", "note"};
@@ -62,7 +62,9 @@ std::string RenderReportCsv(const Report& report) {
         compared ? Opt(c.speedup.high) : "", compared ? IntervalMethodName(c.method) : "",
         compared ? std::to_string(c.variant_trials) : "",
         compared ? std::to_string(c.counterpart_trials) : "",
-        compared ? (c.no_measurable_difference ? "true" : "false") : "", Opt(v.peak_mem_bytes),
+        compared ? VerdictName(c.verdict) : "",
+        c.no_measurable_difference ? (*c.no_measurable_difference ? "true" : "false") : "",
+        Opt(v.peak_mem_bytes),
         Opt(c.memory_relative), Opt(c.compression_ratio), Opt(v.first_step_s), Opt(v.warmup_s),
         Opt(c.first_step_delta_s), Opt(c.warmup_delta_s), Opt(c.break_even),
         Opt(c.break_even_steps), Opt(c.loss_max_deviation), c.loss_flagged ? "true" : "false",

@@ -27,7 +27,9 @@ json ComparisonJson(const Comparison& c) {
     out["variant_trials"] = c.variant_trials;
     out["counterpart_trials"] = c.counterpart_trials;
     out["pairs"] = c.pairs;
-    out["no_measurable_difference"] = c.no_measurable_difference;
+    out["df"] = OrNull(c.df);
+    out["verdict"] = VerdictName(c.verdict);
+    out["no_measurable_difference"] = OrNull(c.no_measurable_difference);
   }
   out["memory"] = {{"variant_peak_bytes", OrNull(c.variant_peak_bytes)},
                    {"counterpart_peak_bytes", OrNull(c.counterpart_peak_bytes)},
@@ -41,9 +43,12 @@ json ComparisonJson(const Comparison& c) {
   out["loss_parity"] = {{"common_steps", c.loss_common_steps},
                         {"max_relative_deviation", OrNull(c.loss_max_deviation)},
                         {"at_step", c.loss_max_deviation ? json(c.loss_at_step) : json(nullptr)},
+                        {"expected", c.loss_parity_expected},
+                        {"note", c.loss_parity_note},
                         {"flagged", c.loss_flagged}};
   out["repeats"] = {{"sd_log_ratio", OrNull(c.sd_log_ratio)},
                     {"needed", OrNull(c.repeats_needed)},
+                    {"needed_from_assumed_sd", c.repeats_needed_assumed},
                     {"more_needed", c.needs_more_repeats}};
   json workers = json::array();
   for (const WorkerEffect& w : c.by_worker) {
@@ -52,6 +57,7 @@ json ComparisonJson(const Comparison& c) {
                        {"counterpart_trials", w.counterpart_trials}});
   }
   out["by_worker"] = std::move(workers);
+  out["environment_difference"] = c.environment_difference.empty() ? json(nullptr) : json(c.environment_difference);
   return out;
 }
 
@@ -91,6 +97,7 @@ json VariantJson(const VariantReport& v, double confidence) {
       {"step_times", steps},
       {"loss_curve", loss},
       {"applied", v.applied},
+      {"environments", v.environments},
       {"fell_back", v.fell_back},
       {"fallback_reason", v.fallback_reason},
       {"noisy_trials", v.noisy_trials},
@@ -110,7 +117,9 @@ nlohmann::json ReportToJson(const Report& report) {
   json marginals = json::array();
   for (const MarginalEffect& m : report.marginals) {
     marginals.push_back({{"axis", m.axis}, {"value", m.value}, {"reference", m.reference},
-                         {"speedup", FigureJson(m.speedup)}, {"pairs", m.pairs},
+                         {"speedup", FigureJson(m.speedup)},
+                         {"interval_method", IntervalMethodName(m.method)}, {"df", OrNull(m.df)},
+                         {"verdict", VerdictName(m.verdict)}, {"pairs", m.pairs},
                          {"min_pair", m.min_pair}, {"max_pair", m.max_pair}});
   }
   json iso = json::array();
@@ -141,6 +150,7 @@ nlohmann::json ReportToJson(const Report& report) {
                       {"first_step_s", OrNull(t.first_step_s)},
                       {"warmup_s", OrNull(t.warmup_s)},
                       {"applied", t.applied},
+                      {"environment", t.environment},
                       {"fell_back", t.fell_back},
                       {"fallback_reason", t.fallback_reason}});
   }
@@ -150,6 +160,7 @@ nlohmann::json ReportToJson(const Report& report) {
       {"sweep", {{"id", report.sweep_id}, {"name", report.sweep_name}, {"question", report.question},
                  {"order", report.order}, {"baseline", report.baseline}, {"axes", axes}}},
       {"options", {{"confidence", o.confidence},
+                   {"assumed_sd_log_ratio", o.assumed_sd_log_ratio},
                    {"bootstrap_resamples", o.bootstrap_resamples},
                    {"seed", o.seed},
                    {"loss_parity_threshold", o.loss_parity_threshold},

@@ -270,7 +270,8 @@ Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_
                 "SELECT m.trial_id, m.rank, m.startup_s, m.first_step_s, m.warmup_s, "
                 "m.step_s_median, m.step_s_p10, m.step_s_p90, m.tokens_per_s, m.flops_per_s, "
                 "m.mfu, m.peak_mem_bytes, m.frozen_bytes, m.trainable_bytes, m.grad_bytes, "
-                "m.optimizer_bytes, m.comm_s_per_step, m.comm_bytes_per_step, m.applied_json "
+                "m.optimizer_bytes, m.comm_s_per_step, m.comm_bytes_per_step, m.applied_json, "
+                "m.summary_json "
                 "FROM trial_summaries m JOIN trials t "
                 "ON t.id = m.trial_id AND m.attempt = t.attempts_used "
                 "WHERE t.sweep_id = ? ORDER BY m.trial_id, m.rank");
@@ -300,6 +301,14 @@ Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_
       if (t.applied.is_null() || r.rank == 0) {
         json applied = ParseJson(s.Text(18));
         if (!applied.is_null()) t.applied = std::move(applied);
+      }
+      // The summary is kept whole; its `environment` (rank 0's, else the first rank's)
+      // says where the trial ran.
+      if (t.environment.is_null() || r.rank == 0) {
+        json summary = ParseJson(s.Text(19));
+        if (summary.is_object() && summary.contains("environment") && summary["environment"].is_object()) {
+          t.environment = summary["environment"];
+        }
       }
       // Only succeeded trials' summaries count (a summary may precede a late failure).
       if (t.outcome == "succeeded") t.ranks.push_back(r);

@@ -73,6 +73,10 @@ struct TrialInput {
   std::string reason;
   std::vector<RankSummary> ranks;  // empty unless the trial succeeded
   nlohmann::json applied;          // the trainer's `applied` evidence (rank 0), or null
+  // The summary's `environment` (rank 0; docs/trainer.md): host, cpu_model, cpu_flags,
+  // torch_version, cuda_version, blas, gpu_model, gpu_driver, bakeoff_version (any may be
+  // null), or null when the trainer did not report one.
+  nlohmann::json environment;
   std::vector<StepSample> steps;   // measured steps, in step order
 };
 
@@ -99,9 +103,14 @@ struct ReportOptions {
   // --memory-budget: the fastest configuration whose peak fits is named too.
   std::optional<std::int64_t> memory_budget_bytes;
   double loss_parity_threshold = 0.02;  // flag a loss curve deviating more (2%)
+  int loss_smoothing_window = 5;        // centred moving mean over this many steps
   double noisy_cv_threshold = 0.10;     // a trial whose step-time CV exceeds this is noisy
   double resolve_difference = 0.05;     // "repeats needed to resolve a 5% difference"
+  // With one repeat the run-to-run noise is unknown: "repeats needed" then assumes this
+  // sd of one pair's log-throughput ratio (docs/statistics.md: typical of a quiet machine).
+  double assumed_sd_log_ratio = 0.03;
   double confidence = 0.95;
+  // The within-run (measured steps) bootstrap only; repeat intervals are t intervals.
   int bootstrap_resamples = 2000;
   std::uint64_t seed = 20261130;
 };
@@ -119,18 +128,40 @@ struct RatioFigure {
 // How a speedup's interval was obtained.
 enum class IntervalMethod {
   kNone,             // one trial each and too few steps: no interval
-  kPairedRepeats,    // bootstrap over repeat pairs (interleaved order)
-  kUnpairedRepeats,  // bootstrap over each side's repeats independently
-  kMeasuredSteps,    // one repeat: bootstrap over measured steps
+  kPairedRepeats,    // Student t on the repeat pairs' log ratios (interleaved order)
+  kUnpairedRepeats,  // Welch on each side's log tokens/s
+  kMeasuredSteps,    // one repeat: bootstrap over measured steps, within-run only
 };
 inline const char* IntervalMethodName(IntervalMethod method) {
   switch (method) {
     case IntervalMethod::kNone: return "none";
     case IntervalMethod::kPairedRepeats: return "paired repeats";
     case IntervalMethod::kUnpairedRepeats: return "unpaired repeats";
-    case IntervalMethod::kMeasuredSteps: return "measured steps";
+    case IntervalMethod::kMeasuredSteps: return "measured steps (within-run only)";
   }
   return "none";
+}
+// Whether an interval from `method` may give a verdict: only intervals over repeats see
+// the run-to-run variation; a within-run interval does not (docs/statistics.md).
+inline bool GivesVerdict(IntervalMethod method) {
+  return method == IntervalMethod::kPairedRepeats || method == IntervalMethod::kUnpairedRepeats;
+}
+
+// What a speedup's interval says.
+enum class Verdict {
+  kUnclear,                 // no interval over repeats (one repeat, or too few trials)
+  kNoMeasurableDifference,  // the interval contains 1.0
+  kFaster,                  // the interval lies above 1.0
+  kSlower,                  // the interval lies below 1.0
+};
+inline const char* VerdictName(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kUnclear: return "unclear";
+    case Verdict::kNoMeasurableDifference: return "no measurable difference";
+    case Verdict::kFaster: return "faster";
+    case Verdict::kSlower: return "slower";
+  }
+  return "unclear";
 }
 
 struct TrialView {
@@ -149,6 +180,7 @@ struct TrialView {
   std::optional<double> first_step_s;
   std::optional<double> warmup_s;
   nlohmann::json applied;
+  nlohmann::json environment;  // as reported in the trial's summary, or null
   bool fell_back = false;
   std::string fallback_reason;
 };
@@ -190,7 +222,10 @@ struct Comparison {
   int variant_trials = 0;      // succeeded trials behind the figure
   int counterpart_trials = 0;
   int pairs = 0;               // repeat pairs (kPairedRepeats)
-  bool no_measurable_difference = false;  // the interval contains 1.0
+  std::optional<double> df;    // degrees of freedom of the t / Welch interval
+  Verdict verdict = Verdict::kUnclear;
+  // The interval contains 1.0; absent when there is no verdict (kUnclear).
+  std::optional<bool> no_measurable_difference;
 
   // Memory: largest rank's peak.
   std::optional<std::int64_t> variant_peak_bytes;
@@ -209,14 +244,26 @@ struct Comparison {
   std::size_t loss_common_steps = 0;
   std::optional<double> loss_max_deviation;
   std::int64_t loss_at_step = 0;
+  // Whether the variant should train like its counterpart: only axes that keep the math
+  // differ (docs/statistics.md). When not, the deviation is shown, never flagged, and
+  // loss_parity_note names the axes that change the math.
+  bool loss_parity_expected = true;
+  std::string loss_parity_note;
   bool loss_flagged = false;
 
   // Noise and repeats.
   std::optional<double> sd_log_ratio;   // per repeat, from the observed noise
-  std::optional<int> repeats_needed;    // to resolve options.resolve_difference
+  // To resolve options.resolve_difference: from sd_log_ratio, or with one repeat from
+  // options.assumed_sd_log_ratio (repeats_needed_assumed).
+  std::optional<int> repeats_needed;
+  bool repeats_needed_assumed = false;
   bool needs_more_repeats = false;      // the sweep ran fewer than repeats_needed
 
   std::vector<WorkerEffect> by_worker;  // when trials spread across workers
+
+  // Non-empty when the compared trials (both sides) ran in different environments:
+  // "torch_version 2.4.0 vs 2.5.1; hosts node-a vs node-b" (docs/statistics.md).
+  std::string environment_difference;
 };
 inline const char* ComparisonStatusName(Comparison::Status status) {
   using S = Comparison::Status;
@@ -262,6 +309,7 @@ struct VariantReport {
   StepDistribution step_times;
   std::vector<std::pair<std::int64_t, double>> loss_curve;  // mean over trials
   nlohmann::json applied;  // evidence of the first succeeded trial
+  std::vector<nlohmann::json> environments;  // distinct environments of succeeded trials
   bool fell_back = false;
   std::string fallback_reason;
   int noisy_trials = 0;
@@ -276,6 +324,9 @@ struct MarginalEffect {
   std::string value;
   std::string reference;  // the baseline's value of the axis, or its first value
   RatioFigure speedup;    // geometric mean over pairs
+  IntervalMethod method = IntervalMethod::kNone;  // of the interval (kNone: none)
+  std::optional<double> df;
+  Verdict verdict = Verdict::kUnclear;
   int pairs = 0;
   double min_pair = 0, max_pair = 0;
 };

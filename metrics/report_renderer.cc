@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace bakeoff::metrics {
 
@@ -92,22 +93,66 @@ std::string FormatSignedSeconds(double seconds) {
   return (seconds >= 0 ? "+" : "-") + FormatSeconds(std::fabs(seconds));
 }
 
+namespace {
+
+std::string Fixed(double x, int decimals) {
+  std::string format = "%." + std::to_string(decimals) + "f";
+  return Printf(format.c_str(), x);
+}
+
+// Whether `x`, printed with `decimals` decimals, would read as exactly 1 although it is not.
+bool ReadsAsOne(double x, int decimals) {
+  return x != 1.0 && std::fabs(std::strtod(Fixed(x, decimals).c_str(), nullptr) - 1.0) < 1e-12;
+}
+
+}  // namespace
+
+std::string FormatRatioAwayFromOne(double ratio) {
+  int decimals = ratio >= 10 ? 1 : 2;
+  while (decimals < 6 && ReadsAsOne(ratio, decimals)) ++decimals;
+  return Fixed(ratio, decimals) + "x";
+}
+
 std::string FormatInterval(const RatioFigure& figure) {
   if (!figure.low || !figure.high) return "";
-  auto f = [](double x) { return Printf(x >= 10 ? "%.1f" : "%.2f", x); };
-  return f(*figure.low) + "-" + f(*figure.high);
+  // Both bounds with the same decimals: two, more while a bound that is not 1 would read
+  // "1.00" or distinct bounds would read alike ("1.003-1.004", never "1.00-1.00").
+  int decimals = *figure.low >= 10 ? 1 : 2;
+  while (decimals < 6 &&
+         (ReadsAsOne(*figure.low, decimals) || ReadsAsOne(*figure.high, decimals) ||
+          (*figure.low != *figure.high &&
+           Fixed(*figure.low, decimals) == Fixed(*figure.high, decimals)))) {
+    ++decimals;
+  }
+  return Fixed(*figure.low, decimals) + "-" + Fixed(*figure.high, decimals);
 }
 
 std::string VerdictSentence(const VariantReport& variant, double confidence) {
   const Comparison& c = variant.comparison;
   if (c.status != Comparison::Status::kCompared) return c.note;
-  std::string ci = FormatInterval(c.speedup);
-  std::string ci_text =
-      ci.empty() ? " (no interval: too few measurements)"
-                 : " (" + Printf("%.0f", confidence * 100) + "% CI " + ci + ")";
-  if (c.no_measurable_difference) return "no measurable difference: " + FormatRatio(c.speedup.value) + ci_text;
-  if (c.speedup.value >= 1) return FormatRatio(c.speedup.value) + " faster" + ci_text;
-  return FormatRatio(c.speedup.value) + " (slower)" + ci_text;
+  return VerdictText(c.verdict, c.speedup, c.method, c.repeats_needed, confidence);
+}
+
+std::string VerdictText(Verdict verdict, const RatioFigure& figure, IntervalMethod method,
+                        const std::optional<int>& repeats_needed, double confidence) {
+  std::string ci = FormatInterval(figure);
+  std::string level = Printf("%.0f", confidence * 100) + "% CI ";
+  switch (verdict) {
+    case Verdict::kUnclear: {
+      std::string text = "unclear";
+      if (repeats_needed) text += ": " + std::to_string(*repeats_needed) + " repeats needed";
+      text += " (" + FormatRatio(figure.value) + ", ";
+      if (ci.empty()) return text + "no interval)";
+      return text + (method == IntervalMethod::kMeasuredSteps ? "within-run only " : "") + level + ci + ")";
+    }
+    case Verdict::kNoMeasurableDifference:
+      return "no measurable difference: " + FormatRatio(figure.value) + " (" + level + ci + ")";
+    case Verdict::kFaster:
+      return FormatRatioAwayFromOne(figure.value) + " faster (" + level + ci + ")";
+    case Verdict::kSlower:
+      return FormatRatioAwayFromOne(figure.value) + " (slower) (" + level + ci + ")";
+  }
+  return "unclear";
 }
 
 }  // namespace bakeoff::metrics

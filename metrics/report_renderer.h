@@ -68,7 +68,7 @@ std::string RenderSectionsHtml(const std::string& title, const std::vector<std::
 struct RatioChartRow {
   std::string label;
   std::optional<RatioFigure> ratio;
-  bool no_difference = false;  // the interval contains 1: drawn grey
+  bool no_difference = false;  // no verdict, or the interval contains 1: drawn grey
   std::string note;
 };
 // An inline SVG chart of ratios around 1.0x (green faster, red slower, grey unclear);
@@ -84,10 +84,19 @@ std::string FormatPercent(double fraction);          // "0.3%"
 std::string FormatSeconds(double seconds);           // "212 s", "0.104 s"
 std::string FormatSignedSeconds(double seconds);     // "+212 s"
 std::string FormatNumber(double value, int significant = 4);  // "1234", "0.1024"
-std::string FormatInterval(const RatioFigure& figure);  // "1.05-1.09" or ""
+// "1.05-1.09" or "": two decimals, more while a bound not equal to 1 would read "1.00"
+// or the two bounds would read alike (up to 6).
+std::string FormatInterval(const RatioFigure& figure);
+// FormatRatio with more decimals while the text would read exactly "1.00x" although the
+// ratio is not 1 (beside "faster"/"slower").
+std::string FormatRatioAwayFromOne(double ratio);
 
 // One sentence for a variant's verdict: "1.07x faster (95% CI 1.05-1.09)",
-// "no measurable difference (...)", or the comparison's note.
+// "no measurable difference: ...", "unclear: 6 repeats needed (1.04x, within-run only
+// 95% CI 1.02-1.06)", or the comparison's note when it was not compared.
 std::string VerdictSentence(const VariantReport& variant, double confidence);
+// The same sentence from its parts (marginal effects, `bakeoff compare`).
+std::string VerdictText(Verdict verdict, const RatioFigure& figure, IntervalMethod method,
+                        const std::optional<int>& repeats_needed, double confidence);
 
 }  // namespace bakeoff::metrics

@@ -1,5 +1,6 @@
 // The report's sections as formatted cells, shared by the table, Markdown and HTML
 // renderers (declared in report_renderer.h).
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -48,7 +49,10 @@ bool Compared(const VariantReport& v) { return v.comparison.status == Comparison
 std::string SpeedupCell(const VariantReport& v) {
   using S = Comparison::Status;
   switch (v.comparison.status) {
-    case S::kCompared: return FormatRatio(v.comparison.speedup.value);
+    case S::kCompared:
+      return v.comparison.verdict == Verdict::kFaster || v.comparison.verdict == Verdict::kSlower
+                 ? FormatRatioAwayFromOne(v.comparison.speedup.value)
+                 : FormatRatio(v.comparison.speedup.value);
     case S::kIsBaseline: return "baseline";
     default: return kNone;
   }
@@ -59,9 +63,11 @@ std::string VerdictCell(const VariantReport& v) {
   using S = Comparison::Status;
   switch (c.status) {
     case S::kCompared:
-      if (!c.speedup.low) return c.speedup.value >= 1 ? "faster (no CI)" : "slower (no CI)";
-      if (c.no_measurable_difference) return "no measurable difference";
-      return c.speedup.value >= 1 ? "faster" : "slower";
+      if (c.verdict == Verdict::kUnclear) {
+        return c.repeats_needed ? "unclear: " + std::to_string(*c.repeats_needed) + " repeats needed"
+                                : std::string("unclear");
+      }
+      return VerdictName(c.verdict);
     case S::kIsBaseline: return "baseline";
     case S::kExcluded: return "excluded";
     case S::kNoCounterpart: return "no counterpart";
@@ -81,7 +87,7 @@ std::string TrialsCell(const VariantReport& v) {
   if (!Compared(v)) return std::to_string(v.succeeded);
   std::string cell = std::to_string(c.variant_trials) + " vs " + std::to_string(c.counterpart_trials);
   if (c.method == IntervalMethod::kPairedRepeats) cell += " (" + std::to_string(c.pairs) + " pairs)";
-  if (c.method == IntervalMethod::kMeasuredSteps) cell += " (steps)";
+  if (c.method == IntervalMethod::kMeasuredSteps) cell += " (within-run only)";
   return cell;
 }
 
@@ -189,8 +195,12 @@ std::vector<ReportSection> ReportSections(const Report& report) {
   if (!warmup.rows.empty()) sections.push_back(std::move(warmup));
 
   ReportSection loss{"loss", "Loss parity",
-                     "Largest relative deviation between the mean loss curves over their common "
-                     "measured steps; flagged (!) above " +
+                     "Largest relative deviation between the mean loss curves (moving mean over " +
+                         std::to_string(report.options.loss_smoothing_window) +
+                         " steps) over their common measured steps; checked only where the axes "
+                         "that differ keep the math (compile mode and scope, ZeRO, offload, "
+                         "checkpointing, world size at the same global batch, executors, "
+                         "allocator, bf16 matmul), flagged (!) above " +
                          FormatPercent(report.options.loss_parity_threshold) + ".",
                      {"variant", "common steps", "max deviation", "at step", "parity"},
                      {},
@@ -200,7 +210,9 @@ std::vector<ReportSection> ReportSections(const Report& report) {
     if (!c.loss_max_deviation) continue;
     loss.rows.push_back({v.key, std::to_string(c.loss_common_steps),
                          FormatPercent(*c.loss_max_deviation), std::to_string(c.loss_at_step),
-                         c.loss_flagged ? "DEVIATES !" : "matches"});
+                         !c.loss_parity_expected ? c.loss_parity_note
+                         : c.loss_flagged        ? "DEVIATES !"
+                                                 : "matches"});
   }
   if (!loss.rows.empty()) sections.push_back(std::move(loss));
 
@@ -226,13 +238,18 @@ std::vector<ReportSection> ReportSections(const Report& report) {
 
   ReportSection marginals{"marginals", "Marginal effect of each axis value",
                           "Geometric-mean speedup over all pairs of variants that differ only in "
-                          "that axis (against the baseline value, or the axis's first value).",
-                          {"axis value", "against", "speedup", ci_name, "pairs", "pair range"},
+                          "that axis (against the baseline value, or the axis's first value); "
+                          "t interval over repeats (paired by repeat when interleaved).",
+                          {"axis value", "against", "speedup", ci_name, "verdict", "pairs",
+                           "pair range"},
                           {},
-                          {false, false, true, true, true, true}};
+                          {false, false, true, true, false, true, true}};
   for (const MarginalEffect& m : report.marginals) {
+    bool decided = m.verdict == Verdict::kFaster || m.verdict == Verdict::kSlower;
     marginals.rows.push_back({m.axis + "=" + m.value, m.axis + "=" + m.reference,
-                              FormatRatio(m.speedup.value), FormatInterval(m.speedup),
+                              decided ? FormatRatioAwayFromOne(m.speedup.value)
+                                      : FormatRatio(m.speedup.value),
+                              FormatInterval(m.speedup), VerdictName(m.verdict),
                               std::to_string(m.pairs),
                               FormatRatio(m.min_pair) + " .. " + FormatRatio(m.max_pair)});
   }
@@ -269,6 +286,38 @@ std::vector<ReportSection> ReportSections(const Report& report) {
   }
   if (!evidence.rows.empty()) sections.push_back(std::move(evidence));
 
+  ReportSection environment{"environment", "Environment",
+                            "Where each variant's succeeded trials ran, from the trainer's summary; "
+                            "alternatives are separated by \" | \". A comparison whose trials ran "
+                            "in different environments is called out.",
+                            {"variant", "host", "cpu", "cpu flags", "torch", "cuda", "blas", "gpu",
+                             "driver", "bakeoff"},
+                            {},
+                            {false, false, false, false, false, false, false, false, false, false}};
+  for (const VariantReport& v : report.variants) {
+    if (v.environments.empty()) continue;
+    std::vector<std::string> row = {v.key};
+    for (const char* key : {"host", "cpu_model", "cpu_flags", "torch_version", "cuda_version", "blas",
+                            "gpu_model", "gpu_driver", "bakeoff_version"}) {
+      std::vector<std::string> values;
+      for (const nlohmann::json& env : v.environments) {
+        auto it = env.find(key);
+        std::string text = kNone;
+        if (it != env.end() && it->is_string()) text = it->get<std::string>();
+        if (it != env.end() && it->is_array()) {
+          text.clear();
+          for (const auto& f : *it) text += (text.empty() ? "" : " ") + (f.is_string() ? f.get<std::string>() : f.dump());
+        }
+        if (std::find(values.begin(), values.end(), text) == values.end()) values.push_back(text);
+      }
+      std::string cell;
+      for (const std::string& value : values) cell += (cell.empty() ? "" : " | ") + value;
+      row.push_back(cell);
+    }
+    environment.rows.push_back(std::move(row));
+  }
+  if (!environment.rows.empty()) sections.push_back(std::move(environment));
+
   ReportSection noise{"noise", "Noise and repeats",
                       "How each interval was obtained; sd of the per-repeat log ratio; repeats per "
                       "variant that would resolve a " +
@@ -284,7 +333,8 @@ std::vector<ReportSection> ReportSections(const Report& report) {
     if (!Compared(v)) continue;
     const Comparison& c = v.comparison;
     const VariantReport* cp = report.FindVariant(v.counterpart_key);
-    std::string needed = c.repeats_needed ? std::to_string(*c.repeats_needed) : "n/a (one repeat)";
+    std::string needed = c.repeats_needed ? std::to_string(*c.repeats_needed) : kNone;
+    if (c.repeats_needed_assumed) needed += " (assumed noise)";
     if (c.needs_more_repeats) needed += " (more needed)";
     noise.rows.push_back({v.key, IntervalMethodName(c.method),
                           c.sd_log_ratio ? FormatNumber(*c.sd_log_ratio, 3) : kNone, needed,

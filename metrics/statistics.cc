@@ -5,6 +5,9 @@
 #include <cmath>
 #include <numeric>
 
+#include <boost/math/distributions/normal.hpp>
+#include <boost/math/distributions/students_t.hpp>
+
 namespace bakeoff::metrics {
 
 double Mean(const std::vector<double>& values) {
@@ -48,104 +51,16 @@ double GeometricMean(const std::vector<double>& values) {
   return std::exp(sum_log / static_cast<double>(values.size()));
 }
 
-double NormalCdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+double NormalCdf(double x) { return boost::math::cdf(boost::math::normal_distribution<>(), x); }
 
 double NormalQuantile(double p) {
-  // Acklam's rational approximation, refined by one Halley step (error < 1e-12).
-  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
-                             -2.759285104469687e+02, 1.383577518672690e+02,
-                             -3.066479806614716e+01, 2.506628277459239e+00};
-  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02,
-                             -1.556989798598866e+02, 6.680131188771972e+01,
-                             -1.328068155288572e+01};
-  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01,
-                             -2.400758277161838e+00, -2.549732539343734e+00,
-                             4.374664141464968e+00,  2.938163982698783e+00};
-  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01,
-                             2.445134137142996e+00, 3.754408661907416e+00};
   assert(p > 0 && p < 1);
-  double x;
-  const double p_low = 0.02425;
-  if (p < p_low) {
-    double q = std::sqrt(-2 * std::log(p));
-    x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
-        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
-  } else if (p <= 1 - p_low) {
-    double q = p - 0.5;
-    double r = q * q;
-    x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
-        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
-  } else {
-    double q = std::sqrt(-2 * std::log(1 - p));
-    x = -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
-        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
-  }
-  double e = NormalCdf(x) - p;
-  double u = e * std::sqrt(2 * M_PI) * std::exp(x * x / 2);
-  return x - u / (1 + x * u / 2);
+  return boost::math::quantile(boost::math::normal_distribution<>(), p);
 }
-
-namespace {
-
-// Continued fraction for the regularized incomplete beta function (Numerical Recipes
-// betacf), valid for x < (a + 1) / (a + b + 2).
-double BetaContinuedFraction(double a, double b, double x) {
-  const double kTiny = 1e-300;
-  double qab = a + b, qap = a + 1, qam = a - 1;
-  double c = 1, d = 1 - qab * x / qap;
-  if (std::fabs(d) < kTiny) d = kTiny;
-  d = 1 / d;
-  double h = d;
-  for (int m = 1; m <= 300; ++m) {
-    double m2 = 2.0 * m;
-    double aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-    d = 1 + aa * d;
-    if (std::fabs(d) < kTiny) d = kTiny;
-    c = 1 + aa / c;
-    if (std::fabs(c) < kTiny) c = kTiny;
-    d = 1 / d;
-    h *= d * c;
-    aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-    d = 1 + aa * d;
-    if (std::fabs(d) < kTiny) d = kTiny;
-    c = 1 + aa / c;
-    if (std::fabs(c) < kTiny) c = kTiny;
-    d = 1 / d;
-    double del = d * c;
-    h *= del;
-    if (std::fabs(del - 1) < 1e-15) break;
-  }
-  return h;
-}
-
-double RegularizedIncompleteBeta(double a, double b, double x) {
-  if (x <= 0) return 0;
-  if (x >= 1) return 1;
-  double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) +
-                          a * std::log(x) + b * std::log(1 - x));
-  if (x < (a + 1) / (a + b + 2)) return front * BetaContinuedFraction(a, b, x) / a;
-  return 1 - front * BetaContinuedFraction(b, a, 1 - x) / b;
-}
-
-double StudentTCdf(double t, double df) {
-  double tail = 0.5 * RegularizedIncompleteBeta(df / 2, 0.5, df / (df + t * t));
-  return t >= 0 ? 1 - tail : tail;
-}
-
-}  // namespace
 
 double StudentTQuantile(double p, double df) {
-  assert(p > 0 && p < 1 && df >= 1);
-  if (p == 0.5) return 0;
-  // The t quantile is further out than the normal one; bracket and bisect.
-  double lo = -1, hi = 1;
-  while (StudentTCdf(lo, df) > p) lo *= 2;
-  while (StudentTCdf(hi, df) < p) hi *= 2;
-  for (int i = 0; i < 200 && hi - lo > 1e-12; ++i) {
-    double mid = 0.5 * (lo + hi);
-    (StudentTCdf(mid, df) < p ? lo : hi) = mid;
-  }
-  return 0.5 * (lo + hi);
+  assert(p > 0 && p < 1 && df > 0);
+  return boost::math::quantile(boost::math::students_t_distribution<>(df), p);
 }
 
 std::size_t DrawIndex(std::mt19937_64& rng, std::size_t n) {
@@ -154,27 +69,40 @@ std::size_t DrawIndex(std::mt19937_64& rng, std::size_t n) {
   return static_cast<std::size_t>(((rng() >> 32) * static_cast<std::uint64_t>(n)) >> 32);
 }
 
-double ExpandedTailProbability(double confidence, int n) {
-  double alpha = 1 - confidence;
-  if (n <= 1) return alpha / 2;
-  double t = StudentTQuantile(1 - alpha / 2, n - 1);
-  double factor = std::sqrt(static_cast<double>(n) / (n - 1));
-  return NormalCdf(-factor * t);
-}
-
 Interval PercentileInterval(std::vector<double> replicates, double tail) {
   assert(!replicates.empty());
   return Interval{Percentile(replicates, 100 * tail), Percentile(replicates, 100 * (1 - tail))};
 }
 
-Interval Bootstrap(const std::function<double(std::mt19937_64&)>& replicate, int n_units,
+Interval Bootstrap(const std::function<double(std::mt19937_64&)>& replicate,
                    const BootstrapOptions& options) {
   std::mt19937_64 rng(options.seed);
   std::vector<double> replicates;
   replicates.reserve(static_cast<std::size_t>(std::max(options.resamples, 1)));
   for (int i = 0; i < std::max(options.resamples, 1); ++i) replicates.push_back(replicate(rng));
-  return PercentileInterval(std::move(replicates),
-                            ExpandedTailProbability(options.confidence, n_units));
+  return PercentileInterval(std::move(replicates), (1 - options.confidence) / 2);
+}
+
+TEstimate WelchContrast(const std::vector<ContrastGroup>& groups, double confidence) {
+  assert(!groups.empty());
+  TEstimate t;
+  double variance = 0, df_denominator = 0;
+  for (const ContrastGroup& g : groups) {
+    assert(g.values.size() >= 2);
+    double n = static_cast<double>(g.values.size());
+    double s = SampleStdDev(g.values);
+    double term = g.coefficient * g.coefficient * s * s / n;
+    t.estimate += g.coefficient * Mean(g.values);
+    variance += term;
+    df_denominator += term * term / (n - 1);
+  }
+  t.se = std::sqrt(variance);
+  t.interval = Interval{t.estimate, t.estimate};
+  if (!(t.se > 0) || !(df_denominator > 0)) return t;
+  t.df = variance * variance / df_denominator;
+  double q = StudentTQuantile(1 - (1 - confidence) / 2, t.df);
+  t.interval = Interval{t.estimate - q * t.se, t.estimate + q * t.se};
+  return t;
 }
 
 namespace {
@@ -184,12 +112,6 @@ std::vector<double> Logs(const std::vector<double>& values) {
   logs.reserve(values.size());
   for (double v : values) logs.push_back(std::log(v));
   return logs;
-}
-
-double ResampledMean(const std::vector<double>& values, std::mt19937_64& rng) {
-  double sum = 0;
-  for (std::size_t i = 0; i < values.size(); ++i) sum += values[DrawIndex(rng, values.size())];
-  return sum / static_cast<double>(values.size());
 }
 
 double ResampledMedian(const std::vector<double>& values, std::mt19937_64& rng,
@@ -206,41 +128,34 @@ double ResampledMedian(const std::vector<double>& values, std::mt19937_64& rng,
 
 }  // namespace
 
+namespace {
+
+RatioEstimate FromLog(const TEstimate& t) {
+  return RatioEstimate{std::exp(t.estimate), Interval{std::exp(t.interval.low), std::exp(t.interval.high)},
+                       t.df};
+}
+
+}  // namespace
+
 RatioEstimate PairedRatio(const std::vector<double>& numerator,
-                          const std::vector<double>& denominator,
-                          const BootstrapOptions& options) {
+                          const std::vector<double>& denominator, double confidence) {
   assert(numerator.size() == denominator.size() && !numerator.empty());
   std::vector<double> log_ratios;
   for (std::size_t i = 0; i < numerator.size(); ++i) {
     log_ratios.push_back(std::log(numerator[i] / denominator[i]));
   }
-  RatioEstimate estimate{std::exp(Mean(log_ratios)), std::nullopt};
-  if (log_ratios.size() >= 2) {
-    Interval log_interval = Bootstrap(
-        [&](std::mt19937_64& rng) { return ResampledMean(log_ratios, rng); },
-        static_cast<int>(log_ratios.size()), options);
-    estimate.interval = Interval{std::exp(log_interval.low), std::exp(log_interval.high)};
-  }
-  return estimate;
+  if (log_ratios.size() < 2) return RatioEstimate{std::exp(log_ratios.front()), std::nullopt, std::nullopt};
+  return FromLog(WelchContrast({{log_ratios, 1.0}}, confidence));
 }
 
 RatioEstimate UnpairedRatio(const std::vector<double>& numerator,
-                            const std::vector<double>& denominator,
-                            const BootstrapOptions& options) {
+                            const std::vector<double>& denominator, double confidence) {
   assert(!numerator.empty() && !denominator.empty());
   std::vector<double> log_num = Logs(numerator), log_den = Logs(denominator);
-  RatioEstimate estimate{std::exp(Mean(log_num) - Mean(log_den)), std::nullopt};
-  if (log_num.size() >= 2 && log_den.size() >= 2) {
-    // The expansion uses the smaller side: its noise dominates the ratio's.
-    int n = static_cast<int>(std::min(log_num.size(), log_den.size()));
-    Interval log_interval = Bootstrap(
-        [&](std::mt19937_64& rng) {
-          return ResampledMean(log_num, rng) - ResampledMean(log_den, rng);
-        },
-        n, options);
-    estimate.interval = Interval{std::exp(log_interval.low), std::exp(log_interval.high)};
+  if (log_num.size() < 2 || log_den.size() < 2) {
+    return RatioEstimate{std::exp(Mean(log_num) - Mean(log_den)), std::nullopt, std::nullopt};
   }
-  return estimate;
+  return FromLog(WelchContrast({{log_num, 1.0}, {log_den, -1.0}}, confidence));
 }
 
 RatioEstimate StepRatio(double numerator_rate, const std::vector<double>& numerator_steps_s,
@@ -257,7 +172,7 @@ RatioEstimate StepRatio(double numerator_rate, const std::vector<double>& numera
         double den = den_median / ResampledMedian(denominator_steps_s, rng, scratch);
         return ratio * num / den;
       },
-      0, options);
+      options);
   return RatioEstimate{ratio, interval};
 }
 
@@ -274,6 +189,24 @@ BreakEven ComputeBreakEven(double warmup_delta_s, double step_saving_s) {
   if (!(step_saving_s > 0)) return BreakEven{BreakEven::Kind::kNever, 0};
   if (warmup_delta_s <= 0) return BreakEven{BreakEven::Kind::kImmediately, 0};
   return BreakEven{BreakEven::Kind::kAfterSteps, warmup_delta_s / step_saving_s};
+}
+
+std::vector<std::pair<std::int64_t, double>> SmoothLossCurve(
+    const std::vector<std::pair<std::int64_t, double>>& curve, int window) {
+  if (window <= 1) return curve;
+  const std::ptrdiff_t half = window / 2, n = static_cast<std::ptrdiff_t>(curve.size());
+  std::vector<std::pair<std::int64_t, double>> smooth;
+  smooth.reserve(curve.size());
+  for (std::ptrdiff_t i = 0; i < n; ++i) {
+    double sum = 0;
+    int count = 0;
+    for (std::ptrdiff_t j = std::max<std::ptrdiff_t>(0, i - half); j <= std::min(n - 1, i + half); ++j) {
+      sum += curve[static_cast<std::size_t>(j)].second;
+      ++count;
+    }
+    smooth.emplace_back(curve[static_cast<std::size_t>(i)].first, sum / count);
+  }
+  return smooth;
 }
 
 LossParity ComputeLossParity(const std::vector<std::pair<std::int64_t, double>>& variant,
@@ -302,10 +235,18 @@ LossParity ComputeLossParity(const std::vector<std::pair<std::int64_t, double>>&
   return parity;
 }
 
-int RepeatsToResolve(double sd_log_ratio, double difference) {
-  double z = NormalQuantile(0.975) + NormalQuantile(0.80);
-  double n = std::pow(z * sd_log_ratio / std::log1p(difference), 2);
-  return std::max(2, static_cast<int>(std::ceil(n)));
+int RepeatsToResolve(double sd_log_ratio, double difference, double confidence) {
+  constexpr int kCap = 1000;
+  double effect = std::fabs(std::log1p(difference));
+  if (!(effect > 0)) return kCap;
+  if (!(sd_log_ratio > 0)) return 2;
+  for (int n = 2; n < kCap; ++n) {
+    double df = n - 1;
+    double t = StudentTQuantile(1 - (1 - confidence) / 2, df) + StudentTQuantile(0.80, df);
+    double needed = std::pow(t * sd_log_ratio / effect, 2);
+    if (static_cast<double>(n) >= needed) return n;
+  }
+  return kCap;
 }
 
 }  // namespace bakeoff::metrics

@@ -1,6 +1,7 @@
-// Statistics behind the report's verdicts: order statistics, geometric means, the
-// seeded percentile bootstrap (with Hesterberg's small-sample expansion), break-even
-// steps, loss parity and the number of repeats needed to resolve a difference. Every
+// Statistics behind the report's verdicts: order statistics, geometric means, Student-t
+// and Welch intervals on log throughputs, the seeded percentile bootstrap (within-run
+// step intervals only), break-even steps, loss parity and the number of repeats needed
+// to resolve a difference. Every
 // formula is written out, with a worked example, in docs/statistics.md.
 //
 // Pure functions of their arguments: no I/O, no global state; a bootstrap draws only
@@ -32,10 +33,10 @@ double Percentile(std::vector<double> values, double p);
 // exp(mean(log x)). REQUIRES: every value > 0.
 double GeometricMean(const std::vector<double>& values);
 
-// Standard normal CDF and its inverse (p in (0, 1)).
+// Standard normal CDF and quantiles of the normal and Student's t distributions, from
+// Boost.Math (header-only). p in (0, 1); df > 0 and may be fractional (Welch).
 double NormalCdf(double x);
 double NormalQuantile(double p);
-// Quantile of Student's t with `df` degrees of freedom (df >= 1), p in (0, 1).
 double StudentTQuantile(double p, double df);
 
 struct Interval {
@@ -53,42 +54,54 @@ struct BootstrapOptions {
 // A uniform index in [0, n) from `rng`, identical on every platform. REQUIRES: n > 0.
 std::size_t DrawIndex(std::mt19937_64& rng, std::size_t n);
 
-// The tail probability used for a percentile interval at `confidence` built from a
-// sample of `n` independent units. For n >= 2 it is Hesterberg's "expanded percentile"
-// level, alpha'/2 = Phi(-sqrt(n / (n - 1)) * t_{1 - alpha/2, n - 1}), which corrects the
-// plain percentile interval's narrowness for small samples; n <= 1 (or 0, "do not
-// expand") gives the plain alpha/2.
-double ExpandedTailProbability(double confidence, int n);
-
 // Percentile interval of `replicates` with tail probability `tail` on each side.
 Interval PercentileInterval(std::vector<double> replicates, double tail);
 
-// Generic bootstrap: calls `replicate(rng)` options.resamples times (each call draws
-// one resample and returns the statistic) and returns the expanded percentile interval
-// for `n_units` independent units (0: plain percentile).
-Interval Bootstrap(const std::function<double(std::mt19937_64&)>& replicate, int n_units,
+// Generic seeded bootstrap: calls `replicate(rng)` options.resamples times (each call
+// draws one resample and returns the statistic) and returns the plain percentile
+// interval at options.confidence.
+Interval Bootstrap(const std::function<double(std::mt19937_64&)>& replicate,
                    const BootstrapOptions& options);
 
-// Ratio of paired samples: the geometric mean of numerator[i] / denominator[i], with a
-// bootstrap interval over the pairs. REQUIRES: equal sizes >= 1, all values > 0.
+// A t-based interval for a linear combination of group means, L = sum_i c_i mean(x_i),
+// with the groups independent (Welch): se^2 = sum_i c_i^2 s_i^2 / n_i and the
+// Welch-Satterthwaite degrees of freedom df = se^4 / sum_i (c_i^2 s_i^2 / n_i)^2 / (n_i - 1).
+// One group with c = 1 is the one-sample t interval (df = n - 1).
+struct ContrastGroup {
+  std::vector<double> values;  // REQUIRES: >= 2 values
+  double coefficient = 1;
+};
+struct TEstimate {
+  double estimate = 0;  // L
+  double se = 0;        // its standard error
+  double df = 0;        // degrees of freedom (0 when se == 0: every group constant)
+  Interval interval;    // L -+ t_{1 - alpha/2, df} * se; [L, L] when se == 0
+};
+TEstimate WelchContrast(const std::vector<ContrastGroup>& groups, double confidence);
+
+// A ratio with its confidence interval (absent when it cannot be estimated).
 struct RatioEstimate {
   double ratio = 0;
-  std::optional<Interval> interval;  // absent when it cannot be estimated (one unit)
+  std::optional<Interval> interval;
+  std::optional<double> df;  // of the t interval (paired, unpaired)
 };
+// Paired samples: ratio = exp(mean_i ln(numerator[i] / denominator[i])) (the geometric
+// mean of the pair ratios); the interval is the Student-t interval on the pair log
+// ratios, df = n - 1, exponentiated. REQUIRES: equal sizes >= 1, all values > 0. The
+// interval needs >= 2 pairs.
 RatioEstimate PairedRatio(const std::vector<double>& numerator,
-                          const std::vector<double>& denominator,
-                          const BootstrapOptions& options);
-// Independent samples: GeometricMean(numerator) / GeometricMean(denominator), each
-// resampled on its own. REQUIRES: sizes >= 1, all values > 0. The interval needs >= 2
-// values on each side.
+                          const std::vector<double>& denominator, double confidence);
+// Independent samples: ratio = GeometricMean(numerator) / GeometricMean(denominator);
+// the interval is Welch's on the difference of mean logs (WelchContrast with +1, -1),
+// exponentiated. REQUIRES: sizes >= 1, all values > 0. The interval needs >= 2 values
+// on each side.
 RatioEstimate UnpairedRatio(const std::vector<double>& numerator,
-                            const std::vector<double>& denominator,
-                            const BootstrapOptions& options);
+                            const std::vector<double>& denominator, double confidence);
 // One trial each, resampled over its measured steps: the ratio of throughputs
 // (numerator_rate / denominator_rate), where each rate is rescaled in a replicate by
-// median(steps) / median(resampled steps). The interval is the plain percentile one:
-// a bootstrapped median is already conservative (it takes few distinct values), and
-// simulation shows ~96% coverage at 10-50 steps without expansion.
+// median(steps) / median(resampled steps); plain percentile interval. This sees only
+// the noise within the two runs, never the run-to-run variation, so it is reported as
+// "within-run only" and never gives a verdict (docs/statistics.md).
 // REQUIRES: both step vectors >= 2 values > 0.
 RatioEstimate StepRatio(double numerator_rate, const std::vector<double>& numerator_steps_s,
                         double denominator_rate,
@@ -115,13 +128,21 @@ struct LossParity {
   double max_relative_deviation = 0;  // valid when common_steps > 0
   std::int64_t at_step = 0;
 };
+// A loss curve smoothed by a centred moving mean over `window` points (the points within
+// window / 2 positions on either side, fewer at the ends), so that step-to-step noise of
+// small models does not read as a deviation. window <= 1 returns the curve unchanged.
+std::vector<std::pair<std::int64_t, double>> SmoothLossCurve(
+    const std::vector<std::pair<std::int64_t, double>>& curve, int window);
+
 LossParity ComputeLossParity(const std::vector<std::pair<std::int64_t, double>>& variant,
                              const std::vector<std::pair<std::int64_t, double>>& counterpart);
 
-// Repeats per variant needed to detect a relative difference `difference` (0.05 for 5%)
-// with a two-sided 5% test at 80% power, when one repeat's log-throughput ratio has
-// standard deviation `sd_log_ratio`: ceil(((z_0.975 + z_0.80) * sd / ln(1 + d))^2), at
-// least 2.
-int RepeatsToResolve(double sd_log_ratio, double difference);
+// Repeats per variant (pairs) needed to detect a relative difference `difference` (0.05
+// for 5%) with the report's two-sided t interval at `confidence` and 80% power, when one
+// repeat's log-throughput ratio has standard deviation `sd_log_ratio`: the smallest
+// n >= 2 with n >= ((t_{1-alpha/2, n-1} + t_{0.80, n-1}) * sd / ln(1 + d))^2, capped at
+// 1000. Uses t quantiles, not z: with few repeats the interval is wider than the normal
+// approximation says.
+int RepeatsToResolve(double sd_log_ratio, double difference, double confidence = 0.95);
 
 }  // namespace bakeoff::metrics

@@ -18,6 +18,23 @@ const ParameterAxis* SweepSpec::FindAxis(const std::string& axis_name) const {
   return nullptr;
 }
 
+std::string RepeatsVerdictWarning(const SweepSpec& spec) {
+  bool varies = false;
+  for (const auto& axis : spec.parameters) varies |= axis.Varies();
+  if (!varies && !(spec.method == Method::kRandom && spec.count > 1)) return "";
+  if (spec.repeats == 1) {
+    return "repeats: 1 cannot give a verdict: one run per variant sees no run-to-run "
+           "variation, so every speedup is reported \"unclear\"; use repeats: " +
+           std::to_string(kDefaultRepeats) + " (docs/statistics.md)";
+  }
+  if (spec.repeats == 2) {
+    return "repeats: 2 rarely gives a verdict: its t interval has 1 degree of freedom (a 10% "
+           "difference is detected in about 1 sweep of 5); use repeats: " +
+           std::to_string(kDefaultRepeats) + " (docs/statistics.md)";
+  }
+  return "";
+}
+
 const char* MethodName(Method method) {
   return method == Method::kGrid ? "grid" : "random";
 }

@@ -82,6 +82,9 @@ struct Limits {
   int max_attempts = 3;  // attempts per trial; only `lost` attempts are retried
 };
 
+// Repeats per variant when a sweep says none (docs/statistics.md has the table behind it).
+inline constexpr int kDefaultRepeats = 5;
+
 struct SweepSpec {
   std::string source_name;  // file name given to the parser (for messages)
   std::string name;
@@ -95,7 +98,9 @@ struct SweepSpec {
   // Axis name -> baseline value, in the order written. Empty: no baseline (the report
   // then has nothing to pair variants with; the parser adds a warning).
   std::vector<std::pair<std::string, nlohmann::json>> baseline;
-  int repeats = 1;
+  // Trials per variant. The default gives verdicts: with 5 interleaved repeats the
+  // report's t interval detects a 10% difference in ~90% of sweeps (docs/statistics.md).
+  int repeats = kDefaultRepeats;
   Order order = Order::kInterleaved;
   Resources resources;
   Limits limits;
@@ -105,6 +110,13 @@ struct SweepSpec {
   // The axis named `name`, or nullptr.
   const ParameterAxis* FindAxis(const std::string& name) const;
 };
+
+// A warning when the sweep's repeats cannot give the report a verdict: 1 repeat never
+// does (one run per variant cannot see run-to-run variation), 2 rarely (the t interval
+// has 1 degree of freedom). Empty for sweeps with fewer than two variants (nothing to
+// compare). For `bakeoff validate`; not an error: a single run still measures memory,
+// warm-up and outcomes.
+std::string RepeatsVerdictWarning(const SweepSpec& spec);
 
 const char* MethodName(Method method);        // "grid" | "random"
 const char* OrderName(Order order);           // "interleaved" | "sequential" | "random"

@@ -105,5 +105,29 @@ TEST(ReportCompareTest, RendersEveryFormat) {
   EXPECT_NE(svg.find("class=\"missing\""), std::string::npos);  // the variant that now fails
 }
 
+// One trial per variant in each sweep: a within-run interval only, so no verdict.
+TEST(ReportCompareTest, OneRepeatIsUnclearNotAVerdict) {
+  ReportInput a = TwoByTwoSweep(), b = TwoByTwoSweep();
+  AddTrials(a, 1, 1.2);
+  AddTrials(b, 1, 1.2);
+  b.sweep_id = "8";
+  for (TrialInput& t : b.trials) {
+    for (RankSummary& r : t.ranks) r.tokens_per_s *= 0.8;  // B much slower
+    for (StepSample& step : t.steps) step.step_s /= 0.8;
+  }
+  SweepComparison c = CompareSweeps(a, b, ReportOptions{});
+  for (const CompareRow& row : c.rows) {
+    EXPECT_EQ(row.verdict, CompareRow::Verdict::kUnclear) << row.key;
+    EXPECT_EQ(row.method, IntervalMethod::kMeasuredSteps) << row.key;
+    EXPECT_NE(row.note.find("repeats needed in each sweep"), std::string::npos) << row.note;
+  }
+  nlohmann::json json = ComparisonToJson(c);
+  EXPECT_TRUE(json["rows"][0]["no_measurable_change"].is_null());
+  EXPECT_EQ(json["rows"][0]["verdict"], "unclear");
+  std::string table = RenderComparison(c, ReportFormat::kTable);
+  EXPECT_NE(table.find("unclear: 6 repeats needed in each sweep"), std::string::npos);
+  EXPECT_EQ(table.find("regression", table.find("-----")), std::string::npos);
+}
+
 }  // namespace
 }  // namespace bakeoff::metrics

@@ -8,6 +8,7 @@
 
 #include <fstream>
 
+#include "metrics/report_builder.h"
 #include "metrics/report_renderer.h"
 #include "metrics/report_service.h"
 #include "tests/metrics/report_store_fixture.h"
@@ -183,4 +184,60 @@ TEST(ParseByteSizeTest, AcceptsBytesAndUnits) {
 }
 
 }  // namespace
+// The trainer's summary carries an `environment`; it is stored with the summary, read
+// back per trial, shown per variant, and compared trials that ran in different
+// environments are called out.
+TEST_F(ReportLoaderTest, EnvironmentsAreReadShownAndDifferencesCalledOut) {
+  environment_by_worker_["w-1"] = {{"host", "node-a"},        {"cpu_model", "EPYC 9654"},
+                                   {"cpu_flags", {"avx2", "avx512f", "avx512_bf16"}},
+                                   {"torch_version", "2.4.1"}, {"cuda_version", nullptr},
+                                   {"blas", "openblas"},       {"gpu_model", nullptr},
+                                   {"gpu_driver", nullptr},    {"bakeoff_version", "0.9.0"}};
+  environment_by_worker_["w-2"] = environment_by_worker_["w-1"];
+  environment_by_worker_["w-2"]["host"] = "node-b";
+  environment_by_worker_["w-2"]["torch_version"] = "2.5.0";
+  environment_by_worker_["w-2"]["cpu_flags"] = {"avx2", "avx512f", "avx512_bf16", "amx_bf16"};
+  int64_t sweep_id = CreateSweep();
+  RunWholeSweep(sweep_id);  // repeat 0 on w-1, repeat 1 on w-2
+  auto input = LoadReportInputFromFile(path_, std::to_string(sweep_id));
+  ASSERT_TRUE(input.ok()) << input.status().ToString();
+  for (const TrialInput& t : input->trials) {
+    if (t.outcome != "succeeded") continue;
+    ASSERT_TRUE(t.environment.is_object()) << t.id;
+    EXPECT_EQ(t.environment["torch_version"], t.repeat == 0 ? "2.4.1" : "2.5.0");
+  }
+  Report report = BuildReport(*input, ReportOptions{});
+  const VariantReport* jit = report.FindVariant("compile_mode=jit,micro_batch=1");
+  ASSERT_NE(jit, nullptr);
+  EXPECT_EQ(jit->environments.size(), 2u);
+  const std::string& difference = jit->comparison.environment_difference;
+  EXPECT_NE(difference.find("torch_version 2.4.1 vs 2.5.0"), std::string::npos) << difference;
+  EXPECT_NE(difference.find("cpu_flags not on every host: amx_bf16"), std::string::npos) << difference;
+  EXPECT_EQ(difference.find("cpu_model"), std::string::npos) << difference;  // the same
+  EXPECT_EQ(difference.find("hosts"), std::string::npos) << difference;  // both sides on both
+  bool called_out = false;
+  for (const std::string& c : report.callouts) {
+    called_out |= c.find("compile_mode=jit,micro_batch=1 and its counterpart") == 0 &&
+                  c.find("ran in different environments") != std::string::npos;
+  }
+  EXPECT_TRUE(called_out);
+  std::string table = RenderReportTable(report);
+  EXPECT_NE(table.find("\nEnvironment\n"), std::string::npos);
+  EXPECT_NE(table.find("2.4.1 | 2.5.0"), std::string::npos);
+  nlohmann::json json = nlohmann::json::parse(RenderReportJson(report));
+  EXPECT_EQ(json["variants"][0]["environments"].size(), 2u);
+}
+
+TEST_F(ReportLoaderTest, OneEnvironmentIsNoDifference) {
+  environment_by_worker_["w-1"] = {{"host", "node-a"}, {"cpu_model", "EPYC 9654"}, {"torch_version", "2.4.1"}};
+  environment_by_worker_["w-2"] = {{"host", "node-b"}, {"cpu_model", "EPYC 9654"}, {"torch_version", "2.4.1"}};
+  int64_t sweep_id = CreateSweep();
+  RunWholeSweep(sweep_id);
+  auto input = LoadReportInputFromFile(path_, std::to_string(sweep_id));
+  ASSERT_TRUE(input.ok()) << input.status().ToString();
+  Report report = BuildReport(*input, ReportOptions{});
+  for (const VariantReport& v : report.variants) EXPECT_EQ(v.comparison.environment_difference, "") << v.key;
+  for (const std::string& c : report.callouts) EXPECT_EQ(c.find("environments"), std::string::npos) << c;
+}
+
 }  // namespace bakeoff::metrics

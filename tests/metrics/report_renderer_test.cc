@@ -66,6 +66,57 @@ TEST(ReportRendererTest, FormatsNumbersForPeople) {
   EXPECT_EQ(FormatInterval(RatioFigure{1.0, std::nullopt, std::nullopt}), "");
 }
 
+TEST(ReportRendererTest, BoundsNeverReadOneNextToAVerdict) {
+  // A bound that is not 1 never prints as "1.00"; distinct bounds never print alike.
+  EXPECT_EQ(FormatInterval(RatioFigure{1.006, 1.0031, 1.0089}), "1.003-1.009");
+  EXPECT_EQ(FormatInterval(RatioFigure{0.98, 0.9612, 0.9996}), "0.9612-0.9996");
+  EXPECT_EQ(FormatInterval(RatioFigure{1.0001, 1.00004, 1.00016}), "1.00004-1.00016");
+  EXPECT_EQ(FormatInterval(RatioFigure{1.0, 0.99, 1.0}), "0.99-1.00");  // exactly 1: as is
+  EXPECT_EQ(FormatRatioAwayFromOne(1.004), "1.004x");
+  EXPECT_EQ(FormatRatioAwayFromOne(1.07), "1.07x");
+  // Through the sentence: a tiny but certain speedup.
+  VariantReport v;
+  v.comparison.status = Comparison::Status::kCompared;
+  v.comparison.speedup = RatioFigure{1.0042, 1.0021, 1.0063};
+  v.comparison.method = IntervalMethod::kPairedRepeats;
+  v.comparison.verdict = Verdict::kFaster;
+  std::string sentence = VerdictSentence(v, 0.95);
+  EXPECT_EQ(sentence, "1.004x faster (95% CI 1.002-1.006)");
+  EXPECT_EQ(sentence.find("1.00-"), std::string::npos);
+}
+
+TEST(ReportRendererTest, NoVerdictIsUnclearEverywhere) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 1, 1.3);  // one repeat: within-run interval only
+  Report report = BuildReport(input, ReportOptions{});
+  const VariantReport& v = *report.FindVariant(KeyOf("jit", "1"));
+  std::string sentence = VerdictSentence(v, 0.95);
+  EXPECT_EQ(sentence.rfind("unclear: 6 repeats needed (1.29x, within-run only 95% CI ", 0), 0u)
+      << sentence;
+  nlohmann::json json = nlohmann::json::parse(RenderReportJson(report));
+  const nlohmann::json& jit = json["variants"][1];
+  ASSERT_EQ(jit["key"], KeyOf("jit", "1"));
+  EXPECT_TRUE(jit["comparison"]["no_measurable_difference"].is_null());
+  EXPECT_EQ(jit["comparison"]["verdict"], "unclear");
+  EXPECT_EQ(jit["comparison"]["interval_method"], "measured steps (within-run only)");
+  std::string table = RenderReportTable(report);
+  EXPECT_NE(table.find("unclear: 6 repeats needed"), std::string::npos);
+  EXPECT_NE(table.find("(within-run only)"), std::string::npos);
+  std::size_t row = table.find(KeyOf("jit", "1") + " ", table.find("\nVerdicts\n"));
+  ASSERT_NE(row, std::string::npos);
+  std::string line = table.substr(row, table.find('\n', row) - row);
+  EXPECT_EQ(line.find("faster"), std::string::npos) << line;
+  // One trial and one step each: no interval at all, still "unclear", never a verdict.
+  for (TrialInput& t : input.trials) t.steps.resize(1);
+  Report bare = BuildReport(input, ReportOptions{});
+  const Comparison& c = bare.FindVariant(KeyOf("jit", "1"))->comparison;
+  EXPECT_EQ(c.method, IntervalMethod::kNone);
+  EXPECT_EQ(c.verdict, Verdict::kUnclear);
+  EXPECT_FALSE(c.no_measurable_difference);
+  EXPECT_EQ(VerdictSentence(*bare.FindVariant(KeyOf("jit", "1")), 0.95),
+            "unclear: 6 repeats needed (1.29x, no interval)");
+}
+
 TEST(ReportRendererTest, JsonParsesAndHoldsTheFigures) {
   Report report = RichReport();
   nlohmann::json json = nlohmann::json::parse(RenderReportJson(report));

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -143,6 +144,9 @@ class ReportStoreFixture : public ::testing::Test {
                          {"comm_s_per_step", 0.001},
                          {"comm_bytes_per_step", 4096},
                          {"applied", {{"compile_mode", jit ? "jit" : "eager"}, {"graphs", jit ? 2 : 0}}}};
+      if (auto env = environment_by_worker_.find(worker); env != environment_by_worker_.end()) {
+        summary.summary["environment"] = env->second;
+      }
       batch.summaries.push_back(summary);
     }
     auto written = store_->AppendBatch(batch);
@@ -171,6 +175,9 @@ class ReportStoreFixture : public ::testing::Test {
     ASSERT_TRUE(store_->SetSweepState(sweep_id, SweepState::kFinished).ok());
   }
 
+  // The `environment` object each worker's trainers report in their summaries (none when
+  // a worker is absent).
+  std::map<std::string, nlohmann::json> environment_by_worker_;
   testing::TempDir dir_;
   testing::FakeClock clock_;
   std::string path_;

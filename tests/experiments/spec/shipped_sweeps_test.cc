@@ -86,7 +86,7 @@ TEST(ShippedSweepsTest, ReferenceExampleInDocsValidatesWithTheStatedCounts) {
   ASSERT_TRUE(expanded.ok()) << expanded.status().message();
   EXPECT_EQ(expanded->variants.size(), 6u);
   EXPECT_EQ(expanded->excluded_count, 2u);
-  EXPECT_EQ(expanded->trials.size(), 18u);
+  EXPECT_EQ(expanded->trials.size(), 30u);
 }
 
 }  // namespace

@@ -93,7 +93,8 @@ TEST(SweepParserTest, AcceptsACustomModelObject) {
 TEST(SweepParserTest, DefaultsWhenOptionalSectionsAreOmitted) {
   auto spec = Parse("name: s\nworkload: {model: tiny}\nparameters:\n  micro_batch: {values: [1, 2]}\n");
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  EXPECT_EQ(spec->repeats, 1);
+  EXPECT_EQ(spec->repeats, kDefaultRepeats);
+  EXPECT_EQ(kDefaultRepeats, 5);
   EXPECT_EQ(spec->order, Order::kInterleaved);
   EXPECT_EQ(spec->resources.device, "cpu");
   EXPECT_EQ(spec->limits.trial_timeout.count(), 3600);

@@ -78,6 +78,8 @@ repeats: 2
   CommandRun run = RunCommand("validate " + path);
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("3 variants (1 excluded) x 2 repeats = 6 trials"));
+  // Legal, so exit 0, but 2 repeats rarely give a verdict: said so.
+  EXPECT_THAT(run.out, HasSubstr("warning: repeats: 2 rarely gives a verdict"));
   EXPECT_THAT(run.out, HasSubstr("compile_mode=eager,micro_batch=1"));
   EXPECT_THAT(run.out, HasSubstr("baseline"));
   EXPECT_THAT(run.out, HasSubstr("excluded counterpart (compile_mode=eager,micro_batch=4)"));
@@ -120,6 +122,28 @@ TEST_F(ValidateCommandTest, MissingFileExitsTwo) {
   CommandRun run = RunCommand("validate /nonexistent/sweep.yaml");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("/nonexistent/sweep.yaml: cannot open"));
+}
+
+TEST_F(ValidateCommandTest, WarnsWhenRepeatsCannotGiveAVerdict) {
+  const std::string sweep = "name: v\nworkload: {model: tiny}\nparameters:\n"
+                            "  compile_mode: {values: [eager, jit]}\nbaseline: {compile_mode: eager}\n";
+  CommandRun one = RunCommand("validate " + WriteFile("one.yaml", sweep + "repeats: 1\n"));
+  EXPECT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_THAT(one.out, HasSubstr("warning: repeats: 1 cannot give a verdict"));
+  CommandRun json = RunCommand("validate --format json " + WriteFile("one_json.yaml", sweep + "repeats: 1\n"));
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_THAT(nlohmann::json::parse(json.out)["sweep"]["warnings"].dump(), HasSubstr("cannot give a verdict"));
+  // The default and 3 or more: no warning.
+  CommandRun by_default = RunCommand("validate " + WriteFile("default.yaml", sweep));
+  EXPECT_EQ(by_default.exit_code, 0) << by_default.err;
+  EXPECT_THAT(by_default.out, HasSubstr("x 5 repeats = 10 trials"));
+  EXPECT_EQ(by_default.out.find("warning: repeats"), std::string::npos);
+  CommandRun three = RunCommand("validate " + WriteFile("three.yaml", sweep + "repeats: 3\n"));
+  EXPECT_EQ(three.out.find("warning: repeats"), std::string::npos);
+  // One variant: nothing to compare, nothing to warn about.
+  CommandRun single = RunCommand("validate " + WriteFile("single.yaml",
+      "name: v\nworkload: {model: tiny}\nparameters:\n  compile_mode: {value: jit}\nrepeats: 1\n"));
+  EXPECT_EQ(single.out.find("warning: repeats"), std::string::npos);
 }
 
 }  // namespace
