@@ -56,6 +56,21 @@ TEST(WorkerRegistryTest, ReserveAndReleaseTrackFreeCapacity) {
   EXPECT_EQ(registry.Find("g")->free_cuda_devices().size(), 2u);
 }
 
+TEST(WorkerRegistryTest, ReleasingOneAttemptsCpuSlotsFreesThemAndOnlyThem) {
+  FakeClock clock;
+  WorkerRegistry registry(clock, 1000ms);
+  registry.Register(Reg("c", 3));
+  registry.Reserve("c", {1, 1}, 2, {});
+  registry.Reserve("c", {2, 1}, 1, {});
+  EXPECT_EQ(registry.Find("c")->free_cpu_slots(), 0);
+  registry.Release("c", {1, 1}, 2, {});
+  EXPECT_EQ(registry.Find("c")->free_cpu_slots(), 2);
+  registry.Release("c", {1, 1}, 2, {});  // twice: no effect
+  EXPECT_EQ(registry.Find("c")->free_cpu_slots(), 2);
+  registry.Release("c", {2, 1}, 1, {});
+  EXPECT_EQ(registry.Find("c")->free_cpu_slots(), 3);
+}
+
 TEST(WorkerRegistryTest, StorePortsRotateWithinTheAdvertisedRange) {
   FakeClock clock;
   WorkerRegistry registry(clock, 1000ms);

@@ -97,6 +97,8 @@ TEST(FrameCodecTest, HeaderAnnouncingExactlyTheLimitIsAcceptedAndOneMoreIsNot) {
   EXPECT_EQ(DecodeFrameHeader(below, 1024).value(), 1023u);
   EXPECT_EQ(DecodeFrameHeader(at, 1024).value(), 1024u);
   EXPECT_EQ(DecodeFrameHeader(over, 1024).status().code(), Status::Code::kResourceExhausted);
+  const unsigned char zero[] = {0, 0, 0, 0};  // refused by the header alone: no payload is JSON
+  EXPECT_EQ(DecodeFrameHeader(zero, 1024).status().code(), Status::Code::kInvalidArgument);
 }
 
 TEST(FrameCodecTest, HugeLengthHeaderIsRejectedByDefaultLimit) {
