@@ -135,6 +135,7 @@ int Trainer::RunOrThrow() {
                            {"blas_threads", blas.threads},
                            {"torch_version", compat::TorchVersion()},
                            {"comm_backend", comm->backend()},
+                           {"comm_address", comm->local_address()},
                            {"startup_s", SecondsSinceProcessStart()}});
   const double startup_s = SecondsSinceProcessStart();
 
@@ -237,6 +238,7 @@ int Trainer::RunOrThrow() {
                             {"zero_stage", c.zero_stage},
                             {"offload", c.offload},
                             {"comm_backend", comm->backend()},
+                           {"comm_address", comm->local_address()},
                             {"reduce_scatter", comm->reduce_scatter_note()},
                             {"world_size", comm->world_size()}};
   applied.update(model.runner().Evidence(device.is_cpu()));

@@ -145,6 +145,8 @@ const std::map<std::string, Setter>& Setters() {
     s["rank"] = Int(&TrainerConfig::rank, 0, 1 << 16, "rank");
     s["local_rank"] = Int(&TrainerConfig::local_rank, 0, 1 << 16, "local_rank");
     s["store"] = Text(&TrainerConfig::store, "store");
+    s["rank_address"] = Text(&TrainerConfig::rank_address, "rank_address");
+    s["rank_interface"] = Text(&TrainerConfig::rank_interface, "rank_interface");
     return s;
   }();
   return kSetters;
@@ -269,7 +271,9 @@ nlohmann::json TrainerConfig::ToJson() const {
           {"adapters_out", adapters_out},
           {"rank", rank},
           {"local_rank", local_rank},
-          {"store", store}};
+          {"store", store},
+          {"rank_address", rank_address},
+          {"rank_interface", rank_interface}};
 }
 
 }  // namespace bakeoff::trainer
