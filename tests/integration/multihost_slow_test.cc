@@ -79,11 +79,12 @@ class MultiHostTest : public ::testing::Test {
     if (!HasFailure() && !dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
-  // The coordinator on the bridge (heartbeat timeout 2 s) and worker h<i> on test host i
+  // The coordinator on the bridge (`coordinator_args`) and worker h<i> on test host i
   // (`extra_args` for h<i> from `extra`), all registered.
-  void StartCluster(int workers, const std::map<int, std::vector<std::string>>& extra = {}) {
+  void StartCluster(int workers, const std::vector<std::string>& coordinator_args = {},
+                    const std::map<int, std::vector<std::string>>& extra = {}) {
     const std::string bridge = hosts_->bridge_address();
-    ASSERT_TRUE(cluster_->StartCoordinator(testing::kFastFailureArgs, bridge + ":0", bridge + ":0"));
+    ASSERT_TRUE(cluster_->StartCoordinator(coordinator_args, bridge + ":0", bridge + ":0"));
     for (int i = 1; i <= workers; ++i) {
       TestCluster::WorkerHost host{hosts_->Launcher(i), hosts_->address(i), {}};
       if (extra.count(i)) host.extra_args = extra.at(i);
@@ -158,7 +159,7 @@ TEST_F(MultiHostTest, SweepOfWorldSize2And3TrialsAcrossThreeHostsSucceedsThrough
 }
 
 TEST_F(MultiHostTest, HostCutOffMidTrialLosesTheAttemptAndTheTrialCompletesOnceItIsBack) {
-  ASSERT_NO_FATAL_FAILURE(StartCluster(3));
+  ASSERT_NO_FATAL_FAILURE(StartCluster(3, testing::kFastFailureArgs));  // heartbeat timeout 2 s
   TestCluster& c = *cluster_;
   const std::int64_t sweep = c.Submit(kThreeHostSweep);
   ASSERT_GT(sweep, 0);
@@ -210,7 +211,7 @@ TEST_F(MultiHostTest, HostCutOffMidTrialLosesTheAttemptAndTheTrialCompletesOnceI
 TEST_F(MultiHostTest, RankThatCannotBindFailsWithTheCauseAndItsLogNotABacktrace) {
   // h2's ranks are told to bind to h1's address, which is no address of h2's host: the
   // very error of issue 20, now reported readably.
-  ASSERT_NO_FATAL_FAILURE(StartCluster(2, {{2, {"--rank-address", hosts_->address(1)}}}));
+  ASSERT_NO_FATAL_FAILURE(StartCluster(2, {}, {{2, {"--rank-address", hosts_->address(1)}}}));
   TestCluster& c = *cluster_;
   std::string sweep = kSpanningSweep;
   sweep.replace(sweep.find("zero_stage: {values: [0, 1, 2, 3]}"), 34, "zero_stage: {value: 0}");
