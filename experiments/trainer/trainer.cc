@@ -238,7 +238,6 @@ int Trainer::RunOrThrow() {
                             {"zero_stage", c.zero_stage},
                             {"offload", c.offload},
                             {"comm_backend", comm->backend()},
-                           {"comm_address", comm->local_address()},
                             {"reduce_scatter", comm->reduce_scatter_note()},
                             {"world_size", comm->world_size()}};
   applied.update(model.runner().Evidence(device.is_cpu()));
