@@ -3,6 +3,7 @@
 // so finished results stay readable with no server.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -52,6 +53,7 @@ std::string SweepDetail(const nlohmann::json& sweep, const nlohmann::json& trial
                      sweep.value("state", "") + "\n";
   if (!sweep.value("question", "").empty()) text += "question: " + sweep.value("question", "") + "\n";
   std::vector<std::vector<std::string>> rows;
+  std::vector<nlohmann::json> truncated;
   for (const auto& t : trials) {
     std::string tokens = "-";
     if (t["summary"].is_object() && t["summary"].contains("tokens_per_s") && t["summary"]["tokens_per_s"].is_number()) {
@@ -60,14 +62,33 @@ std::string SweepDetail(const nlohmann::json& sweep, const nlohmann::json& trial
     std::string outcome = t["outcome"].is_string() ? t["outcome"].get<std::string>() : "-";
     if (t.value("simulated", false)) outcome += " (simulated)";
     std::string reason = t.value("reason", "");
-    if (reason.size() > 60) reason = reason.substr(0, 57) + "...";
+    if (reason.size() > 60) {
+      reason = reason.substr(0, 57) + "...";
+      truncated.push_back(t);
+    }
+    // The hosts of the ranks (rank order, each once): where a gang ran.
+    std::vector<std::string> hosts;
+    if (t.contains("ranks") && t["ranks"].is_array()) {
+      for (const auto& r : t["ranks"]) {
+        const std::string host = r.value("host", "");
+        if (!host.empty() && std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+      }
+    }
+    std::string host_list;
+    for (const auto& h : hosts) host_list += (host_list.empty() ? "" : ",") + h;
     rows.push_back({std::to_string(t.value("id", 0)), t.value("variant_key", ""), std::to_string(t.value("repeat", 0)),
                     t.value("state", ""), outcome,
                     t["worker_id"].is_string() ? t["worker_id"].get<std::string>() : "-",
-                    std::to_string(t.value("attempts_used", 0)), tokens, reason});
+                    host_list.empty() ? "-" : host_list, std::to_string(t.value("attempts_used", 0)), tokens, reason});
   }
-  text += RenderTextTable({"TRIAL", "VARIANT", "REPEAT", "STATE", "OUTCOME", "WORKER", "ATTEMPTS", "TOKENS/S", "REASON"},
-                          rows, {true, false, true, false, false, false, true, true, false});
+  text += RenderTextTable(
+      {"TRIAL", "VARIANT", "REPEAT", "STATE", "OUTCOME", "WORKER", "HOSTS", "ATTEMPTS", "TOKENS/S", "REASON"}, rows,
+      {true, false, true, false, false, false, false, true, true, false});
+  // Reasons cut short above, whole: the cause and the rank log that holds the full text.
+  if (!truncated.empty()) {
+    text += "\nreasons:\n";
+    for (const auto& t : truncated) text += "  trial " + std::to_string(t.value("id", 0)) + ": " + t.value("reason", "") + "\n";
+  }
   return text;
 }
 

@@ -59,6 +59,9 @@ int RunWorker(WorkerFlags& flags) {
     std::cerr << "bakeoff " << s.message() << "\n";
     return s.code() == Status::Code::kNotFound ? kExitFailure : kExitUsage;
   }
+  if (std::string warning = flags.config.RankAddressWarning(); !warning.empty()) {
+    std::cerr << "bakeoff worker: warning: " << warning << "\n";
+  }
   if (flags.config.simulate) {
     std::cerr << "bakeoff worker: SIMULATED workload: no trainer runs; results are marked simulated "
                  "(for scale benchmarks only)\n";
@@ -101,6 +104,12 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--host", flags->config.advertise_host,
                   "address other workers reach this one at (rank 0's rendezvous store)")
       ->capture_default_str();
+  cmd->add_option("--rank-address", flags->config.rank_address,
+                  "address of this host that ranks bind their collectives to (default: the --host "
+                  "address, or the --rank-interface's); each rank gets it as BAKEOFF_RANK_ADDR");
+  cmd->add_option("--rank-interface", flags->config.rank_interface,
+                  "network interface ranks bind their collectives to, e.g. eth1 (default: the one holding "
+                  "the rank address); also NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME unless already set");
   cmd->add_option("--store-ports", flags->store_ports, "ports rank 0 may bind, FIRST-LAST")->capture_default_str();
   cmd->add_option("--trainer", flags->config.trainer_path,
                   "trainer executable (default: bakeoff-trainer next to this binary)");

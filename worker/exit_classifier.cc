@@ -4,6 +4,8 @@
 #include <csignal>
 #include <cstring>
 
+#include "protocol/error_cause.h"
+
 namespace bakeoff::worker {
 
 using protocol::Outcome;
@@ -21,6 +23,11 @@ std::optional<Outcome> OutcomeForExitCode(int exit_code) {
 }
 
 namespace {
+
+// " (full text in PATH)", or "" without a log.
+std::string LogPointer(const RankEnd& r) {
+  return r.log_path.empty() ? "" : " (full text in " + r.log_path + ")";
+}
 
 std::string Describe(const RankEnd& r) {
   if (r.signal != 0) {
@@ -52,20 +59,20 @@ Classification ClassifyAttempt(const std::vector<RankEnd>& ranks, bool timed_out
     if (*r->error_kind == "oom") outcome = Outcome::kOom;
     else if (*r->error_kind == "unsupported") outcome = Outcome::kUnsupported;
     else if (*r->error_kind == "diverged") outcome = Outcome::kDiverged;
-    std::string reason = "rank " + std::to_string(r->rank) + ": " +
-                         (r->error_message.empty() ? *r->error_kind : r->error_message);
-    return {outcome, reason};
+    const std::string cause = protocol::ErrorCause(r->error_message);
+    std::string reason = "rank " + std::to_string(r->rank) + ": " + (cause.empty() ? *r->error_kind : cause);
+    return {outcome, reason + LogPointer(*r)};
   }
   // 2. No event: the first rank that ended badly, by its exit status.
   for (const RankEnd* r : ordered) {
     if (r->killed_by_supervisor) continue;
     if (r->signal == SIGKILL) {
-      return {Outcome::kOom, Describe(*r) + " without an error event (presumed out of memory)"};
+      return {Outcome::kOom, Describe(*r) + " without an error event (presumed out of memory)" + LogPointer(*r)};
     }
-    if (r->signal != 0) return {Outcome::kFailed, Describe(*r)};
+    if (r->signal != 0) return {Outcome::kFailed, Describe(*r) + LogPointer(*r)};
     if (r->exit_code != 0) {
       auto outcome = OutcomeForExitCode(r->exit_code).value_or(Outcome::kFailed);
-      return {outcome, Describe(*r) + " without an error event"};
+      return {outcome, Describe(*r) + " without an error event" + LogPointer(*r)};
     }
   }
   bool any_killed = std::any_of(ranks.begin(), ranks.end(),

@@ -1,7 +1,9 @@
 // Turns how a trial attempt's rank processes ended into one outcome and a reason, by
 // the rules of docs/trainer.md: the trainer's `error` event is authoritative; without
 // one, the exit code says what happened; a SIGKILL nobody sent (the kernel's OOM
-// killer) is `oom`. Pure, so every rule is unit-tested without processes.
+// killer) is `oom`. A reason names the rank, the cause (the first line of its error,
+// without a backtrace: protocol/error_cause.h) and where the rank's full log is. Pure, so
+// every rule is unit-tested without processes.
 // Thread-safety: pure function.
 #pragma once
 
@@ -20,6 +22,8 @@ struct RankEnd {
   // From the rank's event stream.
   std::optional<std::string> error_kind;  // kind of its first `error` event
   std::string error_message;
+  // The rank's log (its stderr) on this worker, which the reason points to; "" = none.
+  std::string log_path;
   bool summary_seen = false;
   // The supervisor itself killed it (timeout, cancel, or a sibling rank failed).
   bool killed_by_supervisor = false;

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -55,6 +56,7 @@ void TrialRunner::Start() {
     rank.rank = slot.rank;
     rank.local_rank = slot.local_rank;
     rank.end.rank = slot.rank;
+    rank.end.log_path = trial_dir_ + "/rank-" + std::to_string(slot.rank) + ".log";
     ranks_.push_back(std::move(rank));
   }
   if (assign_.timeout_ms > 0) {
@@ -97,6 +99,14 @@ void TrialRunner::Start() {
         "BAKEOFF_TRIAL_ID=" + std::to_string(a.trial_id),
         "BAKEOFF_ATTEMPT=" + std::to_string(a.attempt),
     };
+    // Where this rank binds its own collectives: this host, not rank 0's (the store's).
+    env.push_back("BAKEOFF_RANK_ADDR=" + config_.rank_address);
+    if (!config_.rank_interface.empty()) {
+      env.push_back("BAKEOFF_RANK_IFACE=" + config_.rank_interface);
+      for (const char* name : {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
+        if (std::getenv(name) == nullptr) env.push_back(std::string(name) + "=" + config_.rank_interface);
+      }
+    }
     if (!slot.cuda_devices.empty()) {
       std::string devices;
       for (int d : slot.cuda_devices) devices += (devices.empty() ? "" : ",") + std::to_string(d);
@@ -104,7 +114,7 @@ void TrialRunner::Start() {
     }
     request.environment = EnvironmentWith(env);
     request.working_dir = trial_dir_;
-    request.stderr_path = trial_dir_ + "/rank-" + std::to_string(rank.rank) + ".log";
+    request.stderr_path = rank.end.log_path;
     request.process_group = process_group_ > 0 ? process_group_ : 0;
     auto spawned = SpawnRankProcess(request);
     if (!spawned.ok()) {
@@ -125,7 +135,8 @@ void TrialRunner::Start() {
     if (callbacks_.on_event) {
       const double now_s = std::chrono::duration<double>(
                                std::chrono::system_clock::now().time_since_epoch()).count();
-      callbacks_.on_event(rank.rank, {{"event", "started"}, {"pid", rank.pid}, {"at", now_s}});
+      callbacks_.on_event(rank.rank, {{"event", "started"}, {"pid", rank.pid}, {"at", now_s},
+                                      {"host", config_.advertise_host}, {"address", config_.rank_address}});
     }
   }
   for (std::size_t i = 0; i < ranks_.size(); ++i) {

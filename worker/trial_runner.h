@@ -1,7 +1,8 @@
 // TrialRunner: one attempt of one trial on this worker. Starts a fresh trainer process
 // per local rank (docs/trainer.md: `--config FILE --rank R --world-size N --local-rank L
-// --store HOST:PORT`, plus RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT and
-// CUDA_VISIBLE_DEVICES), reads each rank's stdout event stream asynchronously, enforces
+// --store HOST:PORT`, plus RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT (rank 0's
+// store), BAKEOFF_RANK_ADDR/BAKEOFF_RANK_IFACE (this host's, where the rank binds its
+// collectives; see WorkerConfig::rank_address) and CUDA_VISIBLE_DEVICES), reads each rank's stdout event stream asynchronously, enforces
 // the trial timeout by killing the process group, and when every local rank has ended
 // classifies the attempt (worker/exit_classifier.h) and reports it once.
 // In simulate mode (benchmarks only) no process starts: timers emit ready/step/summary

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "protocol/frame_connection.h"
+#include "protocol/host_network.h"
 
 namespace bakeoff::worker {
 
@@ -59,6 +60,13 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
     std::filesystem::create_directories(work_dir, ec);
     if (ec) return Status::IoError("worker: cannot create the work directory '" + work_dir + "': " + ec.message());
   }
+  if (!rank_interface.empty() && rank_address.empty()) {
+    auto address = protocol::InterfaceAddress(rank_interface);
+    if (!address.ok()) return Status::InvalidArgument("worker: --rank-interface: " + address.status().message());
+    rank_address = *address;
+  }
+  if (rank_address.empty()) rank_address = advertise_host;
+  if (rank_interface.empty()) rank_interface = protocol::InterfaceHolding(rank_address);
   if (metrics_listen.empty()) {
     // The advertised address when it is an IP literal; a host name cannot be bound, so
     // then every interface (the coordinator's /api/v1/sd still lists the host name).
@@ -80,6 +88,13 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
     return Status::InvalidArgument("worker: backoff must satisfy 0 < initial <= max");
   }
   return Status::Ok();
+}
+
+std::string WorkerConfig::RankAddressWarning() const {
+  if (!rank_interface.empty()) return "";
+  return "rank address " + rank_address + " is no address of this host: ranks of trials that span hosts "
+         "cannot bind their collectives to it; give --host (or --rank-address) an address of this host, "
+         "or --rank-interface IFACE";
 }
 
 }  // namespace bakeoff::worker

@@ -28,6 +28,15 @@ struct WorkerConfig {
   std::string name;
   // Address other workers reach this one at (rank 0's TCPStore); default 127.0.0.1.
   std::string advertise_host = "127.0.0.1";
+  // Where this worker's ranks bind their collectives (docs/distributed.md, "Addresses"):
+  // every rank gets BAKEOFF_RANK_ADDR=rank_address and, when known,
+  // BAKEOFF_RANK_IFACE=rank_interface (plus NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME
+  // unless this worker's own environment sets them). Finalize fills them: rank_address
+  // defaults to the address of rank_interface when that is given, else advertise_host;
+  // rank_interface to the interface holding rank_address ("" when it is no address of
+  // this host: warn_rank_address then says why the ranks will not bind).
+  std::string rank_address;
+  std::string rank_interface;
   // Ranks run at once on CPU. Each rank is one trainer process.
   int cpu_slots = 1;
   // CUDA device ordinals offered, one rank each (empty on CPU-only nodes).
@@ -75,9 +84,13 @@ struct WorkerConfig {
   bool simulate = false;
   std::chrono::milliseconds simulate_step{10};
 
-  // Fills defaults (name, trainer_path, work_dir) and checks values. `argv0` locates
-  // the trainer next to the binary.
+  // Fills defaults (name, trainer_path, work_dir, rank_address, rank_interface) and
+  // checks values. `argv0` locates the trainer next to the binary.
   Status Finalize(const std::string& argv0);
+
+  // After Finalize: a warning for the operator when rank_address is no address of this
+  // host (multi-host trials would fail to bind), else "".
+  std::string RankAddressWarning() const;
 };
 
 // The directory of the running executable (from /proc/self/exe), "" when unknown.

@@ -425,7 +425,8 @@ class SweepParser {
           "the device comes from resources.device (cpu or cuda); set it there");
       return false;
     }
-    if (entry.key == "rank" || entry.key == "local_rank" || entry.key == "store") {
+    if (entry.key == "rank" || entry.key == "local_rank" || entry.key == "store" ||
+        entry.key == "rank_address" || entry.key == "rank_interface") {
       Add(entry.key_node, JoinPath(path, entry.key),
           "set by the worker for each rank process, not by a sweep (world_size sets the ranks)");
       return false;

@@ -36,6 +36,9 @@ class Communicator {
   virtual Status Broadcast(torch::Tensor& tensor, int root) = 0;
   virtual Status Barrier() = 0;
 
+  // The local address this rank's collectives bind to ("" when none: one rank).
+  virtual std::string local_address() const { return ""; }
+
   // What reduce-scatter costs on this backend (documented in docs/distributed.md).
   virtual std::string reduce_scatter_note() const { return "native"; }
 

@@ -1,6 +1,7 @@
 #include "experiments/trainer/communicator_factory.h"
 
 #include "experiments/trainer/gloo_communicator.h"
+#include "protocol/host_network.h"
 #ifdef BAKEOFF_WITH_NCCL
 #include "experiments/trainer/nccl_communicator.h"
 #endif
@@ -24,12 +25,30 @@ Result<std::unique_ptr<Communicator>> CreateCommunicator(const TrainerConfig& c,
   if (port <= 0 || port > 65535) {
     return Status::InvalidArgument("store: expected a port in 1..65535 in \"" + c.store + "\"");
   }
+  // Where this rank binds: the launcher's choice, else the address that reaches rank 0
+  // (torchrun or a hand start on several hosts), else the store's host as a last resort
+  // (one host: it is local; several: Gloo's error then says it is not).
+  std::string bind_address = c.rank_address;
+  const std::string bind_interface = c.rank_interface;
+  if (bind_address.empty() && bind_interface.empty()) {
+    bind_address = protocol::LocalAddressToward(host);
+    if (bind_address.empty()) bind_address = host;
+  }
   const auto rendezvous = std::chrono::milliseconds(static_cast<int64_t>(c.rendezvous_timeout_s * 1000));
   const auto collective = std::chrono::milliseconds(static_cast<int64_t>(c.collective_timeout_s * 1000));
   if (device.is_cuda()) {
 #ifdef BAKEOFF_WITH_NCCL
-    auto nccl = NcclCommunicator::Create({static_cast<int>(c.rank), static_cast<int>(c.world_size), host,
-                                          port, device.index(), rendezvous, collective});
+    NcclCommunicator::Options o;
+    o.rank = static_cast<int>(c.rank);
+    o.world_size = static_cast<int>(c.world_size);
+    o.host = host;
+    o.port = port;
+    o.device_index = device.index();
+    o.rendezvous_timeout = rendezvous;
+    o.collective_timeout = collective;
+    o.bind_interface = bind_interface.empty() ? protocol::InterfaceHolding(bind_address) : bind_interface;
+    o.bind_address = bind_address;
+    auto nccl = NcclCommunicator::Create(o);
     if (!nccl.ok()) return nccl.status();
     return std::unique_ptr<Communicator>(std::move(nccl).value());
 #else
@@ -41,6 +60,8 @@ Result<std::unique_ptr<Communicator>> CreateCommunicator(const TrainerConfig& c,
   o.world_size = static_cast<int>(c.world_size);
   o.host = host;
   o.port = port;
+  o.bind_address = bind_address;
+  o.bind_interface = bind_interface;
   o.rendezvous_timeout = rendezvous;
   o.collective_timeout = collective;
   auto gloo = GlooCommunicator::Create(o);

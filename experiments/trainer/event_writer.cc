@@ -1,5 +1,7 @@
 #include "experiments/trainer/event_writer.h"
 
+#include "protocol/error_cause.h"
+
 namespace bakeoff::trainer {
 
 void EventWriter::Write(const std::string& name, nlohmann::json fields) {
@@ -11,7 +13,11 @@ void EventWriter::Write(const std::string& name, nlohmann::json fields) {
 }
 
 int EventWriter::Error(const std::string& kind, const std::string& message) {
-  Write("error", {{"kind", kind}, {"message", message}});
+  if (log_ != nullptr) {
+    *log_ << "bakeoff-trainer: error (" << kind << "): " << message << std::endl;
+  }
+  const std::string cause = protocol::ErrorCause(message);
+  Write("error", {{"kind", kind}, {"message", cause.empty() ? message : cause}});
   if (kind == "oom") return kExitOom;
   if (kind == "unsupported") return kExitUnsupported;
   if (kind == "diverged") return kExitDiverged;

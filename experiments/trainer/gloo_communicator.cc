@@ -3,11 +3,33 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "protocol/host_network.h"
+
 namespace bakeoff::trainer {
 
 Result<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(const Options& options) {
   std::unique_ptr<GlooCommunicator> comm(new GlooCommunicator(options));
   const std::string where = options.host + ":" + std::to_string(options.port);
+  const std::string rank = "rank " + std::to_string(options.rank);
+  // The device first: a rank that cannot bind says so at once instead of after the
+  // rendezvous, and names what it was given.
+  std::shared_ptr<::gloo::transport::Device> device;
+  try {
+    if (!options.bind_address.empty()) {
+      device = c10d::ProcessGroupGloo::createDeviceForHostname(options.bind_address);
+      comm->local_address_ = options.bind_address;
+    } else {
+      device = c10d::ProcessGroupGloo::createDeviceForInterface(options.bind_interface);
+      auto address = protocol::InterfaceAddress(options.bind_interface);
+      comm->local_address_ = address.ok() ? *address : "";
+    }
+  } catch (const std::exception& e) {
+    const std::string what = options.bind_address.empty() ? "interface " + options.bind_interface
+                                                          : "address " + options.bind_address;
+    return Status::Unavailable(rank + " cannot bind its Gloo collectives to " + what +
+                               " (the worker's --rank-address / --rank-interface, docs/distributed.md): " +
+                               e.what());
+  }
   c10::intrusive_ptr<c10d::Store> store;
   try {
     c10d::TCPStoreOptions store_options;
@@ -18,20 +40,19 @@ Result<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(const Options
     store_options.timeout = options.rendezvous_timeout;
     store = c10::make_intrusive<c10d::TCPStore>(options.host, store_options);
   } catch (const std::exception& e) {
-    return Status::Unavailable("rendezvous at " + where + " (rank " + std::to_string(options.rank) +
-                               " of " + std::to_string(options.world_size) + ") failed within " +
-                               std::to_string(options.rendezvous_timeout.count() / 1000.0) + " s: " +
-                               e.what());
+    return Status::Unavailable("rendezvous at " + where + " (" + rank + " of " + std::to_string(options.world_size) +
+                               ") failed within " + std::to_string(options.rendezvous_timeout.count() / 1000.0) +
+                               " s: " + e.what());
   }
   try {
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.collective_timeout);
-    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.host));
+    gloo_options->devices.push_back(device);
     comm->group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.rank,
                                                                options.world_size, gloo_options);
     comm->store_ = store;
   } catch (const std::exception& e) {
-    return Status::Unavailable("gloo process group at " + where + " (rank " +
-                               std::to_string(options.rank) + ") failed: " + e.what());
+    return Status::Unavailable("gloo process group of " + rank + " at " + comm->local_address_ + " (store " + where +
+                               ") failed: " + e.what());
   }
   return comm;
 }

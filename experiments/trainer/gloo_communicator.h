@@ -1,7 +1,8 @@
 // GlooCommunicator: the CPU backend, LibTorch's c10d ProcessGroupGloo over a c10d
-// TCPStore that rank 0 hosts. Gloo in LibTorch 1.13 has no reduce-scatter; it is emulated
-// with an all-reduce of the whole buffer, moving twice the bytes a ring reduce-scatter
-// would (docs/distributed.md).
+// TCPStore that rank 0 hosts. Each rank's Gloo device binds to its own host's address or
+// interface, never to the store's (rank 0's) address. Gloo in LibTorch 1.13 has no
+// reduce-scatter; it is emulated with an all-reduce of the whole buffer, moving twice the
+// bytes a ring reduce-scatter would (docs/distributed.md).
 // Thread-safety: one training thread.
 #pragma once
 
@@ -23,8 +24,12 @@ class GlooCommunicator : public Communicator {
   struct Options {
     int rank = 0;
     int world_size = 1;
-    std::string host = "127.0.0.1";
+    std::string host = "127.0.0.1";  // the store's: rank 0's host
     int port = 29500;
+    // Where this rank's Gloo sockets bind: an address of this host, else (when empty) an
+    // interface; one of the two is required (communicator_factory.h chooses).
+    std::string bind_address;
+    std::string bind_interface;
     std::chrono::milliseconds rendezvous_timeout{60000};
     std::chrono::milliseconds collective_timeout{120000};
   };
@@ -35,6 +40,7 @@ class GlooCommunicator : public Communicator {
   int rank() const override { return options_.rank; }
   int world_size() const override { return options_.world_size; }
   std::string backend() const override { return "gloo"; }
+  std::string local_address() const override { return local_address_; }
   std::string reduce_scatter_note() const override {
     return "emulated: all-reduce of the whole buffer, then the local shard";
   }
@@ -51,6 +57,7 @@ class GlooCommunicator : public Communicator {
   Status Timed(const char* what, int64_t bytes, Fn&& fn);
 
   Options options_;
+  std::string local_address_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
 };

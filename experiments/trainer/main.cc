@@ -38,7 +38,8 @@ Status ReadConfigFile(const std::string& path, TrainerConfig* config) {
   return ApplyConfigJson(json, config);
 }
 
-// torchrun's variables, so the trainer also runs under a standard launcher.
+// torchrun's variables, so the trainer also runs under a standard launcher, and the
+// worker's own.
 Status ApplyEnvironment(TrainerConfig* config) {
   auto env = [](const char* name) -> const char* { return std::getenv(name); };
   if (env("RANK")) BAKEOFF_RETURN_IF_ERROR(ApplyConfigFlag("rank", env("RANK"), config));
@@ -50,6 +51,9 @@ Status ApplyEnvironment(TrainerConfig* config) {
   if (env("MASTER_ADDR") && env("MASTER_PORT")) {
     config->store = std::string(env("MASTER_ADDR")) + ":" + env("MASTER_PORT");
   }
+  // The worker's: where this rank binds its collectives (docs/distributed.md).
+  if (env("BAKEOFF_RANK_ADDR")) config->rank_address = env("BAKEOFF_RANK_ADDR");
+  if (env("BAKEOFF_RANK_IFACE")) config->rank_interface = env("BAKEOFF_RANK_IFACE");
   return Status::Ok();
 }
 
@@ -93,7 +97,7 @@ Status ParseArguments(int argc, char** argv, TrainerConfig* config, bool* help) 
 
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
-  EventWriter events(std::cout);
+  EventWriter events(std::cout, &std::cerr);
   TrainerConfig config;
   bool help = false;
   Status parsed = ParseArguments(argc, argv, &config, &help);

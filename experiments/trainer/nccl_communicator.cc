@@ -4,6 +4,7 @@
 #include <nccl.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <cstdlib>
 #include <thread>
 
 namespace bakeoff::trainer {
@@ -28,6 +29,8 @@ Result<ncclDataType_t> NcclType(const torch::Tensor& t) {
 Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(const Options& options) {
   std::unique_ptr<NcclCommunicator> comm(new NcclCommunicator(options));
   const std::string where = options.host + ":" + std::to_string(options.port);
+  // Before any NCCL call: NCCL reads its environment once. overwrite=0 keeps an operator's.
+  if (!options.bind_interface.empty()) setenv("NCCL_SOCKET_IFNAME", options.bind_interface.c_str(), 0);
   try {
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(options.port);

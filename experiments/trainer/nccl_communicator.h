@@ -27,6 +27,12 @@ class NcclCommunicator : public Communicator {
     std::string host = "127.0.0.1";
     int port = 29500;
     int device_index = 0;
+    // This rank's own address and the interface holding it ("" when unknown). NCCL picks
+    // its bootstrap and socket interface from NCCL_SOCKET_IFNAME; unless the operator set
+    // it, Create sets it to bind_interface before the first NCCL call (rank 0's unique id
+    // carries the address its bootstrap listens on).
+    std::string bind_address;
+    std::string bind_interface;
     std::chrono::milliseconds rendezvous_timeout{60000};
     std::chrono::milliseconds collective_timeout{120000};
   };
@@ -36,6 +42,7 @@ class NcclCommunicator : public Communicator {
   int rank() const override { return options_.rank; }
   int world_size() const override { return options_.world_size; }
   std::string backend() const override { return "nccl"; }
+  std::string local_address() const override { return options_.bind_address; }
 
   Status AllReduceSum(torch::Tensor& tensor) override;
   Status ReduceScatterSum(const torch::Tensor& input, torch::Tensor& output) override;

@@ -203,6 +203,7 @@ int Trainer::RunOrThrow() {
                            {"torch_version", compat::TorchVersion()},
                            {"comm_backend", comm->backend()},
                            {"environment", environment},
+                           {"comm_address", comm->local_address()},
                            {"startup_s", SecondsSinceProcessStart()}});
   const double startup_s = SecondsSinceProcessStart();
 

@@ -71,6 +71,11 @@ struct TrainerConfig {
   int64_t local_rank = 0;
   int64_t local_world_size = 1;  // ranks of this trial on this host (LOCAL_WORLD_SIZE)
   std::string store;  // host:port of the c10d TCPStore (rank 0 hosts it)
+  // This rank's own address, or else interface, for its collectives' sockets (the worker
+  // sets BAKEOFF_RANK_ADDR / BAKEOFF_RANK_IFACE); both empty: the local address routed
+  // toward the store's host (docs/distributed.md, "Addresses").
+  std::string rank_address;
+  std::string rank_interface;
 
   double lora_scale() const { return lora_alpha / static_cast<double>(lora_rank); }
   bool uses_jit() const { return compile_mode == "jit" || compile_mode == "jit+cudagraph"; }

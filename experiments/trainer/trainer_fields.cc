@@ -134,6 +134,8 @@ std::vector<TrainerField> BuildTable() {
       Launcher(Int("local_rank", &C::local_rank, 0, 65535)),
       Launcher(Int("local_world_size", &C::local_world_size, 1, 65536)),
       Launcher(Text("store", &C::store)),
+      Launcher(Text("rank_address", &C::rank_address)),
+      Launcher(Text("rank_interface", &C::rank_interface)),
   };
 }
 

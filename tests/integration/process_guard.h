@@ -1,9 +1,11 @@
 // ProcessGuard: starts a command (argument vector, no shell) in its own process group
 // and, in its destructor, kills the whole group and reaps the child, so that a test
-// never leaves processes behind whatever assertion fails. Thread-safety: one owner.
+// never leaves processes behind whatever assertion fails; the child also gets SIGKILL
+// when the test process dies (a crash skips destructors). Thread-safety: one owner.
 #pragma once
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,6 +38,8 @@ class ProcessGuard {
     pid_ = fork();
     if (pid_ == 0) {
       setpgid(0, 0);
+      // Dies with the test process even when that crashes before the destructor runs.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (!log_path.empty()) {
         FILE* log = fopen(log_path.c_str(), "w");
         if (log) {

@@ -1,5 +1,5 @@
 // TestCluster: a real `bakeoff coordinator` and real `bakeoff worker` processes on
-// loopback, each a ProcessGuard logging to the test's directory, with the helpers the
+// loopback (or workers on test hosts, test_hosts.h), each a ProcessGuard logging to the test's directory, with the helpers the
 // fault-tolerance suites share: (re)start either side on the same ports and database,
 // read the API, query SQLite, find rank processes and their workers. Every process
 // ends with the cluster (ProcessGuard kills its group). Thread-safety: one owner.
@@ -44,6 +44,14 @@ inline const char* kFourTrialSweep =
 // Heartbeat timeout short enough that a loss is noticed within seconds.
 inline const std::vector<std::string> kFastFailureArgs = {"--heartbeat-timeout", "2s", "--recovery-grace", "20s"};
 
+// Where a worker runs: on this host (loopback), or on a test host (test_hosts.h): started
+// through `launcher` (e.g. `ip netns exec NS`) with --host `address`.
+struct WorkerHost {
+  std::vector<std::string> launcher;
+  std::string address = "127.0.0.1";
+  std::vector<std::string> extra_args;  // more `bakeoff worker` flags
+};
+
 class TestCluster {
  public:
   using json = nlohmann::json;
@@ -78,8 +86,9 @@ class TestCluster {
     json p = json::parse(ReadFile(ports));
     http_port_ = p["http_port"];
     worker_port_ = p["worker_port"];
-    auto client = cli::CoordinatorClient::Create("http://127.0.0.1:" + std::to_string(http_port_), "cluster-secret",
-                                                 std::chrono::seconds(10));
+    http_host_ = http.substr(0, http.rfind(':'));
+    worker_host_ = workers.substr(0, workers.rfind(':'));
+    auto client = cli::CoordinatorClient::Create(url(), "cluster-secret", std::chrono::seconds(10));
     if (!client.ok()) {
       ADD_FAILURE() << client.status().ToString();
       return false;
@@ -90,30 +99,35 @@ class TestCluster {
   // SIGKILLs the coordinator and starts it again on the same ports and database.
   bool RestartCoordinator() {
     coordinator_->Kill(SIGKILL);
-    const std::string http = "127.0.0.1:" + std::to_string(http_port_);
-    const std::string workers = "127.0.0.1:" + std::to_string(worker_port_);
+    const std::string http = http_host_ + ":" + std::to_string(http_port_);
+    const std::string workers = worker_host_ + ":" + std::to_string(worker_port_);
     return StartCoordinator(coordinator_args_, http, workers);
   }
 
+  using WorkerHost = testing::WorkerHost;
   // Starts worker `name` with one CPU slot; `index` picks its TCPStore port range. It
   // connects to `coordinator_port` (default: the coordinator's, e.g. a proxy's else).
-  void StartWorker(const std::string& name, int index, int coordinator_port = 0) {
+  void StartWorker(const std::string& name, int index, int coordinator_port = 0, const WorkerHost& host = {}) {
     const int port = coordinator_port != 0 ? coordinator_port : worker_port_;
     worker_ports_[name] = {index, port};
+    worker_hosts_[name] = host;
+    std::vector<std::string> argv = host.launcher;
+    const std::vector<std::string> worker{
+        kBin + "/bakeoff", "worker", "--coordinator", worker_host_ + ":" + std::to_string(port), "--host",
+        host.address, "--slots", "1", "--name", name, "--token-file", (dir_ / "token").string(), "--trainer", trainer_,
+        "--store-ports", std::to_string(29900 + 40 * index) + "-" + std::to_string(29939 + 40 * index), "--work-dir",
+        (dir_ / name).string()};
+    argv.insert(argv.end(), worker.begin(), worker.end());
+    argv.insert(argv.end(), host.extra_args.begin(), host.extra_args.end());
     workers_[name] = std::make_unique<ProcessGuard>(
-        std::vector<std::string>{kBin + "/bakeoff", "worker", "--coordinator", "127.0.0.1:" + std::to_string(port),
-                                 "--slots", "1", "--name", name, "--token-file", (dir_ / "token").string(),
-                                 "--trainer", trainer_, "--store-ports",
-                                 std::to_string(29900 + 40 * index) + "-" + std::to_string(29939 + 40 * index),
-                                 "--work-dir", (dir_ / name).string()},
-        worker_environment_, (dir_ / (name + "-" + std::to_string(++worker_starts_[name]) + ".log")).string());
+        argv, worker_environment_, (dir_ / (name + "-" + std::to_string(++worker_starts_[name]) + ".log")).string());
   }
   // KEY=VALUE for workers started from now on (their ranks inherit it).
   void AddWorkerEnvironment(const std::string& entry) { worker_environment_.push_back(entry); }
   // SIGKILLs worker `name` (its ranks die with it) and starts it again, same name.
   void RestartWorker(const std::string& name) {
     workers_.at(name)->Kill(SIGKILL);
-    StartWorker(name, worker_ports_.at(name).first, worker_ports_.at(name).second);
+    StartWorker(name, worker_ports_.at(name).first, worker_ports_.at(name).second, worker_hosts_.at(name));
   }
   ProcessGuard& worker(const std::string& name) { return *workers_.at(name); }
   ProcessGuard& coordinator() { return *coordinator_; }
@@ -144,6 +158,8 @@ class TestCluster {
     sweep_id_ = (*created)["id"];
     return sweep_id_;
   }
+  // The sweep the helpers below look at, when it was submitted some other way (the CLI).
+  void set_sweep_id(std::int64_t id) { sweep_id_ = id; }
   // The sweep's trials as the API lists them (empty on a transport error).
   json Trials() {
     auto got = client_->GetJson("/api/v1/sweeps/" + std::to_string(sweep_id_) + "/trials");
@@ -227,6 +243,9 @@ class TestCluster {
   std::filesystem::path WorkerLog(const std::string& name) {
     return dir_ / (name + "-" + std::to_string(worker_starts_[name]) + ".log");
   }
+  // The coordinator's API, e.g. for `bakeoff submit --coordinator`.
+  std::string url() const { return "http://" + http_host_ + ":" + std::to_string(http_port_); }
+  std::filesystem::path dir() const { return dir_; }
   int http_port() const { return http_port_; }
   int worker_port() const { return worker_port_; }
   std::int64_t sweep_id() const { return sweep_id_; }
@@ -240,9 +259,11 @@ class TestCluster {
   std::vector<std::string> coordinator_args_;
   std::map<std::string, std::unique_ptr<ProcessGuard>> workers_;
   std::map<std::string, std::pair<int, int>> worker_ports_;  // name -> (index, port)
+  std::map<std::string, WorkerHost> worker_hosts_;
   std::map<std::string, int> worker_starts_;
   std::vector<std::string> worker_environment_{"BAKEOFF_TOKEN="};
   std::unique_ptr<cli::CoordinatorClient> client_;
+  std::string http_host_ = "127.0.0.1", worker_host_ = "127.0.0.1";
   int http_port_ = 0, worker_port_ = 0, coordinator_starts_ = 0;
   std::int64_t sweep_id_ = 0;
 };

@@ -38,6 +38,27 @@ TEST(ExitClassifierTest, ErrorEventKindWinsOverExitCode) {
   EXPECT_NE(c.reason.find("CUDA out of memory"), std::string::npos);
 }
 
+TEST(ExitClassifierTest, ReasonKeepsTheCauseWithoutTheBacktraceAndNamesTheLog) {
+  RankEnd r = Exited(1, 1);
+  r.error_kind = "failed";
+  r.error_message =
+      "unavailable: gloo process group failed: Cannot resolve 10.231.193.2 to a (local) address\n"
+      "Exception raised from createDeviceForHostname at ProcessGroupGloo.cpp:667 (most recent call first):\n"
+      "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x9e\n";
+  r.log_path = "/work/trial-3-attempt-1/rank-1.log";
+  auto c = ClassifyAttempt({r}, false, false);
+  EXPECT_EQ(c.reason,
+            "rank 1: unavailable: gloo process group failed: Cannot resolve 10.231.193.2 to a (local) address "
+            "(full text in /work/trial-3-attempt-1/rank-1.log)");
+}
+
+TEST(ExitClassifierTest, ExitWithoutAnEventAlsoNamesTheLog) {
+  RankEnd r = Exited(0, 1);
+  r.log_path = "/w/rank-0.log";
+  EXPECT_EQ(ClassifyAttempt({r}, false, false).reason,
+            "rank 0 exited with code 1 without an error event (full text in /w/rank-0.log)");
+}
+
 TEST(ExitClassifierTest, EarliestErrorEventDecides) {
   RankEnd first = Exited(1, 4, 1);
   first.error_kind = "unsupported";

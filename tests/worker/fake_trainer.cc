@@ -1,7 +1,9 @@
 // A stand-in for bakeoff-trainer in worker tests: same flags, same event stream
 // (docs/trainer.md), with the behaviour picked by the config field "fake_behavior":
-//   succeed (default) | error_oom | error_failed | sigkill_self | exit_code (uses
-//   "fake_exit_code") | hang | hang_with_child | garbage | slow_steps | rank1_fails
+//   succeed (default) | error_oom | error_failed | error_backtrace (a LibTorch-style
+//   message: cause, then "Exception raised from" and frames; also on stderr) |
+//   sigkill_self | exit_code (uses "fake_exit_code") | hang | hang_with_child | garbage |
+//   slow_steps | rank1_fails
 // "steps" and "fake_step_ms" shape the run. It never reads the network.
 // Through a sweep (whose fields must be trainer fields) the behaviour comes from the
 // environment instead: FAKE_TRAINER_BEHAVIOR_BY_MICRO_BATCH="1=hang,2=error_oom" picks
@@ -52,9 +54,12 @@ int main(int argc, char** argv) {
   const char* env_rank = getenv("RANK");
   const char* cuda_visible = getenv("CUDA_VISIBLE_DEVICES");
   const bool on_cuda = cuda_visible && *cuda_visible;
+  auto env_or_empty = [](const char* name) { return std::string(getenv(name) ? getenv(name) : ""); };
   emit({{"event", "ready"}, {"rank", rank}, {"world_size", world_size}, {"store", store},
         {"env_rank", env_rank ? env_rank : ""}, {"pid", getpid()}, {"pgid", getpgid(0)},
-        {"config", config}});
+        {"env_master_addr", env_or_empty("MASTER_ADDR")}, {"env_rank_addr", env_or_empty("BAKEOFF_RANK_ADDR")},
+        {"env_rank_iface", env_or_empty("BAKEOFF_RANK_IFACE")},
+        {"env_nccl_socket_ifname", env_or_empty("NCCL_SOCKET_IFNAME")}, {"config", config}});
   if (behavior == "garbage") {
     std::cout << "this is not json\n{\"no_event_field\":1}\n[1,2]\n" << std::flush;
   }
@@ -101,6 +106,16 @@ int main(int argc, char** argv) {
   }
   if (behavior == "error_failed") {
     emit({{"event", "error"}, {"kind", "failed"}, {"message", "workload broke (fake)"}});
+    return 1;
+  }
+  if (behavior == "error_backtrace") {
+    const std::string message =
+        "unavailable: rank " + std::to_string(rank) + " cannot bind: Cannot resolve 10.0.0.9 to a (local) address\n"
+        "Exception raised from createDeviceForHostname at ProcessGroupGloo.cpp:667 (most recent call first):\n"
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x9e\n"
+        "frame #1: c10::detail::torchCheckFail(char const*, char const*, unsigned int) + 0xfc\n";
+    std::cerr << message << std::flush;
+    emit({{"event", "error"}, {"kind", "failed"}, {"message", message}});
     return 1;
   }
   if (behavior == "sigkill_self") {

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include <boost/asio/io_context.hpp>
 
@@ -94,6 +97,47 @@ TEST_F(TrialRunnerTest, PassesRankFlagsAndEnvironment) {
   EXPECT_EQ(ranks, (std::set<int>{0, 1}));
   // Both ranks share one process group, led by the first.
   EXPECT_EQ(ready[0]["pgid"], ready[1]["pgid"]);
+}
+
+TEST_F(TrialRunnerTest, EveryRankGetsThisHostsAddressAndMasterAddrIsRankZeros) {
+  config_.rank_address = "127.0.0.1";
+  config_.rank_interface = "lo";
+  auto assign = Assign({{"steps", 1}}, 2, 4);
+  assign.store_address = "10.9.8.7:29555";  // rank 0 runs on another host
+  auto done = Run(assign);
+  EXPECT_EQ(done.outcome, "succeeded") << done.reason;
+  auto ready = EventsOfKind("ready");
+  ASSERT_EQ(ready.size(), 2u);
+  for (const auto& r : ready) {
+    EXPECT_EQ(r["env_master_addr"], "10.9.8.7");
+    EXPECT_EQ(r["env_rank_addr"], "127.0.0.1");
+    EXPECT_EQ(r["env_rank_iface"], "lo");
+    if (!std::getenv("NCCL_SOCKET_IFNAME")) {
+      EXPECT_EQ(r["env_nccl_socket_ifname"], "lo");
+    }
+  }
+  // The worker's own `started` events record where each rank runs.
+  for (const auto& s : EventsOfKind("started")) {
+    EXPECT_EQ(s["address"], "127.0.0.1");
+    EXPECT_EQ(s["host"], config_.advertise_host);
+  }
+}
+
+TEST_F(TrialRunnerTest, ReasonIsTheErrorsFirstLineAndPointsToTheRanksLog) {
+  auto done = Run(Assign({{"fake_behavior", "error_backtrace"}}));
+  EXPECT_EQ(done.outcome, "failed");
+  EXPECT_EQ(done.reason.find("Exception raised from"), std::string::npos) << done.reason;
+  EXPECT_EQ(done.reason.find("frame #"), std::string::npos) << done.reason;
+  EXPECT_EQ(done.reason.find('\n'), std::string::npos) << done.reason;
+  EXPECT_NE(done.reason.find("rank 0: unavailable: rank 0 cannot bind: Cannot resolve 10.0.0.9"), std::string::npos)
+      << done.reason;
+  // The log it names holds the full text.
+  const auto at = done.reason.find("(full text in ");
+  ASSERT_NE(at, std::string::npos) << done.reason;
+  const std::string log = done.reason.substr(at + 14, done.reason.size() - at - 15);
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("frame #1: c10::detail::torchCheckFail"), std::string::npos) << log;
 }
 
 TEST_F(TrialRunnerTest, OomErrorEventIsOom) {

@@ -55,5 +55,38 @@ TEST_F(WorkerConfigTest, MalformedMetricsListenIsRejectedNamingTheFlag) {
   EXPECT_NE(s.message().find("--metrics-listen"), std::string::npos) << s.message();
 }
 
+TEST_F(WorkerConfigTest, RanksBindToTheHostAddressAndTheInterfaceHoldingIt) {
+  config_.advertise_host = "127.0.0.1";
+  ASSERT_TRUE(config_.Finalize("bakeoff").ok());
+  EXPECT_EQ(config_.rank_address, "127.0.0.1");
+  EXPECT_EQ(config_.rank_interface, "lo");
+  EXPECT_EQ(config_.RankAddressWarning(), "");
+}
+
+TEST_F(WorkerConfigTest, RankInterfaceGivesTheRankAddress) {
+  config_.advertise_host = "gpu-node-7.cluster.example";
+  config_.rank_interface = "lo";
+  ASSERT_TRUE(config_.Finalize("bakeoff").ok());
+  EXPECT_EQ(config_.rank_address, "127.0.0.1");
+}
+
+TEST_F(WorkerConfigTest, UnknownRankInterfaceIsRejectedNamingIt) {
+  config_.rank_interface = "bakeoff-none0";
+  Status s = config_.Finalize("bakeoff");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("--rank-interface"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("bakeoff-none0"), std::string::npos) << s.message();
+}
+
+TEST_F(WorkerConfigTest, RankAddressOfNoLocalInterfaceIsKeptWithAWarning) {
+  // Behind NAT the advertised address may be no local one: allowed, but the operator is told.
+  config_.advertise_host = "192.0.2.77";
+  ASSERT_TRUE(config_.Finalize("bakeoff").ok());
+  EXPECT_EQ(config_.rank_address, "192.0.2.77");
+  EXPECT_EQ(config_.rank_interface, "");
+  EXPECT_NE(config_.RankAddressWarning().find("--rank-interface"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace bakeoff::worker

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,10 +23,11 @@ struct ProcessResult {
   std::vector<std::string> unparsed;
 };
 
-// Runs the trainer with `args` (under a 300 s timeout), stdout captured, stderr dropped.
-ProcessResult RunTrainer(const std::string& args) {
+// Runs the trainer with `args` (under a 300 s timeout), stdout captured, stderr to
+// `stderr_path` (dropped by default).
+ProcessResult RunTrainer(const std::string& args, const std::string& stderr_path = "/dev/null") {
   const std::string command = std::string("timeout 300 ") + BAKEOFF_BINARY_DIR + "/bakeoff-trainer " +
-                              args + " 2>/dev/null";
+                              args + " 2>" + stderr_path;
   ProcessResult result;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return result;
@@ -203,6 +205,27 @@ TEST(TrainerProcessTest, CudaGraphsAndOffloadOnCpuAreUnsupported) {
     ASSERT_FALSE(r.events.empty());
     EXPECT_EQ(r.events.back()["kind"], "unsupported") << args;
   }
+}
+
+TEST(TrainerProcessTest, RankThatCannotBindFailsAtOnceWithTheCauseNotABacktrace) {
+  // 192.0.2.1 (TEST-NET-1) is no address of this host: Gloo cannot bind there. The error
+  // comes before the rendezvous (no rank 0 runs), with the cause only; the backtrace
+  // goes to stderr.
+  const std::string log = ::testing::TempDir() + "/cannot-bind.log";
+  auto r = RunTrainer(std::string(kFast) + " --world-size 2 --rank 1 --store 127.0.0.1:1" +
+                      " --rendezvous-timeout-s 300 --rank-address 192.0.2.1", log);
+  EXPECT_EQ(r.exit_code, 1);
+  ASSERT_FALSE(r.events.empty());
+  const auto& error = r.events.back();
+  EXPECT_EQ(error["event"], "error");
+  const std::string message = error["message"];
+  EXPECT_NE(message.find("cannot bind its Gloo collectives to address 192.0.2.1"), std::string::npos) << message;
+  EXPECT_NE(message.find("Cannot resolve 192.0.2.1 to a (local) address"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  EXPECT_EQ(message.find("Exception raised from"), std::string::npos) << message;
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("Exception raised from createDeviceForHostname"), std::string::npos) << text;
 }
 
 TEST(TrainerProcessTest, AllocationBeyondTheHostMemoryCapEndsAsOom) {
