@@ -9,6 +9,8 @@
 
 #include "coordinator/http_server.h"
 #include "metrics/read_only_query.h"
+#include "metrics/report_builder.h"
+#include "metrics/report_loader.h"
 
 namespace bakeoff::coordinator {
 namespace {
@@ -675,6 +677,23 @@ TEST_F(AdaptiveRepeatsTest, AVariantFarFromOneStopsAtMinAndAnAAVariantRunsOn) {
   }
   EXPECT_EQ(succeeded, 15);
   EXPECT_EQ(cancelled, 3);
+  // The report, read from the store, reaches the coordinator's decisions.
+  auto input = metrics::LoadReportInputFromFile((dir_ / "results.db").string(), std::to_string(sweep_id));
+  ASSERT_TRUE(input.ok()) << input.status().ToString();
+  ASSERT_TRUE(input->adaptive.has_value());
+  metrics::Report report = metrics::BuildReport(*input, metrics::ReportOptions{});
+  const metrics::VariantReport* fast = report.FindVariant("micro_batch=2");
+  ASSERT_TRUE(fast && fast->adaptive);
+  EXPECT_EQ(fast->adaptive->pairs, 3);
+  EXPECT_EQ(fast->adaptive->reason, "interval excludes 1");
+  const metrics::VariantReport* same = report.FindVariant("micro_batch=4");
+  ASSERT_TRUE(same && same->adaptive);
+  EXPECT_EQ(same->adaptive->pairs, 6);
+  EXPECT_EQ(same->adaptive->reason, "max pairs reached");
+  EXPECT_EQ(same->comparison.verdict, metrics::Verdict::kNoMeasurableDifference);
+  ASSERT_TRUE(report.adaptive.has_value());
+  EXPECT_EQ(report.adaptive->trials_not_run, 3);
+  EXPECT_EQ(report.adaptive->trials_max, 18);
 }
 
 TEST_F(AdaptiveRepeatsTest, ABaselineStopsOnceNoVariantPairedWithItNeedsMore) {
