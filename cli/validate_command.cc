@@ -58,7 +58,13 @@ std::string Table(const spec::SweepSpec& sweep, const spec::ExpandedSweep& expan
   }
   if (!shared.empty()) out << "every variant:" << shared << "\n";
   out << expanded.variants.size() << " variants (" << expanded.excluded_count << " excluded) x "
-      << sweep.repeats << " repeats = " << expanded.trials.size() << " trials\n\n";
+      << sweep.repeats << " repeats = " << expanded.trials.size() << " trials";
+  if (sweep.adaptive) {
+    out << " at most (adaptive repeats: each variant stops after " << sweep.adaptive->min << " to "
+        << sweep.adaptive->max << " pairs, at an interval that excludes 1 or is +-"
+        << sweep.adaptive->ci_half_width << " wide)";
+  }
+  out << "\n\n";
 
   size_t key_width = 7;
   for (const auto& v : expanded.variants) key_width = std::max(key_width, v.key.size());

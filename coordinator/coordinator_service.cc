@@ -38,6 +38,18 @@ std::optional<std::int64_t> Integer(const json& j, const char* key) {
   return static_cast<std::int64_t>(it->get<double>());
 }
 
+// The sequential design of a stored spec's adaptive repeats, if any (spec::ToJson).
+std::optional<metrics::SequentialDesign> AdaptiveDesign(const json& spec) {
+  auto it = spec.find("adaptive_repeats");
+  if (it == spec.end() || !it->is_object()) return std::nullopt;
+  metrics::SequentialDesign design;
+  design.min_pairs = it->value("min", 3);
+  design.max_pairs = it->value("max", 20);
+  design.ci_half_width = it->value("ci_half_width", 0.02);
+  if (design.min_pairs < 2 || design.max_pairs < design.min_pairs) return std::nullopt;
+  return design;
+}
+
 ApiError FromStatus(const Status& status) {
   int code = 500;
   switch (status.code()) {
@@ -83,7 +95,10 @@ Status CoordinatorService::Recover() {
         std::to_string(waiting) + " attempt(s) wait up to " +
         std::to_string(config_.recovery_grace.count()) + " ms for their workers");
   }
-  for (auto& [id, sweep] : sweeps_) MaybeFinishSweep(id);
+  for (auto& [id, sweep] : sweeps_) {
+    ApplyAdaptiveRepeats(id);  // a decision the previous process may not have carried out
+    MaybeFinishSweep(id);
+  }
   return Status::Ok();
 }
 
@@ -95,6 +110,7 @@ Status CoordinatorService::LoadSweep(const metrics::SweepRecord& record,
   if (record.spec.is_object()) {
     sweep.timeout_ms = record.spec.value("limits", json::object()).value("trial_timeout_s", std::int64_t{0}) * 1000;
     sweep.cuda = record.spec.value("resources", json::object()).value("device", std::string("cpu")) == "cuda";
+    sweep.adaptive = AdaptiveDesign(record.spec);
   }
   auto variants = store_.ListVariants(record.id);
   if (!variants.ok()) return variants.status();
@@ -102,6 +118,8 @@ Status CoordinatorService::LoadSweep(const metrics::SweepRecord& record,
     VariantInfo info;
     info.config = v.trainer_config;
     info.world_size = static_cast<int>(v.trainer_config.value("world_size", std::int64_t{1}));
+    info.counterpart_key = v.counterpart_excluded ? "" : v.counterpart_key;
+    info.is_baseline = v.is_baseline;
     sweep.variants[v.key] = info;
   }
   auto trials = store_.ListTrials(record.id);
@@ -610,7 +628,10 @@ Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const 
       " trial=" + std::to_string(trial.id) + " attempt=" + std::to_string(attempt) + " outcome=" +
       protocol::OutcomeName(outcome) + (reason.empty() ? "" : " reason=\"" + reason + "\""));
   ReleaseParts(trial, /*send_cancel=*/true, "attempt ended: " + std::string(protocol::OutcomeName(outcome)));
-  if (effect == TrialStateMachine::Effect::kFinished) MaybeFinishSweep(trial.sweep_id);
+  if (effect == TrialStateMachine::Effect::kFinished) {
+    ApplyAdaptiveRepeats(trial.sweep_id);
+    MaybeFinishSweep(trial.sweep_id);
+  }
   ScheduleSoon();
   return Status::Ok();
 }
@@ -654,6 +675,91 @@ void CoordinatorService::MaybeFinishSweep(std::int64_t sweep_id) {
   Status s = store_.SetSweepState(sweep_id, state);
   if (!s.ok()) Log("cannot mark sweep " + std::to_string(sweep_id) + " finished: " + s.ToString());
   Log("sweep " + std::to_string(sweep_id) + " (" + it->second.name + ") " + metrics::SweepStateName(state));
+}
+
+void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
+  auto sit = sweeps_.find(sweep_id);
+  if (sit == sweeps_.end() || !sit->second.adaptive || sit->second.done || sit->second.cancelled) return;
+  SweepEntry& sweep = sit->second;
+  const metrics::SequentialDesign& design = *sweep.adaptive;
+  auto results = store_.ListTrialResults(sweep_id);
+  if (!results.ok()) {
+    Log("adaptive repeats of sweep " + std::to_string(sweep_id) + " not evaluated: " + results.status().ToString());
+    return;
+  }
+  // Per variant and repeat: finished, and the trial's tokens/s (slowest rank) when it
+  // succeeded.
+  struct RepeatState {
+    bool finished = false;
+    std::optional<double> tokens_per_s;
+  };
+  std::map<std::string, std::vector<RepeatState>> by_variant;
+  for (const auto& [key, info] : sweep.variants) {
+    by_variant[key].resize(static_cast<std::size_t>(design.max_pairs));
+  }
+  for (const auto& r : *results) {
+    auto v = by_variant.find(r.trial.variant_key);
+    if (v == by_variant.end() || r.trial.repeat < 0 || r.trial.repeat >= design.max_pairs) continue;
+    RepeatState& state = v->second[static_cast<std::size_t>(r.trial.repeat)];
+    state.finished = r.trial.state == metrics::TrialState::kFinished;
+    if (r.trial.outcome != metrics::Outcome::kSucceeded) continue;
+    std::optional<double> slowest;
+    for (const auto& summary : r.summaries) {
+      auto t = Finite(summary.summary, "tokens_per_s");
+      if (t && *t > 0) slowest = slowest ? std::min(*slowest, *t) : *t;
+    }
+    state.tokens_per_s = slowest;
+  }
+  // Cancels the variant's queued trials with `reason`.
+  auto cancel_queued = [&](const std::string& key, const std::string& reason) {
+    int cancelled = 0;
+    for (std::int64_t tid : sweep.trial_order) {
+      TrialEntry& trial = trials_.at(tid);
+      if (trial.variant_key != key || trial.machine.phase() != TrialPhase::kQueued || trial.cancel_requested) continue;
+      auto stored = [&] {
+        CoordinatorMetrics::StoreWriteTimer timer(metrics_, "cancel_trials");
+        return store_.FinishTrial(tid, trial.machine.attempts_used(), metrics::Outcome::kCancelled, reason);
+      }();
+      if (!stored.ok() || !stored->applied) {
+        Log("cannot cancel trial=" + std::to_string(tid) + " (" + reason + "): " +
+            (stored.ok() ? "the store refused it" : stored.status().ToString()));
+        continue;
+      }
+      trial.machine.Cancel();
+      ++cancelled;
+    }
+    if (cancelled > 0) {
+      Log("sweep " + std::to_string(sweep_id) + " variant=" + key + ": " + reason + "; " +
+          std::to_string(cancelled) + " queued trial(s) cancelled");
+    }
+  };
+  // Per baseline: whether some variant paired with it still needs pairs.
+  std::map<std::string, bool> baseline_needed;
+  for (const auto& [key, info] : sweep.variants) {
+    if (info.is_baseline || info.counterpart_key.empty()) continue;
+    auto counterpart = by_variant.find(info.counterpart_key);
+    if (counterpart == by_variant.end()) continue;
+    const auto& mine = by_variant.at(key);
+    std::vector<metrics::RepeatPair> pairs(mine.size());
+    for (std::size_t r = 0; r < mine.size(); ++r) {
+      const RepeatState& v = mine[r];
+      const RepeatState& c = counterpart->second[r];
+      pairs[r].finished = v.finished && c.finished;
+      if (v.tokens_per_s && c.tokens_per_s) pairs[r].log_ratio = std::log(*v.tokens_per_s / *c.tokens_per_s);
+    }
+    metrics::SequentialDecision decision = metrics::SequentialWalk(pairs, design);
+    bool& needed = baseline_needed.try_emplace(info.counterpart_key, false).first->second;
+    if (!decision.stopped()) {
+      needed = true;
+      continue;
+    }
+    cancel_queued(key, "adaptive repeats: stopped after " + std::to_string(decision.pairs) + " of " +
+                           std::to_string(design.max_pairs) + " pairs (" +
+                           metrics::SequentialStopName(decision.stop) + ")");
+  }
+  for (const auto& [key, needed] : baseline_needed) {
+    if (!needed) cancel_queued(key, "adaptive repeats: no variant paired with this baseline needs more pairs");
+  }
 }
 
 void CoordinatorService::Send(const std::string& worker_id, const json& frame) {
@@ -730,7 +836,10 @@ std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& 
   sweep.name = spec->name;
   sweep.timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(spec->limits.trial_timeout).count();
   sweep.cuda = spec->resources.device == "cuda";
-  for (const auto& v : expanded->variants) sweep.variants[v.key] = VariantInfo{v.config, v.world_size};
+  for (const auto& v : expanded->variants) {
+    sweep.variants[v.key] = VariantInfo{v.config, v.world_size, v.counterpart ? v.counterpart_key : "", v.is_baseline};
+  }
+  sweep.adaptive = AdaptiveDesign(record.spec);
   for (std::size_t i = 0; i < created->trial_ids.size(); ++i) {
     TrialEntry entry;
     entry.id = created->trial_ids[i];

@@ -37,6 +37,7 @@
 #include "coordinator/worker_link.h"
 #include "coordinator/worker_registry.h"
 #include "metrics/results_store.h"
+#include "metrics/statistics.h"
 #include "protocol/messages.h"
 
 namespace bakeoff::coordinator {
@@ -124,6 +125,8 @@ class CoordinatorService {
   struct VariantInfo {
     nlohmann::json config = nlohmann::json::object();
     int world_size = 1;
+    std::string counterpart_key;  // the baseline counterpart; empty when none
+    bool is_baseline = false;
   };
   struct SweepEntry {
     std::int64_t id = 0;
@@ -132,6 +135,9 @@ class CoordinatorService {
     std::vector<std::int64_t> trial_order;
     std::int64_t timeout_ms = 0;
     bool cuda = false;
+    // Adaptive repeats (docs/sweep.md): the sequential rule's design; every variant has
+    // adaptive->max_pairs trials, repeats 0..max-1.
+    std::optional<metrics::SequentialDesign> adaptive;
     bool cancelled = false;
     bool done = false;
   };
@@ -147,6 +153,12 @@ class CoordinatorService {
   void ReleaseParts(TrialEntry& trial, bool send_cancel, const std::string& reason);
   void HandleWorkerLost(const std::string& worker_id, const std::string& reason);
   void MaybeFinishSweep(std::int64_t sweep_id);
+  // Adaptive repeats: applies the sequential rule (metrics::SequentialWalk) to every
+  // non-baseline variant's complete pairs as the store records them, and cancels the
+  // queued trials of each stopped variant, and of a baseline once none of the variants
+  // paired with it needs more pairs. A function of the stored outcomes only, so a
+  // restarted coordinator reaches the same decisions. No-op for other sweeps.
+  void ApplyAdaptiveRepeats(std::int64_t sweep_id);
   void Send(const std::string& worker_id, const nlohmann::json& frame);
   // A frame the store could not take: close the worker's connection (see .cc).
   void DropUnstored(const std::string& worker_id, const std::string& reason);

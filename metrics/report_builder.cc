@@ -384,6 +384,84 @@ std::string SettingKey(const std::vector<AxisInput>& axes,
   return key;
 }
 
+namespace {
+
+bool CancelledByAdaptiveRepeats(const TrialView& t) {
+  return t.outcome == "cancelled" && t.reason.rfind("adaptive repeats:", 0) == 0;
+}
+
+// Adaptive repeats: each compared variant's stop (the coordinator's rule on the same
+// outcomes) and what the design saved against running every variant to max.
+void AddAdaptiveRepeats(const ReportInput& input, const SequentialDesign& design, Report& report) {
+  AdaptiveSavings savings;
+  savings.design = AdaptiveDesignInput{design.min_pairs, design.max_pairs, design.ci_half_width};
+  savings.look_confidence = SequentialLookConfidence(design);
+  std::map<std::string, std::vector<const TrialView*>> by_variant;
+  std::vector<double> all_durations;
+  std::map<std::string, std::vector<double>> durations;
+  std::map<std::int64_t, const TrialInput*> raw;
+  for (const TrialInput& t : input.trials) raw[t.id] = &t;
+  for (const TrialView& t : report.trials) {
+    by_variant[t.variant_key].push_back(&t);
+    auto it = raw.find(t.id);
+    if (it != raw.end() && it->second->duration_s && !CancelledByAdaptiveRepeats(t)) {
+      durations[t.variant_key].push_back(*it->second->duration_s);
+      all_durations.push_back(*it->second->duration_s);
+    }
+  }
+  std::map<std::string, int> world_size;
+  for (const VariantInput& v : input.variants) world_size[v.key] = v.world_size;
+  auto repeats_of = [&](const std::string& key) {
+    std::vector<const TrialView*> out(static_cast<std::size_t>(design.max_pairs), nullptr);
+    for (const TrialView* t : by_variant[key]) {
+      if (t->repeat >= 0 && t->repeat < design.max_pairs) out[static_cast<std::size_t>(t->repeat)] = t;
+    }
+    return out;
+  };
+  double device_seconds = 0;
+  bool any_duration = false;
+  for (VariantReport& v : report.variants) {
+    if (v.excluded) continue;
+    savings.trials_max += design.max_pairs;
+    int not_run = 0;
+    for (const TrialView* t : by_variant[v.key]) not_run += CancelledByAdaptiveRepeats(*t) ? 1 : 0;
+    savings.trials_not_run += not_run;
+    if (not_run > 0) {
+      const std::vector<double>& mine = durations[v.key];
+      const std::vector<double>& pool = mine.empty() ? all_durations : mine;
+      if (!pool.empty()) {
+        any_duration = true;
+        auto ws = world_size.find(v.key);
+        device_seconds += not_run * Mean(pool) * (ws == world_size.end() ? 1 : ws->second);
+      }
+    }
+    if (v.comparison.status != Comparison::Status::kCompared) continue;
+    auto mine = repeats_of(v.key), theirs = repeats_of(v.counterpart_key);
+    std::vector<RepeatPair> pairs(mine.size());
+    for (std::size_t r = 0; r < mine.size(); ++r) {
+      const TrialView* a = mine[r];
+      const TrialView* b = theirs[r];
+      pairs[r].finished = a && b && IsFinishedOutcome(a->outcome) && IsFinishedOutcome(b->outcome);
+      if (a && b && a->outcome == "succeeded" && b->outcome == "succeeded" && a->tokens_per_s &&
+          b->tokens_per_s && *a->tokens_per_s > 0 && *b->tokens_per_s > 0) {
+        pairs[r].log_ratio = std::log(*a->tokens_per_s / *b->tokens_per_s);
+      }
+    }
+    SequentialDecision decision = SequentialWalk(pairs, design);
+    AdaptiveVariant a;
+    a.stopped = decision.stopped();
+    a.pairs = decision.pairs;
+    a.max_pairs = design.max_pairs;
+    a.reason = decision.stopped() ? SequentialStopName(decision.stop) : "still running";
+    a.trials_not_run = not_run;
+    v.adaptive = a;
+  }
+  if (any_duration) savings.device_seconds_not_run = device_seconds;
+  report.adaptive = savings;
+}
+
+}  // namespace
+
 Report BuildReport(const ReportInput& input, const ReportOptions& options) {
   Report report;
   report.sweep_id = input.sweep_id;
@@ -530,7 +608,15 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
   }
   for (VariantReport& v : report.variants) sides[v.key].report = &v;
 
-  // Comparisons against the baseline counterpart.
+  // Comparisons against the baseline counterpart. With adaptive repeats every interval is
+  // the sequential rule's per-look interval, so that it covers where the rule stopped.
+  std::optional<SequentialDesign> design;
+  ReportOptions compare_options = options;
+  if (input.adaptive) {
+    design = SequentialDesign{input.adaptive->min_pairs, input.adaptive->max_pairs,
+                              input.adaptive->ci_half_width, options.confidence};
+    compare_options.confidence = SequentialLookConfidence(*design);
+  }
   for (VariantReport& v : report.variants) {
     Comparison& c = v.comparison;
     using S = Comparison::Status;
@@ -604,7 +690,7 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
       continue;
     }
     c.status = S::kCompared;
-    RatioResult ratio = EstimateRatio(vs, cs, interleaved, options);
+    RatioResult ratio = EstimateRatio(vs, cs, interleaved, compare_options);
     c.speedup = ratio.figure;
     c.method = ratio.method;
     c.pairs = ratio.pairs;
@@ -678,6 +764,8 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
       }
     }
   }
+
+  if (design) AddAdaptiveRepeats(input, *design, report);
 
   // Call-outs: outcome mismatches first, then what undermines a verdict.
   for (const VariantReport& v : report.variants) {

@@ -104,6 +104,12 @@ json VariantJson(const VariantReport& v, double confidence) {
       {"workers", v.workers},
       {"verdict", VerdictSentence(v, confidence)},
       {"comparison", ComparisonJson(v.comparison)},
+      {"adaptive", v.adaptive ? json{{"stopped", v.adaptive->stopped},
+                                     {"pairs", v.adaptive->pairs},
+                                     {"max_pairs", v.adaptive->max_pairs},
+                                     {"reason", v.adaptive->reason},
+                                     {"trials_not_run", v.adaptive->trials_not_run}}
+                              : json(nullptr)},
   };
 }
 
@@ -168,6 +174,15 @@ nlohmann::json ReportToJson(const Report& report) {
                    {"resolve_difference", o.resolve_difference},
                    {"memory_budget_bytes", OrNull(o.memory_budget_bytes)}}},
       {"progress", {{"trials", report.trials_total}, {"finished", report.trials_finished}}},
+      {"adaptive", report.adaptive
+                       ? json{{"min_pairs", report.adaptive->design.min_pairs},
+                              {"max_pairs", report.adaptive->design.max_pairs},
+                              {"ci_half_width", report.adaptive->design.ci_half_width},
+                              {"look_confidence", report.adaptive->look_confidence},
+                              {"trials_max", report.adaptive->trials_max},
+                              {"trials_not_run", report.adaptive->trials_not_run},
+                              {"device_seconds_not_run", OrNull(report.adaptive->device_seconds_not_run)}}
+                       : json(nullptr)},
       {"workers", report.workers},
       {"spread_across_workers", report.spread_across_workers},
       {"callouts", report.callouts},

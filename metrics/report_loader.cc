@@ -169,6 +169,14 @@ Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_
   }
   if (spec.is_object()) {
     if (spec.contains("order") && spec["order"].is_string()) input.order = spec["order"];
+    if (spec.contains("adaptive_repeats") && spec["adaptive_repeats"].is_object()) {
+      const json& a = spec["adaptive_repeats"];
+      AdaptiveDesignInput design;
+      design.min_pairs = a.value("min", design.min_pairs);
+      design.max_pairs = a.value("max", design.max_pairs);
+      design.ci_half_width = a.value("ci_half_width", design.ci_half_width);
+      input.adaptive = design;
+    }
     if (spec.contains("baseline") && spec["baseline"].is_object()) {
       for (const auto& [axis, value] : spec["baseline"].items()) input.baseline[axis] = ValueText(value);
     }
@@ -187,8 +195,8 @@ Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_
 
   {
     Statement s(db,
-                "SELECT key, params_json, counterpart_key, is_baseline, counterpart_excluded "
-                "FROM variants WHERE sweep_id = ? ORDER BY ordinal");
+                "SELECT key, params_json, counterpart_key, is_baseline, counterpart_excluded, "
+                "trainer_config_json FROM variants WHERE sweep_id = ? ORDER BY ordinal");
     s.Bind(1, *sweep_id);
     while (s.Step()) {
       VariantInput v;
@@ -200,6 +208,11 @@ Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_
       v.counterpart_key = s.Text(2);
       v.is_baseline = s.Int(3) != 0;
       v.counterpart_excluded = s.Int(4) != 0;
+      json config = ParseJson(s.Text(5));
+      if (config.is_object() && config.contains("world_size") && config["world_size"].is_number_integer() &&
+          config["world_size"].get<std::int64_t>() >= 1) {
+        v.world_size = static_cast<int>(config["world_size"].get<std::int64_t>());
+      }
       input.variants.push_back(std::move(v));
     }
     BAKEOFF_RETURN_IF_ERROR(s.status("variants"));
@@ -238,7 +251,8 @@ Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_
   {
     Statement s(db,
                 "SELECT t.id, t.variant_key, t.repeat, t.order_index, t.state, t.outcome, t.reason, "
-                "COALESCE(NULLIF(w.name, ''), a.worker_id, ''), COALESCE(a.simulated, 0) "
+                "COALESCE(NULLIF(w.name, ''), a.worker_id, ''), COALESCE(a.simulated, 0), "
+                "a.ended_at - a.started_at "
                 "FROM trials t "
                 "LEFT JOIN attempts a ON a.trial_id = t.id AND a.attempt = t.attempts_used "
                 "LEFT JOIN workers w ON w.id = a.worker_id "
@@ -254,6 +268,7 @@ Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_
       t.reason = s.Text(6);
       t.worker = s.Text(7);
       simulated += s.Int(8) != 0 ? 1 : 0;
+      if (!s.IsNull(9) && s.Real(9) >= 0) t.duration_s = s.Real(9);
       trial_index[t.id] = input.trials.size();
       input.trials.push_back(std::move(t));
     }

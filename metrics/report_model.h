@@ -31,6 +31,7 @@ struct VariantInput {
   bool is_baseline = false;     // its own counterpart
   bool counterpart_excluded = false;  // its counterpart matched an exclude rule
   bool excluded = false;        // listed, but removed by an exclude rule: no trials
+  int world_size = 1;           // ranks per trial (device-seconds of adaptive savings)
 };
 
 // One rank's `summary` event (docs/trainer.md).
@@ -78,6 +79,15 @@ struct TrialInput {
   // null), or null when the trainer did not report one.
   nlohmann::json environment;
   std::vector<StepSample> steps;   // measured steps, in step order
+  // Wall seconds of the final attempt (started to ended), when it ran.
+  std::optional<double> duration_s;
+};
+
+// The design of adaptive repeats (sweep spec `repeats: {min, max, until}`).
+struct AdaptiveDesignInput {
+  int min_pairs = 3;
+  int max_pairs = 20;
+  double ci_half_width = 0.02;
 };
 
 struct ReportInput {
@@ -89,6 +99,7 @@ struct ReportInput {
   std::vector<AxisInput> axes;
   std::vector<VariantInput> variants;
   std::vector<TrialInput> trials;
+  std::optional<AdaptiveDesignInput> adaptive;  // set for a sweep with adaptive repeats
   // Facts the loader found that a reader must know (e.g. simulated trials); shown
   // among the call-outs.
   std::vector<std::string> notes;
@@ -283,6 +294,27 @@ inline const char* ComparisonStatusName(Comparison::Status status) {
   return "unknown";
 }
 
+// Adaptive repeats, per compared variant: where the sequential rule stopped it (the
+// same rule, on the same outcomes, as the coordinator: metrics::SequentialWalk).
+struct AdaptiveVariant {
+  bool stopped = false;
+  int pairs = 0;        // complete pairs behind the decision
+  int max_pairs = 0;
+  std::string reason;   // SequentialStopName, e.g. "interval excludes 1"
+  int trials_not_run = 0;  // its trials cancelled by adaptive repeats
+};
+
+// What the adaptive design saved against running every variant to max.
+struct AdaptiveSavings {
+  AdaptiveDesignInput design;
+  double look_confidence = 0;     // of every comparison's interval in this sweep
+  int trials_max = 0;             // variants x max
+  int trials_not_run = 0;         // cancelled by adaptive repeats
+  // trials not run x mean duration of the trials of that variant that ran (else of the
+  // sweep's) x world_size; absent when no trial duration is known.
+  std::optional<double> device_seconds_not_run;
+};
+
 struct VariantReport {
   std::string key;
   std::map<std::string, std::string> params;
@@ -316,6 +348,7 @@ struct VariantReport {
   std::vector<std::string> workers;
 
   Comparison comparison;
+  std::optional<AdaptiveVariant> adaptive;  // adaptive sweeps, compared variants
 };
 
 // Marginal effect of one axis value against the axis's reference value.
@@ -366,6 +399,7 @@ struct Report {
   bool iso_memory_applicable = false;
   std::vector<IsoMemoryRow> iso_memory;
   std::vector<TrialView> trials;
+  std::optional<AdaptiveSavings> adaptive;  // set for a sweep with adaptive repeats
 
   const VariantReport* FindVariant(const std::string& key) const {
     for (const auto& v : variants) {

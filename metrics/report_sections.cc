@@ -112,6 +112,17 @@ std::vector<std::string> ReportHeadline(const Report& report) {
   for (const std::string& w : report.workers) workers += (workers.empty() ? "" : ", ") + w;
   lines.push_back("Workers: " + (workers.empty() ? std::string("none recorded") : workers) +
                   (report.spread_across_workers ? " (effects stratified by worker below)" : ""));
+  if (report.adaptive) {
+    const AdaptiveSavings& a = *report.adaptive;
+    std::string saved = std::to_string(a.trials_not_run) + " of " + std::to_string(a.trials_max) +
+                        " trials not run";
+    if (a.device_seconds_not_run) saved += ", about " + FormatSeconds(*a.device_seconds_not_run) + " device time";
+    lines.push_back("Adaptive repeats: " + std::to_string(a.design.min_pairs) + " to " +
+                    std::to_string(a.design.max_pairs) + " pairs, until +-" +
+                    FormatNumber(a.design.ci_half_width, 3) + "; saved " + saved +
+                    " against running every variant to " + std::to_string(a.design.max_pairs) +
+                    " (intervals at " + FormatNumber(a.look_confidence * 100, 4) + "% per look)");
+  }
   if (report.fastest_key) {
     const VariantReport* v = report.FindVariant(*report.fastest_key);
     lines.push_back("Fastest: " + *report.fastest_key + " at " + Tps(*v->tokens_per_s) + " tokens/s");
@@ -156,6 +167,25 @@ std::vector<ReportSection> ReportSections(const Report& report) {
                              c.break_even.value_or(kNone), loss, effect});
   }
   sections.push_back(std::move(verdicts));
+
+  if (report.adaptive) {
+    ReportSection adaptive{"adaptive", "Adaptive repeats",
+                           "Each variant stopped by the sequential rule (docs/statistics.md): its "
+                           "intervals above are at " +
+                               FormatNumber(report.adaptive->look_confidence * 100, 4) +
+                               "% per look, so that the whole procedure keeps " + ci_name + ".",
+                           {"variant", "adaptive", "trials not run"},
+                           {},
+                           {false, false, true}};
+    for (const VariantReport& v : report.variants) {
+      if (!v.adaptive) continue;
+      const AdaptiveVariant& a = *v.adaptive;
+      std::string cell = (a.stopped ? "stopped after " : "running, ") + std::to_string(a.pairs) + " of " +
+                         std::to_string(a.max_pairs) + " pairs" + (a.stopped ? " (" + a.reason + ")" : "");
+      adaptive.rows.push_back({v.key, "adaptive: " + cell, std::to_string(a.trials_not_run)});
+    }
+    if (!adaptive.rows.empty()) sections.push_back(std::move(adaptive));
+  }
 
   ReportSection memory{"memory", "Memory",
                        "Peak bytes of the largest rank. Compression = counterpart peak / variant peak. "

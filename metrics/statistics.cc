@@ -249,4 +249,60 @@ int RepeatsToResolve(double sd_log_ratio, double difference, double confidence) 
   return kCap;
 }
 
+int SequentialLooks(const SequentialDesign& design) {
+  return std::max(1, design.max_pairs - design.min_pairs + 1);
+}
+
+double SequentialLookConfidence(const SequentialDesign& design) {
+  return 1.0 - (1.0 - design.confidence) / SequentialLooks(design);
+}
+
+const char* SequentialStopName(SequentialStop stop) {
+  switch (stop) {
+    case SequentialStop::kContinue: return "continue";
+    case SequentialStop::kExcludesOne: return "interval excludes 1";
+    case SequentialStop::kNarrow: return "interval narrow enough";
+    case SequentialStop::kMaxPairs: return "max pairs reached";
+    case SequentialStop::kAllRan: return "every repeat ran";
+  }
+  return "continue";
+}
+
+SequentialDecision SequentialLook(const std::vector<double>& log_ratios, const SequentialDesign& design) {
+  SequentialDecision decision;
+  decision.pairs = static_cast<int>(log_ratios.size());
+  if (log_ratios.empty()) return decision;
+  decision.ratio = std::exp(Mean(log_ratios));
+  if (log_ratios.size() >= 2) {
+    TEstimate t = WelchContrast({{log_ratios, 1.0}}, SequentialLookConfidence(design));
+    decision.interval = Interval{std::exp(t.interval.low), std::exp(t.interval.high)};
+  }
+  if (decision.pairs < design.min_pairs || !decision.interval) return decision;
+  const Interval& i = *decision.interval;
+  if (!i.Contains(1.0)) {
+    decision.stop = SequentialStop::kExcludesOne;
+  } else if ((i.high - i.low) / 2 <= design.ci_half_width) {
+    decision.stop = SequentialStop::kNarrow;
+  } else if (decision.pairs >= design.max_pairs) {
+    decision.stop = SequentialStop::kMaxPairs;
+  }
+  return decision;
+}
+
+SequentialDecision SequentialWalk(const std::vector<RepeatPair>& repeats, const SequentialDesign& design) {
+  std::vector<double> log_ratios;
+  SequentialDecision last = SequentialLook(log_ratios, design);
+  std::size_t finished = 0;
+  for (const RepeatPair& r : repeats) {
+    if (!r.finished) break;
+    ++finished;
+    if (!r.log_ratio) continue;
+    log_ratios.push_back(*r.log_ratio);
+    last = SequentialLook(log_ratios, design);
+    if (last.stopped()) return last;
+  }
+  if (finished == repeats.size() && !repeats.empty()) last.stop = SequentialStop::kAllRan;
+  return last;
+}
+
 }  // namespace bakeoff::metrics

@@ -145,4 +145,63 @@ LossParity ComputeLossParity(const std::vector<std::pair<std::int64_t, double>>&
 // approximation says.
 int RepeatsToResolve(double sd_log_ratio, double difference, double confidence = 0.95);
 
+// ---- Adaptive repeats: the sequential rule (docs/statistics.md, "Adaptive repeats") ----
+//
+// A variant of an adaptive sweep is looked at after each complete pair n = min..max (the
+// repeat r of the variant and of its baseline counterpart both succeeded). Each look's
+// interval is the paired t interval on the log ratios at the per-look confidence
+// 1 - (1 - confidence) / looks, looks = max - min + 1 (Bonferroni alpha spending: the
+// looks together are wrong with probability at most 1 - confidence, so the false-verdict
+// rate of the whole procedure and the coverage of the interval where it stops hold
+// whatever the stopping rule). A look stops the variant when its interval excludes 1,
+// when the interval on the ratio is narrow enough ((high - low) / 2 <= ci_half_width),
+// or at n == max.
+struct SequentialDesign {
+  int min_pairs = 3;           // REQUIRES: >= 2
+  int max_pairs = 20;          // REQUIRES: >= min_pairs
+  double ci_half_width = 0.02; // REQUIRES: in (0, 1)
+  double confidence = 0.95;    // of the whole procedure
+};
+// max - min + 1.
+int SequentialLooks(const SequentialDesign& design);
+// 1 - (1 - confidence) / SequentialLooks(design): the confidence of every look's interval
+// and of the interval the report shows for a variant of an adaptive sweep.
+double SequentialLookConfidence(const SequentialDesign& design);
+
+enum class SequentialStop {
+  kContinue,     // fewer than min pairs, or the look says run another pair
+  kExcludesOne,  // the interval excludes 1: a verdict
+  kNarrow,       // the interval is within +-ci_half_width: no more pairs needed
+  kMaxPairs,     // n == max
+  kAllRan,       // every repeat finished with fewer than max complete pairs (failures)
+};
+// "continue", "interval excludes 1", "interval narrow enough", "max pairs reached",
+// "every repeat ran".
+const char* SequentialStopName(SequentialStop stop);
+
+struct SequentialDecision {
+  SequentialStop stop = SequentialStop::kContinue;
+  int pairs = 0;                     // complete pairs behind the decision
+  double ratio = 0;                  // exp(mean log ratio); valid when pairs > 0
+  std::optional<Interval> interval;  // at SequentialLookConfidence; from 2 pairs
+  bool stopped() const { return stop != SequentialStop::kContinue; }
+};
+
+// One look at the pairs given (n = log_ratios.size()): continue below min_pairs,
+// else the rule above.
+SequentialDecision SequentialLook(const std::vector<double>& log_ratios, const SequentialDesign& design);
+
+// One repeat of a variant and its counterpart, as far as it is known.
+struct RepeatPair {
+  bool finished = false;              // both trials of the repeat have an outcome
+  std::optional<double> log_ratio;    // ln(variant / counterpart) when both succeeded
+};
+// The looks in repeat order: walks the leading finished repeats (stops at the first
+// unfinished one, so the decision does not depend on which trials happened to finish
+// first), adding each complete pair and looking at every n >= min_pairs; returns the
+// first look that stops. When every one of `repeats` (max_pairs entries, the trials
+// expanded) has finished without a stop: kAllRan. Otherwise kContinue with the pairs so
+// far. A pure function of the outcomes, so a restarted coordinator decides the same.
+SequentialDecision SequentialWalk(const std::vector<RepeatPair>& repeats, const SequentialDesign& design);
+
 }  // namespace bakeoff::metrics

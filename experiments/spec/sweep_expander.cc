@@ -319,8 +319,10 @@ class Expander {
       return Status::ResourceExhausted(
           Where() + ": " + std::to_string(variants * repeats) + " trials (" +
           std::to_string(variants) + " variants x " + std::to_string(repeats) +
-          " repeats) is over the cap of " + std::to_string(options_.max_trials) +
-          " trials per sweep; remove axis values, add exclude rules or lower repeats");
+          (spec_.adaptive ? " repeats, the adaptive max" : " repeats") + ") is over the cap of " +
+          std::to_string(options_.max_trials) +
+          " trials per sweep; remove axis values, add exclude rules or lower repeats" +
+          (spec_.adaptive ? ".max" : ""));
     }
     std::vector<Trial>& trials = result_.trials;
     trials.reserve(variants * repeats);

@@ -32,6 +32,8 @@ const std::vector<std::string> kAxisFields = {"values", "value", "distribution",
 const std::vector<std::string> kCommandFields = {"template", "args"};
 const std::vector<std::string> kResourceFields = {"device", "gpu_type"};
 const std::vector<std::string> kLimitFields = {"trial_timeout", "max_attempts"};
+const std::vector<std::string> kAdaptiveFields = {"min", "max", "until"};
+const std::vector<std::string> kUntilFields = {"ci_half_width"};
 
 constexpr int kMaxRepeats = 1000;
 constexpr int kMaxAttempts = 100;
@@ -512,13 +514,22 @@ class SweepParser {
       if (auto s = ReadInt(e->value, "seed", 0, INT64_MAX)) spec_.seed = static_cast<uint64_t>(*s);
     }
     if (const Entry* e = find("repeats")) {
-      if (auto r = ReadInt(e->value, "repeats", 1, kMaxRepeats)) spec_.repeats = static_cast<int>(*r);
+      if (e->value.IsMap()) {
+        ParseAdaptiveRepeats(e->value);
+      } else if (auto r = ReadInt(e->value, "repeats", 1, kMaxRepeats)) {
+        spec_.repeats = static_cast<int>(*r);
+      }
     }
     if (const Entry* e = find("order")) {
       if (auto o = ReadChoice(e->value, "order", {"interleaved", "sequential", "random"})) {
         spec_.order = *o == "interleaved"  ? Order::kInterleaved
                       : *o == "sequential" ? Order::kSequential
                                            : Order::kRandom;
+        if (spec_.adaptive && spec_.order != Order::kInterleaved) {
+          Add(e->value, "order",
+              "adaptive repeats need order: interleaved (the sequential rule looks at pairs "
+              "of a variant and its counterpart that ran side by side), got " + *o);
+        }
       }
     }
     if (const Entry* e = find("resources")) ParseResources(e->value);
@@ -533,6 +544,12 @@ class SweepParser {
     if (const Entry* e = find("exclude")) ParseExclude(e->value);
     if (const Entry* e = find("baseline")) {
       ParseBaseline(e->value);
+    } else if (spec_.adaptive) {
+      Add(find("repeats")->value, "repeats",
+          "adaptive repeats need a baseline: they stop a variant by its interval against its "
+          "baseline counterpart; add e.g. baseline: {" +
+              (spec_.parameters.empty() ? std::string("axis: value") : spec_.parameters.front().name + ": ...") +
+              "}");
     } else if (!spec_.parameters.empty()) {
       spec_.warnings.push_back(
           "no baseline: variants will not be paired, so the report cannot compare them; "
@@ -540,6 +557,90 @@ class SweepParser {
           spec_.parameters.front().name + ": ...}");
     }
     AddWarnings();
+  }
+
+  // repeats: {min: 3, max: 20, until: {ci_half_width: 0.02}} (docs/sweep.md).
+  void ParseAdaptiveRepeats(const YAML::Node& node) {
+    auto entries = Entries(node, "repeats",
+                           "a number of repeats or {min: 3, max: 20, until: {ci_half_width: 0.02}}");
+    if (!entries) return;
+    AdaptiveRepeats adaptive;
+    adaptive.location = Location(node);
+    const Entry* min_entry = nullptr;
+    bool ok = true, saw_min = false, saw_max = false, saw_until = false;
+    for (const auto& entry : *entries) {
+      std::string path = JoinPath("repeats", entry.key);
+      if (entry.key == "min") {
+        saw_min = true;
+        min_entry = &entry;
+        if (auto v = ReadInt(entry.value, path, 2, kMaxRepeats)) {
+          adaptive.min = static_cast<int>(*v);
+        } else {
+          ok = false;
+        }
+      } else if (entry.key == "max") {
+        saw_max = true;
+        if (auto v = ReadInt(entry.value, path, 2, kMaxRepeats)) {
+          adaptive.max = static_cast<int>(*v);
+        } else {
+          ok = false;
+        }
+      } else if (entry.key == "until") {
+        saw_until = true;
+        auto until = Entries(entry.value, path, "a mapping {ci_half_width: 0.02}");
+        if (!until) {
+          ok = false;
+          continue;
+        }
+        bool saw_width = false;
+        for (const auto& u : *until) {
+          std::string upath = JoinPath(path, u.key);
+          if (u.key != "ci_half_width") {
+            Unknown(u, path, kUntilFields);
+            ok = false;
+            continue;
+          }
+          saw_width = true;
+          const YAML::Node& v = u.value;
+          bool number = v.IsScalar() && v.Tag() != "!" &&
+                        (MatchesFloat(v.Scalar()) || MatchesInt(v.Scalar()));
+          double width = number ? std::strtod(v.Scalar().c_str(), nullptr) : 0;
+          if (!number || !(width > 0 && width < 1)) {
+            Add(v, upath,
+                "expected a number between 0 and 1 (exclusive; 0.02 stops once the speedup's "
+                "interval is +-0.02 wide), got " + Describe(v));
+            ok = false;
+          } else {
+            adaptive.ci_half_width = width;
+          }
+        }
+        if (!saw_width) {
+          Add(entry.value, path, "missing ci_half_width (e.g. until: {ci_half_width: 0.02})");
+          ok = false;
+        }
+      } else {
+        Unknown(entry, "repeats", kAdaptiveFields);
+        ok = false;
+      }
+    }
+    for (const auto& [seen, field] : {std::make_pair(saw_min, "min"), std::make_pair(saw_max, "max"),
+                                      std::make_pair(saw_until, "until")}) {
+      if (!seen) {
+        Add(node, JoinPath("repeats", field),
+            "missing; adaptive repeats need min, max and until (e.g. repeats: {min: 3, max: 20, "
+            "until: {ci_half_width: 0.02}})");
+        ok = false;
+      }
+    }
+    if (!ok) return;
+    if (adaptive.max < adaptive.min) {
+      Add(min_entry->value, "repeats.min",
+          "must not exceed max (" + std::to_string(adaptive.max) + "), got " +
+              std::to_string(adaptive.min));
+      return;
+    }
+    spec_.adaptive = adaptive;
+    spec_.repeats = adaptive.max;
   }
 
   void ParseResources(const YAML::Node& node) {

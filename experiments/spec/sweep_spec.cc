@@ -22,6 +22,14 @@ std::string RepeatsVerdictWarning(const SweepSpec& spec) {
   bool varies = false;
   for (const auto& axis : spec.parameters) varies |= axis.Varies();
   if (!varies && !(spec.method == Method::kRandom && spec.count > 1)) return "";
+  if (spec.adaptive) {
+    if (spec.adaptive->min == 2) {
+      return "repeats: min 2 rarely gives a verdict at the first look (its interval has 1 "
+             "degree of freedom); min: 3 or more lets a large difference stop early "
+             "(docs/statistics.md)";
+    }
+    return "";
+  }
   if (spec.repeats == 1) {
     return "repeats: 1 cannot give a verdict: one run per variant sees no run-to-run "
            "variation, so every speedup is reported \"unclear\"; use repeats: " +
@@ -101,6 +109,10 @@ json ToJson(const SweepSpec& spec) {
       {"exclude", std::move(exclude)},
       {"baseline", spec.baseline.empty() ? json(nullptr) : std::move(baseline)},
       {"repeats", spec.repeats},
+      {"adaptive_repeats", spec.adaptive ? json{{"min", spec.adaptive->min},
+                                                {"max", spec.adaptive->max},
+                                                {"ci_half_width", spec.adaptive->ci_half_width}}
+                                         : json(nullptr)},
       {"order", OrderName(spec.order)},
       {"resources", {{"device", spec.resources.device}, {"gpu_type", spec.resources.gpu_type}}},
       {"limits",

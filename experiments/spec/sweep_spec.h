@@ -82,6 +82,18 @@ struct Limits {
   int max_attempts = 3;  // attempts per trial; only `lost` attempts are retried
 };
 
+// `repeats: {min, max, until: {ci_half_width}}` (docs/sweep.md): each non-baseline
+// variant runs at least `min` and at most `max` interleaved pairs with its baseline
+// counterpart; the coordinator stops it once the sequential rule
+// (metrics::SequentialLook) says so and cancels its remaining queued trials.
+// SweepSpec::repeats is `max`: the expansion and the trial cap see every possible trial.
+struct AdaptiveRepeats {
+  int min = 3;                  // pairs before the first look (>= 2)
+  int max = 20;                 // pairs at most (== SweepSpec::repeats)
+  double ci_half_width = 0.02;  // stop when the ratio's interval is this narrow: (high - low) / 2
+  SourceLocation location;      // of the `repeats` mapping
+};
+
 // Repeats per variant when a sweep says none (docs/statistics.md has the table behind it).
 inline constexpr int kDefaultRepeats = 5;
 
@@ -100,7 +112,10 @@ struct SweepSpec {
   std::vector<std::pair<std::string, nlohmann::json>> baseline;
   // Trials per variant. The default gives verdicts: with 5 interleaved repeats the
   // report's t interval detects a 10% difference in ~90% of sweeps (docs/statistics.md).
+  // With adaptive repeats: their `max`.
   int repeats = kDefaultRepeats;
+  // Set when `repeats` was written as a mapping (order is then interleaved).
+  std::optional<AdaptiveRepeats> adaptive;
   Order order = Order::kInterleaved;
   Resources resources;
   Limits limits;
@@ -124,7 +139,9 @@ const char* ExecutorName(Executor executor);  // "lora" | "command"
 const char* DistributionName(Distribution::Kind kind);  // "int_uniform" | ...
 
 // The normalised spec as JSON (what the coordinator stores and serves): every field
-// with its resolved default; trial_timeout in seconds as "trial_timeout_s".
+// with its resolved default; trial_timeout in seconds as "trial_timeout_s"; "repeats" is
+// the number of trials per variant (max when adaptive) and "adaptive_repeats" is
+// {min, max, ci_half_width} or null.
 nlohmann::json ToJson(const SweepSpec& spec);
 
 }  // namespace bakeoff::spec

@@ -9,6 +9,8 @@
 
 #include "coordinator/http_server.h"
 #include "metrics/read_only_query.h"
+#include "metrics/report_builder.h"
+#include "metrics/report_loader.h"
 
 namespace bakeoff::coordinator {
 namespace {
@@ -107,13 +109,14 @@ class CoordinatorServiceTest : public ::testing::Test {
   // The worker's rank `rank` reports events, then the worker reports its part of the
   // attempt finished with `outcome`.
   void Succeed(const std::string& worker, const json& assign, std::int64_t seq, int rank = 0,
-               const std::string& outcome = "succeeded", const std::string& reason = "") {
+               const std::string& outcome = "succeeded", const std::string& reason = "",
+               std::optional<double> tokens_per_s = std::nullopt) {
     protocol::AttemptRef ref{assign["trial_id"], assign["attempt"]};
     protocol::EventsMessage events;
     events.events.push_back({ref, rank, {{"event", "started"}, {"pid", 1}}, 1});
     events.events.push_back({ref, rank, {{"event", "step"}, {"step", 0}, {"phase", "measure"}, {"step_s", 0.1}, {"tokens", 16}, {"loss", 4.0}}, 2});
     if (outcome == "succeeded") {
-      events.events.push_back({ref, rank, {{"event", "summary"}, {"tokens_per_s", 160.0 + rank}, {"step_s_median", 0.1}}, 3});
+      events.events.push_back({ref, rank, {{"event", "summary"}, {"tokens_per_s", tokens_per_s.value_or(160.0 + rank)}, {"step_s_median", 0.1}}, 3});
     }
     events.outbox_seq = seq;
     Frame(worker, protocol::ToJson(events));
@@ -344,7 +347,8 @@ TEST_F(CoordinatorServiceTest, CancelStopsRunningAndCancelsQueued) {
   done.outcome = "cancelled";
   Frame("w1", protocol::ToJson(done));
   EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kCancelled);
-  for (const auto& t : store_->ListTrials(sweep_id).value()) EXPECT_EQ(t.outcome, metrics::Outcome::kCancelled);
+  const auto trials = store_->ListTrials(sweep_id).value();  // a temporary's value() would dangle in the loop
+  for (const auto& t : trials) EXPECT_EQ(t.outcome, metrics::Outcome::kCancelled);
 }
 
 TEST_F(CoordinatorServiceTest, RestartReclaimsReportedAttemptsAndRequeuesTheRest) {
@@ -594,6 +598,163 @@ TEST_F(CoordinatorServiceTest, RegisteredIsTheFirstFrameEvenWhenTheRegistrationC
   EXPECT_EQ(w1->frames[0]["type"], "registered");
   EXPECT_EQ(w1->frames[1]["type"], "cancel");
   EXPECT_EQ(w1->frames[1]["trial_id"], 99);
+}
+
+// Adaptive repeats: micro_batch=1 is the baseline; micro_batch=2 is twice as fast (it
+// stops at min pairs), micro_batch=4 is the baseline again (A/A: it runs to max).
+const char* kAdaptiveSweep = R"(name: adaptive
+question: do adaptive repeats stop early?
+workload:
+  executor: lora
+  model: tiny
+  seq_len: 16
+  warmup_steps: 1
+  steps: 2
+parameters:
+  micro_batch: {values: [1, 2, 4]}
+baseline: {micro_batch: 1}
+repeats: {min: 3, max: 6, until: {ci_half_width: 0.001}}
+limits: {trial_timeout: 60s, max_attempts: 2}
+)";
+
+// tokens/s of repeat r of each variant of kAdaptiveSweep.
+double AdaptiveTokens(const std::string& variant, int repeat) {
+  static const double kBaseline[] = {100, 101, 99, 100.5, 99.5, 100};
+  static const double kAA[] = {103, 97, 102, 98, 101, 99};
+  if (variant == "micro_batch=1") return kBaseline[repeat];
+  if (variant == "micro_batch=2") return 2 * kBaseline[repeat] + repeat;
+  return kAA[repeat];
+}
+
+class AdaptiveRepeatsTest : public CoordinatorServiceTest {
+ protected:
+  // Runs every trial the coordinator assigns to one one-slot worker, until none is left.
+  void RunAll(std::int64_t sweep_id, const std::string& worker = "w1") {
+    std::int64_t seq = 1;
+    for (int guard = 0; guard < 100; ++guard) {
+      auto assigns = links_[worker]->Take("assign");
+      if (assigns.empty()) return;
+      for (const auto& a : assigns) {
+        auto t = Trial(a["trial_id"]);
+        Succeed(worker, a, seq, 0, "succeeded", "", AdaptiveTokens(t.variant_key, static_cast<int>(t.repeat)));
+        seq += 2;
+      }
+    }
+    (void)sweep_id;
+  }
+  std::map<std::string, std::vector<metrics::TrialRecord>> ByVariant(std::int64_t sweep_id) {
+    std::map<std::string, std::vector<metrics::TrialRecord>> out;
+    const auto trials = store_->ListTrials(sweep_id).value();  // outlives the loop
+    for (const auto& t : trials) out[t.variant_key].push_back(t);
+    return out;
+  }
+};
+
+TEST_F(AdaptiveRepeatsTest, AVariantFarFromOneStopsAtMinAndAnAAVariantRunsOn) {
+  Register("w1");
+  const auto sweep_id = Submit(kAdaptiveSweep);
+  RunAll(sweep_id);
+  auto sweep = store_->GetSweep(sweep_id);
+  EXPECT_EQ(sweep->state, metrics::SweepState::kFinished);
+  auto by_variant = ByVariant(sweep_id);
+  ASSERT_EQ(by_variant.size(), 3u);
+  int succeeded = 0, cancelled = 0;
+  for (const auto& [key, trials] : by_variant) {
+    ASSERT_EQ(trials.size(), 6u) << key << ": max trials pre-expanded";
+    for (const auto& t : trials) {
+      EXPECT_EQ(t.state, metrics::TrialState::kFinished) << key << " repeat " << t.repeat;
+      ASSERT_TRUE(t.outcome.has_value());
+      if (key == "micro_batch=2" && t.repeat >= 3) {
+        EXPECT_EQ(t.outcome, metrics::Outcome::kCancelled) << "repeat " << t.repeat;
+        EXPECT_EQ(t.reason, "adaptive repeats: stopped after 3 of 6 pairs (interval excludes 1)");
+        EXPECT_EQ(t.attempts_used, 0) << "never ran";
+      } else {
+        EXPECT_EQ(t.outcome, metrics::Outcome::kSucceeded) << key << " repeat " << t.repeat;
+      }
+      succeeded += t.outcome == metrics::Outcome::kSucceeded;
+      cancelled += t.outcome == metrics::Outcome::kCancelled;
+    }
+  }
+  EXPECT_EQ(succeeded, 15);
+  EXPECT_EQ(cancelled, 3);
+  // The report, read from the store, reaches the coordinator's decisions.
+  auto input = metrics::LoadReportInputFromFile((dir_ / "results.db").string(), std::to_string(sweep_id));
+  ASSERT_TRUE(input.ok()) << input.status().ToString();
+  ASSERT_TRUE(input->adaptive.has_value());
+  metrics::Report report = metrics::BuildReport(*input, metrics::ReportOptions{});
+  const metrics::VariantReport* fast = report.FindVariant("micro_batch=2");
+  ASSERT_TRUE(fast && fast->adaptive);
+  EXPECT_EQ(fast->adaptive->pairs, 3);
+  EXPECT_EQ(fast->adaptive->reason, "interval excludes 1");
+  const metrics::VariantReport* same = report.FindVariant("micro_batch=4");
+  ASSERT_TRUE(same && same->adaptive);
+  EXPECT_EQ(same->adaptive->pairs, 6);
+  EXPECT_EQ(same->adaptive->reason, "max pairs reached");
+  EXPECT_EQ(same->comparison.verdict, metrics::Verdict::kNoMeasurableDifference);
+  ASSERT_TRUE(report.adaptive.has_value());
+  EXPECT_EQ(report.adaptive->trials_not_run, 3);
+  EXPECT_EQ(report.adaptive->trials_max, 18);
+}
+
+TEST_F(AdaptiveRepeatsTest, ABaselineStopsOnceNoVariantPairedWithItNeedsMore) {
+  // Only the fast variant: once it stops, the baseline's remaining repeats pair with
+  // nothing and are cancelled too.
+  std::string yaml = kAdaptiveSweep;
+  yaml.replace(yaml.find("[1, 2, 4]"), 9, "[1, 2]");
+  Register("w1");
+  const auto sweep_id = Submit(yaml.c_str());
+  RunAll(sweep_id);
+  EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kFinished);
+  auto by_variant = ByVariant(sweep_id);
+  for (const auto& t : by_variant["micro_batch=1"]) {
+    if (t.repeat < 3) {
+      EXPECT_EQ(t.outcome, metrics::Outcome::kSucceeded);
+    } else {
+      EXPECT_EQ(t.outcome, metrics::Outcome::kCancelled);
+      EXPECT_EQ(t.reason, "adaptive repeats: no variant paired with this baseline needs more pairs");
+    }
+  }
+}
+
+TEST_F(AdaptiveRepeatsTest, ARestartedCoordinatorReachesTheSameDecisionFromTheStore) {
+  // A coordinator recorded the first three repeats of the baseline and the fast variant,
+  // then stopped before acting on them: the store alone holds the outcomes.
+  const auto sweep_id = Submit(kAdaptiveSweep);
+  service_.reset();
+  const auto trials = store_->ListTrials(sweep_id).value();
+  for (const auto& t : trials) {
+    if (t.repeat >= 3 || t.variant_key == "micro_batch=4") continue;
+    metrics::AttemptRecord placement;
+    placement.trial_id = t.id;
+    placement.worker_id = "w-old";
+    placement.host = "127.0.0.1";
+    ASSERT_TRUE(store_->AssignTrial(t.id, 0, placement).ok());
+    ASSERT_TRUE(store_->MarkRunning(t.id, 1).ok());
+    metrics::TrialSummary summary{t.id, 1, 0,
+                                  {{"tokens_per_s", AdaptiveTokens(t.variant_key, static_cast<int>(t.repeat))}}};
+    ASSERT_TRUE(store_->RecordSummary(summary).ok());
+    ASSERT_TRUE(store_->FinishTrial(t.id, 1, metrics::Outcome::kSucceeded, "").ok());
+  }
+  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
+  ASSERT_TRUE(service_->Recover().ok());
+  auto by_variant = ByVariant(sweep_id);
+  for (const auto& t : by_variant["micro_batch=2"]) {
+    if (t.repeat >= 3) {
+      EXPECT_EQ(t.outcome, metrics::Outcome::kCancelled) << "repeat " << t.repeat;
+      EXPECT_EQ(t.reason, "adaptive repeats: stopped after 3 of 6 pairs (interval excludes 1)");
+    }
+  }
+  // The A/A variant still needs the baseline: the rest runs, and only it.
+  Register("w1");
+  Pump();
+  RunAll(sweep_id);
+  EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kFinished);
+  by_variant = ByVariant(sweep_id);
+  for (const auto& t : by_variant["micro_batch=4"]) EXPECT_EQ(t.outcome, metrics::Outcome::kSucceeded);
+  for (const auto& t : by_variant["micro_batch=1"]) EXPECT_EQ(t.outcome, metrics::Outcome::kSucceeded);
+  for (const auto& t : by_variant["micro_batch=2"]) {
+    EXPECT_EQ(t.outcome, t.repeat < 3 ? metrics::Outcome::kSucceeded : metrics::Outcome::kCancelled);
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "metrics/report_renderer.h"
 #include "metrics/statistics.h"
 
 #include "tests/metrics/report_test_fixtures.h"
@@ -586,6 +587,78 @@ TEST(ReportBuilderCoverageTest, SpeedupIntervalCoversTheTruth) {
   }
   EXPECT_GE(covered, 920);
   EXPECT_LE(covered, 980);
+}
+
+// Adaptive repeats (min 3, max 6): jit is 1.5x, so both jit variants stopped after 3
+// pairs and the coordinator cancelled repeats 3-5 of every variant.
+ReportInput AdaptiveSweep() {
+  ReportInput input = TwoByTwoSweep();
+  input.adaptive = AdaptiveDesignInput{3, 6, 0.001};
+  for (VariantInput& v : input.variants) v.world_size = v.params.at("compile_mode") == "jit" ? 2 : 1;
+  AddTrials(input, 3, 1.5);
+  for (TrialInput& t : input.trials) t.duration_s = 10.0;
+  for (int r = 3; r < 6; ++r) {
+    for (const VariantInput& v : input.variants) {
+      input.trials.push_back(Unsuccessful(
+          v.key, r, "cancelled",
+          v.is_baseline ? "adaptive repeats: no variant paired with this baseline needs more pairs"
+                        : "adaptive repeats: stopped after 3 of 6 pairs (interval excludes 1)"));
+    }
+  }
+  return input;
+}
+
+TEST(ReportBuilderTest, AdaptiveSweepReportsWhereEachVariantStoppedAndWhatItSaved) {
+  Report report = BuildReport(AdaptiveSweep(), ReportOptions{});
+  const VariantReport* jit = report.FindVariant(kJit1);
+  ASSERT_TRUE(jit->adaptive.has_value());
+  EXPECT_TRUE(jit->adaptive->stopped);
+  EXPECT_EQ(jit->adaptive->pairs, 3);
+  EXPECT_EQ(jit->adaptive->max_pairs, 6);
+  EXPECT_EQ(jit->adaptive->reason, "interval excludes 1");
+  EXPECT_EQ(jit->adaptive->trials_not_run, 3);
+  EXPECT_FALSE(report.FindVariant(kEager1)->adaptive.has_value()) << "a baseline is not compared";
+  ASSERT_TRUE(report.adaptive.has_value());
+  EXPECT_EQ(report.adaptive->trials_max, 24);
+  EXPECT_EQ(report.adaptive->trials_not_run, 12);
+  // jit: 2 variants x 3 trials x 10 s x 2 ranks; eager: 2 x 3 x 10 s x 1 rank.
+  ASSERT_TRUE(report.adaptive->device_seconds_not_run.has_value());
+  EXPECT_DOUBLE_EQ(*report.adaptive->device_seconds_not_run, 180.0);
+  // The interval is the per-look one: 1 - 0.05 / 4 looks.
+  EXPECT_NEAR(report.adaptive->look_confidence, 1 - 0.05 / 4, 1e-12);
+  std::vector<double> num, den;
+  for (const TrialView& t : report.trials) {
+    if (t.outcome != "succeeded") continue;
+    if (t.variant_key == kJit1) num.push_back(*t.tokens_per_s);
+    if (t.variant_key == kEager1) den.push_back(*t.tokens_per_s);
+  }
+  RatioEstimate expected = PairedRatio(num, den, 1 - 0.05 / 4);
+  EXPECT_NEAR(*jit->comparison.speedup.low, expected.interval->low, 1e-12);
+  EXPECT_NEAR(*jit->comparison.speedup.high, expected.interval->high, 1e-12);
+  EXPECT_EQ(jit->comparison.verdict, Verdict::kFaster);
+
+  std::string text = RenderReportTable(report);
+  EXPECT_NE(text.find("adaptive: stopped after 3 of 6 pairs (interval excludes 1)"), std::string::npos) << text;
+  EXPECT_NE(text.find("saved 12 of 24 trials not run, about 180 s device time"), std::string::npos) << text;
+  nlohmann::json json = ReportToJson(report);
+  EXPECT_EQ(json["adaptive"]["trials_not_run"], 12);
+  EXPECT_DOUBLE_EQ(json["adaptive"]["device_seconds_not_run"].get<double>(), 180.0);
+  for (const auto& v : json["variants"]) {
+    if (v["key"] == kJit1) {
+      EXPECT_EQ(v["adaptive"]["pairs"], 3);
+      EXPECT_EQ(v["adaptive"]["reason"], "interval excludes 1");
+    }
+    if (v["key"] == kEager1) EXPECT_TRUE(v["adaptive"].is_null());
+  }
+}
+
+TEST(ReportBuilderTest, NonAdaptiveSweepHasNoAdaptiveFigures) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 3, 1.5);
+  Report report = BuildReport(input, ReportOptions{});
+  EXPECT_FALSE(report.adaptive.has_value());
+  EXPECT_TRUE(ReportToJson(report)["adaptive"].is_null());
+  EXPECT_EQ(RenderReportTable(report).find("Adaptive repeats"), std::string::npos);
 }
 
 }  // namespace

@@ -352,5 +352,28 @@ TEST(SweepExpanderTest, ToJsonListsVariantsAndTrials) {
   EXPECT_EQ(j["trials"][1]["variant"], 1);
 }
 
+TEST(SweepExpanderTest, AdaptiveRepeatsPreExpandMaxInterleavedRepeats) {
+  ExpandedSweep e = MustExpand(
+      "name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, 2]}\n"
+      "baseline: {micro_batch: 1}\nrepeats: {min: 3, max: 6, until: {ci_half_width: 0.02}}\n");
+  ASSERT_EQ(e.trials.size(), 12u);
+  for (size_t i = 0; i < e.trials.size(); ++i) {
+    EXPECT_EQ(e.trials[i].repeat, static_cast<int>(i / 2));
+    EXPECT_EQ(e.trials[i].variant, i % 2);
+  }
+}
+
+TEST(SweepExpanderTest, AdaptiveRepeatsCountMaxAgainstTheTrialCap) {
+  ExpandOptions options;
+  options.max_trials = 10;
+  auto expanded = Expand(
+      MustParse("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, 2]}\n"
+                "baseline: {micro_batch: 1}\nrepeats: {min: 3, max: 6, until: {ci_half_width: 0.02}}\n"),
+      options);
+  ASSERT_FALSE(expanded.ok());
+  EXPECT_THAT(expanded.status().message(), HasSubstr("12 trials (2 variants x 6 repeats, the adaptive max)"));
+  EXPECT_THAT(expanded.status().message(), HasSubstr("lower repeats.max"));
+}
+
 }  // namespace
 }  // namespace bakeoff::spec

@@ -458,5 +458,67 @@ TEST(SweepSpecJsonTest, ToJsonCarriesTheNormalisedSpec) {
   EXPECT_EQ(j["workload"]["defaults"]["lora_alpha"], 32.0);
 }
 
+std::string WithRepeats(const std::string& repeats_line) {
+  std::string text = kValid;
+  size_t at = text.find("repeats: 3\n");
+  return text.replace(at, std::string("repeats: 3\n").size(), repeats_line);
+}
+
+TEST(SweepParserTest, AdaptiveRepeatsAreReadAndRunMaxTrials) {
+  auto spec = Parse(WithRepeats("repeats: {min: 3, max: 20, until: {ci_half_width: 0.02}}\n"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_TRUE(spec->adaptive.has_value());
+  EXPECT_EQ(spec->adaptive->min, 3);
+  EXPECT_EQ(spec->adaptive->max, 20);
+  EXPECT_DOUBLE_EQ(spec->adaptive->ci_half_width, 0.02);
+  EXPECT_EQ(spec->repeats, 20) << "the expansion pre-expands max";
+  EXPECT_EQ(spec->adaptive->location.line, 15);
+  json j = ToJson(*spec);
+  EXPECT_EQ(j["repeats"], 20);
+  EXPECT_EQ(j["adaptive_repeats"]["min"], 3);
+  EXPECT_EQ(j["adaptive_repeats"]["max"], 20);
+  EXPECT_DOUBLE_EQ(j["adaptive_repeats"]["ci_half_width"].get<double>(), 0.02);
+  // A block mapping reads the same.
+  auto block = Parse(WithRepeats("repeats:\n  min: 4\n  max: 8\n  until:\n    ci_half_width: 0.05\n"));
+  ASSERT_TRUE(block.ok()) << block.status().ToString();
+  EXPECT_EQ(block->adaptive->min, 4);
+  EXPECT_EQ(block->repeats, 8);
+}
+
+TEST(SweepParserTest, PlainRepeatsAreNotAdaptive) {
+  auto spec = Parse(kValid);
+  ASSERT_TRUE(spec.ok());
+  EXPECT_FALSE(spec->adaptive.has_value());
+  EXPECT_TRUE(ToJson(*spec)["adaptive_repeats"].is_null());
+}
+
+TEST(SweepParserTest, AdaptiveRepeatsOutOfRangeAreErrorsAtTheirLine) {
+  EXPECT_THAT(ErrorOf(WithRepeats("repeats: {min: 1, max: 20, until: {ci_half_width: 0.02}}\n")),
+              HasSubstr("test.yaml:15:16: repeats.min: expected an integer from 2 to 1000, got '1'"));
+  EXPECT_THAT(ErrorOf(WithRepeats("repeats: {min: 5, max: 4, until: {ci_half_width: 0.02}}\n")),
+              HasSubstr("test.yaml:15:16: repeats.min: must not exceed max (4), got 5"));
+  EXPECT_THAT(ErrorOf(WithRepeats("repeats: {min: 3, max: 1001, until: {ci_half_width: 0.02}}\n")),
+              HasSubstr("test.yaml:15:24: repeats.max: expected an integer from 2 to 1000, got '1001'"));
+  for (const char* width : {"0", "1", "1.5", "-0.1", "wide", "'0.02'"}) {
+    EXPECT_THAT(ErrorOf(WithRepeats(std::string("repeats: {min: 3, max: 20, until: {ci_half_width: ") +
+                                    width + "}}\n")),
+                HasSubstr("test.yaml:15:51: repeats.until.ci_half_width: expected a number between 0 and 1"))
+        << width;
+  }
+  EXPECT_THAT(ErrorOf(WithRepeats("repeats: {min: 3, max: 20}\n")),
+              HasSubstr("test.yaml:15:10: repeats.until: missing"));
+  EXPECT_THAT(ErrorOf(WithRepeats("repeats: {min: 3, max: 20, until: {ci_half_width: 0.02}, mx: 4}\n")),
+              HasSubstr("repeats.mx: unknown field; did you mean max?"));
+}
+
+TEST(SweepParserTest, AdaptiveRepeatsNeedInterleavedOrderAndABaseline) {
+  EXPECT_THAT(ErrorOf(WithRepeats("repeats: {min: 3, max: 20, until: {ci_half_width: 0.02}}\norder: random\n")),
+              HasSubstr("test.yaml:16:8: order: adaptive repeats need order: interleaved"));
+  std::string no_baseline = WithRepeats("repeats: {min: 3, max: 20, until: {ci_half_width: 0.02}}\n");
+  no_baseline.replace(no_baseline.find("baseline: {compile_mode: eager}\n"),
+                      std::string("baseline: {compile_mode: eager}\n").size(), "");
+  EXPECT_THAT(ErrorOf(no_baseline), HasSubstr("repeats: adaptive repeats need a baseline"));
+}
+
 }  // namespace
 }  // namespace bakeoff::spec
