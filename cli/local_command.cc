@@ -37,6 +37,7 @@ struct LocalFlags {
   std::string output;
   std::string trainer;
   std::string work_dir;
+  std::string data_root;
   std::string argv0;
 };
 
@@ -90,6 +91,7 @@ int RunLocal(const LocalFlags& flags) {
     wc.trainer_path = flags.trainer;
     wc.store_ports = {29500 + 100 * i, 29599 + 100 * i};
     if (!flags.work_dir.empty()) wc.work_dir = flags.work_dir + "/" + wc.name;
+    wc.data_root = flags.data_root;
     wc.max_connect_attempts = 20;
     if (Status s = wc.Finalize(flags.argv0); !s.ok()) {
       std::cerr << "bakeoff local: " << s.message() << "\n";
@@ -211,6 +213,8 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--output", flags->output, "write the report to this file instead of stdout");
   cmd->add_option("--trainer", flags->trainer, "trainer executable (default: bakeoff-trainer next to this binary)");
   cmd->add_option("--work-dir", flags->work_dir, "trial directories (default: new temp dirs)");
+  cmd->add_option("--data-root", flags->data_root,
+                  "the only directory sweeps' token files (dataset: NAME) are read from (default: none)");
   cmd->callback([flags, exit_code, &root]() {
     flags->argv0 = root.get_name();
     *exit_code = RunLocal(*flags);

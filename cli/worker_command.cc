@@ -114,6 +114,9 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--trainer", flags->config.trainer_path,
                   "trainer executable (default: bakeoff-trainer next to this binary)");
   cmd->add_option("--work-dir", flags->config.work_dir, "trial directories (default: a new temp dir)");
+  cmd->add_option("--data-root", flags->config.data_root,
+                  "the only directory sweeps' token files (dataset: NAME) are read from (default: none, "
+                  "file datasets refused)");
   cmd->add_option("--max-buffered-events", flags->config.max_buffered_events,
                   "events kept while the coordinator is unreachable")
       ->capture_default_str();

@@ -51,6 +51,15 @@ void TrialRunner::Start() {
       return;
     }
   }
+  // Sweep-named files stay inside the worker's roots (the trainer checks every name again).
+  const std::string dataset = assign_.config.value("dataset", std::string("synthetic"));
+  if (dataset != "synthetic" && dataset != "repeat" && config_.data_root.empty()) {
+    Finish(Outcome::kFailed, "dataset \"" + dataset + "\" names a token file, but this worker has no "
+                             "--data-root to read it from");
+    return;
+  }
+  const std::string output_dir = trial_dir_ + "/outputs";
+  std::filesystem::create_directories(output_dir, fs_error);
   for (const auto& slot : assign_.ranks) {
     Rank rank;
     rank.rank = slot.rank;
@@ -86,7 +95,9 @@ void TrialRunner::Start() {
                     "--rank", std::to_string(rank.rank),
                     "--world-size", std::to_string(assign_.world_size),
                     "--local-rank", std::to_string(rank.local_rank),
-                    "--store", assign_.store_address};
+                    "--store", assign_.store_address,
+                    "--output-dir", output_dir};
+    if (!config_.data_root.empty()) request.args.insert(request.args.end(), {"--data-root", config_.data_root});
     request.args.insert(request.args.end(), config_.trainer_extra_args.begin(),
                         config_.trainer_extra_args.end());
     std::vector<std::string> env = {

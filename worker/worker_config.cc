@@ -60,6 +60,14 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
     std::filesystem::create_directories(work_dir, ec);
     if (ec) return Status::IoError("worker: cannot create the work directory '" + work_dir + "': " + ec.message());
   }
+  if (!data_root.empty()) {
+    std::error_code ec;
+    auto absolute = std::filesystem::canonical(data_root, ec);
+    if (ec || !std::filesystem::is_directory(absolute)) {
+      return Status::NotFound("worker: --data-root '" + data_root + "' is not a directory");
+    }
+    data_root = absolute.string();  // the trainer runs in the trial directory
+  }
   if (!rank_interface.empty() && rank_address.empty()) {
     auto address = protocol::InterfaceAddress(rank_interface);
     if (!address.ok()) return Status::InvalidArgument("worker: --rank-interface: " + address.status().message());

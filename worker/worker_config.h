@@ -45,8 +45,13 @@ struct WorkerConfig {
   protocol::PortRange store_ports{29500, 29999};
   // The trainer executable; default: `bakeoff-trainer` next to the running binary.
   std::string trainer_path;
-  // Trial directories (config.json, per-rank stderr logs); default: a fresh temp dir.
+  // Trial directories (config.json, per-rank stderr logs, outputs/); default: a fresh
+  // temp dir.
   std::string work_dir;
+  // The only directory a sweep's token files (`dataset: NAME`) are read from; "" = this
+  // worker takes no file datasets. A sweep names files inside it, never a path
+  // (docs/sweep.md, "Files"); outputs (`adapters_out`) go to the trial's outputs/.
+  std::string data_root;
   // Extra arguments appended to every trainer command line (e.g. "--threads", "1").
   std::vector<std::string> trainer_extra_args;
 

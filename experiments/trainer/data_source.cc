@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "experiments/trainer/sandbox_path.h"
 #include "experiments/trainer/torch_compat.h"
 
 namespace bakeoff::trainer {
@@ -27,11 +28,15 @@ Result<DataSource> DataSource::Open(const TrainerConfig& c) {
     return d;
   }
   d.kind_ = "file";
-  std::ifstream in(c.dataset, std::ios::binary | std::ios::ate);
+  // Only a file inside the data root the launcher gave (the worker's --data-root); the
+  // messages below name the file and its size, never its contents.
+  auto path = ResolveForReading(c.data_root, c.dataset);
+  if (!path.ok()) return path.status().WithContext("dataset");
+  std::ifstream in(*path, std::ios::binary | std::ios::ate);
   if (!in) {
     return Status::NotFound("dataset: cannot open token file \"" + c.dataset +
-                            "\"; give a path to a flat binary file of uint16/uint32 tokens, "
-                            "or synthetic / repeat");
+                            "\" in the data root; give the name of a flat binary file of uint16/uint32 "
+                            "tokens there, or synthetic / repeat");
   }
   const std::streamsize bytes = in.tellg();
   const int width = c.dataset_dtype == "uint32" ? 4 : 2;
@@ -48,10 +53,10 @@ Result<DataSource> DataSource::Open(const TrainerConfig& c) {
     uint64_t v = 0;
     for (int b = width - 1; b >= 0; --b) v = (v << 8) | static_cast<unsigned char>(raw[i * width + b]);
     if (static_cast<int64_t>(v) >= d.vocab_) {
-      return Status::InvalidArgument("dataset: token " + std::to_string(v) + " at index " +
-                                     std::to_string(i) + " of \"" + c.dataset +
-                                     "\" is outside the model's vocabulary (" +
-                                     std::to_string(d.vocab_) + ")");
+      // Not the token's value: a file that is not a token file would leak its bytes.
+      return Status::InvalidArgument("dataset: the token at index " + std::to_string(i) + " of \"" + c.dataset +
+                                     "\" is outside the model's vocabulary (" + std::to_string(d.vocab_) +
+                                     "); is it a " + c.dataset_dtype + " token file for this model?");
     }
     d.file_[i] = static_cast<int64_t>(v);
   }

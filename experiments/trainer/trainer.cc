@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <set>
 
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include "experiments/trainer/data_source.h"
 #include "experiments/trainer/hardware_defaults.h"
 #include "experiments/trainer/lora_model.h"
+#include "experiments/trainer/sandbox_path.h"
 #include "experiments/trainer/process_stats.h"
 #include "experiments/trainer/torch_compat.h"
 #include "experiments/trainer/zero_optimizer.h"
@@ -275,9 +278,23 @@ int Trainer::RunOrThrow() {
 
   if (!c.adapters_out.empty() && c.rank == 0) {
     auto flat = model.adapters().flat().narrow(0, 0, model.adapters().numel()).to(torch::kCPU).contiguous();
-    std::ofstream out(c.adapters_out, std::ios::binary);
-    out.write(static_cast<const char*>(flat.data_ptr()), static_cast<std::streamsize>(flat.nbytes()));
-    if (!out) return events_->Error("failed", "adapters_out: cannot write \"" + c.adapters_out + "\"");
+    // Only inside the output directory the launcher gave (the trial's, under a worker).
+    auto fd = OpenForWriting(c.output_dir, c.adapters_out);
+    if (!fd.ok()) return events_->Error("failed", "adapters_out: " + fd.status().message());
+    const char* data = static_cast<const char*>(flat.data_ptr());
+    std::size_t left = flat.nbytes();
+    while (left > 0) {
+      const ssize_t n = write(*fd, data, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        close(*fd);
+        return events_->Error("failed", "adapters_out: cannot write \"" + c.adapters_out + "\": " +
+                                            std::strerror(errno));
+      }
+      data += n;
+      left -= static_cast<std::size_t>(n);
+    }
+    close(*fd);
   }
 
   const double median = Percentile(measured_step_s, 0.5);

@@ -50,7 +50,8 @@ struct TrainerConfig {
   double weight_decay = 0.0;
   double grad_clip = 1.0;  // max global L2 norm; 0 disables
   int64_t seed = 0;
-  std::string dataset = "synthetic";  // synthetic | repeat | path of a token file
+  // synthetic | repeat | a token file's name inside data_root (IsSandboxedName).
+  std::string dataset = "synthetic";
   std::string dataset_dtype = "uint16";
   std::string device = "cpu";  // cpu | cuda
   int64_t threads = 0;         // 0: decided at start-up (hardware_defaults.h DecideThreads)
@@ -65,7 +66,9 @@ struct TrainerConfig {
   double peak_flops = 0;        // device peak FLOP/s for MFU; 0 = unknown
   double rendezvous_timeout_s = 60;
   double collective_timeout_s = 120;
-  std::string adapters_out;  // rank 0 writes the final adapters here (raw little-endian fp32)
+  // Rank 0 writes the final adapters (raw little-endian fp32) to this name inside
+  // output_dir (IsSandboxedName).
+  std::string adapters_out;
   // Set by the launcher, not by sweeps.
   int64_t rank = 0;
   int64_t local_rank = 0;
@@ -76,6 +79,10 @@ struct TrainerConfig {
   // toward the store's host (docs/distributed.md, "Addresses").
   std::string rank_address;
   std::string rank_interface;
+  // The roots that sweep-named files resolve under (the worker passes its --data-root and
+  // the trial's output directory); "" = the current directory.
+  std::string data_root;
+  std::string output_dir;
 
   double lora_scale() const { return lora_alpha / static_cast<double>(lora_rank); }
   bool uses_jit() const { return compile_mode == "jit" || compile_mode == "jit+cudagraph"; }

@@ -1,6 +1,7 @@
 #include "experiments/trainer/trainer_fields.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 
@@ -74,6 +75,13 @@ TrainerField Text(const std::string& name, std::string C::*member) {
   return f;
 }
 
+// A file the trainer writes, named inside its output directory.
+TrainerField Output(const std::string& name, std::string C::*member) {
+  TrainerField f = Text(name, member);
+  f.kind = Kind::kOutput;
+  return f;
+}
+
 TrainerField Bool(const std::string& name, bool C::*member) {
   TrainerField f;
   f.name = name;
@@ -129,13 +137,15 @@ std::vector<TrainerField> BuildTable() {
       Number("rendezvous_timeout_s", &C::rendezvous_timeout_s, 0.1, 86400),
       Number("collective_timeout_s", &C::collective_timeout_s, 0.1, 86400),
       Number("peak_flops", &C::peak_flops, 0, 1e30),
-      Text("adapters_out", &C::adapters_out),
+      Output("adapters_out", &C::adapters_out),
       Launcher(Int("rank", &C::rank, 0, 65535)),
       Launcher(Int("local_rank", &C::local_rank, 0, 65535)),
       Launcher(Int("local_world_size", &C::local_world_size, 1, 65536)),
       Launcher(Text("store", &C::store)),
       Launcher(Text("rank_address", &C::rank_address)),
       Launcher(Text("rank_interface", &C::rank_interface)),
+      Launcher(Text("data_root", &C::data_root)),
+      Launcher(Text("output_dir", &C::output_dir)),
   };
 }
 
@@ -227,7 +237,9 @@ std::string TrainerField::Expected() const {
     case Kind::kBool: return "true or false";
     case Kind::kEnum: return "one of " + Join(choices);
     case Kind::kString: return "a string";
-    case Kind::kDataset: return Join(choices) + " or the path of a token file";
+    case Kind::kDataset:
+      return Join(choices) + " or a token file's name inside the worker's data root (relative, no '..')";
+    case Kind::kOutput: return "a file name inside the trial's output directory (relative, no '..')";
     case Kind::kModel:
       return "a preset (" + Join(choices) +
              ") or {dim, layers, heads, kv_heads, ffn_dim, vocab}";
@@ -277,8 +289,13 @@ Result<json> NormalizeTrainerValue(const TrainerField& field, const json& value)
       }
       return value;
     case Kind::kString:
-    case Kind::kDataset:
       if (!value.is_string() || value.get<std::string>().empty()) return Invalid(field, value);
+      return value;
+    case Kind::kDataset:
+    case Kind::kOutput:
+      if (!value.is_string()) return Invalid(field, value);
+      if (field.kind == Kind::kDataset && IsChoice(field, value.get<std::string>())) return value;
+      if (!IsSandboxedName(value.get<std::string>())) return Invalid(field, value);
       return value;
     case Kind::kModel:
       return NormalizeModel(field, value);
@@ -335,6 +352,26 @@ std::string ClosestName(const std::string& name, const std::vector<std::string>&
     }
   }
   return "";
+}
+
+bool IsSandboxedName(const std::string& name) {
+  if (name.empty() || name.size() > kMaxSandboxedNameBytes || name.front() == '/' || name.back() == '/') {
+    return false;
+  }
+  std::size_t start = 0;
+  while (start <= name.size()) {
+    std::size_t end = name.find('/', start);
+    if (end == std::string::npos) end = name.size();
+    const std::string part = name.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    for (char c : part) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-' && c != ' ') {
+        return false;
+      }
+    }
+    start = end + 1;
+  }
+  return true;
 }
 
 void AssignTrainerValue(const TrainerField& field, const json& normalized, TrainerConfig* config) {

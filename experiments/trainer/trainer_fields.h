@@ -27,7 +27,8 @@ struct TrainerField {
     kBool,
     kEnum,     // one of `choices`
     kString,   // free text
-    kDataset,  // one of `choices` or the name of a token file
+    kDataset,  // one of `choices` or a file name inside the worker's data root (IsSandboxedName)
+    kOutput,   // a file name inside the trial's output directory (IsSandboxedName)
     kModel,    // a preset from `choices` or {dim, layers, heads, kv_heads, ffn_dim, vocab}
     kTargets,  // a non-empty list without repeats, each one of `choices`
   };
@@ -67,6 +68,12 @@ void AssignTrainerValue(const TrainerField& field, const nlohmann::json& normali
 
 // The current value of `field` in `config`, as JSON.
 nlohmann::json TrainerValue(const TrainerField& field, const TrainerConfig& config);
+
+// A path a sweep may name: relative, at most 255 bytes, components of letters, digits,
+// '.', '_', '-' and spaces separated by single '/', none of them "." or "..". Resolved by the
+// trainer under a root its launcher gives (data_root, output_dir), never outside it.
+bool IsSandboxedName(const std::string& name);
+inline constexpr std::size_t kMaxSandboxedNameBytes = 255;
 
 // The closest of `candidates` to `name` by edit distance when it is plausibly a typo,
 // else "".

@@ -117,6 +117,24 @@ TEST_F(HostileInputTest, YamlNestedPastTheDepthLimitIs413WithItsLocation) {
   EXPECT_NE(reply->body.find("nesting deeper than 32 levels"), std::string::npos) << reply->body;
 }
 
+// A sweep never names a path outside the worker's roots: absolute paths and ".." in
+// dataset or adapters_out are refused at submission with the field and its line.
+TEST_F(HostileInputTest, SweepNamingAPathOutsideTheWorkersRootsIs400WithTheField) {
+  for (const std::string field : {"adapters_out: /etc/bakeoff-probe.bin", "adapters_out: ../../x",
+                                  "dataset: /etc/passwd", "dataset: data/../../../etc/passwd"}) {
+    std::string sweep = kSmallSweep;
+    sweep.replace(sweep.find("name: kept"), 10, "name: escape");
+    sweep.replace(sweep.find("seq_len: 16}"), 12, "seq_len: 16, " + field + "}");
+    auto reply = cluster_->client().Post("/api/v1/sweeps", sweep, "application/yaml");
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_EQ(reply->status, 400) << field << ": " << reply->body;
+    const std::string name = field.substr(0, field.find(':'));
+    EXPECT_NE(reply->body.find("workload." + name), std::string::npos) << reply->body;
+    EXPECT_NE(reply->body.find("<submitted sweep>:2:"), std::string::npos) << reply->body;
+  }
+  EXPECT_FALSE(std::filesystem::exists("/etc/bakeoff-probe.bin"));
+}
+
 TEST_F(HostileInputTest, MalformedQueryBodyIs400) {
   auto reply = cluster_->client().Post("/api/v1/query", "{not json", "application/json");
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();

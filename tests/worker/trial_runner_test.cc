@@ -140,6 +140,13 @@ TEST_F(TrialRunnerTest, ReasonIsTheErrorsFirstLineAndPointsToTheRanksLog) {
   EXPECT_NE(text.find("frame #1: c10::detail::torchCheckFail"), std::string::npos) << log;
 }
 
+TEST_F(TrialRunnerTest, AFileDatasetWithoutADataRootIsRefusedBeforeAnyRankStarts) {
+  auto done = Run(Assign({{"steps", 1}, {"dataset", "tokens.bin"}}));
+  EXPECT_EQ(done.outcome, "failed");
+  EXPECT_NE(done.reason.find("no --data-root"), std::string::npos) << done.reason;
+  EXPECT_TRUE(EventsOfKind("ready").empty()) << "no rank ran";
+}
+
 TEST_F(TrialRunnerTest, OomErrorEventIsOom) {
   auto done = Run(Assign({{"fake_behavior", "error_oom"}}));
   EXPECT_EQ(done.outcome, "oom");

@@ -41,13 +41,14 @@ std::vector<std::string> BaseArgs(int micro_batch, int stage) {
 
 RunResult RunWorld(int world, int stage, int micro_batch) {
   const int port = FreeLoopbackPort();
-  const std::string adapters_path =
-      ::testing::TempDir() + "/adapters_w" + std::to_string(world) + "_s" + std::to_string(stage) + ".bin";
+  const std::string adapters_name = "adapters_w" + std::to_string(world) + "_s" + std::to_string(stage) + ".bin";
+  const std::string adapters_path = ::testing::TempDir() + "/" + adapters_name;
   std::vector<std::unique_ptr<TrainerProcess>> ranks;
   for (int r = 0; r < world; ++r) {
     auto args = BaseArgs(micro_batch, stage);
     args.insert(args.end(), {"--world-size", std::to_string(world), "--rank", std::to_string(r),
-                             "--store", "127.0.0.1:" + std::to_string(port), "--adapters-out", adapters_path});
+                             "--store", "127.0.0.1:" + std::to_string(port), "--output-dir", ::testing::TempDir(),
+                             "--adapters-out", adapters_name});
     ranks.push_back(std::make_unique<TrainerProcess>(args));
   }
   RunResult result;

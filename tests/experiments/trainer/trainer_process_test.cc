@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -226,6 +227,55 @@ TEST(TrainerProcessTest, RankThatCannotBindFailsAtOnceWithTheCauseNotABacktrace)
   std::ifstream in(log);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("Exception raised from createDeviceForHostname"), std::string::npos) << text;
+}
+
+// The trainer as the worker runs it (--data-root, --output-dir): a name that leaves its
+// root is refused before anything is read or written, and no message carries a file's
+// bytes (a token file check once leaked "AWS_" from a credentials file).
+TEST(TrainerProcessTest, SweepNamedFilesStayInsideTheLaunchersRoots) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("bakeoff-roots-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "data");
+  fs::create_directories(dir / "out");
+  fs::create_directories(dir / "outside");
+  std::ofstream(dir / "outside" / "credentials") << "AWS_SECRET_ACCESS_KEY=abcdefgh";
+  fs::create_symlink(dir / "outside" / "credentials", dir / "data" / "tokens.bin");
+  fs::create_symlink(dir / "outside" / "credentials", dir / "out" / "adapters.bin");
+  const std::string roots = " --data-root " + (dir / "data").string() + " --output-dir " + (dir / "out").string();
+  const std::string tiny = " --steps 1 --warmup-steps 0 --seq-len 8";
+
+  // Refused by the field table itself (exit 2), as `bakeoff validate` refuses them.
+  for (const std::string bad : {"--dataset /etc/passwd", "--dataset ../outside/credentials",
+                                "--adapters-out /tmp/bakeoff-roots-probe.bin", "--adapters-out ../outside/x"}) {
+    auto r = RunTrainer(bad + roots + tiny);
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    ASSERT_FALSE(r.events.empty()) << bad;
+    EXPECT_NE(r.events[0]["message"].get<std::string>().find("(relative, no '..')"), std::string::npos)
+        << r.events[0]["message"];
+  }
+  // A link inside the data root that leads out of it: refused, and the bytes stay unread.
+  auto leak = RunTrainer("--dataset tokens.bin --model '{\"dim\":16,\"layers\":1,\"heads\":2,\"ffn_dim\":8,\"vocab\":1}'" +
+                         roots + tiny);
+  EXPECT_EQ(leak.exit_code, 1);
+  ASSERT_FALSE(leak.events.empty());
+  const std::string message = leak.events.back()["message"];
+  EXPECT_NE(message.find("leads out of the data root"), std::string::npos) << message;
+  EXPECT_EQ(message.find("AWS"), std::string::npos) << message;
+  EXPECT_EQ(message.find("1599297345"), std::string::npos) << message;
+  // An output through a link is refused; the link's target is untouched.
+  auto write = RunTrainer("--adapters-out adapters.bin" + roots + tiny);
+  EXPECT_EQ(write.exit_code, 1);
+  std::ifstream in(dir / "outside" / "credentials");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "AWS_SECRET_ACCESS_KEY=abcdefgh");
+  EXPECT_FALSE(fs::exists("/tmp/bakeoff-roots-probe.bin"));
+  // Inside the root, both work.
+  fs::remove(dir / "out" / "adapters.bin");
+  auto good = RunTrainer("--adapters-out run/adapters.bin" + roots + tiny);
+  EXPECT_EQ(good.exit_code, 0);
+  EXPECT_GT(fs::file_size(dir / "out" / "run" / "adapters.bin"), 0u);
+  fs::remove_all(dir);
 }
 
 TEST(TrainerProcessTest, AllocationBeyondTheHostMemoryCapEndsAsOom) {
