@@ -15,6 +15,7 @@
 
 #include "coordinator/api_json.h"
 #include "metrics/read_only_query.h"
+#include "protocol/json_limits.h"
 #include "protocol/token.h"
 
 namespace bakeoff::coordinator {
@@ -255,6 +256,7 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream) {
 // POST /api/v1/query {"sql", "max_rows"?, "timeout_s"?}: the reply (work done on the
 // pool) is RunReadOnlyQuery's result as {"columns", "rows", "truncated"}.
 HttpReply HttpServer::QueryRoute(const std::string& body) const {
+  if (Status deep = protocol::CheckJsonDepth(body); !deep.ok()) return Error(400, "request body: " + deep.message());
   json request = json::parse(body, nullptr, false);
   if (request.is_discarded() || !request.is_object() || !request.contains("sql") || !request["sql"].is_string()) {
     return Error(400, "the request body must be a JSON object {\"sql\": \"SELECT ...\"} "

@@ -1,5 +1,7 @@
 #include "protocol/frame_codec.h"
 
+#include "protocol/json_limits.h"
+
 namespace bakeoff::protocol {
 
 Result<std::string> EncodeFrame(const nlohmann::json& message, std::size_t max_frame_bytes) {
@@ -43,6 +45,7 @@ Result<std::uint32_t> DecodeFrameHeader(const unsigned char* header, std::size_t
 }
 
 Result<nlohmann::json> DecodeFramePayload(std::string_view payload) {
+  if (Status deep = CheckJsonDepth(payload); !deep.ok()) return deep.WithContext("frame payload");
   nlohmann::json j = nlohmann::json::parse(payload.begin(), payload.end(), nullptr,
                                            /*allow_exceptions=*/false);
   if (j.is_discarded()) return Status::InvalidArgument("frame payload is not valid JSON");

@@ -144,6 +144,23 @@ TEST_F(HostileInputTest, MalformedQueryBodyIs400) {
   EXPECT_EQ(write->status, 400) << "a write through the query route";
 }
 
+// One frame nested 2,000,000 deep (4 MB, under the frame limit) once crashed the
+// coordinator in a recursive copy: it is refused by its depth and only its connection ends.
+TEST_F(HostileInputTest, AFrameNestedPastTheDepthLimitClosesOnlyItsConnection) {
+  RawConnection deep(cluster_->worker_port());
+  ASSERT_TRUE(deep.connected());
+  const std::string payload = "{\"type\":\"register\",\"x\":" + std::string(2000000, '[') + std::string(2000000, ']') + "}";
+  const std::uint32_t length = htonl(static_cast<std::uint32_t>(payload.size()));
+  deep.Write(std::string(reinterpret_cast<const char*>(&length), 4) + payload);
+  bool closed = false;
+  deep.ReadUntilClosed(&closed);
+  EXPECT_TRUE(closed);
+  auto reply = cluster_->client().Post("/api/v1/query", "{\"sql\":" + std::string(100000, '[') + "}", "application/json");
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->status, 400);
+  EXPECT_NE(reply->body.find("nested deeper than 64"), std::string::npos) << reply->body;
+}
+
 TEST_F(HostileInputTest, GarbageOversizedAndUnauthenticatedFramesCloseOnlyTheirConnection) {
   const int port = cluster_->worker_port();
   {

@@ -101,6 +101,21 @@ TEST(FrameCodecTest, HeaderAnnouncingExactlyTheLimitIsAcceptedAndOneMoreIsNot) {
   EXPECT_EQ(DecodeFrameHeader(zero, 1024).status().code(), Status::Code::kInvalidArgument);
 }
 
+TEST(FrameCodecTest, NestingIsLimitedAtSixtyFourLevelsAndStringsDoNotCount) {
+  auto nested = [](int depth) {
+    return "{\"type\":\"x\",\"v\":" + std::string(depth - 1, '[') + std::string(depth - 1, ']') + "}";
+  };
+  EXPECT_TRUE(DecodeFramePayload(nested(64)).ok());
+  auto deep = DecodeFramePayload(nested(65));
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(deep.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(deep.status().message().find("nested deeper than 64 levels"), std::string::npos);
+  EXPECT_FALSE(DecodeFramePayload(nested(2000000)).ok()) << "no crash, an error";
+  // Brackets inside strings (escaped quotes included) are text, not nesting.
+  const std::string text = "{\"type\":\"x\",\"s\":\"\\\"" + std::string(1000, '[') + "\"}";
+  EXPECT_TRUE(DecodeFramePayload(text).ok());
+}
+
 TEST(FrameCodecTest, HugeLengthHeaderIsRejectedByDefaultLimit) {
   FrameDecoder decoder;
   decoder.Append("\xff\xff\xff\xff");
