@@ -128,6 +128,21 @@ class CoordinatorServiceTest : public ::testing::Test {
     Frame(worker, protocol::ToJson(done));
   }
   metrics::TrialRecord Trial(std::int64_t id) { return store_->GetTrial(id).value(); }
+  // Two one-slot workers and one two-rank trial: the gang is split across them. Returns
+  // each worker's assignment (w1's, w2's); `sweep_id` gets the sweep's id.
+  std::pair<json, json> StartGang(const char* yaml, std::int64_t* sweep_id = nullptr) {
+    auto w1 = Register("w1");
+    auto w2 = Register("w2");
+    const auto id = Submit(yaml);
+    if (sweep_id) *sweep_id = id;
+    auto a1 = w1->Take("assign");
+    auto a2 = w2->Take("assign");
+    EXPECT_EQ(a1.size(), 1u);
+    EXPECT_EQ(a2.size(), 1u);
+    if (a1.size() != 1 || a2.size() != 1) return {json(), json()};
+    EXPECT_EQ(a1[0]["trial_id"], a2[0]["trial_id"]) << "one trial, two parts";
+    return {a1[0], a2[0]};
+  }
 
   std::filesystem::path dir_;
   boost::asio::io_context io_;
@@ -194,23 +209,18 @@ limits: {trial_timeout: 60s, max_attempts: 2}
 )";
 
 TEST_F(CoordinatorServiceTest, GangTrialSucceedsOnlyWhenEveryWorkersPartHasFinished) {
-  auto w1 = Register("w1");
-  auto w2 = Register("w2");
-  const auto sweep_id = Submit(kGangSweep);
-  auto a1 = w1->Take("assign");
-  auto a2 = w2->Take("assign");
-  ASSERT_EQ(a1.size(), 1u);
-  ASSERT_EQ(a2.size(), 1u);
-  ASSERT_EQ(a1[0]["trial_id"], a2[0]["trial_id"]);
-  const std::int64_t trial = a1[0]["trial_id"];
-  const int rank1 = a1[0]["ranks"][0]["rank"];
-  const int rank2 = a2[0]["ranks"][0]["rank"];
+  std::int64_t sweep_id = 0;
+  auto [a1, a2] = StartGang(kGangSweep, &sweep_id);
+  ASSERT_FALSE(a1.is_null());
+  const std::int64_t trial = a1["trial_id"];
+  const int rank1 = a1["ranks"][0]["rank"];
+  const int rank2 = a2["ranks"][0]["rank"];
   ASSERT_NE(rank1, rank2);
-  Succeed("w1", a1[0], 1, rank1);
+  Succeed("w1", a1, 1, rank1);
   // w1's part is done, w2's rank is still training: the trial is not over.
   EXPECT_EQ(Trial(trial).state, metrics::TrialState::kRunning);
-  EXPECT_TRUE(w2->Take("cancel").empty()) << "the other part must not be stopped";
-  Succeed("w2", a2[0], 1, rank2);
+  EXPECT_TRUE(links_["w2"]->Take("cancel").empty()) << "the other part must not be stopped";
+  Succeed("w2", a2, 1, rank2);
   EXPECT_EQ(Trial(trial).state, metrics::TrialState::kFinished);
   EXPECT_EQ(Trial(trial).outcome, metrics::Outcome::kSucceeded);
   auto results = store_->ListTrialResults(sweep_id).value();
@@ -219,31 +229,21 @@ TEST_F(CoordinatorServiceTest, GangTrialSucceedsOnlyWhenEveryWorkersPartHasFinis
 }
 
 TEST_F(CoordinatorServiceTest, GangTrialFailsWhenALaterPartFailsAfterAnotherSucceeded) {
-  auto w1 = Register("w1");
-  auto w2 = Register("w2");
-  Submit(kGangSweep);
-  auto a1 = w1->Take("assign");
-  auto a2 = w2->Take("assign");
-  ASSERT_EQ(a1.size(), 1u);
-  ASSERT_EQ(a2.size(), 1u);
-  const std::int64_t trial = a1[0]["trial_id"];
-  Succeed("w1", a1[0], 1, a1[0]["ranks"][0]["rank"]);
-  Succeed("w2", a2[0], 1, a2[0]["ranks"][0]["rank"], "failed", "rank 1: boom");
+  auto [a1, a2] = StartGang(kGangSweep);
+  ASSERT_FALSE(a1.is_null());
+  const std::int64_t trial = a1["trial_id"];
+  Succeed("w1", a1, 1, a1["ranks"][0]["rank"]);
+  Succeed("w2", a2, 1, a2["ranks"][0]["rank"], "failed", "rank 1: boom");
   EXPECT_EQ(Trial(trial).state, metrics::TrialState::kFinished);
   EXPECT_EQ(Trial(trial).outcome, metrics::Outcome::kFailed);
   EXPECT_EQ(Trial(trial).reason, "worker w2: rank 1: boom");
 }
 
 TEST_F(CoordinatorServiceTest, GangWorkerLostAfterTheOtherPartFinishedLosesTheAttempt) {
-  auto w1 = Register("w1");
-  auto w2 = Register("w2");
-  Submit(kGangSweep);
-  auto a1 = w1->Take("assign");
-  auto a2 = w2->Take("assign");
-  ASSERT_EQ(a1.size(), 1u);
-  ASSERT_EQ(a2.size(), 1u);
-  const std::int64_t trial = a1[0]["trial_id"];
-  Succeed("w1", a1[0], 1, a1[0]["ranks"][0]["rank"]);
+  auto [a1, a2] = StartGang(kGangSweep);
+  ASSERT_FALSE(a1.is_null());
+  const std::int64_t trial = a1["trial_id"];
+  Succeed("w1", a1, 1, a1["ranks"][0]["rank"]);
   clock_.Advance(600ms);
   Frame("w1", protocol::ToJson(protocol::HeartbeatMessage{}));
   clock_.Advance(600ms);  // w2 silent past the heartbeat timeout
