@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <set>
 
 #include "metrics/sqlite_connection.h"
 
@@ -72,6 +73,58 @@ bool StartsWithKeyword(const std::string& sql, const std::string& keyword) {
   return end == sql.size() || !std::isalnum(static_cast<unsigned char>(sql[end]));
 }
 
+// What a user's statement may do beyond reading tables. The authorizer runs while the
+// statement is prepared, before any pragma's side effect (some pragmas act during
+// sqlite3_prepare_v2, and hard_heap_limit or temp_store_directory change the whole
+// process, the coordinator's own store included).
+struct Authorization {
+  std::string denied;  // why the statement was refused; "" = allowed so far
+};
+
+std::string Lower(const char* s) {
+  std::string out = s != nullptr ? s : "";
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+int Authorize(void* context, int action, const char* arg1, const char* arg2, const char*, const char*) {
+  auto* auth = static_cast<Authorization*>(context);
+  // Pragmas that only describe the schema or the file; the ones in kTakesAName accept a
+  // table or index name as their argument, the others none (an argument sets a value).
+  static const std::set<std::string> kDescribe = {
+      "table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
+      "foreign_key_list", "collation_list", "database_list", "function_list", "module_list",
+      "pragma_list", "compile_options", "user_version", "schema_version", "application_id",
+      "page_count", "page_size", "freelist_count", "encoding"};
+  static const std::set<std::string> kTakesAName = {"table_info", "table_xinfo", "table_list", "index_list",
+                                                    "index_info", "index_xinfo", "foreign_key_list"};
+  static const std::set<std::string> kDeniedFunctions = {"fts3_tokenizer", "load_extension", "readfile",
+                                                         "writefile", "edit", "sqlite_offset"};
+  if (action == SQLITE_PRAGMA) {
+    const std::string name = Lower(arg1);
+    if (kDescribe.count(name) && (arg2 == nullptr || kTakesAName.count(name))) return SQLITE_OK;
+    auth->denied = "PRAGMA " + name + (arg2 != nullptr ? " = " + std::string(arg2) : std::string()) +
+                   " is not allowed: bakeoff query is read-only and may not change connection or process "
+                   "settings (pragmas that describe the schema, such as table_info, are allowed)";
+    return SQLITE_DENY;
+  }
+  if (action == SQLITE_FUNCTION && kDeniedFunctions.count(Lower(arg2))) {
+    auth->denied = "function " + Lower(arg2) + "() is not allowed in bakeoff query (it reaches outside the "
+                   "database or the process's safety)";
+    return SQLITE_DENY;
+  }
+  if (action == SQLITE_ATTACH || action == SQLITE_DETACH) {
+    auth->denied = "ATTACH and DETACH are not allowed: bakeoff query reads the results database only";
+    return SQLITE_DENY;
+  }
+  return SQLITE_OK;
+}
+
+// Bytes a value adds to a result (numbers count 8).
+std::size_t ValueBytes(const nlohmann::json& v) {
+  return v.is_string() ? v.get_ref<const std::string&>().size() : 8;
+}
+
 std::string Abbreviate(const std::string& sql) {
   std::string shown = sql.substr(0, 60);
   for (char& c : shown) {
@@ -103,6 +156,9 @@ Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::stri
   sqlite3_db_config(db.handle(), SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   sqlite3_busy_timeout(db.handle(), static_cast<int>(limits.timeout.count()));
 
+  Authorization auth;
+  sqlite3_set_authorizer(db.handle(), &Authorize, &auth);
+
   Deadline deadline{Clock::now() + limits.timeout};
   sqlite3_progress_handler(db.handle(), 1000, &CheckDeadline, &deadline);
 
@@ -118,6 +174,7 @@ Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::stri
   std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> stmt(raw, &sqlite3_finalize);
   if (rc != SQLITE_OK) {
     if (deadline.passed) return timeout_status();
+    if (!auth.denied.empty()) return Status::InvalidArgument(auth.denied);
     return Status::InvalidArgument("query \"" + Abbreviate(sql) + "\" is not valid SQL: " +
                                    sqlite3_errmsg(db.handle()));
   }
@@ -138,6 +195,7 @@ Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::stri
   }
 
   QueryResult result;
+  std::size_t result_bytes = 0;
   int columns = sqlite3_column_count(stmt.get());
   for (int i = 0; i < columns; ++i) {
     const char* name = sqlite3_column_name(stmt.get(), i);
@@ -161,7 +219,18 @@ Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::stri
     }
     std::vector<nlohmann::json> row;
     row.reserve(static_cast<size_t>(columns));
-    for (int i = 0; i < columns; ++i) row.push_back(ColumnValue(stmt.get(), i));
+    std::size_t row_bytes = 0;
+    for (int i = 0; i < columns; ++i) {
+      row.push_back(ColumnValue(stmt.get(), i));
+      row_bytes += ValueBytes(row.back());
+    }
+    // A few bytes of SQL can ask for gigabytes (zeroblob, printf padding): the result
+    // stops at its byte bound like at its row bound.
+    if (result_bytes + row_bytes > limits.max_result_bytes) {
+      result.truncated = true;
+      break;
+    }
+    result_bytes += row_bytes;
     result.rows.push_back(std::move(row));
   }
   return result;

@@ -22,6 +22,9 @@ struct QueryLimits {
   // Wall-clock bound on preparing and stepping the statement; past it the query is
   // interrupted and fails with kTimeout.
   std::chrono::milliseconds timeout{10000};
+  // Bytes of values returned (strings and blobs by their length, numbers 8 each); the
+  // rows that would pass it are not returned and QueryResult::truncated says so.
+  std::size_t max_result_bytes = 16u << 20;
 };
 
 struct QueryResult {
@@ -29,12 +32,13 @@ struct QueryResult {
   // Each value is null, an integer, a floating-point number or a string; a BLOB becomes
   // the string "x'<hex>'".
   std::vector<std::vector<nlohmann::json>> rows;
-  bool truncated = false;  // more rows existed than max_rows
+  bool truncated = false;  // more rows existed than max_rows or max_result_bytes allowed
 };
 
 // Errors: kNotFound when db_path does not exist; kInvalidArgument for a syntax error,
-// more than one statement, or a statement that would write (the message says the
-// query is read-only); kTimeout past limits.timeout; kIoError when the file cannot be
+// more than one statement, a statement that would write (the message says the query is
+// read-only), a pragma other than those describing the schema, or a function reaching
+// outside the database (fts3_tokenizer, load_extension); kTimeout past limits.timeout; kIoError when the file cannot be
 // read.
 Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::string& sql,
                                      const QueryLimits& limits = {});

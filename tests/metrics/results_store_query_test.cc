@@ -94,6 +94,43 @@ TEST_F(ReadOnlyQueryTest, OtherFilesCannotBeAttachedAndHugeValuesAreRefused) {
   EXPECT_NE(huge.status().ToString().find("too big"), std::string::npos) << huge.status().ToString();
 }
 
+// A statement may only read: pragmas that change the connection or the whole process
+// (hard_heap_limit once broke every later query and submit until restart) and functions
+// that reach outside the database are refused while the statement is prepared.
+TEST_F(ReadOnlyQueryTest, PragmasWithSideEffectsAndOutsideFunctionsAreRefusedAndLaterQueriesWork) {
+  for (const char* sql : {"PRAGMA hard_heap_limit=1", "PRAGMA soft_heap_limit=1", "PRAGMA temp_store_directory='/tmp'",
+                          "PRAGMA cache_size=1", "PRAGMA journal_mode=DELETE", "SELECT fts3_tokenizer('simple')",
+                          "SELECT load_extension('/tmp/x.so')"}) {
+    Result<QueryResult> result = RunReadOnlyQuery(db_path_, sql);
+    ASSERT_FALSE(result.ok()) << sql;
+    EXPECT_EQ(result.status().code(), Status::Code::kInvalidArgument) << sql;
+    EXPECT_NE(result.status().message().find("not allowed"), std::string::npos) << result.status().message();
+  }
+  Result<QueryResult> after = RunReadOnlyQuery(db_path_, "SELECT COUNT(*) FROM trials");
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(after->rows[0][0], 10);
+  EXPECT_TRUE(store_->ListSweeps().ok()) << "the store's own connection is unharmed";
+  // Pragmas that describe the schema still work.
+  Result<QueryResult> info = RunReadOnlyQuery(db_path_, "PRAGMA table_info(trials)");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_GT(info->rows.size(), 3u);
+  EXPECT_TRUE(RunReadOnlyQuery(db_path_, "PRAGMA user_version").ok());
+}
+
+TEST_F(ReadOnlyQueryTest, AResultIsCutAtItsByteBoundAndFlagged) {
+  QueryLimits limits;
+  limits.max_result_bytes = 1 << 20;
+  // 143 bytes of SQL once returned 480 MB.
+  Result<QueryResult> result = RunReadOnlyQuery(
+      db_path_,
+      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100) "
+      "SELECT CAST(zeroblob(100000) AS TEXT) FROM n",
+      limits);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_TRUE(result->truncated);
+  EXPECT_EQ(result->rows.size(), 10u) << "10 rows of 100,000 bytes fit in 1 MiB, the 11th does not";
+}
+
 TEST_F(ReadOnlyQueryTest, MoreThanOneStatementIsRefused) {
   Result<QueryResult> result = RunReadOnlyQuery(db_path_, "SELECT 1; DELETE FROM trials");
   ASSERT_FALSE(result.ok());
