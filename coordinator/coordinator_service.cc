@@ -339,6 +339,13 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
 // ------------------------------------------------------------------ worker protocol
 
 json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, std::shared_ptr<WorkerLink> link) {
+  // The name goes into log lines and metric labels: checked before anything logs it, and
+  // logged escaped when refused (a newline in it once forged a coordinator log line).
+  if (!protocol::IsValidWorkerName(message.worker_name)) {
+    Log("rejected a worker registration: invalid name " + json(message.worker_name).dump());
+    return protocol::ToJson(protocol::RejectedMessage{
+        "invalid worker name: use 1-64 letters, digits, '.', '_' or '-'"});
+  }
   if (!config_.token.empty() && !protocol::TokensEqual(config_.token, message.token)) {
     Log("rejected a worker registration from name=" + message.worker_name + ": wrong token");
     return protocol::ToJson(protocol::RejectedMessage{"wrong worker token; give the coordinator's token in BAKEOFF_TOKEN or --token-file"});
@@ -348,7 +355,6 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
         "protocol version " + std::to_string(message.protocol_version) + " is not supported; this coordinator speaks " +
         std::to_string(protocol::kProtocolVersion)});
   }
-  if (message.worker_name.empty()) return protocol::ToJson(protocol::RejectedMessage{"empty worker name"});
   auto& info = registry_.Register(message);
   const std::string id = info.id;
   auto old = links_.find(id);

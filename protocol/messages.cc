@@ -1,8 +1,18 @@
 #include "protocol/messages.h"
 
+#include <cctype>
 #include <exception>
 
 namespace bakeoff::protocol {
+
+bool IsValidWorkerName(const std::string& name) {
+  if (name.empty() || name.size() > kMaxWorkerNameBytes) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
 namespace {
 
 using nlohmann::json;

@@ -17,6 +17,11 @@ namespace bakeoff::protocol {
 
 inline constexpr int kProtocolVersion = 1;
 
+// A worker name: 1-64 letters, digits, '.', '_' or '-' (it appears in log lines, metric
+// labels and the database). The coordinator refuses a registration with any other.
+bool IsValidWorkerName(const std::string& name);
+inline constexpr std::size_t kMaxWorkerNameBytes = 64;
+
 // Message type names (the "type" field).
 inline constexpr const char* kTypeRegister = "register";
 inline constexpr const char* kTypeRegistered = "registered";

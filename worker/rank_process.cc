@@ -1,4 +1,5 @@
 #include "worker/rank_process.h"
+#include "protocol/token.h"
 
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -107,6 +108,8 @@ std::vector<std::string> EnvironmentWith(const std::vector<std::string>& overrid
   auto key_of = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
   for (char** e = environ; e && *e; ++e) {
     std::string kv(*e);
+    // The worker's credential never reaches a rank: a workload is not the worker.
+    if (key_of(kv) == protocol::kTokenEnvVar) continue;
     bool replaced = false;
     for (const auto& o : overrides) {
       if (key_of(o) == key_of(kv)) replaced = true;

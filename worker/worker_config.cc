@@ -29,6 +29,9 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
     gethostname(host, sizeof(host) - 1);
     name = std::string(host) + "-" + std::to_string(getpid());
   }
+  if (!protocol::IsValidWorkerName(name)) {
+    return Status::InvalidArgument("worker: --name \"" + name + "\": use 1-64 letters, digits, '.', '_' or '-'");
+  }
   if (cpu_slots < 0) return Status::InvalidArgument("worker: --slots must be >= 0");
   if (cpu_slots == 0 && cuda_devices.empty()) {
     return Status::InvalidArgument("worker: offers nothing; give --slots N (N >= 1) or CUDA devices");

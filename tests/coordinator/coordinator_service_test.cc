@@ -163,6 +163,23 @@ TEST_F(CoordinatorServiceTest, WrongTokenIsRejected) {
   EXPECT_EQ(service_->connected_workers(), 0u);
 }
 
+TEST_F(CoordinatorServiceTest, AWorkerNameThatCouldForgeALogLineIsRejected) {
+  for (const std::string name : {std::string("w1\nbakeoff coordinator: sweep 1 (x) finished"), std::string(""),
+                                 std::string(65, 'a'), std::string("w 1"), std::string("w\x1b[2J")}) {
+    auto link = std::make_shared<RecordingLink>();
+    protocol::RegisterMessage m;
+    m.token = "secret";
+    m.worker_name = name;
+    m.resources.cpu_slots = 1;
+    auto reply = service_->OnRegister(m, link);
+    EXPECT_EQ(reply["type"], "rejected") << name;
+    EXPECT_NE(reply.dump().find("invalid worker name"), std::string::npos) << reply.dump();
+  }
+  EXPECT_EQ(service_->connected_workers(), 0u);
+  Register(std::string(64, 'a'));  // the longest valid name
+  EXPECT_EQ(service_->connected_workers(), 1u);
+}
+
 TEST_F(CoordinatorServiceTest, SweepRunsToTheEndAndIsAcknowledged) {
   auto w1 = Register("w1");
   auto w2 = Register("w2");

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
         {"env_rank", env_rank ? env_rank : ""}, {"pid", getpid()}, {"pgid", getpgid(0)},
         {"env_master_addr", env_or_empty("MASTER_ADDR")}, {"env_rank_addr", env_or_empty("BAKEOFF_RANK_ADDR")},
         {"env_rank_iface", env_or_empty("BAKEOFF_RANK_IFACE")},
+        {"env_token_present", getenv("BAKEOFF_TOKEN") != nullptr},
         {"env_nccl_socket_ifname", env_or_empty("NCCL_SOCKET_IFNAME")}, {"config", config}});
   if (behavior == "garbage") {
     std::cout << "this is not json\n{\"no_event_field\":1}\n[1,2]\n" << std::flush;

@@ -140,6 +140,16 @@ TEST_F(TrialRunnerTest, ReasonIsTheErrorsFirstLineAndPointsToTheRanksLog) {
   EXPECT_NE(text.find("frame #1: c10::detail::torchCheckFail"), std::string::npos) << log;
 }
 
+TEST_F(TrialRunnerTest, TheWorkersTokenNeverReachesARank) {
+  setenv("BAKEOFF_TOKEN", "worker-secret", 1);
+  auto done = Run(Assign({{"steps", 1}}));
+  unsetenv("BAKEOFF_TOKEN");
+  EXPECT_EQ(done.outcome, "succeeded") << done.reason;
+  auto ready = EventsOfKind("ready");
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0]["env_token_present"], false);
+}
+
 TEST_F(TrialRunnerTest, AFileDatasetWithoutADataRootIsRefusedBeforeAnyRankStarts) {
   auto done = Run(Assign({{"steps", 1}, {"dataset", "tokens.bin"}}));
   EXPECT_EQ(done.outcome, "failed");
