@@ -88,10 +88,18 @@ void XAxis(std::ostringstream& out, const Scale& x, double y, const std::vector<
   }
 }
 
+// The title of an axis: what it measures and its unit. `rotated` writes it upwards,
+// centred on (x, y), for a vertical axis.
+void AxisLabel(std::ostringstream& out, double x, double y, const std::string& text, bool rotated = false) {
+  out << "<text x=\"" << Num(x) << "\" y=\"" << Num(y) << "\" text-anchor=\"middle\" class=\"axis-label\"";
+  if (rotated) out << " transform=\"rotate(-90 " << Num(x) << " " << Num(y) << ")\"";
+  out << ">" << Escape(text) << "</text>\n";
+}
+
 }  // namespace
 
 std::string RenderRatioChartSvg(const std::string& id, const std::string& title,
-                                const std::vector<RatioChartRow>& rows) {
+                                const std::vector<RatioChartRow>& rows, const std::string& axis_label) {
   if (rows.empty()) return "";
   double lo = 1, hi = 1;
   for (const RatioChartRow& r : rows) {
@@ -105,7 +113,7 @@ std::string RenderRatioChartSvg(const std::string& id, const std::string& title,
   std::vector<std::string> labels;
   for (const RatioChartRow& r : rows) labels.push_back(Truncate(r.label));
   int label_w = LabelWidth(labels), plot_w = 520, row_h = 26, top = 10;
-  int height = top + row_h * static_cast<int>(rows.size()) + 40;
+  int height = top + row_h * static_cast<int>(rows.size()) + 56;
   int width = label_w + plot_w + 190;
   Scale x{lo, hi, static_cast<double>(label_w), static_cast<double>(label_w + plot_w)};
   std::ostringstream out;
@@ -114,6 +122,7 @@ std::string RenderRatioChartSvg(const std::string& id, const std::string& title,
   out << "<title>" << Escape(title) << "</title>\n";
   double axis_y = top + row_h * static_cast<double>(rows.size()) + 4;
   XAxis(out, x, axis_y, Ticks(lo, hi), "x", top);
+  AxisLabel(out, label_w + plot_w / 2.0, axis_y + 34, axis_label);
   out << "<line x1=\"" << Num(x(1)) << "\" y1=\"" << top << "\" x2=\"" << Num(x(1)) << "\" y2=\""
       << Num(axis_y) << "\" class=\"unity\"/>\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -169,7 +178,7 @@ std::string SpeedupChart(const Report& report) {
   return RenderRatioChartSvg("chart-speedup",
                              "Speedup per variant against its baseline counterpart, with " +
                                  FormatNumber(report.options.confidence * 100, 2) + "% interval whiskers",
-                             rows);
+                             rows, "speedup: tokens/s of the variant over its counterpart (x)");
 }
 
 std::string MemoryChart(const Report& report) {
@@ -185,7 +194,7 @@ std::string MemoryChart(const Report& report) {
   std::vector<std::string> labels;
   for (const VariantReport* v : rows) labels.push_back(Truncate(v->key));
   int label_w = LabelWidth(labels), plot_w = 520, row_h = 24, top = 10;
-  int height = top + row_h * static_cast<int>(rows.size()) + 40;
+  int height = top + row_h * static_cast<int>(rows.size()) + 56;
   int width = label_w + plot_w + 190;
   // Axis in GiB when the peaks are large, MiB otherwise.
   double unit = max_bytes >= (1LL << 30) ? static_cast<double>(1LL << 30) : static_cast<double>(1LL << 20);
@@ -198,6 +207,7 @@ std::string MemoryChart(const Report& report) {
   out << "<title>Peak memory of the largest rank per variant</title>\n";
   double axis_y = top + row_h * static_cast<double>(rows.size()) + 4;
   XAxis(out, x, axis_y, Ticks(0, hi), suffix, top);
+  AxisLabel(out, label_w + plot_w / 2.0, axis_y + 34, "peak memory, largest rank (" + suffix.substr(1) + ")");
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const VariantReport& v = *rows[i];
     double y = top + row_h * static_cast<double>(i);
@@ -223,32 +233,62 @@ std::string MemoryChart(const Report& report) {
   return out.str();
 }
 
+// The step-time axis ends at fences derived from the boxes and whiskers, so that one
+// stalled step (a 0.15 s step among 5 ms ones) cannot squash every box into a line:
+// per variant, p10 - 3 x (p90 - p10) and p90 + 3 x (p90 - p10); the axis spans the widest
+// of those. Boxes and whiskers always lie inside (each variant's own fence contains its
+// p10..p90), so only min and max dots are ever clipped; a clipped dot is drawn as a
+// triangle on the axis edge with its true value in its tooltip.
+struct StepAxis {
+  double lo = 0, hi = 0;
+  bool clipped_low = false, clipped_high = false;
+};
+
+StepAxis StepTimeAxis(const std::vector<const VariantReport*>& rows) {
+  double fence_lo = INFINITY, fence_hi = 0, data_lo = INFINITY, data_hi = 0;
+  for (const VariantReport* v : rows) {
+    const StepDistribution& d = v->step_times;
+    double spread = std::max(d.p90 - d.p10, d.p50 * 0.01);
+    fence_lo = std::min(fence_lo, d.p10 - 3 * spread);
+    fence_hi = std::max(fence_hi, d.p90 + 3 * spread);
+    data_lo = std::min(data_lo, d.min);
+    data_hi = std::max(data_hi, d.max);
+  }
+  StepAxis axis;
+  axis.clipped_low = data_lo < fence_lo;
+  axis.clipped_high = data_hi > fence_hi;
+  double lo = axis.clipped_low ? fence_lo : data_lo;
+  double hi = axis.clipped_high ? fence_hi : data_hi;
+  double pad = std::max((hi - lo) * 0.05, hi * 0.01);
+  axis.lo = std::max(0.0, lo - (axis.clipped_low ? 0 : pad));
+  axis.hi = hi + (axis.clipped_high ? 0 : pad);
+  if (axis.lo <= 0) axis.clipped_low = data_lo < 0;  // the axis starts at 0: nothing below
+  return axis;
+}
+
 std::string StepTimeChart(const Report& report) {
   std::vector<const VariantReport*> rows;
-  double lo = INFINITY, hi = 0;
   for (const VariantReport& v : report.variants) {
     if (v.step_times.count == 0) continue;
     rows.push_back(&v);
-    lo = std::min(lo, v.step_times.min);
-    hi = std::max(hi, v.step_times.max);
   }
   if (rows.empty()) return "";
-  double pad = std::max((hi - lo) * 0.05, hi * 0.01);
-  lo = std::max(0.0, lo - pad);
-  hi += pad;
+  StepAxis axis = StepTimeAxis(rows);
   std::vector<std::string> labels;
   for (const VariantReport* v : rows) labels.push_back(Truncate(v->key));
   int label_w = LabelWidth(labels), plot_w = 520, row_h = 26, top = 10;
-  int height = top + row_h * static_cast<int>(rows.size()) + 40;
+  int height = top + row_h * static_cast<int>(rows.size()) + 66;
   int width = label_w + plot_w + 190;
-  Scale x{lo, hi, static_cast<double>(label_w), static_cast<double>(label_w + plot_w)};
+  Scale x{axis.lo, axis.hi, static_cast<double>(label_w), static_cast<double>(label_w + plot_w)};
   std::ostringstream out;
   out << "<svg class=\"chart\" id=\"chart-steps\" role=\"img\" width=\"" << width << "\" height=\""
       << height << "\" viewBox=\"0 0 " << width << " " << height << "\">\n";
   out << "<title>Distribution of measured step times per variant: box p25-p75, line at the "
-         "median, whiskers p10-p90, dots at min and max</title>\n";
+         "median, whiskers p10-p90, dots at min and max (triangles: beyond the axis)</title>\n";
   double axis_y = top + row_h * static_cast<double>(rows.size()) + 4;
-  XAxis(out, x, axis_y, Ticks(lo, hi), " s", top);
+  XAxis(out, x, axis_y, Ticks(axis.lo, axis.hi), " s", top);
+  AxisLabel(out, label_w + plot_w / 2.0, axis_y + 34, "seconds per step (s)");
+  int clipped = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const StepDistribution& d = rows[i]->step_times;
     const char* color = rows[i]->is_baseline ? kBaselineColor : kVariantColor;
@@ -262,19 +302,41 @@ std::string StepTimeChart(const Report& report) {
         << "\" fill-opacity=\"0.25\" stroke=\"" << color << "\"/>\n";
     out << "<line x1=\"" << Num(x(d.p50)) << "\" y1=\"" << Num(cy - 7) << "\" x2=\"" << Num(x(d.p50))
         << "\" y2=\"" << Num(cy + 7) << "\" stroke=\"" << color << "\" stroke-width=\"2\"/>\n";
-    for (double e : {d.min, d.max}) {
+    for (auto [e, name] : {std::pair{d.min, "min"}, std::pair{d.max, "max"}}) {
+      if (e > axis.hi || e < axis.lo) {
+        // A triangle on the edge, pointing the way the value lies; its <title> is the tooltip.
+        ++clipped;
+        bool high = e > axis.hi;
+        double tip = high ? x.px_hi + 2 : x.px_lo - 2, base = high ? tip - 9 : tip + 9;
+        out << "<polygon class=\"clipped\" data-value=\"" << Escape(FormatNumber(e, 6)) << "\" points=\""
+            << Num(tip) << "," << Num(cy) << " " << Num(base) << "," << Num(cy - 6) << " " << Num(base) << ","
+            << Num(cy + 6) << "\" fill=\"" << kSlower << "\"><title>" << name << " " << Escape(FormatSeconds(e))
+            << " per step, beyond the axis (" << (high ? "which ends at " : "which starts at ")
+            << Escape(FormatSeconds(high ? axis.hi : axis.lo)) << ")</title></polygon>\n";
+        continue;
+      }
       out << "<circle cx=\"" << Num(x(e)) << "\" cy=\"" << Num(cy) << "\" r=\"2\" fill=\"" << color
           << "\"/>\n";
     }
+    std::string text = "median " + FormatSeconds(d.p50) + ", n=" + std::to_string(d.count);
+    if (d.max > axis.hi) text += ", max " + FormatSeconds(d.max);
     out << "<text x=\"" << label_w + plot_w + 10 << "\" y=\"" << Num(cy + 4) << "\" class=\"value\">"
-        << Escape("median " + FormatSeconds(d.p50) + ", n=" + std::to_string(d.count)) << "</text>\n";
+        << Escape(text) << "</text>\n";
+  }
+  if (clipped > 0) {
+    out << "<text x=\"" << label_w + plot_w << "\" y=\"" << Num(axis_y + 54)
+        << "\" text-anchor=\"end\" class=\"flag\">" << clipped
+        << (clipped == 1 ? " point lies" : " points lie")
+        << " beyond the axis: red triangles at its edge (hover for the value)</text>\n";
   }
   out << "</svg>\n";
   return out.str();
 }
 
-std::string LossChart(const VariantReport& v, const VariantReport& cp, double threshold) {
-  const int width = 380, height = 200, left = 52, right = 10, top = 30, bottom = 30;
+// One variant's loss curve over its counterpart's, `width` wide (the report passes the
+// width of its other charts so that this one is never the smallest) and 300 px tall.
+std::string LossChart(const VariantReport& v, const VariantReport& cp, double threshold, int width) {
+  const int height = 300, left = 70, right = 16, top = 30, bottom = 50;
   double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
   for (const auto* curve : {&v.loss_curve, &cp.loss_curve}) {
     for (const auto& [step, loss] : *curve) {
@@ -288,7 +350,8 @@ std::string LossChart(const VariantReport& v, const VariantReport& cp, double th
   double y_pad = std::max((y_hi - y_lo) * 0.08, std::fabs(y_hi) * 0.005 + 1e-9);
   y_lo -= y_pad;
   y_hi += y_pad;
-  Scale x{x_lo, x_hi > x_lo ? x_hi : x_lo + 1, static_cast<double>(left), static_cast<double>(width - right)};
+  if (!(x_hi > x_lo)) x_hi = x_lo + 1;
+  Scale x{x_lo, x_hi, static_cast<double>(left), static_cast<double>(width - right)};
   Scale y{y_lo, y_hi, static_cast<double>(height - bottom), static_cast<double>(top)};
   auto polyline = [&](const std::vector<std::pair<std::int64_t, double>>& curve) {
     std::string points;
@@ -306,13 +369,20 @@ std::string LossChart(const VariantReport& v, const VariantReport& cp, double th
   out << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << width - left - right
       << "\" height=\"" << height - top - bottom << "\" class=\"frame\"/>\n";
   for (double t : Ticks(y_lo, y_hi)) {
+    out << "<line x1=\"" << left << "\" y1=\"" << Num(y(t)) << "\" x2=\"" << width - right << "\" y2=\""
+        << Num(y(t)) << "\" class=\"grid\"/>\n";
     out << "<text x=\"" << left - 4 << "\" y=\"" << Num(y(t) + 4)
         << "\" text-anchor=\"end\" class=\"tick\">" << Escape(FormatNumber(t, 3)) << "</text>\n";
   }
-  out << "<text x=\"" << left << "\" y=\"" << height - 10 << "\" class=\"tick\">step "
-      << static_cast<long long>(x_lo) << "</text>\n";
-  out << "<text x=\"" << width - right << "\" y=\"" << height - 10
-      << "\" text-anchor=\"end\" class=\"tick\">step " << static_cast<long long>(x_hi) << "</text>\n";
+  for (double t : Ticks(x_lo, x_hi)) {
+    if (t != std::floor(t)) continue;  // steps are whole numbers
+    out << "<line x1=\"" << Num(x(t)) << "\" y1=\"" << top << "\" x2=\"" << Num(x(t)) << "\" y2=\""
+        << height - bottom << "\" class=\"grid\"/>\n";
+    out << "<text x=\"" << Num(x(t)) << "\" y=\"" << height - bottom + 16
+        << "\" text-anchor=\"middle\" class=\"tick\">" << static_cast<long long>(t) << "</text>\n";
+  }
+  AxisLabel(out, (left + width - right) / 2.0, height - 10, "step");
+  AxisLabel(out, 16, (top + height - bottom) / 2.0, "loss (mean over trials)", true);
   out << "<polyline points=\"" << polyline(cp.loss_curve) << "\" fill=\"none\" stroke=\"" << kBaselineColor
       << "\" stroke-width=\"2\" stroke-dasharray=\"5 3\"/>\n";
   out << "<polyline points=\"" << polyline(v.loss_curve) << "\" fill=\"none\" stroke=\"" << kVariantColor
@@ -321,11 +391,11 @@ std::string LossChart(const VariantReport& v, const VariantReport& cp, double th
                                                (c.loss_flagged ? " (above " + FormatPercent(threshold) + ")" : "") +
                                                (c.loss_parity_expected ? "" : " (" + c.loss_parity_note + ")")
                                          : "no common steps";
-  out << "<text x=\"" << left << "\" y=\"14\" class=\"" << (c.loss_flagged ? "flag" : "tick") << "\">"
+  out << "<text x=\"" << left << "\" y=\"18\" class=\"" << (c.loss_flagged ? "flag" : "tick") << "\">"
       << Escape(dev) << "</text>\n";
-  out << "</svg><figcaption><span class=\"swatch\" style=\"background:" << kVariantColor << "\"></span>"
-      << Escape(v.key) << "<br><span class=\"swatch dashed\"></span>" << Escape(cp.key)
-      << " (counterpart)</figcaption></figure>\n";
+  out << "</svg><figcaption style=\"max-width:" << width << "px\"><span class=\"swatch\" style=\"background:"
+      << kVariantColor << "\"></span>" << Escape(v.key) << "<br><span class=\"swatch dashed\"></span>"
+      << Escape(cp.key) << " (counterpart)</figcaption></figure>\n";
   return out.str();
 }
 
@@ -345,7 +415,8 @@ th { background: #f6f8fa; text-align: left; } td.num { text-align: right;
      font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr:nth-child(even) td { background: #fbfcfd; }
 svg.chart text { font: 12px system-ui, sans-serif; fill: #1f2328; }
-svg.chart .tick { fill: #57606a; font-size: 11px; } svg.chart .missing { fill: #cf222e; }
+svg.chart .tick { fill: #57606a; font-size: 11px; }
+svg.chart .axis-label { fill: #424a53; font-size: 12px; } svg.chart .missing { fill: #cf222e; }
 svg.chart .flag { fill: #cf222e; font-size: 11px; font-weight: bold; }
 svg.chart .axis { stroke: #8c959f; } svg.chart .grid { stroke: #eaeef2; }
 svg.chart .unity { stroke: #1f2328; stroke-dasharray: 4 3; }
@@ -355,7 +426,7 @@ svg.chart .budget-label { fill: #cf222e; font-size: 11px; }
 svg.chart .frame { fill: none; stroke: #d0d7de; }
 .losses { display: flex; flex-wrap: wrap; gap: 12px; }
 figure.loss { margin: 0; border: 1px solid #d0d7de; border-radius: 6px; padding: 6px; }
-figcaption { font-size: 12px; color: #424a53; max-width: 380px; overflow-wrap: anywhere; }
+figcaption { font-size: 12px; color: #424a53; overflow-wrap: anywhere; }
 .swatch { display: inline-block; width: 14px; height: 3px; vertical-align: middle; margin-right: 6px; }
 .swatch.dashed { background: repeating-linear-gradient(90deg, #8c959f 0 5px, transparent 5px 8px); }
 footer { margin-top: 32px; color: #8c959f; font-size: 12px; }
@@ -429,9 +500,15 @@ std::string RenderReportHtml(const Report& report) {
   if (!steps.empty()) {
     charts << "<h2>Step-time distributions</h2>\n<p class=\"note\">All measured steps of a variant's "
               "succeeded trials: box p25-p75, bar at the median, whiskers p10-p90, dots at min and "
-              "max.</p>\n"
+              "max. The axis ends 3 whisker spans beyond the widest whiskers, so one stalled step "
+              "cannot squash the boxes: a min or max beyond it is a red triangle at the edge, its "
+              "value in the tooltip and beside the row.</p>\n"
            << steps;
   }
+  // As wide as the widest other chart (theirs: variant labels + 520 px plot + 190 px values).
+  std::vector<std::string> keys;
+  for (const VariantReport& v : report.variants) keys.push_back(Truncate(v.key));
+  const int loss_width = std::max(800, LabelWidth(keys) + 520 + 190);
   std::ostringstream losses;
   int loss_charts = 0;
   for (const VariantReport& v : report.variants) {
@@ -439,7 +516,7 @@ std::string RenderReportHtml(const Report& report) {
     const VariantReport* cp = report.FindVariant(v.counterpart_key);
     if (cp == nullptr || cp->loss_curve.empty()) continue;
     if (++loss_charts > 24) break;  // keep the page light; the tables list every variant
-    losses << LossChart(v, *cp, report.options.loss_parity_threshold);
+    losses << LossChart(v, *cp, report.options.loss_parity_threshold, loss_width);
   }
   if (loss_charts > 0) {
     charts << "<h2>Loss curves</h2>\n<p class=\"note\">Mean loss over trials per measured step, each "

@@ -73,8 +73,10 @@ struct RatioChartRow {
 };
 // An inline SVG chart of ratios around 1.0x (green faster, red slower, grey unclear);
 // the report's speedup chart and `bakeoff compare`'s change chart. "" without rows.
+// `axis_label` titles the ratio axis (what is divided by what, and the unit "x").
 std::string RenderRatioChartSvg(const std::string& id, const std::string& title,
-                                const std::vector<RatioChartRow>& rows);
+                                const std::vector<RatioChartRow>& rows,
+                                const std::string& axis_label = "ratio (x, 1.0x = no change)");
 
 // Formatting shared by the renderers (and `bakeoff compare`).
 std::string FormatBytes(std::int64_t bytes);         // "1.5 GiB"

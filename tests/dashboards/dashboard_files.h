@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -90,6 +91,110 @@ inline bool IsGrafanaBuiltin(const std::string& name) {
   static const std::set<std::string> kBuiltins = {"__rate_interval", "__interval", "__interval_ms", "__range",
                                                   "__range_s", "__range_ms", "__dashboard", "__from", "__to"};
   return kBuiltins.count(name) > 0;
+}
+
+// What a template variable is set to: its values (several when multi-valued), or All.
+struct VariableSelection {
+  std::vector<std::string> values;
+  bool all = false;
+};
+
+// Grafana's @grafana/data escapeRegex, used by the `:regex` format.
+inline std::string GrafanaEscapeRegex(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (std::string("/.*+?|()[]{}\\").find(c) != std::string::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// The Prometheus datasource's default formatting (no `:format` given), classic behaviour
+// (prometheusSpecialRegexEscape for multi/All variables, prometheusRegularEscape for the
+// others): it does not escape '"', which is the reviewed failure (F4).
+inline std::string GrafanaPrometheusDefault(const std::vector<std::string>& values, bool regex_context) {
+  auto escape = [&](const std::string& v) {
+    std::string out;
+    for (char c : v) {
+      if (c == '\\') {
+        out += regex_context ? "\\\\\\\\" : "\\\\";
+      } else if (regex_context && std::string("$^*{}[]'+?.()|").find(c) != std::string::npos) {
+        out += "\\\\";
+        out += c;
+      } else if (!regex_context && c == '\'') {
+        out += "\\\\'";
+      } else {
+        out += c;
+      }
+    }
+    return out;
+  };
+  if (values.size() == 1) return escape(values[0]);
+  std::string joined;
+  for (const auto& v : values) joined += (joined.empty() ? "" : "|") + escape(v);
+  return "(" + joined + ")";
+}
+
+// Interpolates `text` as Grafana does before it sends a query: $name, ${name},
+// ${name:format} (regex, doublequote, raw) and [[name]], with the dashboard's variable
+// definitions (multi, includeAll, allValue) and `builtins` for $__rate_interval and the
+// like. A custom allValue is inserted unformatted, as Grafana does.
+inline std::string GrafanaInterpolate(const std::string& text, const nlohmann::json& dashboard,
+                                      const std::map<std::string, VariableSelection>& selections,
+                                      const std::map<std::string, std::string>& builtins) {
+  static const std::regex kUse(R"(\$\{(\w+)(?::(\w+))?\}|\$(\w+)|\[\[(\w+)\]\])");
+  std::string out;
+  auto begin = text.cbegin();
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kUse); it != std::sregex_iterator(); ++it) {
+    const std::smatch& m = *it;
+    const std::string name = m[1].matched ? m[1].str() : m[3].matched ? m[3].str() : m[4].str();
+    const std::string format = m[2].matched ? m[2].str() : "";
+    out.append(begin, m[0].first);
+    begin = m[0].second;
+    if (auto b = builtins.find(name); b != builtins.end()) {
+      out += b->second;
+      continue;
+    }
+    nlohmann::json variable;
+    for (const auto& v : dashboard["templating"]["list"]) {
+      if (v.value("name", "") == name) variable = v;
+    }
+    auto sel = selections.find(name);
+    if (variable.is_null() || sel == selections.end()) {
+      out += m[0].str();  // left as is, like Grafana does for unknown names
+      continue;
+    }
+    if (sel->second.all && variable.contains("allValue") && !variable["allValue"].get<std::string>().empty()) {
+      out += variable["allValue"].get<std::string>();
+      continue;
+    }
+    const std::vector<std::string>& values = sel->second.values;
+    if (format == "regex") {
+      if (values.size() == 1) {
+        out += GrafanaEscapeRegex(values[0]);
+      } else {
+        std::string joined;
+        for (const auto& v : values) joined += (joined.empty() ? "" : "|") + GrafanaEscapeRegex(v);
+        out += "(" + joined + ")";
+      }
+    } else if (format == "doublequote") {
+      std::string joined;
+      for (const auto& v : values) {
+        std::string quoted = "\"";
+        for (char c : v) quoted += c == '"' ? std::string("\\\"") : std::string(1, c);
+        joined += (joined.empty() ? "" : ",") + quoted + "\"";
+      }
+      out += joined;
+    } else if (format == "raw") {
+      std::string joined;
+      for (const auto& v : values) joined += (joined.empty() ? "" : ",") + v;
+      out += joined;
+    } else {
+      out += GrafanaPrometheusDefault(values, variable.value("multi", false) || variable.value("includeAll", false));
+    }
+  }
+  out.append(begin, text.cend());
+  return out;
 }
 
 }  // namespace bakeoff::testing

@@ -5,6 +5,8 @@
 // every metric a panel queries is documented, and promtool accepts prometheus.yml.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -114,7 +116,7 @@ TEST(DashboardsTest, EveryVariableUsedIsDefinedBeforeUse) {
     for (const auto& variable : f.json["templating"].value("list", json::array())) {
       const std::string name = variable.value("name", "");
       for (const auto& used : testing::VariablesUsed(testing::VariableQuery(variable))) {
-        EXPECT_TRUE(defined.count(used)) << f.path << ": variable '" << name << "' uses $" << used
+        EXPECT_TRUE(defined.count(used) || testing::IsGrafanaBuiltin(used)) << f.path << ": variable '" << name << "' uses $" << used
                                          << " before it is defined";
       }
       EXPECT_FALSE(testing::VariableQuery(variable).empty()) << f.path << ": variable " << name << " has no query";
@@ -164,6 +166,178 @@ TEST(DashboardsTest, EveryQueriedMetricIsDocumented) {
   for (const auto& name : queried) {
     EXPECT_NE(doc.find("`" + name + "`"), std::string::npos) << name << " is queried but not in docs/metrics.md";
   }
+}
+
+// The PromQL Grafana sends for a variable's query: label_values(selector, label) asks
+// for the selector's series, query_result(expr) evaluates expr.
+std::string VariableExpr(const std::string& query) {
+  static const std::regex kLabelValues(R"(^label_values\((.*),\s*\w+\)$)");
+  static const std::regex kQueryResult(R"(^query_result\((.*)\)$)");
+  std::smatch m;
+  if (std::regex_match(query, m, kLabelValues) || std::regex_match(query, m, kQueryResult)) return m[1].str();
+  return query;
+}
+
+// Runs `promtool check rules` on one recording rule per expression: promtool parses each
+// with Prometheus' own PromQL parser. Returns promtool's output; `ok` tells success.
+std::string PromtoolCheckExprs(const std::vector<std::string>& exprs, bool* ok) {
+  static int counter = 0;
+  json rules = json::array();
+  for (std::size_t i = 0; i < exprs.size(); ++i) {
+    rules.push_back({{"record", "bakeoff:dashboard_query_" + std::to_string(i)}, {"expr", exprs[i]}});
+  }
+  const json file = {{"groups", json::array({{{"name", "dashboards"}, {"rules", rules}}})}};
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("bakeoff-dashboard-rules-" + std::to_string(getpid()) + "-" + std::to_string(++counter) + ".yml");
+  std::ofstream(path) << file.dump(2);  // JSON is YAML
+  FILE* pipe = popen(("promtool check rules " + path.string() + " 2>&1").c_str(), "r");
+  std::string output;
+  int status = -1;
+  if (pipe) {
+    char buffer[4096];
+    while (std::size_t n = fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
+    status = pclose(pipe);
+  }
+  std::filesystem::remove(path);
+  *ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return output;
+}
+
+bool PromtoolInstalled() { return std::system("promtool --version > /dev/null 2>&1") == 0; }
+
+// A variant key of the shipped h5-lora-rank sweeps: quotes, brackets and commas.
+const std::string kQuotedKey = R"(compile_mode=jit,lora_rank=8,lora_targets=["q","k","v","o"])";
+const std::map<std::string, std::string> kBuiltins = {
+    {"__rate_interval", "20s"}, {"__interval", "5s"}, {"__range", "3600s"}, {"__range_s", "3600"}};
+
+// Every expression (panels and variable queries) of every dashboard, interpolated with
+// `selections`.
+std::vector<std::string> InterpolatedExprs(const std::map<std::string, testing::VariableSelection>& selections) {
+  std::vector<std::string> out;
+  for (const auto& f : LoadDashboards()) {
+    for (const auto& v : f.json["templating"]["list"]) {
+      out.push_back(VariableExpr(testing::GrafanaInterpolate(testing::VariableQuery(v), f.json, selections, kBuiltins)));
+    }
+    for (const auto& panel : Panels(f.json)) {
+      for (const auto& t : panel.value("targets", json::array())) {
+        out.push_back(testing::GrafanaInterpolate(t.value("expr", ""), f.json, selections, kBuiltins));
+      }
+    }
+  }
+  return out;
+}
+
+TEST(DashboardsTest, EveryQueryStaysValidPromqlWhenOneVariantKeyHasQuotes) {
+  if (!PromtoolInstalled()) GTEST_SKIP() << "promtool is not installed";
+  const std::string other = "compile_mode=eager,lora_rank=8,lora_targets=[\"q\",\"v\"]";
+  const std::vector<std::map<std::string, testing::VariableSelection>> cases = {
+      // One quoted variant, one worker whose name has a regex metacharacter.
+      {{"sweep", {{"12"}}}, {"variant", {{kQuotedKey}}}, {"trial", {{"42"}}}, {"worker", {{"gpu-node.7"}}}},
+      // Two quoted variants, two workers.
+      {{"sweep", {{"12"}}}, {"variant", {{kQuotedKey, other}}}, {"trial", {{"42"}}}, {"worker", {{"w1", "w2"}}}},
+      // All.
+      {{"sweep", {{"12"}}}, {"variant", {{}, true}}, {"trial", {{"42"}}}, {"worker", {{}, true}}},
+  };
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    std::vector<std::string> exprs = InterpolatedExprs(cases[c]);
+    ASSERT_GE(exprs.size(), 40u);
+    for (const auto& e : exprs) EXPECT_EQ(e.find('$'), std::string::npos) << "case " << c << ": uninterpolated: " << e;
+    bool ok = false;
+    std::string output = PromtoolCheckExprs(exprs, &ok);
+    EXPECT_TRUE(ok) << "case " << c << ": promtool rejects an interpolated query:\n" << output;
+  }
+
+  // The check is not vacuous: the old form, a bare "$variant" that Grafana formats by
+  // default, is rejected with this key (the review's F4).
+  json old_style = {{"templating", {{"list", json::array({{{"name", "variant"}, {"multi", true},
+                                                           {"includeAll", true}, {"allValue", ".*"}}})}}}};
+  std::string old_expr = testing::GrafanaInterpolate(R"(bakeoff_trial_loss{variant=~"$variant"})", old_style,
+                                                     {{"variant", {{kQuotedKey}}}}, kBuiltins);
+  bool old_ok = true;
+  std::string old_output = PromtoolCheckExprs({old_expr}, &old_ok);
+  EXPECT_FALSE(old_ok) << old_expr << "\n" << old_output;
+}
+
+TEST(DashboardsTest, VariantMatchersMatchExactlyTheSelectedKeys) {
+  // Every use of $variant and $worker is an explicit regex format in a raw (backquoted)
+  // PromQL string, so no value is re-escaped by PromQL's string rules.
+  for (const auto& q : testing::PanelQueries(LoadDashboards())) {
+    for (const std::string name : {"variant", "worker"}) {
+      if (!testing::VariablesUsed(q.expr).count(name)) continue;
+      EXPECT_NE(q.expr.find(name + "=~`${" + name + ":regex}`"), std::string::npos) << q.dashboard << " / " << q.panel;
+    }
+  }
+  // The regex Grafana then sends (RE2, anchored by Prometheus) matches the key itself
+  // and not a key that only shares a prefix.
+  const std::string formatted = testing::GrafanaEscapeRegex(kQuotedKey);
+  EXPECT_TRUE(std::regex_match(kQuotedKey, std::regex(formatted))) << formatted;
+  EXPECT_FALSE(std::regex_match(kQuotedKey + ",micro_batch=2", std::regex(formatted)));
+  EXPECT_FALSE(std::regex_match(std::string(R"(compile_mode=jit,lora_rank=8,lora_targets=q)"), std::regex(formatted)));
+}
+
+TEST(DashboardsTest, SweepPickerDefaultsToTheNewestAndTellsSameNamesApart) {
+  for (const auto& f : LoadDashboards()) {
+    for (const auto& v : f.json["templating"]["list"]) {
+      if (v.value("name", "") != "sweep") continue;
+      // Grafana selects the first option when nothing is saved: sorted numerically
+      // descending on the text, whose first number is the sweep id, the newest is first.
+      EXPECT_EQ(v.value("sort", 0), 4) << f.path;
+      EXPECT_TRUE(v.value("current", json::object()).empty()) << f.path << ": a saved selection overrides the default";
+      const std::string query = testing::VariableQuery(v);
+      EXPECT_NE(query.find(R"(label_join(bakeoff_sweep_info, "picker", " · ", "sweep", "name"))"), std::string::npos)
+          << query;
+      // Grafana applies the variable's regex to query_result's lines; two sweeps that
+      // share a name get different texts.
+      std::string pattern = v.value("regex", "");
+      pattern = std::regex_replace(pattern.substr(1, pattern.size() - 2), std::regex(R"(\?<(\w+)>)"), "");
+      std::set<std::string> texts;
+      for (const std::string id : {"1", "2"}) {
+        const std::string line = R"(bakeoff_sweep_info{active="true", instance="c:8080", job="bakeoff-coordinator", name="eco-live", picker=")" +
+                                 id + R"( · eco-live", sweep=")" + id + R"("} 1 1700000000000)";
+        std::smatch m;
+        ASSERT_TRUE(std::regex_search(line, m, std::regex(pattern))) << pattern;
+        EXPECT_EQ(m[2].str(), id);                       // value: the id
+        EXPECT_EQ(m[1].str().rfind(id + " · ", 0), 0u);  // text leads with the id
+        texts.insert(m[1].str());
+      }
+      EXPECT_EQ(texts.size(), 2u);
+    }
+  }
+}
+
+TEST(DashboardsTest, TrialPickerListsRunningTrialsFirst) {
+  bool seen = false;
+  for (const auto& f : LoadDashboards()) {
+    for (const auto& v : f.json["templating"]["list"]) {
+      if (v.value("name", "") != "trial") continue;
+      seen = true;
+      const std::string query = testing::VariableQuery(v);
+      // Running trials (series present now) get 1, ended ones in the range 0; sort_desc
+      // puts the running first and Grafana keeps that order (sort 0) and selects the first.
+      EXPECT_EQ(query.rfind("query_result(sort_desc(", 0), 0u) << query;
+      EXPECT_NE(query.find(R"("state", "running")"), std::string::npos) << query;
+      EXPECT_NE(query.find("[$__range]"), std::string::npos) << query;
+      EXPECT_EQ(v.value("sort", -1), 0) << f.path;
+      EXPECT_TRUE(v.value("current", json::object()).empty()) << f.path;
+    }
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(DashboardsTest, ClusterShowsAStoppedWorkerAsGoneAndCountsLostAttempts) {
+  // The coordinator's /metrics has alive, draining and lost only: a worker stopped cleanly
+  // is "lost" there once its heartbeats stop (docs/metrics.md). The dashboard calls that
+  // state gone, and shows separately whether any attempt was lost with a worker.
+  bool gone = false, lost_attempts = false;
+  for (const auto& q : testing::PanelQueries(LoadDashboards())) {
+    if (q.dashboard != "bakeoff-cluster") continue;
+    if (q.expr.find("bakeoff_workers)") != std::string::npos) {
+      gone = q.expr.find(R"("state", "gone", "state", "lost")") != std::string::npos;
+    }
+    lost_attempts = lost_attempts || q.expr.find("increase(bakeoff_trials_requeued_total[$__range])") != std::string::npos;
+  }
+  EXPECT_TRUE(gone);
+  EXPECT_TRUE(lost_attempts);
 }
 
 TEST(DashboardsTest, ProvisioningFilesUseApiVersionOneAndPointAtTheDashboards) {

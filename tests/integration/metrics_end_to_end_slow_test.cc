@@ -290,11 +290,18 @@ TEST_F(MetricsEndToEndTest, PrometheusScrapesASweepAndEveryDashboardQueryHasData
   for (const auto& t : *trials) variants.insert(t["variant_key"].get<std::string>());
   std::string variant_regex;
   for (const auto& v : variants) variant_regex += (variant_regex.empty() ? "" : "|") + RegexEscape(v);
+  std::string variant_raw_regex;  // ${variant:regex} in a backquoted (raw) PromQL string
+  for (const auto& v : variants) {
+    variant_raw_regex += (variant_raw_regex.empty() ? "" : "|") + testing::GrafanaEscapeRegex(v);
+  }
+  std::set<std::string> trial_ids;
+  for (const auto& t : *trials) trial_ids.insert(std::to_string(t["id"].get<std::int64_t>()));
   const std::string trial_id = std::to_string((*trials)[0]["id"].get<std::int64_t>());
   const auto end = std::chrono::system_clock::now();
   const auto range_s = std::chrono::duration_cast<std::chrono::seconds>(end - start).count() + 5;
   const std::map<std::string, std::string> values = {
       {"sweep", sweep_id},          {"variant", "(" + variant_regex + ")"},
+      {"variant:regex", "(" + variant_raw_regex + ")"}, {"worker:regex", "(w1|w2)"},
       {"trial", trial_id},          {"worker", "(w1|w2)"},
       {"__rate_interval", "4s"},    {"__interval", "1s"},
       {"__range", std::to_string(range_s) + "s"}};
@@ -345,7 +352,7 @@ TEST_F(MetricsEndToEndTest, PrometheusScrapesASweepAndEveryDashboardQueryHasData
         auto got = query_range(m[1].str());
         ASSERT_TRUE(got.ok()) << query << ": " << got.status().ToString();
         // Grafana matches its regex against `name{label="value", ...}`; the sweep
-        // variable must capture this sweep's id.
+        // variable must capture this sweep's id, the trial variable one of its trials.
         std::string pattern = variable.value("regex", "");
         pattern = std::regex_replace(pattern.substr(1, pattern.size() - 2), std::regex(R"(\?<\w+>)"), "");
         bool found = false;
@@ -356,12 +363,13 @@ TEST_F(MetricsEndToEndTest, PrometheusScrapesASweepAndEveryDashboardQueryHasData
           }
           text += "}";
           std::smatch captured;
+          const bool is_trial = variable.value("name", "") == "trial";
           if (std::regex_search(text, captured, std::regex(pattern)) && captured.size() >= 3 &&
-              captured[2].str() == sweep_id) {
+              (is_trial ? trial_ids.count(captured[2].str()) > 0 : captured[2].str() == sweep_id)) {
             found = true;
           }
         }
-        EXPECT_TRUE(found) << file.json["uid"] << " variable " << variable["name"] << " lists no sweep " << sweep_id;
+        EXPECT_TRUE(found) << file.json["uid"] << " variable " << variable["name"] << " lists nothing of sweep " << sweep_id;
       } else {
         ADD_FAILURE() << "unknown variable query form: " << query;
       }

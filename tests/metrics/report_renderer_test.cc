@@ -284,6 +284,99 @@ TEST(ReportRendererTest, HtmlIsSelfContainedWithItsCharts) {
   EXPECT_NE(escaped.find("&lt;b&gt;bold&lt;/b&gt; &amp; more"), std::string::npos);
 }
 
+// The <svg ...>...</svg> element whose opening tag contains `marker`, or "".
+std::string SvgWith(const std::string& html, const std::string& marker) {
+  std::size_t at = html.find(marker);
+  if (at == std::string::npos) return "";
+  std::size_t begin = html.rfind("<svg", at);
+  std::size_t end = html.find("</svg>", at);
+  return html.substr(begin, end + 6 - begin);
+}
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+int Attribute(const std::string& svg, const std::string& name) {
+  std::smatch m;
+  std::regex_search(svg, m, std::regex(" " + name + "=\"([0-9]+)\""));
+  return m.empty() ? -1 : std::stoi(m[1].str());
+}
+
+// The largest tick value on the step-time axis (ticks read "0.0100 s").
+double LargestTick(const std::string& svg) {
+  double largest = 0;
+  static const std::regex kTick(R"(class="tick">([0-9.e+-]+) s<)");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), kTick); it != std::sregex_iterator(); ++it) {
+    largest = std::max(largest, std::stod((*it)[1].str()));
+  }
+  return largest;
+}
+
+TEST(ReportRendererTest, StepTimeAxisClipsOneStalledStepAndMarksIt) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 3, 1.15);
+  // One step of one trial stalls: 40 times the trial's step time.
+  TrialInput& stalled = input.trials.front();
+  const double typical = stalled.steps[4].step_s;
+  stalled.steps[4].step_s = typical * 40;
+  std::string svg = SvgWith(RenderReportHtml(BuildReport(input, ReportOptions{})), "id=\"chart-steps\"");
+  ASSERT_FALSE(svg.empty());
+  // Exactly that max is clipped: a marker with its true value, and the axis ends well below it.
+  EXPECT_EQ(Count(svg, "class=\"clipped\""), 1) << svg;
+  EXPECT_NE(svg.find("<title>max " + FormatSeconds(typical * 40) + " per step, beyond the axis"), std::string::npos)
+      << svg;
+  EXPECT_GT(LargestTick(svg), 0);
+  EXPECT_LT(LargestTick(svg), typical * 10);
+  EXPECT_NE(svg.find("1 point lies beyond the axis"), std::string::npos);
+
+  // Without the stall nothing is clipped and the axis reaches the largest step.
+  ReportInput calm = TwoByTwoSweep();
+  AddTrials(calm, 3, 1.15);
+  std::string calm_svg = SvgWith(RenderReportHtml(BuildReport(calm, ReportOptions{})), "id=\"chart-steps\"");
+  EXPECT_EQ(Count(calm_svg, "class=\"clipped\""), 0);
+  EXPECT_EQ(calm_svg.find("beyond the axis:"), std::string::npos);
+}
+
+TEST(ReportRendererTest, EveryChartLabelsItsAxesWithUnits) {
+  std::string html = RenderReportHtml(RichReport());
+  const std::vector<std::pair<std::string, std::vector<std::string>>> expected = {
+      {"id=\"chart-speedup\"", {"speedup: tokens/s of the variant over its counterpart (x)"}},
+      {"id=\"chart-memory\"", {"peak memory, largest rank (GiB)"}},
+      {"id=\"chart-steps\"", {"seconds per step (s)"}},
+      {"class=\"chart loss-chart\"", {">step<", "loss (mean over trials)"}},
+  };
+  for (const auto& [marker, labels] : expected) {
+    std::string svg = SvgWith(html, marker);
+    ASSERT_FALSE(svg.empty()) << marker;
+    EXPECT_EQ(Count(svg, "class=\"axis-label\""), static_cast<int>(labels.size())) << marker;
+    for (const auto& label : labels) EXPECT_NE(svg.find(label), std::string::npos) << marker << ": " << label;
+  }
+  // Every chart on the page has at least one labelled axis.
+  EXPECT_GE(Count(html, "<svg class=\"chart"), 4);
+  for (std::size_t at = html.find("<svg class=\"chart"); at != std::string::npos;
+       at = html.find("<svg class=\"chart", at + 1)) {
+    std::string svg = html.substr(at, html.find("</svg>", at) - at);
+    EXPECT_GE(Count(svg, "class=\"axis-label\""), 1) << svg.substr(0, 200);
+  }
+  // The y axis of the loss chart is written upwards.
+  EXPECT_NE(SvgWith(html, "class=\"chart loss-chart\"").find("transform=\"rotate(-90"), std::string::npos);
+}
+
+TEST(ReportRendererTest, LossChartIsAsWideAsTheOtherChartsAndTallEnoughToRead) {
+  std::string html = RenderReportHtml(RichReport());
+  std::string loss = SvgWith(html, "class=\"chart loss-chart\"");
+  ASSERT_FALSE(loss.empty());
+  EXPECT_GE(Attribute(loss, "height"), 280);
+  for (const std::string id : {"chart-speedup", "chart-memory", "chart-steps"}) {
+    std::string other = SvgWith(html, "id=\"" + id + "\"");
+    ASSERT_FALSE(other.empty()) << id;
+    EXPECT_GE(Attribute(loss, "width"), Attribute(other, "width")) << id;
+  }
+}
+
 TEST(ReportRendererTest, EveryFormatRendersAReportWithNoSucceededTrial) {
   ReportInput input = TwoByTwoSweep();
   for (const VariantInput& v : input.variants) input.trials.push_back(Unsuccessful(v.key, 0, "oom", "oom"));
