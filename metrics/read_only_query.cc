@@ -95,9 +95,11 @@ int Authorize(void* context, int action, const char* arg1, const char* arg2, con
       "table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
       "foreign_key_list", "collation_list", "database_list", "function_list", "module_list",
       "pragma_list", "compile_options", "user_version", "schema_version", "application_id",
-      "page_count", "page_size", "freelist_count", "encoding"};
+      "page_count", "page_size", "freelist_count", "encoding", "journal_mode", "synchronous",
+      "auto_vacuum", "data_version", "integrity_check", "quick_check", "foreign_key_check"};
   static const std::set<std::string> kTakesAName = {"table_info", "table_xinfo", "table_list", "index_list",
-                                                    "index_info", "index_xinfo", "foreign_key_list"};
+                                                    "index_info", "index_xinfo", "foreign_key_list",
+                                                    "integrity_check", "quick_check", "foreign_key_check"};
   static const std::set<std::string> kDeniedFunctions = {"fts3_tokenizer", "load_extension", "readfile",
                                                          "writefile", "edit", "sqlite_offset"};
   if (action == SQLITE_PRAGMA) {

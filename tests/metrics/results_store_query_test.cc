@@ -114,7 +114,9 @@ TEST_F(ReadOnlyQueryTest, PragmasWithSideEffectsAndOutsideFunctionsAreRefusedAnd
   Result<QueryResult> info = RunReadOnlyQuery(db_path_, "PRAGMA table_info(trials)");
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_GT(info->rows.size(), 3u);
-  EXPECT_TRUE(RunReadOnlyQuery(db_path_, "PRAGMA user_version").ok());
+  for (const char* sql : {"PRAGMA user_version", "PRAGMA journal_mode", "PRAGMA quick_check", "PRAGMA integrity_check(5)"}) {
+    EXPECT_TRUE(RunReadOnlyQuery(db_path_, sql).ok()) << sql;
+  }
 }
 
 TEST_F(ReadOnlyQueryTest, AResultIsCutAtItsByteBoundAndFlagged) {
