@@ -85,7 +85,9 @@ class Result {
   const Status& status() const { return status_; }
   T& value() & { return *value_; }
   const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
+  // By value, not T&&: `for (auto& x : Load().value())` would otherwise iterate a
+  // temporary that is already destroyed.
+  T value() && { return std::move(*value_); }
   T* operator->() { return &*value_; }
   const T* operator->() const { return &*value_; }
   T& operator*() & { return *value_; }
