@@ -22,7 +22,7 @@ const prometheus::Histogram::BucketBoundaries kStoreBuckets = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
 
 const char* const kTrialStates[] = {"queued", "assigned", "running", "finished"};
-const char* const kWorkerStates[] = {"alive", "draining", "lost"};
+const char* const kWorkerStates[] = {"alive", "draining", "lost", "gone"};
 
 std::vector<std::string> Segments(const std::string& path) {
   std::vector<std::string> out;

@@ -459,6 +459,11 @@ void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink*
       DropUnstored(worker_id,
                    "cannot record a finished attempt from worker=" + worker_id + ": " + handled.ToString());
     }
+  } else if (*type == protocol::kTypeGoodbye) {
+    // A clean stop: gone, not lost; whatever it still held is requeued now rather than
+    // after the heartbeat timeout.
+    registry_.SetGone(worker_id);
+    HandleWorkerLost(worker_id, "worker " + worker_id + " stopped (goodbye)", metrics::WorkerState::kGone);
   } else {
     Log("ignoring a '" + *type + "' frame from worker=" + worker_id);
   }
@@ -653,9 +658,10 @@ void CoordinatorService::ReleaseParts(TrialEntry& trial, bool send_cancel, const
   trial.parts.clear();
 }
 
-void CoordinatorService::HandleWorkerLost(const std::string& worker_id, const std::string& reason) {
+void CoordinatorService::HandleWorkerLost(const std::string& worker_id, const std::string& reason,
+                                          metrics::WorkerState state) {
   Log(reason + "; its attempts are lost");
-  Status s = store_.SetWorkerState(worker_id, metrics::WorkerState::kLost);
+  Status s = store_.SetWorkerState(worker_id, state);
   (void)s;
   auto link = links_.find(worker_id);
   if (link != links_.end()) {
@@ -940,7 +946,7 @@ json CoordinatorService::WorkersJson() const {
 json CoordinatorService::ServiceDiscoveryJson() const {
   json out = json::array();
   for (const auto& [id, info] : registry_.workers()) {
-    if (info.liveness == WorkerLiveness::kLost || info.metrics_port <= 0) continue;
+    if (info.departed() || info.metrics_port <= 0) continue;
     std::string host = info.metrics_host.empty() ? info.host : info.metrics_host;
     if (host.find(':') != std::string::npos) host = "[" + host + "]";  // IPv6 literal
     out.push_back({{"targets", {host + ":" + std::to_string(info.metrics_port)}},
@@ -978,7 +984,7 @@ CoordinatorSnapshot CoordinatorService::MetricsSnapshot() const {
   }
   for (const auto& [id, info] : registry_.workers()) {
     ++snapshot.workers_by_state[WorkerLivenessName(info.liveness)];
-    if (info.liveness == WorkerLiveness::kLost) continue;
+    if (info.departed()) continue;
     snapshot.cpu_slots_total += info.resources.cpu_slots;
     snapshot.cpu_slots_used += info.used_cpu_slots;
     snapshot.cuda_devices_total += static_cast<int>(info.resources.cuda_devices.size());

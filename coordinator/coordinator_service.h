@@ -151,7 +151,10 @@ class CoordinatorService {
   // persisting first; stops the attempt's other parts.
   Status EndAttempt(TrialEntry& trial, protocol::Outcome outcome, const std::string& reason);
   void ReleaseParts(TrialEntry& trial, bool send_cancel, const std::string& reason);
-  void HandleWorkerLost(const std::string& worker_id, const std::string& reason);
+  // The worker's link is closed and its unfinished attempts are lost (requeued while
+  // attempts remain); the store records `state` (lost, or gone after a goodbye).
+  void HandleWorkerLost(const std::string& worker_id, const std::string& reason,
+                        metrics::WorkerState state = metrics::WorkerState::kLost);
   void MaybeFinishSweep(std::int64_t sweep_id);
   // Adaptive repeats: applies the sequential rule (metrics::SequentialWalk) to every
   // non-baseline variant's complete pairs as the store records them, and cancels the

@@ -9,6 +9,7 @@ const char* WorkerLivenessName(WorkerLiveness liveness) {
     case WorkerLiveness::kAlive: return "alive";
     case WorkerLiveness::kDraining: return "draining";
     case WorkerLiveness::kLost: return "lost";
+    case WorkerLiveness::kGone: return "gone";
   }
   return "lost";
 }
@@ -48,11 +49,15 @@ void WorkerRegistry::SetDraining(const std::string& worker_id) {
   if (auto* info = Find(worker_id)) info->liveness = WorkerLiveness::kDraining;
 }
 
+void WorkerRegistry::SetGone(const std::string& worker_id) {
+  if (auto* info = Find(worker_id)) info->liveness = WorkerLiveness::kGone;
+}
+
 std::vector<std::string> WorkerRegistry::Expire() {
   std::vector<std::string> lost;
   const auto now = clock_.Now();
   for (auto& [id, info] : workers_) {
-    if (info.liveness == WorkerLiveness::kLost) continue;
+    if (info.liveness == WorkerLiveness::kLost || info.liveness == WorkerLiveness::kGone) continue;
     if (now - info.last_heartbeat > ttl_) {
       info.liveness = WorkerLiveness::kLost;
       lost.push_back(id);

@@ -17,7 +17,8 @@
 
 namespace bakeoff::coordinator {
 
-enum class WorkerLiveness { kAlive, kDraining, kLost };
+// kGone: the worker said goodbye (a clean stop); kLost: its heartbeats stopped.
+enum class WorkerLiveness { kAlive, kDraining, kLost, kGone };
 const char* WorkerLivenessName(WorkerLiveness liveness);
 
 struct WorkerInfo {
@@ -40,6 +41,7 @@ struct WorkerInfo {
   int free_cpu_slots() const { return resources.cpu_slots - used_cpu_slots; }
   std::vector<int> free_cuda_devices() const;
   bool schedulable() const { return liveness == WorkerLiveness::kAlive; }
+  bool departed() const { return liveness == WorkerLiveness::kLost || liveness == WorkerLiveness::kGone; }
 };
 
 class WorkerRegistry {
@@ -54,9 +56,11 @@ class WorkerRegistry {
   // Returns false for an unknown worker.
   bool Heartbeat(const std::string& worker_id);
   void SetDraining(const std::string& worker_id);
+  // A clean stop: the worker is gone (never reported lost later).
+  void SetGone(const std::string& worker_id);
 
   // Workers whose last heartbeat is older than the TTL become lost; returns those that
-  // just did (each once).
+  // just did (each once). A gone worker is never lost.
   std::vector<std::string> Expire();
 
   // Reserve / release a rank's resources. `cuda_device` < 0 means a CPU slot.

@@ -117,6 +117,7 @@ json ToJson(const CancelMessage& m) {
 }
 
 json ToJson(const DrainMessage&) { return Typed(kTypeDrain); }
+json ToJson(const GoodbyeMessage&) { return Typed(kTypeGoodbye); }
 
 json ToJson(const EventsMessage& m) {
   json j = Typed(kTypeEvents);
@@ -249,6 +250,11 @@ Result<CancelMessage> Parse<CancelMessage>(const json& frame) {
 template <>
 Result<DrainMessage> Parse<DrainMessage>(const json& frame) {
   return Guarded<DrainMessage>(frame, kTypeDrain, [](const json&) { return DrainMessage{}; });
+}
+
+template <>
+Result<GoodbyeMessage> Parse<GoodbyeMessage>(const json& frame) {
+  return Guarded<GoodbyeMessage>(frame, kTypeGoodbye, [](const json&) { return GoodbyeMessage{}; });
 }
 
 template <>

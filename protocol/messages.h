@@ -30,6 +30,7 @@ inline constexpr const char* kTypeHeartbeat = "heartbeat";
 inline constexpr const char* kTypeAssign = "assign";
 inline constexpr const char* kTypeCancel = "cancel";
 inline constexpr const char* kTypeDrain = "drain";
+inline constexpr const char* kTypeGoodbye = "goodbye";
 inline constexpr const char* kTypeEvents = "events";
 inline constexpr const char* kTypeAttemptFinished = "attempt_finished";
 inline constexpr const char* kTypeAck = "ack";
@@ -113,6 +114,10 @@ struct CancelMessage {
 // coordinator -> worker: finish running attempts, take no new ones.
 struct DrainMessage {};
 
+// worker -> coordinator: the worker is stopping cleanly (its attempts were finished and
+// reported); it is "gone", not "lost", and anything it still held is requeued at once.
+struct GoodbyeMessage {};
+
 // One trainer event of one rank, tagged with its attempt.
 struct TrialEvent {
   AttemptRef attempt;
@@ -157,6 +162,7 @@ nlohmann::json ToJson(const HeartbeatMessage& m);
 nlohmann::json ToJson(const AssignMessage& m);
 nlohmann::json ToJson(const CancelMessage& m);
 nlohmann::json ToJson(const DrainMessage& m);
+nlohmann::json ToJson(const GoodbyeMessage& m);
 nlohmann::json ToJson(const EventsMessage& m);
 nlohmann::json ToJson(const AttemptFinishedMessage& m);
 nlohmann::json ToJson(const AckMessage& m);
@@ -174,6 +180,7 @@ template <> Result<HeartbeatMessage> Parse<HeartbeatMessage>(const nlohmann::jso
 template <> Result<AssignMessage> Parse<AssignMessage>(const nlohmann::json&);
 template <> Result<CancelMessage> Parse<CancelMessage>(const nlohmann::json&);
 template <> Result<DrainMessage> Parse<DrainMessage>(const nlohmann::json&);
+template <> Result<GoodbyeMessage> Parse<GoodbyeMessage>(const nlohmann::json&);
 template <> Result<EventsMessage> Parse<EventsMessage>(const nlohmann::json&);
 template <> Result<AttemptFinishedMessage> Parse<AttemptFinishedMessage>(const nlohmann::json&);
 template <> Result<AckMessage> Parse<AckMessage>(const nlohmann::json&);

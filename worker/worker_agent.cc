@@ -195,7 +195,10 @@ asio::awaitable<Status> WorkerAgent::Session() {
   outbox_.MarkAllUnsent();
   Flush();
   while (conn->is_open()) {
-    if (Finished()) co_return Status::Ok();
+    if (Finished()) {
+      co_await SayGoodbye();
+      co_return Status::Ok();
+    }
     // The coordinator answers every heartbeat, so silence past read_timeout means it
     // is gone even when TCP has not noticed (a half-open connection).
     auto frame = co_await conn->Read(read_timeout);
@@ -222,10 +225,22 @@ asio::awaitable<void> WorkerAgent::FlushLoop() {
     co_await Sleep(config_.flush_interval);
     Flush();
     if (metrics_) metrics_->SetAgentState(connected(), outbox_.pending_events());
-    if (stopping_ && Finished()) {
+    if (Finished()) {  // stopped, or a drain completed
+      co_await SayGoodbye();
       if (connection_) connection_->Close();  // ends Session's read
       break;
     }
+  }
+}
+
+asio::awaitable<void> WorkerAgent::SayGoodbye() {
+  // A clean stop: the coordinator marks this worker gone, not lost. Once, from whichever
+  // of the session and the flush loop sees the end first.
+  if (goodbye_sent_ || !connected()) co_return;
+  goodbye_sent_ = true;
+  auto connection = connection_;
+  if (connection->Send(protocol::ToJson(protocol::GoodbyeMessage{})).ok()) {
+    (void)co_await connection->Flush();  // Close would drop what is still queued
   }
 }
 

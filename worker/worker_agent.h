@@ -62,6 +62,8 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   boost::asio::awaitable<void> HeartbeatLoop(std::shared_ptr<protocol::FrameConnection> conn,
                                              std::chrono::milliseconds interval);
   boost::asio::awaitable<void> FlushLoop();
+  // Tells the coordinator this worker stops cleanly (it is then gone, not lost); once.
+  boost::asio::awaitable<void> SayGoodbye();
   void HandleFrame(const nlohmann::json& frame);
   void StartAttempt(protocol::AssignMessage assign);
   void Flush();
@@ -80,6 +82,7 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   Outbox outbox_;
   bool draining_ = false;
   bool stopping_ = false;
+  bool goodbye_sent_ = false;
   std::chrono::steady_clock::time_point stop_deadline_;
   std::chrono::milliseconds backoff_;
   std::mt19937 rng_;

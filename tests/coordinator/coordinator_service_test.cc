@@ -270,6 +270,29 @@ TEST_F(CoordinatorServiceTest, GangWorkerLostAfterTheOtherPartFinishedLosesTheAt
   EXPECT_EQ(store_->ListAttempts(trial).value()[0].outcome, metrics::Outcome::kLost);
 }
 
+TEST_F(CoordinatorServiceTest, AWorkerThatSaysGoodbyeIsGoneNotLostAndItsAttemptIsRequeuedAtOnce) {
+  auto w1 = Register("w1");
+  Submit();
+  auto a = w1->Take("assign");
+  ASSERT_EQ(a.size(), 1u);
+  const std::int64_t trial = a[0]["trial_id"];
+  Frame("w1", protocol::ToJson(protocol::GoodbyeMessage{}));
+  EXPECT_TRUE(w1->closed);
+  EXPECT_EQ(Trial(trial).state, metrics::TrialState::kQueued) << "requeued now, not after the heartbeat timeout";
+  auto worker = [&] {
+    const auto workers = store_->ListWorkers().value();  // a local: value() of a temporary dangles
+    for (const auto& w : workers) {
+      if (w.id == "w1") return w.state;
+    }
+    return metrics::WorkerState::kIdle;
+  };
+  EXPECT_EQ(worker(), metrics::WorkerState::kGone);
+  clock_.Advance(5000ms);  // far past the heartbeat timeout
+  service_->Tick();
+  Pump();
+  EXPECT_EQ(worker(), metrics::WorkerState::kGone) << "a gone worker is never reported lost";
+}
+
 TEST_F(CoordinatorServiceTest, SilentWorkerIsLostAndItsTrialRequeuedElsewhere) {
   auto w1 = Register("w1");
   Submit();

@@ -157,6 +157,17 @@ TEST_F(WorkerAgentTest, RegistrationAdvertisesMetricsAndTrialSeriesLastAsLongAsT
   EXPECT_NE(text.find("bakeoff_worker_trials_finished_total{outcome=\"succeeded\"} 1"), std::string::npos) << text;
 }
 
+TEST_F(WorkerAgentTest, AStoppingWorkerSaysGoodbyeAfterItsLastReport) {
+  json reg;
+  auto conn = Accept(&reg);
+  conn->Send(protocol::ToJson(protocol::RegisteredMessage{"agent-test", 50, 5000}));
+  ASSERT_FALSE(ReadType(conn, "heartbeat").empty());
+  agent_->Stop(2000ms);
+  json bye = ReadType(conn, "goodbye");
+  EXPECT_EQ(bye.value("type", ""), "goodbye") << "a clean stop tells the coordinator, which marks it gone";
+  EXPECT_TRUE(RunUntil([&] { return run_status_.has_value(); }, 10s));
+}
+
 TEST_F(WorkerAgentTest, WrongTokenRejectionEndsRun) {
   json reg;
   auto conn = Accept(&reg);
