@@ -13,6 +13,7 @@
 #include "coordinator/coordinator_node.h"
 #include "experiments/spec/duration.h"
 #include "metrics/report_service.h"
+#include "experiments/spec/executor_catalog.h"
 #include "protocol/token.h"
 
 namespace bakeoff::cli {
@@ -21,6 +22,7 @@ namespace {
 struct CoordinatorFlags {
   coordinator::CoordinatorConfig config;
   std::string token_file;
+  std::string executors_path;
   std::string heartbeat_timeout = "10s";
   std::string db_max_size;  // empty: no cap
   std::string recovery_grace = "30s";
@@ -49,6 +51,16 @@ int RunCoordinator(CoordinatorFlags& flags) {
       return kExitUsage;
     }
     std::cerr << "bakeoff coordinator: warning: no token set; anyone on this machine can use the API\n";
+  }
+  const std::string catalog_path =
+      flags.executors_path.empty() ? spec::DefaultExecutorCatalogPath() : flags.executors_path;
+  if (!catalog_path.empty() && catalog_path != "none") {
+    auto catalog = spec::LoadExecutorCatalog(catalog_path);
+    if (!catalog.ok()) {
+      std::cerr << "bakeoff coordinator: --executors: " << catalog.status().message() << "\n";
+      return kExitUsage;
+    }
+    flags.config.executors = std::move(*catalog);
   }
   auto hb = spec::ParseDuration(flags.heartbeat_timeout);
   auto grace = spec::ParseDuration(flags.recovery_grace);
@@ -107,6 +119,10 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--worker-listen", flags->config.worker_listen, "worker protocol address HOST:PORT")
       ->capture_default_str();
   cmd->add_option("--db", flags->config.db_path, "results database (SQLite)")->capture_default_str();
+  cmd->add_option("--executors", flags->executors_path,
+                  "command allowlist that executor: command sweeps are checked against at submit (default: "
+                  "$BAKEOFF_EXECUTORS, else the shipped experiments/executors.yaml; \"none\": only the "
+                  "templates workers offer)");
   cmd->add_option("--token-file", flags->token_file,
                   "file holding the API and worker token (else $BAKEOFF_TOKEN)");
   cmd->add_option("--tls-cert", flags->config.tls_cert_path,

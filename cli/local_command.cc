@@ -38,6 +38,8 @@ struct LocalFlags {
   std::string trainer;
   std::string work_dir;
   std::string data_root;
+  std::string executors;
+  std::string cache_dir;
   std::string argv0;
 };
 
@@ -69,6 +71,17 @@ int RunLocal(const LocalFlags& flags) {
   config.worker_listen = "127.0.0.1:0";
   config.db_path = flags.db;
   config.token = token;
+  {
+    const std::string path = flags.executors.empty() ? spec::DefaultExecutorCatalogPath() : flags.executors;
+    if (!path.empty() && path != "none") {
+      auto catalog = spec::LoadExecutorCatalog(path);
+      if (!catalog.ok()) {
+        std::cerr << "bakeoff local: --executors: " << catalog.status().message() << "\n";
+        return kExitUsage;
+      }
+      config.executors = std::move(*catalog);
+    }
+  }
   config.heartbeat_interval = std::chrono::milliseconds(500);
   config.heartbeat_timeout = std::chrono::milliseconds(10000);
   config.recovery_grace = std::chrono::milliseconds(2000);
@@ -92,6 +105,8 @@ int RunLocal(const LocalFlags& flags) {
     wc.store_ports = {29500 + 100 * i, 29599 + 100 * i};
     if (!flags.work_dir.empty()) wc.work_dir = flags.work_dir + "/" + wc.name;
     wc.data_root = flags.data_root;
+    wc.executors_path = flags.executors;
+    wc.cache_dir = flags.cache_dir;
     wc.max_connect_attempts = 20;
     if (Status s = wc.Finalize(flags.argv0); !s.ok()) {
       std::cerr << "bakeoff local: " << s.message() << "\n";
@@ -215,6 +230,11 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--work-dir", flags->work_dir, "trial directories (default: new temp dirs)");
   cmd->add_option("--data-root", flags->data_root,
                   "the only directory sweeps' token files (dataset: NAME) are read from (default: none)");
+  cmd->add_option("--executors", flags->executors,
+                  "command allowlist for executor: command sweeps (default: $BAKEOFF_EXECUTORS, else the "
+                  "shipped experiments/executors.yaml)");
+  cmd->add_option("--cache-dir", flags->cache_dir,
+                  "{cache} of the command templates (default: $BAKEOFF_CACHE, else ~/.cache/bakeoff)");
   cmd->callback([flags, exit_code, &root]() {
     flags->argv0 = root.get_name();
     *exit_code = RunLocal(*flags);

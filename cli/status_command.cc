@@ -45,6 +45,9 @@ std::string SweepsTable(const nlohmann::json& sweeps) {
   std::string text = RenderTextTable({"ID", "NAME", "STATE", "DONE", "RUNNING", "QUEUED", "SUCCEEDED", "OTHER"},
                                      rows, {true, false, false, true, true, true, true, true});
   if (rows.empty()) text += "(no sweeps)\n";
+  for (const auto& s : sweeps) {
+    if (s.contains("waiting")) text += "sweep " + std::to_string(s.value("id", 0)) + " waits: " + s.value("waiting", "") + "\n";
+  }
   return text;
 }
 
@@ -52,6 +55,7 @@ std::string SweepDetail(const nlohmann::json& sweep, const nlohmann::json& trial
   std::string text = "sweep " + std::to_string(sweep.value("id", 0)) + " (" + sweep.value("name", "") + "): " +
                      sweep.value("state", "") + "\n";
   if (!sweep.value("question", "").empty()) text += "question: " + sweep.value("question", "") + "\n";
+  if (sweep.contains("waiting")) text += "waiting: " + sweep.value("waiting", "") + "\n";
   std::vector<std::vector<std::string>> rows;
   std::vector<nlohmann::json> truncated;
   for (const auto& t : trials) {

@@ -23,6 +23,7 @@ struct ValidateOptions {
   std::string file;
   std::string format = "table";
   std::string output;
+  std::string executors;  // --executors; "" = the default catalog
   size_t max_trials = spec::ExpandOptions{}.max_trials;
 };
 
@@ -88,7 +89,19 @@ std::string Table(const spec::SweepSpec& sweep, const spec::ExpandedSweep& expan
 }
 
 int RunValidate(const ValidateOptions& options) {
-  auto sweep = spec::ParseSweepFile(options.file);
+  // Command sweeps are checked against the allowlist the workers use by default.
+  spec::ExecutorCatalog catalog;
+  const std::string catalog_path =
+      options.executors.empty() ? spec::DefaultExecutorCatalogPath() : options.executors;
+  if (!catalog_path.empty() && catalog_path != "none") {
+    auto loaded = spec::LoadExecutorCatalog(catalog_path);
+    if (!loaded.ok()) {
+      std::cerr << loaded.status().message() << "\n";
+      return kExitUsage;
+    }
+    catalog = std::move(*loaded);
+  }
+  auto sweep = spec::ParseSweepFile(options.file, {}, catalog_path.empty() || catalog_path == "none" ? nullptr : &catalog);
   if (!sweep.ok()) {
     std::cerr << sweep.status().message() << "\n";
     return kExitUsage;
@@ -132,6 +145,9 @@ void SetupValidate(CLI::App& root, int* exit_code) {
   cmd->add_option("--format", options->format, "table or json")
       ->check(CLI::IsMember({"table", "json"}));
   cmd->add_option("--output", options->output, "Write to this file instead of stdout");
+  cmd->add_option("--executors", options->executors,
+                  "command allowlist that executor: command sweeps are checked against (default: "
+                  "$BAKEOFF_EXECUTORS, else the shipped experiments/executors.yaml; \"none\": unchecked)");
   cmd->add_option("--max-trials", options->max_trials, "Cap on trials per sweep")
       ->check(CLI::PositiveNumber);
   cmd->callback([options, exit_code] { *exit_code = RunValidate(*options); });

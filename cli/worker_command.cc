@@ -117,6 +117,12 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--data-root", flags->config.data_root,
                   "the only directory sweeps' token files (dataset: NAME) are read from (default: none, "
                   "file datasets refused)");
+  cmd->add_option("--executors", flags->config.executors_path,
+                  "the command allowlist: YAML of templates this worker may run for executor: command "
+                  "(default: $BAKEOFF_EXECUTORS, else the shipped experiments/executors.yaml; \"none\": no commands)");
+  cmd->add_option("--cache-dir", flags->config.cache_dir,
+                  "{cache} of the command templates: torch.compile and DeepSpeed build caches "
+                  "(default: $BAKEOFF_CACHE, else ~/.cache/bakeoff)");
   cmd->add_option("--max-buffered-events", flags->config.max_buffered_events,
                   "events kept while the coordinator is unreachable")
       ->capture_default_str();

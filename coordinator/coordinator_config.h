@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "experiments/spec/executor_catalog.h"
 #include "protocol/frame_codec.h"
 
 namespace bakeoff::coordinator {
@@ -47,6 +48,11 @@ struct CoordinatorConfig {
   std::size_t max_request_body_bytes = 1u << 20;  // POST bodies (a sweep's YAML)
   std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
   std::size_t max_trials_per_sweep = 10000;
+  // The command allowlist sweeps are checked against at submit (docs/executors.md):
+  // `executor: command` sweeps must name one of its templates, or one a registered
+  // worker offers, and their fields must be the template's. Empty: only the names the
+  // workers offer (fields unchecked here; the worker's script checks them).
+  spec::ExecutorCatalog executors;
   // Trainer events taken from one worker per second (0: no limit). Over it, that
   // worker's connection is read later, never dropped: the burst waits in TCP and in the
   // worker's bounded outbox (EventRateLimiter, docs/protocol.md).

@@ -110,6 +110,10 @@ Status CoordinatorService::LoadSweep(const metrics::SweepRecord& record,
   if (record.spec.is_object()) {
     sweep.timeout_ms = record.spec.value("limits", json::object()).value("trial_timeout_s", std::int64_t{0}) * 1000;
     sweep.cuda = record.spec.value("resources", json::object()).value("device", std::string("cpu")) == "cuda";
+    const json workload = record.spec.value("workload", json::object());
+    if (workload.value("executor", std::string("lora")) == "command") {
+      sweep.command_template = workload.value("command", json::object()).value("template", std::string());
+    }
     sweep.adaptive = AdaptiveDesign(record.spec);
   }
   auto variants = store_.ListVariants(record.id);
@@ -238,7 +242,8 @@ void CoordinatorService::Schedule() {
       if (trial.machine.phase() != TrialPhase::kQueued || trial.cancel_requested) continue;
       auto v = sweep.variants.find(trial.variant_key);
       s.queue.push_back(SchedulerTrial{tid, trial.variant_key,
-                                       v == sweep.variants.end() ? 1 : v->second.world_size, sweep.cuda});
+                                       v == sweep.variants.end() ? 1 : v->second.world_size, sweep.cuda,
+                                       sweep.command_template});
     }
     if (!s.queue.empty()) sweeps.push_back(std::move(s));
   }
@@ -246,7 +251,7 @@ void CoordinatorService::Schedule() {
   std::vector<SchedulerWorker> workers;
   for (const auto& [id, info] : registry_.workers()) {
     if (!info.schedulable() || !links_.count(id)) continue;
-    workers.push_back(SchedulerWorker{id, info.free_cpu_slots(), info.free_cuda_devices()});
+    workers.push_back(SchedulerWorker{id, info.free_cpu_slots(), info.free_cuda_devices(), info.executors});
   }
   if (workers.empty()) return;
   auto history = [this](std::int64_t sweep_id, const std::string& variant, const std::string& worker) {
@@ -786,6 +791,63 @@ void CoordinatorService::Send(const std::string& worker_id, const json& frame) {
 
 // ------------------------------------------------------------------ HTTP API
 
+std::set<std::string> CoordinatorService::OfferedTemplates(bool live_only) const {
+  std::set<std::string> names;
+  for (const auto& [id, info] : registry_.workers()) {
+    if (live_only && (!info.schedulable() || !links_.count(id))) continue;
+    names.insert(info.executors.begin(), info.executors.end());
+  }
+  return names;
+}
+
+std::string CoordinatorService::WaitingReason(std::int64_t sweep_id) const {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end() || it->second.done || it->second.cancelled || it->second.command_template.empty()) {
+    return "";
+  }
+  const SweepEntry& sweep = it->second;
+  bool queued = false;
+  for (std::int64_t tid : sweep.trial_order) {
+    const TrialEntry& trial = trials_.at(tid);
+    if (trial.machine.phase() == TrialPhase::kQueued && !trial.cancel_requested) {
+      queued = true;
+      break;
+    }
+  }
+  if (!queued) return "";
+  std::set<std::string> offered = OfferedTemplates(/*live_only=*/true);
+  if (offered.count(sweep.command_template)) return "";
+  std::string list;
+  for (const auto& n : offered) list += (list.empty() ? "" : ", ") + n;
+  return "no live worker offers command template " + sweep.command_template +
+         " (live workers offer: " + (list.empty() ? "none" : list) +
+         "); start a worker whose --executors file has it";
+}
+
+Result<spec::SweepSpec> CoordinatorService::ParseSubmittedSweep(const std::string& yaml) const {
+  const char* source = "<submitted sweep>";
+  auto spec = spec::ParseSweepText(yaml, source);
+  if (!spec.ok() || spec->workload.executor != spec::Executor::kCommand) return spec;
+  const std::string& name = spec->workload.command_template;
+  // The coordinator's own allowlist checks the template's fields; a template only the
+  // workers offer is checked by the worker's script when it starts.
+  if (config_.executors.Find(name) != nullptr) return spec::ParseSweepText(yaml, source, {}, &config_.executors);
+  std::set<std::string> offered = OfferedTemplates(/*live_only=*/false);
+  if (offered.count(name)) return spec;
+  // In no allowlist: the parser's message (with the line) names the coordinator's
+  // templates; add those only workers offer.
+  auto refused = spec::ParseSweepText(yaml, source, {}, &config_.executors);
+  std::string message = refused.ok() ? std::string(source) + ": workload.command.template: \"" + name +
+                                           "\" is not an allowlisted command template"
+                                     : refused.status().message();
+  std::string others;
+  for (const auto& n : offered) {
+    if (config_.executors.Find(n) == nullptr) others += (others.empty() ? "" : ", ") + n;
+  }
+  if (!others.empty()) message += "; registered workers also offer: " + others;
+  return Status::InvalidArgument(message);
+}
+
 std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& yaml) {
   if (!store_.healthy()) {
     return ApiError{503, "the results database is not writable (" + store_.health().message() +
@@ -795,7 +857,7 @@ std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& 
   auto rejected = [](const Status& s) {
     return ApiError{s.code() == Status::Code::kResourceExhausted ? 413 : 400, s.message()};
   };
-  auto spec = spec::ParseSweepText(yaml, "<submitted sweep>");
+  auto spec = ParseSubmittedSweep(yaml);
   if (!spec.ok()) return rejected(spec.status());
   spec::ExpandOptions options;
   options.max_trials = config_.max_trials_per_sweep;
@@ -848,6 +910,7 @@ std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& 
   sweep.name = spec->name;
   sweep.timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(spec->limits.trial_timeout).count();
   sweep.cuda = spec->resources.device == "cuda";
+  if (spec->workload.executor == spec::Executor::kCommand) sweep.command_template = spec->workload.command_template;
   for (const auto& v : expanded->variants) {
     sweep.variants[v.key] = VariantInfo{v.config, v.world_size, v.counterpart ? v.counterpart_key : "", v.is_baseline};
   }

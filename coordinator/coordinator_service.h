@@ -36,6 +36,7 @@
 #include "coordinator/trial_state_machine.h"
 #include "coordinator/worker_link.h"
 #include "coordinator/worker_registry.h"
+#include "experiments/spec/sweep_spec.h"
 #include "metrics/results_store.h"
 #include "metrics/statistics.h"
 #include "protocol/messages.h"
@@ -77,6 +78,9 @@ class CoordinatorService {
   // Parses, validates, expands and stores a sweep; its trials are queued at once.
   // Returns {"id", "name", "variant_count", "trial_count", "state"}.
   std::variant<nlohmann::json, ApiError> SubmitSweep(const std::string& yaml);
+  // Why sweep `sweep_id`'s queued trials cannot start now ("" when they can or none
+  // wait): e.g. no live worker offers its command template.
+  std::string WaitingReason(std::int64_t sweep_id) const;
   // Cancels queued trials and stops running ones. Returns the sweep's JSON.
   std::variant<nlohmann::json, ApiError> CancelSweep(const std::string& id_or_name);
   // Live workers with their resources, usage and attempts.
@@ -102,6 +106,12 @@ class CoordinatorService {
   void Tick();
 
  private:
+  // A submitted sweep parsed and, for executor: command, its template checked against
+  // the coordinator's allowlist and the templates registered workers offer.
+  Result<spec::SweepSpec> ParseSubmittedSweep(const std::string& yaml) const;
+  // The command templates registered workers offer (live_only: schedulable and linked).
+  std::set<std::string> OfferedTemplates(bool live_only) const;
+
   struct Part {
     std::string worker_id;
     std::vector<protocol::RankSlot> ranks;
@@ -135,6 +145,7 @@ class CoordinatorService {
     std::vector<std::int64_t> trial_order;
     std::int64_t timeout_ms = 0;
     bool cuda = false;
+    std::string command_template;  // executor: command; "" = the native trainer
     // Adaptive repeats (docs/sweep.md): the sequential rule's design; every variant has
     // adaptive->max_pairs trials, repeats 0..max-1.
     std::optional<metrics::SequentialDesign> adaptive;

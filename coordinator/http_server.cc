@@ -27,6 +27,12 @@ using nlohmann::json;
 
 namespace {
 
+// A sweep's JSON with "waiting": why its queued trials cannot start, when they cannot.
+json WithWaiting(json sweep, const std::string& reason) {
+  if (!reason.empty()) sweep["waiting"] = reason;
+  return sweep;
+}
+
 constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
 
 void Log(const std::string& line) { fprintf(stderr, "bakeoff coordinator: %s\n", line.c_str()); }
@@ -363,7 +369,7 @@ HttpReply HttpServer::Handle(const std::string& method, const std::string& targe
     auto sweeps = store.ListSweeps();
     if (!sweeps.ok()) return ErrorFrom(sweeps.status());
     json out = json::array();
-    for (const auto& s : *sweeps) out.push_back(SweepJson(s));
+    for (const auto& s : *sweeps) out.push_back(WithWaiting(SweepJson(s), service_.WaitingReason(s.id)));
     return JsonReply(200, out);
   }
   const std::string& sweep_name = seg[3];
@@ -380,7 +386,7 @@ HttpReply HttpServer::Handle(const std::string& method, const std::string& targe
                ? Error(404, "no sweep with id or name '" + sweep_name + "'")
                : ErrorFrom(sweep.status());
   }
-  if (seg.size() == 4) return JsonReply(200, SweepJson(*sweep));
+  if (seg.size() == 4) return JsonReply(200, WithWaiting(SweepJson(*sweep), service_.WaitingReason(sweep->id)));
   if (seg.size() == 5 && seg[4] == "trials") {
     auto trials = store.ListTrialResults(sweep->id);
     if (!trials.ok()) return ErrorFrom(trials.status());

@@ -7,8 +7,14 @@
 namespace bakeoff::coordinator {
 namespace {
 
-int Capacity(const SchedulerWorker& w, bool cuda) {
-  return cuda ? static_cast<int>(w.free_cuda_devices.size()) : w.free_cpu_slots;
+// Ranks of `trial` that `w` can take now: none when it does not offer the trial's
+// command template.
+int Capacity(const SchedulerWorker& w, const SchedulerTrial& trial) {
+  if (!trial.executor.empty() &&
+      std::find(w.executors.begin(), w.executors.end(), trial.executor) == w.executors.end()) {
+    return 0;
+  }
+  return trial.cuda ? static_cast<int>(w.free_cuda_devices.size()) : w.free_cpu_slots;
 }
 
 std::optional<TrialPlacement> Place(std::int64_t sweep_id, const SchedulerTrial& trial,
@@ -22,15 +28,15 @@ std::optional<TrialPlacement> Place(std::int64_t sweep_id, const SchedulerTrial&
   std::vector<std::pair<std::size_t, int>> parts;
   std::optional<std::size_t> single;
   for (std::size_t i = 0; i < workers.size(); ++i) {
-    if (Capacity(workers[i], trial.cuda) < need) continue;
+    if (Capacity(workers[i], trial) < need) continue;
     if (!single) {
       single = i;
       continue;
     }
     const auto& a = workers[i];
     const auto& b = workers[*single];
-    auto key_a = std::make_tuple(runs(a), -Capacity(a, trial.cuda), a.id);
-    auto key_b = std::make_tuple(runs(b), -Capacity(b, trial.cuda), b.id);
+    auto key_a = std::make_tuple(runs(a), -Capacity(a, trial), a.id);
+    auto key_b = std::make_tuple(runs(b), -Capacity(b, trial), b.id);
     if (key_a < key_b) single = i;
   }
   if (single) {
@@ -39,22 +45,22 @@ std::optional<TrialPlacement> Place(std::int64_t sweep_id, const SchedulerTrial&
     std::vector<std::size_t> order;
     int total = 0;
     for (std::size_t i = 0; i < workers.size(); ++i) {
-      if (Capacity(workers[i], trial.cuda) > 0) {
+      if (Capacity(workers[i], trial) > 0) {
         order.push_back(i);
-        total += Capacity(workers[i], trial.cuda);
+        total += Capacity(workers[i], trial);
       }
     }
     if (total < need) return std::nullopt;
     std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
       const auto& a = workers[x];
       const auto& b = workers[y];
-      return std::make_tuple(-Capacity(a, trial.cuda), runs(a), a.id) <
-             std::make_tuple(-Capacity(b, trial.cuda), runs(b), b.id);
+      return std::make_tuple(-Capacity(a, trial), runs(a), a.id) <
+             std::make_tuple(-Capacity(b, trial), runs(b), b.id);
     });
     int left = need;
     for (std::size_t i : order) {
       if (left == 0) break;
-      int take = std::min(left, Capacity(workers[i], trial.cuda));
+      int take = std::min(left, Capacity(workers[i], trial));
       parts.push_back({i, take});
       left -= take;
     }

@@ -7,6 +7,7 @@
 //    spec); a head that does not fit holds back its own sweep only.
 //  - Fairness: sweeps take turns (round robin, one trial per turn, resuming after the
 //    sweep served last).
+//  - Executors: a command trial's ranks go only to workers offering its template.
 //  - Repeats spread: among workers with room, the one that has run this variant the
 //    fewest times is preferred (so a worker's speed does not masquerade as an effect).
 // Thread-safety: not thread-safe (keeps the round-robin cursor).
@@ -23,6 +24,7 @@ struct SchedulerWorker {
   std::string id;
   int free_cpu_slots = 0;
   std::vector<int> free_cuda_devices;
+  std::vector<std::string> executors;  // command templates it offers
 };
 
 struct SchedulerTrial {
@@ -30,6 +32,8 @@ struct SchedulerTrial {
   std::string variant_key;
   int world_size = 1;
   bool cuda = false;  // needs one CUDA device per rank (else one CPU slot per rank)
+  // executor: command: the template every rank's worker must offer; "" = the native trainer.
+  std::string executor;
 };
 
 struct SchedulerSweep {

@@ -29,6 +29,7 @@ struct WorkerInfo {
   int metrics_port = 0;     // 0: the worker serves no /metrics
   std::string metrics_host;  // where Prometheus scrapes it (the worker's host by default)
   bool simulate = false;
+  std::vector<std::string> executors;  // command templates its allowlist offers
   WorkerLiveness liveness = WorkerLiveness::kAlive;
   Clock::TimePoint last_heartbeat{};
   Clock::TimePoint registered_at{};

@@ -66,6 +66,7 @@ json ToJson(const RegisterMessage& m) {
   j["metrics_port"] = m.metrics_port;
   if (!m.metrics_host.empty()) j["metrics_host"] = m.metrics_host;
   j["simulate"] = m.simulate;
+  if (!m.executors.empty()) j["executors"] = m.executors;
   j["protocol_version"] = m.protocol_version;
   return j;
 }
@@ -179,6 +180,19 @@ Result<RegisterMessage> Parse<RegisterMessage>(const json& frame) {
     m.metrics_port = j.value("metrics_port", 0);
     m.metrics_host = j.value("metrics_host", std::string());
     m.simulate = j.value("simulate", false);
+    if (j.contains("executors")) {
+      m.executors = j.at("executors").get<std::vector<std::string>>();
+      if (m.executors.size() > kMaxExecutorNames) {
+        throw std::invalid_argument("executors: more than " + std::to_string(kMaxExecutorNames) + " names");
+      }
+      for (const auto& name : m.executors) {
+        if (name.empty() || name.size() > 64 ||
+            name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
+                std::string::npos) {
+          throw std::invalid_argument("executors: a template name is 1-64 of [A-Za-z0-9._-]");
+        }
+      }
+    }
     m.protocol_version = j.value("protocol_version", 0);
     return m;
   });

@@ -67,8 +67,13 @@ struct RegisterMessage {
   // this field existed decode that way).
   std::string metrics_host;
   bool simulate = false;    // runs the simulated workload instead of the trainer
+  // The command templates this worker's allowlist offers (docs/executors.md), at most
+  // kMaxExecutorNames names of [A-Za-z0-9._-]; empty = native trainer only.
+  std::vector<std::string> executors;
   int protocol_version = kProtocolVersion;
 };
+
+inline constexpr std::size_t kMaxExecutorNames = 64;
 
 // coordinator -> worker: registration accepted.
 struct RegisteredMessage {

@@ -60,13 +60,22 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
     signal(SIGPIPE, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    dup2(pipe_fds[1], STDOUT_FILENO);
     if (stderr_fd >= 0) dup2(stderr_fd, STDERR_FILENO);
+    if (request.events_on_separate_fd) {
+      dup2(STDERR_FILENO, STDOUT_FILENO);
+      if (pipe_fds[1] == kEventsFd) {
+        fcntl(kEventsFd, F_SETFD, 0);  // dup2 onto itself would keep O_CLOEXEC
+      } else {
+        dup2(pipe_fds[1], kEventsFd);
+      }
+    } else {
+      dup2(pipe_fds[1], STDOUT_FILENO);
+    }
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     if (!request.working_dir.empty() && chdir(request.working_dir.c_str()) != 0) _exit(126);
     execve(argv[0], argv.data(), envp.data());
-    const char msg[] = "bakeoff worker: exec of the trainer failed\n";
+    const char msg[] = "bakeoff worker: exec of the rank's program failed\n";
     (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
     _exit(127);
   }

@@ -23,12 +23,19 @@ struct SpawnRequest {
   std::string working_dir;
   std::string stderr_path;               // created/truncated; "" = inherit
   pid_t process_group = 0;               // 0: lead a new group; else join this one
+  // false: events are the child's stdout (the native trainer). true: events go to
+  // descriptor kEventsFd (BAKEOFF_EVENTS_FD) and the child's stdout joins its stderr
+  // log, so a script's own prints cannot corrupt its events (allowlisted commands).
+  bool events_on_separate_fd = false;
 };
+
+// The descriptor a command's events are written to (its BAKEOFF_EVENTS_FD).
+inline constexpr int kEventsFd = 3;
 
 struct SpawnedProcess {
   pid_t pid = -1;
   pid_t process_group = -1;
-  int stdout_fd = -1;  // read end of the child's stdout, O_CLOEXEC|O_NONBLOCK; caller owns it
+  int stdout_fd = -1;  // read end of the child's event stream, O_CLOEXEC|O_NONBLOCK; caller owns it
 };
 
 Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request);

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "protocol/token.h"
 #include "protocol/trainer_event.h"
 #include "worker/rank_process.h"
 
@@ -83,6 +85,20 @@ void TrialRunner::Start() {
     return;
   }
 
+  // An `executor: command` trial runs an allowlisted template of this worker's own
+  // catalog, or nothing: the sweep names a template, never a program.
+  const spec::ExecutorTemplate* command = nullptr;
+  const std::string template_name = assign_.config.value("command_template", std::string());
+  if (!template_name.empty()) {
+    command = config_.executors.Find(template_name);
+    if (command == nullptr) {
+      Finish(Outcome::kFailed, "command template \"" + template_name + "\" is not in this worker's allowlist (" +
+                                   (config_.executors.source.empty() ? "no --executors file"
+                                                                     : config_.executors.source) +
+                                   ": " + config_.executors.NameList() + "); nothing ran");
+      return;
+    }
+  }
   auto store = protocol::SplitHostPort(assign_.store_address, "store address");
   std::string master_addr = store.ok() ? store->first : "127.0.0.1";
   std::string master_port = store.ok() ? std::to_string(store->second) : "0";
@@ -90,16 +106,18 @@ void TrialRunner::Start() {
     Rank& rank = ranks_[i];
     const auto& slot = assign_.ranks[i];
     SpawnRequest request;
-    request.executable = config_.trainer_path;
-    request.args = {"--config", config_path,
-                    "--rank", std::to_string(rank.rank),
-                    "--world-size", std::to_string(assign_.world_size),
-                    "--local-rank", std::to_string(rank.local_rank),
-                    "--store", assign_.store_address,
-                    "--output-dir", output_dir};
-    if (!config_.data_root.empty()) request.args.insert(request.args.end(), {"--data-root", config_.data_root});
-    request.args.insert(request.args.end(), config_.trainer_extra_args.begin(),
-                        config_.trainer_extra_args.end());
+    if (command == nullptr) {
+      request.executable = config_.trainer_path;
+      request.args = {"--config", config_path,
+                      "--rank", std::to_string(rank.rank),
+                      "--world-size", std::to_string(assign_.world_size),
+                      "--local-rank", std::to_string(rank.local_rank),
+                      "--store", assign_.store_address,
+                      "--output-dir", output_dir};
+      if (!config_.data_root.empty()) request.args.insert(request.args.end(), {"--data-root", config_.data_root});
+      request.args.insert(request.args.end(), config_.trainer_extra_args.begin(),
+                          config_.trainer_extra_args.end());
+    }
     std::vector<std::string> env = {
         "RANK=" + std::to_string(rank.rank),
         "WORLD_SIZE=" + std::to_string(assign_.world_size),
@@ -123,7 +141,20 @@ void TrialRunner::Start() {
       for (int d : slot.cuda_devices) devices += (devices.empty() ? "" : ",") + std::to_string(d);
       env.push_back("CUDA_VISIBLE_DEVICES=" + devices);
     }
-    request.environment = EnvironmentWith(env);
+    if (command == nullptr) {
+      request.environment = EnvironmentWith(env);
+    } else {
+      auto prepared = PrepareCommand(*command, config_path, output_dir, env, &request);
+      if (!prepared.ok()) {
+        start_error_ = "cannot start rank " + std::to_string(rank.rank) + ": " + prepared.message();
+        for (std::size_t j = i; j < ranks_.size(); ++j) {
+          ranks_[j].ended = true;
+          ranks_[j].end.killed_by_supervisor = true;
+        }
+        KillAll();
+        break;
+      }
+    }
     request.working_dir = trial_dir_;
     request.stderr_path = rank.end.log_path;
     request.process_group = process_group_ > 0 ? process_group_ : 0;
@@ -155,6 +186,54 @@ void TrialRunner::Start() {
     asio::co_spawn(executor_, [self, i]() { return self->SuperviseRank(i); }, asio::detached);
   }
   MaybeFinish();  // when no rank could start at all
+}
+
+Status TrialRunner::PrepareCommand(const spec::ExecutorTemplate& command, const std::string& config_path,
+                                   const std::string& output_dir, const std::vector<std::string>& rank_env,
+                                   SpawnRequest* request) const {
+  spec::ArgvContext context;
+  context.python = config_.executors.python;
+  context.dir = config_.executors.dir;
+  context.config = config_path;
+  context.trial_dir = trial_dir_;
+  context.output_dir = output_dir;
+  context.data_root = config_.data_root;
+  context.cache = config_.cache_dir;
+  const nlohmann::json args = assign_.config.value("command_args", nlohmann::json::object());
+  auto argv = spec::RenderArgv(command, context, args);
+  if (!argv.ok()) return argv.status();
+  request->executable = argv->front();
+  request->args.assign(argv->begin() + 1, argv->end());
+  // The command's environment is built, not inherited: the template's pass list (when
+  // set here), its own variables, then the worker's per-rank ones, which win.
+  std::vector<std::string> env;
+  for (const auto& name : command.env_pass) {
+    if (const char* value = std::getenv(name.c_str()); value != nullptr && name != protocol::kTokenEnvVar) {
+      env.push_back(name + "=" + value);
+    }
+  }
+  for (const auto& [name, value] : command.env_set) {
+    auto rendered = spec::RenderTemplateString(value, command, context, args);
+    if (!rendered.ok()) return rendered.status();
+    env.push_back(name + "=" + *rendered);
+  }
+  auto set = [&env](const std::string& kv) {
+    const std::string key = kv.substr(0, kv.find('=') + 1);
+    env.erase(std::remove_if(env.begin(), env.end(), [&](const std::string& e) { return e.rfind(key, 0) == 0; }),
+              env.end());
+    env.push_back(kv);
+  };
+  for (const auto& kv : rank_env) set(kv);
+  set("BAKEOFF_EVENTS_FD=" + std::to_string(kEventsFd));
+  set("BAKEOFF_CONFIG=" + config_path);
+  set("BAKEOFF_OUTPUT_DIR=" + output_dir);
+  if (!config_.data_root.empty()) set("BAKEOFF_DATA_ROOT=" + config_.data_root);
+  request->environment = std::move(env);
+  request->events_on_separate_fd = true;
+  std::error_code ec;
+  std::filesystem::create_directories(config_.cache_dir, ec);
+  if (ec) return Status::IoError("cannot create the cache directory " + config_.cache_dir + ": " + ec.message());
+  return Status::Ok();
 }
 
 asio::awaitable<void> TrialRunner::SuperviseRank(std::size_t index) {

@@ -26,7 +26,9 @@
 #include <nlohmann/json.hpp>
 
 #include "protocol/messages.h"
+#include "experiments/spec/executor_catalog.h"
 #include "worker/exit_classifier.h"
+#include "worker/rank_process.h"
 #include "worker/worker_config.h"
 
 namespace bakeoff::worker {
@@ -69,6 +71,10 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
   boost::asio::awaitable<void> SuperviseRank(std::size_t index);
   boost::asio::awaitable<void> Simulate();
   void HandleLine(Rank& rank, const std::string& line);
+  // The argument vector and environment of an allowlisted command's rank.
+  Status PrepareCommand(const spec::ExecutorTemplate& command, const std::string& config_path,
+                        const std::string& output_dir, const std::vector<std::string>& rank_env,
+                        SpawnRequest* request) const;
   void OnRankEnded(Rank& rank);
   void KillAll();
   void Finish(protocol::Outcome outcome, const std::string& reason);

@@ -158,6 +158,7 @@ asio::awaitable<Status> WorkerAgent::Session() {
   reg.running = RunningAttempts();
   for (const auto& done : outbox_.PendingFinishedAttempts()) reg.running.push_back(done);
   reg.simulate = config_.simulate;
+  reg.executors = config_.executors.Names();
   if (metrics_) {
     reg.metrics_port = metrics_server_->port();
     reg.metrics_host = MetricsHost();

@@ -71,6 +71,18 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
     }
     data_root = absolute.string();  // the trainer runs in the trial directory
   }
+  if (executors_path.empty()) executors_path = spec::DefaultExecutorCatalogPath();
+  if (!executors_path.empty() && executors_path != "none") {
+    auto catalog = spec::LoadExecutorCatalog(executors_path);
+    if (!catalog.ok()) return Status::InvalidArgument("worker: --executors: " + catalog.status().message());
+    executors = std::move(*catalog);
+  }
+  if (cache_dir.empty()) {
+    const char* env = std::getenv("BAKEOFF_CACHE");
+    const char* home = std::getenv("HOME");
+    cache_dir = env != nullptr && *env != '\0' ? env
+                : std::string(home != nullptr && *home != '\0' ? home : "/tmp") + "/.cache/bakeoff";
+  }
   if (!rank_interface.empty() && rank_address.empty()) {
     auto address = protocol::InterfaceAddress(rank_interface);
     if (!address.ok()) return Status::InvalidArgument("worker: --rank-interface: " + address.status().message());

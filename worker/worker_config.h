@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "experiments/spec/executor_catalog.h"
 #include "protocol/messages.h"
 #include "protocol/status.h"
 
@@ -52,6 +53,15 @@ struct WorkerConfig {
   // worker takes no file datasets. A sweep names files inside it, never a path
   // (docs/sweep.md, "Files"); outputs (`adapters_out`) go to the trial's outputs/.
   std::string data_root;
+  // The command allowlist (docs/executors.md): an `executor: command` trial runs only a
+  // template of this file, never a program a sweep names. "" = the default
+  // (spec::DefaultExecutorCatalogPath(): BAKEOFF_EXECUTORS, else the shipped
+  // experiments/executors.yaml); "none" = this worker runs no commands. Finalize loads it.
+  std::string executors_path;
+  spec::ExecutorCatalog executors;
+  // {cache} of the templates (torch.compile's and DeepSpeed's build caches); default
+  // $BAKEOFF_CACHE, else $HOME/.cache/bakeoff.
+  std::string cache_dir;
   // Extra arguments appended to every trainer command line (e.g. "--threads", "1").
   std::vector<std::string> trainer_extra_args;
 

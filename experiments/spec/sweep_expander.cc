@@ -143,6 +143,11 @@ class Expander {
     v.config = spec_.workload.defaults;
     for (size_t i = 0; i < a.size(); ++i) v.config[spec_.parameters[i].name] = a[i];
     v.config["device"] = spec_.resources.device;
+    if (spec_.workload.executor == Executor::kCommand) {
+      // What the worker runs: an allowlisted template it looks up in its own catalog.
+      v.config["command_template"] = spec_.workload.command_template;
+      v.config["command_args"] = spec_.workload.command_args;
+    }
     const json& ws = v.config.contains("world_size") ? v.config["world_size"] : json(1);
     v.world_size = ws.is_number_integer() && ws.get<int64_t>() >= 1
                        ? static_cast<int>(ws.get<int64_t>())

@@ -156,8 +156,8 @@ struct Entry {
 
 class SweepParser {
  public:
-  SweepParser(std::string source, const ParseLimits& limits)
-      : source_(std::move(source)), limits_(limits) {
+  SweepParser(std::string source, const ParseLimits& limits, const ExecutorCatalog* executors)
+      : source_(std::move(source)), limits_(limits), executors_(executors) {
     spec_.source_name = source_;
   }
 
@@ -402,6 +402,14 @@ class SweepParser {
                                  const std::string& path) {
     auto raw = ToJsonValue(node, path);
     if (!raw) return std::nullopt;
+    if (const ExecutorTemplate* tmpl = Template()) {
+      auto checked = tmpl->CheckField(name, *raw);
+      if (!checked.ok()) {
+        Add(node, path, checked.status().message());
+        return std::nullopt;
+      }
+      return std::move(checked).value();
+    }
     const TrainerField* field = FindTrainerField(name);
     if (field == nullptr) {
       if (raw->is_null()) {
@@ -420,6 +428,21 @@ class SweepParser {
 
   bool IsLora() const { return spec_.workload.executor == Executor::kLora; }
 
+  // The allowlisted template a command sweep names, when the parser was given the
+  // allowlist and the template is in it; its fields then replace the trainer's table.
+  const ExecutorTemplate* Template() const {
+    if (IsLora() || executors_ == nullptr) return nullptr;
+    return executors_->Find(spec_.workload.command_template);
+  }
+
+  // The trainer field `name` means in this sweep: nullptr when it is no trainer field or
+  // the command template gives it its own values (e.g. torch.compile's modes).
+  const TrainerField* TrainerFieldFor(const std::string& name) const {
+    const ExecutorTemplate* tmpl = Template();
+    if (tmpl != nullptr && (tmpl->fields.count(name) || !tmpl->AcceptsField(name))) return nullptr;
+    return FindTrainerField(name);
+  }
+
   // Whether `name` may be a parameter axis or a workload field.
   bool CheckFieldName(const Entry& entry, const std::string& path) {
     if (entry.key == "device") {
@@ -432,6 +455,17 @@ class SweepParser {
       Add(entry.key_node, JoinPath(path, entry.key),
           "set by the worker for each rank process, not by a sweep (world_size sets the ranks)");
       return false;
+    }
+    if (const ExecutorTemplate* tmpl = Template()) {
+      if (!tmpl->AcceptsField(entry.key)) {
+        std::string hint = ClosestName(entry.key, tmpl->FieldNames());
+        Add(entry.key_node, JoinPath(path, entry.key),
+            "not a field of command template " + tmpl->name +
+                (hint.empty() ? "" : "; did you mean " + hint + "?") + " (its fields: " +
+                JoinNames(tmpl->FieldNames()) + "; " + executors_->source + ")");
+        return false;
+      }
+      return true;
     }
     if (IsLora()) {
       if (FindTrainerField(entry.key) == nullptr) {
@@ -701,6 +735,12 @@ class SweepParser {
         }
       }
     }
+    // The template first: its fields decide how the other workload fields are checked.
+    for (const auto& entry : *entries) {
+      if (entry.key != "command" || IsLora() || !entry.value.IsMap()) continue;
+      const YAML::Node t = entry.value["template"];
+      if (t && t.IsScalar()) spec_.workload.command_template = t.Scalar();
+    }
     json& defaults = spec_.workload.defaults;
     bool saw_command = false;
     for (const auto& entry : *entries) {
@@ -759,6 +799,11 @@ class SweepParser {
           static const std::regex kTemplate("[A-Za-z0-9_.-]+");
           if (!std::regex_match(*t, kTemplate)) {
             Add(entry.value, path, "expected a template name of letters, digits, '.', '_', '-'");
+            spec_.workload.command_template.clear();
+          } else if (executors_ != nullptr && executors_->Find(*t) == nullptr) {
+            Add(entry.value, path, "\"" + *t + "\" is not an allowlisted command template; allowed: " +
+                                       executors_->NameList() + " (" + executors_->source + ")");
+            spec_.workload.command_template.clear();
           } else {
             spec_.workload.command_template = *t;
           }
@@ -769,6 +814,19 @@ class SweepParser {
           Add(entry.value, path, "expected a mapping of argument names to values, got " +
                                      Describe(entry.value));
         } else if (args) {
+          if (const ExecutorTemplate* tmpl = Template()) {
+            for (const auto& [name, value] : args->items()) {
+              auto spec = tmpl->args.find(name);
+              if (spec == tmpl->args.end()) {
+                std::vector<std::string> names;
+                for (const auto& [n, _] : tmpl->args) names.push_back(n);
+                Add(entry.value, JoinPath(path, name), "not an arg of command template " + tmpl->name +
+                                                           " (its args: " + JoinNames(names) + ")");
+              } else if (auto checked = spec->second.Check(value); !checked.ok()) {
+                Add(entry.value, JoinPath(path, name), checked.status().message());
+              }
+            }
+          }
           spec_.workload.command_args = std::move(*args);
         }
       } else {
@@ -880,7 +938,7 @@ class SweepParser {
       Add(distribution.value, path, "a distribution needs both min and max");
       return false;
     }
-    const TrainerField* field = FindTrainerField(axis->name);
+    const TrainerField* field = TrainerFieldFor(axis->name);
     if (field && field->kind != TrainerField::Kind::kInt &&
         field->kind != TrainerField::Kind::kNumber) {
       Add(distribution.value, d_path, axis->name + " is not numeric; list its values instead");
@@ -937,7 +995,8 @@ class SweepParser {
       return std::nullopt;
     }
     if (axis == nullptr && !spec_.workload.defaults.contains(entry.key)) {
-      bool known = IsLora() ? FindTrainerField(entry.key) != nullptr : false;
+      bool known = IsLora() ? FindTrainerField(entry.key) != nullptr
+                            : (Template() != nullptr && Template()->AcceptsField(entry.key));
       if (!known) {
         std::vector<std::string> names;
         for (const auto& a : spec_.parameters) names.push_back(a.name);
@@ -1019,6 +1078,13 @@ class SweepParser {
         auto v = NormalizeTrainerValue(*field, field->default_value);
         if (v.ok()) return *v;
       }
+    } else if (const ExecutorTemplate* tmpl = Template()) {
+      if (auto own = tmpl->fields.find(name); own != tmpl->fields.end()) {
+        if (!own->second.default_value.is_null()) return own->second.default_value;
+      } else if (const TrainerField* field = TrainerFieldFor(name)) {
+        auto v = NormalizeTrainerValue(*field, field->default_value);
+        if (v.ok()) return *v;
+      }
     }
     return std::nullopt;
   }
@@ -1070,6 +1136,7 @@ class SweepParser {
 
   std::string source_;
   ParseLimits limits_;
+  const ExecutorCatalog* executors_ = nullptr;  // not owned; may be null
   std::vector<std::pair<std::pair<int, int>, std::string>> errors_;  // (line, column), text
   bool gave_up_ = false;
   size_t nodes_seen_ = 0;
@@ -1079,11 +1146,12 @@ class SweepParser {
 }  // namespace
 
 Result<SweepSpec> ParseSweepText(const std::string& text, const std::string& source_name,
-                                 const ParseLimits& limits) {
-  return SweepParser(source_name, limits).Parse(text);
+                                 const ParseLimits& limits, const ExecutorCatalog* executors) {
+  return SweepParser(source_name, limits, executors).Parse(text);
 }
 
-Result<SweepSpec> ParseSweepFile(const std::string& path, const ParseLimits& limits) {
+Result<SweepSpec> ParseSweepFile(const std::string& path, const ParseLimits& limits,
+                                 const ExecutorCatalog* executors) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return Status::NotFound(path + ": cannot open the sweep file (" + std::strerror(errno) +
@@ -1100,7 +1168,7 @@ Result<SweepSpec> ParseSweepFile(const std::string& path, const ParseLimits& lim
                                      std::to_string(limits.max_yaml_bytes) +
                                      " bytes for a sweep file; split the sweep into several");
   }
-  return ParseSweepText(text, path, limits);
+  return ParseSweepText(text, path, limits, executors);
 }
 
 }  // namespace bakeoff::spec

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <string>
 
+#include "experiments/spec/executor_catalog.h"
 #include "experiments/spec/sweep_spec.h"
 #include "protocol/status.h"
 
@@ -23,11 +24,18 @@ struct ParseLimits {
   size_t max_errors = 20;           // problems listed before the parser gives up
 };
 
+// `executors`, when given, is the allowlist (executor_catalog.h) that `executor: command`
+// sweeps are checked against: the template must be one of it, and every workload field,
+// axis and command arg must be one the template accepts, with its type. Without it a
+// command sweep's fields other than the trainer's are free-form.
+
 // Reads and parses `path`; messages name `path` as the file.
-Result<SweepSpec> ParseSweepFile(const std::string& path, const ParseLimits& limits = {});
+Result<SweepSpec> ParseSweepFile(const std::string& path, const ParseLimits& limits = {},
+                                 const ExecutorCatalog* executors = nullptr);
 
 // Parses YAML text; messages name `source_name` as the file (e.g. "<http upload>").
 Result<SweepSpec> ParseSweepText(const std::string& text, const std::string& source_name,
-                                 const ParseLimits& limits = {});
+                                 const ParseLimits& limits = {},
+                                 const ExecutorCatalog* executors = nullptr);
 
 }  // namespace bakeoff::spec

@@ -13,6 +13,25 @@ SchedulerTrial T(std::int64_t id, const std::string& variant, int world = 1) {
 
 SchedulerWorker W(const std::string& id, int slots) { return SchedulerWorker{id, slots, {}}; }
 
+TEST(SchedulerTest, CommandTrialGoesOnlyToWorkersOfferingItsTemplate) {
+  Scheduler scheduler;
+  SchedulerTrial trial = T(10, "a", 2);
+  trial.executor = "torch-reference";
+  SchedulerWorker plain = W("w1", 4);
+  SchedulerWorker offers = W("w2", 1);
+  offers.executors = {"hf-peft", "torch-reference"};
+  SchedulerWorker also = W("w3", 1);
+  also.executors = {"torch-reference"};
+  auto placed = scheduler.Schedule({{1, {trial}}}, {plain, offers, also}, nullptr);
+  ASSERT_EQ(placed.size(), 1u);
+  ASSERT_EQ(placed[0].ranks.size(), 2u);
+  for (const auto& r : placed[0].ranks) EXPECT_NE(r.worker_id, "w1");
+  // No worker offers it: the trial waits, even with free slots everywhere.
+  Scheduler again;
+  trial.executor = "unknown";
+  EXPECT_TRUE(again.Schedule({{1, {trial}}}, {plain, offers, also}, nullptr).empty());
+}
+
 TEST(SchedulerTest, GangTrialFitsOnOneWorkerWhenItCan) {
   Scheduler scheduler;
   auto placed = scheduler.Schedule({{1, {T(10, "a", 2)}}}, {W("w1", 1), W("w2", 2)}, nullptr);

@@ -28,9 +28,12 @@ std::vector<fs::path> ShippedSweeps() {
 TEST(ShippedSweepsTest, EveryShippedSweepValidatesAndExpands) {
   auto files = ShippedSweeps();
   ASSERT_FALSE(files.empty());
+  // Command sweeps are checked against the shipped allowlist, as `bakeoff validate` does.
+  auto catalog = LoadExecutorCatalog(BAKEOFF_SOURCE_DIR "/experiments/executors.yaml");
+  ASSERT_TRUE(catalog.ok()) << catalog.status().message();
   for (const auto& file : files) {
     SCOPED_TRACE(file.string());
-    auto spec = ParseSweepFile(file.string());
+    auto spec = ParseSweepFile(file.string(), {}, &*catalog);
     ASSERT_TRUE(spec.ok()) << spec.status().message();
     auto expanded = Expand(*spec);
     ASSERT_TRUE(expanded.ok()) << expanded.status().message();

@@ -1,0 +1,377 @@
+"""Report a Python training script to Bakeoff the way the native trainer does.
+
+Standard library only; PyTorch is used when the script has imported it. A worker runs an
+allowlisted command (docs/executors.md) with torchrun's environment and an event channel,
+BAKEOFF_EVENTS_FD, so the script's own prints cannot corrupt its events. A few lines make
+a script report like `bakeoff-trainer` (the events of docs/trainer.md):
+
+    import bakeoff_report
+    run = bakeoff_report.init()            # config, rank and the event channel
+    run.ready(model={"params": n})
+    for i in range(run.config["warmup_steps"] + run.config["steps"]):
+        with run.step(tokens=tokens_per_step) as step:
+            loss = train_one_step()
+            step.loss = loss               # a float or a 0-d tensor
+    run.summary(applied={"compile_mode": "default"}, compile=bakeoff_report.compile_evidence())
+
+Steps are timed with the device synchronised (CUDA when the script uses it) and the
+first `warmup_steps` are marked `warmup`. `run.fail(kind, message)` writes an `error`
+event and exits with the trainer's exit code for it (docs/trainer.md); an exception that
+escapes `run.guard()` is classified the same way (an out-of-memory error is `oom`).
+Outside a worker (no BAKEOFF_EVENTS_FD) events go to stdout.
+"""
+
+import contextlib
+import json
+import math
+import os
+import resource
+import sys
+import time
+import traceback
+
+__all__ = ["init", "Run", "compile_evidence", "cuda_graph_evidence", "classify_exception", "EXIT_CODES"]
+
+# docs/trainer.md, "Exit codes".
+EXIT_CODES = {"failed": 1, "config": 2, "oom": 3, "unsupported": 4, "diverged": 5}
+
+_PROCESS_START = time.perf_counter()
+
+
+def _torch():
+    """The torch module when the script imported it (never imported here)."""
+    return sys.modules.get("torch")
+
+
+def _percentile(values, q):
+    """Linear interpolation between closest ranks, as the native trainer computes it."""
+    v = sorted(values)
+    if not v:
+        return None
+    pos = q * (len(v) - 1)
+    lo = int(math.floor(pos))
+    hi = min(len(v) - 1, lo + 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def _cuda_in_use(torch):
+    return torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
+
+
+def _synchronize():
+    torch = _torch()
+    if _cuda_in_use(torch):
+        torch.cuda.synchronize()
+
+
+def _rss_bytes():
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _peak_rss_bytes():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+def classify_exception(error):
+    """(kind, message) for an exception: `oom` for CUDA or host out-of-memory errors,
+    `unsupported` for NotImplementedError, else `failed`. The message is the cause's
+    first line, as the native trainer reports it."""
+    torch = _torch()
+    text = str(error).strip() or type(error).__name__
+    first = text.splitlines()[0]
+    message = f"{type(error).__name__}: {first}"
+    oom_types = (MemoryError,)
+    if torch is not None and hasattr(torch.cuda, "OutOfMemoryError"):
+        oom_types = oom_types + (torch.cuda.OutOfMemoryError,)
+    if isinstance(error, oom_types) or "out of memory" in text.lower() or "DefaultCPUAllocator: can't allocate" in text:
+        return "oom", message
+    if isinstance(error, NotImplementedError):
+        return "unsupported", message
+    return "failed", message
+
+
+class _Step:
+    """What one step reports; set fields inside the `with run.step()` block."""
+
+    def __init__(self):
+        self.tokens = None  # overrides step(tokens=...) when set in the block
+        self.loss = None
+        self.lr = None
+        self.grad_norm = None
+        self.comm_s = None
+        self.comm_bytes = None
+        self.extra = {}
+
+
+class Run:
+    """One rank of one trial. Not thread-safe: call it from the training loop."""
+
+    def __init__(self, config, rank, world_size, local_rank, out):
+        self.config = config
+        self.rank = rank
+        self.world_size = world_size
+        self.local_rank = local_rank
+        self._out = out
+        self._warmup = int(config.get("warmup_steps", 0) or 0)
+        self._steps = []          # (phase, step_s, tokens)
+        self._index = 0
+        self._first_step_at = None
+        self._summary_written = False
+        self._error_written = False
+
+    # ---- events ----
+    def emit(self, event, **fields):
+        """Writes one event (a JSON object on one line) and flushes it."""
+        line = json.dumps({"event": event, **fields}, allow_nan=False, default=_json_default)
+        self._out.write(line + "\n")
+        self._out.flush()
+
+    def ready(self, **fields):
+        """The `ready` event: the resolved config, model facts, versions."""
+        torch = _torch()
+        base = {"config": self.config, "rank": self.rank, "world_size": self.world_size,
+                "environment": environment()}
+        if torch is not None:
+            base["torch_version"] = torch.__version__
+            base["threads"] = torch.get_num_threads()
+        base.update(fields)
+        self.emit("ready", **base)
+
+    @contextlib.contextmanager
+    def step(self, tokens=None, phase=None):
+        """Times one optimizer step, device-synchronised, and writes its `step` event.
+        `tokens`: the global tokens of the step. A non-finite loss ends the run as
+        `diverged` (exit 5), as the native trainer does."""
+        _synchronize()
+        if self._first_step_at is None:
+            self._first_step_at = time.perf_counter()
+        record = _Step()
+        start = time.perf_counter()
+        yield record
+        _synchronize()
+        step_s = time.perf_counter() - start
+        if phase is None:
+            phase = "warmup" if self._index < self._warmup else "measure"
+        fields = {"step": self._index, "phase": phase, "step_s": step_s}
+        if record.tokens is not None:
+            tokens = record.tokens
+        if tokens is not None:
+            fields["tokens"] = int(tokens)
+        for name in ("loss", "lr", "grad_norm", "comm_s"):
+            value = _scalar(getattr(record, name))
+            if value is not None:
+                fields[name] = value
+        if record.comm_bytes is not None:
+            fields["comm_bytes"] = int(record.comm_bytes)
+        fields["peak_mem_bytes"] = self.peak_memory()["peak_mem_bytes"]
+        rss = _rss_bytes()
+        if rss is not None:
+            fields["rss_bytes"] = rss
+        fields.update(record.extra)
+        loss = fields.get("loss")
+        if loss is not None and not math.isfinite(loss):
+            fields["loss"] = None
+            self.emit("step", **fields)
+            self.fail("diverged", f"non-finite loss at step {self._index}")
+        self.emit("step", **fields)
+        self._steps.append((phase, step_s, fields.get("tokens")))
+        self._index += 1
+
+    def first_step_excess_s(self):
+        """The first step's time over the median measured step: what compiling (and
+        first-touch allocation) cost. None before any measured step."""
+        measured = [s for p, s, _ in self._steps if p == "measure"]
+        if not self._steps or not measured:
+            return None
+        return max(0.0, self._steps[0][1] - _percentile(measured, 0.5))
+
+    def peak_memory(self):
+        """Peak allocated and reserved CUDA memory when the script used CUDA, else the
+        process's peak RSS (what a CPU step holds)."""
+        torch = _torch()
+        if _cuda_in_use(torch):
+            return {"peak_mem_bytes": int(torch.cuda.max_memory_allocated()),
+                    "peak_reserved_bytes": int(torch.cuda.max_memory_reserved()),
+                    "peak_rss_bytes": _peak_rss_bytes()}
+        peak = _peak_rss_bytes()
+        return {"peak_mem_bytes": peak, "peak_rss_bytes": peak}
+
+    def summary(self, applied=None, **fields):
+        """The `summary` event: step-time statistics over the measured steps, throughput,
+        memory, and `applied` (what took effect, with `fell_back`/`fallback_reason` when
+        a requested setting did not)."""
+        measured = [s for p, s, _ in self._steps if p == "measure"]
+        warm = [s for p, s, _ in self._steps if p == "warmup"]
+        tokens = [t for p, _, t in self._steps if p == "measure" and t is not None]
+        median = _percentile(measured, 0.5)
+        body = {
+            "startup_s": (self._first_step_at - _PROCESS_START) if self._first_step_at else None,
+            "first_step_s": self._steps[0][1] if self._steps else None,
+            "warmup_s": sum(warm),
+            "step_s_median": median,
+            "step_s_p10": _percentile(measured, 0.1),
+            "step_s_p90": _percentile(measured, 0.9),
+            "tokens_per_step": (sum(tokens) / len(tokens)) if tokens else None,
+            "tokens_per_s": (sum(tokens) / len(tokens) / median) if tokens and median else None,
+        }
+        body.update(self.peak_memory())
+        body["environment"] = environment()
+        body["applied"] = dict(applied or {})
+        body.update(fields)
+        if body.get("flops_per_token") and body.get("tokens_per_s"):
+            body["flops_per_s"] = body["flops_per_token"] * body["tokens_per_s"]
+        self.emit("summary", **body)
+        self._summary_written = True
+
+    def fail(self, kind, message, exit_code=None):
+        """Writes an `error` event of `kind` (oom, unsupported, diverged, failed) and
+        exits with the trainer's code for it. Its message should be the cause, one line."""
+        if not self._error_written:
+            self._error_written = True
+            self.emit("error", kind=kind, message=str(message).splitlines()[0] if message else kind)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        raise SystemExit(exit_code if exit_code is not None else EXIT_CODES.get(kind, 1))
+
+    @contextlib.contextmanager
+    def guard(self):
+        """Turns an exception escaping the block into an `error` event and the matching
+        exit code (the traceback goes to stderr, which the worker keeps as the rank log)."""
+        try:
+            yield self
+        except SystemExit:
+            raise
+        except BaseException as error:  # noqa: BLE001 - every failure must be reported
+            traceback.print_exc(file=sys.stderr)
+            kind, message = classify_exception(error)
+            self.fail(kind, message)
+
+
+def _scalar(value):
+    if value is None:
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    return float(value)
+
+
+def _json_default(value):
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return str(value)
+
+
+def environment():
+    """Where the trial ran, with the native trainer's names where they overlap."""
+    env = {"host": os.uname().nodename, "usable_cpus": len(os.sched_getaffinity(0)),
+           "python_version": sys.version.split()[0]}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    env["cpu_model"] = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    have = set(line.split(":", 1)[1].split())
+                    env["cpu_flags"] = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16",
+                                                    "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve") if f in have]
+                    break
+    except OSError:
+        pass
+    torch = _torch()
+    if torch is not None:
+        env["torch_version"] = torch.__version__
+        env["cuda_version"] = torch.version.cuda or ""
+        if torch.cuda.is_available():
+            env["gpu_model"] = torch.cuda.get_device_name()
+    for name in ("deepspeed", "transformers", "peft"):
+        module = sys.modules.get(name)
+        if module is not None:
+            env[name + "_version"] = getattr(module, "__version__", "")
+    return env
+
+
+def compile_evidence(compile_s=None):
+    """What torch.compile did in this process: graphs compiled, graph breaks with their
+    reasons, recompilations, Inductor's cache hits and misses (a warm cache makes the
+    compile cheaper: the report shows which ran), and `compile_s` when the script gives
+    it. Empty when torch or Dynamo was never used."""
+    torch = _torch()
+    if torch is None or "torch._dynamo" not in sys.modules:
+        return {}
+    from torch._dynamo.utils import counters  # noqa: PLC0415 - only when Dynamo ran
+    stats = counters.get("stats", {})
+    breaks = dict(counters.get("graph_break", {}))
+    evidence = {
+        "graphs": int(stats.get("unique_graphs", 0)),
+        "frames_captured": int(stats.get("calls_captured", 0)),
+        "graph_breaks": int(sum(breaks.values())),
+        "graph_break_reasons": sorted(str(r)[:200] for r in breaks)[:20],
+        "recompiles": int(sum(counters.get("recompiles", {}).values())),
+        "inductor_cache_hits": int(counters.get("inductor", {}).get("fxgraph_cache_hit", 0)),
+        "inductor_cache_misses": int(counters.get("inductor", {}).get("fxgraph_cache_miss", 0)),
+    }
+    if compile_s is not None:
+        evidence["compile_s"] = compile_s
+    return evidence
+
+
+def cuda_graph_evidence(mode):
+    """Whether CUDA graphs really ran for a torch.compile `mode`: requested by
+    `reduce-overhead` and `max-autotune`; they run only on CUDA and only when Inductor
+    did not skip them (its `cudagraph_skips` counter). Returns (evidence, fallback
+    reason or "")."""
+    requested = mode in ("reduce-overhead", "max-autotune")
+    if not requested:
+        return {"cuda_graphs_requested": False, "cuda_graphs_ran": False}, ""
+    torch = _torch()
+    skips = 0
+    if torch is not None and "torch._dynamo" in sys.modules:
+        from torch._dynamo.utils import counters  # noqa: PLC0415
+        skips = int(counters.get("inductor", {}).get("cudagraph_skips", 0))
+    on_cuda = _cuda_in_use(torch)
+    ran = on_cuda and skips == 0
+    evidence = {"cuda_graphs_requested": True, "cuda_graphs_ran": ran, "cuda_graph_skips": skips}
+    if ran:
+        return evidence, ""
+    why = "no CUDA device" if not on_cuda else f"Inductor skipped them {skips} time(s) (see the rank log)"
+    return evidence, f"{mode}: CUDA graphs did not run ({why})"
+
+
+def _events_stream():
+    fd = os.environ.get("BAKEOFF_EVENTS_FD")
+    if fd:
+        return os.fdopen(int(fd), "w", buffering=1, closefd=False)
+    return sys.stdout
+
+
+def init(config=None, config_path=None):
+    """The run of this rank: its config (`config`, else the JSON file `config_path`,
+    else the file named by --config on the command line or BAKEOFF_CONFIG), rank and
+    world size from torchrun's environment, and the event channel."""
+    if config is None:
+        path = config_path or _config_path_from_argv() or os.environ.get("BAKEOFF_CONFIG")
+        if path:
+            with open(path) as f:
+                config = json.load(f)
+        else:
+            config = {}
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", str(config.get("world_size", 1))))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    return Run(config, rank, world, local, _events_stream())
+
+
+def _config_path_from_argv():
+    argv = sys.argv
+    for i, arg in enumerate(argv):
+        if arg == "--config" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--config="):
+            return arg.split("=", 1)[1]
+    return None

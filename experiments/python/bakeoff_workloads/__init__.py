@@ -1,0 +1,1 @@
+"""Code the shipped Python workloads share (experiments/executors.yaml)."""

@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""torch-reference: the native trainer's LoRA model, data and step in plain PyTorch 2.x,
+with torch.compile's modes and scopes and ZeRO through DeepSpeed.
+
+Run by a worker as the `torch-reference` template of experiments/executors.yaml, one
+process per rank with torchrun's environment; by hand:
+
+    scripts/python -m torch.distributed.run --nproc-per-node 2 \
+        experiments/python/torch_reference.py --config trial.json
+
+Fields (docs/executors.md): the native trainer's model, seq_len, micro_batch, grad_accum,
+steps, warmup_steps, precision, lora_*, lr, grad_clip, zero_stage, offload, world_size,
+threads, seed, dataset, dynamic_shapes, device; `compile_mode` is eager or a
+torch.compile mode (default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs)
+and `compile_scope` what it compiles (full, attention, mlp, adapters). ZeRO stage 0
+all-reduces the adapters' gradients itself; stages 1-3 and offload run DeepSpeed.
+"""
+
+import math
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bakeoff_report  # noqa: E402
+from bakeoff_workloads import common  # noqa: E402
+
+run = bakeoff_report.init()
+if run.config.get("compile_cache") == "cold":
+    # Before torch is imported: Inductor and Triton read their cache directories once.
+    cold = os.path.join(os.environ.get("BAKEOFF_OUTPUT_DIR", "."), f"compile-cache-rank{run.rank}")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cold, "inductor")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(cold, "triton")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+def rms_norm(x, w, eps=1e-5):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
+
+
+def rotary(x, cos, sin):
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+
+
+class Adapter(torch.nn.Module):
+    """The low-rank path B(A(dropout(x))) * alpha/r; fp32 parameters, run in x's dtype."""
+
+    def __init__(self, fan_in, fan_out, rank, alpha, dropout, g):
+        super().__init__()
+        bound = 1 / math.sqrt(fan_in)
+        self.a = torch.nn.Parameter(torch.empty(rank, fan_in).uniform_(-bound, bound, generator=g))
+        self.b = torch.nn.Parameter(torch.zeros(fan_out, rank))
+        self.scale = alpha / rank
+        self.dropout = dropout
+
+    def forward(self, x):
+        if self.dropout > 0 and self.training:
+            x = F.dropout(x, self.dropout)
+        return (x @ self.a.to(x.dtype).t()) @ self.b.to(x.dtype).t() * self.scale
+
+
+class LoraLinear(torch.nn.Module):
+    def __init__(self, fan_in, fan_out, dtype, g, adapter):
+        super().__init__()
+        self.register_buffer("weight", (torch.randn(fan_out, fan_in, generator=g) / math.sqrt(fan_in)).to(dtype))
+        self.adapter = adapter
+
+    def forward(self, x):
+        y = x @ self.weight.t()
+        return y if self.adapter is None else y + self.adapter(x)
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, d, proj):
+        super().__init__()
+        self.d = d
+        self.q, self.k, self.v, self.o = proj["q"], proj["k"], proj["v"], proj["o"]
+
+    def forward(self, x, cos, sin, mask):
+        d = self.d
+        bsz, seq = x.shape[0], x.shape[1]
+        hd, kvh = d["dim"] // d["heads"], d["kv_heads"]
+        group = d["heads"] // kvh
+        q = self.q(x).view(bsz, seq, d["heads"], hd).transpose(1, 2)
+        k = self.k(x).view(bsz, seq, kvh, hd).transpose(1, 2)
+        v = self.v(x).view(bsz, seq, kvh, hd).transpose(1, 2)
+        q, k = rotary(q, cos, sin), rotary(k, cos, sin)
+        q = q.reshape(bsz, kvh, group, seq, hd)
+        scores = (q @ k.unsqueeze(2).transpose(-1, -2)).float() / math.sqrt(hd) + mask
+        ctx = (scores.softmax(-1).to(x.dtype) @ v.unsqueeze(2)).reshape(bsz, d["heads"], seq, hd)
+        return self.o(ctx.transpose(1, 2).reshape(bsz, seq, d["dim"]))
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, proj):
+        super().__init__()
+        self.gate, self.up, self.down = proj["gate"], proj["up"], proj["down"]
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+class Block(torch.nn.Module):
+    def __init__(self, d, dtype, proj):
+        super().__init__()
+        self.register_buffer("attn_norm", torch.ones(d["dim"], dtype=dtype))
+        self.register_buffer("mlp_norm", torch.ones(d["dim"], dtype=dtype))
+        self.attention = Attention(d, proj)
+        self.mlp = Mlp(proj)
+
+    def forward(self, x, cos, sin, mask):
+        x = x + self.attention(rms_norm(x, self.attn_norm), cos, sin, mask)
+        return x + self.mlp(rms_norm(x, self.mlp_norm))
+
+
+class LoraModel(torch.nn.Module):
+    """The native trainer's model (experiments/trainer/lora_model.h): Llama blocks with
+    frozen random weights and LoRA adapters on the target projections."""
+
+    def __init__(self, config, dtype):
+        super().__init__()
+        d = config["dims"]
+        g = torch.Generator().manual_seed(int(config["seed"]))
+        hd = d["dim"] // d["heads"]
+        kv = d["kv_heads"] * hd
+        shapes = {"q": (d["dim"], d["dim"]), "k": (d["dim"], kv), "v": (d["dim"], kv), "o": (d["dim"], d["dim"]),
+                  "gate": (d["dim"], d["ffn_dim"]), "up": (d["dim"], d["ffn_dim"]), "down": (d["ffn_dim"], d["dim"])}
+        self.register_buffer("embed", (torch.randn(d["vocab"], d["dim"], generator=g) / math.sqrt(d["dim"])).to(dtype))
+        blocks = []
+        for _ in range(d["layers"]):
+            proj = {}
+            for name, (fan_in, fan_out) in shapes.items():
+                adapter = None
+                if name in config["lora_targets"]:
+                    adapter = Adapter(fan_in, fan_out, config["lora_rank"], config["lora_alpha"],
+                                      config["lora_dropout"], g)
+                proj[name] = LoraLinear(fan_in, fan_out, dtype, g, adapter)
+            blocks.append(Block(d, dtype, proj))
+        self.blocks = torch.nn.ModuleList(blocks)
+        self.register_buffer("final_norm", torch.ones(d["dim"], dtype=dtype))
+        self.register_buffer("head", (torch.randn(d["vocab"], d["dim"], generator=g) / math.sqrt(d["dim"])).to(dtype))
+        self.register_buffer("inv_freq", 1.0 / (10000.0 ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)),
+                             persistent=False)
+
+    def forward(self, tokens):
+        inputs, targets = tokens[:, :-1], tokens[:, 1:]
+        seq = inputs.shape[1]
+        emb = torch.outer(torch.arange(seq, dtype=torch.float64, device=inputs.device), self.inv_freq)
+        emb = torch.cat([emb, emb], -1)
+        cos, sin = emb.cos().to(self.embed.dtype), emb.sin().to(self.embed.dtype)
+        mask = torch.full((seq, seq), float("-inf"), device=inputs.device).triu(1)
+        x = self.embed[inputs]
+        for block in self.blocks:
+            x = block(x, cos, sin, mask)
+        logits = (rms_norm(x, self.final_norm) @ self.head.t()).float()
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def apply_compile(model, config):
+    """torch.compile on the chosen scope; returns the callable that computes the loss."""
+    mode = config["compile_mode"]
+    if mode == "eager":
+        return model
+    kwargs = {"mode": None if mode == "default" else mode, "dynamic": bool(config["dynamic_shapes"])}
+    scope = config["compile_scope"]
+    if scope == "full":
+        return torch.compile(model, **kwargs)
+    for block in model.blocks:
+        if scope == "attention":
+            block.attention = torch.compile(block.attention, **kwargs)
+        elif scope == "mlp":
+            block.mlp = torch.compile(block.mlp, **kwargs)
+        elif scope == "adapters":
+            for module in list(block.modules()):
+                if isinstance(module, LoraLinear) and module.adapter is not None:
+                    module.adapter = torch.compile(module.adapter, **kwargs)
+    return model
+
+
+def main():
+    try:
+        config = common.load_config(run.config)
+    except common.ConfigError as error:
+        run.fail("failed", str(error), exit_code=2)
+    if config["device"] == "cuda" and not torch.cuda.is_available():
+        run.fail("unsupported", "device: cuda, but this PyTorch sees no CUDA device")
+    if config["offload"] != "none" and config["device"] != "cuda":
+        run.fail("unsupported", f"offload: {config['offload']} moves ZeRO partitions from GPU to host memory; "
+                                "on a CPU they are in host memory already (DeepSpeed offload is checked on GPUs only)")
+    if config["offload"] != "none" and config["zero_stage"] == 0:
+        run.fail("failed", "offload needs zero_stage >= 1 (DeepSpeed offloads ZeRO's partitions)", exit_code=2)
+    threads, threads_reason = common.decide_threads(config)
+    torch.set_num_threads(threads)
+    common.init_distributed(config)
+    common.open_dataset(config)
+    rank, world = run.rank, run.world_size
+    device = torch.device("cuda", run.local_rank) if config["device"] == "cuda" else torch.device("cpu")
+    dtype = torch.bfloat16 if config["precision"] == "bf16" else torch.float32
+
+    torch.manual_seed(int(config["seed"]))
+    model = LoraModel(config, dtype).to(device)
+    adapters = [p for p in model.parameters() if p.requires_grad]
+    forward = apply_compile(model, config)
+    use_deepspeed = config["zero_stage"] > 0 or config["offload"] != "none"
+    engine = None
+    if use_deepspeed:
+        import deepspeed  # noqa: PLC0415
+        ds_config = common.deepspeed_config(config)
+        engine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=adapters, config=ds_config)
+        adapters = [p for p in engine.module.parameters() if p.requires_grad]
+    else:
+        optimizer = torch.optim.AdamW(adapters, lr=float(config["lr"]), weight_decay=0.0)
+    n_frozen = sum(b.numel() for b in model.buffers())
+    n_lora = sum(p.numel() for p in adapters)
+    run.ready(executor="torch-reference", model={**config["dims"], "frozen_params": n_frozen, "lora_params": n_lora},
+              comm_backend=("nccl" if device.type == "cuda" else "gloo") if world > 1 else "none")
+
+    comm_total = 0.0
+    for step in range(config["warmup_steps"] + config["steps"]):
+        tokens_this_step = 0
+        with run.step() as record:
+            loss_sum = torch.zeros((), dtype=torch.float32)
+            comm_s = 0.0
+            comm_bytes = 0
+            for micro in range(config["grad_accum"]):
+                batch = common.micro_batch(config, step * config["grad_accum"] + micro, rank, world).to(device)
+                tokens_this_step += (batch.shape[1] - 1) * batch.shape[0] * world
+                loss = forward(batch)
+                if engine is not None:
+                    engine.backward(loss)
+                    engine.step()
+                else:
+                    (loss / config["grad_accum"]).backward()
+                loss_sum += loss.detach().float().cpu()
+            if engine is None:
+                if world > 1:
+                    import torch.distributed as dist  # noqa: PLC0415
+                    flat = torch.cat([p.grad.reshape(-1) for p in adapters])
+                    start = time.perf_counter()
+                    dist.all_reduce(flat)
+                    comm_s = time.perf_counter() - start
+                    comm_bytes = flat.numel() * flat.element_size()
+                    flat /= world
+                    offset = 0
+                    for p in adapters:
+                        n = p.numel()
+                        p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
+                        offset += n
+                if config["grad_clip"] > 0:
+                    record.grad_norm = torch.nn.utils.clip_grad_norm_(adapters, float(config["grad_clip"]))
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            mean_loss = loss_sum / config["grad_accum"]
+            if world > 1:
+                import torch.distributed as dist  # noqa: PLC0415
+                dist.all_reduce(mean_loss)
+                mean_loss /= world
+            record.loss = mean_loss
+            record.tokens = tokens_this_step
+            record.lr = float(config["lr"])
+            if world > 1 and engine is None:
+                record.comm_s, record.comm_bytes = comm_s, comm_bytes
+                comm_total += comm_s
+
+    applied = {"executor": "torch-reference", "compile_mode": config["compile_mode"],
+               "compile_scope": config["compile_scope"] if config["compile_mode"] != "eager" else "none",
+               "dynamic_shapes": bool(config["dynamic_shapes"]), "precision": config["precision"],
+               "compile_cache": config.get("compile_cache", "warm"),
+               "zero_stage": engine.zero_optimization_stage() if engine is not None else 0,
+               "zero_impl": "deepspeed" if engine is not None else "all-reduce",
+               "offload": config["offload"], "threads": threads, "world_size": world,
+               "micro_batch": config["micro_batch"],
+               "decisions": {"threads": {"value": threads, "reason": threads_reason}}}
+    compile_info = {}
+    if config["compile_mode"] != "eager":
+        # What compiling cost this rank: the first step's excess over a measured one.
+        compile_info = bakeoff_report.compile_evidence(compile_s=run.first_step_excess_s())
+    graphs, fallback = bakeoff_report.cuda_graph_evidence(config["compile_mode"])
+    applied.update(graphs)
+    if fallback:
+        applied["fell_back"] = True
+        applied["fallback_reason"] = fallback
+    if config["compile_mode"] != "eager" and compile_info.get("graphs", 0) == 0:
+        applied["fell_back"] = True
+        applied["fallback_reason"] = "torch.compile captured no graph: the step ran eagerly"
+    flops = common.flops_per_token(config["dims"], config["seq_len"], config["lora_rank"], config["lora_targets"])
+    run.summary(applied=applied, compile=compile_info,
+                frozen_bytes=n_frozen * (2 if dtype == torch.bfloat16 else 4),
+                trainable_bytes=n_lora * 4,
+                comm_s_per_step=comm_total / max(1, config["warmup_steps"] + config["steps"]),
+                flops_per_token=flops)
+    if world > 1:
+        import torch.distributed as dist  # noqa: PLC0415
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    with run.guard():
+        code = main()
+    sys.exit(code)

@@ -1,0 +1,510 @@
+#include "experiments/spec/executor_catalog.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "experiments/spec/trainer_fields.h"
+
+namespace bakeoff::spec {
+namespace {
+
+using json = nlohmann::json;
+
+const std::regex& NameRegex() {
+  static const std::regex kName("[A-Za-z0-9_.-]+");
+  return kName;
+}
+
+const std::regex& EnvNameRegex() {
+  static const std::regex kEnv("[A-Za-z_][A-Za-z0-9_]*");
+  return kEnv;
+}
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out.empty() ? "none" : out;
+}
+
+std::string NumberText(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+// Collects "file:line:column: path: message" problems.
+class Problems {
+ public:
+  explicit Problems(std::string source) : source_(std::move(source)) {}
+  void Add(const YAML::Node& node, const std::string& path, const std::string& message) {
+    std::string where = source_;
+    if (node.IsDefined() && node.Mark().line >= 0) {
+      where += ":" + std::to_string(node.Mark().line + 1) + ":" + std::to_string(node.Mark().column + 1);
+    }
+    lines_.push_back(where + ": " + path + ": " + message);
+  }
+  bool empty() const { return lines_.empty(); }
+  std::string Text() const {
+    std::string out;
+    for (const auto& l : lines_) out += (out.empty() ? "" : "\n") + l;
+    return out;
+  }
+  std::string Location(const YAML::Node& node) const {
+    return source_ + ":" + std::to_string(node.Mark().line + 1);
+  }
+
+ private:
+  std::string source_;
+  std::vector<std::string> lines_;
+};
+
+std::vector<std::string> Placeholders(const std::string& text) {
+  std::vector<std::string> names;
+  static const std::regex kPlaceholder("\\{([^{}]*)\\}");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kPlaceholder); it != std::sregex_iterator(); ++it) {
+    names.push_back((*it)[1]);
+  }
+  return names;
+}
+
+std::optional<std::vector<std::string>> StringList(const YAML::Node& node, const std::string& path,
+                                                   Problems& problems) {
+  if (!node.IsSequence()) {
+    problems.Add(node, path, "expected a list of strings");
+    return std::nullopt;
+  }
+  std::vector<std::string> out;
+  for (const auto& item : node) {
+    if (!item.IsScalar()) {
+      problems.Add(item, path, "expected a string");
+      return std::nullopt;
+    }
+    out.push_back(item.Scalar());
+  }
+  return out;
+}
+
+std::optional<ValueSpec> ParseValueSpec(const YAML::Node& node, const std::string& path, Problems& problems) {
+  if (!node.IsMap()) {
+    problems.Add(node, path, "expected a mapping {choices: [...]} or {type: bool|int|number|name, min, max, default}");
+    return std::nullopt;
+  }
+  ValueSpec spec;
+  bool typed = false;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar();
+    const YAML::Node& value = kv.second;
+    if (key == "choices") {
+      auto list = StringList(value, path + ".choices", problems);
+      if (!list) return std::nullopt;
+      if (list->empty()) {
+        problems.Add(value, path + ".choices", "expected at least one choice");
+        return std::nullopt;
+      }
+      spec.type = ValueSpec::Type::kChoice;
+      spec.choices = *list;
+      typed = true;
+    } else if (key == "type") {
+      const std::string t = value.IsScalar() ? value.Scalar() : "";
+      if (t == "bool") spec.type = ValueSpec::Type::kBool;
+      else if (t == "int") spec.type = ValueSpec::Type::kInt;
+      else if (t == "number") spec.type = ValueSpec::Type::kNumber;
+      else if (t == "name") spec.type = ValueSpec::Type::kName;
+      else {
+        problems.Add(value, path + ".type", "expected bool, int, number or name");
+        return std::nullopt;
+      }
+      typed = true;
+    } else if (key == "min" || key == "max") {
+      try {
+        (key == "min" ? spec.min : spec.max) = value.as<double>();
+      } catch (const YAML::Exception&) {
+        problems.Add(value, path + "." + key, "expected a number");
+        return std::nullopt;
+      }
+    } else if (key == "default") {
+      // Checked against the type once the whole mapping is read.
+    } else if (key == "description") {
+    } else {
+      problems.Add(kv.first, path + "." + key, "unknown key; expected choices, type, min, max, default, description");
+      return std::nullopt;
+    }
+  }
+  if (!typed) {
+    problems.Add(node, path, "missing choices or type");
+    return std::nullopt;
+  }
+  if (node["default"]) {
+    const YAML::Node& d = node["default"];
+    json raw;
+    if (spec.type == ValueSpec::Type::kBool) {
+      try { raw = d.as<bool>(); } catch (const YAML::Exception&) { raw = d.Scalar(); }
+    } else if (spec.type == ValueSpec::Type::kInt || spec.type == ValueSpec::Type::kNumber) {
+      try {
+        double v = d.as<double>();
+        raw = (spec.type == ValueSpec::Type::kInt && v == std::floor(v)) ? json(static_cast<long long>(v)) : json(v);
+      } catch (const YAML::Exception&) {
+        raw = d.Scalar();
+      }
+    } else {
+      raw = d.Scalar();
+    }
+    auto checked = spec.Check(raw);
+    if (!checked.ok()) {
+      problems.Add(d, path + ".default", checked.status().message());
+      return std::nullopt;
+    }
+    spec.default_value = *checked;
+  }
+  return spec;
+}
+
+}  // namespace
+
+Result<json> ValueSpec::Check(const json& value) const {
+  auto bad = [&] { return Status::InvalidArgument("expected " + Describe() + ", got " + value.dump()); };
+  switch (type) {
+    case Type::kChoice:
+      if (!value.is_string()) return bad();
+      if (std::find(choices.begin(), choices.end(), value.get<std::string>()) == choices.end()) return bad();
+      return value;
+    case Type::kBool:
+      if (!value.is_boolean()) return bad();
+      return value;
+    case Type::kInt: {
+      if (!value.is_number_integer()) return bad();
+      const double v = value.get<double>();
+      if (v < min || v > max) return bad();
+      return value;
+    }
+    case Type::kNumber: {
+      if (!value.is_number()) return bad();
+      const double v = value.get<double>();
+      if (!std::isfinite(v) || v < min || v > max) return bad();
+      return json(v);
+    }
+    case Type::kName:
+      if (!value.is_string() || value.get<std::string>().size() > 128 ||
+          !std::regex_match(value.get<std::string>(), NameRegex())) {
+        return bad();
+      }
+      return value;
+  }
+  return bad();
+}
+
+std::string ValueSpec::Describe() const {
+  auto range = [&](const char* what) {
+    std::string out = what;
+    if (min > -1e300 || max < 1e300) {
+      out += " in [" + (min > -1e300 ? NumberText(min) : "-inf") + ", " + (max < 1e300 ? NumberText(max) : "inf") + "]";
+    }
+    return out;
+  };
+  switch (type) {
+    case Type::kChoice: return "one of " + Join(choices);
+    case Type::kBool: return "true or false";
+    case Type::kInt: return range("an integer");
+    case Type::kNumber: return range("a number");
+    case Type::kName: return "a name of letters, digits, '.', '_', '-' (at most 128)";
+  }
+  return "a value";
+}
+
+bool ExecutorTemplate::AcceptsField(const std::string& field) const {
+  return fields.count(field) > 0 ||
+         std::find(trainer_fields.begin(), trainer_fields.end(), field) != trainer_fields.end();
+}
+
+std::vector<std::string> ExecutorTemplate::FieldNames() const {
+  std::set<std::string> names(trainer_fields.begin(), trainer_fields.end());
+  for (const auto& [name, _] : fields) names.insert(name);
+  return {names.begin(), names.end()};
+}
+
+Result<json> ExecutorTemplate::CheckField(const std::string& field, const json& value) const {
+  if (auto it = fields.find(field); it != fields.end()) {
+    auto checked = it->second.Check(value);
+    if (!checked.ok()) return Status::InvalidArgument(checked.status().message() + " (template " + name + ")");
+    return checked;
+  }
+  if (std::find(trainer_fields.begin(), trainer_fields.end(), field) != trainer_fields.end()) {
+    const TrainerField* trainer = FindTrainerField(field);
+    if (trainer == nullptr) return value;  // the catalog's own check refuses such names at load
+    return NormalizeTrainerValue(*trainer, value);
+  }
+  std::string hint = ClosestName(field, FieldNames());
+  return Status::InvalidArgument("not a field of command template " + name +
+                                 (hint.empty() ? "" : "; did you mean " + hint + "?") +
+                                 " (its fields: " + Join(FieldNames()) + ")");
+}
+
+const std::vector<std::string>& BuiltinPlaceholders() {
+  static const std::vector<std::string> kNames = {"python", "dir", "config", "trial_dir",
+                                                  "output_dir", "data_root", "cache"};
+  return kNames;
+}
+
+const ExecutorTemplate* ExecutorCatalog::Find(const std::string& name) const {
+  auto it = templates.find(name);
+  return it == templates.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> ExecutorCatalog::Names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, _] : templates) names.push_back(name);
+  return names;
+}
+
+std::string ExecutorCatalog::NameList() const { return Join(Names()); }
+
+Result<ExecutorCatalog> ParseExecutorCatalog(const std::string& text, const std::string& source_name,
+                                             const std::string& dir) {
+  if (text.size() > kMaxCatalogBytes) {
+    return Status::ResourceExhausted(source_name + ": the executors file is over " +
+                                     std::to_string(kMaxCatalogBytes) + " bytes");
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(source_name + ":" + std::to_string(e.mark.line + 1) + ":" +
+                                   std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+  Problems problems(source_name);
+  ExecutorCatalog catalog;
+  catalog.source = source_name;
+  catalog.dir = dir;
+  catalog.python = "python3";
+  if (!root.IsMap()) {
+    return Status::InvalidArgument(source_name + ": expected a mapping with python and templates");
+  }
+  try {
+    for (const auto& kv : root) {
+      const std::string key = kv.first.Scalar();
+      if (key == "python") {
+        if (!kv.second.IsScalar() || kv.second.Scalar().empty()) {
+          problems.Add(kv.second, "python", "expected the path of the Python interpreter");
+        } else {
+          catalog.python = kv.second.Scalar();
+        }
+      } else if (key == "templates") {
+        if (!kv.second.IsMap()) {
+          problems.Add(kv.second, "templates", "expected a mapping of template names to templates");
+          continue;
+        }
+        if (kv.second.size() > kMaxTemplates) {
+          problems.Add(kv.second, "templates", "more than " + std::to_string(kMaxTemplates) + " templates");
+          continue;
+        }
+        for (const auto& t : kv.second) {
+          ExecutorTemplate tmpl;
+          tmpl.name = t.first.Scalar();
+          tmpl.location = problems.Location(t.first);
+          const std::string path = "templates." + tmpl.name;
+          if (!std::regex_match(tmpl.name, NameRegex())) {
+            problems.Add(t.first, path, "a template name is letters, digits, '.', '_', '-'");
+            continue;
+          }
+          if (!t.second.IsMap()) {
+            problems.Add(t.second, path, "expected a mapping {argv, env, trainer_fields, fields, args}");
+            continue;
+          }
+          for (const auto& item : t.second) {
+            const std::string k = item.first.Scalar();
+            const YAML::Node& v = item.second;
+            if (k == "description") {
+              tmpl.description = v.IsScalar() ? v.Scalar() : "";
+            } else if (k == "argv") {
+              if (auto list = StringList(v, path + ".argv", problems)) {
+                if (list->empty() || list->size() > kMaxArgv) {
+                  problems.Add(v, path + ".argv", "expected 1 to " + std::to_string(kMaxArgv) + " elements");
+                } else {
+                  tmpl.argv = *list;
+                }
+              }
+            } else if (k == "env") {
+              if (!v.IsMap()) {
+                problems.Add(v, path + ".env", "expected {pass: [NAMES], set: {NAME: value}}");
+                continue;
+              }
+              for (const auto& e : v) {
+                const std::string ek = e.first.Scalar();
+                if (ek == "pass") {
+                  if (auto list = StringList(e.second, path + ".env.pass", problems)) tmpl.env_pass = *list;
+                } else if (ek == "set") {
+                  if (!e.second.IsMap()) {
+                    problems.Add(e.second, path + ".env.set", "expected a mapping NAME: value");
+                    continue;
+                  }
+                  for (const auto& s : e.second) tmpl.env_set[s.first.Scalar()] = s.second.Scalar();
+                } else {
+                  problems.Add(e.first, path + ".env." + ek, "unknown key; expected pass or set");
+                }
+              }
+            } else if (k == "trainer_fields") {
+              if (auto list = StringList(v, path + ".trainer_fields", problems)) {
+                for (const auto& f : *list) {
+                  if (FindTrainerField(f) == nullptr) {
+                    problems.Add(v, path + ".trainer_fields", f + " is not a field of the native trainer");
+                  }
+                }
+                tmpl.trainer_fields = *list;
+              }
+            } else if (k == "fields" || k == "args") {
+              if (!v.IsMap()) {
+                problems.Add(v, path + "." + k, "expected a mapping of names to value specs");
+                continue;
+              }
+              for (const auto& f : v) {
+                const std::string fname = f.first.Scalar();
+                if (!std::regex_match(fname, EnvNameRegex())) {
+                  problems.Add(f.first, path + "." + k + "." + fname, "expected a name of letters, digits and '_'");
+                  continue;
+                }
+                if (auto spec = ParseValueSpec(f.second, path + "." + k + "." + fname, problems)) {
+                  (k == "fields" ? tmpl.fields : tmpl.args)[fname] = *spec;
+                }
+              }
+            } else {
+              problems.Add(item.first, path + "." + k,
+                           "unknown key; expected description, argv, env, trainer_fields, fields, args");
+            }
+          }
+          if (tmpl.argv.empty()) {
+            problems.Add(t.second, path + ".argv", "missing; the program and its arguments");
+            continue;
+          }
+          // Every placeholder must be a built-in or a declared arg.
+          auto check = [&](const std::string& text, const std::string& where) {
+            for (const auto& p : Placeholders(text)) {
+              const auto& builtins = BuiltinPlaceholders();
+              if (std::find(builtins.begin(), builtins.end(), p) == builtins.end() && !tmpl.args.count(p)) {
+                problems.Add(t.second, where, "placeholder {" + p + "} is neither built in (" + Join(builtins) +
+                                                  ") nor one of the template's args");
+              }
+            }
+          };
+          for (const auto& a : tmpl.argv) check(a, path + ".argv");
+          for (const auto& [name, value] : tmpl.env_set) {
+            if (!std::regex_match(name, EnvNameRegex())) {
+              problems.Add(t.second, path + ".env.set", "not an environment variable name: " + name);
+            }
+            check(value, path + ".env.set." + name);
+          }
+          if (Placeholders(tmpl.argv[0]) != std::vector<std::string>{} && tmpl.argv[0] != "{python}") {
+            problems.Add(t.second, path + ".argv", "the program must be a fixed path or {python}");
+          }
+          catalog.templates.emplace(tmpl.name, std::move(tmpl));
+        }
+      } else {
+        problems.Add(kv.first, key, "unknown key; expected python or templates");
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(source_name + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  if (!problems.empty()) return Status::InvalidArgument(problems.Text());
+  if (const char* venv = std::getenv("BAKEOFF_VENV"); venv != nullptr && *venv != '\0') {
+    catalog.python = std::string(venv) + "/bin/python";
+  }
+  return catalog;
+}
+
+Result<ExecutorCatalog> LoadExecutorCatalog(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("cannot read the executors file " + path);
+  std::string text;
+  text.resize(kMaxCatalogBytes + 1);
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  std::error_code ec;
+  auto absolute = std::filesystem::absolute(path, ec);
+  std::string dir = (ec ? std::filesystem::path(path) : absolute).parent_path().string();
+  return ParseExecutorCatalog(text, path, dir);
+}
+
+Result<std::string> RenderTemplateString(const std::string& text, const ExecutorTemplate& tmpl,
+                                         const ArgvContext& context, const json& args) {
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t open = text.find('{', pos);
+    if (open == std::string::npos) {
+      out += text.substr(pos);
+      break;
+    }
+    std::size_t close = text.find('}', open);
+    if (close == std::string::npos) {
+      out += text.substr(pos);
+      break;
+    }
+    out += text.substr(pos, open - pos);
+    const std::string name = text.substr(open + 1, close - open - 1);
+    std::string value;
+    if (name == "python") value = context.python;
+    else if (name == "dir") value = context.dir;
+    else if (name == "config") value = context.config;
+    else if (name == "trial_dir") value = context.trial_dir;
+    else if (name == "output_dir") value = context.output_dir;
+    else if (name == "cache") value = context.cache;
+    else if (name == "data_root") {
+      if (context.data_root.empty()) {
+        return Status::InvalidArgument("template " + tmpl.name + " needs {data_root}, but this worker has no --data-root");
+      }
+      value = context.data_root;
+    } else if (auto spec = tmpl.args.find(name); spec != tmpl.args.end()) {
+      json given = args.is_object() && args.contains(name) ? args[name] : spec->second.default_value;
+      if (given.is_null()) return Status::InvalidArgument("template " + tmpl.name + ": args." + name + " is required");
+      auto checked = spec->second.Check(given);
+      if (!checked.ok()) return Status::InvalidArgument("args." + name + ": " + checked.status().message());
+      value = checked->is_string() ? checked->get<std::string>() : checked->dump();
+    } else {
+      return Status::InvalidArgument("template " + tmpl.name + ": unknown placeholder {" + name + "}");
+    }
+    out += value;
+    pos = close + 1;
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> RenderArgv(const ExecutorTemplate& tmpl, const ArgvContext& context,
+                                            const json& args) {
+  if (args.is_object()) {
+    for (const auto& [name, _] : args.items()) {
+      if (!tmpl.args.count(name)) {
+        std::vector<std::string> names;
+        for (const auto& [n, __] : tmpl.args) names.push_back(n);
+        return Status::InvalidArgument("args." + name + " is not an arg of template " + tmpl.name +
+                                       " (its args: " + Join(names) + ")");
+      }
+    }
+  }
+  std::vector<std::string> argv;
+  for (const auto& a : tmpl.argv) {
+    auto rendered = RenderTemplateString(a, tmpl, context, args);
+    if (!rendered.ok()) return rendered.status();
+    argv.push_back(std::move(*rendered));
+  }
+  return argv;
+}
+
+std::string DefaultExecutorCatalogPath() {
+  if (const char* env = std::getenv("BAKEOFF_EXECUTORS"); env != nullptr && *env != '\0') return env;
+#ifdef BAKEOFF_SOURCE_DIR
+  const std::string shipped = std::string(BAKEOFF_SOURCE_DIR) + "/experiments/executors.yaml";
+  std::error_code ec;
+  if (std::filesystem::exists(shipped, ec)) return shipped;
+#endif
+  return "";
+}
+
+}  // namespace bakeoff::spec

@@ -1,0 +1,150 @@
+// The command allowlist: the shipped catalog loads, bad catalogs are refused with
+// file:line, argument vectors render only from the operator's templates, and sweeps are
+// checked against a template's own fields.
+#include "experiments/spec/executor_catalog.h"
+
+#include <gtest/gtest.h>
+
+#include "experiments/spec/sweep_parser.h"
+
+namespace bakeoff::spec {
+namespace {
+
+using nlohmann::json;
+
+const char* kCatalog =
+    "python: /usr/bin/python3\n"
+    "templates:\n"
+    "  demo:\n"
+    "    argv: [\"{python}\", \"{dir}/demo.py\", \"--config\", \"{config}\", \"--steps={extra}\"]\n"
+    "    env:\n"
+    "      pass: [PATH]\n"
+    "      set: {CACHE: \"{cache}/x\"}\n"
+    "    trainer_fields: [model, seq_len, micro_batch, world_size]\n"
+    "    fields:\n"
+    "      compile_mode: {choices: [eager, default], default: eager}\n"
+    "    args:\n"
+    "      extra: {type: int, min: 1, max: 10, default: 3}\n";
+
+ExecutorCatalog Demo() {
+  auto catalog = ParseExecutorCatalog(kCatalog, "demo.yaml", "/opt/demo");
+  EXPECT_TRUE(catalog.ok()) << catalog.status().ToString();
+  return *catalog;
+}
+
+TEST(ExecutorCatalogTest, ShippedCatalogLoadsWithBothWorkloads) {
+  auto catalog = LoadExecutorCatalog(std::string(BAKEOFF_SOURCE_DIR) + "/experiments/executors.yaml");
+  ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+  EXPECT_EQ(catalog->Names(), (std::vector<std::string>{"hf-peft", "torch-reference"}));
+  const ExecutorTemplate* ref = catalog->Find("torch-reference");
+  ASSERT_NE(ref, nullptr);
+  EXPECT_TRUE(ref->AcceptsField("compile_scope"));
+  EXPECT_TRUE(ref->AcceptsField("zero_stage"));
+  EXPECT_FALSE(ref->AcceptsField("jit_executor"));
+}
+
+TEST(ExecutorCatalogTest, RendersArgvFromTheTemplateOnly) {
+  ExecutorCatalog catalog = Demo();
+  ArgvContext context;
+  context.python = catalog.python;
+  context.dir = catalog.dir;
+  context.config = "/w/t/config.json";
+  auto argv = RenderArgv(*catalog.Find("demo"), context, json{{"extra", 7}});
+  ASSERT_TRUE(argv.ok()) << argv.status().ToString();
+  EXPECT_EQ(*argv, (std::vector<std::string>{"/usr/bin/python3", "/opt/demo/demo.py", "--config",
+                                             "/w/t/config.json", "--steps=7"}));
+  auto defaulted = RenderArgv(*catalog.Find("demo"), context, json::object());
+  ASSERT_TRUE(defaulted.ok());
+  EXPECT_EQ(defaulted->back(), "--steps=3");
+}
+
+TEST(ExecutorCatalogTest, RefusesArgsTheTemplateDoesNotDeclareOrMistyped) {
+  ExecutorCatalog catalog = Demo();
+  const ExecutorTemplate& demo = *catalog.Find("demo");
+  EXPECT_FALSE(RenderArgv(demo, {}, json{{"program", "/bin/sh"}}).ok());
+  EXPECT_FALSE(RenderArgv(demo, {}, json{{"extra", 11}}).ok());
+  EXPECT_FALSE(RenderArgv(demo, {}, json{{"extra", "3; rm -rf /"}}).ok());
+}
+
+TEST(ExecutorCatalogTest, NameArgsAreNeverPaths) {
+  ValueSpec name;
+  name.type = ValueSpec::Type::kName;
+  EXPECT_TRUE(name.Check("model-1.b_2").ok());
+  EXPECT_FALSE(name.Check("../etc/passwd").ok());
+  EXPECT_FALSE(name.Check("/etc/passwd").ok());
+  EXPECT_FALSE(name.Check("a b").ok());
+}
+
+TEST(ExecutorCatalogTest, BadCatalogsNameFileAndLine) {
+  auto unknown_placeholder = ParseExecutorCatalog(
+      "templates:\n  t:\n    argv: [\"/usr/bin/python3\", \"{secret}\"]\n", "bad.yaml", "/");
+  ASSERT_FALSE(unknown_placeholder.ok());
+  EXPECT_NE(unknown_placeholder.status().message().find("bad.yaml:3"), std::string::npos)
+      << unknown_placeholder.status().message();
+  EXPECT_NE(unknown_placeholder.status().message().find("{secret}"), std::string::npos);
+
+  auto program_from_arg = ParseExecutorCatalog(
+      "templates:\n  t:\n    argv: [\"{p}\"]\n    args: {p: {type: name}}\n", "bad.yaml", "/");
+  ASSERT_FALSE(program_from_arg.ok());
+  EXPECT_NE(program_from_arg.status().message().find("the program must be a fixed path"), std::string::npos)
+      << program_from_arg.status().message();
+
+  auto not_trainer = ParseExecutorCatalog(
+      "templates:\n  t:\n    argv: [\"/bin/true\"]\n    trainer_fields: [nonsense]\n", "bad.yaml", "/");
+  ASSERT_FALSE(not_trainer.ok());
+  EXPECT_NE(not_trainer.status().message().find("nonsense is not a field of the native trainer"), std::string::npos);
+}
+
+TEST(ExecutorCatalogTest, TemplateFieldsReplaceTheTrainersChoices) {
+  ExecutorCatalog catalog = Demo();
+  const ExecutorTemplate& demo = *catalog.Find("demo");
+  EXPECT_TRUE(demo.CheckField("compile_mode", "default").ok());
+  EXPECT_FALSE(demo.CheckField("compile_mode", "jit").ok());
+  // Trainer fields keep the trainer's own bounds.
+  EXPECT_TRUE(demo.CheckField("seq_len", 16).ok());
+  EXPECT_FALSE(demo.CheckField("seq_len", 1).ok());
+  auto unknown = demo.CheckField("zero_stage", 2);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("not a field of command template demo"), std::string::npos);
+}
+
+TEST(ExecutorCatalogTest, SweepParserChecksCommandSweepsAgainstTheCatalog) {
+  ExecutorCatalog catalog = Demo();
+  const std::string good =
+      "name: s\n"
+      "workload:\n"
+      "  executor: command\n"
+      "  command: {template: demo, args: {extra: 2}}\n"
+      "  model: tiny\n"
+      "parameters:\n"
+      "  compile_mode: {values: [eager, default]}\n"
+      "baseline: {compile_mode: eager}\n";
+  auto spec = ParseSweepText(good, "s.yaml", {}, &catalog);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->workload.command_template, "demo");
+
+  std::string unknown_template = good;
+  unknown_template.replace(unknown_template.find("template: demo"), 14, "template: rm");
+  auto refused = ParseSweepText(unknown_template, "s.yaml", {}, &catalog);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("s.yaml:4"), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("allowed: demo"), std::string::npos) << refused.status().message();
+
+  std::string bad_field = good;
+  bad_field.replace(bad_field.find("model: tiny"), 11, "zero_stage: 2");
+  auto field = ParseSweepText(bad_field, "s.yaml", {}, &catalog);
+  ASSERT_FALSE(field.ok());
+  EXPECT_NE(field.status().message().find("s.yaml:5"), std::string::npos) << field.status().message();
+  EXPECT_NE(field.status().message().find("not a field of command template demo"), std::string::npos);
+
+  std::string bad_choice = good;
+  bad_choice.replace(bad_choice.find("[eager, default]"), 16, "[eager, jit]");
+  EXPECT_FALSE(ParseSweepText(bad_choice, "s.yaml", {}, &catalog).ok());
+
+  std::string bad_arg = good;
+  bad_arg.replace(bad_arg.find("extra: 2"), 8, "extra: 99");
+  EXPECT_FALSE(ParseSweepText(bad_arg, "s.yaml", {}, &catalog).ok());
+}
+
+}  // namespace
+}  // namespace bakeoff::spec

@@ -1,0 +1,194 @@
+// The command executor end to end on real processes: a coordinator and workers with an
+// allowlist (--executors) run a probe script (standard-library Python, the repo's
+// bakeoff_report) one process per rank with torchrun's environment and the event
+// channel on BAKEOFF_EVENTS_FD; a template no allowlist has is refused at submit; a
+// template no live worker offers waits with its reason and never runs.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tests/integration/test_cluster.h"
+
+namespace bakeoff {
+namespace {
+using namespace std::chrono_literals;
+using nlohmann::json;
+using testing::TestCluster;
+
+const std::string kBin = BAKEOFF_BINARY_DIR;
+
+// Writes its argv and environment to the trial's outputs, prints noise on stdout (which
+// must not become events), then reports like a trainer, or fails as told.
+const char* kProbe = R"PY(
+import json, os, sys
+import bakeoff_report
+run = bakeoff_report.init()
+print('{"event": "summary", "tokens_per_s": 1e9}')  # stdout is the log, not the events
+with open(os.path.join(os.environ["BAKEOFF_OUTPUT_DIR"], "env-%d.json" % run.rank), "w") as f:
+    json.dump({"argv": sys.argv, "env": dict(os.environ)}, f)
+if run.config.get("mode") == "unsupported":
+    run.fail("unsupported", "the probe cannot run here")
+run.ready()
+for i in range(run.config.get("warmup_steps", 1) + run.config.get("steps", 2)):
+    with run.step(tokens=16) as step:
+        step.loss = 1.0 / (i + 1)
+run.summary(applied={"mode": run.config.get("mode", "ok")})
+)PY";
+
+class CommandExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::FreshTestDir("bakeoff-command");
+    std::ofstream(dir_ / "probe.py") << kProbe;
+    std::ofstream(dir_ / "executors.yaml")
+        << "python: /usr/bin/python3\n"
+           "templates:\n"
+           "  probe:\n"
+           "    argv: [\"{python}\", \"{dir}/probe.py\", \"--config\", \"{config}\"]\n"
+           "    env:\n"
+           "      pass: [PATH]\n"
+           "      set: {PYTHONPATH: \"" BAKEOFF_SOURCE_DIR "/experiments/python\"}\n"
+           "    trainer_fields: [steps, warmup_steps, world_size]\n"
+           "    fields:\n"
+           "      mode: {choices: [ok, unsupported], default: ok}\n";
+    cluster_ = std::make_unique<TestCluster>(dir_, kBin + "/bakeoff-fake-trainer");
+  }
+  void TearDown() override {
+    cluster_.reset();
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+  std::string catalog() const { return (dir_ / "executors.yaml").string(); }
+  // Waits until the sweep finishes; false after `limit`.
+  bool WaitFinished(std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (cluster_->SweepFinished()) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<TestCluster> cluster_;
+};
+
+std::string Sweep(const std::string& template_name, const std::string& mode, int world) {
+  return "name: probe\n"
+         "workload:\n"
+         "  executor: command\n"
+         "  command: {template: " + template_name + "}\n"
+         "  steps: 3\n"
+         "  warmup_steps: 1\n"
+         "  world_size: " + std::to_string(world) + "\n"
+         "  mode: " + mode + "\n"
+         "repeats: 1\n";
+}
+
+TEST_F(CommandExecutorTest, RunsTheAllowlistedCommandPerRankWithTorchrunsEnvironment) {
+  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
+  // The worker's credential and its other variables must not reach the command.
+  cluster_->AddWorkerEnvironment("BAKEOFF_TOKEN=cluster-secret");
+  cluster_->AddWorkerEnvironment("NOT_ALLOWLISTED=leak");
+  cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", catalog()}});
+  cluster_->StartWorker("w2", 1, 0, {{}, "127.0.0.1", {"--executors", catalog()}});
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!cluster_->WorkersConnected(2) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(cluster_->WorkersConnected(2));
+  ASSERT_GT(cluster_->Submit(Sweep("probe", "ok", 2)), 0);
+  ASSERT_TRUE(WaitFinished(60s)) << "see " << dir_;
+  cluster_->ExpectEveryTrialSucceededOnce(1);
+
+  // Both ranks ran the template's argv, one process each, with torchrun's variables.
+  int seen = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir_)) {
+    const std::string name = entry.path().filename().string();
+    if (name != "env-0.json" && name != "env-1.json") continue;
+    ++seen;
+    json probe = json::parse(testing::ReadFile(entry.path()));
+    const json& env = probe["env"];
+    EXPECT_EQ(probe["argv"][0], (dir_ / "probe.py").string());
+    EXPECT_EQ(env.value("WORLD_SIZE", ""), "2");
+    EXPECT_EQ(env.value("RANK", ""), name == "env-0.json" ? "0" : "1");
+    EXPECT_EQ(env.value("LOCAL_RANK", ""), "0");
+    EXPECT_EQ(env.value("MASTER_ADDR", ""), "127.0.0.1");
+    EXPECT_FALSE(env.value("MASTER_PORT", "").empty());
+    EXPECT_EQ(env.value("BAKEOFF_EVENTS_FD", ""), "3");
+    EXPECT_FALSE(env.contains("BAKEOFF_TOKEN")) << "the worker's credential reached the command";
+    EXPECT_FALSE(env.contains("NOT_ALLOWLISTED")) << "a variable outside the pass list reached the command";
+  }
+  EXPECT_EQ(seen, 2);
+  // The events came from the event channel only: the fake summary printed on stdout
+  // (tokens_per_s 1e9) is in the rank's log, not in the store.
+  auto rows = cluster_->Query("SELECT count(*) FROM step_metrics");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0][0], 8);  // 2 ranks x (1 warm-up + 3 measured)
+  auto fake = cluster_->Query("SELECT count(*) FROM trial_summaries WHERE tokens_per_s > 1e8");
+  ASSERT_EQ(fake.size(), 1u);
+  EXPECT_EQ(fake[0][0], 0);
+}
+
+TEST_F(CommandExecutorTest, AScriptsErrorEventDecidesTheOutcome) {
+  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
+  cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", catalog()}});
+  ASSERT_GT(cluster_->Submit(Sweep("probe", "unsupported", 1)), 0);
+  ASSERT_TRUE(WaitFinished(60s)) << "see " << dir_;
+  json trials = cluster_->Trials();
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].value("outcome", ""), "unsupported");
+  EXPECT_NE(trials[0].value("reason", "").find("the probe cannot run here"), std::string::npos) << trials[0];
+}
+
+TEST_F(CommandExecutorTest, ATemplateInNoAllowlistIsRefusedAtSubmitWithTheAllowedNames) {
+  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
+  auto client = cli::CoordinatorClient::Create(cluster_->url(), "cluster-secret", std::chrono::seconds(10));
+  ASSERT_TRUE(client.ok());
+  auto refused = client->PostJson("/api/v1/sweeps", Sweep("sh", "ok", 1), "application/yaml");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("\"sh\" is not an allowlisted command template"), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("allowed: probe"), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find(":4:"), std::string::npos) << refused.status().message();
+  // A field the template does not take is refused with its line, before anything runs.
+  auto bad = client->PostJson("/api/v1/sweeps", Sweep("probe", "sideways", 1), "application/yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(":8:"), std::string::npos) << bad.status().message();
+}
+
+TEST_F(CommandExecutorTest, ATemplateNoLiveWorkerOffersWaitsWithItsReasonAndNeverRuns) {
+  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
+  // This worker's operator allowlisted no commands.
+  cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", "none"}});
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!cluster_->WorkersConnected(1) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(cluster_->WorkersConnected(1));
+  const std::int64_t id = cluster_->Submit(Sweep("probe", "ok", 1));
+  ASSERT_GT(id, 0);
+  auto client = cli::CoordinatorClient::Create(cluster_->url(), "cluster-secret", std::chrono::seconds(10));
+  ASSERT_TRUE(client.ok());
+  auto sweep = client->GetJson("/api/v1/sweeps/" + std::to_string(id));
+  ASSERT_TRUE(sweep.ok());
+  EXPECT_NE(sweep->value("waiting", "").find("no live worker offers command template probe"), std::string::npos)
+      << *sweep;
+  // `bakeoff status` says it too.
+  testing::ProcessGuard status({kBin + "/bakeoff", "status", std::to_string(id), "--coordinator", cluster_->url(),
+                                "--token-file", (dir_ / "token").string()},
+                               {}, (dir_ / "status.log").string());
+  ASSERT_TRUE(status.WaitExit(30s).has_value());
+  EXPECT_NE(testing::ReadFile(dir_ / "status.log").find("waiting: no live worker offers command template probe"),
+            std::string::npos)
+      << testing::ReadFile(dir_ / "status.log");
+  // Several scheduling ticks later nothing has run.
+  std::this_thread::sleep_for(1s);
+  json trials = cluster_->Trials();
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].value("state", ""), "queued");
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir_)) {
+    EXPECT_NE(entry.path().filename().string(), "env-0.json") << "the probe ran";
+  }
+}
+
+}  // namespace
+}  // namespace bakeoff

@@ -1,0 +1,152 @@
+"""The reporting library (experiments/python/bakeoff_report): its events are the ones the
+worker's parser accepts (docs/trainer.md), on the channel the worker gives, with the exit
+codes the worker classifies; CUDA graphs that did not run are never reported as run."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIB = os.path.normpath(os.path.join(HERE, "..", "..", "experiments", "python"))
+sys.path.insert(0, LIB)
+
+import bakeoff_report  # noqa: E402
+
+
+def run_script(body, config=None, extra_env=None):
+    """Runs `body` as a script in a fresh interpreter with an event pipe on fd 3 (as the
+    worker does); returns (exit code, events, stdout)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "script.py")
+        with open(path, "w") as f:
+            f.write("import bakeoff_report\n" + body)
+        cfg = os.path.join(tmp, "config.json")
+        with open(cfg, "w") as f:
+            json.dump(config or {"warmup_steps": 1, "steps": 3}, f)
+        read, write = os.pipe()
+        env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": LIB, "BAKEOFF_EVENTS_FD": "3",
+               "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "0", **(extra_env or {})}
+        proc = subprocess.Popen([sys.executable, path, "--config", cfg], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, pass_fds=(write, 3),
+                                preexec_fn=lambda: os.dup2(write, 3))
+        os.close(write)
+        with os.fdopen(read) as events_in:
+            lines = events_in.read().splitlines()
+        stdout, _ = proc.communicate(timeout=60)
+        return proc.returncode, [json.loads(l) for l in lines], stdout.decode()
+
+
+class ReportingLibraryTest(unittest.TestCase):
+    def test_a_training_loop_reports_ready_steps_and_summary_on_the_event_channel(self):
+        code, events, stdout = run_script(
+            "run = bakeoff_report.init()\n"
+            "print('a log line')\n"
+            "run.ready(model={'params': 1})\n"
+            "for i in range(run.config['warmup_steps'] + run.config['steps']):\n"
+            "    with run.step(tokens=64) as s:\n"
+            "        s.loss = 2.0 - i * 0.1\n"
+            "run.summary(applied={'compile_mode': 'eager'})\n")
+        self.assertEqual(code, 0)
+        self.assertEqual(stdout.strip(), "a log line")  # prints never reach the events
+        kinds = [e["event"] for e in events]
+        self.assertEqual(kinds, ["ready", "step", "step", "step", "step", "summary"])
+        self.assertEqual(events[0]["rank"], 1)
+        self.assertEqual(events[0]["world_size"], 2)
+        steps = events[1:5]
+        self.assertEqual([s["phase"] for s in steps], ["warmup", "measure", "measure", "measure"])
+        self.assertEqual([s["step"] for s in steps], [0, 1, 2, 3])
+        for s in steps:
+            self.assertGreaterEqual(s["step_s"], 0)
+            self.assertEqual(s["tokens"], 64)
+            self.assertIsInstance(s["peak_mem_bytes"], int)
+        summary = events[-1]
+        self.assertEqual(summary["applied"], {"compile_mode": "eager"})
+        self.assertAlmostEqual(summary["tokens_per_s"], 64 / summary["step_s_median"])
+        self.assertEqual(summary["first_step_s"], steps[0]["step_s"])
+        self.assertIn("cpu_model", summary["environment"])
+
+    def test_fail_writes_the_error_event_and_the_trainers_exit_code(self):
+        for kind, code in (("unsupported", 4), ("oom", 3), ("failed", 1)):
+            got, events, _ = run_script(f"run = bakeoff_report.init()\nrun.fail({kind!r}, 'why\\nsecond line')\n")
+            self.assertEqual(got, code)
+            self.assertEqual(events, [{"event": "error", "kind": kind, "message": "why"}])
+
+    def test_an_escaping_exception_is_classified_and_its_traceback_kept_out_of_the_event(self):
+        code, events, _ = run_script(
+            "run = bakeoff_report.init()\n"
+            "with run.guard():\n"
+            "    raise MemoryError('cannot allocate 4 GiB')\n")
+        self.assertEqual(code, 3)
+        self.assertEqual(events[-1]["kind"], "oom")
+        self.assertEqual(events[-1]["message"], "MemoryError: cannot allocate 4 GiB")
+        code, events, _ = run_script(
+            "run = bakeoff_report.init()\n"
+            "with run.guard():\n"
+            "    raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')\n")
+        self.assertEqual(code, 3)
+        code, events, _ = run_script(
+            "run = bakeoff_report.init()\n"
+            "with run.guard():\n"
+            "    raise ValueError('bad shape')\n")
+        self.assertEqual((code, events[-1]["kind"]), (1, "failed"))
+
+    def test_a_non_finite_loss_ends_the_run_as_diverged(self):
+        code, events, _ = run_script(
+            "run = bakeoff_report.init()\n"
+            "with run.step(tokens=1) as s:\n"
+            "    s.loss = float('nan')\n")
+        self.assertEqual(code, 5)
+        self.assertEqual(events[-1]["kind"], "diverged")
+        self.assertIsNone(events[-2]["loss"])  # JSON has no NaN: the step says null
+
+    def test_without_a_worker_events_go_to_stdout(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "s.py")
+            with open(path, "w") as f:
+                f.write("import bakeoff_report\nbakeoff_report.init(config={}).ready()\n")
+            out = subprocess.run([sys.executable, path], env={"PYTHONPATH": LIB, "PATH": os.environ["PATH"]},
+                                 capture_output=True, timeout=60, check=True).stdout.decode()
+        self.assertEqual(json.loads(out)["event"], "ready")
+
+
+class TorchEvidenceTest(unittest.TestCase):
+    """Needs the project's PyTorch (scripts/python)."""
+
+    def setUp(self):
+        try:
+            import torch  # noqa: F401, PLC0415
+        except ImportError:
+            self.skipTest("PyTorch is not installed in this interpreter; run with scripts/python")
+
+    def test_cuda_graphs_on_a_cpu_are_reported_as_not_run(self):
+        evidence, fallback = bakeoff_report.cuda_graph_evidence("reduce-overhead")
+        self.assertTrue(evidence["cuda_graphs_requested"])
+        self.assertFalse(evidence["cuda_graphs_ran"])
+        self.assertIn("CUDA graphs did not run", fallback)
+        evidence, fallback = bakeoff_report.cuda_graph_evidence("max-autotune-no-cudagraphs")
+        self.assertFalse(evidence["cuda_graphs_requested"])
+        self.assertEqual(fallback, "")
+
+    def test_compile_evidence_counts_graph_breaks_and_their_reasons(self):
+        import torch  # noqa: PLC0415
+        torch._dynamo.reset()
+
+        def f(x):
+            y = x * 2
+            print("break")  # a graph break: print is not traceable
+            return y + 1
+
+        compiled = torch.compile(f, backend="eager")
+        compiled(torch.ones(3))
+        evidence = bakeoff_report.compile_evidence(compile_s=1.5)
+        self.assertGreaterEqual(evidence["graphs"], 2)
+        self.assertGreaterEqual(evidence["graph_breaks"], 1)
+        self.assertTrue(evidence["graph_break_reasons"])
+        self.assertEqual(evidence["compile_s"], 1.5)
+
+
+if __name__ == "__main__":
+    unittest.main()
