@@ -825,27 +825,13 @@ std::string CoordinatorService::WaitingReason(std::int64_t sweep_id) const {
 }
 
 Result<spec::SweepSpec> CoordinatorService::ParseSubmittedSweep(const std::string& yaml) const {
-  const char* source = "<submitted sweep>";
-  auto spec = spec::ParseSweepText(yaml, source);
-  if (!spec.ok() || spec->workload.executor != spec::Executor::kCommand) return spec;
-  const std::string& name = spec->workload.command_template;
-  // The coordinator's own allowlist checks the template's fields; a template only the
-  // workers offer is checked by the worker's script when it starts.
-  if (config_.executors.Find(name) != nullptr) return spec::ParseSweepText(yaml, source, {}, &config_.executors);
-  std::set<std::string> offered = OfferedTemplates(/*live_only=*/false);
-  if (offered.count(name)) return spec;
-  // In no allowlist: the parser's message (with the line) names the coordinator's
-  // templates; add those only workers offer.
-  auto refused = spec::ParseSweepText(yaml, source, {}, &config_.executors);
-  std::string message = refused.ok() ? std::string(source) + ": workload.command.template: \"" + name +
-                                           "\" is not an allowlisted command template"
-                                     : refused.status().message();
-  std::string others;
-  for (const auto& n : offered) {
-    if (config_.executors.Find(n) == nullptr) others += (others.empty() ? "" : ", ") + n;
+  // The coordinator's allowlist checks its templates' fields; a template only registered
+  // workers offer is accepted by name (the worker's script checks its fields).
+  spec::ExecutorCatalog known = config_.executors;
+  for (const auto& name : OfferedTemplates(/*live_only=*/false)) {
+    if (known.Find(name) == nullptr) known.names_only.insert(name);
   }
-  if (!others.empty()) message += "; registered workers also offer: " + others;
-  return Status::InvalidArgument(message);
+  return spec::ParseSweepText(yaml, "<submitted sweep>", {}, &known);
 }
 
 std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& yaml) {

@@ -259,9 +259,9 @@ const ExecutorTemplate* ExecutorCatalog::Find(const std::string& name) const {
 }
 
 std::vector<std::string> ExecutorCatalog::Names() const {
-  std::vector<std::string> names;
-  for (const auto& [name, _] : templates) names.push_back(name);
-  return names;
+  std::set<std::string> names(names_only.begin(), names_only.end());
+  for (const auto& [name, _] : templates) names.insert(name);
+  return {names.begin(), names.end()};
 }
 
 std::string ExecutorCatalog::NameList() const { return Join(Names()); }

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -81,9 +82,14 @@ struct ExecutorCatalog {
   std::string dir;      // that file's directory ({dir})
   std::string python;   // {python}: `python:` in the file, BAKEOFF_VENV's bin/python when set
   std::map<std::string, ExecutorTemplate> templates;
+  // Templates known by name only (a coordinator hears them from registered workers):
+  // a sweep may name them; their fields are not checked here but by the worker's script.
+  std::set<std::string> names_only;
 
   const ExecutorTemplate* Find(const std::string& name) const;
-  std::vector<std::string> Names() const;  // sorted
+  // Whether a sweep may name `name`: a template here, or a name-only one.
+  bool Knows(const std::string& name) const { return Find(name) != nullptr || names_only.count(name) > 0; }
+  std::vector<std::string> Names() const;  // sorted, name-only ones included
   // "a, b, c" or "none": for messages.
   std::string NameList() const;
 };

@@ -410,7 +410,7 @@ class SweepParser {
       }
       return std::move(checked).value();
     }
-    const TrainerField* field = FindTrainerField(name);
+    const TrainerField* field = TrainerFieldFor(name);
     if (field == nullptr) {
       if (raw->is_null()) {
         Add(node, path, "expected a value, got nothing");
@@ -437,9 +437,12 @@ class SweepParser {
 
   // The trainer field `name` means in this sweep: nullptr when it is no trainer field or
   // the command template gives it its own values (e.g. torch.compile's modes).
+  // A command sweep whose template is unknown here has free-form fields: the template
+  // may give a trainer field's name other values (compile_mode: default).
   const TrainerField* TrainerFieldFor(const std::string& name) const {
+    if (IsLora()) return FindTrainerField(name);
     const ExecutorTemplate* tmpl = Template();
-    if (tmpl != nullptr && (tmpl->fields.count(name) || !tmpl->AcceptsField(name))) return nullptr;
+    if (tmpl == nullptr || tmpl->fields.count(name) || !tmpl->AcceptsField(name)) return nullptr;
     return FindTrainerField(name);
   }
 
@@ -800,7 +803,7 @@ class SweepParser {
           if (!std::regex_match(*t, kTemplate)) {
             Add(entry.value, path, "expected a template name of letters, digits, '.', '_', '-'");
             spec_.workload.command_template.clear();
-          } else if (executors_ != nullptr && executors_->Find(*t) == nullptr) {
+          } else if (executors_ != nullptr && !executors_->Knows(*t)) {
             Add(entry.value, path, "\"" + *t + "\" is not an allowlisted command template; allowed: " +
                                        executors_->NameList() + " (" + executors_->source + ")");
             spec_.workload.command_template.clear();
