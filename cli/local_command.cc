@@ -7,7 +7,6 @@
 
 #include <fstream>
 #include <iostream>
-#include <random>
 #include <sstream>
 
 #include <boost/asio/co_spawn.hpp>
@@ -41,14 +40,6 @@ struct LocalFlags {
   std::string argv0;
 };
 
-std::string RandomToken() {
-  std::random_device rd;
-  std::string token;
-  const char* hex = "0123456789abcdef";
-  for (int i = 0; i < 32; ++i) token.push_back(hex[rd() % 16]);
-  return token;
-}
-
 int RunLocal(const LocalFlags& flags) {
   std::ifstream in(flags.file, std::ios::binary);
   if (!in) {
@@ -61,14 +52,18 @@ int RunLocal(const LocalFlags& flags) {
     std::cerr << "bakeoff local: --workers and --slots must be >= 1\n";
     return kExitUsage;
   }
+  // The API token from BAKEOFF_TOKEN (to reach this run's API), else a random one; the
+  // workers, in this process, get a credential of their own that nobody else knows.
   auto env_token = protocol::LoadToken("");
-  const std::string token = env_token.ok() && !env_token->empty() ? *env_token : RandomToken();
+  const std::string token = env_token.ok() && !env_token->empty() ? *env_token : protocol::RandomToken();
+  const std::string worker_token = protocol::RandomToken();
 
   coordinator::CoordinatorConfig config;
   config.http_listen = "127.0.0.1:0";
   config.worker_listen = "127.0.0.1:0";
   config.db_path = flags.db;
-  config.token = token;
+  config.submit_tokens = {token};
+  config.worker_tokens = {worker_token};
   config.heartbeat_interval = std::chrono::milliseconds(500);
   config.heartbeat_timeout = std::chrono::milliseconds(10000);
   config.recovery_grace = std::chrono::milliseconds(2000);
@@ -85,7 +80,7 @@ int RunLocal(const LocalFlags& flags) {
   for (int i = 0; i < flags.workers; ++i) {
     worker::WorkerConfig wc;
     wc.coordinator_address = "127.0.0.1:" + std::to_string(node.worker_port());
-    wc.token = token;
+    wc.token = worker_token;
     wc.name = "local-" + std::to_string(i + 1);
     wc.cpu_slots = flags.slots;
     wc.trainer_path = flags.trainer;

@@ -151,6 +151,7 @@ asio::awaitable<Status> WorkerAgent::Session() {
   protocol::RegisterMessage reg;
   reg.token = config_.token;
   reg.worker_name = config_.name;
+  reg.worker_secret = worker_secret_;
   reg.host = config_.advertise_host;
   reg.resources.cpu_slots = config_.cpu_slots;
   reg.resources.cuda_devices = config_.cuda_devices;
@@ -177,12 +178,16 @@ asio::awaitable<Status> WorkerAgent::Session() {
   if (!type.ok()) co_return Status::Unavailable("registration: " + type.status().message());
   if (*type == protocol::kTypeRejected) {
     auto rejected = protocol::Parse<protocol::RejectedMessage>(*reply);
+    if (rejected.ok() && rejected->retry_after_ms > 0) {  // the name is held for now: try again later
+      co_return Status::Unavailable("the coordinator refused this registration for now: " + rejected->reason);
+    }
     co_return Status::InvalidArgument("the coordinator rejected this worker: " +
                                       (rejected.ok() ? rejected->reason : std::string("no reason given")));
   }
   auto registered = protocol::Parse<protocol::RegisteredMessage>(*reply);
   if (!registered.ok()) co_return Status::Unavailable(registered.status().message());
   worker_id_ = registered->worker_id;
+  worker_secret_ = registered->worker_secret;
   registered_ = true;
   backoff_ = config_.backoff_initial;
   Log("registered as " + worker_id_ + " (name=" + config_.name + ", slots=" +

@@ -35,7 +35,8 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   WorkerAgent(boost::asio::any_io_executor executor, WorkerConfig config);
 
   // Runs until Stop(), a completed drain, a rejected registration (kInvalidArgument:
-  // wrong token or protocol version) or max_connect_attempts failures (kUnavailable).
+  // wrong token or protocol version; a name held by a live worker is retried) or
+  // max_connect_attempts failures (kUnavailable).
   boost::asio::awaitable<Status> Run();
 
   // Starts the /metrics endpoint (config.metrics_listen; "off": none). Run calls it
@@ -78,6 +79,7 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   std::shared_ptr<protocol::TlsContext> tls_;  // null: plain TCP
   bool registered_ = false;
   std::string worker_id_;
+  std::string worker_secret_;  // from the last `registered`; proves this is the same worker
   std::map<protocol::AttemptRef, std::shared_ptr<TrialRunner>> runners_;
   Outbox outbox_;
   bool draining_ = false;
