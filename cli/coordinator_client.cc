@@ -182,9 +182,10 @@ Status StatusFromResponse(const HttpResponse& response, const std::string& what)
   switch (response.status) {
     case 400: return Status::InvalidArgument(prefix + message);
     case 401:
-    case 403:
       return Status::InvalidArgument(prefix + message +
-                                     "; give the coordinator's token in BAKEOFF_TOKEN or --token-file");
+                                     "; give one of the coordinator's API tokens in BAKEOFF_TOKEN or --token-file");
+    case 403:  // a valid token whose role does not allow this (docs/security.md)
+      return Status::InvalidArgument(prefix + message);
     case 404: return Status::NotFound(prefix + message);
     case 413: return Status::ResourceExhausted(prefix + message);
     case 503: return Status::Unavailable(prefix + message);

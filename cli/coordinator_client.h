@@ -4,7 +4,8 @@
 // connection (HTTPS for an https:// URL, verifying the coordinator's certificate and
 // name), sends the bearer token, and fails with a Status (never throws) after `timeout`.
 // Non-2xx answers become Statuses carrying the server's error message:
-// 400 -> kInvalidArgument, 401/403 -> kInvalidArgument (token), 404 -> kNotFound,
+// 400 -> kInvalidArgument, 401 (no or unknown token) and 403 (a read token on a submit
+// route) -> kInvalidArgument (exit code 2), 404 -> kNotFound,
 // 503 -> kUnavailable, 504 -> kTimeout, other -> kInternal; no connection -> kUnavailable.
 // Thread-safety: a client is immutable after Create; calls may run from any thread.
 #pragma once

@@ -1,5 +1,7 @@
 // `bakeoff coordinator`: runs the coordinator (HTTP API + worker listener + results
-// store) until SIGINT/SIGTERM. The token comes from --token-file or BAKEOFF_TOKEN only.
+// store) until SIGINT/SIGTERM. Credentials come from files or BAKEOFF_TOKEN only, never
+// flags' values (docs/security.md): --token-file (submit role, else BAKEOFF_TOKEN),
+// --read-token-file (read role), --worker-token-file (workers).
 #include "protocol/frame_connection.h"  // first: includes <utility> before Asio
 
 #include <fstream>
@@ -23,6 +25,8 @@ struct CoordinatorFlags {
   coordinator::CoordinatorConfig config;
   std::string token_file;
   std::string executors_path;
+  std::string read_token_file;
+  std::string worker_token_file;
   std::string heartbeat_timeout = "10s";
   std::string db_max_size;  // empty: no cap
   std::string recovery_grace = "30s";
@@ -33,24 +37,66 @@ bool IsLoopback(const std::string& address) {
   return address.rfind("127.", 0) == 0 || address.rfind("[::1]", 0) == 0 || address.rfind("localhost:", 0) == 0;
 }
 
+// The three credential lists (coordinator_config.h) from their files, and the rules
+// between them: no token of one kind may be one of another kind; API tokens need a
+// worker token (the API token no longer registers workers); no token is only for
+// loopback-only listeners.
+Status LoadCredentials(CoordinatorFlags& flags) {
+  auto& config = flags.config;
+  if (!flags.token_file.empty()) {
+    auto tokens = protocol::LoadTokenList(flags.token_file);
+    if (!tokens.ok()) return tokens.status();
+    config.submit_tokens = *tokens;
+  } else if (auto env = protocol::LoadToken(""); env.ok() && !env->empty()) {
+    config.submit_tokens = {*env};
+  }
+  for (auto [file, list] : {std::pair{&flags.read_token_file, &config.read_tokens},
+                            std::pair{&flags.worker_token_file, &config.worker_tokens}}) {
+    if (file->empty()) continue;
+    auto tokens = protocol::LoadTokenList(*file);
+    if (!tokens.ok()) return tokens.status();
+    *list = *tokens;
+  }
+  for (const auto& token : config.worker_tokens) {
+    if (protocol::TokenInList(config.submit_tokens, token) || protocol::TokenInList(config.read_tokens, token)) {
+      return Status::InvalidArgument("the worker token (--worker-token-file) is also an API token: give workers "
+                                     "a credential of their own");
+    }
+  }
+  for (const auto& token : config.read_tokens) {
+    if (protocol::TokenInList(config.submit_tokens, token)) {
+      return Status::InvalidArgument("a read token (--read-token-file) is also a submit token (--token-file)");
+    }
+  }
+  const bool api_tokens = !config.submit_tokens.empty() || !config.read_tokens.empty();
+  if (api_tokens && config.submit_tokens.empty()) {
+    return Status::InvalidArgument("--read-token-file needs a submit token too (--token-file or BAKEOFF_TOKEN): "
+                                   "nobody could submit");
+  }
+  if (api_tokens && config.worker_tokens.empty()) {
+    return Status::InvalidArgument("no worker token: give --worker-token-file FILE (a token of its own, for "
+                                   "`bakeoff worker --token-file`); the API token does not register workers");
+  }
+  const bool loopback = IsLoopback(config.http_listen) && IsLoopback(config.worker_listen);
+  if ((!api_tokens || config.worker_tokens.empty()) && !loopback) {
+    return Status::InvalidArgument("no token: set --token-file (or BAKEOFF_TOKEN) and --worker-token-file before "
+                                   "listening on a non-loopback address");
+  }
+  if (!api_tokens) std::cerr << "bakeoff coordinator: warning: no token set; anyone on this machine can use the API\n";
+  if (config.worker_tokens.empty()) {
+    std::cerr << "bakeoff coordinator: warning: no worker token set; anyone on this machine can register a worker\n";
+  }
+  return Status::Ok();
+}
+
 int RunCoordinator(CoordinatorFlags& flags) {
   if (flags.config.tls_cert_path.empty() != flags.config.tls_key_path.empty()) {
     std::cerr << "bakeoff coordinator: --tls-cert and --tls-key go together (TLS needs the certificate and its key)\n";
     return kExitUsage;
   }
-  auto token = protocol::LoadToken(flags.token_file);
-  if (!token.ok()) {
-    std::cerr << "bakeoff coordinator: " << token.status().message() << "\n";
+  if (Status s = LoadCredentials(flags); !s.ok()) {
+    std::cerr << "bakeoff coordinator: " << s.message() << "\n";
     return kExitUsage;
-  }
-  flags.config.token = *token;
-  if (flags.config.token.empty()) {
-    if (!IsLoopback(flags.config.http_listen) || !IsLoopback(flags.config.worker_listen)) {
-      std::cerr << "bakeoff coordinator: no token: set BAKEOFF_TOKEN or --token-file before listening "
-                   "on a non-loopback address\n";
-      return kExitUsage;
-    }
-    std::cerr << "bakeoff coordinator: warning: no token set; anyone on this machine can use the API\n";
   }
   const std::string catalog_path =
       flags.executors_path.empty() ? spec::DefaultExecutorCatalogPath() : flags.executors_path;
@@ -124,7 +170,12 @@ void Setup(CLI::App& root, int* exit_code) {
                   "$BAKEOFF_EXECUTORS, else the shipped experiments/executors.yaml; \"none\": only the "
                   "templates workers offer)");
   cmd->add_option("--token-file", flags->token_file,
-                  "file holding the API and worker token (else $BAKEOFF_TOKEN)");
+                  "file of API tokens with the submit role, one per line (else $BAKEOFF_TOKEN)");
+  cmd->add_option("--read-token-file", flags->read_token_file,
+                  "file of API tokens with the read role (status, report, query), one per line");
+  cmd->add_option("--worker-token-file", flags->worker_token_file,
+                  "file of worker tokens, one per line: the only credential that registers workers "
+                  "(required with API tokens)");
   cmd->add_option("--tls-cert", flags->config.tls_cert_path,
                   "PEM certificate chain: serve HTTPS and TLS to workers on both listeners (with --tls-key)");
   cmd->add_option("--tls-key", flags->config.tls_key_path, "PEM private key of --tls-cert (unencrypted)");
@@ -142,6 +193,12 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--max-worker-events-per-s", flags->config.max_worker_events_per_s,
                   "trainer events taken from one worker per second; over it the worker is read later, "
                   "nothing is dropped (0: no limit)")
+      ->capture_default_str();
+  cmd->add_option("--max-http-connections", flags->config.max_http_connections,
+                  "HTTP connections open at once; one more is closed at once")
+      ->capture_default_str();
+  cmd->add_option("--max-worker-connections", flags->config.max_worker_connections,
+                  "worker-protocol connections open at once; one more is closed at once")
       ->capture_default_str();
   cmd->add_option("--ports-file", flags->ports_file, "write the bound ports as JSON to this file");
   cmd->add_flag("--metrics-require-token", flags->config.metrics_require_token,

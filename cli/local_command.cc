@@ -7,7 +7,6 @@
 
 #include <fstream>
 #include <iostream>
-#include <random>
 #include <sstream>
 
 #include <boost/asio/co_spawn.hpp>
@@ -43,14 +42,6 @@ struct LocalFlags {
   std::string argv0;
 };
 
-std::string RandomToken() {
-  std::random_device rd;
-  std::string token;
-  const char* hex = "0123456789abcdef";
-  for (int i = 0; i < 32; ++i) token.push_back(hex[rd() % 16]);
-  return token;
-}
-
 int RunLocal(const LocalFlags& flags) {
   std::ifstream in(flags.file, std::ios::binary);
   if (!in) {
@@ -63,14 +54,18 @@ int RunLocal(const LocalFlags& flags) {
     std::cerr << "bakeoff local: --workers and --slots must be >= 1\n";
     return kExitUsage;
   }
+  // The API token from BAKEOFF_TOKEN (to reach this run's API), else a random one; the
+  // workers, in this process, get a credential of their own that nobody else knows.
   auto env_token = protocol::LoadToken("");
-  const std::string token = env_token.ok() && !env_token->empty() ? *env_token : RandomToken();
+  const std::string token = env_token.ok() && !env_token->empty() ? *env_token : protocol::RandomToken();
+  const std::string worker_token = protocol::RandomToken();
 
   coordinator::CoordinatorConfig config;
   config.http_listen = "127.0.0.1:0";
   config.worker_listen = "127.0.0.1:0";
   config.db_path = flags.db;
-  config.token = token;
+  config.submit_tokens = {token};
+  config.worker_tokens = {worker_token};
   {
     const std::string path = flags.executors.empty() ? spec::DefaultExecutorCatalogPath() : flags.executors;
     if (!path.empty() && path != "none") {
@@ -98,7 +93,7 @@ int RunLocal(const LocalFlags& flags) {
   for (int i = 0; i < flags.workers; ++i) {
     worker::WorkerConfig wc;
     wc.coordinator_address = "127.0.0.1:" + std::to_string(node.worker_port());
-    wc.token = token;
+    wc.token = worker_token;
     wc.name = "local-" + std::to_string(i + 1);
     wc.cpu_slots = flags.slots;
     wc.trainer_path = flags.trainer;
@@ -107,6 +102,7 @@ int RunLocal(const LocalFlags& flags) {
     wc.data_root = flags.data_root;
     wc.executors_path = flags.executors;
     wc.cache_dir = flags.cache_dir;
+    wc.keep_trial_dirs = !flags.work_dir.empty();  // a directory the user named is theirs to inspect
     wc.max_connect_attempts = 20;
     if (Status s = wc.Finalize(flags.argv0); !s.ok()) {
       std::cerr << "bakeoff local: " << s.message() << "\n";

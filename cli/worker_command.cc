@@ -117,6 +117,13 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--data-root", flags->config.data_root,
                   "the only directory sweeps' token files (dataset: NAME) are read from (default: none, "
                   "file datasets refused)");
+  cmd->add_flag("--keep-trial-dirs", flags->config.keep_trial_dirs,
+                "keep every trial directory (default: a succeeded attempt's is removed once it ended, a "
+                "failed one's kept until --keep-failed-trials newer failed ones exist)");
+  cmd->add_option("--keep-failed-trials", flags->config.keep_failed_trials,
+                  "failed attempts' directories (config, rank logs, outputs) kept for inspection")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--executors", flags->config.executors_path,
                   "the command allowlist: YAML of templates this worker may run for executor: command "
                   "(default: $BAKEOFF_EXECUTORS, else the shipped experiments/executors.yaml; \"none\": no commands)");

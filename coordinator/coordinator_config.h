@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "experiments/spec/executor_catalog.h"
 #include "protocol/frame_codec.h"
@@ -23,13 +24,28 @@ struct CoordinatorConfig {
   // write succeeds again.
   std::int64_t db_max_bytes = 0;
   std::chrono::milliseconds store_probe_interval{5000};
-  // Bearer token of the HTTP API and token of worker registration. Empty: no check
-  // (the CLI refuses that unless the listeners are loopback-only).
-  std::string token;
+  // Credentials (docs/security.md), three kinds, none standing in for another. Each
+  // list holds the tokens accepted (several while one is rotated):
+  //  - submit_tokens: HTTP API bearer tokens of the submit role (read + submit, cancel,
+  //    drain); `--token-file` / BAKEOFF_TOKEN.
+  //  - read_tokens: HTTP API bearer tokens of the read role (every GET, and POST
+  //    /api/v1/query); `--read-token-file`.
+  //  - worker_tokens: what a worker presents in `register`; `--worker-token-file`.
+  // No API token at all: the API needs none; no worker token: registration needs none
+  // (the CLI allows either only on loopback-only listeners, and requires worker tokens
+  // whenever API tokens are set).
+  std::vector<std::string> submit_tokens;
+  std::vector<std::string> read_tokens;
+  std::vector<std::string> worker_tokens;
   // GET /metrics answers without the token by default, like other exporters, so that
   // a Prometheus needs no secret for it (it reveals counts, never sweep contents);
-  // true: it needs the bearer token as every other route but /healthz does.
+  // true: it needs an API token (either role) as every other route but /healthz does.
   bool metrics_require_token = false;
+  // Connections open at once on each listener; one more is closed as soon as it is
+  // accepted (docs/security.md, "Limits"). Keep their sum under the descriptor limit
+  // (`ulimit -n`): past that, accept fails and the listeners back off 50-500 ms.
+  std::size_t max_http_connections = 256;
+  std::size_t max_worker_connections = 2048;
   // TLS on both listeners (worker protocol and HTTP API) when set: the certificate chain
   // and private key, PEM (`--tls-cert`, `--tls-key`; docs/protocol.md "TLS").
   std::string tls_cert_path;

@@ -351,9 +351,16 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
     return protocol::ToJson(protocol::RejectedMessage{
         "invalid worker name: use 1-64 letters, digits, '.', '_' or '-'"});
   }
-  if (!config_.token.empty() && !protocol::TokensEqual(config_.token, message.token)) {
+  // Only the worker credential registers: an API token is refused like any other.
+  if (!config_.worker_tokens.empty() && !protocol::TokenInList(config_.worker_tokens, message.token)) {
     Log("rejected a worker registration from name=" + message.worker_name + ": wrong token");
-    return protocol::ToJson(protocol::RejectedMessage{"wrong worker token; give the coordinator's token in BAKEOFF_TOKEN or --token-file"});
+    return protocol::ToJson(protocol::RejectedMessage{
+        "wrong worker token; give the coordinator's worker token (its --worker-token-file) in BAKEOFF_TOKEN or "
+        "--token-file"});
+  }
+  if (Status identity = registry_.CheckIdentity(message); !identity.ok()) {
+    Log("refused a worker registration for name=" + message.worker_name + ": the name is held by a live worker");
+    return protocol::ToJson(protocol::RejectedMessage{identity.message(), config_.heartbeat_timeout.count()});
   }
   if (message.protocol_version != protocol::kProtocolVersion) {
     return protocol::ToJson(protocol::RejectedMessage{
@@ -373,6 +380,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   reply.worker_id = id;
   reply.heartbeat_interval_ms = config_.heartbeat_interval.count();
   reply.heartbeat_timeout_ms = config_.heartbeat_timeout.count();
+  reply.worker_secret = info.secret;
   link->Send(protocol::ToJson(reply));
 
   metrics::WorkerRecord record;

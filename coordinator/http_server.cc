@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdio>
+#include <limits>
 
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -157,7 +158,13 @@ Status HttpServer::Listen(const std::string& address) {
 }
 
 void HttpServer::Start() {
-  asio::co_spawn(executor_, [this]() { return AcceptLoop(); }, asio::detached);
+  AcceptOptions options;
+  options.what = "HTTP";
+  options.max_connections = service_.config().max_http_connections;
+  auto serve = [this](tcp::socket socket, ConnectionSlot slot) {
+    asio::co_spawn(executor_, Session(std::move(socket), std::move(slot)), asio::detached);
+  };
+  asio::co_spawn(executor_, AcceptLoop(acceptor_, options, serve), asio::detached);
 }
 
 void HttpServer::Stop() {
@@ -165,19 +172,7 @@ void HttpServer::Stop() {
   acceptor_.close(ec);
 }
 
-asio::awaitable<void> HttpServer::AcceptLoop() {
-  while (acceptor_.is_open()) {
-    boost::system::error_code ec;
-    tcp::socket socket = co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-      if (!acceptor_.is_open()) break;
-      continue;
-    }
-    asio::co_spawn(executor_, Session(std::move(socket)), asio::detached);
-  }
-}
-
-asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
+asio::awaitable<void> HttpServer::Session(tcp::socket socket, ConnectionSlot slot) {
   if (!tls_) {
     beast::tcp_stream stream(std::move(socket));
     co_await ServeRequests(stream);
@@ -212,20 +207,18 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
 template <typename Stream>
 asio::awaitable<void> HttpServer::ServeRequests(Stream& stream) {
   beast::flat_buffer buffer;
+  const std::size_t body_limit = service_.config().max_request_body_bytes;
   while (true) {
     http::request_parser<http::string_body> parser;
-    parser.body_limit(service_.config().max_request_body_bytes);
     parser.header_limit(64 * 1024);
+    // The header first, with no body limit yet: the limit is checked below, after the
+    // token, so that an unauthenticated client learns nothing but 401. (Not boost::none:
+    // Boost 1.74 compares a Content-Length with an unset limit as over it.)
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
     beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
     boost::system::error_code ec;
-    co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
-    HttpReply reply;
-    bool keep_alive = false;
-    unsigned version = 11;
-    if (ec == http::error::body_limit) {
-      reply = Error(413, "request body over the limit of " + std::to_string(service_.config().max_request_body_bytes) +
-                             " bytes");
-    } else if (ec) {
+    co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
       // Closed, timed out or not HTTP. A TLS client on the plain port gets a line: it
       // would otherwise fail with no trace here.
       const auto* head = static_cast<const unsigned char*>(buffer.data().data());
@@ -234,18 +227,37 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream) {
             ": the client speaks TLS but this coordinator serves plain HTTP (no --tls-cert)");
       }
       break;
-    } else {
-      auto& request = parser.get();
-      keep_alive = request.keep_alive();
-      version = request.version();
-      reply = Handle(std::string(request.method_string()), std::string(request.target()),
-                     std::string(request[http::field::authorization]), request.body());
-      if (reply.blocking_work) {
-        reply = co_await RunOffExecutor(blocking_pool_, executor_, std::move(reply.blocking_work),
-                                        asio::use_awaitable);
-      }
-      service_.metrics().ObserveHttpRequest(std::string(request.target()), reply.status);
     }
+    auto& request = parser.get();
+    const std::string target(request.target());
+    unsigned version = request.version();
+    bool keep_alive = request.keep_alive();
+    std::optional<HttpReply> refused =
+        Authorize(std::string(request.method_string()), target, std::string(request[http::field::authorization]));
+    if (!refused && parser.content_length() && *parser.content_length() > body_limit) {
+      refused = Error(413, "request body over the limit of " + std::to_string(body_limit) + " bytes");
+    }
+    HttpReply reply;
+    if (refused) {
+      reply = std::move(*refused);
+      keep_alive = false;  // the body, if any, is never read
+    } else {
+      parser.body_limit(body_limit);  // a chunked body is counted as it arrives
+      co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec == http::error::body_limit) {
+        reply = Error(413, "request body over the limit of " + std::to_string(body_limit) + " bytes");
+        keep_alive = false;
+      } else if (ec) {
+        break;
+      } else {
+        reply = Route(std::string(request.method_string()), target, request.body());
+        if (reply.blocking_work) {
+          reply = co_await RunOffExecutor(blocking_pool_, executor_, std::move(reply.blocking_work),
+                                          asio::use_awaitable);
+        }
+      }
+    }
+    service_.metrics().ObserveHttpRequest(target, reply.status);
     http::response<http::string_body> response{static_cast<http::status>(reply.status), version};
     response.set(http::field::server, "bakeoff");
     response.set(http::field::content_type, reply.content_type);
@@ -299,8 +311,45 @@ HttpReply HttpServer::QueryRoute(const std::string& body) const {
   return reply;
 }
 
+std::optional<HttpReply> HttpServer::Authorize(const std::string& method, const std::string& target,
+                                               const std::string& authorization) const {
+  const std::string path = target.substr(0, target.find('?'));
+  if (path == "/healthz") return std::nullopt;
+  const CoordinatorConfig& config = service_.config();
+  if (path == "/metrics" && !config.metrics_require_token) return std::nullopt;
+  if (config.submit_tokens.empty() && config.read_tokens.empty()) return std::nullopt;  // loopback, no token
+  const std::string prefix = "Bearer ";
+  const bool has_bearer = authorization.rfind(prefix, 0) == 0;
+  const std::string given = has_bearer ? authorization.substr(prefix.size()) : std::string();
+  // Every list is compared whatever matched, so that timing tells nothing.
+  const bool submit = protocol::TokenInList(config.submit_tokens, given);
+  const bool read = protocol::TokenInList(config.read_tokens, given);
+  const bool worker = protocol::TokenInList(config.worker_tokens, given);
+  if (!has_bearer || !(submit || read)) {
+    HttpReply reply = Error(401, !has_bearer ? "missing bearer token"
+                                 : worker    ? "invalid bearer token: this is the worker credential, which only "
+                                               "registers workers; the API needs an API token"
+                                             : "invalid bearer token");
+    reply.bearer_challenge = true;
+    return reply;
+  }
+  // Reading: GET (and HEAD), and the query route, which only reads. Anything else
+  // (submit, cancel, drain, and any route added later) needs the submit role.
+  const bool reads = method == "GET" || method == "HEAD" || (method == "POST" && path == "/api/v1/query");
+  if (!reads && !submit) {
+    return Error(403, "this token has the read role; " + method + " " + path +
+                          " needs a token with the submit role (the coordinator's --token-file)");
+  }
+  return std::nullopt;
+}
+
 HttpReply HttpServer::Handle(const std::string& method, const std::string& target,
                              const std::string& authorization, const std::string& body) {
+  if (auto refused = Authorize(method, target, authorization)) return std::move(*refused);
+  return Route(method, target, body);
+}
+
+HttpReply HttpServer::Route(const std::string& method, const std::string& target, const std::string& body) {
   std::string path = target;
   std::string query;
   if (auto q = target.find('?'); q != std::string::npos) {
@@ -312,17 +361,6 @@ HttpReply HttpServer::Handle(const std::string& method, const std::string& targe
       return JsonReply(503, {{"status", "unhealthy"}, {"error", service_.store().health().message()}});
     }
     return JsonReply(200, {{"status", "ok"}});
-  }
-  if (path == "/metrics" && !service_.config().metrics_require_token) return MetricsReply(service_);
-  const std::string& token = service_.config().token;
-  if (!token.empty()) {
-    const std::string prefix = "Bearer ";
-    const bool has_bearer = authorization.rfind(prefix, 0) == 0;
-    if (!has_bearer || !protocol::TokensEqual(token, authorization.substr(prefix.size()))) {
-      HttpReply reply = Error(401, has_bearer ? "invalid bearer token" : "missing bearer token");
-      reply.bearer_challenge = true;
-      return reply;
-    }
   }
   if (path == "/metrics") return MetricsReply(service_);
   if (path == "/api/v1/sd") {

@@ -1,7 +1,13 @@
 // HttpServer: the coordinator's HTTP API (Boost.Beast, one coroutine per connection)
-// documented in docs/cli.md; HTTPS when given a TLS context (the handshake within 10 s). Every route but /healthz needs `Authorization: Bearer
-// TOKEN` (401 with `WWW-Authenticate: Bearer` otherwise; compared in constant time).
-// Request bodies are limited (413 past CoordinatorConfig::max_request_body_bytes).
+// documented in docs/cli.md; HTTPS when given a TLS context (the handshake within 10 s).
+// Every route but /healthz (and /metrics unless metrics_require_token) needs
+// `Authorization: Bearer TOKEN` of an API role (401 with `WWW-Authenticate: Bearer`
+// otherwise; compared in constant time): a read token for GET and POST /api/v1/query,
+// a submit token for every other method (403 with a read token). The headers are
+// checked before the body is read: an unauthenticated or unauthorised request is
+// answered without reading its body. Bodies are limited (413 past
+// CoordinatorConfig::max_request_body_bytes, also checked before reading), and so are
+// connections (max_http_connections, accept_loop.h).
 // Errors are JSON: {"error": "..."}. POST /api/v1/query runs read-only SQL (bounded
 // rows and time) on a small thread pool, never on the service's executor.
 // Thread-safety: runs on the service's single-threaded executor.
@@ -11,11 +17,13 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include "coordinator/accept_loop.h"
 #include "coordinator/coordinator_service.h"
 
 namespace bakeoff::coordinator {
@@ -50,15 +58,21 @@ class HttpServer {
   void Stop();
   int port() const { return port_; }
 
-  // The routing and handling of one request, transport-free (unit-testable). A reply
-  // with blocking_work is completed by calling it (Session does so off the executor).
+  // The refusal (401, 403) of a request with these headers, or nullopt when it may go on
+  // to have its body read and be handled. Transport-free, like Handle.
+  std::optional<HttpReply> Authorize(const std::string& method, const std::string& target,
+                                     const std::string& authorization) const;
+
+  // The routing and handling of one request, transport-free (unit-testable); checks
+  // Authorize first. A reply with blocking_work is completed by calling it (Session
+  // does so off the executor).
   HttpReply Handle(const std::string& method, const std::string& target,
                    const std::string& authorization, const std::string& body);
 
  private:
+  HttpReply Route(const std::string& method, const std::string& target, const std::string& body);
   HttpReply QueryRoute(const std::string& body) const;
-  boost::asio::awaitable<void> AcceptLoop();
-  boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket);
+  boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket, ConnectionSlot slot);
   // Requests and replies until the client is done; Stream: beast::tcp_stream or
   // beast::ssl_stream<beast::tcp_stream>.
   template <typename Stream>

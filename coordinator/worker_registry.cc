@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "protocol/token.h"
+
 namespace bakeoff::coordinator {
 
 const char* WorkerLivenessName(WorkerLiveness liveness) {
@@ -22,9 +24,28 @@ std::vector<int> WorkerInfo::free_cuda_devices() const {
   return out;
 }
 
+WorkerRegistry::WorkerRegistry(const Clock& clock, std::chrono::milliseconds heartbeat_ttl,
+                               std::function<std::string()> new_secret)
+    : clock_(clock), ttl_(heartbeat_ttl), new_secret_(std::move(new_secret)) {
+  if (!new_secret_) new_secret_ = [] { return protocol::RandomToken(); };
+}
+
+Status WorkerRegistry::CheckIdentity(const protocol::RegisterMessage& message) const {
+  auto it = workers_.find(message.worker_name);
+  if (it == workers_.end() || it->second.departed()) return Status::Ok();
+  if (!message.worker_secret.empty() && protocol::TokensEqual(it->second.secret, message.worker_secret)) {
+    return Status::Ok();
+  }
+  return Status::Unavailable("the worker name '" + message.worker_name +
+                             "' is in use by a live worker and this registration does not carry its secret; "
+                             "give this worker another --name, or stop the other one (the name is free once "
+                             "that worker is gone or lost, at most a heartbeat timeout after it stops)");
+}
+
 WorkerInfo& WorkerRegistry::Register(const protocol::RegisterMessage& message) {
   auto& info = workers_[message.worker_name];
   const bool fresh = info.id.empty();
+  if (fresh || info.departed()) info.secret = new_secret_();
   info.id = message.worker_name;
   info.host = message.host;
   info.resources = message.resources;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -28,6 +29,9 @@ struct WorkerInfo {
   protocol::PortRange store_ports;
   int metrics_port = 0;     // 0: the worker serves no /metrics
   std::string metrics_host;  // where Prometheus scrapes it (the worker's host by default)
+  // Issued when the name is taken (first registration, or after the worker was lost or
+  // gone); a live worker's re-registration must present it. Never logged.
+  std::string secret;
   bool simulate = false;
   std::vector<std::string> executors;  // command templates its allowlist offers
   WorkerLiveness liveness = WorkerLiveness::kAlive;
@@ -47,11 +51,19 @@ struct WorkerInfo {
 
 class WorkerRegistry {
  public:
-  WorkerRegistry(const Clock& clock, std::chrono::milliseconds heartbeat_ttl)
-      : clock_(clock), ttl_(heartbeat_ttl) {}
+  // `new_secret` makes the per-worker secrets (default: protocol::RandomToken).
+  WorkerRegistry(const Clock& clock, std::chrono::milliseconds heartbeat_ttl,
+                 std::function<std::string()> new_secret = {});
 
-  // Adds or refreshes the worker `message.worker_name`. A re-registration keeps the
-  // resources held by attempts still placed on it; it is alive again.
+  // Whether `message` may take its name. A name nobody holds, or whose worker is lost or
+  // gone, is free; a live (alive or draining) worker's name needs the secret issued to
+  // it, so that a second process cannot take over a running worker. Refused:
+  // kUnavailable saying why (temporary: the name frees when its worker is lost or gone).
+  Status CheckIdentity(const protocol::RegisterMessage& message) const;
+
+  // Adds or refreshes the worker `message.worker_name` (REQUIRES: CheckIdentity passed).
+  // A re-registration keeps the resources held by attempts still placed on it, and its
+  // secret; it is alive again. A new or departed name gets a new secret.
   WorkerInfo& Register(const protocol::RegisterMessage& message);
 
   // Returns false for an unknown worker.
@@ -80,6 +92,7 @@ class WorkerRegistry {
  private:
   const Clock& clock_;
   std::chrono::milliseconds ttl_;
+  std::function<std::string()> new_secret_;
   std::map<std::string, WorkerInfo> workers_;
 };
 

@@ -51,24 +51,18 @@ Status WorkerServer::Listen(const std::string& address) {
 }
 
 void WorkerServer::Start() {
-  asio::co_spawn(executor_, [this]() { return AcceptLoop(); }, asio::detached);
+  AcceptOptions options;
+  options.what = "worker";
+  options.max_connections = service_.config().max_worker_connections;
+  auto serve = [this](tcp::socket socket, ConnectionSlot slot) {
+    asio::co_spawn(executor_, Serve(std::move(socket), std::move(slot)), asio::detached);
+  };
+  asio::co_spawn(executor_, AcceptLoop(acceptor_, options, serve), asio::detached);
 }
 
 void WorkerServer::Stop() {
   boost::system::error_code ec;
   acceptor_.close(ec);
-}
-
-asio::awaitable<void> WorkerServer::AcceptLoop() {
-  while (acceptor_.is_open()) {
-    boost::system::error_code ec;
-    tcp::socket socket = co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-      if (!acceptor_.is_open()) break;
-      continue;
-    }
-    asio::co_spawn(executor_, Serve(std::move(socket)), asio::detached);
-  }
 }
 
 asio::awaitable<std::shared_ptr<protocol::FrameConnection>> WorkerServer::Open(tcp::socket socket) {
@@ -83,10 +77,12 @@ asio::awaitable<std::shared_ptr<protocol::FrameConnection>> WorkerServer::Open(t
   co_return std::make_shared<protocol::FrameConnection>(std::move(stream).value(), options);
 }
 
-asio::awaitable<void> WorkerServer::Serve(tcp::socket socket) {
+asio::awaitable<void> WorkerServer::Serve(tcp::socket socket, ConnectionSlot slot) {
   auto conn = co_await Open(std::move(socket));
   if (!conn) co_return;
-  auto first = co_await conn->Read(std::chrono::seconds(10));
+  // Not authenticated yet: a small frame limit, so that announcing a large frame costs
+  // the peer a token it does not have, not the coordinator memory.
+  auto first = co_await conn->Read(std::chrono::seconds(10), protocol::kMaxPreAuthFrameBytes);
   if (!first.ok()) {
     Log("worker connection from " + conn->remote_address() + " ended before registering: " +
         first.status().message());

@@ -1,7 +1,9 @@
 // WorkerServer: accepts worker-protocol connections (TCP, length-prefixed JSON frames;
 // TLS when given a context, the handshake within 10 s) and feeds them to the
-// CoordinatorService: the first frame must be `register` (within 10 s); every later
-// frame goes to OnFrame until the connection ends.
+// CoordinatorService: the first frame must be `register` (within 10 s, at most
+// protocol::kMaxPreAuthFrameBytes: nothing larger is allocated before the worker has
+// authenticated); every later frame (up to max_frame_bytes) goes to OnFrame until the
+// connection ends. At most max_worker_connections at once (accept_loop.h).
 // Thread-safety: runs on the service's single-threaded executor.
 #pragma once
 
@@ -12,6 +14,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include "coordinator/accept_loop.h"
 #include "coordinator/coordinator_service.h"
 
 namespace bakeoff::coordinator {
@@ -29,8 +32,7 @@ class WorkerServer {
   int port() const { return port_; }
 
  private:
-  boost::asio::awaitable<void> AcceptLoop();
-  boost::asio::awaitable<void> Serve(boost::asio::ip::tcp::socket socket);
+  boost::asio::awaitable<void> Serve(boost::asio::ip::tcp::socket socket, ConnectionSlot slot);
   // The connection over `socket`, after the TLS handshake when there is one; null (and
   // a log line) when the handshake fails.
   boost::asio::awaitable<std::shared_ptr<protocol::FrameConnection>> Open(boost::asio::ip::tcp::socket socket);

@@ -21,6 +21,10 @@ namespace bakeoff::protocol {
 // more is disconnected. An events batch is split well below it by the worker.
 inline constexpr std::size_t kDefaultMaxFrameBytes = 4u << 20;
 inline constexpr std::size_t kFrameHeaderBytes = 4;
+// Largest first frame (`register`) a listener accepts before the peer has
+// authenticated (64 KiB): a peer without a token cannot make the coordinator allocate
+// more than this per connection. A register frame is a few hundred bytes.
+inline constexpr std::size_t kMaxPreAuthFrameBytes = 64u << 10;
 
 // Serialises `message` (must be a JSON object) into header + payload.
 // Fails with kResourceExhausted when the payload exceeds `max_frame_bytes`.

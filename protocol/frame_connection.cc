@@ -1,5 +1,7 @@
 #include "protocol/frame_connection.h"
 
+#include <algorithm>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
@@ -112,7 +114,7 @@ void FrameConnection::Close() {
 }
 
 awaitable<Result<nlohmann::json>> FrameConnection::Read(
-    std::optional<std::chrono::milliseconds> timeout) {
+    std::optional<std::chrono::milliseconds> timeout, std::optional<std::size_t> max_frame_bytes) {
   auto self = shared_from_this();
   if (!open_) co_return Status::Unavailable("read: connection closed");
   Deadline deadline(self, socket(), timeout);
@@ -124,7 +126,9 @@ awaitable<Result<nlohmann::json>> FrameConnection::Read(
     if (deadline.fired()) co_return Status::Timeout("no frame within the read deadline");
     co_return SocketError(ec, "read");
   }
-  auto length = DecodeFrameHeader(header, options_.max_frame_bytes);
+  // The length is checked before anything is allocated for the payload.
+  auto length = DecodeFrameHeader(header, std::min(options_.max_frame_bytes,
+                                                   max_frame_bytes.value_or(options_.max_frame_bytes)));
   if (!length.ok()) {
     Close();
     if (!tls() && LooksLikeTlsRecord(header, sizeof(header))) {

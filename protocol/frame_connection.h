@@ -51,9 +51,11 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
   // Reads the next frame. nullopt timeout waits forever (liveness is then the peer's
   // heartbeat TTL). One Read at a time. Fails with kUnavailable when the peer closed,
   // kTimeout past the deadline, kInvalidArgument/kResourceExhausted for a bad frame
-  // (the connection is closed in every failure case).
+  // (the connection is closed in every failure case). `max_frame_bytes` lowers the
+  // connection's limit for this read (a listener's pre-authentication first frame).
   boost::asio::awaitable<Result<nlohmann::json>> Read(
-      std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+      std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+      std::optional<std::size_t> max_frame_bytes = std::nullopt);
 
   // Queues a frame for sending in order; returns at once. Fails when the frame cannot
   // be encoded, is over the size limit, the queue is full, or the connection is closed.

@@ -59,6 +59,7 @@ json ToJson(const RegisterMessage& m) {
   json j = Typed(kTypeRegister);
   j["token"] = m.token;
   j["worker_name"] = m.worker_name;
+  if (!m.worker_secret.empty()) j["worker_secret"] = m.worker_secret;
   j["host"] = m.host;
   j["resources"] = {{"cpu_slots", m.resources.cpu_slots}, {"cuda_devices", m.resources.cuda_devices}};
   j["store_ports"] = {{"first", m.store_ports.first}, {"last", m.store_ports.last}};
@@ -76,12 +77,14 @@ json ToJson(const RegisteredMessage& m) {
   j["worker_id"] = m.worker_id;
   j["heartbeat_interval_ms"] = m.heartbeat_interval_ms;
   j["heartbeat_timeout_ms"] = m.heartbeat_timeout_ms;
+  j["worker_secret"] = m.worker_secret;
   return j;
 }
 
 json ToJson(const RejectedMessage& m) {
   json j = Typed(kTypeRejected);
   j["reason"] = m.reason;
+  if (m.retry_after_ms > 0) j["retry_after_ms"] = m.retry_after_ms;
   return j;
 }
 
@@ -168,6 +171,7 @@ Result<RegisterMessage> Parse<RegisterMessage>(const json& frame) {
     RegisterMessage m;
     m.token = j.at("token").get<std::string>();
     m.worker_name = j.at("worker_name").get<std::string>();
+    m.worker_secret = j.value("worker_secret", std::string());
     m.host = j.at("host").get<std::string>();
     const json& res = j.at("resources");
     m.resources.cpu_slots = res.value("cpu_slots", 0);
@@ -205,6 +209,7 @@ Result<RegisteredMessage> Parse<RegisteredMessage>(const json& frame) {
     m.worker_id = j.at("worker_id").get<std::string>();
     m.heartbeat_interval_ms = j.at("heartbeat_interval_ms").get<std::int64_t>();
     m.heartbeat_timeout_ms = j.value("heartbeat_timeout_ms", m.heartbeat_interval_ms * 10);
+    m.worker_secret = j.value("worker_secret", std::string());
     return m;
   });
 }
@@ -212,7 +217,7 @@ Result<RegisteredMessage> Parse<RegisteredMessage>(const json& frame) {
 template <>
 Result<RejectedMessage> Parse<RejectedMessage>(const json& frame) {
   return Guarded<RejectedMessage>(frame, kTypeRejected, [](const json& j) {
-    return RejectedMessage{j.value("reason", std::string("rejected"))};
+    return RejectedMessage{j.value("reason", std::string("rejected")), j.value("retry_after_ms", std::int64_t{0})};
   });
 }
 

@@ -58,6 +58,9 @@ struct PortRange {
 struct RegisterMessage {
   std::string token;
   std::string worker_name;  // stable across reconnects: identifies the worker
+  // The secret the coordinator issued to this worker in `registered` (absent on its
+  // first registration). Replacing a live worker of the same name needs it.
+  std::string worker_secret;
   std::string host;         // address other workers reach this one at (rendezvous)
   Resources resources;
   PortRange store_ports;    // ports rank 0 may bind for the trial's TCPStore
@@ -80,11 +83,18 @@ struct RegisteredMessage {
   std::string worker_id;
   std::int64_t heartbeat_interval_ms = 1000;
   std::int64_t heartbeat_timeout_ms = 10000;
+  // Proves on a re-registration that this is the worker registered under this name
+  // (docs/protocol.md, "Worker identity"); kept by the worker until it is rejected.
+  std::string worker_secret;
 };
 
-// coordinator -> worker: registration refused (bad token, bad version); then closed.
+// coordinator -> worker: registration refused (bad token, bad version, a name in use by
+// a live worker); then closed.
 struct RejectedMessage {
   std::string reason;
+  // > 0: the refusal is temporary (the name is held by a live worker until it is lost
+  // or gone); the worker may register again after about this long. 0: final.
+  std::int64_t retry_after_ms = 0;
 };
 
 // worker -> coordinator, every heartbeat_interval_ms.

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 namespace bakeoff::protocol {
@@ -17,21 +18,30 @@ std::string Trim(const std::string& s) {
 
 }  // namespace
 
+Result<std::vector<std::string>> LoadTokenList(const std::string& token_file) {
+  std::ifstream in(token_file);
+  if (!in) {
+    return Status::IoError("cannot read the token file '" + token_file +
+                           "': check the path and its permissions");
+  }
+  std::vector<std::string> tokens;
+  std::string line;
+  while (std::getline(in, line)) {
+    line = Trim(line);
+    if (!line.empty() && line[0] != '#') tokens.push_back(line);
+  }
+  if (tokens.empty()) {
+    return Status::InvalidArgument("the token file '" + token_file +
+                                   "' holds no token: write the token into it, one per line");
+  }
+  return tokens;
+}
+
 Result<std::string> LoadToken(const std::string& token_file) {
   if (!token_file.empty()) {
-    std::ifstream in(token_file);
-    if (!in) {
-      return Status::IoError("cannot read the token file '" + token_file +
-                             "': check the path and its permissions");
-    }
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    std::string token = Trim(buffer.str());
-    if (token.empty()) {
-      return Status::InvalidArgument("the token file '" + token_file +
-                                     "' is empty: write the shared token into it");
-    }
-    return token;
+    auto tokens = LoadTokenList(token_file);
+    if (!tokens.ok()) return tokens.status();
+    return tokens->front();
   }
   if (const char* env = std::getenv(kTokenEnvVar)) return Trim(env);
   return std::string();
@@ -45,6 +55,24 @@ bool TokensEqual(std::string_view expected, std::string_view given) {
     diff |= static_cast<unsigned char>(expected[i]) ^ g;
   }
   return diff == 0;
+}
+
+bool TokenInList(const std::vector<std::string>& accepted, std::string_view given) {
+  bool found = false;
+  for (const auto& token : accepted) found |= TokensEqual(token, given);
+  return found;
+}
+
+std::string RandomToken(std::size_t bytes) {
+  std::random_device source;  // /dev/urandom on Linux
+  const char* hex = "0123456789abcdef";
+  std::string token;
+  for (std::size_t i = 0; i < bytes; ++i) {
+    const unsigned byte = source() & 0xff;
+    token.push_back(hex[byte >> 4]);
+    token.push_back(hex[byte & 0xf]);
+  }
+  return token;
 }
 
 }  // namespace bakeoff::protocol

@@ -1,6 +1,7 @@
 #include "worker/worker_agent.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -151,6 +152,7 @@ asio::awaitable<Status> WorkerAgent::Session() {
   protocol::RegisterMessage reg;
   reg.token = config_.token;
   reg.worker_name = config_.name;
+  reg.worker_secret = worker_secret_;
   reg.host = config_.advertise_host;
   reg.resources.cpu_slots = config_.cpu_slots;
   reg.resources.cuda_devices = config_.cuda_devices;
@@ -178,12 +180,16 @@ asio::awaitable<Status> WorkerAgent::Session() {
   if (!type.ok()) co_return Status::Unavailable("registration: " + type.status().message());
   if (*type == protocol::kTypeRejected) {
     auto rejected = protocol::Parse<protocol::RejectedMessage>(*reply);
+    if (rejected.ok() && rejected->retry_after_ms > 0) {  // the name is held for now: try again later
+      co_return Status::Unavailable("the coordinator refused this registration for now: " + rejected->reason);
+    }
     co_return Status::InvalidArgument("the coordinator rejected this worker: " +
                                       (rejected.ok() ? rejected->reason : std::string("no reason given")));
   }
   auto registered = protocol::Parse<protocol::RegisteredMessage>(*reply);
   if (!registered.ok()) co_return Status::Unavailable(registered.status().message());
   worker_id_ = registered->worker_id;
+  worker_secret_ = registered->worker_secret;
   registered_ = true;
   backoff_ = config_.backoff_initial;
   Log("registered as " + worker_id_ + " (name=" + config_.name + ", slots=" +
@@ -329,7 +335,11 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
         " outcome=" + finished.outcome + (finished.reason.empty() ? "" : " reason=" + finished.reason));
     // The attempt's live series go now; its history is in the coordinator's store.
     if (agent->metrics_) agent->metrics_->EndTrial(ref, finished.outcome);
+    const bool succeeded = finished.outcome == protocol::OutcomeName(protocol::Outcome::kSucceeded);
     agent->outbox_.AddFinished(std::move(finished));
+    if (auto it = agent->runners_.find(ref); it != agent->runners_.end()) {
+      agent->RetireTrialDir(it->second->trial_dir(), succeeded);
+    }
     agent->runners_.erase(ref);
     agent->Flush();
   };
@@ -337,6 +347,21 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
   auto runner = std::make_shared<TrialRunner>(executor_, config_, std::move(assign), std::move(callbacks));
   runners_[ref] = runner;
   runner->Start();
+}
+
+void WorkerAgent::RetireTrialDir(const std::string& dir, bool succeeded) {
+  if (config_.keep_trial_dirs || dir.empty()) return;
+  std::error_code ec;
+  if (succeeded) {
+    std::filesystem::remove_all(dir, ec);
+  } else {
+    kept_failed_dirs_.push_back(dir);
+    while (kept_failed_dirs_.size() > static_cast<std::size_t>(std::max(0, config_.keep_failed_trials))) {
+      std::filesystem::remove_all(kept_failed_dirs_.front(), ec);
+      kept_failed_dirs_.pop_front();
+    }
+  }
+  if (ec) Log("cannot remove trial directory " + dir + ": " + ec.message());
 }
 
 void WorkerAgent::Stop(std::chrono::milliseconds grace) {

@@ -12,6 +12,7 @@
 
 #include "protocol/frame_connection.h"  // first: includes <utility> before Asio
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <random>
@@ -35,7 +36,8 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   WorkerAgent(boost::asio::any_io_executor executor, WorkerConfig config);
 
   // Runs until Stop(), a completed drain, a rejected registration (kInvalidArgument:
-  // wrong token or protocol version) or max_connect_attempts failures (kUnavailable).
+  // wrong token or protocol version; a name held by a live worker is retried) or
+  // max_connect_attempts failures (kUnavailable).
   boost::asio::awaitable<Status> Run();
 
   // Starts the /metrics endpoint (config.metrics_listen; "off": none). Run calls it
@@ -55,6 +57,8 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   const Outbox& outbox() const { return outbox_; }
 
  private:
+  // Removes an ended attempt's directory by WorkerConfig's keep rules.
+  void RetireTrialDir(const std::string& dir, bool succeeded);
   boost::asio::awaitable<Status> Connect();  // connects and reconnects until the run ends
   boost::asio::awaitable<Status> Session();  // one connection, until it drops
   // A connection to the coordinator, over TLS when configured.
@@ -78,7 +82,9 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   std::shared_ptr<protocol::TlsContext> tls_;  // null: plain TCP
   bool registered_ = false;
   std::string worker_id_;
+  std::string worker_secret_;  // from the last `registered`; proves this is the same worker
   std::map<protocol::AttemptRef, std::shared_ptr<TrialRunner>> runners_;
+  std::deque<std::string> kept_failed_dirs_;  // oldest first (WorkerConfig::keep_failed_trials)
   Outbox outbox_;
   bool draining_ = false;
   bool stopping_ = false;

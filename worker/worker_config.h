@@ -62,6 +62,12 @@ struct WorkerConfig {
   // {cache} of the templates (torch.compile's and DeepSpeed's build caches); default
   // $BAKEOFF_CACHE, else $HOME/.cache/bakeoff.
   std::string cache_dir;
+  // Trial directories are removed once their attempt has ended and been handed to the
+  // outbox (its results travel from memory): a succeeded attempt's at once, a failed
+  // one's when more than `keep_failed_trials` newer failed ones exist (their rank logs
+  // are what a reason points to). keep_trial_dirs keeps every one (debugging, tests).
+  bool keep_trial_dirs = false;
+  int keep_failed_trials = 20;
   // Extra arguments appended to every trainer command line (e.g. "--threads", "1").
   std::vector<std::string> trainer_extra_args;
 

@@ -46,12 +46,18 @@ class Cluster:
         self.procs = []
         self.token = "bench-token"
         env = dict(os.environ, BAKEOFF_TOKEN=self.token)
+        # Workers have a credential of their own (docs/security.md).
+        worker_env = dict(os.environ, BAKEOFF_TOKEN="bench-worker-token")
+        worker_token = os.path.join(workdir, "worker-token")
+        with open(worker_token, "w") as f:
+            f.write("bench-worker-token\n")
         self.db = os.path.join(workdir, "results.db")
         ports = os.path.join(workdir, "ports.json")
         log = open(os.path.join(workdir, "coordinator.log"), "w")
         self.procs.append(subprocess.Popen(
             [bakeoff, "coordinator", "--listen", "127.0.0.1:0", "--worker-listen", "127.0.0.1:0",
-             "--db", self.db, "--ports-file", ports, "--max-trials", "100000"],
+             "--db", self.db, "--ports-file", ports, "--max-trials", "100000",
+             "--worker-token-file", worker_token],
             env=env, stdout=log, stderr=log, start_new_session=True))
         deadline = time.time() + 60
         while not os.path.exists(ports):
@@ -66,7 +72,7 @@ class Cluster:
                 [bakeoff, "worker", "--coordinator", "127.0.0.1:%d" % p["worker_port"], "--slots", "1",
                  "--name", "sim-%d" % i, "--simulate", "--simulate-step-ms", str(simulate_step_ms),
                  "--work-dir", os.path.join(workdir, "w%d" % i)],
-                env=env, stdout=wlog, stderr=wlog, start_new_session=True))
+                env=worker_env, stdout=wlog, stderr=wlog, start_new_session=True))
         deadline = time.time() + 120
         while self.connected() < workers:
             if time.time() > deadline:

@@ -62,7 +62,7 @@ class CoordinatorMetricsTest : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
-    config_.token = "secret";
+    config_.submit_tokens = config_.worker_tokens = {"secret"};
     config_.heartbeat_timeout = 1000ms;
     metrics::StoreOptions options;
     options.path = (dir_ / "results.db").string();

@@ -58,7 +58,9 @@ class CoordinatorServiceTest : public ::testing::Test {
            ("bakeoff-svc-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
-    config_.token = "secret";
+    config_.submit_tokens = {"secret"};
+    config_.read_tokens = {"reader"};
+    config_.worker_tokens = {"worker-secret"};
     config_.heartbeat_timeout = 1000ms;
     config_.recovery_grace = 5000ms;
     OpenStore();
@@ -80,14 +82,16 @@ class CoordinatorServiceTest : public ::testing::Test {
   std::shared_ptr<RecordingLink> Register(const std::string& name, std::vector<protocol::AttemptRef> running = {}) {
     auto link = std::make_shared<RecordingLink>();
     protocol::RegisterMessage m;
-    m.token = "secret";
+    m.token = "worker-secret";
     m.worker_name = name;
+    m.worker_secret = secrets_[name];  // a reconnect of the same worker
     m.host = "127.0.0.1";
     m.resources.cpu_slots = 1;
     m.store_ports = {30000, 30010};
     m.running = std::move(running);
     json reply = service_->OnRegister(m, link);
     EXPECT_EQ(reply["type"], "registered") << reply.dump();
+    secrets_[name] = reply.value("worker_secret", "");
     links_[name] = link;
     return link;
   }
@@ -151,6 +155,7 @@ class CoordinatorServiceTest : public ::testing::Test {
   std::unique_ptr<metrics::ResultsStore> store_;
   std::unique_ptr<CoordinatorService> service_;
   std::map<std::string, std::shared_ptr<RecordingLink>> links_;
+  std::map<std::string, std::string> secrets_;  // name -> the secret its last registration got
 };
 
 TEST_F(CoordinatorServiceTest, WrongTokenIsRejected) {
@@ -163,12 +168,80 @@ TEST_F(CoordinatorServiceTest, WrongTokenIsRejected) {
   EXPECT_EQ(service_->connected_workers(), 0u);
 }
 
+TEST_F(CoordinatorServiceTest, AnApiTokenCannotRegisterAWorker) {
+  for (const std::string token : {"secret", "reader"}) {
+    auto link = std::make_shared<RecordingLink>();
+    protocol::RegisterMessage m;
+    m.token = token;
+    m.worker_name = "w1";
+    m.resources.cpu_slots = 1;
+    auto reply = service_->OnRegister(m, link);
+    EXPECT_EQ(reply["type"], "rejected") << token;
+    EXPECT_NE(reply.dump().find("wrong worker token"), std::string::npos) << reply.dump();
+  }
+  EXPECT_EQ(service_->connected_workers(), 0u);
+}
+
+TEST_F(CoordinatorServiceTest, ALiveWorkersNameNeedsItsSecretUntilTheWorkerIsLost) {
+  auto w1 = Register("w1");
+  const std::string secret = secrets_["w1"];
+  EXPECT_EQ(secret.size(), 32u);
+  auto intruder = std::make_shared<RecordingLink>();
+  protocol::RegisterMessage m;
+  m.token = "worker-secret";
+  m.worker_name = "w1";
+  m.resources.cpu_slots = 1;
+  for (const std::string guess : {"", "0123456789abcdef0123456789abcdef"}) {
+    m.worker_secret = guess;
+    auto reply = service_->OnRegister(m, intruder);
+    EXPECT_EQ(reply["type"], "rejected");
+    EXPECT_NE(reply.value("reason", "").find("in use by a live worker"), std::string::npos) << reply.dump();
+    EXPECT_GT(reply.value("retry_after_ms", 0), 0) << "a temporary refusal";
+  }
+  EXPECT_FALSE(w1->closed) << "the live worker keeps its connection";
+  Register("w1");  // the same worker, with its secret: accepted, same secret
+  EXPECT_EQ(secrets_["w1"], secret);
+  // Once the worker is lost, the name is free again, with a new secret.
+  clock_.Advance(2000ms);
+  service_->Tick();
+  m.worker_secret = "";
+  auto reply = service_->OnRegister(m, intruder);
+  EXPECT_EQ(reply["type"], "registered") << reply.dump();
+  EXPECT_NE(reply.value("worker_secret", ""), secret);
+}
+
+TEST_F(CoordinatorServiceTest, ReadTokenReadsButCannotSubmitCancelOrDrain) {
+  HttpServer http(io_.get_executor(), *service_, nullptr);
+  ASSERT_EQ(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep).status, 201);
+  EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps", "Bearer reader", "").status, 200);
+  EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps/svc/trials", "Bearer reader", "").status, 200);
+  EXPECT_EQ(http.Handle("GET", "/api/v1/workers", "Bearer reader", "").status, 200);
+  EXPECT_EQ(http.Handle("GET", "/api/v1/sd", "Bearer reader", "").status, 200);
+  auto submit = http.Handle("POST", "/api/v1/sweeps", "Bearer reader", kSweep);
+  EXPECT_EQ(submit.status, 403);
+  EXPECT_NE(submit.body.find("read role"), std::string::npos) << submit.body;
+  EXPECT_EQ(http.Handle("POST", "/api/v1/sweeps/svc/cancel", "Bearer reader", "").status, 403);
+  EXPECT_EQ(http.Handle("POST", "/api/v1/workers/w1/drain", "Bearer reader", "").status, 403);
+  EXPECT_EQ(http.Handle("DELETE", "/api/v1/sweeps", "Bearer reader", "").status, 403);
+  EXPECT_EQ(http.Handle("POST", "/api/v1/sweeps/svc/cancel", "Bearer secret", "").status, 200);
+}
+
+TEST_F(CoordinatorServiceTest, TheWorkerCredentialCannotCallTheApi) {
+  HttpServer http(io_.get_executor(), *service_, nullptr);
+  for (const std::string route : {"/api/v1/sweeps", "/api/v1/workers", "/api/v1/sd"}) {
+    auto reply = http.Handle("GET", route, "Bearer worker-secret", "");
+    EXPECT_EQ(reply.status, 401) << route;
+    EXPECT_NE(reply.body.find("worker credential"), std::string::npos) << reply.body;
+  }
+  EXPECT_EQ(http.Handle("POST", "/api/v1/sweeps", "Bearer worker-secret", kSweep).status, 401);
+}
+
 TEST_F(CoordinatorServiceTest, AWorkerNameThatCouldForgeALogLineIsRejected) {
   for (const std::string name : {std::string("w1\nbakeoff coordinator: sweep 1 (x) finished"), std::string(""),
                                  std::string(65, 'a'), std::string("w 1"), std::string("w\x1b[2J")}) {
     auto link = std::make_shared<RecordingLink>();
     protocol::RegisterMessage m;
-    m.token = "secret";
+    m.token = "worker-secret";
     m.worker_name = name;
     m.resources.cpu_slots = 1;
     auto reply = service_->OnRegister(m, link);

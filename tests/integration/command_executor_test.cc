@@ -92,8 +92,8 @@ TEST_F(CommandExecutorTest, RunsTheAllowlistedCommandPerRankWithTorchrunsEnviron
   // The worker's credential and its other variables must not reach the command.
   cluster_->AddWorkerEnvironment("BAKEOFF_TOKEN=cluster-secret");
   cluster_->AddWorkerEnvironment("NOT_ALLOWLISTED=leak");
-  cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", catalog()}});
-  cluster_->StartWorker("w2", 1, 0, {{}, "127.0.0.1", {"--executors", catalog()}});
+  cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", catalog(), "--keep-trial-dirs"}});
+  cluster_->StartWorker("w2", 1, 0, {{}, "127.0.0.1", {"--executors", catalog(), "--keep-trial-dirs"}});
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (!cluster_->WorkersConnected(2) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
   ASSERT_TRUE(cluster_->WorkersConnected(2));
@@ -139,6 +139,17 @@ TEST_F(CommandExecutorTest, AScriptsErrorEventDecidesTheOutcome) {
   ASSERT_EQ(trials.size(), 1u);
   EXPECT_EQ(trials[0].value("outcome", ""), "unsupported");
   EXPECT_NE(trials[0].value("reason", "").find("the probe cannot run here"), std::string::npos) << trials[0];
+  // A failed attempt's directory stays for inspection: the reason points to its log.
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "w1" / "trial-1-attempt-1" / "rank-0.log"));
+}
+
+TEST_F(CommandExecutorTest, ASucceededAttemptsDirectoryIsRemoved) {
+  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
+  cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", catalog()}});
+  ASSERT_GT(cluster_->Submit(Sweep("probe", "ok", 1)), 0);
+  ASSERT_TRUE(WaitFinished(60s)) << "see " << dir_;
+  cluster_->ExpectEveryTrialSucceededOnce(1);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "w1" / "trial-1-attempt-1"));
 }
 
 TEST_F(CommandExecutorTest, ATemplateInNoAllowlistIsRefusedAtSubmitWithTheAllowedNames) {

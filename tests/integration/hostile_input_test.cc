@@ -5,21 +5,17 @@
 // is still there.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
-
 #include <filesystem>
 
 #include "protocol/frame_codec.h"
+#include "tests/integration/raw_connection.h"
 #include "tests/integration/test_cluster.h"
 
 namespace bakeoff {
 namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
+using testing::RawConnection;
 using testing::TestCluster;
 
 const char* kSmallSweep =
@@ -29,42 +25,6 @@ const char* kSmallSweep =
     "  micro_batch: {values: [1, 2]}\n"
     "baseline: {micro_batch: 1}\n"
     "repeats: 1\n";
-
-// A raw TCP connection to the worker port: what a broken or hostile client sends.
-class RawConnection {
- public:
-  explicit RawConnection(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    timeval timeout{15, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  }
-  ~RawConnection() { close(fd_); }
-  bool connected() const { return connected_; }
-  void Write(const std::string& bytes) { (void)!send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
-  // Everything the peer sends until it closes (or 15 s pass: then `closed` is false).
-  std::string ReadUntilClosed(bool* closed) {
-    std::string got;
-    char buffer[4096];
-    while (true) {
-      ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
-      if (n > 0) {
-        got.append(buffer, static_cast<size_t>(n));
-        continue;
-      }
-      *closed = n == 0 || errno == ECONNRESET;
-      return got;
-    }
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-};
 
 class HostileInputTest : public ::testing::Test {
  protected:
@@ -145,13 +105,19 @@ TEST_F(HostileInputTest, MalformedQueryBodyIs400) {
 }
 
 // One frame nested 2,000,000 deep (4 MB, under the frame limit) once crashed the
-// coordinator in a recursive copy: it is refused by its depth and only its connection ends.
+// coordinator in a recursive copy: it is refused by its depth and only its connection
+// ends. Sent by a registered worker: before registering, nothing over 64 KiB is read.
 TEST_F(HostileInputTest, AFrameNestedPastTheDepthLimitClosesOnlyItsConnection) {
   RawConnection deep(cluster_->worker_port());
   ASSERT_TRUE(deep.connected());
-  const std::string payload = "{\"type\":\"register\",\"x\":" + std::string(2000000, '[') + std::string(2000000, ']') + "}";
+  json reg = {{"type", "register"}, {"token", TestCluster::kWorkerToken}, {"worker_name", "deep"},
+              {"host", "127.0.0.1"}, {"resources", {{"cpu_slots", 1}, {"cuda_devices", json::array()}}},
+              {"running", json::array()}, {"protocol_version", 1}};
+  auto frame = protocol::EncodeFrame(reg);
+  ASSERT_TRUE(frame.ok());
+  const std::string payload = "{\"type\":\"events\",\"x\":" + std::string(2000000, '[') + std::string(2000000, ']') + "}";
   const std::uint32_t length = htonl(static_cast<std::uint32_t>(payload.size()));
-  deep.Write(std::string(reinterpret_cast<const char*>(&length), 4) + payload);
+  deep.Write(*frame + std::string(reinterpret_cast<const char*>(&length), 4) + payload);
   bool closed = false;
   deep.ReadUntilClosed(&closed);
   EXPECT_TRUE(closed);

@@ -89,6 +89,7 @@ class MetricsEndToEndTest : public ::testing::Test {
   void SetUp() override {
     dir_ = testing::FreshTestDir("bakeoff-metrics-e2e");
     std::ofstream(dir_ / "token") << kToken << "\n";
+    std::ofstream(dir_ / "worker-token") << kToken << "-worker\n";
   }
   void TearDown() override {
     prometheus_.reset();
@@ -101,7 +102,8 @@ class MetricsEndToEndTest : public ::testing::Test {
     const std::string ports = (dir_ / "ports.json").string();
     coordinator_ = std::make_unique<ProcessGuard>(
         std::vector<std::string>{kBin + "/bakeoff", "coordinator", "--listen", "127.0.0.1:0", "--worker-listen",
-                                 "127.0.0.1:0", "--db", (dir_ / "results.db").string(), "--ports-file", ports},
+                                 "127.0.0.1:0", "--db", (dir_ / "results.db").string(), "--ports-file", ports,
+                                 "--worker-token-file", (dir_ / "worker-token").string()},
         std::vector<std::string>{"BAKEOFF_TOKEN=" + kToken}, (dir_ / "coordinator.log").string());
     ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(ports); }, 30s)) << "coordinator did not start";
     json p = json::parse(std::ifstream(ports));
@@ -112,7 +114,7 @@ class MetricsEndToEndTest : public ::testing::Test {
       workers_.push_back(std::make_unique<ProcessGuard>(
           std::vector<std::string>{kBin + "/bakeoff", "worker", "--coordinator",
                                    "127.0.0.1:" + std::to_string(worker_port), "--slots", "1", "--cuda-devices", "0",
-                                   "--name", name, "--token-file", (dir_ / "token").string(), "--trainer",
+                                   "--name", name, "--token-file", (dir_ / "worker-token").string(), "--trainer",
                                    kBin + "/bakeoff-fake-trainer", "--store-ports",
                                    std::to_string(29300 + 50 * i) + "-" + std::to_string(29349 + 50 * i),
                                    "--work-dir", (dir_ / name).string(), "--metrics-listen", "127.0.0.1:0",

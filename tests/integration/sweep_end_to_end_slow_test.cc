@@ -46,6 +46,7 @@ class SweepEndToEndTest : public ::testing::Test {
   void SetUp() override {
     dir_ = testing::FreshTestDir("bakeoff-e2e");
     std::ofstream(dir_ / "token") << "e2e-secret\n";
+    std::ofstream(dir_ / "worker-token") << "e2e-worker-secret\n";
   }
   void TearDown() override {
     workers_.clear();
@@ -57,7 +58,8 @@ class SweepEndToEndTest : public ::testing::Test {
     const std::string ports = (dir_ / "ports.json").string();
     coordinator_ = std::make_unique<ProcessGuard>(
         std::vector<std::string>{kBin + "/bakeoff", "coordinator", "--listen", "127.0.0.1:0", "--worker-listen",
-                                 "127.0.0.1:0", "--db", db(), "--ports-file", ports},
+                                 "127.0.0.1:0", "--db", db(), "--ports-file", ports, "--worker-token-file",
+                                 (dir_ / "worker-token").string()},
         std::vector<std::string>{"BAKEOFF_TOKEN=e2e-secret"}, (dir_ / "coordinator.log").string());
     ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(ports); }, 30s)) << "coordinator did not start";
     json p = json::parse(std::ifstream(ports));
@@ -68,7 +70,7 @@ class SweepEndToEndTest : public ::testing::Test {
       workers_.push_back(std::make_unique<ProcessGuard>(
           std::vector<std::string>{kBin + "/bakeoff", "worker", "--coordinator",
                                    "127.0.0.1:" + std::to_string(worker_port), "--slots", "1", "--name", name,
-                                   "--token-file", (dir_ / "token").string(), "--trainer", trainer, "--store-ports",
+                                   "--token-file", (dir_ / "worker-token").string(), "--trainer", trainer, "--store-ports",
                                    std::to_string(29700 + 50 * i) + "-" + std::to_string(29749 + 50 * i),
                                    "--work-dir", (dir_ / name).string()},
           std::vector<std::string>{"BAKEOFF_TOKEN="}, (dir_ / (name + ".log")).string()));

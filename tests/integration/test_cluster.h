@@ -56,10 +56,13 @@ class TestCluster {
  public:
   using json = nlohmann::json;
 
-  // `dir` holds the token, database, logs and worker directories.
+  // `dir` holds the tokens, database, logs and worker directories: `token` the API's
+  // (submit role, also in BAKEOFF_TOKEN), `worker-token` the workers' credential.
   TestCluster(std::filesystem::path dir, std::string trainer) : dir_(std::move(dir)), trainer_(std::move(trainer)) {
     std::ofstream(dir_ / "token") << "cluster-secret\n";
+    std::ofstream(dir_ / "worker-token") << kWorkerToken << "\n";
   }
+  static constexpr const char* kWorkerToken = "cluster-worker-secret";
   ~TestCluster() {
     workers_.clear();
     coordinator_.reset();
@@ -71,8 +74,11 @@ class TestCluster {
                         const std::string& workers = "127.0.0.1:0") {
     const std::string ports = (dir_ / "ports.json").string();
     std::filesystem::remove(ports);
-    std::vector<std::string> argv{kBin + "/bakeoff", "coordinator", "--listen", http, "--worker-listen", workers,
-                                  "--db", db(), "--ports-file", ports};
+    std::vector<std::string> argv = coordinator_launcher_;
+    const std::vector<std::string> command{kBin + "/bakeoff", "coordinator", "--listen", http, "--worker-listen",
+                                           workers, "--db", db(), "--ports-file", ports, "--worker-token-file",
+                                           (dir_ / "worker-token").string()};
+    argv.insert(argv.end(), command.begin(), command.end());
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     coordinator_args_ = extra_args;
     coordinator_ = std::make_unique<ProcessGuard>(
@@ -96,6 +102,9 @@ class TestCluster {
     client_ = std::make_unique<cli::CoordinatorClient>(*client);
     return true;
   }
+  // A command the coordinator is started through from now on (e.g. `prlimit --nofile=64`:
+  // it must exec the coordinator, so that the guard's pid is the coordinator's).
+  void set_coordinator_launcher(std::vector<std::string> launcher) { coordinator_launcher_ = std::move(launcher); }
   // SIGKILLs the coordinator and starts it again on the same ports and database.
   bool RestartCoordinator() {
     coordinator_->Kill(SIGKILL);
@@ -114,7 +123,7 @@ class TestCluster {
     std::vector<std::string> argv = host.launcher;
     const std::vector<std::string> worker{
         kBin + "/bakeoff", "worker", "--coordinator", worker_host_ + ":" + std::to_string(port), "--host",
-        host.address, "--slots", "1", "--name", name, "--token-file", (dir_ / "token").string(), "--trainer", trainer_,
+        host.address, "--slots", "1", "--name", name, "--token-file", (dir_ / "worker-token").string(), "--trainer", trainer_,
         "--store-ports", std::to_string(29900 + 40 * index) + "-" + std::to_string(29939 + 40 * index), "--work-dir",
         (dir_ / name).string()};
     argv.insert(argv.end(), worker.begin(), worker.end());
@@ -256,6 +265,7 @@ class TestCluster {
   std::filesystem::path dir_;
   std::string trainer_;
   std::unique_ptr<ProcessGuard> coordinator_;
+  std::vector<std::string> coordinator_launcher_;
   std::vector<std::string> coordinator_args_;
   std::map<std::string, std::unique_ptr<ProcessGuard>> workers_;
   std::map<std::string, std::pair<int, int>> worker_ports_;  // name -> (index, port)

@@ -47,6 +47,7 @@ class TlsEndToEndTest : public ::testing::Test {
   void SetUp() override {
     dir_ = testing::FreshTestDir("bakeoff-tls-e2e");
     std::ofstream(dir_ / "token") << kToken << "\n";
+    std::ofstream(dir_ / "worker-token") << kToken << "-worker\n";
     auto certs = testing::MakeTestCertificates(dir_ / "certs");
     ASSERT_TRUE(certs.ok()) << certs.status().message();
     certs_ = *certs;
@@ -63,7 +64,7 @@ class TlsEndToEndTest : public ::testing::Test {
     coordinator_ = std::make_unique<ProcessGuard>(
         std::vector<std::string>{kBin + "/bakeoff", "coordinator", "--listen", "127.0.0.1:0", "--worker-listen",
                                  "127.0.0.1:0", "--db", (dir_ / "results.db").string(), "--ports-file", ports,
-                                 "--tls-cert", certs_.server_cert, "--tls-key", certs_.server_key},
+                                 "--worker-token-file", (dir_ / "worker-token").string(), "--tls-cert", certs_.server_cert, "--tls-key", certs_.server_key},
         std::vector<std::string>{"BAKEOFF_TOKEN=" + kToken}, log("coordinator"));
     ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(ports); }, 30s)) << "coordinator did not start";
     json p = json::parse(std::ifstream(ports));
@@ -78,7 +79,7 @@ class TlsEndToEndTest : public ::testing::Test {
   void StartWorker(const std::string& name, const std::vector<std::string>& tls_flags) {
     std::vector<std::string> argv{kBin + "/bakeoff", "worker", "--coordinator",
                                   "127.0.0.1:" + std::to_string(worker_port_), "--slots", "2", "--name", name,
-                                  "--token-file", (dir_ / "token").string(), "--trainer",
+                                  "--token-file", (dir_ / "worker-token").string(), "--trainer",
                                   kBin + "/bakeoff-fake-trainer", "--store-ports", "29900-29949", "--work-dir",
                                   (dir_ / name).string(), "--metrics-listen", "off"};
     argv.insert(argv.end(), tls_flags.begin(), tls_flags.end());
@@ -206,7 +207,8 @@ TEST_F(TlsEndToEndTest, TlsWorkerAgainstAPlainCoordinatorSaysSo) {
   const std::string ports = (dir_ / "ports.json").string();
   coordinator_ = std::make_unique<ProcessGuard>(
       std::vector<std::string>{kBin + "/bakeoff", "coordinator", "--listen", "127.0.0.1:0", "--worker-listen",
-                               "127.0.0.1:0", "--db", (dir_ / "results.db").string(), "--ports-file", ports},
+                               "127.0.0.1:0", "--db", (dir_ / "results.db").string(), "--ports-file", ports,
+                               "--worker-token-file", (dir_ / "worker-token").string()},
       std::vector<std::string>{"BAKEOFF_TOKEN=" + kToken}, log("coordinator"));
   ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(ports); }, 30s)) << "coordinator did not start";
   json p = json::parse(std::ifstream(ports));

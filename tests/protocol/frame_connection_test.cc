@@ -70,6 +70,22 @@ TEST(FrameConnectionTest, OversizedFrameClosesTheConnection) {
   EXPECT_FALSE(b->is_open());
 }
 
+// The pre-authentication read: a lower limit for one read, the connection's own after.
+TEST(FrameConnectionTest, AReadsLowerLimitRefusesALargerFrameThatTheConnectionsWouldTake) {
+  SocketPair pair;
+  auto a = std::make_shared<FrameConnection>(std::move(pair.client));
+  auto b = std::make_shared<FrameConnection>(std::move(pair.server));
+  ASSERT_TRUE(a->Send({{"type", "small"}}).ok());
+  auto small = RunUntilDone(pair.io, b->Read(5000ms, 64));
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  ASSERT_TRUE(a->Send({{"type", "big"}, {"payload", std::string(100, 'z')}}).ok());
+  auto big = RunUntilDone(pair.io, b->Read(5000ms, 64));
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_NE(big.status().message().find("over the limit of 64 bytes"), std::string::npos) << big.status().message();
+  EXPECT_FALSE(b->is_open());
+}
+
 TEST(FrameConnectionTest, ReadTimesOutWhenPeerIsSilent) {
   SocketPair pair;
   auto b = std::make_shared<FrameConnection>(std::move(pair.server));

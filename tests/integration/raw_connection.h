@@ -1,0 +1,66 @@
+// RawConnection: a plain TCP connection to a coordinator port on loopback, for what a
+// broken or hostile client sends (bytes the real clients never would). Reads time out
+// after 15 s. Thread-safety: one owner.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <string>
+
+namespace bakeoff::testing {
+
+class RawConnection {
+ public:
+  explicit RawConnection(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    timeval timeout{15, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  }
+  ~RawConnection() { Close(); }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  bool connected() const { return connected_; }
+  void Write(const std::string& bytes) { (void)!send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
+  // Everything the peer sends until it closes (or 15 s pass: then `closed` is false).
+  std::string ReadUntilClosed(bool* closed) {
+    std::string got;
+    char buffer[4096];
+    while (true) {
+      ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
+      if (n > 0) {
+        got.append(buffer, static_cast<size_t>(n));
+        continue;
+      }
+      *closed = n == 0 || errno == ECONNRESET;
+      return got;
+    }
+  }
+  void Close() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+// A worker-protocol frame's 4-byte big-endian length header announcing `length` bytes.
+inline std::string FrameHeader(std::uint32_t length) {
+  const std::uint32_t n = htonl(length);
+  return std::string(reinterpret_cast<const char*>(&n), 4);
+}
+
+}  // namespace bakeoff::testing
