@@ -26,8 +26,9 @@ struct CoordinatorConfig {
   // (the CLI refuses that unless the listeners are loopback-only).
   std::string token;
   // GET /metrics answers without the token by default, like other exporters, so that
-  // a Prometheus needs no secret for it (it reveals counts, never sweep contents);
-  // true: it needs the bearer token as every other route but /healthz does.
+  // a Prometheus needs no secret for it (it reveals counts and sweep ids, never sweep
+  // names or contents); true: it needs the bearer token as every other route but
+  // /healthz does, and bakeoff_sweep_info also carries each sweep's name.
   bool metrics_require_token = false;
   // TLS on both listeners (worker protocol and HTTP API) when set: the certificate chain
   // and private key, PEM (`--tls-cert`, `--tls-key`; docs/protocol.md "TLS").
