@@ -238,6 +238,7 @@ std::string UrlEncode(const std::string& text) {
 Result<std::string> RenderReportForApi(const std::string& db_path, const std::string& sweep,
                                        const std::map<std::string, std::string>& params) {
   metrics::ReportOptions options;
+  options.max_bootstrap_draws = metrics::kMaxBootstrapDraws;
   // A number in [lo, hi] (whole when `integral`), or an error naming the parameter.
   auto number = [](const std::string& name, const std::string& text, double lo, double hi, bool integral,
                    const char* expected) -> Result<double> {
@@ -273,7 +274,8 @@ Result<std::string> RenderReportForApi(const std::string& db_path, const std::st
       if (!parsed.ok()) return parsed.status();
       options.seed = static_cast<std::uint64_t>(*parsed);
     } else if (name == "resamples") {
-      parsed = number(name, value, 100, 1000000, true, "a whole number in [100, 1000000]");
+      parsed = number(name, value, 100, metrics::kMaxBootstrapResamples, true,
+                      ("a whole number in [100, " + std::to_string(metrics::kMaxBootstrapResamples) + "]").c_str());
       if (!parsed.ok()) return parsed.status();
       options.bootstrap_resamples = static_cast<int>(*parsed);
     } else {

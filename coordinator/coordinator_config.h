@@ -38,8 +38,9 @@ struct CoordinatorConfig {
   std::vector<std::string> read_tokens;
   std::vector<std::string> worker_tokens;
   // GET /metrics answers without the token by default, like other exporters, so that
-  // a Prometheus needs no secret for it (it reveals counts, never sweep contents);
-  // true: it needs an API token (either role) as every other route but /healthz does.
+  // a Prometheus needs no secret for it (it reveals counts and sweep ids, never sweep
+  // names or contents); true: it needs an API token (either role) as every other route
+  // but /healthz does, and bakeoff_sweep_info also carries each sweep's name.
   bool metrics_require_token = false;
   // Connections open at once on each listener; one more is closed as soon as it is
   // accepted (docs/security.md, "Limits"). Keep their sum under the descriptor limit

@@ -122,12 +122,18 @@ std::string CoordinatorMetrics::Render(const CoordinatorSnapshot& snapshot) cons
   auto sweep_trials = MakeFamily("bakeoff_sweep_trials", "Trials of one sweep, by state.", MetricType::Gauge);
   auto sweep_outcomes = MakeFamily("bakeoff_sweep_trial_outcomes",
                                    "Finished trials of one sweep, by outcome.", MetricType::Gauge);
-  auto sweep_info = MakeFamily("bakeoff_sweep_info", "1 for each sweep; carries its name.", MetricType::Gauge);
+  auto sweep_info = MakeFamily("bakeoff_sweep_info",
+                               "1 for each sweep; carries its name when /metrics needs the token.",
+                               MetricType::Gauge);
   int active = 0;
   for (const auto& sweep : snapshot.sweeps) {
     const std::string id = std::to_string(sweep.id);
     active += sweep.active;
-    AddSample(sweep_info, {{"sweep", id}, {"name", sweep.name}, {"active", sweep.active ? "true" : "false"}}, 1);
+    if (sweep.name.empty()) {
+      AddSample(sweep_info, {{"sweep", id}, {"active", sweep.active ? "true" : "false"}}, 1);
+    } else {
+      AddSample(sweep_info, {{"sweep", id}, {"name", sweep.name}, {"active", sweep.active ? "true" : "false"}}, 1);
+    }
     for (const char* state : kTrialStates) {
       auto found = sweep.trials_by_state.find(state);
       const int n = found == sweep.trials_by_state.end() ? 0 : found->second;

@@ -26,10 +26,13 @@ namespace bakeoff::coordinator {
 struct CoordinatorSnapshot {
   struct Sweep {
     std::int64_t id = 0;
+    // "" unless /metrics needs the token: the open /metrics names no sweep (a name may
+    // say what a team is working on); bakeoff_sweep_info then has no name label.
     std::string name;
     bool active = false;                        // not finished, not cancelled
     std::map<std::string, int> trials_by_state;  // queued, assigned, running, finished
     std::map<std::string, int> outcomes;         // finished trials by outcome
+    int queue_depth = 0;                         // its queued trials waiting for a placement
   };
   std::vector<Sweep> sweeps;
   std::map<std::string, int> workers_by_state;  // alive, draining, lost

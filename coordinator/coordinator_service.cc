@@ -145,6 +145,7 @@ Status CoordinatorService::LoadSweep(const metrics::SweepRecord& record,
     if (phase == TrialPhase::kQueued) entry.queued_since = clock_.Now();  // this process queued it
     if (phase == TrialPhase::kAssigned || phase == TrialPhase::kRunning) {
       entry.reclaim_deadline = clock_.Now() + config_.recovery_grace;
+      awaiting_reclaim_.insert(t.id);
       auto found = active.find(t.id);
       if (found != active.end() && found->second.attempt) {
         std::map<std::string, Part> parts;
@@ -201,8 +202,20 @@ void CoordinatorService::Tick() {
                                     std::to_string(config_.heartbeat_timeout.count()) + " ms");
   }
   const auto now = clock_.Now();
-  for (auto& [id, trial] : trials_) {
-    if (!trial.reclaim_deadline || now < *trial.reclaim_deadline) continue;
+  // Only the attempts recovered after a restart have a reclaim deadline: walk those, not
+  // every trial held.
+  for (auto waiting = awaiting_reclaim_.begin(); waiting != awaiting_reclaim_.end();) {
+    auto it = trials_.find(*waiting);
+    if (it == trials_.end() || !it->second.reclaim_deadline) {
+      waiting = awaiting_reclaim_.erase(waiting);
+      continue;
+    }
+    TrialEntry& trial = it->second;
+    if (now < *trial.reclaim_deadline) {
+      ++waiting;
+      continue;
+    }
+    waiting = awaiting_reclaim_.erase(waiting);
     trial.reclaim_deadline.reset();
     bool all_reclaimed = !trial.parts.empty();
     for (const auto& p : trial.parts) all_reclaimed = all_reclaimed && p.reclaimed;
@@ -210,7 +223,12 @@ void CoordinatorService::Tick() {
       EndAttempt(trial, Outcome::kLost, "its worker did not reconnect within the recovery grace period");
     }
   }
+  // A finished sweep whose state the store could not take: try again.
+  for (auto& [sid, sweep] : sweeps_) {
+    if (sweep.done && !sweep.state_stored && store_.healthy()) StoreSweepState(sweep);
+  }
   Schedule();
+  EvictFinishedSweeps();
 }
 
 void CoordinatorService::ScheduleSoon() {
@@ -366,6 +384,16 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
     return protocol::ToJson(protocol::RejectedMessage{
         "protocol version " + std::to_string(message.protocol_version) + " is not supported; this coordinator speaks " +
         std::to_string(protocol::kProtocolVersion)});
+  }
+  // The scrape address goes verbatim into /api/v1/sd: never a link-local (cloud
+  // metadata) address or something that is not a host.
+  if (message.metrics_port > 0) {
+    const std::string& scrape_host = message.metrics_host.empty() ? message.host : message.metrics_host;
+    if (Status host = protocol::CheckAdvertisedHost(scrape_host, link->peer_address()); !host.ok()) {
+      Log("rejected a worker registration from name=" + message.worker_name + ": metrics host " +
+          json(scrape_host).dump() + ": " + host.message());
+      return protocol::ToJson(protocol::RejectedMessage{"metrics host: " + host.message()});
+    }
   }
   auto& info = registry_.Register(message);
   const std::string id = info.id;
@@ -696,10 +724,46 @@ void CoordinatorService::MaybeFinishSweep(std::int64_t sweep_id) {
     if (trials_.at(tid).machine.phase() != TrialPhase::kFinished) return;
   }
   it->second.done = true;
-  auto state = it->second.cancelled ? metrics::SweepState::kCancelled : metrics::SweepState::kFinished;
-  Status s = store_.SetSweepState(sweep_id, state);
-  if (!s.ok()) Log("cannot mark sweep " + std::to_string(sweep_id) + " finished: " + s.ToString());
-  Log("sweep " + std::to_string(sweep_id) + " (" + it->second.name + ") " + metrics::SweepStateName(state));
+  StoreSweepState(it->second);
+}
+
+void CoordinatorService::StoreSweepState(SweepEntry& sweep) {
+  auto state = sweep.cancelled ? metrics::SweepState::kCancelled : metrics::SweepState::kFinished;
+  Status s = store_.SetSweepState(sweep.id, state);
+  if (!s.ok()) {
+    Log("cannot mark sweep " + std::to_string(sweep.id) + " " + metrics::SweepStateName(state) + ": " +
+        s.ToString() + "; trying again while the coordinator runs");
+    return;
+  }
+  sweep.state_stored = true;
+  Log("sweep " + std::to_string(sweep.id) + " (" + sweep.name + ") " + metrics::SweepStateName(state));
+  // Evicted from memory after the current handler: callers up the stack may still hold
+  // references to its trials.
+  if (!evict_posted_) {
+    evict_posted_ = true;
+    asio::post(executor_, [this]() {
+      evict_posted_ = false;
+      if (!stopped_) EvictFinishedSweeps();
+    });
+  }
+}
+
+void CoordinatorService::EvictFinishedSweeps() {
+  for (auto it = sweeps_.begin(); it != sweeps_.end();) {
+    SweepEntry& sweep = it->second;
+    if (!sweep.done || !sweep.state_stored) {
+      ++it;
+      continue;
+    }
+    // Its last figures stay on /metrics for a while (kFinishedSweepsShown); everything
+    // else about it is read from the store, as after a restart.
+    finished_sweeps_.push_back(SweepSnapshot(sweep));
+    while (finished_sweeps_.size() > kFinishedSweepsShown) finished_sweeps_.pop_front();
+    for (std::int64_t tid : sweep.trial_order) trials_.erase(tid);
+    history_.erase(history_.lower_bound({sweep.id, std::string(), std::string()}),
+                   history_.lower_bound({sweep.id + 1, std::string(), std::string()}));
+    it = sweeps_.erase(it);
+  }
 }
 
 void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
@@ -962,7 +1026,7 @@ std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& 
       " queued trial(s) cancelled, " + std::to_string(stopping) + " running trial(s) being stopped");
   MaybeFinishSweep(sweep.id);
   return json{{"id", sweep.id}, {"name", sweep.name}, {"state", sweep.done ? "cancelled" : "cancelling"},
-              {"cancelled_trials", *cancelled}, {"stopping_trials", stopping}};
+              {"cancelled_trials", *cancelled}, {"stopping_trials", stopping}};  // evicted later, not now
 }
 
 std::variant<json, ApiError> CoordinatorService::DrainWorker(const std::string& worker_id) {
@@ -1012,32 +1076,39 @@ json CoordinatorService::ServiceDiscoveryJson() const {
   return out;
 }
 
-CoordinatorSnapshot CoordinatorService::MetricsSnapshot() const {
-  CoordinatorSnapshot snapshot;
-  for (const auto& [sid, sweep] : sweeps_) {
-    CoordinatorSnapshot::Sweep s;
-    s.id = sid;
-    s.name = sweep.name;
-    s.active = !sweep.done;
-    for (std::int64_t tid : sweep.trial_order) {
-      const TrialEntry& trial = trials_.at(tid);
-      switch (trial.machine.phase()) {
-        case TrialPhase::kQueued:
-          ++s.trials_by_state["queued"];
-          if (!sweep.cancelled && !trial.cancel_requested) ++snapshot.queue_depth;
-          break;
-        case TrialPhase::kAssigned: ++s.trials_by_state["assigned"]; break;
-        case TrialPhase::kRunning: ++s.trials_by_state["running"]; break;
-        case TrialPhase::kFinished: {
-          ++s.trials_by_state["finished"];
-          auto outcome = trial.machine.outcome();
-          // A trial finished before a coordinator restart has its outcome in the store only.
-          ++s.outcomes[outcome ? protocol::OutcomeName(*outcome) : "recorded"];
-          break;
-        }
+CoordinatorSnapshot::Sweep CoordinatorService::SweepSnapshot(const SweepEntry& sweep) const {
+  CoordinatorSnapshot::Sweep s;
+  s.id = sweep.id;
+  s.name = sweep.name;
+  s.active = !sweep.done;
+  for (std::int64_t tid : sweep.trial_order) {
+    const TrialEntry& trial = trials_.at(tid);
+    switch (trial.machine.phase()) {
+      case TrialPhase::kQueued:
+        ++s.trials_by_state["queued"];
+        if (!sweep.cancelled && !trial.cancel_requested) ++s.queue_depth;
+        break;
+      case TrialPhase::kAssigned: ++s.trials_by_state["assigned"]; break;
+      case TrialPhase::kRunning: ++s.trials_by_state["running"]; break;
+      case TrialPhase::kFinished: {
+        ++s.trials_by_state["finished"];
+        auto outcome = trial.machine.outcome();
+        // A trial finished before a coordinator restart has its outcome in the store only.
+        ++s.outcomes[outcome ? protocol::OutcomeName(*outcome) : "recorded"];
+        break;
       }
     }
-    snapshot.sweeps.push_back(std::move(s));
+  }
+  return s;
+}
+
+CoordinatorSnapshot CoordinatorService::MetricsSnapshot() const {
+  CoordinatorSnapshot snapshot;
+  for (const auto& finished : finished_sweeps_) snapshot.sweeps.push_back(finished);
+  for (const auto& [sid, sweep] : sweeps_) snapshot.sweeps.push_back(SweepSnapshot(sweep));
+  for (auto& s : snapshot.sweeps) {
+    snapshot.queue_depth += s.queue_depth;
+    if (!config_.metrics_require_token) s.name.clear();  // the open /metrics names no sweep
   }
   for (const auto& [id, info] : registry_.workers()) {
     ++snapshot.workers_by_state[WorkerLivenessName(info.liveness)];

@@ -14,6 +14,7 @@
 #include "protocol/frame_connection.h"  // first: includes <utility> before Asio
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -101,6 +102,9 @@ class CoordinatorService {
   // Observability for tests and benchmarks.
   std::size_t queued_trials() const;
   std::size_t connected_workers() const { return links_.size(); }
+  // Trials held in memory: those of unfinished sweeps only (a finished sweep's are
+  // evicted once the store records it finished; reads go to the store).
+  std::size_t live_trials() const { return trials_.size(); }
 
   // Runs expiry, grace deadlines and scheduling now (the timer calls it every tick).
   void Tick();
@@ -150,7 +154,8 @@ class CoordinatorService {
     // adaptive->max_pairs trials, repeats 0..max-1.
     std::optional<metrics::SequentialDesign> adaptive;
     bool cancelled = false;
-    bool done = false;
+    bool done = false;          // every trial finished
+    bool state_stored = false;  // the store has it finished or cancelled: evictable
   };
 
   void Schedule();
@@ -166,7 +171,15 @@ class CoordinatorService {
   // attempts remain); the store records `state` (lost, or gone after a goodbye).
   void HandleWorkerLost(const std::string& worker_id, const std::string& reason,
                         metrics::WorkerState state = metrics::WorkerState::kLost);
+  // Marks a sweep whose trials have all finished done and stores its state; then it is
+  // evicted from memory (after the current handler, or at the next tick when the store
+  // could not take the state now).
   void MaybeFinishSweep(std::int64_t sweep_id);
+  void StoreSweepState(SweepEntry& sweep);
+  // Drops done sweeps whose state is stored, with their trials, keeping their last
+  // figures for /metrics. REQUIRES: no reference into sweeps_ or trials_ is held.
+  void EvictFinishedSweeps();
+  CoordinatorSnapshot::Sweep SweepSnapshot(const SweepEntry& sweep) const;
   // Adaptive repeats: applies the sequential rule (metrics::SequentialWalk) to every
   // non-baseline variant's complete pairs as the store records them, and cancels the
   // queued trials of each stopped variant, and of a baseline once none of the variants
@@ -190,6 +203,7 @@ class CoordinatorService {
   boost::asio::steady_timer tick_timer_;
   bool stopped_ = false;
   bool schedule_posted_ = false;
+  bool evict_posted_ = false;
   Clock::TimePoint next_store_probe_{};  // when an unhealthy store is probed next (Tick)
   std::map<std::string, std::shared_ptr<WorkerLink>> links_;
   std::map<std::string, std::int64_t> acked_;  // highest outbox_seq handled, per worker
@@ -198,8 +212,15 @@ class CoordinatorService {
     std::chrono::steady_clock::time_point last_logged{};
   };
   std::map<std::string, EventBudget> event_budgets_;  // per worker
+  // Unfinished sweeps and their trials (finished ones are evicted: EvictFinishedSweeps).
   std::map<std::int64_t, TrialEntry> trials_;
   std::map<std::int64_t, SweepEntry> sweeps_;
+  // Trials recovered assigned or running, until reclaimed or past recovery_grace (Tick
+  // walks these, not every trial).
+  std::set<std::int64_t> awaiting_reclaim_;
+  // The last figures of the most recently finished sweeps, shown on /metrics.
+  static constexpr std::size_t kFinishedSweepsShown = 16;
+  std::deque<CoordinatorSnapshot::Sweep> finished_sweeps_;
   std::map<std::tuple<std::int64_t, std::string, std::string>, int> history_;
   CoordinatorMetrics metrics_;
 };

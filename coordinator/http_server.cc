@@ -61,6 +61,7 @@ HttpReply ErrorFrom(const Status& status) {
     case Status::Code::kIoError:
     case Status::Code::kUnavailable: return Error(503, status.message());
     case Status::Code::kTimeout: return Error(504, status.message());
+    case Status::Code::kResourceExhausted: return Error(413, status.message());
     default: return Error(500, status.message());
   }
 }
@@ -435,11 +436,24 @@ HttpReply HttpServer::Route(const std::string& method, const std::string& target
     if (params["format"].empty()) params["format"] = "table";
     const std::string format = params["format"];
     if (!report_renderer_) return Error(501, "this coordinator was built without reports");
-    auto rendered = report_renderer_(store.path(), std::to_string(sweep->id), params);
-    if (!rendered.ok()) return ErrorFrom(rendered.status());
+    // Built on the pool (a big sweep's bootstrap takes seconds), never on the service's
+    // executor; at most kMaxReportsInFlight at once, so that queued reports cannot pile up.
+    if (reports_in_flight_->load() >= kMaxReportsInFlight) {
+      return Error(503, "the coordinator is already building " + std::to_string(kMaxReportsInFlight) +
+                            " reports; retry in a few seconds");
+    }
+    reports_in_flight_->fetch_add(1);
     HttpReply reply;
-    reply.content_type = ContentTypeFor(format);
-    reply.body = std::move(rendered).value();
+    reply.blocking_work = [renderer = report_renderer_, in_flight = reports_in_flight_, db_path = store.path(),
+                           sweep_id = std::to_string(sweep->id), params, format]() {
+      auto rendered = renderer(db_path, sweep_id, params);
+      in_flight->fetch_sub(1);
+      if (!rendered.ok()) return ErrorFrom(rendered.status());
+      HttpReply done;
+      done.content_type = ContentTypeFor(format);
+      done.body = std::move(rendered).value();
+      return done;
+    };
     return reply;
   }
   return Error(404, "no route " + path);

@@ -9,13 +9,16 @@
 // CoordinatorConfig::max_request_body_bytes, also checked before reading), and so are
 // connections (max_http_connections, accept_loop.h).
 // Errors are JSON: {"error": "..."}. POST /api/v1/query runs read-only SQL (bounded
-// rows and time) on a small thread pool, never on the service's executor.
+// rows and time) and GET .../report builds a report (bounded bootstrap work, at most
+// kMaxReportsInFlight at once) on a small thread pool, never on the service's executor.
 // Thread-safety: runs on the service's single-threaded executor.
 #pragma once
 
 #include "protocol/frame_connection.h"  // first: includes <utility> before Asio
 
+#include <atomic>
 #include <functional>
+#include <memory>
 #include <map>
 #include <optional>
 #include <string>
@@ -45,6 +48,9 @@ struct HttpReply {
   // with it heartbeats and scheduling) never waits on it.
   std::function<HttpReply()> blocking_work;
 };
+
+// Reports built at once (queued or running on the pool); one more is answered 503.
+inline constexpr int kMaxReportsInFlight = 4;
 
 class HttpServer {
  public:
@@ -84,6 +90,9 @@ class HttpServer {
   boost::asio::ip::tcp::acceptor acceptor_;
   std::shared_ptr<protocol::TlsContext> tls_;
   int port_ = 0;
+  // Reports queued or being built on blocking_pool_ (shared with the work items, which
+  // may outlive a request's coroutine).
+  std::shared_ptr<std::atomic<int>> reports_in_flight_ = std::make_shared<std::atomic<int>>(0);
   boost::asio::thread_pool blocking_pool_{2};
 };
 

@@ -23,6 +23,10 @@ class ConnectionLink : public WorkerLink {
   explicit ConnectionLink(std::shared_ptr<protocol::FrameConnection> conn) : conn_(std::move(conn)) {}
   Status Send(const nlohmann::json& frame) override { return conn_->Send(frame); }
   void Close() override { conn_->Close(); }
+  std::string peer_address() const override {
+    const std::string& address = conn_->remote_address();  // "IP:port", IPv6 unbracketed
+    return address.substr(0, address.rfind(':'));
+  }
 
  private:
   std::shared_ptr<protocol::FrameConnection> conn_;

@@ -124,6 +124,11 @@ struct ReportOptions {
   // The within-run (measured steps) bootstrap only; repeat intervals are t intervals.
   int bootstrap_resamples = 2000;
   std::uint64_t seed = 20261130;
+  // A cap on the bootstrap's work: resamples x the measured steps it resamples (each
+  // resample draws every step once; CheckReportCost in report_service.h). Over it the report is refused with
+  // kResourceExhausted before any resample is drawn; 0: no cap (the CLI on a local file).
+  // The coordinator's report route sets kMaxBootstrapDraws (report_service.h).
+  std::int64_t max_bootstrap_draws = 0;
 };
 
 // ---------------------------------------------------------------- report

@@ -1,8 +1,10 @@
 #include "metrics/report_service.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 
 #include "metrics/report_builder.h"
 #include "metrics/report_loader.h"
@@ -10,10 +12,47 @@
 
 namespace bakeoff::metrics {
 
+Status CheckReportCost(const ReportInput& input, const ReportOptions& options) {
+  if (options.max_bootstrap_draws <= 0) return Status::Ok();
+  // The within-run bootstrap resamples the measured steps of a variant and of its
+  // counterpart when either has fewer than two succeeded repeats (report_builder.cc,
+  // SpeedupOf): count those steps, per comparison.
+  struct Side {
+    int succeeded = 0;
+    std::int64_t steps = 0;
+  };
+  std::map<std::string, Side> sides;
+  for (const TrialInput& trial : input.trials) {
+    if (trial.outcome != "succeeded") continue;
+    Side& side = sides[trial.variant_key];
+    ++side.succeeded;
+    side.steps += static_cast<std::int64_t>(trial.steps.size());
+  }
+  std::int64_t steps = 0;
+  for (const VariantInput& variant : input.variants) {
+    if (variant.is_baseline || variant.counterpart_key.empty()) continue;
+    const Side mine = sides.count(variant.key) ? sides.at(variant.key) : Side{};
+    const Side theirs = sides.count(variant.counterpart_key) ? sides.at(variant.counterpart_key) : Side{};
+    if (mine.succeeded >= 2 && theirs.succeeded >= 2) continue;  // a t interval over repeats
+    steps += mine.steps + theirs.steps;
+  }
+  const std::int64_t resamples = std::max(options.bootstrap_resamples, 1);
+  if (steps > 0 && resamples > options.max_bootstrap_draws / steps) {
+    return Status::ResourceExhausted(
+        "report of sweep " + input.sweep_id + ": " + std::to_string(resamples) + " resamples x " +
+        std::to_string(steps) + " measured steps to resample is over the limit of " +
+        std::to_string(options.max_bootstrap_draws) + " bootstrap draws per report; ask for at most " +
+        std::to_string(options.max_bootstrap_draws / steps) +
+        " resamples (resamples=N), or run `bakeoff report --db` on a copy of the database");
+  }
+  return Status::Ok();
+}
+
 Result<std::string> RenderSweepReport(sqlite3* db, const std::string& sweep_id_or_name,
                                       const ReportOptions& options) {
   Result<ReportInput> input = LoadReportInput(db, sweep_id_or_name);
   if (!input.ok()) return input.status();
+  BAKEOFF_RETURN_IF_ERROR(CheckReportCost(*input, options));
   return RenderReport(BuildReport(*input, options), options.format);
 }
 
@@ -29,6 +68,7 @@ Result<Report> BuildSweepReport(const std::string& db_path, const std::string& s
                                 const ReportOptions& options) {
   Result<ReportInput> input = LoadReportInputFromFile(db_path, sweep_id_or_name);
   if (!input.ok()) return input.status();
+  BAKEOFF_RETURN_IF_ERROR(CheckReportCost(*input, options));
   return BuildReport(*input, options);
 }
 

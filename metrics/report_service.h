@@ -16,8 +16,21 @@
 
 namespace bakeoff::metrics {
 
+// Limits of the coordinator's report route (docs/api.md): resamples a request may ask
+// for, and the bootstrap work of one report (resamples x the measured steps the
+// within-run bootstrap resamples: those of every comparison whose variant or
+// counterpart has fewer than two succeeded repeats). At the default 2000 resamples,
+// 100,000 such steps are reported.
+inline constexpr int kMaxBootstrapResamples = 100000;
+inline constexpr std::int64_t kMaxBootstrapDraws = 200'000'000;  // about 9 s of one core (46 ns a draw measured)
+
+// kResourceExhausted, saying what to lower, when options.max_bootstrap_draws is set and
+// options.bootstrap_resamples x the steps to resample is over it; Ok otherwise.
+Status CheckReportCost(const ReportInput& input, const ReportOptions& options);
+
 // The report of `sweep_id_or_name` in options.format. Errors: NotFound (no such file or
-// sweep), InvalidArgument (not a results database), IoError (SQLite failed).
+// sweep), InvalidArgument (not a results database), IoError (SQLite failed),
+// ResourceExhausted (over options.max_bootstrap_draws: CheckReportCost).
 Result<std::string> RenderSweepReport(const std::string& db_path,
                                       const std::string& sweep_id_or_name,
                                       const ReportOptions& options);

@@ -280,9 +280,18 @@ Status ValidateBatch(const MetricsBatch& batch) {
   return Status::Ok();
 }
 
-bool IsDiskError(const Status& status) {
-  return status.code() == Status::Code::kResourceExhausted ||
-         status.code() == Status::Code::kIoError;
+// Whether a failed write says the store cannot write at all (as opposed to a write it
+// refused: bad input, a constraint): a full, read-only or failing disk, a size cap,
+// SQLite out of memory or in an internal error, or a lock held past the busy timeout.
+// Any of them makes the store unhealthy (and /healthz 503) until Probe() writes again.
+bool IsStoreFailure(const Status& status) {
+  switch (status.code()) {
+    case Status::Code::kResourceExhausted:
+    case Status::Code::kIoError:
+    case Status::Code::kInternal:
+    case Status::Code::kUnavailable: return true;
+    default: return false;
+  }
 }
 
 }  // namespace
@@ -380,7 +389,7 @@ Status ResultsStore::health() const {
 }
 
 Status ResultsStore::NoteFailure(Status status) {
-  if (IsDiskError(status)) health_ = status;
+  if (IsStoreFailure(status)) health_ = status;
   return status;
 }
 
@@ -400,7 +409,7 @@ Status ResultsStore::WriteTransaction(const char* operation, bool durable,
   }
   auto started = std::chrono::steady_clock::now();
   Status status = [&]() -> Status {
-    BAKEOFF_RETURN_IF_ERROR(SetSynchronous(durable || options_.metrics_synchronous_full));
+    BAKEOFF_RETURN_IF_ERROR(SetSynchronous(durable));
     SqliteTransaction transaction(*db_);
     BAKEOFF_RETURN_IF_ERROR(transaction.begin_status());
     BAKEOFF_RETURN_IF_ERROR(body());
@@ -757,7 +766,9 @@ Result<BatchResult> ResultsStore::AppendBatch(const MetricsBatch& batch) {
   std::lock_guard<std::mutex> lock(mutex_);
   UnixSeconds now = Now();
   BatchResult result;
-  Status status = WriteTransaction("append_batch", false, [&]() -> Status {
+  // Durable: the coordinator acknowledges a batch as soon as this returns, and the worker
+  // then forgets it, so a power loss must not lose it (docs/reliability.md).
+  Status status = WriteTransaction("append_batch", true, [&]() -> Status {
     result = BatchResult();
     CurrentAttemptCache current(*db_);
     auto count = [&](bool inserted) { (inserted ? result.written : result.duplicates) += 1; };

@@ -8,17 +8,21 @@
 // on the trial's current state and attempt, applied in one transaction, so a message
 // delivered twice changes nothing the second time (the call returns applied=false with
 // the state found). Transitions that decide whether a trial runs again (assign, finish,
-// requeue) and sweep creation are committed with synchronous=FULL before the call
-// returns; metric and event batches are committed with synchronous=NORMAL (they survive
-// a process crash; on power loss the last batches may be lost, never half-written).
+// requeue), sweep creation and metric and event batches (the coordinator acknowledges
+// them to the worker, which then forgets them) are committed with synchronous=FULL
+// before the call returns: they survive power loss. Worker rows are committed with
+// synchronous=NORMAL (rebuilt from re-registration).
 // Writes for an attempt that is not the trial's current attempt, or whose attempt was
 // marked lost, are refused row by row and counted (BatchResult::stale).
 //
 // Disk trouble. SQLITE_FULL becomes kResourceExhausted; SQLITE_READONLY, SQLITE_IOERR,
-// SQLITE_CANTOPEN and SQLITE_CORRUPT become kIoError, each naming the database file.
-// The failed transaction is rolled back (nothing committed earlier is lost) and the
-// store turns unhealthy: healthy() is false and health() says why, until Probe()
-// succeeds. The coordinator refuses new work while the store is unhealthy.
+// SQLITE_CANTOPEN and SQLITE_CORRUPT become kIoError, each naming the database file;
+// SQLITE_BUSY past the busy timeout kUnavailable; SQLITE_NOMEM and other engine errors
+// kInternal. Any of these on a write means the store cannot write: the failed
+// transaction is rolled back (nothing committed earlier is lost) and the store turns
+// unhealthy: healthy() is false and health() says why, until Probe() succeeds. A write
+// refused for its content (kInvalidArgument: a constraint) leaves it healthy. The
+// coordinator refuses new work, and /healthz answers 503, while the store is unhealthy.
 //
 // Thread-safety: one connection guarded by an internal mutex. Every method may be
 // called from any thread; calls are serialised. Other processes may read the file at
@@ -51,9 +55,6 @@ struct StoreOptions {
   // Cap on the database size in pages (PRAGMA max_page_count); 0 = SQLite's default.
   // Reaching it is reported like a full disk (kResourceExhausted).
   int64_t max_page_count = 0;
-  // Commit metric and event batches with synchronous=FULL too (slower; survives power
-  // loss). Transitions are always FULL.
-  bool metrics_synchronous_full = false;
   // Name of a registered SQLite VFS to open the file through; empty = the default.
   // Tests register a fault-injecting VFS here (a full or failing disk).
   std::string vfs;
@@ -176,7 +177,7 @@ class ResultsStore {
   // at = 0 means now.
   Status RecordWorkerHeartbeat(const std::string& worker_id, UnixSeconds at = 0);
 
-  // --- Metrics and events (batched, synchronous=NORMAL unless configured) -----------
+  // --- Metrics and events (batched, synchronous=FULL: acknowledged once stored) -----
   // Writes every row of the batch in one transaction; rows of stale attempts are
   // refused and counted, redelivered rows are counted as duplicates. A summary for the
   // same (trial, attempt, rank) replaces nothing: the first one stays.
@@ -222,14 +223,14 @@ class ResultsStore {
 
   UnixSeconds Now() const;
   // Runs body inside BEGIN IMMEDIATE ... COMMIT with synchronous FULL when `durable`
-  // (NORMAL otherwise); rolls back on any error and records disk errors in health_.
+  // (NORMAL otherwise); rolls back on any error and records store failures in health_.
   // REQUIRES: mutex_ held.
   Status WriteTransaction(const char* operation, bool durable,
                           const std::function<Status()>& body);
   static Result<std::unique_ptr<ResultsStore>> OpenReadOnly(std::unique_ptr<ResultsStore> store);
   // REQUIRES: mutex_ held.
   Status SetSynchronous(bool full);
-  // Turns the store unhealthy when `status` is a disk error; returns it unchanged.
+  // Turns the store unhealthy when `status` says it cannot write (IsStoreFailure); returns it unchanged.
   // REQUIRES: mutex_ held.
   Status NoteFailure(Status status);
 

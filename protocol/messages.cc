@@ -1,6 +1,9 @@
 #include "protocol/messages.h"
 
+#include <arpa/inet.h>
+
 #include <cctype>
+#include <cstring>
 #include <exception>
 
 namespace bakeoff::protocol {
@@ -11,6 +14,76 @@ bool IsValidWorkerName(const std::string& name) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') return false;
   }
   return true;
+}
+
+namespace {
+
+// The 16 bytes of an IPv6 literal, or an IPv4 literal as its IPv4-mapped form; false
+// when `text` is neither.
+bool ParseIp(const std::string& text, unsigned char (&out)[16]) {
+  std::string bare = text.size() > 2 && text.front() == '[' && text.back() == ']' ? text.substr(1, text.size() - 2) : text;
+  in_addr v4{};
+  if (inet_pton(AF_INET, bare.c_str(), &v4) == 1) {
+    std::memset(out, 0, 10);
+    out[10] = out[11] = 0xff;
+    std::memcpy(out + 12, &v4, 4);
+    return true;
+  }
+  return inet_pton(AF_INET6, bare.c_str(), out) == 1;
+}
+
+bool IsV4Mapped(const unsigned char (&a)[16]) {
+  static const unsigned char kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return std::memcmp(a, kPrefix, 12) == 0;
+}
+
+bool IsHostName(const std::string& host) {
+  if (host.empty() || host.size() > 253) return false;
+  std::size_t start = 0;
+  bool last_all_digits = false;
+  while (start <= host.size()) {
+    std::size_t end = host.find('.', start);
+    if (end == std::string::npos) end = host.size();
+    const std::size_t length = end - start;
+    if (length == 0 || length > 63 || host[start] == '-' || host[end - 1] == '-') return false;
+    last_all_digits = true;
+    for (std::size_t i = start; i < end; ++i) {
+      const auto c = static_cast<unsigned char>(host[i]);
+      if (!std::isalnum(c) && c != '-') return false;
+      last_all_digits = last_all_digits && std::isdigit(c);
+    }
+    start = end + 1;
+  }
+  return !last_all_digits;  // "1.2.3" or "2852039166" are not names but numeric hosts
+}
+
+}  // namespace
+
+Status CheckAdvertisedHost(const std::string& host, const std::string& peer_address) {
+  unsigned char ip[16];
+  if (ParseIp(host, ip)) {
+    unsigned char peer[16];
+    if (!peer_address.empty() && ParseIp(peer_address, peer) && std::memcmp(ip, peer, 16) == 0) {
+      return Status::Ok();
+    }
+    const char* refused = nullptr;
+    if (IsV4Mapped(ip)) {
+      if (ip[12] == 169 && ip[13] == 254) refused = "link-local (169.254.0.0/16)";
+      if (ip[12] == 0) refused = "unspecified (0.0.0.0/8)";
+      if (ip[12] >= 224) refused = "multicast or reserved (224.0.0.0/3)";
+    } else {
+      static const unsigned char kZero[16] = {};
+      if (ip[0] == 0xfe && (ip[1] & 0xc0) == 0x80) refused = "link-local (fe80::/10)";
+      if (ip[0] == 0xff) refused = "multicast (ff00::/8)";
+      if (std::memcmp(ip, kZero, 16) == 0) refused = "unspecified (::)";
+    }
+    if (!refused) return Status::Ok();
+    return Status::InvalidArgument("address " + host + " is " + refused +
+                                   "; advertise an address Prometheus can scrape, or none for the connection's");
+  }
+  if (IsHostName(host)) return Status::Ok();
+  return Status::InvalidArgument(
+      "it is neither an IP address nor a host name (labels of letters, digits and '-', joined by '.')");
 }
 
 namespace {

@@ -22,6 +22,15 @@ inline constexpr int kProtocolVersion = 1;
 bool IsValidWorkerName(const std::string& name);
 inline constexpr std::size_t kMaxWorkerNameBytes = 64;
 
+// Checks a host a worker advertises for others to connect to (its metrics_host, which
+// goes verbatim into Prometheus service discovery): Ok when it is `peer_address` (the
+// address the worker's connection comes from, as an IP literal; "" when unknown), or
+// an IP literal that is not link-local (169.254.0.0/16, fe80::/10), unspecified or
+// multicast, or a DNS host name (labels of letters, digits and '-', at most 63 bytes
+// each and 253 in all, the last not all digits). InvalidArgument saying why otherwise.
+// A name is not resolved: one that resolves to a link-local address passes.
+Status CheckAdvertisedHost(const std::string& host, const std::string& peer_address);
+
 // Message type names (the "type" field).
 inline constexpr const char* kTypeRegister = "register";
 inline constexpr const char* kTypeRegistered = "registered";

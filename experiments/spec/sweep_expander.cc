@@ -159,6 +159,62 @@ class Expander {
     result_.variants.push_back(std::move(v));
   }
 
+  // The cap on trials per sweep, as an error: `variants` of them would be too many.
+  Status OverTrialCap(size_t variants) const {
+    auto repeats = static_cast<size_t>(spec_.repeats);
+    return Status::ResourceExhausted(
+        Where() + ": " + std::to_string(variants * repeats) + " trials (" + std::to_string(variants) +
+        " variants x " + std::to_string(repeats) +
+        (spec_.adaptive ? " repeats, the adaptive max" : " repeats") + ") is over the cap of " +
+        std::to_string(options_.max_trials) +
+        " trials per sweep; remove axis values, add exclude rules or lower repeats" +
+        (spec_.adaptive ? ".max" : ""));
+  }
+
+  // Each variant's trainer configuration is its own copy of the workload: bound their sum
+  // before any is built (a long string field times many variants).
+  Status CheckConfigBytes(size_t variants) const {
+    size_t bytes = spec_.workload.defaults.dump().size();
+    for (const auto& axis : spec_.parameters) {
+      size_t widest = 0;
+      for (const auto& value : axis.values) widest = std::max(widest, value.dump().size());
+      bytes += axis.name.size() + widest + 4;
+    }
+    if (variants > 0 && bytes > options_.max_config_bytes / variants) {
+      return Status::ResourceExhausted(
+          Where() + ": " + std::to_string(variants) + " variants x " + std::to_string(bytes) +
+          " bytes of trainer configuration each is over the limit of " +
+          std::to_string(options_.max_config_bytes) +
+          " bytes per sweep; shorten the workload's long fields or vary fewer values");
+    }
+    return Status::Ok();
+  }
+
+  // Whether the grid point with these value indices (one per parameter) is excluded.
+  // Works on indices so that counting a large grid copies no values.
+  bool ExcludedPoint(const std::vector<size_t>& digits) const {
+    for (const auto& rule : rules_) {
+      if (rule.never) continue;
+      bool all = true;
+      for (const auto& [index, value] : rule.axis_values) {
+        if (spec_.parameters[index].values[digits[index]] != value) {
+          all = false;
+          break;
+        }
+      }
+      if (all) return true;
+    }
+    return false;
+  }
+
+  // Odometer: the last axis written changes fastest.
+  void NextPoint(std::vector<size_t>& digits) const {
+    for (size_t i = digits.size(); i-- > 0;) {
+      if (++digits[i] < spec_.parameters[i].values.size()) break;
+      digits[i] = 0;
+    }
+  }
+
   Status Grid() {
     size_t points = 1;
     for (const auto& axis : spec_.parameters) {
@@ -173,20 +229,24 @@ class Expander {
       }
       points *= axis.values.size();
     }
+    // Count the variants first, on indices, and check the caps before any is built: a
+    // 100x100x100 grid must cost a count, not a million configurations.
     std::vector<size_t> digits(spec_.parameters.size(), 0);
+    size_t kept = 0;
+    for (size_t p = 0; p < points; ++p, NextPoint(digits)) kept += !ExcludedPoint(digits);
+    const auto repeats = static_cast<size_t>(std::max(spec_.repeats, 1));
+    if (kept > options_.max_trials / repeats) return OverTrialCap(kept);
+    BAKEOFF_RETURN_IF_ERROR(CheckConfigBytes(kept));
+    result_.variants.reserve(kept);
+    std::fill(digits.begin(), digits.end(), 0);
     Assignment a(spec_.parameters.size());
-    for (size_t p = 0; p < points; ++p) {
-      for (size_t i = 0; i < digits.size(); ++i) a[i] = spec_.parameters[i].values[digits[i]];
-      if (Excluded(a)) {
+    for (size_t p = 0; p < points; ++p, NextPoint(digits)) {
+      if (ExcludedPoint(digits)) {
         ++result_.excluded_count;
-      } else {
-        AddVariant(a, false);
+        continue;
       }
-      // Odometer: the last axis written changes fastest.
-      for (size_t i = digits.size(); i-- > 0;) {
-        if (++digits[i] < spec_.parameters[i].values.size()) break;
-        digits[i] = 0;
-      }
+      for (size_t i = 0; i < digits.size(); ++i) a[i] = spec_.parameters[i].values[digits[i]];
+      AddVariant(a, false);
     }
     return Status::Ok();
   }
@@ -251,6 +311,8 @@ class Expander {
                                        " is over the cap of " + std::to_string(options_.max_trials) +
                                        " trials per sweep; lower count");
     }
+    // Counterparts may double the variants drawn.
+    BAKEOFF_RETURN_IF_ERROR(CheckConfigBytes(spec_.baseline.empty() ? count : 2 * count));
     SplitMix64 rng(spec_.seed);
     size_t drawn = 0;
     const size_t max_attempts = count * 100 + 1000;
@@ -320,15 +382,7 @@ class Expander {
   Result<ExpandedSweep> Trials() {
     size_t variants = result_.variants.size();
     auto repeats = static_cast<size_t>(spec_.repeats);
-    if (variants > options_.max_trials / repeats) {
-      return Status::ResourceExhausted(
-          Where() + ": " + std::to_string(variants * repeats) + " trials (" +
-          std::to_string(variants) + " variants x " + std::to_string(repeats) +
-          (spec_.adaptive ? " repeats, the adaptive max" : " repeats") + ") is over the cap of " +
-          std::to_string(options_.max_trials) +
-          " trials per sweep; remove axis values, add exclude rules or lower repeats" +
-          (spec_.adaptive ? ".max" : ""));
-    }
+    if (variants > options_.max_trials / repeats) return OverTrialCap(variants);
     std::vector<Trial>& trials = result_.trials;
     trials.reserve(variants * repeats);
     if (spec_.order == Order::kSequential) {

@@ -160,6 +160,16 @@ TEST_F(CoordinatorMetricsTest, MetricsNeedTheTokenWhenConfigured) {
   EXPECT_EQ(http_->Handle("GET", "/metrics", "Bearer secret", "").status, 200);
 }
 
+TEST_F(CoordinatorMetricsTest, SweepNamesAppearOnlyWhenMetricsNeedTheToken) {
+  config_.metrics_require_token = true;
+  Restart();
+  auto submitted = service_->SubmitSweep(kSweep);
+  ASSERT_TRUE(std::holds_alternative<json>(submitted));
+  const std::string sweep = std::to_string(std::get<json>(submitted)["id"].get<int>());
+  HttpReply reply = http_->Handle("GET", "/metrics", "Bearer secret", "");
+  EXPECT_EQ(Value(reply.body, "bakeoff_sweep_info{active=\"true\",name=\"live\",sweep=\"" + sweep + "\"}"), 1);
+}
+
 TEST_F(CoordinatorMetricsTest, ServiceDiscoveryListsLiveWorkersWithMetricsEndpoints) {
   Register("w1", 9101);
   Register("w2", 0);                // serves no /metrics
@@ -196,7 +206,9 @@ TEST_F(CoordinatorMetricsTest, StateFiguresFollowTrialsAndWorkers) {
   EXPECT_EQ(Value(text, "bakeoff_trials{state=\"queued\"}"), 3);
   EXPECT_EQ(Value(text, "bakeoff_queue_depth"), 3);
   EXPECT_EQ(Value(text, "bakeoff_sweeps_active"), 1);
-  EXPECT_EQ(Value(text, "bakeoff_sweep_info{active=\"true\",name=\"live\",sweep=\"" + sweep + "\"}"), 1);
+  // The open /metrics names no sweep: the id only.
+  EXPECT_EQ(Value(text, "bakeoff_sweep_info{active=\"true\",sweep=\"" + sweep + "\"}"), 1);
+  EXPECT_EQ(text.find("name=\"live\""), std::string::npos);
   EXPECT_EQ(Value(text, "bakeoff_workers{state=\"alive\"}"), 0);
 
   Register("w1", 9101, "", 2);

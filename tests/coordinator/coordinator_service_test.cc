@@ -570,15 +570,89 @@ TEST_F(CoordinatorServiceTest, ReportRoutePassesEveryQueryParameterToTheRenderer
                     return std::string("report");
                   });
   ASSERT_EQ(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep).status, 201);
-  auto reply = http.Handle("GET", "/api/v1/sweeps/svc/report?format=csv&memory_budget=8GiB&seed=7", "Bearer secret", "");
+  // The report is built off the executor: the reply carries the work to run.
+  auto complete = [](HttpReply reply) { return reply.blocking_work ? reply.blocking_work() : reply; };
+  auto reply = complete(http.Handle("GET", "/api/v1/sweeps/svc/report?format=csv&memory_budget=8GiB&seed=7", "Bearer secret", ""));
   EXPECT_EQ(reply.status, 200);
   EXPECT_EQ(reply.content_type.rfind("text/csv", 0), 0u);
   EXPECT_EQ(seen["format"], "csv");
   EXPECT_EQ(seen["memory_budget"], "8GiB");
   EXPECT_EQ(seen["seed"], "7");
-  http.Handle("GET", "/api/v1/sweeps/svc/report", "Bearer secret", "");
+  complete(http.Handle("GET", "/api/v1/sweeps/svc/report", "Bearer secret", ""));
   EXPECT_EQ(seen["format"], "table");
-  EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps/svc/report?loss_threshold=x", "Bearer secret", "").status, 400);
+  EXPECT_EQ(complete(http.Handle("GET", "/api/v1/sweeps/svc/report?loss_threshold=x", "Bearer secret", "")).status, 400);
+}
+
+TEST_F(CoordinatorServiceTest, ReportsAreBuiltOffTheExecutorAtMostFourAtOnce) {
+  HttpServer http(io_.get_executor(), *service_,
+                  [](const std::string&, const std::string&, const std::map<std::string, std::string>&)
+                      -> Result<std::string> { return std::string("report"); });
+  ASSERT_EQ(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep).status, 201);
+  std::vector<HttpReply> pending;
+  for (int i = 0; i < kMaxReportsInFlight; ++i) {
+    pending.push_back(http.Handle("GET", "/api/v1/sweeps/svc/report", "Bearer secret", ""));
+    ASSERT_TRUE(pending.back().blocking_work) << "built on the executor";
+  }
+  HttpReply busy = http.Handle("GET", "/api/v1/sweeps/svc/report", "Bearer secret", "");
+  EXPECT_EQ(busy.status, 503);
+  EXPECT_FALSE(busy.blocking_work);
+  EXPECT_NE(busy.body.find("already building 4 reports"), std::string::npos) << busy.body;
+  EXPECT_EQ(pending.front().blocking_work().body, "report");
+  EXPECT_TRUE(http.Handle("GET", "/api/v1/sweeps/svc/report", "Bearer secret", "").blocking_work)
+      << "a finished report frees its place";
+}
+
+// Finished sweeps leave memory: their trials are evicted once the store has them
+// finished, every read is served from the store (as after a restart), and late frames
+// about them are acknowledged and ignored.
+TEST_F(CoordinatorServiceTest, FinishedSweepsLeaveMemoryAndAreStillServedFromTheStore) {
+  HttpServer http(io_.get_executor(), *service_, nullptr);
+  auto w1 = Register("w1");
+  auto w2 = Register("w2");
+  std::vector<std::int64_t> ids;
+  std::int64_t seq = 1;
+  json late;
+  for (int n = 0; n < 5; ++n) {
+    std::string yaml = kSweep;
+    yaml.replace(yaml.find("name: svc"), 9, "name: done" + std::to_string(n));
+    ids.push_back(Submit(yaml.c_str()));
+    EXPECT_EQ(service_->live_trials(), 2u);
+    auto a1 = w1->Take("assign");
+    auto a2 = w2->Take("assign");
+    ASSERT_EQ(a1.size(), 1u);
+    ASSERT_EQ(a2.size(), 1u);
+    Succeed("w1", a1[0], seq);
+    Succeed("w2", a2[0], seq);
+    seq += 2;
+    late = a1[0];
+    Pump();
+    EXPECT_EQ(service_->live_trials(), 0u) << "sweep " << n << " finished";
+  }
+  service_->Tick();
+  EXPECT_EQ(service_->live_trials(), 0u);
+  for (std::size_t n = 0; n < ids.size(); ++n) {
+    HttpReply status = http.Handle("GET", "/api/v1/sweeps/" + std::to_string(ids[n]), "Bearer secret", "");
+    ASSERT_EQ(status.status, 200);
+    EXPECT_EQ(json::parse(status.body)["state"], "finished");
+    EXPECT_EQ(json::parse(status.body)["counts"]["succeeded"], 2);
+    HttpReply trials = http.Handle("GET", "/api/v1/sweeps/done" + std::to_string(n) + "/trials", "Bearer secret", "");
+    ASSERT_EQ(trials.status, 200);
+    EXPECT_EQ(json::parse(trials.body).size(), 2u);
+    auto cancelled = service_->CancelSweep(std::to_string(ids[n]));
+    ASSERT_TRUE(std::holds_alternative<json>(cancelled));
+    EXPECT_EQ(std::get<json>(cancelled)["state"], "finished");
+  }
+  // A duplicate result of an evicted trial: acknowledged, changes nothing.
+  Succeed("w1", late, seq);
+  auto acks = w1->Take("ack");
+  ASSERT_FALSE(acks.empty());
+  EXPECT_EQ(acks.back()["outbox_seq"], seq + 1);
+  EXPECT_EQ(service_->live_trials(), 0u);
+  // The last finished sweeps' figures stay on /metrics.
+  EXPECT_NE(service_->MetricsText().find("bakeoff_sweep_trial_outcomes{outcome=\"succeeded\",sweep=\"" +
+                                         std::to_string(ids.back()) + "\"} 2"),
+            std::string::npos)
+      << service_->MetricsText();
 }
 
 TEST_F(CoordinatorServiceTest, FullDatabaseRefusesNewSweepsAndKeepsWhatItStored) {

@@ -301,6 +301,12 @@ TEST(DashboardsTest, SweepPickerDefaultsToTheNewestAndTellsSameNamesApart) {
         texts.insert(m[1].str());
       }
       EXPECT_EQ(texts.size(), 2u);
+      // The open /metrics carries no names (no --metrics-require-token): the id alone.
+      const std::string unnamed = R"(bakeoff_sweep_info{active="true", instance="c:8080", job="bakeoff-coordinator", picker="7 · ", sweep="7"} 1 1700000000000)";
+      std::smatch m;
+      ASSERT_TRUE(std::regex_search(unnamed, m, std::regex(pattern))) << pattern;
+      EXPECT_EQ(m[1].str(), "7");
+      EXPECT_EQ(m[2].str(), "7");
     }
   }
 }

@@ -123,3 +123,43 @@ TEST(MessagesTest, OutcomeNamesRoundTrip) {
 
 }  // namespace
 }  // namespace bakeoff::protocol
+
+namespace bakeoff::protocol {
+namespace {
+
+// metrics_host goes verbatim into Prometheus service discovery: a worker (or whoever
+// holds its credential) must not point the scraper at a cloud metadata address.
+TEST(AdvertisedHostTest, LinkLocalUnspecifiedAndMulticastAddressesAreRefused) {
+  for (const char* host : {"169.254.169.254", "169.254.0.1", "fe80::1", "[fe80::1]", "febf::1", "0.0.0.0", "::",
+                           "224.0.0.1", "ff02::1", "::ffff:169.254.169.254"}) {
+    Status s = CheckAdvertisedHost(host, "10.0.0.5");
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << host;
+  }
+  EXPECT_NE(CheckAdvertisedHost("169.254.169.254", "").message().find("link-local (169.254.0.0/16)"),
+            std::string::npos);
+}
+
+TEST(AdvertisedHostTest, RoutableAddressesAndHostNamesAreAccepted) {
+  for (const char* host : {"10.0.0.5", "127.0.0.1", "192.168.1.20", "2001:db8::7", "::1", "[::1]", "gpu-node-07",
+                           "node7.cluster.example.org", "localhost"}) {
+    EXPECT_TRUE(CheckAdvertisedHost(host, "").ok()) << host;
+  }
+}
+
+TEST(AdvertisedHostTest, TheConnectionsOwnAddressIsAlwaysAccepted) {
+  EXPECT_TRUE(CheckAdvertisedHost("169.254.10.20", "169.254.10.20").ok());
+  EXPECT_FALSE(CheckAdvertisedHost("169.254.10.21", "169.254.10.20").ok());
+}
+
+TEST(AdvertisedHostTest, AnythingThatIsNotAHostIsRefused) {
+  for (const std::string host : {std::string(), std::string("evil\nline"), std::string("a b"),
+                                 std::string("host:80"), std::string("http://x"), std::string("-lead"),
+                                 std::string("2852039166"), std::string("1.2.3"), std::string("a..b"),
+                                 std::string(64, 'a') + ".example", std::string(300, 'a')}) {
+    Status s = CheckAdvertisedHost(host, "");
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << host;
+  }
+}
+
+}  // namespace
+}  // namespace bakeoff::protocol

@@ -148,5 +148,44 @@ class TorchEvidenceTest(unittest.TestCase):
         self.assertEqual(evidence["compile_s"], 1.5)
 
 
+class HfCallbackTest(unittest.TestCase):
+    """bakeoff_report.hf.BakeoffCallback on a real transformers.Trainer (a tiny Llama
+    from a config, random weights, three steps on a CPU)."""
+
+    def setUp(self):
+        try:
+            import transformers  # noqa: F401, PLC0415
+        except ImportError:
+            self.skipTest("transformers is not installed in this interpreter; run with scripts/python")
+
+    def test_a_trainer_run_reports_ready_one_step_per_optimizer_step_and_a_summary(self):
+        import io  # noqa: PLC0415
+
+        import torch  # noqa: PLC0415
+        import transformers  # noqa: PLC0415
+
+        from bakeoff_report.hf import BakeoffCallback  # noqa: PLC0415
+        transformers.utils.logging.set_verbosity_error()
+        config = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                          num_key_value_heads=1, intermediate_size=64, vocab_size=64)
+        model = transformers.LlamaForCausalLM(config)
+        data = [{"input_ids": torch.randint(64, (16,)), "labels": torch.randint(64, (16,))} for _ in range(8)]
+        out = io.StringIO()
+        run = bakeoff_report.Run({"warmup_steps": 1}, 0, 1, 0, out)
+        with tempfile.TemporaryDirectory() as tmp:
+            args = transformers.TrainingArguments(output_dir=tmp, max_steps=3, per_device_train_batch_size=2,
+                                                  use_cpu=True, report_to=[], logging_steps=1, save_strategy="no",
+                                                  disable_tqdm=True)
+            trainer = transformers.Trainer(model=model, args=args, train_dataset=data,
+                                           callbacks=[BakeoffCallback(run=run, tokens_per_step=32)])
+            trainer.train()
+        events = [json.loads(line) for line in out.getvalue().splitlines()]
+        self.assertEqual([e["event"] for e in events], ["ready", "step", "step", "step", "summary"])
+        self.assertEqual([e["phase"] for e in events[1:4]], ["warmup", "measure", "measure"])
+        self.assertTrue(all(e["tokens"] == 32 for e in events[1:4]))
+        self.assertEqual(events[-1]["applied"]["precision"], "fp32")
+        self.assertAlmostEqual(events[-1]["tokens_per_s"], 32 / events[-1]["step_s_median"])
+
+
 if __name__ == "__main__":
     unittest.main()

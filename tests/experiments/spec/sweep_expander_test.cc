@@ -309,6 +309,62 @@ TEST(SweepExpanderTest, HugeGridIsRejectedBeforeEnumeration) {
   EXPECT_THAT(e.status().message(), HasSubstr("more than 1000000 points"));
 }
 
+// A 100x100x100 grid (a million points, under the grid limit) over the trial cap:
+// refused by a count on value indices, before a point is built (building them took the
+// coordinator to 1.39 GB; with the longest name a field takes, more).
+std::string MillionPointGrid(const std::string& long_field) {
+  std::string text = "name: big\nworkload: {model: tiny" + long_field + "}\nparameters:\n";
+  for (const char* axis : {"seed", "micro_batch", "lora_rank"}) {
+    text += std::string("  ") + axis + ": {values: [";
+    for (int i = 0; i < 100; ++i) text += (i ? ", " : "") + std::to_string(i + 1);
+    text += "]}\n";
+  }
+  return text + "repeats: 1\n";
+}
+
+TEST(SweepExpanderTest, MillionPointGridIsRefusedAtTheTrialCapBeforeAnyPointIsBuilt) {
+  for (const std::string& field : {std::string(), ", adapters_out: " + std::string(250, 'a')}) {
+    auto e = Expand(MustParse(MillionPointGrid(field)));
+    ASSERT_FALSE(e.ok());
+    EXPECT_EQ(e.status().code(), Status::Code::kResourceExhausted);
+    EXPECT_THAT(e.status().message(),
+                HasSubstr("1000000 trials (1000000 variants x 1 repeats) is over the cap of 10000"));
+  }
+}
+
+TEST(SweepExpanderTest, ExcludedPointsDoNotCountTowardsTheTrialCap) {
+  // 100 x 100 x 2 = 20,000 points, over the cap of 10,000, but 99 seeds are excluded.
+  std::string text = "name: s\nworkload: {model: tiny}\nparameters:\n";
+  for (const auto& [axis, n] : std::vector<std::pair<std::string, int>>{{"seed", 100}, {"micro_batch", 100}, {"lora_rank", 2}}) {
+    text += "  " + axis + ": {values: [";
+    for (int i = 0; i < n; ++i) text += (i ? ", " : "") + std::to_string(i + 1);
+    text += "]}\n";
+  }
+  text += "repeats: 1\nexclude:\n";
+  for (int i = 2; i <= 100; ++i) text += "  - {seed: " + std::to_string(i) + "}\n";
+  ExpandedSweep e = MustExpand(text);
+  EXPECT_EQ(e.variants.size(), 200u);
+  EXPECT_EQ(e.excluded_count, 19800u);
+}
+
+TEST(SweepExpanderTest, LongWorkloadFieldTimesManyVariantsIsRefusedBeforeBuilding) {
+  // 50 x 100 = 5000 variants, each a copy of the workload with a 250-byte name in it.
+  std::string text = "name: wide\nworkload: {model: tiny, adapters_out: " + std::string(250, 'a') +
+                     "}\nparameters:\n  seed: {values: [";
+  for (int i = 0; i < 50; ++i) text += (i ? ", " : "") + std::to_string(i + 1);
+  text += "]}\n  lora_rank: {values: [";
+  for (int i = 0; i < 100; ++i) text += (i ? ", " : "") + std::to_string(i + 1);
+  text += "]}\nrepeats: 1\n";
+  ExpandOptions tight;
+  tight.max_config_bytes = 1u << 20;
+  auto e = Expand(MustParse(text), tight);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_THAT(e.status().message(), HasSubstr("5000 variants x "));
+  EXPECT_THAT(e.status().message(), HasSubstr("bytes of trainer configuration each is over the limit of 1048576"));
+  EXPECT_TRUE(Expand(MustParse(text)).ok()) << "within the default 64 MiB";
+}
+
 TEST(SweepExpanderTest, DifferInExactlyOneAxisFindsMarginalPairs) {
   ExpandedSweep e = MustExpand(kGrid);
   const Variant* a = e.FindVariant("compile_mode=eager,zero_stage=0,micro_batch=1");
