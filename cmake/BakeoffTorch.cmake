@@ -96,6 +96,23 @@ add_library(bakeoff_torch INTERFACE)
 target_include_directories(bakeoff_torch SYSTEM INTERFACE
   "${torch_prefix}/include" "${torch_prefix}/include/torch/csrc/api/include")
 target_compile_definitions(bakeoff_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${abi})
+# The definitions LibTorch's own targets carry (Caffe2Targets.cmake: USE_DISTRIBUTED,
+# USE_C10D_GLOO, USE_RPC, USE_TENSORPIPE for torch_cpu; USE_C10D_NCCL for torch_cuda).
+# They change the layout of c10d and autograd classes: a trainer compiled without them
+# crashes (std::bad_alloc, SIGSEGV) on its first collective.
+function(_bakeoff_torch_definitions library fallback out)
+  set(defs ${fallback})
+  set(targets "${torch_prefix}/share/cmake/Caffe2/Caffe2Targets.cmake")
+  if(EXISTS "${targets}")
+    file(READ "${targets}" text)
+    if(text MATCHES "set_target_properties\\(${library} PROPERTIES[^)]*INTERFACE_COMPILE_DEFINITIONS \"([^\"]*)\"")
+      set(defs ${CMAKE_MATCH_1})
+    endif()
+  endif()
+  set(${out} ${defs} PARENT_SCOPE)
+endfunction()
+_bakeoff_torch_definitions(torch_cpu "USE_DISTRIBUTED;USE_C10D_GLOO" torch_cpu_definitions)
+target_compile_definitions(bakeoff_torch INTERFACE ${torch_cpu_definitions})
 # torch_cpu: ATen, autograd, TorchScript and c10d (TCPStore, Gloo) live there.
 find_library(BAKEOFF_TORCH_CPU_LIBRARY torch_cpu PATHS "${torch_prefix}/lib" NO_DEFAULT_PATH REQUIRED)
 find_library(BAKEOFF_C10_LIBRARY c10 PATHS "${torch_prefix}/lib" NO_DEFAULT_PATH REQUIRED)
@@ -104,8 +121,7 @@ target_link_libraries(bakeoff_torch INTERFACE ${BAKEOFF_TORCH_CPU_LIBRARY} ${BAK
 if(BAKEOFF_GLOO)
   target_include_directories(bakeoff_torch SYSTEM INTERFACE
     "${PROJECT_SOURCE_DIR}/experiments/trainer/third_party/gloo")
-  # c10d's headers declare the Gloo backend only with USE_C10D_GLOO (the wheels' own flag).
-  target_compile_definitions(bakeoff_torch INTERFACE USE_C10D_GLOO BAKEOFF_WITH_GLOO)
+  target_compile_definitions(bakeoff_torch INTERFACE BAKEOFF_WITH_GLOO)
 endif()
 
 if(BAKEOFF_CUDA)
@@ -135,9 +151,16 @@ if(BAKEOFF_CUDA)
   find_path(BAKEOFF_CUDART_INCLUDE cuda_runtime_api.h HINTS ${cuda_includes} NO_DEFAULT_PATH)
   find_library(BAKEOFF_CUDART_LIBRARY NAMES cudart libcudart.so.12 libcudart.so.13 libcudart.so.11.0
     HINTS ${cuda_lib_hints} NO_DEFAULT_PATH)
-  find_path(BAKEOFF_NCCL_INCLUDE nccl.h HINTS ${cuda_includes} ${nccl_hints} PATH_SUFFIXES include)
-  find_library(BAKEOFF_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${cuda_lib_hints} ${nccl_hints}
-    PATH_SUFFIXES lib lib64)
+  if(EXISTS "${nvidia}/nccl/lib/libnccl.so.2")
+    # The wheel's NCCL only: another on the default paths (this machine has one for CUDA
+    # 13 in /usr/local/lib64) would be found first by its plain name.
+    set(BAKEOFF_NCCL_INCLUDE "${nvidia}/nccl/include" CACHE PATH "" FORCE)
+    set(BAKEOFF_NCCL_LIBRARY "${nvidia}/nccl/lib/libnccl.so.2" CACHE FILEPATH "" FORCE)
+  else()
+    find_path(BAKEOFF_NCCL_INCLUDE nccl.h HINTS ${cuda_includes} ${nccl_hints} PATH_SUFFIXES include)
+    find_library(BAKEOFF_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${cuda_lib_hints} ${nccl_hints}
+      PATH_SUFFIXES lib lib64)
+  endif()
   foreach(v BAKEOFF_CUDART_INCLUDE BAKEOFF_CUDART_LIBRARY BAKEOFF_NCCL_INCLUDE BAKEOFF_NCCL_LIBRARY)
     if(NOT ${v})
       message(FATAL_ERROR "BAKEOFF_CUDA=ON: ${v} not found (looked in ${nvidia}/*/ and the CUDA "
@@ -151,8 +174,9 @@ if(BAKEOFF_CUDA)
   target_link_libraries(bakeoff_torch INTERFACE
     -Wl,--push-state,--no-as-needed ${BAKEOFF_TORCH_CUDA_LIBRARY} -Wl,--pop-state
     ${BAKEOFF_C10_CUDA_LIBRARY} ${BAKEOFF_CUDART_LIBRARY} ${BAKEOFF_NCCL_LIBRARY})
-  target_compile_definitions(bakeoff_torch INTERFACE BAKEOFF_WITH_CUDA BAKEOFF_WITH_NCCL)
+  _bakeoff_torch_definitions(torch_cuda "" torch_cuda_definitions)
+  target_compile_definitions(bakeoff_torch INTERFACE ${torch_cuda_definitions} BAKEOFF_WITH_CUDA BAKEOFF_WITH_NCCL)
 endif()
 
 message(STATUS "LibTorch ${BAKEOFF_TORCH_VERSION} at ${torch_prefix} "
-               "(CXX11 ABI ${abi}, CUDA ${BAKEOFF_CUDA}, Gloo ${BAKEOFF_GLOO})")
+               "(CXX11 ABI ${abi}, CUDA ${BAKEOFF_CUDA}, Gloo ${BAKEOFF_GLOO}; ${torch_cpu_definitions})")
