@@ -46,13 +46,15 @@ Result<c10::intrusive_ptr<c10d::Store>> ConnectStore(const StoreOptions& options
     std::string what = "rank " + std::to_string(options.rank) + " of " + std::to_string(options.world_size) +
                        (host_here ? " hosting the store at " : " connecting to the store at ") + where +
                        (options.agent_hosts_store ? " (torchrun's agent hosts it)" : "");
+    // The hint goes before LibTorch's text, which ends in a backtrace that the event's
+    // message leaves out (protocol/error_cause.h).
     std::string hint;
     if (host_here && std::strstr(e.what(), "ddress already in use") != nullptr) {
-      hint = "; another process holds the port: under torchrun the agent hosts the store there "
-             "(TORCHELASTIC_USE_AGENT_STORE=True makes every rank connect to it), else pick a free --store port";
+      hint = " another process holds the port: under torchrun the agent hosts the store there "
+             "(TORCHELASTIC_USE_AGENT_STORE=True makes every rank connect to it), else pick a free --store port.";
     }
     return Status::Unavailable(what + " failed after " + Seconds(waited) + " (rendezvous_timeout_s " +
-                               Seconds(options.timeout.count() / 1000.0) + "): " + e.what() + hint);
+                               Seconds(options.timeout.count() / 1000.0) + "):" + hint + " " + e.what());
   }
 }
 
