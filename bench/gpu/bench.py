@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -77,6 +78,12 @@ def read_events(path):
     return summary, error, ready
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def run_one(name, command, config, args, deadline, env=None):
     """One run in its own process group, killed with its children at its timeout."""
     run_dir = os.path.join(args.out, "runs", name)
@@ -97,8 +104,12 @@ def run_one(name, command, config, args, deadline, env=None):
     start = time.monotonic()
     with open(os.path.join(run_dir, "events.jsonl"), "w") as out, \
             open(os.path.join(run_dir, "stderr.log"), "w") as err:
-        proc = subprocess.Popen(result["command"], stdout=out, stderr=err, cwd=run_dir,
-                                env={**os.environ, **(env or {})}, start_new_session=True)
+        try:
+            proc = subprocess.Popen(result["command"], stdout=out, stderr=err, cwd=run_dir,
+                                    env={**os.environ, **(env or {})}, start_new_session=True)
+        except OSError as error:
+            result.update(status="failed", reason=f"could not start: {error}")
+            return result
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -207,6 +218,8 @@ def main():
     p.add_argument("--peak-tflops", type=float, default=0)
     p.add_argument("--dry-run", action="store_true", help="write the configs and the plan; run nothing")
     args = p.parse_args()
+    if args.trainer:
+        args.trainer = os.path.abspath(args.trainer)
     deadline = time.monotonic() + args.limit_s
     os.makedirs(args.out, exist_ok=True)
 
@@ -228,6 +241,16 @@ def main():
               f"{s.get('tokens_per_s') or ''} tokens/s {result.get('reason', '')[:200]}", flush=True)
         return result
 
+    try:
+        run_all(args, base, workloads, micro_batches, record, deadline)
+    except Exception as error:  # noqa: BLE001 -- whatever happens, the results so far are written
+        results.append({"workload": "bench.py", "mode": "-", "micro_batch": "-", "status": "failed",
+                        "reason": f"{type(error).__name__}: {error}"})
+    write_results(args, dims, seq_len, peak, peak_note, results, deadline)
+    return 0
+
+
+def run_all(args, base, workloads, micro_batches, record, deadline):
     # 1. Native eager over micro-batches, up to the first that fails (out of memory).
     best_mb = micro_batches[0]
     if "native" in workloads:
@@ -257,8 +280,12 @@ def main():
             record(workload, mode, best_mb,
                    run_one(f"{workload}-{mode}-mb{best_mb}", [args.python, script],
                            dict(base, micro_batch=best_mb, compile_mode=mode), args, deadline,
-                           env={"PYTHONUNBUFFERED": "1"}))
+                           env={"PYTHONUNBUFFERED": "1", "MASTER_ADDR": "127.0.0.1",
+                                "MASTER_PORT": str(free_port()), "RANK": "0", "LOCAL_RANK": "0",
+                                "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1"}))
 
+
+def write_results(args, dims, seq_len, peak, peak_note, results, deadline):
     derive(results, {"dims": dims, "lora_rank": args.lora_rank, "seq_len": seq_len}, peak)
     doc = {"model": dims, "seq_len": seq_len, "lora_rank": args.lora_rank, "lora_targets": LORA_TARGETS,
            "precision": "bf16", "device": args.device, "peak_flops": peak, "peak_note": peak_note,
@@ -272,7 +299,6 @@ def main():
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(md)
     print(md)
-    return 0
 
 
 if __name__ == "__main__":

@@ -44,15 +44,15 @@ log "out=$out python=$python jobs=$jobs limits: build ${build_limit}s, bench ${b
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader \
     | sed 's/^/gpu: /'
   "$python" -c 'import torch; print("torch:", torch.__version__, "cuda:", torch.version.cuda, "cxx11_abi:", torch._C._GLIBCXX_USE_CXX11_ABI)' 2>&1
-  for m in transformers peft deepspeed; do
-    "$python" -c "import $m; print('$m:', $m.__version__)" 2>/dev/null || echo "$m: absent"
+  for m in transformers peft deepspeed; do  # metadata only: importing deepspeed takes ~20 s
+    "$python" -c "import importlib.metadata as m; print('$m:', m.version('$m'))" 2>/dev/null || echo "$m: absent"
   done
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt" >&2
 
 trainer=""
 if [ -n "$build_dir" ]; then
-  trainer=$build_dir/bakeoff-trainer
+  trainer=$(cd "$build_dir" && pwd)/bakeoff-trainer
 elif [ $dry = 0 ]; then
   prefix=$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>>"$out/run.log")
   cuda=ON
