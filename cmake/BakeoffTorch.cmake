@@ -98,8 +98,9 @@ target_include_directories(bakeoff_torch SYSTEM INTERFACE
 target_compile_definitions(bakeoff_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${abi})
 # The definitions LibTorch's own targets carry (Caffe2Targets.cmake: USE_DISTRIBUTED,
 # USE_C10D_GLOO, USE_RPC, USE_TENSORPIPE for torch_cpu; USE_C10D_NCCL for torch_cuda).
-# They change the layout of c10d and autograd classes: a trainer compiled without them
-# crashes (std::bad_alloc, SIGSEGV) on its first collective.
+# They change class layouts (torch/csrc/jit/runtime/interpreter.h has a member only with
+# USE_DISTRIBUTED; c10d declares the Gloo backend only with USE_C10D_GLOO), so the
+# trainer compiles with exactly the library's.
 function(_bakeoff_torch_definitions library fallback out)
   set(defs ${fallback})
   set(targets "${torch_prefix}/share/cmake/Caffe2/Caffe2Targets.cmake")
