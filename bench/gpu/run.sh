@@ -13,7 +13,7 @@
 # on a CPU with the `tiny` model (a smoke test; bench/gpu/README.md).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${OUT:-$repo/bench-gpu-out-$(date -u +%Y%m%dT%H%M%SZ)}
+out=${OUT:-/tmp/bench-gpu-$(date -u +%Y%m%dT%H%M%SZ)}
 python=${PYTHON:-python3}
 jobs=${JOBS:-$(nproc)}
 build_limit=${BUILD_LIMIT_S:-240}
