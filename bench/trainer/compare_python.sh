@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Tokens/s of bakeoff-trainer against the same LoRA step in Python PyTorch (Debian's
-# python3-torch: the same LibTorch 1.13), same thread count, same data and model.
+# Tokens/s of bakeoff-trainer against the same LoRA step in Python PyTorch (the project's
+# venv, scripts/python: the same LibTorch 2.7.1 the trainer links), same thread count,
+# same data and model.
 # Usage: bench/trainer/compare_python.sh [BUILD_DIR] > table.md
 # A 7th column adds trainer flags to the C++ side only (e.g. --bf16-matmul native: LibTorch's
 # own bf16 kernels, the same ones the Python reference runs).
@@ -14,7 +15,7 @@ build=${1:-build}
 threads=${THREADS:-2}
 repeats=${REPEATS:-3}
 warmup=${WARMUP:-3}  # optimizer steps before measuring, both trainers
-py=/usr/bin/python3  # Debian's python3, which has python3-torch
+py=${PYTHON:-scripts/python}  # the project's venv: the trainer's own LibTorch
 
 # One configuration a line: model mode precision seq batch steps [C++-only flags].
 # CONFIGS (same format) replaces the list, e.g. to rerun a few rows.

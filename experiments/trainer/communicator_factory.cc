@@ -1,7 +1,10 @@
 #include "experiments/trainer/communicator_factory.h"
 
-#include "experiments/trainer/gloo_communicator.h"
+#include "experiments/trainer/rendezvous_store.h"
 #include "protocol/host_network.h"
+#ifdef BAKEOFF_WITH_GLOO
+#include "experiments/trainer/gloo_communicator.h"
+#endif
 #ifdef BAKEOFF_WITH_NCCL
 #include "experiments/trainer/nccl_communicator.h"
 #endif
@@ -36,15 +39,19 @@ Result<std::unique_ptr<Communicator>> CreateCommunicator(const TrainerConfig& c,
   }
   const auto rendezvous = std::chrono::milliseconds(static_cast<int64_t>(c.rendezvous_timeout_s * 1000));
   const auto collective = std::chrono::milliseconds(static_cast<int64_t>(c.collective_timeout_s * 1000));
+  StoreOptions store;
+  store.host = host;
+  store.port = port;
+  store.rank = static_cast<int>(c.rank);
+  store.world_size = static_cast<int>(c.world_size);
+  store.agent_hosts_store = c.agent_store;
+  store.attempt = c.restart_count;
+  store.timeout = rendezvous;
   if (device.is_cuda()) {
 #ifdef BAKEOFF_WITH_NCCL
     NcclCommunicator::Options o;
-    o.rank = static_cast<int>(c.rank);
-    o.world_size = static_cast<int>(c.world_size);
-    o.host = host;
-    o.port = port;
+    o.store = store;
     o.device_index = device.index();
-    o.rendezvous_timeout = rendezvous;
     o.collective_timeout = collective;
     o.bind_interface = bind_interface.empty() ? protocol::InterfaceHolding(bind_address) : bind_interface;
     o.bind_address = bind_address;
@@ -55,18 +62,19 @@ Result<std::unique_ptr<Communicator>> CreateCommunicator(const TrainerConfig& c,
     return Status::Unsupported("device cuda with world_size > 1 needs NCCL; this trainer was built without it");
 #endif
   }
+#ifdef BAKEOFF_WITH_GLOO
   GlooCommunicator::Options o;
-  o.rank = static_cast<int>(c.rank);
-  o.world_size = static_cast<int>(c.world_size);
-  o.host = host;
-  o.port = port;
+  o.store = store;
   o.bind_address = bind_address;
   o.bind_interface = bind_interface;
-  o.rendezvous_timeout = rendezvous;
   o.collective_timeout = collective;
   auto gloo = GlooCommunicator::Create(o);
   if (!gloo.ok()) return gloo.status();
   return std::unique_ptr<Communicator>(std::move(gloo).value());
+#else
+  return Status::Unsupported("device cpu with world_size > 1 needs Gloo; this trainer was built with "
+                             "-DBAKEOFF_GLOO=OFF (experiments/trainer/third_party/gloo/README.md)");
+#endif
 }
 
 }  // namespace bakeoff::trainer

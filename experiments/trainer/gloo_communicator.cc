@@ -1,7 +1,6 @@
 #include "experiments/trainer/gloo_communicator.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "protocol/host_network.h"
 
@@ -9,8 +8,8 @@ namespace bakeoff::trainer {
 
 Result<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(const Options& options) {
   std::unique_ptr<GlooCommunicator> comm(new GlooCommunicator(options));
-  const std::string where = options.host + ":" + std::to_string(options.port);
-  const std::string rank = "rank " + std::to_string(options.rank);
+  const std::string where = options.store.host + ":" + std::to_string(options.store.port);
+  const std::string rank = "rank " + std::to_string(options.store.rank);
   // The device first: a rank that cannot bind says so at once instead of after the
   // rendezvous, and names what it was given.
   std::shared_ptr<::gloo::transport::Device> device;
@@ -30,26 +29,14 @@ Result<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(const Options
                                " (the worker's --rank-address / --rank-interface, docs/distributed.md): " +
                                e.what());
   }
-  c10::intrusive_ptr<c10d::Store> store;
-  try {
-    c10d::TCPStoreOptions store_options;
-    store_options.port = static_cast<uint16_t>(options.port);
-    store_options.isServer = options.rank == 0;
-    store_options.numWorkers = options.world_size;
-    store_options.waitWorkers = true;
-    store_options.timeout = options.rendezvous_timeout;
-    store = c10::make_intrusive<c10d::TCPStore>(options.host, store_options);
-  } catch (const std::exception& e) {
-    return Status::Unavailable("rendezvous at " + where + " (" + rank + " of " + std::to_string(options.world_size) +
-                               ") failed within " + std::to_string(options.rendezvous_timeout.count() / 1000.0) +
-                               " s: " + e.what());
-  }
+  auto store = ConnectStore(options.store);
+  if (!store.ok()) return store.status();
   try {
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.collective_timeout);
     gloo_options->devices.push_back(device);
-    comm->group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.rank,
-                                                               options.world_size, gloo_options);
-    comm->store_ = store;
+    comm->group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(*store, options.store.rank,
+                                                               options.store.world_size, gloo_options);
+    comm->store_ = *store;
   } catch (const std::exception& e) {
     return Status::Unavailable("gloo process group of " + rank + " at " + comm->local_address_ + " (store " + where +
                                ") failed: " + e.what());
@@ -65,7 +52,7 @@ Status GlooCommunicator::Timed(const char* what, int64_t bytes, Fn&& fn) {
   try {
     fn();
   } catch (const std::exception& e) {
-    return Status::Unavailable(std::string(what) + " failed on rank " + std::to_string(options_.rank) +
+    return Status::Unavailable(std::string(what) + " failed on rank " + std::to_string(options_.store.rank) +
                                " (a peer rank died or timed out after " +
                                std::to_string(options_.collective_timeout.count() / 1000.0) + " s): " +
                                e.what());

@@ -1,8 +1,8 @@
 // GlooCommunicator: the CPU backend, LibTorch's c10d ProcessGroupGloo over a c10d
 // TCPStore that rank 0 hosts. Each rank's Gloo device binds to its own host's address or
-// interface, never to the store's (rank 0's) address. Gloo in LibTorch 1.13 has no
-// reduce-scatter; it is emulated with an all-reduce of the whole buffer, moving twice the
-// bytes a ring reduce-scatter would (docs/distributed.md).
+// interface, never to the store's (rank 0's) address. Reduce-scatter is emulated with an
+// all-reduce of the whole buffer, moving twice the bytes a ring reduce-scatter would
+// (docs/distributed.md): LibTorch 1.13's Gloo had none; 2.x's reduce_scatter is not used yet.
 // Thread-safety: one training thread.
 #pragma once
 
@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "experiments/trainer/communicator.h"
+#include "experiments/trainer/rendezvous_store.h"
 #include "protocol/status.h"
 
 
@@ -22,23 +23,20 @@ namespace bakeoff::trainer {
 class GlooCommunicator : public Communicator {
  public:
   struct Options {
-    int rank = 0;
-    int world_size = 1;
-    std::string host = "127.0.0.1";  // the store's: rank 0's host
-    int port = 29500;
+    // The store's address, this rank, the group's size and the rendezvous timeout.
+    StoreOptions store;
     // Where this rank's Gloo sockets bind: an address of this host, else (when empty) an
     // interface; one of the two is required (communicator_factory.h chooses).
     std::string bind_address;
     std::string bind_interface;
-    std::chrono::milliseconds rendezvous_timeout{60000};
     std::chrono::milliseconds collective_timeout{120000};
   };
   // Rendezvous: blocks until every rank has joined or the rendezvous timeout passes.
   static Result<std::unique_ptr<GlooCommunicator>> Create(const Options& options);
   ~GlooCommunicator() override;
 
-  int rank() const override { return options_.rank; }
-  int world_size() const override { return options_.world_size; }
+  int rank() const override { return options_.store.rank; }
+  int world_size() const override { return options_.store.world_size; }
   std::string backend() const override { return "gloo"; }
   std::string local_address() const override { return local_address_; }
   std::string reduce_scatter_note() const override {

@@ -8,6 +8,7 @@
 
 #include "experiments/trainer/event_writer.h"
 #include "experiments/trainer/process_stats.h"
+#include "experiments/trainer/rendezvous_store.h"
 #include "experiments/trainer/trainer.h"
 #include "experiments/trainer/trainer_config.h"
 
@@ -51,6 +52,9 @@ Status ApplyEnvironment(TrainerConfig* config) {
   if (env("MASTER_ADDR") && env("MASTER_PORT")) {
     config->store = std::string(env("MASTER_ADDR")) + ":" + env("MASTER_PORT");
   }
+  // torchrun's default launch: its agent already hosts the store at MASTER_PORT.
+  config->agent_store = AgentHostsStore(env("TORCHELASTIC_USE_AGENT_STORE"));
+  if (env("TORCHELASTIC_RESTART_COUNT")) config->restart_count = std::atoll(env("TORCHELASTIC_RESTART_COUNT"));
   // The worker's: where this rank binds its collectives (docs/distributed.md).
   if (env("BAKEOFF_RANK_ADDR")) config->rank_address = env("BAKEOFF_RANK_ADDR");
   if (env("BAKEOFF_RANK_IFACE")) config->rank_interface = env("BAKEOFF_RANK_IFACE");

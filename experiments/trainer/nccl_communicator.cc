@@ -2,7 +2,6 @@
 
 #include <cuda_runtime.h>
 #include <nccl.h>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdlib>
 #include <thread>
@@ -28,19 +27,16 @@ Result<ncclDataType_t> NcclType(const torch::Tensor& t) {
 
 Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(const Options& options) {
   std::unique_ptr<NcclCommunicator> comm(new NcclCommunicator(options));
-  const std::string where = options.host + ":" + std::to_string(options.port);
+  const std::string where = options.store.host + ":" + std::to_string(options.store.port);
+  const int rank = options.store.rank;
   // Before any NCCL call: NCCL reads its environment once. overwrite=0 keeps an operator's.
   if (!options.bind_interface.empty()) setenv("NCCL_SOCKET_IFNAME", options.bind_interface.c_str(), 0);
   try {
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<uint16_t>(options.port);
-    so.isServer = options.rank == 0;
-    so.numWorkers = options.world_size;
-    so.waitWorkers = true;
-    so.timeout = options.rendezvous_timeout;
-    comm->store_ = c10::make_intrusive<c10d::TCPStore>(options.host, so);
+    auto store = ConnectStore(options.store);
+    if (!store.ok()) return store.status();
+    comm->store_ = *store;
     ncclUniqueId id;
-    if (options.rank == 0) {
+    if (rank == 0) {
       if (ncclGetUniqueId(&id) != ncclSuccess) return Status::Internal("ncclGetUniqueId failed");
       std::vector<uint8_t> bytes(reinterpret_cast<uint8_t*>(&id), reinterpret_cast<uint8_t*>(&id) + sizeof(id));
       comm->store_->set("bakeoff/nccl_id", bytes);
@@ -50,12 +46,12 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(const Options
       std::memcpy(&id, bytes.data(), sizeof(id));
     }
     cudaSetDevice(options.device_index);
-    ncclResult_t r = ncclCommInitRank(&comm->comm_, options.world_size, id, options.rank);
+    ncclResult_t r = ncclCommInitRank(&comm->comm_, options.store.world_size, id, rank);
     if (r != ncclSuccess) {
       return Status::Unavailable(std::string("ncclCommInitRank: ") + ncclGetErrorString(r));
     }
   } catch (const std::exception& e) {
-    return Status::Unavailable("rendezvous at " + where + " (rank " + std::to_string(options.rank) +
+    return Status::Unavailable("rendezvous at " + where + " (rank " + std::to_string(rank) +
                                ") failed: " + e.what());
   }
   return comm;
@@ -80,7 +76,7 @@ Status NcclCommunicator::Finish(const char* what, int result, std::chrono::stead
     if (async != ncclSuccess || std::chrono::steady_clock::now() > deadline) {
       ncclCommAbort(comm_);
       comm_ = nullptr;
-      return Status::Unavailable(std::string(what) + " on rank " + std::to_string(options_.rank) +
+      return Status::Unavailable(std::string(what) + " on rank " + std::to_string(options_.store.rank) +
                                  (async != ncclSuccess ? std::string(": ") + ncclGetErrorString(async)
                                                        : ": timed out (a peer rank died or hangs)"));
     }

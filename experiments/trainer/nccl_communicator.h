@@ -13,6 +13,7 @@
 #include <string>
 
 #include "experiments/trainer/communicator.h"
+#include "experiments/trainer/rendezvous_store.h"
 #include "protocol/status.h"
 
 struct ncclComm;
@@ -22,10 +23,8 @@ namespace bakeoff::trainer {
 class NcclCommunicator : public Communicator {
  public:
   struct Options {
-    int rank = 0;
-    int world_size = 1;
-    std::string host = "127.0.0.1";
-    int port = 29500;
+    // The store's address, this rank, the group's size and the rendezvous timeout.
+    StoreOptions store;
     int device_index = 0;
     // This rank's own address and the interface holding it ("" when unknown). NCCL picks
     // its bootstrap and socket interface from NCCL_SOCKET_IFNAME; unless the operator set
@@ -33,14 +32,13 @@ class NcclCommunicator : public Communicator {
     // carries the address its bootstrap listens on).
     std::string bind_address;
     std::string bind_interface;
-    std::chrono::milliseconds rendezvous_timeout{60000};
     std::chrono::milliseconds collective_timeout{120000};
   };
   static Result<std::unique_ptr<NcclCommunicator>> Create(const Options& options);
   ~NcclCommunicator() override;
 
-  int rank() const override { return options_.rank; }
-  int world_size() const override { return options_.world_size; }
+  int rank() const override { return options_.store.rank; }
+  int world_size() const override { return options_.store.world_size; }
   std::string backend() const override { return "nccl"; }
   std::string local_address() const override { return options_.bind_address; }
 

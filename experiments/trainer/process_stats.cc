@@ -9,6 +9,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+
 namespace bakeoff::trainer {
 namespace {
 
@@ -69,7 +72,13 @@ BlasInfo DetectBlas() {
   else if (info.path.find("openblas") != std::string::npos) info.name = "openblas";
   else if (info.path.find("mkl") != std::string::npos) info.name = "mkl";
   else if (info.path.find("blas/libblas") != std::string::npos) info.name = "reference (slow: run scripts/setup)";
-  else info.name = info.path.empty() ? "none found" : "unknown";
+  else if (info.path.empty() && at::hasMKL()) {
+    // The PyPI wheels link MKL into libtorch_cpu, threaded by its OpenMP, which
+    // torch::set_num_threads governs.
+    info.name = "mkl (in libtorch_cpu, OpenMP)";
+    info.path = "libtorch_cpu";
+    info.threads = at::get_num_threads();
+  } else info.name = info.path.empty() ? "none found" : "unknown";
   using GetThreads = int (*)();
   if (auto fn = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))) {
     info.threads = fn();

@@ -15,9 +15,9 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <cuda_runtime_api.h>
-#include <torch/csrc/jit/codegen/cuda/interface.h>
 #endif
 
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -30,6 +30,22 @@ bool CudaAvailable() {
   return torch::cuda::is_available();
 #else
   return false;
+#endif
+}
+
+std::string CudaUnavailableReason() {
+#ifdef BAKEOFF_WITH_CUDA
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  return std::string("this bakeoff-trainer is built with CUDA (LibTorch ") + TORCH_VERSION +
+         ") but sees no GPU: cudaGetDeviceCount says " +
+         (error == cudaSuccess ? std::to_string(count) + " devices" : std::string(cudaGetErrorString(error))) +
+         (visible != nullptr ? std::string(", CUDA_VISIBLE_DEVICES=\"") + visible + "\"" : std::string()) +
+         "; run it on a machine with an NVIDIA GPU and driver";
+#else
+  return "this bakeoff-trainer is built without CUDA (CPU LibTorch " TORCH_VERSION
+         "); build the CUDA one with scripts/build-cuda (docs/trainer.md, \"CUDA build\")";
 #endif
 }
 
@@ -134,8 +150,9 @@ std::string ConfigureFuser(const torch::Device& device) {
     return "tensorexpr (CUDA)";
 #endif
   }
-  // The CPU TensorExpr fuser needs LLVM; Debian's LibTorch 1.13 is built without it and
-  // fails with "LLVM Backend not found" when forced on, so leave it off and say so.
+  // The CPU TensorExpr fuser needs LLVM; Debian's LibTorch 1.13 and the PyPI wheels of 2.x
+  // are built without it (torch._C._llvm_enabled() is False) and fail with "LLVM Backend
+  // not found" when forced on, so leave it off and say so.
   torch::jit::setTensorExprFuserEnabled(false);
   return "none (CPU: this LibTorch has no LLVM backend for the TensorExpr fuser)";
 }
@@ -181,10 +198,14 @@ DeviceMemory GetDeviceMemory(const torch::Device& device) {
   DeviceMemory m;
 #ifdef BAKEOFF_WITH_CUDA
   if (device.is_cuda()) {
-    using namespace c10::cuda::CUDACachingAllocator;
     const int index = device.index() < 0 ? c10::cuda::current_device() : device.index();
-    auto stats = getDeviceStats(index);
-    constexpr auto kAll = static_cast<size_t>(StatType::AGGREGATE);
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
+    // StatType::AGGREGATE: index 0 in every 2.x; 2.6 moved the enum from
+    // c10::cuda::CUDACachingAllocator to c10::CachingAllocator.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 7)
+    static_assert(static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE) == 0);
+#endif
+    constexpr size_t kAll = 0;
     m.allocated_bytes = stats.allocated_bytes[kAll].current;
     m.peak_allocated_bytes = stats.allocated_bytes[kAll].peak;
     m.peak_reserved_bytes = stats.reserved_bytes[kAll].peak;

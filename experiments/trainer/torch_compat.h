@@ -1,5 +1,6 @@
-// The one place where LibTorch's version differences live (1.13 on Debian, 2.x on GPU
-// machines): tracing into a graph, graph functions, generators and RNG state, device
+// The one place where LibTorch's version differences live (the project's PyTorch 2.7.1,
+// a GPU machine's own 2.x; guarded by TORCH_VERSION_MAJOR/MINOR from torch/version.h):
+// tracing into a graph, graph functions, generators and RNG state, device
 // memory statistics, out-of-memory detection and the c10d/Gloo constructors. Every
 // other trainer file calls these instead of the version-specific APIs.
 // Thread-safety: free functions; they touch LibTorch globals only where noted.
@@ -20,11 +21,15 @@ struct GraphFunction;
 
 namespace bakeoff::trainer::compat {
 
-// "1.13.0" etc.
+// "2.7.1" etc.
 std::string TorchVersion();
 
 // True when this build has CUDA and a device is visible.
 bool CudaAvailable();
+// Why CudaAvailable() is false, for the `unsupported` event: a build without CUDA, or a
+// CUDA build that sees no device (with the CUDA runtime's own reason: no driver, no
+// device, CUDA_VISIBLE_DEVICES empty).
+std::string CudaUnavailableReason();
 // The CUDA runtime this build uses and the GPU and driver of `device` (nullopt on a CPU
 // device or a build without CUDA), for the trial's recorded environment.
 struct GpuInfo {
@@ -70,7 +75,7 @@ class CompiledGraph {
 bool IsTracing();
 
 // Enables the fusers the device supports; returns a description of what is on.
-// Debian's CPU LibTorch has no LLVM, so the CPU TensorExpr fuser cannot run there.
+// LibTorch builds without LLVM (the PyPI wheels) cannot run the CPU TensorExpr fuser.
 std::string ConfigureFuser(const torch::Device& device);
 
 // Selects TorchScript's graph executor for every graph run after this call: `profiling`

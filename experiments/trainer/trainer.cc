@@ -29,7 +29,7 @@ double Since(std::chrono::steady_clock::time_point start) {
 // Settings this device or build cannot run; the sweep records them as `unsupported`.
 std::optional<std::string> UnsupportedReason(const TrainerConfig& c) {
   if (c.device == "cuda" && !compat::CudaAvailable()) {
-    return "device cuda: this bakeoff-trainer was built without CUDA or sees no GPU";
+    return "device cuda: " + compat::CudaUnavailableReason();
   }
   if (c.device == "cpu" && c.uses_cudagraph()) {
     return "compile_mode " + c.compile_mode + ": CUDA graphs need a CUDA device; this trial runs on cpu";

@@ -74,6 +74,10 @@ struct TrainerConfig {
   int64_t local_rank = 0;
   int64_t local_world_size = 1;  // ranks of this trial on this host (LOCAL_WORLD_SIZE)
   std::string store;  // host:port of the c10d TCPStore (rank 0 hosts it)
+  // torchrun's agent hosts the store (TORCHELASTIC_USE_AGENT_STORE): rank 0 connects to it
+  // instead, under a key prefix of the attempt (TORCHELASTIC_RESTART_COUNT).
+  bool agent_store = false;
+  int64_t restart_count = 0;
   // This rank's own address, or else interface, for its collectives' sockets (the worker
   // sets BAKEOFF_RANK_ADDR / BAKEOFF_RANK_IFACE); both empty: the local address routed
   // toward the store's host (docs/distributed.md, "Addresses").

@@ -3,9 +3,11 @@
 // memory accounting of each stage; and failures that must end clearly, not hang.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "tests/experiments/trainer/trainer_process.h"
 
@@ -183,8 +185,67 @@ TEST(DistributedFailureTest, ARankThatCannotRendezvousEndsAsFailedWithinTheTimeo
   EXPECT_EQ(lonely.Wait(60s), 1);
   ASSERT_FALSE(lonely.events().empty());
   EXPECT_EQ(lonely.events().back()["kind"], "failed");
-  EXPECT_NE(lonely.events().back()["message"].get<std::string>().find("rendezvous at 127.0.0.1:"), std::string::npos)
-      << lonely.events().back()["message"];
+  const std::string message = lonely.events().back()["message"];
+  EXPECT_NE(message.find("rank 1 of 2 connecting to the store at 127.0.0.1:"), std::string::npos) << message;
+  EXPECT_NE(message.find("(rendezvous_timeout_s 3.0 s)"), std::string::npos) << message;
+}
+
+// The message says how long the rank really waited: a port in use fails at once, and it
+// names torchrun's agent store, the usual holder.
+TEST(DistributedFailureTest, RankZeroOnAPortInUseSaysSoAtOnceNotAfterTheTimeout) {
+  const int holder = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(holder, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(holder, 4), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len);
+  auto args = BaseArgs(1, 0);
+  args.insert(args.end(), {"--world-size", "2", "--rank", "0", "--store",
+                           "127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), "--rendezvous-timeout-s", "60"});
+  TrainerProcess rank0(args);
+  EXPECT_EQ(rank0.Wait(120s), 1);
+  close(holder);
+  ASSERT_FALSE(rank0.events().empty());
+  const std::string message = rank0.events().back()["message"];
+  EXPECT_NE(message.find("rank 0 of 2 hosting the store at 127.0.0.1:"), std::string::npos) << message;
+  EXPECT_NE(message.find("(rendezvous_timeout_s 60.0 s)"), std::string::npos) << message;
+  EXPECT_NE(message.find("TORCHELASTIC_USE_AGENT_STORE"), std::string::npos) << message;
+  EXPECT_EQ(message.find("failed after 60"), std::string::npos) << "it did not wait the timeout: " << message;
+}
+
+// torchrun's default launch: its agent hosts the TCPStore at MASTER_PORT and sets
+// TORCHELASTIC_USE_AGENT_STORE=True; both ranks connect to it and train together.
+TEST(TorchrunTest, TwoRanksTrainUnderTorchrunsDefaultLaunch) {
+  const std::string python = std::string(BAKEOFF_SOURCE_DIR) + "/scripts/python";
+  const char* venv = std::getenv("BAKEOFF_VENV");
+  if (access(((venv != nullptr ? std::string(venv) : std::string("/opt/bakeoff/venv")) + "/bin/python").c_str(),
+             X_OK) != 0) {
+    GTEST_SKIP() << "no project venv (scripts/setup makes it): torchrun unavailable";
+  }
+  const int port = FreeLoopbackPort();
+  std::vector<std::string> args = {"-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+                                   std::to_string(port), "--no-python",
+                                   std::string(BAKEOFF_BINARY_DIR) + "/bakeoff-trainer"};
+  auto base = BaseArgs(1, 0);
+  args.insert(args.end(), base.begin(), base.end());
+  args.insert(args.end(), {"--rendezvous-timeout-s", "30"});
+  TrainerProcess torchrun(args, python);
+  EXPECT_EQ(torchrun.Wait(300s), 0);
+  int summaries = 0;
+  std::set<int64_t> ranks;
+  for (const auto& e : torchrun.events()) {
+    if (e["event"] == "summary") {
+      ++summaries;
+      ranks.insert(e["rank"].get<int64_t>());
+    }
+    if (e["event"] == "ready") EXPECT_EQ(e["world_size"], 2) << e;
+    EXPECT_NE(e["event"], "error") << e;
+  }
+  EXPECT_EQ(summaries, 2);
+  EXPECT_EQ(ranks, (std::set<int64_t>{0, 1}));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// A bakeoff-trainer child process for tests: stdout captured line by line, stderr
-// dropped, its own process group, killed and reaped by the destructor if still running.
+// A bakeoff-trainer child process for tests (or another program, e.g. torchrun starting
+// trainers): stdout captured line by line, stderr dropped, its own process group, killed
+// and reaped by the destructor if still running.
 #pragma once
 
 #include <fcntl.h>
@@ -20,7 +21,8 @@ namespace bakeoff::testing {
 
 class TrainerProcess {
  public:
-  explicit TrainerProcess(const std::vector<std::string>& args) {
+  // `program` empty: build/bakeoff-trainer with `args`; else `program` with `args`.
+  explicit TrainerProcess(const std::vector<std::string>& args, const std::string& program = "") {
     int fds[2];
     if (pipe(fds) != 0) return;
     pid_ = fork();
@@ -30,7 +32,7 @@ class TrainerProcess {
       int devnull = open("/dev/null", O_WRONLY);
       dup2(devnull, STDERR_FILENO);
       close(fds[0]);
-      std::vector<std::string> all = {std::string(BAKEOFF_BINARY_DIR) + "/bakeoff-trainer"};
+      std::vector<std::string> all = {program.empty() ? std::string(BAKEOFF_BINARY_DIR) + "/bakeoff-trainer" : program};
       all.insert(all.end(), args.begin(), args.end());
       std::vector<char*> argv;
       for (auto& a : all) argv.push_back(a.data());
