@@ -11,9 +11,11 @@ out="${1:-$(mktemp -d /tmp/bakeoff-bench-python-XXXXXX)}"
 mkdir -p "$out"
 echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs"
 echo "# flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|avx512f|avx512_bf16|amx_bf16)$' | xargs)"
-for sweep in torch-reference-modes hf-peft-zero; do
+# One worker for the one-rank sweep: two would run two trials at once on the 2 cores.
+for run in torch-reference-modes:1 hf-peft-zero:2; do
+  sweep=${run%%:*}
   start=$(date +%s)
-  ./build/bakeoff local "bench/python/$sweep.yaml" --workers 2 --db "$out/$sweep.db" \
+  ./build/bakeoff local "bench/python/$sweep.yaml" --workers "${run##*:}" --db "$out/$sweep.db" \
     --format markdown --output "$out/$sweep.md" > "$out/$sweep.log" 2>&1 || true
   echo "## $sweep ($(( $(date +%s) - start )) s)"
   cat "$out/$sweep.md"
