@@ -295,7 +295,9 @@ std::string DefaultCoordinatorUrl() {
 Result<CoordinatorClient> ConnectCoordinator(const std::string& url, const std::string& token_file,
                                              const std::string& tls_ca, std::chrono::milliseconds timeout) {
   auto token = protocol::LoadToken(token_file);
-  if (!token.ok()) return token.status();
+  // A token file that cannot be read is the caller's mistake (exit 2, docs/cli.md), not
+  // an unreachable coordinator.
+  if (!token.ok()) return Status::InvalidArgument(token.status().message());
   return CoordinatorClient::Create(url, std::move(token).value(), timeout, tls_ca);
 }
 

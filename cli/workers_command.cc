@@ -59,7 +59,7 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--coordinator", flags->coordinator, "coordinator URL");
   cmd->add_option("--token-file", flags->token_file, "file holding the API token (else $BAKEOFF_TOKEN)");
   cmd->add_option("--tls-ca", flags->tls_ca, kTlsCaHelp);
-  cmd->add_option("--format", flags->format, "table|json")->capture_default_str();
+  cmd->add_option("--format", flags->format, "table|json")->capture_default_str()->check(CLI::IsMember({"table", "json"}));
   cmd->add_option("--output", flags->output, "write the result to this file instead of stdout");
   cmd->callback([flags, exit_code]() { *exit_code = RunWorkers(*flags); });
 }
