@@ -32,21 +32,9 @@ TARGET_MODULES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj",
 
 
 def main():
-    try:
-        config = common.load_config(run.config)
-    except common.ConfigError as error:
-        run.fail("failed", str(error), exit_code=2)
+    config = common.start(run)
     import torch  # noqa: PLC0415
     import torch.nn.functional as F  # noqa: PLC0415
-    if config["device"] == "cuda" and not torch.cuda.is_available():
-        run.fail("unsupported", "device: cuda, but this PyTorch sees no CUDA device")
-    if config["offload"] != "none" and config["device"] != "cuda":
-        run.fail("unsupported", f"offload: {config['offload']} moves ZeRO partitions from GPU to host memory; "
-                                "on a CPU they are in host memory already (DeepSpeed offload is checked on GPUs only)")
-    if config["offload"] != "none" and config["zero_stage"] == 0:
-        run.fail("failed", "offload needs zero_stage >= 1", exit_code=2)
-    if config["offload"] == "parameters" and config["zero_stage"] != 3:
-        run.fail("failed", "offload: parameters needs zero_stage 3 (DeepSpeed offloads ZeRO-3's partitions)", exit_code=2)
     threads, threads_reason = common.decide_threads(config)
     torch.set_num_threads(threads)
 

@@ -183,17 +183,7 @@ def apply_compile(model, config):
 
 
 def main():
-    try:
-        config = common.load_config(run.config)
-    except common.ConfigError as error:
-        run.fail("failed", str(error), exit_code=2)
-    if config["device"] == "cuda" and not torch.cuda.is_available():
-        run.fail("unsupported", "device: cuda, but this PyTorch sees no CUDA device")
-    if config["offload"] != "none" and config["device"] != "cuda":
-        run.fail("unsupported", f"offload: {config['offload']} moves ZeRO partitions from GPU to host memory; "
-                                "on a CPU they are in host memory already (DeepSpeed offload is checked on GPUs only)")
-    if config["offload"] != "none" and config["zero_stage"] == 0:
-        run.fail("failed", "offload needs zero_stage >= 1 (DeepSpeed offloads ZeRO's partitions)", exit_code=2)
+    config = common.start(run)
     threads, threads_reason = common.decide_threads(config)
     torch.set_num_threads(threads)
     common.init_distributed(config)

@@ -54,6 +54,27 @@ def load_config(raw):
     return config
 
 
+def start(run):
+    """The trial's config for a workload, checked the same way by both: an invalid field
+    exits 2; CUDA without a GPU, and offload on a CPU, end `unsupported` with the reason.
+    Returns the config; imports torch."""
+    try:
+        config = load_config(run.config)
+    except ConfigError as error:
+        run.fail("failed", str(error), exit_code=2)
+    import torch  # noqa: PLC0415
+    if config["device"] == "cuda" and not torch.cuda.is_available():
+        run.fail("unsupported", "device: cuda, but this PyTorch sees no CUDA device")
+    if config["offload"] != "none" and config["device"] != "cuda":
+        run.fail("unsupported", f"offload: {config['offload']} moves ZeRO partitions from GPU to host memory; "
+                                "on a CPU they are in host memory already (DeepSpeed offload is checked on GPUs only)")
+    if config["offload"] != "none" and config["zero_stage"] == 0:
+        run.fail("failed", "offload needs zero_stage >= 1 (DeepSpeed offloads ZeRO's partitions)", exit_code=2)
+    if config["offload"] == "parameters" and config["zero_stage"] != 3:
+        run.fail("failed", "offload: parameters needs zero_stage 3 (DeepSpeed offloads ZeRO-3's partitions)", exit_code=2)
+    return config
+
+
 def decide_threads(config):
     """threads: 0 = the physical cores this process may use divided by the trial's ranks
     on this host (LOCAL_WORLD_SIZE), at least 1: the native trainer's rule. Returns
