@@ -98,12 +98,7 @@ def main():
                 engine.backward(loss)
                 engine.step()
                 losses.append(loss.detach().float())
-            mean_loss = torch.stack(losses).mean()
-            if world > 1:
-                import torch.distributed as dist  # noqa: PLC0415
-                dist.all_reduce(mean_loss)
-                mean_loss /= world
-            record.loss = mean_loss
+            record.loss = common.global_mean(torch.stack(losses).mean(), world)
             record.tokens = tokens
             record.lr = float(config["lr"])
             norm = engine.get_global_grad_norm()
@@ -116,16 +111,8 @@ def main():
                "grad_checkpointing": bool(config.get("grad_checkpointing")), "lora_modules": lora_modules,
                "attention": llama._attn_implementation,
                "decisions": {"threads": {"value": threads, "reason": threads_reason}}}
-    compile_info = {}
-    if mode != "eager":
-        compile_info = bakeoff_report.compile_evidence(compile_s=run.first_step_excess_s())
-        graphs, fallback = bakeoff_report.cuda_graph_evidence(mode)
-        applied.update(graphs)
-        if fallback:
-            applied["fell_back"], applied["fallback_reason"] = True, fallback
-        elif compile_info.get("graphs", 0) == 0:
-            applied["fell_back"] = True
-            applied["fallback_reason"] = "torch.compile captured no graph: the step ran eagerly"
+    compile_info, outcome = bakeoff_report.compile_outcome(mode, run)
+    applied.update(outcome)
     flops = common.flops_per_token(dims, config["seq_len"], config["lora_rank"], config["lora_targets"])
     run.summary(applied=applied, compile=compile_info, trainable_bytes=n_lora * 4, flops_per_token=flops)
     return 0

@@ -245,12 +245,7 @@ def main():
                     record.grad_norm = torch.nn.utils.clip_grad_norm_(adapters, float(config["grad_clip"]))
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
-            mean_loss = loss_sum / config["grad_accum"]
-            if world > 1:
-                import torch.distributed as dist  # noqa: PLC0415
-                dist.all_reduce(mean_loss)
-                mean_loss /= world
-            record.loss = mean_loss
+            record.loss = common.global_mean(loss_sum / config["grad_accum"], world)
             record.tokens = tokens_this_step
             record.lr = float(config["lr"])
             if world > 1 and engine is None:
@@ -266,18 +261,8 @@ def main():
                "offload": config["offload"], "threads": threads, "world_size": world,
                "micro_batch": config["micro_batch"],
                "decisions": {"threads": {"value": threads, "reason": threads_reason}}}
-    compile_info = {}
-    if config["compile_mode"] != "eager":
-        # What compiling cost this rank: the first step's excess over a measured one.
-        compile_info = bakeoff_report.compile_evidence(compile_s=run.first_step_excess_s())
-    graphs, fallback = bakeoff_report.cuda_graph_evidence(config["compile_mode"])
-    applied.update(graphs)
-    if fallback:
-        applied["fell_back"] = True
-        applied["fallback_reason"] = fallback
-    if config["compile_mode"] != "eager" and compile_info.get("graphs", 0) == 0:
-        applied["fell_back"] = True
-        applied["fallback_reason"] = "torch.compile captured no graph: the step ran eagerly"
+    compile_info, outcome = bakeoff_report.compile_outcome(config["compile_mode"], run)
+    applied.update(outcome)
     flops = common.flops_per_token(config["dims"], config["seq_len"], config["lora_rank"], config["lora_targets"])
     run.summary(applied=applied, compile=compile_info,
                 frozen_bytes=n_frozen * (2 if dtype == torch.bfloat16 else 4),

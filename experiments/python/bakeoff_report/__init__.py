@@ -30,7 +30,8 @@ import sys
 import time
 import traceback
 
-__all__ = ["init", "Run", "compile_evidence", "cuda_graph_evidence", "classify_exception", "EXIT_CODES"]
+__all__ = ["init", "Run", "compile_evidence", "cuda_graph_evidence", "compile_outcome", "classify_exception",
+           "EXIT_CODES"]
 
 # docs/trainer.md, "Exit codes".
 EXIT_CODES = {"failed": 1, "config": 2, "oom": 3, "unsupported": 4, "diverged": 5}
@@ -349,6 +350,23 @@ def cuda_graph_evidence(mode):
         return evidence, ""
     why = "no CUDA device" if not on_cuda else f"Inductor skipped them {skips} time(s) (see the rank log)"
     return evidence, f"{mode}: CUDA graphs did not run ({why})"
+
+
+def compile_outcome(mode, run):
+    """What a run compiled with torch.compile `mode` ("eager": none) reports: its compile
+    evidence (compile_s: the first step's excess over a measured one) and the keys to add
+    to `applied`: the CUDA-graph evidence, and `fell_back` with the reason when the mode
+    did not take effect (no graph captured, or CUDA graphs that did not run)."""
+    graphs, fallback = cuda_graph_evidence(mode)
+    applied = dict(graphs)
+    if mode == "eager":
+        return {}, applied
+    evidence = compile_evidence(compile_s=run.first_step_excess_s())
+    if evidence.get("graphs", 0) == 0:
+        fallback = "torch.compile captured no graph: the step ran eagerly"
+    if fallback:
+        applied["fell_back"], applied["fallback_reason"] = True, fallback
+    return evidence, applied
 
 
 def _events_stream():

@@ -51,10 +51,9 @@ class BakeoffCallback(transformers.TrainerCallback):
             zero = config.get("zero_optimization", {})
             applied["zero_stage"] = zero.get("stage", 0)
             applied["offload"] = "optimizer" if zero.get("offload_optimizer", {}).get("device") == "cpu" else "none"
+        mode = (args.torch_compile_mode or "default") if args.torch_compile else "eager"
         if args.torch_compile:
-            applied["compile_mode"] = args.torch_compile_mode or "default"
-            graphs, fallback = bakeoff_report.cuda_graph_evidence(applied["compile_mode"])
-            applied.update(graphs)
-            if fallback:
-                applied["fell_back"], applied["fallback_reason"] = True, fallback
-        self.run.summary(applied=applied, compile=bakeoff_report.compile_evidence(self.run.first_step_excess_s()))
+            applied["compile_mode"] = mode
+        evidence, outcome = bakeoff_report.compile_outcome(mode, self.run)
+        applied.update(outcome)
+        self.run.summary(applied=applied, compile=evidence)

@@ -194,7 +194,16 @@ def init_distributed(config):
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
 
 
-def deepspeed_config(config, steps_hint=None):
+def global_mean(value, world):
+    """`value` (a tensor) averaged over the ranks: the step's global mean loss."""
+    if world > 1:
+        import torch.distributed as dist  # noqa: PLC0415
+        dist.all_reduce(value)
+        value /= world
+    return value
+
+
+def deepspeed_config(config):
     """DeepSpeed's configuration for the trial's ZeRO stage, offload and precision."""
     zero = {"stage": int(config["zero_stage"])}
     if config["offload"] in ("optimizer", "parameters"):
