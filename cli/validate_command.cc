@@ -42,7 +42,14 @@ std::string Table(const spec::SweepSpec& sweep, const spec::ExpandedSweep& expan
   std::ostringstream out;
   out << "sweep " << sweep.name << " (" << sweep.source_name << ")\n";
   if (!sweep.question.empty()) out << "question: " << sweep.question << "\n";
-  out << "executor " << spec::ExecutorName(sweep.workload.executor) << ", device "
+  std::string executor = spec::ExecutorName(sweep.workload.executor);
+  if (sweep.workload.executor == spec::Executor::kCommand) executor += " " + sweep.workload.command_template;
+  if (const spec::ParameterAxis* axis = sweep.FindAxis(spec::kExecutorAxis)) {
+    executor = "per variant (";
+    for (size_t i = 0; i < axis->values.size(); ++i) executor += (i ? ", " : "") + axis->values[i].get<std::string>();
+    executor += ")";
+  }
+  out << "executor " << executor << ", device "
       << sweep.resources.device
       << (sweep.resources.gpu_type.empty() ? "" : " (" + sweep.resources.gpu_type + ")")
       << ", method " << spec::MethodName(sweep.method) << ", order "

@@ -79,6 +79,20 @@ if(NOT BAKEOFF_TORCH_VERSION MATCHES "^2\\.")
   message(FATAL_ERROR "LibTorch at ${torch_prefix} is version '${BAKEOFF_TORCH_VERSION}'; "
                       "the trainer needs PyTorch 2.x (torch_compat.h)")
 endif()
+# The full version of a PyTorch install (torch/version.py: "2.7.1+cu126"), so the
+# trainer's environment matches what torch.__version__ says in a Python workload of the
+# same install; a bare LibTorch has no version.py and keeps TORCH_VERSION.
+set(BAKEOFF_TORCH_BUILD_VERSION "${BAKEOFF_TORCH_VERSION}")
+if(EXISTS "${torch_prefix}/version.py")
+  file(STRINGS "${torch_prefix}/version.py" version_line REGEX "^__version__ = ")
+  string(REGEX MATCH "'([^']+)'" _ "${version_line}")
+  if(CMAKE_MATCH_1)
+    set(BAKEOFF_TORCH_BUILD_VERSION "${CMAKE_MATCH_1}")
+  endif()
+endif()
+file(CONFIGURE OUTPUT "${CMAKE_BINARY_DIR}/generated/bakeoff_torch_build_version.h"
+     CONTENT "#pragma once\n#define BAKEOFF_TORCH_BUILD_VERSION \"${BAKEOFF_TORCH_BUILD_VERSION}\"\n")
+
 # The wheels of 2.7 use the C++11 std::string ABI, older ones (<= 2.5 on PyPI) the old
 # one; TorchConfig.cmake records which, and the trainer must compile the same way.
 set(abi 1)

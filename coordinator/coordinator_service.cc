@@ -110,10 +110,6 @@ Status CoordinatorService::LoadSweep(const metrics::SweepRecord& record,
   if (record.spec.is_object()) {
     sweep.timeout_ms = record.spec.value("limits", json::object()).value("trial_timeout_s", std::int64_t{0}) * 1000;
     sweep.cuda = record.spec.value("resources", json::object()).value("device", std::string("cpu")) == "cuda";
-    const json workload = record.spec.value("workload", json::object());
-    if (workload.value("executor", std::string("lora")) == "command") {
-      sweep.command_template = workload.value("command", json::object()).value("template", std::string());
-    }
     sweep.adaptive = AdaptiveDesign(record.spec);
   }
   auto variants = store_.ListVariants(record.id);
@@ -261,7 +257,7 @@ void CoordinatorService::Schedule() {
       auto v = sweep.variants.find(trial.variant_key);
       s.queue.push_back(SchedulerTrial{tid, trial.variant_key,
                                        v == sweep.variants.end() ? 1 : v->second.world_size, sweep.cuda,
-                                       sweep.command_template});
+                                       v == sweep.variants.end() ? "" : v->second.CommandTemplate()});
     }
     if (!s.queue.empty()) sweeps.push_back(std::move(s));
   }
@@ -874,26 +870,27 @@ std::set<std::string> CoordinatorService::OfferedTemplates(bool live_only) const
 
 std::string CoordinatorService::WaitingReason(std::int64_t sweep_id) const {
   auto it = sweeps_.find(sweep_id);
-  if (it == sweeps_.end() || it->second.done || it->second.cancelled || it->second.command_template.empty()) {
-    return "";
-  }
+  if (it == sweeps_.end() || it->second.done || it->second.cancelled) return "";
   const SweepEntry& sweep = it->second;
-  bool queued = false;
+  // The command templates of the queued trials (a sweep may compare executors).
+  std::set<std::string> wanted;
   for (std::int64_t tid : sweep.trial_order) {
     const TrialEntry& trial = trials_.at(tid);
-    if (trial.machine.phase() == TrialPhase::kQueued && !trial.cancel_requested) {
-      queued = true;
-      break;
-    }
+    if (trial.machine.phase() != TrialPhase::kQueued || trial.cancel_requested) continue;
+    auto v = sweep.variants.find(trial.variant_key);
+    if (v != sweep.variants.end() && !v->second.CommandTemplate().empty()) wanted.insert(v->second.CommandTemplate());
   }
-  if (!queued) return "";
+  if (wanted.empty()) return "";
   std::set<std::string> offered = OfferedTemplates(/*live_only=*/true);
-  if (offered.count(sweep.command_template)) return "";
+  std::string missing;
+  for (const auto& name : wanted) {
+    if (!offered.count(name)) missing += (missing.empty() ? "" : ", ") + name;
+  }
+  if (missing.empty()) return "";
   std::string list;
   for (const auto& n : offered) list += (list.empty() ? "" : ", ") + n;
-  return "no live worker offers command template " + sweep.command_template +
-         " (live workers offer: " + (list.empty() ? "none" : list) +
-         "); start a worker whose --executors file has it";
+  return "no live worker offers command template " + missing + " (live workers offer: " +
+         (list.empty() ? "none" : list) + "); start a worker whose --executors file has it";
 }
 
 Result<spec::SweepSpec> CoordinatorService::ParseSubmittedSweep(const std::string& yaml) const {
@@ -968,7 +965,6 @@ std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& 
   sweep.name = spec->name;
   sweep.timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(spec->limits.trial_timeout).count();
   sweep.cuda = spec->resources.device == "cuda";
-  if (spec->workload.executor == spec::Executor::kCommand) sweep.command_template = spec->workload.command_template;
   for (const auto& v : expanded->variants) {
     sweep.variants[v.key] = VariantInfo{v.config, v.world_size, v.counterpart ? v.counterpart_key : "", v.is_baseline};
   }

@@ -141,6 +141,9 @@ class CoordinatorService {
     int world_size = 1;
     std::string counterpart_key;  // the baseline counterpart; empty when none
     bool is_baseline = false;
+    // The command template the variant runs (its config's command_template); "" = the
+    // native trainer. One sweep may compare executors (an `executor` axis).
+    std::string CommandTemplate() const { return config.value("command_template", std::string()); }
   };
   struct SweepEntry {
     std::int64_t id = 0;
@@ -149,7 +152,6 @@ class CoordinatorService {
     std::vector<std::int64_t> trial_order;
     std::int64_t timeout_ms = 0;
     bool cuda = false;
-    std::string command_template;  // executor: command; "" = the native trainer
     // Adaptive repeats (docs/sweep.md): the sequential rule's design; every variant has
     // adaptive->max_pairs trials, repeats 0..max-1.
     std::optional<metrics::SequentialDesign> adaptive;

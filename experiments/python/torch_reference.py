@@ -50,10 +50,10 @@ def rotary(x, cos, sin):
 class Adapter(torch.nn.Module):
     """The low-rank path B(A(dropout(x))) * alpha/r; fp32 parameters, run in x's dtype."""
 
-    def __init__(self, fan_in, fan_out, rank, alpha, dropout, g):
+    def __init__(self, a, fan_out, alpha, dropout):
         super().__init__()
-        bound = 1 / math.sqrt(fan_in)
-        self.a = torch.nn.Parameter(torch.empty(rank, fan_in).uniform_(-bound, bound, generator=g))
+        rank = a.shape[0]
+        self.a = torch.nn.Parameter(a)
         self.b = torch.nn.Parameter(torch.zeros(fan_out, rank))
         self.scale = alpha / rank
         self.dropout = dropout
@@ -65,9 +65,9 @@ class Adapter(torch.nn.Module):
 
 
 class LoraLinear(torch.nn.Module):
-    def __init__(self, fan_in, fan_out, dtype, g, adapter):
+    def __init__(self, weight, adapter):
         super().__init__()
-        self.register_buffer("weight", (torch.randn(fan_out, fan_in, generator=g) / math.sqrt(fan_in)).to(dtype))
+        self.register_buffer("weight", weight)
         self.adapter = adapter
 
     def forward(self, x):
@@ -118,32 +118,80 @@ class Block(torch.nn.Module):
         return x + self.mlp(rms_norm(x, self.mlp_norm))
 
 
+# The projections in the native trainer's order (experiments/trainer/model_dims.h).
+PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+def frozen_units(d, seed):
+    """The native trainer's frozen weights (experiments/trainer/frozen_weights.cc), drawn
+    the same way so both executors train the same model: unit i (embedding, each block's
+    two norms and seven projections, final norm and head) is one randn of its size from
+    generator seed * 1000003 + i + 1; norms are ones, weights scaled by 1/sqrt(fan_in)."""
+    hd = d["dim"] // d["heads"]
+    kv = d["kv_heads"] * hd
+    shape = {"q": (d["dim"], d["dim"]), "k": (kv, d["dim"]), "v": (kv, d["dim"]), "o": (d["dim"], d["dim"]),
+             "gate": (d["ffn_dim"], d["dim"]), "up": (d["ffn_dim"], d["dim"]), "down": (d["dim"], d["ffn_dim"])}
+    units = [[("embed", (d["vocab"], d["dim"]))]]
+    for _ in range(d["layers"]):
+        units.append([("attn_norm", (d["dim"],)), ("mlp_norm", (d["dim"],))] + [(p, shape[p]) for p in PROJECTIONS])
+    units.append([("final_norm", (d["dim"],)), ("head", (d["vocab"], d["dim"]))])
+    out = []
+    for i, unit in enumerate(units):
+        g = torch.Generator().manual_seed((seed * 1000003 + i + 1) % (1 << 64))
+        flat = torch.randn(sum(math.prod(s) for _, s in unit), generator=g)
+        tensors, offset = {}, 0
+        for name, s in unit:
+            n = math.prod(s)
+            t = flat[offset:offset + n].view(s)
+            tensors[name] = torch.ones(s) if len(s) == 1 else t * (1.0 / math.sqrt(s[-1]))
+            offset += n
+        out.append(tensors)
+    return out
+
+
+def adapter_a(d, targets, rank, seed):
+    """LoRA A of every targeted projection, layer by layer, as the native trainer draws
+    them (experiments/trainer/adapters.cc): one generator (seed * 7919 + 17), uniform
+    in +-1/sqrt(fan_in); B starts at zero."""
+    g = torch.Generator().manual_seed((seed * 7919 + 17) % (1 << 64))
+    fan_in = {"q": d["dim"], "k": d["dim"], "v": d["dim"], "o": d["dim"], "gate": d["dim"], "up": d["dim"],
+              "down": d["ffn_dim"]}
+    out = []
+    for _ in range(d["layers"]):
+        layer = {}
+        for p in PROJECTIONS:
+            if p in targets:
+                bound = 1.0 / math.sqrt(fan_in[p])
+                layer[p] = torch.empty(rank, fan_in[p]).uniform_(-bound, bound, generator=g)
+        out.append(layer)
+    return out
+
+
 class LoraModel(torch.nn.Module):
-    """The native trainer's model (experiments/trainer/lora_model.h): Llama blocks with
-    frozen random weights and LoRA adapters on the target projections."""
+    """The native trainer's model (experiments/trainer/lora_model.h) with its weights:
+    Llama blocks with frozen random weights and LoRA adapters on the target projections."""
 
     def __init__(self, config, dtype):
         super().__init__()
         d = config["dims"]
-        g = torch.Generator().manual_seed(int(config["seed"]))
         hd = d["dim"] // d["heads"]
-        kv = d["kv_heads"] * hd
-        shapes = {"q": (d["dim"], d["dim"]), "k": (d["dim"], kv), "v": (d["dim"], kv), "o": (d["dim"], d["dim"]),
-                  "gate": (d["dim"], d["ffn_dim"]), "up": (d["dim"], d["ffn_dim"]), "down": (d["ffn_dim"], d["dim"])}
-        self.register_buffer("embed", (torch.randn(d["vocab"], d["dim"], generator=g) / math.sqrt(d["dim"])).to(dtype))
+        units = frozen_units(d, int(config["seed"]))
+        adapters = adapter_a(d, config["lora_targets"], config["lora_rank"], int(config["seed"]))
+        self.register_buffer("embed", units[0]["embed"].to(dtype))
         blocks = []
-        for _ in range(d["layers"]):
+        for layer in range(d["layers"]):
+            unit = units[layer + 1]
             proj = {}
-            for name, (fan_in, fan_out) in shapes.items():
+            for name in PROJECTIONS:
                 adapter = None
-                if name in config["lora_targets"]:
-                    adapter = Adapter(fan_in, fan_out, config["lora_rank"], config["lora_alpha"],
-                                      config["lora_dropout"], g)
-                proj[name] = LoraLinear(fan_in, fan_out, dtype, g, adapter)
+                if name in adapters[layer]:
+                    adapter = Adapter(adapters[layer][name], unit[name].shape[0], config["lora_alpha"],
+                                      config["lora_dropout"])
+                proj[name] = LoraLinear(unit[name].to(dtype), adapter)
             blocks.append(Block(d, dtype, proj))
         self.blocks = torch.nn.ModuleList(blocks)
-        self.register_buffer("final_norm", torch.ones(d["dim"], dtype=dtype))
-        self.register_buffer("head", (torch.randn(d["vocab"], d["dim"], generator=g) / math.sqrt(d["dim"])).to(dtype))
+        self.register_buffer("final_norm", units[-1]["final_norm"].to(dtype))
+        self.register_buffer("head", units[-1]["head"].to(dtype))
         self.register_buffer("inv_freq", 1.0 / (10000.0 ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)),
                              persistent=False)
 

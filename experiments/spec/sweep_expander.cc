@@ -141,11 +141,18 @@ class Expander {
     v.key = Key(a);
     for (size_t i : varying_) v.axis_values.emplace_back(spec_.parameters[i].name, a[i]);
     v.config = spec_.workload.defaults;
-    for (size_t i = 0; i < a.size(); ++i) v.config[spec_.parameters[i].name] = a[i];
+    std::string executor = spec_.workload.executor == Executor::kCommand ? spec_.workload.command_template : "";
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (spec_.parameters[i].name == kExecutorAxis) {
+        executor = a[i].get<std::string>() == "lora" ? "" : a[i].get<std::string>();
+      } else {
+        v.config[spec_.parameters[i].name] = a[i];
+      }
+    }
     v.config["device"] = spec_.resources.device;
-    if (spec_.workload.executor == Executor::kCommand) {
+    if (!executor.empty()) {
       // What the worker runs: an allowlisted template it looks up in its own catalog.
-      v.config["command_template"] = spec_.workload.command_template;
+      v.config["command_template"] = executor;
       v.config["command_args"] = spec_.workload.command_args;
     }
     const json& ws = v.config.contains("world_size") ? v.config["world_size"] : json(1);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -156,10 +157,17 @@ struct Entry {
 
 class SweepParser {
  public:
-  SweepParser(std::string source, const ParseLimits& limits, const ExecutorCatalog* executors)
-      : source_(std::move(source)), limits_(limits), executors_(executors) {
+  // `forced_executor`: parse as if every variant ran this executor ("lora" or a template
+  // name); ParseSweepText runs one such pass per value of an `executor` axis.
+  SweepParser(std::string source, const ParseLimits& limits, const ExecutorCatalog* executors,
+              std::optional<std::string> forced_executor = std::nullopt)
+      : source_(std::move(source)), limits_(limits), executors_(executors),
+        forced_executor_(std::move(forced_executor)) {
     spec_.source_name = source_;
   }
+
+  // The values of the sweep's `executor` axis as read by Parse (empty without one).
+  const std::vector<std::string>& executor_axis() const { return executor_axis_; }
 
   Result<SweepSpec> Parse(const std::string& text) {
     if (text.size() > limits_.max_yaml_bytes) {
@@ -402,6 +410,14 @@ class SweepParser {
                                  const std::string& path) {
     auto raw = ToJsonValue(node, path);
     if (!raw) return std::nullopt;
+    if (name == "executor" && !executor_axis_.empty()) {
+      // Baselines and exclude rules name an executor of the axis.
+      if (!raw->is_string()) {
+        Add(node, path, "expected an executor name (lora or a command template), got " + Describe(node));
+        return std::nullopt;
+      }
+      return raw;
+    }
     if (const ExecutorTemplate* tmpl = Template()) {
       auto checked = tmpl->CheckField(name, *raw);
       if (!checked.ok()) {
@@ -572,6 +588,8 @@ class SweepParser {
     if (const Entry* e = find("resources")) ParseResources(e->value);
     if (const Entry* e = find("limits")) ParseLimitsSection(e->value);
 
+    // An executor axis decides how every field is checked; read it before the workload.
+    if (const Entry* e = find("parameters")) PreScanExecutorAxis(e->value);
     if (const Entry* e = find("workload")) {
       ParseWorkload(e->value);
     } else {
@@ -731,7 +749,20 @@ class SweepParser {
   void ParseWorkload(const YAML::Node& node) {
     auto entries = Entries(node, "workload", "a mapping (executor, model, steps, ...)");
     if (!entries) return;
+    if (forced_executor_) {
+      // An executor axis: this pass checks the workload for one of its values.
+      const bool lora = *forced_executor_ == "lora";
+      spec_.workload.executor = lora ? Executor::kLora : Executor::kCommand;
+      spec_.workload.command_template = lora ? "" : *forced_executor_;
+      for (const auto& entry : *entries) {
+        if (entry.key == "executor" || entry.key == "command") {
+          Add(entry.key_node, JoinPath("workload", entry.key),
+              "parameters.executor chooses each variant's executor; remove workload." + entry.key);
+        }
+      }
+    }
     for (const auto& entry : *entries) {
+      if (forced_executor_) break;
       if (entry.key == "executor") {
         if (auto x = ReadChoice(entry.value, "workload.executor", {"lora", "command"})) {
           spec_.workload.executor = *x == "lora" ? Executor::kLora : Executor::kCommand;
@@ -740,7 +771,7 @@ class SweepParser {
     }
     // The template first: its fields decide how the other workload fields are checked.
     for (const auto& entry : *entries) {
-      if (entry.key != "command" || IsLora() || !entry.value.IsMap()) continue;
+      if (forced_executor_ || entry.key != "command" || IsLora() || !entry.value.IsMap()) continue;
       const YAML::Node t = entry.value["template"];
       if (t && t.IsScalar()) spec_.workload.command_template = t.Scalar();
     }
@@ -749,6 +780,7 @@ class SweepParser {
     for (const auto& entry : *entries) {
       std::string path = JoinPath("workload", entry.key);
       if (entry.key == "executor") continue;
+      if (entry.key == "command" && forced_executor_) continue;
       if (entry.key == "command") {
         saw_command = true;
         if (IsLora()) {
@@ -783,7 +815,7 @@ class SweepParser {
       }
       if (auto v = FieldValue(entry.key, entry.value, path)) defaults[entry.key] = std::move(*v);
     }
-    if (!IsLora() && !saw_command) {
+    if (!IsLora() && !saw_command && !forced_executor_) {
       Add(node, "workload.command",
           "missing; executor: command needs command: {template: NAME, args: {...}} naming a "
           "template allowlisted in the worker's configuration");
@@ -839,12 +871,79 @@ class SweepParser {
     if (!saw_template) Add(node, "workload.command.template", "missing; name an allowlisted template");
   }
 
+  // `parameters: {executor: {values: [lora, torch-reference, ...]}}`: one sweep compares
+  // the native trainer ("lora") and allowlisted command templates. Each value must be
+  // one of them; every other field is then checked once per executor (ParseSweepText).
+  void PreScanExecutorAxis(const YAML::Node& parameters) {
+    if (!parameters.IsMap()) return;
+    for (auto it = parameters.begin(); it != parameters.end(); ++it) {
+      if (!it->first.IsScalar() || it->first.Scalar() != "executor") continue;
+      const std::string path = "parameters.executor";
+      const YAML::Node& axis = it->second;
+      const char* expected = "a list of executors such as {values: [lora, torch-reference]}";
+      std::vector<YAML::Node> items;
+      if (axis.IsMap() && axis["values"] && axis["values"].IsSequence() && axis.size() == 1) {
+        for (const auto& item : axis["values"]) items.push_back(item);
+      } else if (axis.IsMap() && axis["value"] && axis.size() == 1) {
+        items.push_back(axis["value"]);
+        executor_axis_fixed_ = true;
+      } else {
+        Add(axis, path, std::string("expected ") + expected + ", got " + Describe(axis));
+        return;
+      }
+      if (items.empty()) {
+        Add(axis, path, std::string("expected ") + expected + ", got an empty list");
+        return;
+      }
+      std::vector<std::string> values;
+      bool ok = true;
+      for (size_t i = 0; i < items.size(); ++i) {
+        const std::string item_path = executor_axis_fixed_ ? path + ".value" : IndexPath(path + ".values", i);
+        auto name = ReadString(items[i], item_path, "lora (the native trainer) or a command template's name");
+        static const std::regex kTemplate("[A-Za-z0-9_.-]+");
+        if (!name) {
+          ok = false;
+        } else if (*name == "command") {
+          Add(items[i], item_path, "name the command template itself (e.g. torch-reference), not \"command\"");
+          ok = false;
+        } else if (*name != "lora" && (!std::regex_match(*name, kTemplate) ||
+                                       (executors_ != nullptr && !executors_->Knows(*name)))) {
+          Add(items[i], item_path,
+              "\"" + *name + "\" is neither lora (the native trainer) nor an allowlisted command template" +
+                  (executors_ != nullptr ? "; allowed: " + executors_->NameList() + " (" + executors_->source + ")"
+                                         : std::string()));
+          ok = false;
+        } else if (std::find(values.begin(), values.end(), *name) != values.end()) {
+          Add(items[i], item_path, *name + " is listed twice; list each executor once");
+          ok = false;
+        } else {
+          values.push_back(*name);
+        }
+      }
+      if (!ok) return;
+      executor_axis_ = std::move(values);
+      if (!forced_executor_) forced_executor_ = executor_axis_.front();
+      return;
+    }
+  }
+
   void ParseParameters(const YAML::Node& node) {
     if (node.IsNull()) return;
     auto entries = Entries(node, "parameters", "a mapping of axis names to {values: [...]}");
     if (!entries) return;
     for (const auto& entry : *entries) {
       std::string path = JoinPath("parameters", entry.key);
+      if (entry.key == "executor") {
+        // Read (and reported on) by PreScanExecutorAxis.
+        if (executor_axis_.empty()) continue;
+        ParameterAxis axis;
+        axis.name = entry.key;
+        axis.location = Location(entry.key_node);
+        for (const auto& x : executor_axis_) axis.values.emplace_back(x);
+        axis.fixed = executor_axis_fixed_;
+        spec_.parameters.push_back(std::move(axis));
+        continue;
+      }
       if (!CheckFieldName(entry, "parameters")) continue;
       ParameterAxis axis;
       axis.name = entry.key;
@@ -1140,6 +1239,9 @@ class SweepParser {
   std::string source_;
   ParseLimits limits_;
   const ExecutorCatalog* executors_ = nullptr;  // not owned; may be null
+  std::optional<std::string> forced_executor_;    // the executor this pass checks for
+  std::vector<std::string> executor_axis_;        // the `executor` axis' values, if any
+  bool executor_axis_fixed_ = false;              // written as {value: x}
   std::vector<std::pair<std::pair<int, int>, std::string>> errors_;  // (line, column), text
   bool gave_up_ = false;
   size_t nodes_seen_ = 0;
@@ -1150,7 +1252,55 @@ class SweepParser {
 
 Result<SweepSpec> ParseSweepText(const std::string& text, const std::string& source_name,
                                  const ParseLimits& limits, const ExecutorCatalog* executors) {
-  return SweepParser(source_name, limits, executors).Parse(text);
+  SweepParser first(source_name, limits, executors);
+  Result<SweepSpec> result = first.Parse(text);
+  const std::vector<std::string> axis = first.executor_axis();
+  if (axis.empty()) return result;
+  // An executor axis: the first pass checked every field for axis[0]; check them for
+  // the others too. A problem found for some executors only says which.
+  std::vector<std::pair<std::string, std::vector<std::string>>> problems;  // line, executors
+  auto collect = [&](const Result<SweepSpec>& pass, const std::string& executor) {
+    if (pass.ok()) return;
+    std::istringstream lines(pass.status().message());
+    for (std::string line; std::getline(lines, line);) {
+      auto it = std::find_if(problems.begin(), problems.end(), [&](const auto& p) { return p.first == line; });
+      if (it == problems.end()) {
+        problems.push_back({line, {executor}});
+      } else {
+        it->second.push_back(executor);
+      }
+    }
+  };
+  if (!result.ok() && result.status().code() != Status::Code::kInvalidArgument) return result;
+  collect(result, axis.front());
+  for (size_t i = 1; i < axis.size(); ++i) {
+    Result<SweepSpec> pass = SweepParser(source_name, limits, executors, axis[i]).Parse(text);
+    if (!pass.ok() && pass.status().code() != Status::Code::kInvalidArgument) return pass.status();
+    collect(pass, axis[i]);
+  }
+  if (problems.empty()) {
+    // Each variant's executor is its axis value; the workload names none.
+    result->workload.executor = Executor::kLora;
+    result->workload.command_template.clear();
+    return result;
+  }
+  // In file order, as one pass reports them.
+  auto position = [&](const std::string& line) {
+    int row = 0, column = 0;
+    if (line.compare(0, source_name.size() + 1, source_name + ":") != 0 ||
+        std::sscanf(line.c_str() + source_name.size() + 1, "%d:%d", &row, &column) != 2) {
+      return std::make_pair(INT32_MAX, 0);  // no line: after those that have one
+    }
+    return std::make_pair(row, column);
+  };
+  std::stable_sort(problems.begin(), problems.end(),
+                   [&](const auto& a, const auto& b) { return position(a.first) < position(b.first); });
+  std::string message;
+  for (const auto& [line, which] : problems) {
+    message += (message.empty() ? "" : "\n") + line;
+    if (which.size() < axis.size()) message += " (with executor " + JoinNames(which) + ")";
+  }
+  return Status::InvalidArgument(message);
 }
 
 Result<SweepSpec> ParseSweepFile(const std::string& path, const ParseLimits& limits,

@@ -70,9 +70,10 @@ const char* DistributionName(Distribution::Kind kind) {
 }
 
 json ToJson(const SweepSpec& spec) {
-  json workload = {{"executor", ExecutorName(spec.workload.executor)},
-                   {"defaults", spec.workload.defaults}};
-  if (spec.workload.executor == Executor::kCommand) {
+  json workload = {{"defaults", spec.workload.defaults}};
+  // With an executor axis the axis says each variant's executor.
+  if (!spec.ComparesExecutors()) workload["executor"] = ExecutorName(spec.workload.executor);
+  if (!spec.ComparesExecutors() && spec.workload.executor == Executor::kCommand) {
     workload["command"] = {{"template", spec.workload.command_template},
                            {"args", spec.workload.command_args}};
   }

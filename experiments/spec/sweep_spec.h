@@ -61,7 +61,13 @@ struct ExcludeRule {
   SourceLocation location;
 };
 
+// The axis that compares executors: `parameters: {executor: {values: [lora, NAME, ...]}}`
+// with "lora" (the native trainer) or allowlisted command template names as values.
+inline constexpr const char* kExecutorAxis = "executor";
+
 struct Workload {
+  // With an executor axis (SweepSpec::ComparesExecutors) each variant's executor is its
+  // axis value, and these hold nothing: kLora, no template, no args.
   Executor executor = Executor::kLora;
   // The trainer configuration shared by every variant: the workload's fields with
   // `lora: {alpha, dropout, targets, rank}` flattened to lora_alpha, ... Axis values
@@ -124,6 +130,9 @@ struct SweepSpec {
 
   // The axis named `name`, or nullptr.
   const ParameterAxis* FindAxis(const std::string& name) const;
+
+  // True when the sweep has an `executor` axis (kExecutorAxis).
+  bool ComparesExecutors() const { return FindAxis(kExecutorAxis) != nullptr; }
 };
 
 // A warning when the sweep's repeats cannot give the report a verdict: 1 repeat never

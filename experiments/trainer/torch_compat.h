@@ -21,7 +21,8 @@ struct GraphFunction;
 
 namespace bakeoff::trainer::compat {
 
-// "2.7.1" etc.
+// The PyTorch install's full version ("2.7.1+cu126", as torch.__version__ says), or
+// TORCH_VERSION ("2.7.1") for a bare LibTorch.
 std::string TorchVersion();
 
 // True when this build has CUDA and a device is visible.

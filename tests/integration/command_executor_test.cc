@@ -201,5 +201,60 @@ TEST_F(CommandExecutorTest, ATemplateNoLiveWorkerOffersWaitsWithItsReasonAndNeve
   }
 }
 
+
+// One sweep compares the native trainer with a command template (an executor axis):
+// each variant goes to a worker that offers its executor. While only a worker without
+// commands is live, the native variant runs and the command variant waits, naming its
+// template; a worker offering it then runs it.
+TEST_F(CommandExecutorTest, AnExecutorAxisRunsEachVariantOnAWorkerOfferingItsExecutor) {
+  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
+  cluster_->StartWorker("native", 0, 0, {{}, "127.0.0.1", {"--executors", "none"}});
+  const std::int64_t id = cluster_->Submit(
+      "name: executors\n"
+      "workload:\n"
+      "  steps: 3\n"
+      "  warmup_steps: 1\n"
+      "parameters:\n"
+      "  executor: {values: [lora, probe]}\n"
+      "baseline: {executor: lora}\n"
+      "repeats: 1\n");
+  ASSERT_GT(id, 0);
+  auto client = cli::CoordinatorClient::Create(cluster_->url(), "cluster-secret", std::chrono::seconds(10));
+  ASSERT_TRUE(client.ok());
+  auto state_of = [&](const std::string& variant) {
+    for (const auto& t : cluster_->Trials()) {
+      if (t.value("variant_key", "") != variant) continue;
+      return t.value("state", "") + "/" + (t["outcome"].is_string() ? t["outcome"].get<std::string>() : "");
+    }
+    return std::string("missing");
+  };
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (state_of("executor=lora") != "finished/succeeded" && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_EQ(state_of("executor=lora"), "finished/succeeded") << cluster_->Trials();
+  EXPECT_EQ(state_of("executor=probe").substr(0, 6), "queued") << cluster_->Trials();
+  auto sweep = client->GetJson("/api/v1/sweeps/" + std::to_string(id));
+  ASSERT_TRUE(sweep.ok());
+  EXPECT_NE(sweep->value("waiting", "").find("no live worker offers command template probe"), std::string::npos)
+      << *sweep;
+
+  cluster_->StartWorker("python", 1, 0, {{}, "127.0.0.1", {"--executors", catalog()}});
+  ASSERT_TRUE(WaitFinished(60s)) << "see " << dir_;
+  cluster_->ExpectEveryTrialSucceededOnce(2);
+  // The probe's steps (loss 1/(i+1)) are the command variant's; the native trainer's are the other's.
+  auto probe_losses = cluster_->Query(
+      "SELECT m.loss FROM step_metrics m JOIN trials t ON t.id = m.trial_id WHERE t.variant_key = 'executor=probe' "
+      "AND m.phase = 'measure' ORDER BY m.step");
+  ASSERT_EQ(probe_losses.size(), 3u);
+  EXPECT_DOUBLE_EQ(probe_losses[2][0].get<double>(), 0.25);
+  auto workers = cluster_->Query(
+      "SELECT t.variant_key, w.name FROM trials t JOIN attempts a ON a.trial_id = t.id JOIN workers w ON w.id = "
+      "a.worker_id ORDER BY t.variant_key");
+  ASSERT_EQ(workers.size(), 2u) << workers;
+  EXPECT_EQ(workers[0][1], "native") << workers;
+  EXPECT_EQ(workers[1][1], "python") << workers;
+}
+
 }  // namespace
 }  // namespace bakeoff

@@ -2,7 +2,8 @@
 // allowlist (experiments/executors.yaml), on two CPU ranks: torch.compile against eager
 // with torch-reference (graphs, a longer first step, the same losses), reduce-overhead on
 // a CPU reported as fallen back (never as CUDA graphs that ran), and hf-peft (a
-// transformers Llama, PEFT LoRA, DeepSpeed) at ZeRO 0 and 2. Needs the project's
+// transformers Llama, PEFT LoRA, DeepSpeed) at ZeRO 0 and 2, and one sweep comparing the
+// native trainer with torch-reference at the same losses. Needs the project's
 // Python environment (scripts/setup). Slow: torch.compile compiles on 2 cores.
 #include <gtest/gtest.h>
 
@@ -170,6 +171,40 @@ TEST_F(PythonWorkloadsTest, HfPeftRunsDeepSpeedZeroZeroAndTwoOnTwoRanks) {
   auto losses = Losses();
   for (const auto& [step, loss] : losses["zero_stage=0"]) {
     EXPECT_NEAR(losses["zero_stage=2"][step], loss, 0.01 * std::abs(loss)) << "step " << step;
+  }
+}
+
+
+// One sweep compares executors: the native trainer (LibTorch C++) and torch-reference
+// (the same model, weights, data and step in plain PyTorch) on two ranks. Both succeed
+// and train the same loss curve, step for step.
+TEST_F(PythonWorkloadsTest, AnExecutorAxisComparesTheNativeTrainerWithTorchReferenceAtTheSameLosses) {
+  const int code = RunLocal(
+      "name: native-vs-python\n"
+      "workload:\n"
+      "  model: tiny\n"
+      "  seq_len: 32\n"
+      "  warmup_steps: 1\n"
+      "  steps: 6\n"
+      "  world_size: 2\n"
+      "  threads: 1\n"
+      "  lora: {rank: 4, targets: [q, v, down]}\n"
+      "parameters:\n"
+      "  executor: {values: [lora, torch-reference]}\n"
+      "baseline: {executor: lora}\n"
+      "repeats: 1\n"
+      "limits: {trial_timeout: 15m, max_attempts: 1}\n",
+      1200s);
+  EXPECT_EQ(code, 0) << "see " << dir_;
+  auto summaries = Summaries();
+  ASSERT_EQ(summaries["executor=lora"].size(), 1u) << "see " << dir_;
+  ASSERT_EQ(summaries["executor=torch-reference"].size(), 1u) << "see " << dir_;
+  EXPECT_EQ(summaries["executor=torch-reference"][0]["applied"].value("compile_mode", ""), "eager");
+  auto losses = Losses();
+  ASSERT_EQ(losses["executor=lora"].size(), 7u) << "see " << dir_;
+  for (const auto& [step, loss] : losses["executor=lora"]) {
+    ASSERT_TRUE(losses["executor=torch-reference"].count(step)) << "step " << step;
+    EXPECT_NEAR(losses["executor=torch-reference"][step], loss, 1e-4 * std::abs(loss)) << "step " << step;
   }
 }
 

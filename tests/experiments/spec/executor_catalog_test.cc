@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "experiments/spec/sweep_expander.h"
 #include "experiments/spec/sweep_parser.h"
 
 namespace bakeoff::spec {
@@ -144,6 +145,77 @@ TEST(ExecutorCatalogTest, SweepParserChecksCommandSweepsAgainstTheCatalog) {
   std::string bad_arg = good;
   bad_arg.replace(bad_arg.find("extra: 2"), 8, "extra: 99");
   EXPECT_FALSE(ParseSweepText(bad_arg, "s.yaml", {}, &catalog).ok());
+}
+
+
+// One sweep compares executors: an `executor` axis of lora (the native trainer) and
+// template names. Every field is checked for every executor; each variant's config
+// names its template (or none for lora) and never carries an "executor" field.
+TEST(ExecutorCatalogTest, AnExecutorAxisComparesTheNativeTrainerAndTemplatesInOneSweep) {
+  ExecutorCatalog catalog = Demo();
+  const std::string sweep =
+      "name: s\n"
+      "workload:\n"
+      "  model: tiny\n"
+      "  seq_len: 32\n"
+      "parameters:\n"
+      "  executor: {values: [lora, demo]}\n"
+      "  micro_batch: {values: [1, 2]}\n"
+      "baseline: {executor: lora, micro_batch: 1}\n";
+  auto spec = ParseSweepText(sweep, "s.yaml", {}, &catalog);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_TRUE(spec->ComparesExecutors());
+  EXPECT_EQ(spec->workload.command_template, "");
+  EXPECT_FALSE(ToJson(*spec)["workload"].contains("executor"));
+  auto expanded = Expand(*spec);
+  ASSERT_TRUE(expanded.ok()) << expanded.status().ToString();
+  ASSERT_EQ(expanded->variants.size(), 4u);
+  for (const Variant& v : expanded->variants) {
+    EXPECT_FALSE(v.config.contains("executor")) << v.key;
+    const bool native = v.key.find("executor=lora") != std::string::npos;
+    EXPECT_EQ(v.config.value("command_template", std::string()), native ? "" : "demo") << v.key;
+    EXPECT_EQ(v.counterpart_key, "executor=lora,micro_batch=1") << v.key;
+  }
+}
+
+TEST(ExecutorCatalogTest, AnExecutorAxisChecksEveryFieldForEveryExecutorAndSaysWhich) {
+  ExecutorCatalog catalog = Demo();
+  // compile_mode: default is a torch.compile mode of demo, not a native trainer mode;
+  // zero_stage is the native trainer's, not a field of demo.
+  const std::string sweep =
+      "name: s\n"
+      "workload:\n"
+      "  model: tiny\n"
+      "  zero_stage: 2\n"
+      "parameters:\n"
+      "  executor: {values: [lora, demo]}\n"
+      "  compile_mode: {values: [eager, default]}\n";
+  auto refused = ParseSweepText(sweep, "s.yaml", {}, &catalog);
+  ASSERT_FALSE(refused.ok());
+  const std::string& m = refused.status().message();
+  EXPECT_NE(m.find("s.yaml:4:3: workload.zero_stage: not a field of command template demo"), std::string::npos) << m;
+  EXPECT_NE(m.find("(with executor demo)"), std::string::npos) << m;
+  EXPECT_NE(m.find("s.yaml:7:"), std::string::npos) << m;
+  EXPECT_NE(m.find("(with executor lora)"), std::string::npos) << m;
+  EXPECT_LT(m.find("s.yaml:4:"), m.find("s.yaml:7:")) << "problems in file order: " << m;
+
+  // Unknown executors are refused with the allowlist; "command" must name the template.
+  for (const std::string& bad : {"rm", "command"}) {
+    std::string text = sweep;
+    text.replace(text.find("[lora, demo]"), 12, "[lora, " + bad + "]");
+    auto r = ParseSweepText(text, "s.yaml", {}, &catalog);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("s.yaml:6:"), std::string::npos) << r.status().message();
+  }
+  // The axis chooses the executor: the workload may not name one as well.
+  std::string both = sweep;
+  both.replace(both.find("  zero_stage: 2\n"), 15, "  executor: lora\n");
+  both.replace(both.find("[eager, default]"), 16, "[eager]");
+  auto conflict = ParseSweepText(both, "s.yaml", {}, &catalog);
+  ASSERT_FALSE(conflict.ok());
+  EXPECT_NE(conflict.status().message().find("parameters.executor chooses each variant's executor"),
+            std::string::npos)
+      << conflict.status().message();
 }
 
 }  // namespace
