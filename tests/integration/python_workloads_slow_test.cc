@@ -2,7 +2,7 @@
 // allowlist (experiments/executors.yaml), on two CPU ranks: torch.compile against eager
 // with torch-reference (graphs, a longer first step, the same losses), reduce-overhead on
 // a CPU reported as fallen back (never as CUDA graphs that ran), and hf-peft (a
-// transformers Llama, PEFT LoRA, DeepSpeed) at ZeRO 0 and 2, and one sweep comparing the
+// transformers Llama, PEFT LoRA, DeepSpeed) at ZeRO 0-3 with offload ending unsupported, and one sweep comparing the
 // native trainer with torch-reference at the same losses. Needs the project's
 // Python environment (scripts/setup). Slow: torch.compile compiles on 2 cores.
 #include <gtest/gtest.h>
@@ -137,7 +137,9 @@ TEST_F(PythonWorkloadsTest, ReduceOverheadOnACpuIsReportedAsFallenBackNeverAsCud
   EXPECT_NE(testing::ReadFile(dir_ / "report.txt").find("CUDA graphs did not run"), std::string::npos);
 }
 
-TEST_F(PythonWorkloadsTest, HfPeftRunsDeepSpeedZeroZeroAndTwoOnTwoRanks) {
+// Every ZeRO stage runs on a CPU (DeepSpeed's CPU accelerator, Gloo); optimizer offload
+// ends unsupported with the reason (the partitions are in host memory already).
+TEST_F(PythonWorkloadsTest, HfPeftRunsEveryDeepSpeedZeroStageOnTwoRanksAndOffloadEndsUnsupported) {
   const int code = RunLocal(
       "name: hf-peft-zero\n"
       "workload:\n"
@@ -149,17 +151,23 @@ TEST_F(PythonWorkloadsTest, HfPeftRunsDeepSpeedZeroZeroAndTwoOnTwoRanks) {
       "  steps: 4\n"
       "  precision: bf16\n"
       "  world_size: 2\n"
+      "  threads: 1\n"
       "  lora: {rank: 4, targets: [q, v]}\n"
       "parameters:\n"
-      "  zero_stage: {values: [0, 2]}\n"
-      "baseline: {zero_stage: 0}\n"
+      "  zero_stage: {values: [0, 1, 2, 3]}\n"
+      "  offload: {values: [none, optimizer]}\n"
+      "exclude:\n"
+      "  - {zero_stage: 0, offload: optimizer}\n"
+      "  - {zero_stage: 1, offload: optimizer}\n"
+      "  - {zero_stage: 3, offload: optimizer}\n"
+      "baseline: {zero_stage: 0, offload: none}\n"
       "repeats: 1\n"
       "limits: {trial_timeout: 15m, max_attempts: 1}\n",
       1200s);
-  EXPECT_EQ(code, 0) << "see " << dir_;
+  EXPECT_EQ(code, 4) << "the offload trial ends unsupported; see " << dir_;
   auto summaries = Summaries();
-  for (int stage : {0, 2}) {
-    const std::string key = "zero_stage=" + std::to_string(stage);
+  for (int stage : {0, 1, 2, 3}) {
+    const std::string key = "zero_stage=" + std::to_string(stage) + ",offload=none";
     ASSERT_EQ(summaries[key].size(), 1u) << key << "; see " << dir_;
     const json& s = summaries[key][0];
     EXPECT_EQ(s["applied"]["zero_stage"], stage);
@@ -167,13 +175,22 @@ TEST_F(PythonWorkloadsTest, HfPeftRunsDeepSpeedZeroZeroAndTwoOnTwoRanks) {
     EXPECT_EQ(s["applied"]["lora_modules"], 4);  // q and v in each of tiny's 2 layers
     EXPECT_FALSE(s["environment"].value("deepspeed_version", "").empty());
   }
-  // ZeRO-2 partitions the optimizer; the losses stay ZeRO-0's.
+  auto offload = Query("SELECT outcome, reason FROM trials WHERE variant_key = 'zero_stage=2,offload=optimizer'");
+  ASSERT_EQ(offload.size(), 1u);
+  EXPECT_EQ(offload[0][0], "unsupported");
+  EXPECT_NE(offload[0][1].get<std::string>().find("host memory already"), std::string::npos) << offload[0][1];
+  // ZeRO partitions the optimizer (1, 2) and the weights (3); the losses stay ZeRO-0's.
   auto losses = Losses();
-  for (const auto& [step, loss] : losses["zero_stage=0"]) {
-    EXPECT_NEAR(losses["zero_stage=2"][step], loss, 0.01 * std::abs(loss)) << "step " << step;
+  const auto& base = losses["zero_stage=0,offload=none"];
+  ASSERT_EQ(base.size(), 5u) << "see " << dir_;
+  for (int stage : {1, 2, 3}) {
+    const auto& other = losses["zero_stage=" + std::to_string(stage) + ",offload=none"];
+    for (const auto& [step, loss] : base) {
+      ASSERT_TRUE(other.count(step)) << "stage " << stage << " step " << step;
+      EXPECT_NEAR(other.at(step), loss, 0.01 * std::abs(loss)) << "stage " << stage << " step " << step;
+    }
   }
 }
-
 
 // One sweep compares executors: the native trainer (LibTorch C++) and torch-reference
 // (the same model, weights, data and step in plain PyTorch) on two ranks. Both succeed
