@@ -307,10 +307,11 @@ Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_
       r.flops_per_s = s.Real(9);
       r.mfu = s.Real(10);
       r.peak_mem_bytes = s.Int(11);
-      r.frozen_bytes = s.Int(12);
-      r.trainable_bytes = s.Int(13);
-      r.grad_bytes = s.Int(14);
-      r.optimizer_bytes = s.Int(15);
+      auto held = [&](int column) { return s.IsNull(column) ? std::nullopt : std::optional<std::int64_t>(s.Int(column)); };
+      r.frozen_bytes = held(12);
+      r.trainable_bytes = held(13);
+      r.grad_bytes = held(14);
+      r.optimizer_bytes = held(15);
       r.comm_s_per_step = s.Real(16);
       r.comm_bytes_per_step = s.Real(17);
       if (t.applied.is_null() || r.rank == 0) {

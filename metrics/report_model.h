@@ -47,10 +47,12 @@ struct RankSummary {
   double flops_per_s = 0;
   double mfu = 0;
   std::int64_t peak_mem_bytes = 0;
-  std::int64_t frozen_bytes = 0;
-  std::int64_t trainable_bytes = 0;
-  std::int64_t grad_bytes = 0;
-  std::int64_t optimizer_bytes = 0;
+  // Held bytes by kind; empty when the trainer did not report one (a command workload
+  // may report some kinds only).
+  std::optional<std::int64_t> frozen_bytes;
+  std::optional<std::int64_t> trainable_bytes;
+  std::optional<std::int64_t> grad_bytes;
+  std::optional<std::int64_t> optimizer_bytes;
   double comm_s_per_step = 0;
   double comm_bytes_per_step = 0;
 };

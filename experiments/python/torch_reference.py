@@ -209,6 +209,17 @@ class LoraModel(torch.nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+def tensor_bytes(tensors):
+    return sum(t.numel() * t.element_size() for t in tensors if torch.is_tensor(t))
+
+
+def optimizer_state_bytes(optimizer):
+    """The optimizer state this rank holds (Adam's two moments; under DeepSpeed ZeRO the
+    wrapped optimizer's partitioned states), measured from its tensors."""
+    base = getattr(optimizer, "optimizer", optimizer)  # DeepSpeed's ZeRO optimizers wrap torch's
+    return tensor_bytes(t for state in base.state.values() for t in state.values())
+
+
 def apply_compile(model, config):
     """torch.compile on the chosen scope; returns the callable that computes the loss."""
     mode = config["compile_mode"]
@@ -259,6 +270,7 @@ def main():
               comm_backend=("nccl" if device.type == "cuda" else "gloo") if world > 1 else "none")
 
     comm_total = 0.0
+    grad_bytes = None  # measured on the plain path; DeepSpeed keeps gradients in its own buffers
     for step in range(config["warmup_steps"] + config["steps"]):
         tokens_this_step = 0
         with run.step() as record:
@@ -289,6 +301,7 @@ def main():
                         n = p.numel()
                         p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
                         offset += n
+                grad_bytes = tensor_bytes(p.grad for p in adapters if p.grad is not None)
                 if config["grad_clip"] > 0:
                     record.grad_norm = torch.nn.utils.clip_grad_norm_(adapters, float(config["grad_clip"]))
                 optimizer.step()
@@ -315,6 +328,8 @@ def main():
     run.summary(applied=applied, compile=compile_info,
                 frozen_bytes=n_frozen * (2 if dtype == torch.bfloat16 else 4),
                 trainable_bytes=n_lora * 4,
+                **({"grad_bytes": grad_bytes} if grad_bytes is not None else {}),
+                optimizer_bytes=optimizer_state_bytes(optimizer),
                 comm_s_per_step=comm_total / max(1, config["warmup_steps"] + config["steps"]),
                 flops_per_token=flops)
     if world > 1:
