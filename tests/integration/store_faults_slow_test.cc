@@ -117,16 +117,20 @@ class StoreFaultsTest : public ::testing::Test {
 
   // The fault is fixed: healthy again by itself, the sweep finishes, once each.
   void ExpectTheSweepFinishesWithEveryTrialAndEventOnce(pid_t coordinator) {
+    const auto fixed = std::chrono::steady_clock::now();
     EXPECT_TRUE(WaitFor([&] { return Health().first == 200; }, 60s)) << Health().second;
+    const double healthy_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - fixed).count();
     ASSERT_TRUE(WaitFor([&] { return cluster_->SweepFinished(); }, 300s)) << cluster_->Trials().dump();
+    const double finished_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - fixed).count();
     EXPECT_EQ(cluster_->coordinator().pid(), coordinator);
     EXPECT_FALSE(cluster_->coordinator().WaitExit(0ms).has_value()) << "the coordinator died";
     cluster_->ExpectEveryTrialSucceededOnce(kTrials);
     cluster_->ExpectEveryEventStoredOnce(kWarmupSteps, kSteps);
     auto lost = cluster_->Query("SELECT count(*) FROM attempts a JOIN trials t ON t.id = a.trial_id WHERE "
                                 "t.sweep_id = " + std::to_string(cluster_->sweep_id()) + " AND a.outcome = 'lost'");
-    std::printf("%d trials finished once each; %lld attempts lost and rerun\n", kTrials,
-                static_cast<long long>(lost.empty() ? -1 : lost[0][0].get<std::int64_t>()));
+    std::printf("fixed: /healthz 200 after %.1f s, sweep finished after %.1f s; %d trials finished once each; "
+                "%lld attempts lost and rerun\n",
+                healthy_s, finished_s, kTrials, static_cast<long long>(lost.empty() ? -1 : lost[0][0].get<std::int64_t>()));
   }
 
   std::filesystem::path dir_;
