@@ -11,8 +11,7 @@ Status SqliteStatusFor(int rc, const std::string& path, const std::string& what,
     case SQLITE_FULL:
       return Status::ResourceExhausted(
           where + ": the disk or the database's size limit is full; free space on the "
-                  "file system (or raise the limit) and restart; results stored so far "
-                  "are kept");
+                  "file system, or raise the limit; results stored so far are kept");
     case SQLITE_READONLY:
       return Status::IoError(where + ": the database is read-only; make the file and its "
                                      "directory writable; results stored so far are kept");

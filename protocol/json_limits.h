@@ -14,6 +14,12 @@ namespace bakeoff::protocol {
 // body (docs/protocol.md, "Limits"). The deepest message Bakeoff itself sends nests 6.
 inline constexpr int kMaxJsonDepth = 64;
 
+// Levels the events frame adds around a trainer's event line ({"events": [{"event":
+// LINE}]}), and so the deepest line a worker accepts: a deeper one would make a frame
+// the coordinator refuses, resent after every reconnect and never acknowledged.
+inline constexpr int kEventsFrameEnvelopeDepth = 3;
+inline constexpr int kMaxTrainerLineDepth = kMaxJsonDepth - kEventsFrameEnvelopeDepth;
+
 // InvalidArgument ("JSON nested deeper than N levels at byte B") when `text` nests arrays
 // and objects deeper than `max_depth`; brackets inside strings do not count. Linear in
 // the text, no allocation; it does not otherwise validate the JSON.

@@ -58,7 +58,7 @@ Result<TrainerEvent> ParseTrainerEvent(std::string_view line, std::size_t max_li
     return Status::InvalidArgument("trainer line of " + std::to_string(line.size()) + " bytes is over the limit of " +
                                    std::to_string(max_line_bytes));
   }
-  if (Status deep = CheckJsonDepth(line); !deep.ok()) return deep.WithContext("trainer line");
+  if (Status deep = CheckJsonDepth(line, kMaxTrainerLineDepth); !deep.ok()) return deep.WithContext("trainer line");
   json parsed = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded() || !parsed.is_object()) {
     return Status::InvalidArgument("trainer line is not a JSON object");

@@ -212,6 +212,66 @@ class TestCluster {
     for (const auto& r : succeeded) EXPECT_EQ(r[1], 1) << "trial " << r[0] << " succeeded more than once";
   }
 
+  // Every stored event of the sweep is there once and none of a final attempt is
+  // missing: each rank of each trial's final attempt has one `started` and one `ready`
+  // event, every warmup and measured step (`warmup_steps`, `steps`) once and one summary;
+  // no attempt of any trial has a kind of event twice for a rank or a sequence number
+  // twice; every attempt but the final one ended `lost` (only lost attempts rerun).
+  void ExpectEveryEventStoredOnce(int warmup_steps, int steps) {
+    const std::string sweep = std::to_string(sweep_id_);
+    const std::string final_attempt =
+        "JOIN trials t ON t.id = x.trial_id AND x.attempt = t.attempts_used WHERE t.sweep_id = " + sweep;
+    // Per final attempt and rank (a rank is in the attempt's ranks_json): what it stored.
+    const auto ranks = Query(
+             "SELECT x.trial_id, x.attempt, r.value ->> '$.rank', "
+             "(SELECT count(*) FROM step_metrics m WHERE m.trial_id = x.trial_id AND m.attempt = x.attempt "
+             "AND m.rank = r.value ->> '$.rank' AND m.phase = 'warmup' AND m.step BETWEEN 0 AND " +
+             std::to_string(warmup_steps - 1) +
+             "), (SELECT count(*) FROM step_metrics m WHERE m.trial_id = x.trial_id AND m.attempt = x.attempt "
+             "AND m.rank = r.value ->> '$.rank' AND m.phase = 'measure' AND m.step BETWEEN 0 AND " +
+             std::to_string(steps - 1) +
+             "), (SELECT count(*) FROM step_metrics m WHERE m.trial_id = x.trial_id AND m.attempt = x.attempt "
+             "AND m.rank = r.value ->> '$.rank'), "
+             "(SELECT count(*) FROM trial_summaries s WHERE s.trial_id = x.trial_id AND s.attempt = x.attempt "
+             "AND s.rank = r.value ->> '$.rank'), "
+             "(SELECT count(*) FROM events e WHERE e.trial_id = x.trial_id AND e.attempt = x.attempt "
+             "AND e.rank = r.value ->> '$.rank' AND e.kind = 'started'), "
+             "(SELECT count(*) FROM events e WHERE e.trial_id = x.trial_id AND e.attempt = x.attempt "
+             "AND e.rank = r.value ->> '$.rank' AND e.kind = 'ready') "
+             "FROM attempts x, json_each(x.ranks_json) r " + final_attempt);
+    const auto trials = Query("SELECT count(*) FROM trials WHERE sweep_id = " + sweep);
+    ASSERT_EQ(trials.size(), 1u);
+    EXPECT_GE(static_cast<std::int64_t>(ranks.size()), trials[0][0].get<std::int64_t>()) << "final attempts' ranks";
+    for (const auto& r : ranks) {
+      const std::string where = "trial " + r[0].dump() + " attempt " + r[1].dump() + " rank " + r[2].dump();
+      EXPECT_EQ(r[3], warmup_steps) << where << ": warmup steps";
+      EXPECT_EQ(r[4], steps) << where << ": measured steps";
+      EXPECT_EQ(r[5], warmup_steps + steps) << where << ": steps in all";
+      EXPECT_EQ(r[6], 1) << where << ": summaries";
+      EXPECT_EQ(r[7], 1) << where << ": started events";
+      EXPECT_EQ(r[8], 1) << where << ": ready events";
+    }
+    const std::string of_sweep = " JOIN trials t ON t.id = x.trial_id WHERE t.sweep_id = " + sweep;
+    for (const auto& r : Query("SELECT x.trial_id, x.attempt, x.rank, x.kind, count(*) FROM events x" + of_sweep +
+                               " AND x.kind IN ('started', 'ready', 'error') "
+                               "GROUP BY x.trial_id, x.attempt, x.rank, x.kind HAVING count(*) > 1")) {
+      ADD_FAILURE() << "trial " << r[0] << " attempt " << r[1] << " rank " << r[2] << ": " << r[4] << " "
+                    << r[3] << " events";
+    }
+    for (const auto& r : Query("SELECT x.trial_id, x.attempt, x.rank, x.seq, count(*) FROM events x" + of_sweep +
+                               " AND x.seq IS NOT NULL GROUP BY x.trial_id, x.attempt, x.rank, x.seq "
+                               "HAVING count(*) > 1")) {
+      ADD_FAILURE() << "trial " << r[0] << " attempt " << r[1] << " rank " << r[2] << ": seq " << r[3]
+                    << " stored " << r[4] << " times";
+    }
+    for (const auto& r : Query("SELECT x.trial_id, x.attempt, x.outcome FROM attempts x" + of_sweep +
+                               " AND (x.outcome IS NULL OR (x.attempt < t.attempts_used AND x.outcome <> 'lost') "
+                               "OR x.attempt > t.attempts_used)")) {
+      ADD_FAILURE() << "trial " << r[0] << " attempt " << r[1] << " ended " << r[2]
+                    << " (every attempt but the final one must be lost, and every one ended)";
+    }
+  }
+
   // rank -> pid of the attempt's rank processes, from their `started` events.
   std::map<int, int> RankPids(std::int64_t trial, int attempt) {
     std::map<int, int> out;
@@ -245,7 +305,11 @@ class TestCluster {
     return std::atoi(stat.c_str() + paren + 4);  // ") S PPID"
   }
 
-  std::string db() const { return (dir_ / "results.db").string(); }
+  // The results database the coordinator opens (--db) and Query reads.
+  std::string db() const { return db_.empty() ? (dir_ / "results.db").string() : db_; }
+  // Another database file (e.g. on a file system of its own) from the coordinator's
+  // next start on.
+  void set_database(std::string path) { db_ = std::move(path); }
   std::filesystem::path CoordinatorLog() const {
     return dir_ / ("coordinator-" + std::to_string(coordinator_starts_) + ".log");
   }
@@ -276,6 +340,7 @@ class TestCluster {
   std::string http_host_ = "127.0.0.1", worker_host_ = "127.0.0.1";
   int http_port_ = 0, worker_port_ = 0, coordinator_starts_ = 0;
   std::int64_t sweep_id_ = 0;
+  std::string db_;
 };
 
 }  // namespace bakeoff::testing

@@ -6,6 +6,10 @@
 
 #include <string>
 
+#include "protocol/frame_codec.h"
+#include "protocol/json_limits.h"
+#include "protocol/messages.h"
+
 namespace bakeoff::protocol {
 namespace {
 
@@ -54,6 +58,26 @@ TEST(TrainerEventTest, LinesOverTheLimitAreRefusedUnparsed) {
   auto refused = ParseTrainerEvent(line, 1000);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("over the limit"), std::string::npos);
+}
+
+// The events frame wraps a line 3 levels deep: a line the worker accepts must still
+// fit the coordinator's 64, else it is resent forever and never acknowledged.
+TEST(TrainerEventTest, LinesAreRefusedPastTheDepthTheirEventsFrameLeaves) {
+  auto nested = [](int depth) {
+    return R"({"event":"step","step":1,"step_s":0.1,"x":)" + std::string(depth - 1, '[') +
+           std::string(depth - 1, ']') + "}";
+  };
+  ASSERT_EQ(kMaxTrainerLineDepth, 61);
+  auto deepest = ParseTrainerEvent(nested(61));
+  ASSERT_TRUE(deepest.ok()) << deepest.status().ToString();
+  EventsMessage message;
+  message.events.push_back(TrialEvent{AttemptRef{1, 1}, 0, deepest->body, 1});
+  auto payload = ToJson(message).dump();
+  EXPECT_TRUE(DecodeFramePayload(payload).ok()) << "the coordinator must take the frame";
+  auto deeper = ParseTrainerEvent(nested(62));
+  ASSERT_FALSE(deeper.ok());
+  EXPECT_NE(deeper.status().message().find("nested deeper than 61 levels"), std::string::npos)
+      << deeper.status().ToString();
 }
 
 }  // namespace

@@ -34,5 +34,22 @@ TEST(SweepParserFuzzCorpusTest, EveryCorpusInputParsesOrFailsCleanly) {
   }
 }
 
+// The corpus starts with sweeps past the nesting limit (32 levels), so the depth checks
+// run from the first second of every fuzz run and of this replay: 5,000 flow levels are
+// refused by the scan before yaml-cpp recurses, 40 block levels by the tree walk.
+TEST(SweepParserFuzzCorpusTest, SeedsPastTheNestingLimitAreRefusedWithTheDepthError) {
+  for (const char* name : {"deep_flow.yaml", "deep_block.yaml"}) {
+    std::ifstream in(std::string(BAKEOFF_SOURCE_DIR "/tests/experiments/spec/fuzz/corpus/") + name,
+                     std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto spec = ParseSweepText(ss.str(), name);
+    ASSERT_FALSE(spec.ok()) << name;
+    EXPECT_EQ(spec.status().code(), Status::Code::kResourceExhausted) << spec.status().ToString();
+    EXPECT_NE(spec.status().message().find("nesting deeper than 32 levels"), std::string::npos)
+        << spec.status().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace bakeoff::spec

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 
@@ -51,7 +53,8 @@ inline void FuzzFrameDecoder(const std::uint8_t* data, std::size_t size) {
 
 // Lines of a trainer's stdout: each is parsed as the worker does; an accepted event
 // travels on through an events frame (encode, decode, parse) as it would to the
-// coordinator.
+// coordinator, which must take it: a frame the coordinator refuses would be resent
+// after every reconnect and never acknowledged, so such an input stops the run.
 inline void FuzzTrainerEvents(const std::uint8_t* data, std::size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   std::int64_t seq = 0;
@@ -68,7 +71,12 @@ inline void FuzzTrainerEvents(const std::uint8_t* data, std::size_t size) {
     FrameDecoder decoder;
     decoder.Append(*frame);
     auto decoded = decoder.Next();
-    if (decoded.ok() && decoded->has_value()) (void)Parse<EventsMessage>(**decoded);
+    if (!decoded.ok() || !decoded->has_value()) {
+      std::fprintf(stderr, "an accepted trainer event's frame does not decode: %s\n",
+                   decoded.ok() ? "incomplete" : decoded.status().ToString().c_str());
+      std::abort();
+    }
+    (void)Parse<EventsMessage>(**decoded);
   }
 }
 
