@@ -163,6 +163,16 @@ TEST_F(TrialRunnerTest, ARankLogIsCappedAndKeepsItsHeadAndTail) {
   EXPECT_FALSE(std::filesystem::exists(log + ".tail.old"));
 }
 
+// The log is drained until the rank has been reaped, not until every process holding
+// its stderr has gone: a child left writing to it does not hold the attempt back.
+TEST_F(TrialRunnerTest, AChildKeepingTheRanksStderrOpenDoesNotHoldTheAttempt) {
+  auto done = Run(Assign({{"fake_behavior", "child_keeps_stderr"}, {"steps", 1}}));
+  auto child = EventsOfKind("child");
+  if (!child.empty()) kill(child[0]["pid"].get<pid_t>(), SIGKILL);
+  EXPECT_EQ(done.outcome, "succeeded") << done.reason;
+  ASSERT_EQ(child.size(), 1u);
+}
+
 TEST_F(TrialRunnerTest, TheWorkersTokenNeverReachesARank) {
   setenv("BAKEOFF_TOKEN", "worker-secret", 1);
   auto done = Run(Assign({{"steps", 1}}));
