@@ -50,7 +50,7 @@ struct HttpReply {
   // Set by routes whose work may block (a user's SQL): the session runs it on the
   // server's worker pool and sends its reply instead, so the service's executor (and
   // with it heartbeats and scheduling) never waits on it.
-  std::function<HttpReply()> blocking_work;
+  std::function<HttpReply()> blocking_work{};
   // With blocking_work: run it in arrival order, one at a time, with the other
   // in_order work (sweep submissions: their ids follow the order they arrived in, and
   // one expansion at a time is held in memory).
@@ -58,7 +58,7 @@ struct HttpReply {
   // Set on blocking_work's reply when the rest of the work belongs on the service's
   // executor (a prepared sweep is stored and scheduled there): the session calls it
   // there and sends its reply instead.
-  std::function<HttpReply()> then_on_executor;
+  std::function<HttpReply()> then_on_executor{};
 };
 
 // How a submitted sweep is prepared off the executor: CoordinatorService::PrepareSweep
