@@ -133,6 +133,10 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--max-buffered-events", flags->config.max_buffered_events,
                   "events kept while the coordinator is unreachable")
       ->capture_default_str();
+  cmd->add_option("--max-rank-log-bytes", flags->config.max_rank_log_bytes,
+                  "cap of each rank's log (rank-R.log); past it the log keeps its head and tail and marks the "
+                  "dropped middle")
+      ->capture_default_str();
   cmd->add_option("--metrics-listen", flags->config.metrics_listen,
                   "serve GET /metrics on HOST:PORT (default: the --host address, port 0 = a free port "
                   "that the coordinator lists in /api/v1/sd); \"off\" disables it");

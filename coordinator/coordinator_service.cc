@@ -63,6 +63,12 @@ ApiError FromStatus(const Status& status) {
   return ApiError{code, status.message()};
 }
 
+// Why a sweep is refused while the store cannot write (503).
+ApiError NoNewSweeps(const metrics::ResultsStore& store) {
+  return ApiError{503, "the results database is not writable (" + store.health().message() +
+                           "); the coordinator accepts no new sweeps until it is fixed"};
+}
+
 }  // namespace
 
 CoordinatorService::CoordinatorService(asio::any_io_executor executor, CoordinatorConfig config,
@@ -893,38 +899,46 @@ std::string CoordinatorService::WaitingReason(std::int64_t sweep_id) const {
          (list.empty() ? "none" : list) + "); start a worker whose --executors file has it";
 }
 
-Result<spec::SweepSpec> CoordinatorService::ParseSubmittedSweep(const std::string& yaml) const {
-  // The coordinator's allowlist checks its templates' fields; a template only registered
-  // workers offer is accepted by name (the worker's script checks its fields).
-  spec::ExecutorCatalog known = config_.executors;
-  for (const auto& name : OfferedTemplates(/*live_only=*/false)) {
-    if (known.Find(name) == nullptr) known.names_only.insert(name);
-  }
-  return spec::ParseSweepText(yaml, "<submitted sweep>", {}, &known);
+std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& yaml) {
+  auto submission = BeginSubmit();
+  if (auto* error = std::get_if<ApiError>(&submission)) return std::move(*error);
+  auto prepared = PrepareSweep(std::get<SweepSubmission>(submission), yaml);
+  if (auto* error = std::get_if<ApiError>(&prepared)) return std::move(*error);
+  return CommitSweep(std::move(std::get<PreparedSweep>(prepared)));
 }
 
-std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& yaml) {
-  if (!store_.healthy()) {
-    return ApiError{503, "the results database is not writable (" + store_.health().message() +
-                             "); the coordinator accepts no new sweeps until it is fixed"};
+std::variant<SweepSubmission, ApiError> CoordinatorService::BeginSubmit() const {
+  if (!store_.healthy()) return NoNewSweeps(store_);
+  // The coordinator's allowlist checks its templates' fields; a template only registered
+  // workers offer is accepted by name (the worker's script checks its fields).
+  SweepSubmission submission;
+  submission.executors = config_.executors;
+  for (const auto& name : OfferedTemplates(/*live_only=*/false)) {
+    if (submission.executors.Find(name) == nullptr) submission.executors.names_only.insert(name);
   }
+  submission.max_trials = config_.max_trials_per_sweep;
+  return submission;
+}
+
+std::variant<PreparedSweep, ApiError> CoordinatorService::PrepareSweep(const SweepSubmission& submission,
+                                                                       std::string yaml) {
   // Over a limit (YAML size, nesting, nodes, trials per sweep): 413; otherwise 400.
   auto rejected = [](const Status& s) {
     return ApiError{s.code() == Status::Code::kResourceExhausted ? 413 : 400, s.message()};
   };
-  auto spec = ParseSubmittedSweep(yaml);
+  auto spec = spec::ParseSweepText(yaml, "<submitted sweep>", {}, &submission.executors);
   if (!spec.ok()) return rejected(spec.status());
   spec::ExpandOptions options;
-  options.max_trials = config_.max_trials_per_sweep;
+  options.max_trials = submission.max_trials;
   auto expanded = spec::Expand(*spec, options);
   if (!expanded.ok()) return rejected(expanded.status());
 
-  metrics::SweepRecord record;
+  PreparedSweep prepared;
+  metrics::SweepRecord& record = prepared.record;
   record.name = spec->name;
   record.question = spec->question;
-  record.yaml = yaml;
+  record.yaml = std::move(yaml);
   record.spec = spec::ToJson(*spec);
-  std::vector<metrics::VariantRecord> variants;
   for (const auto& v : expanded->variants) {
     metrics::VariantRecord vr;
     vr.key = v.key;
@@ -935,17 +949,28 @@ std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& 
     vr.counterpart_key = v.counterpart_key;
     vr.is_baseline = v.is_baseline;
     vr.counterpart_excluded = v.counterpart_excluded;
-    variants.push_back(std::move(vr));
+    prepared.variants.push_back(std::move(vr));
   }
-  std::vector<metrics::NewTrial> trials;
   for (const auto& t : expanded->trials) {
     metrics::NewTrial nt;
     nt.variant_key = expanded->variants[t.variant].key;
     nt.repeat = t.repeat;
     nt.order_index = static_cast<std::int64_t>(t.index);
     nt.max_attempts = spec->limits.max_attempts;
-    trials.push_back(std::move(nt));
+    prepared.trials.push_back(std::move(nt));
   }
+  prepared.spec = std::move(spec).value();
+  prepared.expanded = std::move(expanded).value();
+  return prepared;
+}
+
+std::variant<json, ApiError> CoordinatorService::CommitSweep(PreparedSweep prepared) {
+  if (!store_.healthy()) return NoNewSweeps(store_);
+  const spec::SweepSpec* spec = &prepared.spec;
+  const spec::ExpandedSweep* expanded = &prepared.expanded;
+  const metrics::SweepRecord& record = prepared.record;
+  const std::vector<metrics::VariantRecord>& variants = prepared.variants;
+  const std::vector<metrics::NewTrial>& trials = prepared.trials;
   auto created = [&] {
     CoordinatorMetrics::StoreWriteTimer timer(metrics_, "create_sweep");
     return store_.CreateSweep(record, variants, trials);

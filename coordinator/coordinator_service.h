@@ -37,6 +37,8 @@
 #include "coordinator/trial_state_machine.h"
 #include "coordinator/worker_link.h"
 #include "coordinator/worker_registry.h"
+#include "experiments/spec/executor_catalog.h"
+#include "experiments/spec/expanded_sweep.h"
 #include "experiments/spec/sweep_spec.h"
 #include "metrics/results_store.h"
 #include "metrics/statistics.h"
@@ -48,6 +50,24 @@ namespace bakeoff::coordinator {
 struct ApiError {
   int http_status = 500;
   std::string message;
+};
+
+// What preparing a submitted sweep reads from the service, captured on its executor
+// (CoordinatorService::BeginSubmit) so that the preparation touches no service state.
+struct SweepSubmission {
+  // The coordinator's allowlist, plus by name the templates registered workers offer.
+  spec::ExecutorCatalog executors;
+  std::size_t max_trials = 0;  // CoordinatorConfig::max_trials_per_sweep
+};
+
+// A submitted sweep parsed, validated and expanded, with the records to store: what
+// CoordinatorService::CommitSweep needs. A plain value, built on any thread.
+struct PreparedSweep {
+  spec::SweepSpec spec;
+  spec::ExpandedSweep expanded;
+  metrics::SweepRecord record;  // holds the YAML as submitted
+  std::vector<metrics::VariantRecord> variants;
+  std::vector<metrics::NewTrial> trials;
 };
 
 class CoordinatorService {
@@ -77,8 +97,19 @@ class CoordinatorService {
 
   // --- HTTP API (HttpServer) -----------------------------------------------------
   // Parses, validates, expands and stores a sweep; its trials are queued at once.
-  // Returns {"id", "name", "variant_count", "trial_count", "state"}.
+  // Returns {"id", "name", "variant_count", "trial_count", "state"}. The three steps
+  // below in turn; HttpServer runs the middle one on another thread, since parsing and
+  // expanding a large sweep (up to the trial and configuration caps) takes a while and
+  // must not hold heartbeats and requests.
   std::variant<nlohmann::json, ApiError> SubmitSweep(const std::string& yaml);
+  // 503 at once while the store cannot write; else what PrepareSweep needs.
+  std::variant<SweepSubmission, ApiError> BeginSubmit() const;
+  // Parses, validates and expands `yaml`: 413 over a limit (size, nesting, trials,
+  // configurations), 400 otherwise. Pure: safe to call from any thread.
+  static std::variant<PreparedSweep, ApiError> PrepareSweep(const SweepSubmission& submission, std::string yaml);
+  // Stores the sweep and queues its trials (503 when the store cannot write). Sweep
+  // and trial ids follow the order of CommitSweep calls.
+  std::variant<nlohmann::json, ApiError> CommitSweep(PreparedSweep prepared);
   // Why sweep `sweep_id`'s queued trials cannot start now ("" when they can or none
   // wait): e.g. no live worker offers its command template.
   std::string WaitingReason(std::int64_t sweep_id) const;
@@ -110,9 +141,6 @@ class CoordinatorService {
   void Tick();
 
  private:
-  // A submitted sweep parsed and, for executor: command, its template checked against
-  // the coordinator's allowlist and the templates registered workers offer.
-  Result<spec::SweepSpec> ParseSubmittedSweep(const std::string& yaml) const;
   // The command templates registered workers offer (live_only: schedulable and linked).
   std::set<std::string> OfferedTemplates(bool live_only) const;
 

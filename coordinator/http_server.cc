@@ -99,14 +99,14 @@ std::map<std::string, std::string> QueryParams(const std::string& query) {
   return params;
 }
 
-// Runs `work` on `pool` and completes on `home` (the service's executor), holding work
-// on `home` meanwhile. Written out rather than co_spawn(pool, ..., use_awaitable):
-// Boost 1.74's co_spawn may resume the awaiting coroutine on the pool's thread.
-template <typename Token>
-auto RunOffExecutor(asio::thread_pool& pool, asio::any_io_executor home, std::function<HttpReply()> work,
-                    Token&& token) {
+// Runs `work` on `pool` (the thread pool's executor, or a strand of it) and completes on
+// `home` (the service's executor), holding work on `home` meanwhile. Written out rather
+// than co_spawn(pool, ..., use_awaitable): Boost 1.74's co_spawn may resume the
+// awaiting coroutine on the pool's thread.
+template <typename Executor, typename Token>
+auto RunOffExecutor(Executor pool, asio::any_io_executor home, std::function<HttpReply()> work, Token&& token) {
   return asio::async_initiate<Token, void(HttpReply)>(
-      [&pool, home](auto handler, std::function<HttpReply()> work) {
+      [pool, home](auto handler, std::function<HttpReply()> work) {
         auto shared = std::make_shared<decltype(handler)>(std::move(handler));
         auto home_work = asio::prefer(home, asio::execution::outstanding_work.tracked);
         asio::post(pool, [shared, home_work, work = std::move(work)]() {
@@ -252,9 +252,15 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream) {
         break;
       } else {
         reply = Route(std::string(request.method_string()), target, request.body());
-        if (reply.blocking_work) {
-          reply = co_await RunOffExecutor(blocking_pool_, executor_, std::move(reply.blocking_work),
+        if (reply.blocking_work && reply.in_order) {
+          reply = co_await RunOffExecutor(in_order_, executor_, std::move(reply.blocking_work), asio::use_awaitable);
+        } else if (reply.blocking_work) {
+          reply = co_await RunOffExecutor(blocking_pool_.get_executor(), executor_, std::move(reply.blocking_work),
                                           asio::use_awaitable);
+        }
+        if (reply.then_on_executor) {
+          auto then = std::move(reply.then_on_executor);
+          reply = then();
         }
       }
     }
@@ -400,9 +406,26 @@ HttpReply HttpServer::Route(const std::string& method, const std::string& target
   if (seg.size() == 3) {
     if (method == "POST") {
       if (body.empty()) return Error(400, "the request body must be the sweep's YAML");
-      auto result = service_.SubmitSweep(body);
-      if (auto* error = std::get_if<ApiError>(&result)) return Error(error->http_status, error->message);
-      return JsonReply(201, std::get<json>(result));
+      // Parsed and expanded on the pool (a sweep at the caps takes a while), stored and
+      // scheduled back on the executor.
+      auto submission = service_.BeginSubmit();
+      if (auto* error = std::get_if<ApiError>(&submission)) return Error(error->http_status, error->message);
+      HttpReply reply;
+      reply.in_order = true;
+      reply.blocking_work = [&service = service_, prepare = sweep_preparer_,
+                             submission = std::get<SweepSubmission>(std::move(submission)), yaml = body]() mutable {
+        auto prepared = prepare(submission, std::move(yaml));
+        if (auto* error = std::get_if<ApiError>(&prepared)) return Error(error->http_status, error->message);
+        HttpReply stored;
+        stored.then_on_executor = [&service, prepared = std::make_shared<PreparedSweep>(
+                                                 std::get<PreparedSweep>(std::move(prepared)))]() {
+          auto result = service.CommitSweep(std::move(*prepared));
+          if (auto* error = std::get_if<ApiError>(&result)) return Error(error->http_status, error->message);
+          return JsonReply(201, std::get<json>(result));
+        };
+        return stored;
+      };
+      return reply;
     }
     if (method != "GET") return Error(405, "use GET or POST " + path);
     auto sweeps = store.ListSweeps();

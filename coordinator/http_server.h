@@ -10,7 +10,9 @@
 // connections (max_http_connections, accept_loop.h).
 // Errors are JSON: {"error": "..."}. POST /api/v1/query runs read-only SQL (bounded
 // rows and time) and GET .../report builds a report (bounded bootstrap work, at most
-// kMaxReportsInFlight at once) on a small thread pool, never on the service's executor.
+// kMaxReportsInFlight at once) on a small thread pool, never on the service's executor;
+// POST /api/v1/sweeps parses and expands the sweep there too (one at a time, in arrival
+// order) and stores it back on the executor.
 // Thread-safety: runs on the service's single-threaded executor.
 #pragma once
 
@@ -22,8 +24,10 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 
 #include "coordinator/accept_loop.h"
@@ -46,8 +50,21 @@ struct HttpReply {
   // Set by routes whose work may block (a user's SQL): the session runs it on the
   // server's worker pool and sends its reply instead, so the service's executor (and
   // with it heartbeats and scheduling) never waits on it.
-  std::function<HttpReply()> blocking_work;
+  std::function<HttpReply()> blocking_work{};
+  // With blocking_work: run it in arrival order, one at a time, with the other
+  // in_order work (sweep submissions: their ids follow the order they arrived in, and
+  // one expansion at a time is held in memory).
+  bool in_order = false;
+  // Set on blocking_work's reply when the rest of the work belongs on the service's
+  // executor (a prepared sweep is stored and scheduled there): the session calls it
+  // there and sends its reply instead.
+  std::function<HttpReply()> then_on_executor{};
 };
+
+// How a submitted sweep is prepared off the executor: CoordinatorService::PrepareSweep
+// unless a test wraps it.
+using SweepPreparer =
+    std::function<std::variant<PreparedSweep, ApiError>(const SweepSubmission& submission, std::string yaml)>;
 
 // Reports built at once (queued or running on the pool); one more is answered 503.
 inline constexpr int kMaxReportsInFlight = 4;
@@ -71,9 +88,14 @@ class HttpServer {
 
   // The routing and handling of one request, transport-free (unit-testable); checks
   // Authorize first. A reply with blocking_work is completed by calling it (Session
-  // does so off the executor).
+  // does so off the executor), then its reply's then_on_executor, if any (Session does
+  // so back on the executor).
   HttpReply Handle(const std::string& method, const std::string& target,
                    const std::string& authorization, const std::string& body);
+
+  // Replaces how submitted sweeps are prepared (tests hold one mid-preparation).
+  // REQUIRES: called before Start.
+  void set_sweep_preparer(SweepPreparer preparer) { sweep_preparer_ = std::move(preparer); }
 
  private:
   HttpReply Route(const std::string& method, const std::string& target, const std::string& body);
@@ -94,6 +116,9 @@ class HttpServer {
   // may outlive a request's coroutine).
   std::shared_ptr<std::atomic<int>> reports_in_flight_ = std::make_shared<std::atomic<int>>(0);
   boost::asio::thread_pool blocking_pool_{2};
+  // HttpReply::in_order work runs here.
+  boost::asio::strand<boost::asio::thread_pool::executor_type> in_order_{blocking_pool_.get_executor()};
+  SweepPreparer sweep_preparer_ = &CoordinatorService::PrepareSweep;
 };
 
 }  // namespace bakeoff::coordinator

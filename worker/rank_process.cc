@@ -19,15 +19,19 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     return Status::IoError(std::string("cannot create a pipe for the trainer's stdout: ") + strerror(errno));
   }
-  int stderr_fd = -1;
-  if (!request.stderr_path.empty()) {
-    stderr_fd = open(request.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (stderr_fd < 0) {
-      close(pipe_fds[0]);
-      close(pipe_fds[1]);
-      return Status::IoError("cannot create the rank log '" + request.stderr_path + "': " + strerror(errno));
-    }
+  int stderr_fds[2] = {-1, -1};
+  if (request.capture_stderr && pipe2(stderr_fds, O_CLOEXEC) != 0) {
+    const int err = errno;
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return Status::IoError(std::string("cannot create a pipe for the trainer's stderr: ") + strerror(err));
   }
+  auto close_stderr_pipe = [&stderr_fds]() {
+    for (int& fd : stderr_fds) {
+      if (fd >= 0) close(fd);
+      fd = -1;
+    }
+  };
   // Everything the child needs is built before fork: no allocation happens after it.
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(request.executable.c_str()));
@@ -44,7 +48,7 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
     int err = errno;
     close(pipe_fds[0]);
     close(pipe_fds[1]);
-    if (stderr_fd >= 0) close(stderr_fd);
+    close_stderr_pipe();
     return Status::ResourceExhausted(std::string("fork failed: ") + strerror(err));
   }
   if (pid == 0) {
@@ -60,7 +64,7 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
     signal(SIGPIPE, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    if (stderr_fd >= 0) dup2(stderr_fd, STDERR_FILENO);
+    if (stderr_fds[1] >= 0) dup2(stderr_fds[1], STDERR_FILENO);
     if (request.events_on_separate_fd) {
       dup2(STDERR_FILENO, STDOUT_FILENO);
       if (pipe_fds[1] == kEventsFd) {
@@ -82,12 +86,16 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
   // Also in the parent, so that the group exists before we might signal it.
   setpgid(pid, group == 0 ? pid : group);
   close(pipe_fds[1]);
-  if (stderr_fd >= 0) close(stderr_fd);
   fcntl(pipe_fds[0], F_SETFL, fcntl(pipe_fds[0], F_GETFL) | O_NONBLOCK);
   SpawnedProcess spawned;
   spawned.pid = pid;
   spawned.process_group = group == 0 ? pid : group;
   spawned.stdout_fd = pipe_fds[0];
+  if (stderr_fds[0] >= 0) {
+    close(stderr_fds[1]);
+    fcntl(stderr_fds[0], F_SETFL, fcntl(stderr_fds[0], F_GETFL) | O_NONBLOCK);
+    spawned.stderr_fd = stderr_fds[0];
+  }
   return spawned;
 }
 

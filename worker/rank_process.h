@@ -1,7 +1,8 @@
 // Starting and stopping rank processes with fork+exec: every rank of a trial on this
 // worker joins one process group, so that a timeout or cancel kills the whole group
 // (and anything the trainer itself started) with one signal. The child's stdout is a
-// pipe (the event stream); its stderr goes to a log file. No shell is involved.
+// pipe (the event stream); its stderr is another pipe, which the worker drains into the
+// rank's capped log (worker/rank_log.h). No shell is involved.
 // Thread-safety: the functions are reentrant; SpawnRankProcess must not race with
 // another thread's fork of descriptors it does not own (all pipes are O_CLOEXEC).
 #pragma once
@@ -21,11 +22,14 @@ struct SpawnRequest {
   std::vector<std::string> args;         // argv[1..]
   std::vector<std::string> environment;  // complete environment, KEY=VALUE
   std::string working_dir;
-  std::string stderr_path;               // created/truncated; "" = inherit
+  // true: the child's stderr is a pipe, read at SpawnedProcess::stderr_fd (the worker
+  // drains it into a RankLog: a file the child wrote itself could grow without bound);
+  // false: inherited.
+  bool capture_stderr = false;
   pid_t process_group = 0;               // 0: lead a new group; else join this one
   // false: events are the child's stdout (the native trainer). true: events go to
   // descriptor kEventsFd (BAKEOFF_EVENTS_FD) and the child's stdout joins its stderr
-  // log, so a script's own prints cannot corrupt its events (allowlisted commands).
+  // (the log), so a script's own prints cannot corrupt its events (allowlisted commands).
   bool events_on_separate_fd = false;
 };
 
@@ -36,6 +40,7 @@ struct SpawnedProcess {
   pid_t pid = -1;
   pid_t process_group = -1;
   int stdout_fd = -1;  // read end of the child's event stream, O_CLOEXEC|O_NONBLOCK; caller owns it
+  int stderr_fd = -1;  // with capture_stderr: read end of its stderr, O_CLOEXEC|O_NONBLOCK; caller owns it
 };
 
 Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request);

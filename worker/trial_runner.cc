@@ -156,9 +156,10 @@ void TrialRunner::Start() {
       }
     }
     request.working_dir = trial_dir_;
-    request.stderr_path = rank.end.log_path;
+    request.capture_stderr = true;
     request.process_group = process_group_ > 0 ? process_group_ : 0;
-    auto spawned = SpawnRankProcess(request);
+    auto log = RankLog::Create(rank.end.log_path, config_.max_rank_log_bytes);
+    auto spawned = log.ok() ? SpawnRankProcess(request) : Result<SpawnedProcess>(log.status());
     if (!spawned.ok()) {
       start_error_ = "cannot start rank " + std::to_string(rank.rank) + ": " +
                      spawned.status().message();
@@ -172,6 +173,9 @@ void TrialRunner::Start() {
     rank.pid = spawned->pid;
     if (process_group_ <= 0) process_group_ = spawned->process_group;
     rank.out = std::make_unique<asio::posix::stream_descriptor>(executor_, spawned->stdout_fd);
+    rank.err = std::make_unique<asio::posix::stream_descriptor>(executor_, spawned->stderr_fd);
+    rank.log = std::move(log).value();
+    rank.log_closed = false;
     // The worker's own event: lets the coordinator mark the trial running and measure
     // dispatch latency (submission to first rank process started).
     if (callbacks_.on_event) {
@@ -184,6 +188,7 @@ void TrialRunner::Start() {
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
     if (ranks_[i].pid <= 0) continue;
     asio::co_spawn(executor_, [self, i]() { return self->SuperviseRank(i); }, asio::detached);
+    asio::co_spawn(executor_, [self, i]() { return self->DrainLog(i); }, asio::detached);
   }
   MaybeFinish();  // when no rank could start at all
 }
@@ -280,7 +285,44 @@ asio::awaitable<void> TrialRunner::SuperviseRank(std::size_t index) {
     poll.expires_after(std::chrono::milliseconds(10));
     co_await poll.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
   }
+  rank.reaped = true;
+  if (!rank.log_closed) {
+    rank.err->cancel(ignored);  // DrainLog takes what is left, closes the log and ends the rank
+    co_return;
+  }
   OnRankEnded(rank);
+}
+
+asio::awaitable<void> TrialRunner::DrainLog(std::size_t index) {
+  auto self = shared_from_this();
+  Rank& rank = ranks_[index];
+  std::vector<char> chunk(64 * 1024);
+  while (true) {
+    error_code ec;
+    const std::size_t n = co_await rank.err->async_read_some(asio::buffer(chunk),
+                                                            asio::redirect_error(asio::use_awaitable, ec));
+    if (n > 0) rank.log->Append(chunk.data(), n);
+    if (ec == asio::error::eof) break;
+    if (ec && ec != asio::error::operation_aborted) break;
+    if (ec || rank.reaped) {
+      // The process has ended: what it wrote is in the pipe. Take that, bounded, in
+      // case a descendant that inherited the pipe goes on writing.
+      error_code read_ec;
+      rank.err->non_blocking(true, read_ec);  // else read_some would wait for a writer
+      for (std::size_t taken = 0; !read_ec && taken < (1u << 20);) {
+        const std::size_t m = rank.err->read_some(asio::buffer(chunk), read_ec);
+        if (m > 0) rank.log->Append(chunk.data(), m);
+        taken += m;
+        if (read_ec || m == 0) break;
+      }
+      break;
+    }
+  }
+  error_code ignored;
+  rank.err->close(ignored);
+  rank.log->Close();
+  rank.log_closed = true;
+  if (rank.reaped) OnRankEnded(rank);
 }
 
 void TrialRunner::HandleLine(Rank& rank, const std::string& line) {

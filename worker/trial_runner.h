@@ -2,7 +2,8 @@
 // per local rank (docs/trainer.md: `--config FILE --rank R --world-size N --local-rank L
 // --store HOST:PORT`, plus RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT (rank 0's
 // store), BAKEOFF_RANK_ADDR/BAKEOFF_RANK_IFACE (this host's, where the rank binds its
-// collectives; see WorkerConfig::rank_address) and CUDA_VISIBLE_DEVICES), reads each rank's stdout event stream asynchronously, enforces
+// collectives; see WorkerConfig::rank_address) and CUDA_VISIBLE_DEVICES), reads each rank's stdout event stream asynchronously,
+// drains its stderr into the rank's capped log (worker/rank_log.h), enforces
 // the trial timeout by killing the process group, and when every local rank has ended
 // classifies the attempt (worker/exit_classifier.h) and reports it once.
 // In simulate mode (benchmarks only) no process starts: timers emit ready/step/summary
@@ -28,6 +29,7 @@
 #include "protocol/messages.h"
 #include "experiments/spec/executor_catalog.h"
 #include "worker/exit_classifier.h"
+#include "worker/rank_log.h"
 #include "worker/rank_process.h"
 #include "worker/worker_config.h"
 
@@ -64,11 +66,19 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
     int local_rank = 0;
     pid_t pid = -1;
     std::unique_ptr<boost::asio::posix::stream_descriptor> out;
+    std::unique_ptr<boost::asio::posix::stream_descriptor> err;  // its stderr, drained into `log`
+    std::unique_ptr<RankLog> log;
+    bool reaped = false;     // the process has been waited for
+    bool log_closed = true;  // false while `err` is drained; the rank ends once both hold
     bool ended = false;
     RankEnd end;
   };
 
   boost::asio::awaitable<void> SuperviseRank(std::size_t index);
+  // Copies the rank's stderr into its log until end of file, or, once the process has
+  // been reaped, what its pipe still holds (a descendant that kept the pipe open does
+  // not hold the attempt back); then closes the log.
+  boost::asio::awaitable<void> DrainLog(std::size_t index);
   boost::asio::awaitable<void> Simulate();
   void HandleLine(Rank& rank, const std::string& line);
   // The argument vector and environment of an allowlisted command's rank.

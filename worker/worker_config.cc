@@ -9,6 +9,7 @@
 
 #include "protocol/frame_connection.h"
 #include "protocol/host_network.h"
+#include "worker/rank_log.h"
 
 namespace bakeoff::worker {
 
@@ -39,6 +40,10 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
   if (store_ports.first <= 0 || store_ports.last < store_ports.first || store_ports.last > 65535) {
     return Status::InvalidArgument("worker: store port range " + std::to_string(store_ports.first) + "-" +
                                    std::to_string(store_ports.last) + " is invalid; expected FIRST-LAST within 1-65535");
+  }
+  if (max_rank_log_bytes < RankLog::kMinMaxBytes) {
+    return Status::InvalidArgument("worker: --max-rank-log-bytes " + std::to_string(max_rank_log_bytes) +
+                                   " is too small; give at least " + std::to_string(RankLog::kMinMaxBytes));
   }
   if (trainer_path.empty()) {
     std::string dir = ExecutableDir();

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,10 @@ struct WorkerConfig {
   std::size_t max_buffered_events = 100000;
   // Longest trainer stdout line accepted; longer lines are dropped and counted.
   std::size_t max_event_line_bytes = 1u << 20;
+  // Cap of each rank's log (rank-R.log: its stderr, a command's stdout too). Past it the
+  // log keeps the first half and the last quarter to half of the output, with a marker
+  // line where the middle was dropped (worker/rank_log.h). At least 64 KiB.
+  std::uint64_t max_rank_log_bytes = 16u << 20;
 
   // Scale benchmarks only: run the simulated workload instead of the trainer. Every
   // event it emits carries "simulated": true and the coordinator stores the attempt as

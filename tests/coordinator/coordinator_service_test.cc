@@ -3,9 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <future>
 #include <optional>
+#include <thread>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 
 #include "coordinator/http_server.h"
 #include "metrics/read_only_query.h"
@@ -50,6 +56,14 @@ baseline: {micro_batch: 1}
 repeats: 1
 limits: {trial_timeout: 60s, max_attempts: 2}
 )";
+
+// Runs the reply's deferred work as the session would: blocking_work (off the
+// executor), then what its reply leaves for the executor.
+HttpReply Complete(HttpReply reply) {
+  if (reply.blocking_work) reply = reply.blocking_work();
+  if (reply.then_on_executor) reply = reply.then_on_executor();
+  return reply;
+}
 
 class CoordinatorServiceTest : public ::testing::Test {
  protected:
@@ -212,7 +226,7 @@ TEST_F(CoordinatorServiceTest, ALiveWorkersNameNeedsItsSecretUntilTheWorkerIsLos
 
 TEST_F(CoordinatorServiceTest, ReadTokenReadsButCannotSubmitCancelOrDrain) {
   HttpServer http(io_.get_executor(), *service_, nullptr);
-  ASSERT_EQ(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep).status, 201);
+  ASSERT_EQ(Complete(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep)).status, 201);
   EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps", "Bearer reader", "").status, 200);
   EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps/svc/trials", "Bearer reader", "").status, 200);
   EXPECT_EQ(http.Handle("GET", "/api/v1/workers", "Bearer reader", "").status, 200);
@@ -515,7 +529,7 @@ TEST_F(CoordinatorServiceTest, HttpRequiresTheBearerTokenExceptHealthz) {
   EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps", "Bearer secret", "").status, 200);
   EXPECT_EQ(http.Handle("GET", "/healthz", "", "").status, 200);
   EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps/nope", "Bearer secret", "").status, 404);
-  auto created = http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep);
+  auto created = Complete(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep));
   EXPECT_EQ(created.status, 201) << created.body;
   auto trials = http.Handle("GET", "/api/v1/sweeps/svc/trials", "Bearer secret", "");
   EXPECT_EQ(trials.status, 200);
@@ -523,12 +537,9 @@ TEST_F(CoordinatorServiceTest, HttpRequiresTheBearerTokenExceptHealthz) {
   EXPECT_EQ(http.Handle("DELETE", "/api/v1/sweeps", "Bearer secret", "").status, 405);
 }
 
-// Runs the reply's deferred work as the session would (off the executor).
-HttpReply Complete(HttpReply reply) { return reply.blocking_work ? reply.blocking_work() : reply; }
-
 TEST_F(CoordinatorServiceTest, QueryRouteRunsReadOnlySqlOffTheExecutor) {
   HttpServer http(io_.get_executor(), *service_, nullptr);
-  ASSERT_EQ(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep).status, 201);
+  ASSERT_EQ(Complete(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep)).status, 201);
   EXPECT_EQ(http.Handle("POST", "/api/v1/query", "", R"({"sql": "SELECT 1"})").status, 401);
   auto deferred = http.Handle("POST", "/api/v1/query", "Bearer secret",
                               R"({"sql": "SELECT count(*) AS n FROM trials"})");
@@ -569,7 +580,7 @@ TEST_F(CoordinatorServiceTest, ReportRoutePassesEveryQueryParameterToTheRenderer
                     }
                     return std::string("report");
                   });
-  ASSERT_EQ(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep).status, 201);
+  ASSERT_EQ(Complete(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep)).status, 201);
   // The report is built off the executor: the reply carries the work to run.
   auto complete = [](HttpReply reply) { return reply.blocking_work ? reply.blocking_work() : reply; };
   auto reply = complete(http.Handle("GET", "/api/v1/sweeps/svc/report?format=csv&memory_budget=8GiB&seed=7", "Bearer secret", ""));
@@ -587,7 +598,7 @@ TEST_F(CoordinatorServiceTest, ReportsAreBuiltOffTheExecutorAtMostFourAtOnce) {
   HttpServer http(io_.get_executor(), *service_,
                   [](const std::string&, const std::string&, const std::map<std::string, std::string>&)
                       -> Result<std::string> { return std::string("report"); });
-  ASSERT_EQ(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep).status, 201);
+  ASSERT_EQ(Complete(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep)).status, 201);
   std::vector<HttpReply> pending;
   for (int i = 0; i < kMaxReportsInFlight; ++i) {
     pending.push_back(http.Handle("GET", "/api/v1/sweeps/svc/report", "Bearer secret", ""));
@@ -600,6 +611,98 @@ TEST_F(CoordinatorServiceTest, ReportsAreBuiltOffTheExecutorAtMostFourAtOnce) {
   EXPECT_EQ(pending.front().blocking_work().body, "report");
   EXPECT_TRUE(http.Handle("GET", "/api/v1/sweeps/svc/report", "Bearer secret", "").blocking_work)
       << "a finished report frees its place";
+}
+
+// One HTTP request to 127.0.0.1:`port`, answered or failed; {status, body}.
+std::pair<int, std::string> Call(int port, const std::string& method, const std::string& target,
+                                 const std::string& body = "") {
+  namespace beast = boost::beast;
+  namespace http = beast::http;
+  boost::asio::io_context io;
+  beast::tcp_stream stream(io);
+  boost::system::error_code ec;
+  stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"),
+                                                static_cast<unsigned short>(port)), ec);
+  if (ec) return {0, ec.message()};
+  http::request<http::string_body> request{http::string_to_verb(method), target, 11};
+  request.set(http::field::host, "127.0.0.1");
+  request.set(http::field::authorization, "Bearer secret");
+  request.keep_alive(false);
+  request.body() = body;
+  request.prepare_payload();
+  http::write(stream, request, ec);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> response;
+  if (!ec) http::read(stream, buffer, response, ec);
+  if (ec) return {0, ec.message()};
+  return {static_cast<int>(response.result_int()), response.body()};
+}
+
+// A submitted sweep is parsed and expanded off the executor: while one is held in the
+// middle of its preparation, the executor still answers /healthz and lists the sweeps
+// (without it: it is stored only once prepared). Were the preparation on the
+// executor, /healthz could not be answered until it was released.
+TEST_F(CoordinatorServiceTest, ASweepBeingPreparedDoesNotHoldTheExecutor) {
+  HttpServer http(io_.get_executor(), *service_, nullptr);
+  std::promise<void> preparing, release;
+  auto released = release.get_future().share();
+  http.set_sweep_preparer([&preparing, released](const SweepSubmission& submission, std::string yaml) {
+    preparing.set_value();
+    released.wait();
+    return CoordinatorService::PrepareSweep(submission, std::move(yaml));
+  });
+  ASSERT_TRUE(http.Listen("127.0.0.1:0").ok());
+  http.Start();
+  auto guard = boost::asio::make_work_guard(io_);
+  io_.restart();
+  std::thread loop([this] { io_.run(); });
+  const int port = http.port();
+  auto submit = std::async(std::launch::async, [port] { return Call(port, "POST", "/api/v1/sweeps", kSweep); });
+  const bool held = preparing.get_future().wait_for(30s) == std::future_status::ready;
+  std::future<std::pair<int, std::string>> health, listing;
+  if (held) {
+    health = std::async(std::launch::async, [port] { return Call(port, "GET", "/healthz"); });
+    listing = std::async(std::launch::async, [port] { return Call(port, "GET", "/api/v1/sweeps"); });
+  }
+  const bool answered = held && health.wait_for(30s) == std::future_status::ready &&
+                        listing.wait_for(30s) == std::future_status::ready;
+  release.set_value();  // always: the loop and the submit must end
+  auto created = submit.get();
+  auto after = Call(port, "GET", "/api/v1/sweeps");
+  boost::asio::post(io_, [&http] { http.Stop(); });
+  guard.reset();
+  io_.stop();
+  loop.join();
+  ASSERT_TRUE(held) << "the submit never reached its preparation";
+  ASSERT_TRUE(answered) << "the executor waited on the sweep's preparation";
+  EXPECT_EQ(health.get().first, 200);
+  auto before = listing.get();
+  EXPECT_EQ(before.first, 200);
+  EXPECT_EQ(json::parse(before.second).size(), 0u) << "stored before it was prepared";
+  EXPECT_EQ(created.first, 201) << created.second;
+  EXPECT_EQ(json::parse(created.second)["trial_count"], 2);
+  EXPECT_EQ(json::parse(after.second).size(), 1u) << after.second;
+}
+
+// The route defers the parse and expansion to the pool, in arrival order (its ids then
+// follow the order requests arrived in), and keeps the errors' status codes.
+TEST_F(CoordinatorServiceTest, ASubmittedSweepIsPreparedInOrderOffTheExecutorAndKeepsItsErrors) {
+  HttpServer http(io_.get_executor(), *service_, nullptr);
+  auto deferred = http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep);
+  EXPECT_TRUE(deferred.blocking_work && deferred.in_order) << "parsed on the executor";
+  EXPECT_EQ(service_->live_trials(), 0u) << "stored before it was prepared";
+  auto created = Complete(std::move(deferred));
+  EXPECT_EQ(created.status, 201) << created.body;
+  auto bad = Complete(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", "name: x\nbogus_field: 1\n"));
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("bogus_field"), std::string::npos) << bad.body;
+  std::string values;
+  for (int i = 1; i <= 30; ++i) values += (i > 1 ? ", " : "") + std::to_string(i);
+  const std::string huge = "name: huge\nworkload: {executor: lora, model: tiny}\nparameters:\n  micro_batch: {values: [" +
+                           values + "]}\n  steps: {values: [" + values + "]}\n  grad_accum: {values: [" + values +
+                           "]}\n";
+  auto over = Complete(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", huge));
+  EXPECT_EQ(over.status, 413) << over.body;
 }
 
 // Finished sweeps leave memory: their trials are evicted once the store has them

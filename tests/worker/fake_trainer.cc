@@ -3,7 +3,9 @@
 //   succeed (default) | error_oom | error_failed | error_backtrace (a LibTorch-style
 //   message: cause, then "Exception raised from" and frames; also on stderr) |
 //   sigkill_self | exit_code (uses "fake_exit_code") | hang | hang_with_child | garbage |
-//   slow_steps | rank1_fails
+//   slow_steps | rank1_fails | flood_stderr (prints "fake_stderr_bytes" of numbered lines to
+//   stderr between a first and a last line, then fails) | child_keeps_stderr (succeeds,
+//   leaving a silent child that closed its stdout and holds its stderr open)
 // "steps" and "fake_step_ms" shape the run. It never reads the network.
 // Through a sweep (whose fields must be trainer fields) the behaviour comes from the
 // environment instead: FAKE_TRAINER_BEHAVIOR_BY_MICRO_BATCH="1=hang,2=error_oom" picks
@@ -72,6 +74,17 @@ int main(int argc, char** argv) {
     }
     emit({{"event", "child"}, {"pid", child}});
   }
+  if (behavior == "child_keeps_stderr") {
+    std::cout << std::flush;
+    pid_t child = fork();
+    if (child == 0) {
+      close(STDOUT_FILENO);
+      fprintf(stderr, "the child holds stderr\n");
+      std::this_thread::sleep_for(std::chrono::seconds(300));  // silent, unless killed
+      _exit(0);
+    }
+    emit({{"event", "child"}, {"pid", child}});
+  }
   if (behavior == "hang" || behavior == "hang_with_child") {
     std::this_thread::sleep_for(std::chrono::seconds(300));
     return 0;
@@ -117,6 +130,19 @@ int main(int argc, char** argv) {
         "frame #1: c10::detail::torchCheckFail(char const*, char const*, unsigned int) + 0xfc\n";
     std::cerr << message << std::flush;
     emit({{"event", "error"}, {"kind", "failed"}, {"message", message}});
+    return 1;
+  }
+  if (behavior == "flood_stderr") {
+    std::cerr << "FIRST LINE: the rank's configuration\n";
+    const long long total = config.value("fake_stderr_bytes", 1LL << 20);
+    char line[64];
+    for (long long written = 0, i = 0; written < total; ++i) {
+      const int n = snprintf(line, sizeof(line), "line %012lld of a rank that prints too much\n", i);
+      std::cerr.write(line, n);
+      written += n;
+    }
+    std::cerr << "LAST LINE: the error a user needs\n" << std::flush;
+    emit({{"event", "error"}, {"kind", "failed"}, {"message", "printed too much (fake)"}});
     return 1;
   }
   if (behavior == "sigkill_self") {

@@ -140,6 +140,39 @@ TEST_F(TrialRunnerTest, ReasonIsTheErrorsFirstLineAndPointsToTheRanksLog) {
   EXPECT_NE(text.find("frame #1: c10::detail::torchCheckFail"), std::string::npos) << log;
 }
 
+// A rank printing 8 MiB to stderr against a 64 KiB cap: it is drained (never blocked:
+// the attempt ends), its log stays within the cap with the first and the last line and
+// a marker of what was dropped, and the reason still points to it.
+TEST_F(TrialRunnerTest, ARankLogIsCappedAndKeepsItsHeadAndTail) {
+  config_.max_rank_log_bytes = 64 * 1024;
+  auto done = Run(Assign({{"fake_behavior", "flood_stderr"}, {"fake_stderr_bytes", 8 << 20}}));
+  EXPECT_EQ(done.outcome, "failed");
+  EXPECT_NE(done.reason.find("printed too much (fake)"), std::string::npos) << done.reason;
+  const auto at = done.reason.find("(full text in ");
+  ASSERT_NE(at, std::string::npos) << done.reason;
+  const std::string log = done.reason.substr(at + 14, done.reason.size() - at - 15);
+  EXPECT_LE(std::filesystem::file_size(log), 64u * 1024);
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.rfind("FIRST LINE: the rank's configuration\n", 0), 0u) << text.substr(0, 200);
+  const std::string last = "LAST LINE: the error a user needs\n";
+  ASSERT_GE(text.size(), last.size());
+  EXPECT_EQ(text.substr(text.size() - last.size()), last);
+  EXPECT_NE(text.find("bytes of this rank's output dropped here"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(log + ".tail"));
+  EXPECT_FALSE(std::filesystem::exists(log + ".tail.old"));
+}
+
+// The log is drained until the rank has been reaped, not until every process holding
+// its stderr has gone: a child left writing to it does not hold the attempt back.
+TEST_F(TrialRunnerTest, AChildKeepingTheRanksStderrOpenDoesNotHoldTheAttempt) {
+  auto done = Run(Assign({{"fake_behavior", "child_keeps_stderr"}, {"steps", 1}}));
+  auto child = EventsOfKind("child");
+  if (!child.empty()) kill(child[0]["pid"].get<pid_t>(), SIGKILL);
+  EXPECT_EQ(done.outcome, "succeeded") << done.reason;
+  ASSERT_EQ(child.size(), 1u);
+}
+
 TEST_F(TrialRunnerTest, TheWorkersTokenNeverReachesARank) {
   setenv("BAKEOFF_TOKEN", "worker-secret", 1);
   auto done = Run(Assign({{"steps", 1}}));

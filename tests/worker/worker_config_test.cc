@@ -55,6 +55,14 @@ TEST_F(WorkerConfigTest, MalformedMetricsListenIsRejectedNamingTheFlag) {
   EXPECT_NE(s.message().find("--metrics-listen"), std::string::npos) << s.message();
 }
 
+TEST_F(WorkerConfigTest, ARankLogCapUnderTheMinimumIsRejectedNamingTheFlag) {
+  config_.max_rank_log_bytes = 1000;
+  Status s = config_.Finalize("bakeoff");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("--max-rank-log-bytes"), std::string::npos) << s.message();
+}
+
 TEST_F(WorkerConfigTest, RanksBindToTheHostAddressAndTheInterfaceHoldingIt) {
   config_.advertise_host = "127.0.0.1";
   ASSERT_TRUE(config_.Finalize("bakeoff").ok());
