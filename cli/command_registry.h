@@ -10,15 +10,9 @@
 #include <map>
 #include <string>
 
-namespace bakeoff::cli {
+#include "cli/exit_codes.h"
 
-// Process exit codes of `bakeoff` (documented in docs/cli.md).
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;      // the operation ran and failed
-inline constexpr int kExitUsage = 2;        // bad flags or invalid input (a sweep file)
-inline constexpr int kExitUnavailable = 3;  // coordinator unreachable, database missing
-inline constexpr int kExitIncomplete = 4;   // submit --wait: the sweep ended with trials
-                                            // that did not succeed (oom, failed, ...)
+namespace bakeoff::cli {
 
 // Adds the subcommand to `root`. The subcommand's callback stores its exit code in
 // *exit_code (which outlives the parse).

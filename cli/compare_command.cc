@@ -28,18 +28,6 @@ struct CompareFlags {
   bool fail_on_regression = false;
 };
 
-// Exit code for a failed Status (cli/command_registry.h): unreachable, timed out or an
-// unreadable database -> unavailable; bad input -> usage; anything else -> failure.
-int ExitCodeOf(const Status& status) {
-  switch (status.code()) {
-    case Status::Code::kUnavailable:
-    case Status::Code::kTimeout:
-    case Status::Code::kIoError: return kExitUnavailable;
-    case Status::Code::kInvalidArgument: return kExitUsage;
-    default: return kExitFailure;
-  }
-}
-
 // Writes `text` to `path`, or to stdout when `path` is empty or "-".
 Status WriteText(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
@@ -80,9 +68,9 @@ int RunCompare(const CompareFlags& flags) {
   options.seed = flags.seed;
   options.bootstrap_resamples = flags.resamples;
   Result<metrics::ReportInput> a = Load(flags.db, flags.sweep_a);
-  if (!a.ok()) return Fail(a.status().WithContext("sweep A"), ExitCodeOf(a.status()));
+  if (!a.ok()) return Fail(a.status().WithContext("sweep A"), ExitCodeFor(a.status()));
   Result<metrics::ReportInput> b = Load(flags.db_b.empty() ? flags.db : flags.db_b, flags.sweep_b);
-  if (!b.ok()) return Fail(b.status().WithContext("sweep B"), ExitCodeOf(b.status()));
+  if (!b.ok()) return Fail(b.status().WithContext("sweep B"), ExitCodeFor(b.status()));
   metrics::SweepComparison comparison = metrics::CompareSweeps(*a, *b, options);
   Status written = WriteText(flags.output, metrics::RenderComparison(comparison, *format));
   if (!written.ok()) return Fail(written, kExitFailure);

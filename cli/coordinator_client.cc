@@ -301,17 +301,6 @@ Result<CoordinatorClient> ConnectCoordinator(const std::string& url, const std::
   return CoordinatorClient::Create(url, std::move(token).value(), timeout, tls_ca);
 }
 
-int ExitCodeFor(const Status& status) {
-  switch (status.code()) {
-    case Status::Code::kOk: return kExitOk;
-    case Status::Code::kUnavailable:
-    case Status::Code::kTimeout:
-    case Status::Code::kIoError: return kExitUnavailable;
-    case Status::Code::kInvalidArgument: return kExitUsage;
-    default: return kExitFailure;
-  }
-}
-
 Status WriteOutput(const std::string& output_path, const std::string& text) {
   if (output_path.empty() || output_path == "-") {
     std::cout << text;

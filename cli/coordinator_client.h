@@ -97,10 +97,6 @@ inline constexpr const char* kTlsCaHelp =
     "PEM file of the CA that signed an https:// coordinator's certificate (else $BAKEOFF_TLS_CA, "
     "else the system's trust store)";
 
-// The process exit code (cli/command_registry.h) for a failed Status: unreachable or
-// timed out -> kExitUnavailable, bad input -> kExitUsage, anything else -> kExitFailure.
-int ExitCodeFor(const Status& status);
-
 // Writes `text` to `output_path`, or to stdout when it is empty or "-".
 Status WriteOutput(const std::string& output_path, const std::string& text);
 

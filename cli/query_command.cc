@@ -134,19 +134,6 @@ std::string Json(const metrics::QueryResult& result) {
   return out.str();
 }
 
-int QueryExitCode(const Status& status) {
-  switch (status.code()) {
-    case Status::Code::kInvalidArgument:
-      return kExitUsage;
-    case Status::Code::kNotFound:
-    case Status::Code::kIoError:
-    case Status::Code::kUnavailable:
-      return kExitUnavailable;
-    default:
-      return kExitFailure;
-  }
-}
-
 // The coordinator's answer {"columns", "rows", "truncated"} as a QueryResult.
 Result<metrics::QueryResult> QueryCoordinator(const QueryOptions& options) {
   // The HTTP wait covers the server's own bound plus the transfer.
@@ -179,7 +166,8 @@ int RunQuery(const QueryOptions& options) {
   }
   if (!result.ok()) {
     std::cerr << "bakeoff query: " << result.status().message() << "\n";
-    return QueryExitCode(result.status());
+    // NotFound: the results database does not exist (docs/cli.md: unavailable).
+    return result.status().code() == Status::Code::kNotFound ? kExitUnavailable : ExitCodeFor(result.status());
   }
   std::string text;
   if (options.format == "json") {

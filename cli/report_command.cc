@@ -35,18 +35,6 @@ struct ReportFlags {
   int resamples = 2000;
 };
 
-// Exit code for a failed Status (cli/command_registry.h): unreachable, timed out or an
-// unreadable database -> unavailable; bad input -> usage; anything else -> failure.
-int ExitCodeOf(const Status& status) {
-  switch (status.code()) {
-    case Status::Code::kUnavailable:
-    case Status::Code::kTimeout:
-    case Status::Code::kIoError: return kExitUnavailable;
-    case Status::Code::kInvalidArgument: return kExitUsage;
-    default: return kExitFailure;
-  }
-}
-
 // Writes `text` to `path`, or to stdout when `path` is empty or "-".
 Status WriteText(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
@@ -97,7 +85,7 @@ int RunReport(const ReportFlags& flags) {
     if (!token.ok()) return Fail(token.status(), kExitUsage);
     Result<CoordinatorClient> client =
         CoordinatorClient::Create(flags.coordinator, *token, std::chrono::seconds(30), flags.tls_ca);
-    if (!client.ok()) return Fail(client.status(), ExitCodeOf(client.status()));
+    if (!client.ok()) return Fail(client.status(), ExitCodeFor(client.status()));
     std::string target = "/api/v1/sweeps/" + UrlEncode(flags.sweep) + "/report?format=" +
                          metrics::ReportFormatName(*format);
     // The coordinator computes the report with its defaults; options that change the
@@ -117,7 +105,7 @@ int RunReport(const ReportFlags& flags) {
       target += "&resamples=" + std::to_string(options.bootstrap_resamples);
     }
     text = client->GetText(target);
-    if (!text.ok()) return Fail(text.status(), ExitCodeOf(text.status()));
+    if (!text.ok()) return Fail(text.status(), ExitCodeFor(text.status()));
   } else {
     std::error_code ec;
     if (!std::filesystem::exists(flags.db, ec)) {
@@ -129,7 +117,7 @@ int RunReport(const ReportFlags& flags) {
     text = metrics::RenderSweepReport(flags.db, flags.sweep, options);
     if (!text.ok()) {
       int code = text.status().code() == Status::Code::kNotFound ? kExitFailure
-                                                                 : ExitCodeOf(text.status());
+                                                                 : ExitCodeFor(text.status());
       return Fail(text.status(), code);
     }
   }

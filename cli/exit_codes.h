@@ -1,0 +1,32 @@
+// The exit codes of `bakeoff` (docs/cli.md, "Exit codes") and the one mapping from a
+// failed Status to them, shared by every subcommand.
+#pragma once
+
+#include "protocol/status.h"
+
+namespace bakeoff::cli {
+
+// Process exit codes of `bakeoff` (documented in docs/cli.md).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;      // the operation ran and failed
+inline constexpr int kExitUsage = 2;        // bad flags or invalid input (a sweep file)
+inline constexpr int kExitUnavailable = 3;  // coordinator unreachable, database missing
+inline constexpr int kExitIncomplete = 4;   // submit --wait: the sweep ended with trials
+                                            // that did not succeed (oom, failed, ...)
+
+// The one mapping from a failed Status to the exit code (docs/cli.md, "Exit codes"):
+// unreachable, timed out or unreadable -> kExitUnavailable; bad input -> kExitUsage;
+// anything else -> kExitFailure. A command whose NotFound means "the results database
+// is missing" says so itself (kExitUnavailable).
+inline int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case Status::Code::kOk: return kExitOk;
+    case Status::Code::kUnavailable:
+    case Status::Code::kTimeout:
+    case Status::Code::kIoError: return kExitUnavailable;
+    case Status::Code::kInvalidArgument: return kExitUsage;
+    default: return kExitFailure;
+  }
+}
+
+}  // namespace bakeoff::cli
