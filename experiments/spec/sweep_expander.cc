@@ -212,11 +212,10 @@ class Expander {
   }
 
   // Exclude-rule work over the cap, as an error.
-  Status OverExcludeSteps(const std::string& what) const {
-    return Status::ResourceExhausted(
-        Where() + ": applying the " + std::to_string(rules_.size()) + " exclude rules " + what +
-        ", over the limit of " + std::to_string(options_.max_exclude_steps) +
-        " steps; write rules that name the same axes, remove axis values or loosen exclude");
+  Status OverExcludeSteps(const std::string& what, const std::string& hint) const {
+    return Status::ResourceExhausted(Where() + ": applying the " + std::to_string(rules_.size()) +
+                                     " exclude rules " + what + ", over the limit of " +
+                                     std::to_string(options_.max_exclude_steps) + " steps; " + hint);
   }
 
   // Method random: whether the drawn (or counterpart) assignment matches a rule, values
@@ -239,8 +238,8 @@ class Expander {
 
   Status CheckExcludeSteps() const {
     if (exclude_steps_ <= options_.max_exclude_steps) return Status::Ok();
-    return OverExcludeSteps("to the random draws took more than " +
-                            std::to_string(options_.max_exclude_steps) + " value comparisons");
+    return OverExcludeSteps("to the random draws took more value comparisons",
+                            "loosen exclude (fewer rules on a distribution axis) or lower count");
   }
 
   std::string Key(const Assignment& a) const {
@@ -333,7 +332,8 @@ class Expander {
       return OverExcludeSteps("to " + std::to_string(points) + " grid points takes " +
                               std::to_string(points) + " x " + std::to_string(width) +
                               " steps (the axes named by each of the " +
-                              std::to_string(shapes_.size()) + " combinations of axes the rules name)");
+                              std::to_string(shapes_.size()) + " combinations of axes the rules name)",
+                              "write rules that name the same axes, or remove axis values");
     }
     for (auto& shape : shapes_) {
       size_t size = 1;
