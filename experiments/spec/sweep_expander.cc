@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 
@@ -114,6 +115,7 @@ class Expander {
         result_.axes.push_back(spec_.parameters[i].name);
       }
     }
+    workload_ = std::make_shared<const json>(spec_.workload.defaults);
     IndexValues();
     ResolveRules();
   }
@@ -257,26 +259,30 @@ class Expander {
     v.index = result_.variants.size();
     v.key = Key(a);
     for (size_t i : varying_) v.axis_values.emplace_back(spec_.parameters[i].name, a[i]);
-    v.config = spec_.workload.defaults;
+    // The variant's own fields; the workload's defaults are shared (workload_).
+    json own = json::object();
     std::string executor = spec_.workload.executor == Executor::kCommand ? spec_.workload.command_template : "";
     for (size_t i = 0; i < a.size(); ++i) {
       if (spec_.parameters[i].name == kExecutorAxis) {
         executor = a[i].get<std::string>() == "lora" ? "" : a[i].get<std::string>();
       } else {
-        v.config[spec_.parameters[i].name] = a[i];
+        own[spec_.parameters[i].name] = a[i];
       }
     }
-    v.config["device"] = spec_.resources.device;
+    own["device"] = spec_.resources.device;
     if (!executor.empty()) {
       // What the worker runs: an allowlisted template it looks up in its own catalog.
-      v.config["command_template"] = executor;
-      v.config["command_args"] = spec_.workload.command_args;
+      own["command_template"] = executor;
+      own["command_args"] = spec_.workload.command_args;
     }
-    const json& ws = v.config.contains("world_size") ? v.config["world_size"] : json(1);
-    v.world_size = ws.is_number_integer() && ws.get<int64_t>() >= 1
-                       ? static_cast<int>(ws.get<int64_t>())
+    const json* ws = own.contains("world_size") ? &own["world_size"]
+                     : workload_->contains("world_size") ? &workload_->at("world_size")
+                                                         : nullptr;
+    v.world_size = ws != nullptr && ws->is_number_integer() && ws->get<int64_t>() >= 1
+                       ? static_cast<int>(ws->get<int64_t>())
                        : 1;
-    v.config["world_size"] = v.world_size;
+    own["world_size"] = v.world_size;
+    v.config = VariantConfig(workload_, std::move(own));
     v.added_as_counterpart = added_as_counterpart;
     index_by_key_[v.key] = v.index;
     assignments_.push_back(a);
@@ -295,8 +301,9 @@ class Expander {
         (spec_.adaptive ? ".max" : ""));
   }
 
-  // Each variant's trainer configuration is its own copy of the workload: bound their sum
-  // before any is built (a long string field times many variants).
+  // The variants share the workload in memory, but each is stored (and sent to a worker)
+  // as a whole configuration: bound their sum before any is built (a long string field
+  // times many variants is that many bytes in the results store).
   Status CheckConfigBytes(size_t variants) const {
     size_t bytes = spec_.workload.defaults.dump().size();
     for (const auto& axis : spec_.parameters) {
@@ -606,6 +613,8 @@ class Expander {
   const SweepSpec& spec_;
   ExpandOptions options_;
   std::vector<size_t> varying_;
+  // The workload's defaults, one copy shared by every variant's configuration.
+  std::shared_ptr<const json> workload_;
   // Per parameter: each listed value's id (the index of the first equal value), the
   // first-of-their-kind values by ValueKey, and how many distinct values there are.
   std::vector<std::vector<size_t>> value_ids_;

@@ -20,9 +20,10 @@ struct ExpandOptions {
   // Grid points enumerated before exclude rules apply; guards memory and time when a
   // grid is enormous but mostly excluded.
   size_t max_grid_points = 1000000;
-  // Sum of the variants' trainer configurations (each a copy of the workload plus its
-  // axis values), estimated before any variant is built: a long string field times many
-  // variants is refused (ResourceExhausted) instead of filling memory.
+  // Sum of the variants' trainer configurations (each the workload plus its axis
+  // values), estimated before any variant is built: a long string field times many
+  // variants is refused (ResourceExhausted). In memory the variants share the workload
+  // (VariantConfig); this bounds what the results store writes, one row per variant.
   size_t max_config_bytes = 64u << 20;
   // Work to apply the exclude rules, in steps. Each rule is resolved once into value ids
   // (a rule that cannot match is dropped), and a grid's rules that name the same axes

@@ -65,6 +65,24 @@ TEST(SweepExpanderTest, ConfigMergesWorkloadDefaultsAxesDeviceAndWorldSize) {
   EXPECT_EQ(v.world_size, 2);
 }
 
+TEST(SweepExpanderTest, VariantsShareTheWorkloadInsteadOfCopyingIt) {
+  ExpandedSweep e = MustExpand("name: s\nworkload: {model: tiny, adapters_out: " + std::string(200, 'a') +
+                               "}\nparameters:\n  micro_batch: {values: [1, 2, 4]}\n");
+  ASSERT_EQ(e.variants.size(), 3u);
+  for (const auto& v : e.variants) {
+    EXPECT_EQ(v.config.shared(), e.variants[0].config.shared()) << "one copy of the workload per sweep";
+    EXPECT_FALSE(v.config.own().contains("adapters_out")) << v.key;
+    EXPECT_EQ(v.config["adapters_out"], std::string(200, 'a'));
+    json whole = v.config.Merged();
+    EXPECT_EQ(whole["adapters_out"], std::string(200, 'a'));
+    EXPECT_EQ(whole["micro_batch"], v.config["micro_batch"]);
+    EXPECT_EQ(whole["model"], "tiny");
+    EXPECT_EQ(whole["device"], "cpu");
+    EXPECT_EQ(whole["world_size"], 1);
+  }
+  EXPECT_TRUE(e.variants[0].config["steps"].is_null()) << "a field neither part has";
+}
+
 TEST(SweepExpanderTest, WorldSizeDefaultsToOne) {
   ExpandedSweep e = MustExpand("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, 2]}\n");
   ASSERT_EQ(e.variants.size(), 2u);
@@ -142,7 +160,7 @@ TEST(SweepExpanderTest, ExcludeRuleNamingOnlyConstantsMatchesEverythingOrNothing
 // value for it: axis value, else workload value, else "device", else the trainer's
 // default), to compare the resolved rules with on whole sweeps.
 bool ExcludedByRuleScan(const SweepSpec& spec, const Variant& v) {
-  json config = v.config;
+  json config = v.config.Merged();
   for (const auto& rule : spec.exclude) {
     bool all = true;
     for (const auto& [key, value] : rule.match) {
