@@ -31,7 +31,8 @@ struct ExpandOptions {
   // combination of axes the rules name, checked before any point is visited (the
   // 1,000,000-point grid with 14,000 three-axis rules is 3,000,000 steps). Method random
   // compares drawn values with each rule's fields and counts the comparisons as it
-  // draws. Over it: ResourceExhausted. 200,000,000 steps is about a second of one core.
+  // draws. Over it: ResourceExhausted. 200,000,000 steps is about 0.2 s of one core for a
+  // grid, about 1 s for random draws (docs/reliability.md, "Sweep submission time").
   size_t max_exclude_steps = 200000000;
 };
 
