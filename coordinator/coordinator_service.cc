@@ -122,7 +122,7 @@ Status CoordinatorService::LoadSweep(const metrics::SweepRecord& record,
   if (!variants.ok()) return variants.status();
   for (const auto& v : *variants) {
     VariantInfo info;
-    info.config = v.trainer_config;
+    info.config = spec::VariantConfig(v.trainer_config);
     info.world_size = static_cast<int>(v.trainer_config.value("world_size", std::int64_t{1}));
     info.counterpart_key = v.counterpart_excluded ? "" : v.counterpart_key;
     info.is_baseline = v.is_baseline;
@@ -347,7 +347,7 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
     assign.attempt = ref;
     assign.sweep_id = std::to_string(trial.sweep_id);
     assign.variant_key = trial.variant_key;
-    assign.config = variant.config;
+    assign.config = variant.config.Merged();
     assign.ranks = part.ranks;
     assign.world_size = variant.world_size;
     assign.store_address = store_address;
@@ -945,7 +945,7 @@ std::variant<PreparedSweep, ApiError> CoordinatorService::PrepareSweep(const Swe
     vr.ordinal = static_cast<std::int64_t>(v.index);
     vr.params = json::object();
     for (const auto& [axis, value] : v.axis_values) vr.params[axis] = value;
-    vr.trainer_config = v.config;
+    vr.trainer_config = v.config.Merged();  // the stored row: the whole configuration
     vr.counterpart_key = v.counterpart_key;
     vr.is_baseline = v.is_baseline;
     vr.counterpart_excluded = v.counterpart_excluded;

@@ -165,13 +165,17 @@ class CoordinatorService {
     std::optional<Clock::TimePoint> queued_since;
   };
   struct VariantInfo {
-    nlohmann::json config = nlohmann::json::object();
+    // Shares the sweep's workload with the other variants (built whole per assignment).
+    spec::VariantConfig config;
     int world_size = 1;
     std::string counterpart_key;  // the baseline counterpart; empty when none
     bool is_baseline = false;
     // The command template the variant runs (its config's command_template); "" = the
     // native trainer. One sweep may compare executors (an `executor` axis).
-    std::string CommandTemplate() const { return config.value("command_template", std::string()); }
+    std::string CommandTemplate() const {
+      const nlohmann::json& name = config["command_template"];
+      return name.is_string() ? name.get<std::string>() : std::string();
+    }
   };
   struct SweepEntry {
     std::int64_t id = 0;

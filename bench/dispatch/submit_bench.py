@@ -7,8 +7,9 @@ offers a command template, `probe`, known to the coordinator by name only, so a 
 can carry a long field into every configuration) and submits,
 one after another, sweeps shaped to reach one of the limits of docs/reliability.md.
 For each it reports the submit's round trip, the store's create_sweep write (from
-/metrics, `bakeoff_store_write_seconds`, on the event loop) and the slowest `/healthz`
-answered while the submit was in flight (parse and expansion run on a worker thread).
+/metrics, `bakeoff_store_write_seconds`, on the event loop), the slowest `/healthz`
+answered while the submit was in flight (parse and expansion run on a worker thread) and
+the coordinator's peak resident memory so far (VmHWM).
 The coordinator's process group is killed on exit.
 """
 import argparse
@@ -107,8 +108,20 @@ def main():
             if time.time() > deadline:
                 raise RuntimeError("the worker did not register; see %s/worker.log" % workdir)
             time.sleep(0.1)
-        print("| sweep | YAML | submit round trip | of it, storing (event loop) | slowest /healthz meanwhile | answer |")
-        print("|---|---:|---:|---:|---:|---|")
+        def peak_rss_mb():
+            # The coordinator's high-water mark so far (Linux): a sweep's own peak when it
+            # is the largest yet.
+            try:
+                for line in open("/proc/%d/status" % coordinator.pid):
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024.0
+            except OSError:
+                pass
+            return float("nan")
+
+        print("| sweep | YAML | submit round trip | of it, storing (event loop) | slowest /healthz meanwhile "
+              "| coordinator peak RSS so far | answer |")
+        print("|---|---:|---:|---:|---:|---:|---|")
         for i, (what, yaml) in enumerate(shapes(args.exclude_rules)):
             body = yaml.replace("NAME", "s%d" % i, 1).encode()
             stored_before = create_sweep_seconds()
@@ -131,8 +144,8 @@ def main():
             poller.join()
             stored = create_sweep_seconds() - stored_before
             answer = "%d %s" % (status, json.loads(reply).get("trial_count", "") if status == 201 else reply[:80])
-            print("| %s | %d B | %.2f s | %.2f s | %.3f s | %s |" % (what, len(body), elapsed, stored, slowest[0],
-                                                                   answer.strip()))
+            print("| %s | %d B | %.2f s | %.2f s | %.3f s | %.0f MB | %s |" % (
+                what, len(body), elapsed, stored, slowest[0], peak_rss_mb(), answer.strip()))
     finally:
         for process in [coordinator] + ([worker] if "worker" in locals() else []):
             os.killpg(process.pid, 9)

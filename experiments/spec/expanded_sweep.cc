@@ -46,7 +46,7 @@ json ToJson(const Variant& variant) {
       {"index", variant.index},
       {"key", variant.key},
       {"axis_values", std::move(axis_values)},
-      {"config", variant.config},
+      {"config", variant.config.Merged()},
       {"world_size", variant.world_size},
       {"is_baseline", variant.is_baseline},
       {"counterpart_key", variant.counterpart_key},

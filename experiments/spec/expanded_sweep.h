@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "experiments/spec/variant_config.h"
+
 namespace bakeoff::spec {
 
 struct Variant {
@@ -23,8 +25,10 @@ struct Variant {
   // The varying axes' values, in the same order as in the key.
   std::vector<std::pair<std::string, nlohmann::json>> axis_values;
   // The trainer configuration (bakeoff-trainer --config): workload defaults, then every
-  // axis value (fixed ones too), then "device" from resources and "world_size".
-  nlohmann::json config = nlohmann::json::object();
+  // axis value (fixed ones too), then "device" from resources and "world_size". The
+  // workload's defaults are shared by every variant of the sweep, not copied into each
+  // (config.Merged() builds the whole object).
+  VariantConfig config;
   int world_size = 1;  // ranks to gang-allocate (config["world_size"])
 
   // Pairing with the baseline (all false/empty when the sweep has no baseline):

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "experiments/spec/trainer_fields.h"
 
@@ -51,10 +53,57 @@ double RoundSignificant(double v) {
   return std::strtod(buffer, nullptr);
 }
 
-// An exclude rule resolved against the spec: axis comparisons only, or never matching.
-struct CompiledRule {
-  std::vector<std::pair<size_t, json>> axis_values;
-  bool never = false;
+// A key under which values that nlohmann's == holds equal fall together (it compares 1
+// and 1.0 equal, so numbers are keyed by their double); callers confirm with ==.
+void AppendValueKey(const json& v, std::string& out) {
+  if (v.is_number()) {
+    double d = v.get<double>();
+    char buffer[40];
+    std::snprintf(buffer, sizeof(buffer), "n%.17g,", d == 0 ? 0.0 : d);
+    out += buffer;
+  } else if (v.is_array()) {
+    out += '[';
+    for (const auto& e : v) AppendValueKey(e, out);
+    out += ']';
+  } else if (v.is_object()) {
+    out += '{';
+    for (const auto& [k, e] : v.items()) {
+      out += json(k).dump();
+      out += ':';
+      AppendValueKey(e, out);
+    }
+    out += '}';
+  } else {
+    out += v.dump();
+    out += ',';
+  }
+}
+
+std::string ValueKey(const json& v) {
+  std::string key;
+  AppendValueKey(v, key);
+  return key;
+}
+
+constexpr size_t kNoValue = static_cast<size_t>(-1);
+
+// One field of an exclude rule, resolved against the spec: the parameter it names and,
+// on an axis of listed values, the value's id (the index of the first equal value), so a
+// grid point matches it by an integer comparison. On a distribution axis (method
+// random) the drawn value is compared with `value`.
+struct RuleTerm {
+  size_t param = 0;
+  size_t id = kNoValue;
+  json value;
+};
+
+// The rules of a grid that name the same axes, as one lookup: a bit per combination of
+// those axes' value ids, set where some rule matches. A point costs one lookup per
+// shape, whatever the number of rules.
+struct RuleShape {
+  std::vector<size_t> params;   // sorted
+  std::vector<size_t> strides;  // mixed radix over the axes' value counts
+  std::vector<bool> matched;
 };
 
 class Expander {
@@ -66,7 +115,9 @@ class Expander {
         result_.axes.push_back(spec_.parameters[i].name);
       }
     }
-    for (const auto& rule : spec_.exclude) rules_.push_back(Compile(rule));
+    workload_ = std::make_shared<const json>(spec_.workload.defaults);
+    IndexValues();
+    ResolveRules();
   }
 
   Result<ExpandedSweep> Run() {
@@ -76,7 +127,7 @@ class Expander {
           Where() + ": every variant is excluded (" + std::to_string(result_.excluded_count) +
           " excluded); loosen the exclude rules");
     }
-    Pair();
+    BAKEOFF_RETURN_IF_ERROR(Pair());
     return Trials();
   }
 
@@ -85,37 +136,99 @@ class Expander {
     return spec_.source_name + (spec_.name.empty() ? "" : " (sweep " + spec_.name + ")");
   }
 
-  CompiledRule Compile(const ExcludeRule& rule) const {
-    CompiledRule compiled;
-    for (const auto& [key, value] : rule.match) {
-      bool found = false;
-      for (size_t i = 0; i < spec_.parameters.size(); ++i) {
-        if (spec_.parameters[i].name == key) {
-          compiled.axis_values.emplace_back(i, value);
-          found = true;
+  // Gives each listed value of each parameter an id: the index of the first value equal
+  // to it (nlohmann's ==), found through a hash of ValueKey, so resolving a rule costs a
+  // lookup rather than a scan of the axis.
+  void IndexValues() {
+    value_ids_.resize(spec_.parameters.size());
+    value_index_.resize(spec_.parameters.size());
+    distinct_values_.assign(spec_.parameters.size(), 0);
+    for (size_t i = 0; i < spec_.parameters.size(); ++i) {
+      const auto& values = spec_.parameters[i].values;
+      for (size_t j = 0; j < values.size(); ++j) {
+        size_t id = FindValue(i, values[j]);
+        if (id == kNoValue) {
+          id = j;
+          value_index_[i].emplace(ValueKey(values[j]), j);
+          ++distinct_values_[i];
         }
+        value_ids_[i].push_back(id);
       }
-      if (found) continue;
-      json constant;
-      if (key == "device") {
-        constant = spec_.resources.device;
-      } else if (spec_.workload.defaults.contains(key)) {
-        constant = spec_.workload.defaults[key];
-      } else if (const TrainerField* field = FindTrainerField(key)) {
-        auto v = NormalizeTrainerValue(*field, field->default_value);
-        if (v.ok()) constant = *v;
-      }
-      if (constant != value) compiled.never = true;
     }
-    return compiled;
   }
 
-  bool Excluded(const Assignment& a) const {
+  // The id of the listed value of parameter `param` equal to `value`, or kNoValue.
+  size_t FindValue(size_t param, const json& value) const {
+    auto [begin, end] = value_index_[param].equal_range(ValueKey(value));
+    for (auto it = begin; it != end; ++it) {
+      if (spec_.parameters[param].values[it->second] == value) return it->second;
+    }
+    return kNoValue;
+  }
+
+  // Resolves each exclude rule once against the spec. A rule that can never match is
+  // dropped: it names a value that is not one of its axis's listed values (every variant
+  // takes one of them: grid points, random draws and baseline counterparts alike), or a
+  // workload field, "device" or trainer default that differs from the one the sweep
+  // uses. Fields that always match (such a constant when equal, an axis with one value)
+  // are left out, so a rule left with no fields matches every variant.
+  void ResolveRules() {
+    for (const auto& rule : spec_.exclude) {
+      std::vector<RuleTerm> terms;
+      bool never = false;
+      for (const auto& [key, value] : rule.match) {
+        bool found = false;
+        for (size_t i = 0; i < spec_.parameters.size(); ++i) {
+          const ParameterAxis& axis = spec_.parameters[i];
+          if (axis.name != key) continue;
+          found = true;
+          if (axis.distribution) {
+            terms.push_back({i, kNoValue, value});
+            continue;
+          }
+          size_t id = FindValue(i, value);
+          if (id == kNoValue) {
+            never = true;
+          } else if (distinct_values_[i] > 1) {
+            terms.push_back({i, id, value});
+          }
+        }
+        if (found) continue;
+        json constant;
+        if (key == "device") {
+          constant = spec_.resources.device;
+        } else if (spec_.workload.defaults.contains(key)) {
+          constant = spec_.workload.defaults[key];
+        } else if (const TrainerField* field = FindTrainerField(key)) {
+          auto v = NormalizeTrainerValue(*field, field->default_value);
+          if (v.ok()) constant = *v;
+        }
+        if (constant != value) never = true;
+      }
+      if (never) continue;
+      std::sort(terms.begin(), terms.end(),
+                [](const RuleTerm& a, const RuleTerm& b) { return a.param < b.param; });
+      if (terms.empty()) matches_all_ = true;
+      rules_.push_back(std::move(terms));
+    }
+  }
+
+  // Exclude-rule work over the cap, as an error.
+  Status OverExcludeSteps(const std::string& what, const std::string& hint) const {
+    return Status::ResourceExhausted(Where() + ": applying the " + std::to_string(rules_.size()) +
+                                     " exclude rules " + what + ", over the limit of " +
+                                     std::to_string(options_.max_exclude_steps) + " steps; " + hint);
+  }
+
+  // Method random: whether the drawn (or counterpart) assignment matches a rule, values
+  // compared as JSON (drawn reals cannot be indexed). Counts the comparisons against
+  // max_exclude_steps.
+  bool Excluded(const Assignment& a) {
     for (const auto& rule : rules_) {
-      if (rule.never) continue;
       bool all = true;
-      for (const auto& [index, value] : rule.axis_values) {
-        if (a[index] != value) {
+      for (const auto& term : rule) {
+        ++exclude_steps_;
+        if (a[term.param] != term.value) {
           all = false;
           break;
         }
@@ -123,6 +236,12 @@ class Expander {
       if (all) return true;
     }
     return false;
+  }
+
+  Status CheckExcludeSteps() const {
+    if (exclude_steps_ <= options_.max_exclude_steps) return Status::Ok();
+    return OverExcludeSteps("to the random draws took more value comparisons",
+                            "loosen exclude (fewer rules on a distribution axis) or lower count");
   }
 
   std::string Key(const Assignment& a) const {
@@ -140,26 +259,30 @@ class Expander {
     v.index = result_.variants.size();
     v.key = Key(a);
     for (size_t i : varying_) v.axis_values.emplace_back(spec_.parameters[i].name, a[i]);
-    v.config = spec_.workload.defaults;
+    // The variant's own fields; the workload's defaults are shared (workload_).
+    json own = json::object();
     std::string executor = spec_.workload.executor == Executor::kCommand ? spec_.workload.command_template : "";
     for (size_t i = 0; i < a.size(); ++i) {
       if (spec_.parameters[i].name == kExecutorAxis) {
         executor = a[i].get<std::string>() == "lora" ? "" : a[i].get<std::string>();
       } else {
-        v.config[spec_.parameters[i].name] = a[i];
+        own[spec_.parameters[i].name] = a[i];
       }
     }
-    v.config["device"] = spec_.resources.device;
+    own["device"] = spec_.resources.device;
     if (!executor.empty()) {
       // What the worker runs: an allowlisted template it looks up in its own catalog.
-      v.config["command_template"] = executor;
-      v.config["command_args"] = spec_.workload.command_args;
+      own["command_template"] = executor;
+      own["command_args"] = spec_.workload.command_args;
     }
-    const json& ws = v.config.contains("world_size") ? v.config["world_size"] : json(1);
-    v.world_size = ws.is_number_integer() && ws.get<int64_t>() >= 1
-                       ? static_cast<int>(ws.get<int64_t>())
+    const json* ws = own.contains("world_size") ? &own["world_size"]
+                     : workload_->contains("world_size") ? &workload_->at("world_size")
+                                                         : nullptr;
+    v.world_size = ws != nullptr && ws->is_number_integer() && ws->get<int64_t>() >= 1
+                       ? static_cast<int>(ws->get<int64_t>())
                        : 1;
-    v.config["world_size"] = v.world_size;
+    own["world_size"] = v.world_size;
+    v.config = VariantConfig(workload_, std::move(own));
     v.added_as_counterpart = added_as_counterpart;
     index_by_key_[v.key] = v.index;
     assignments_.push_back(a);
@@ -178,8 +301,9 @@ class Expander {
         (spec_.adaptive ? ".max" : ""));
   }
 
-  // Each variant's trainer configuration is its own copy of the workload: bound their sum
-  // before any is built (a long string field times many variants).
+  // The variants share the workload in memory, but each is stored (and sent to a worker)
+  // as a whole configuration: bound their sum before any is built (a long string field
+  // times many variants is that many bytes in the results store).
   Status CheckConfigBytes(size_t variants) const {
     size_t bytes = spec_.workload.defaults.dump().size();
     for (const auto& axis : spec_.parameters) {
@@ -197,28 +321,73 @@ class Expander {
     return Status::Ok();
   }
 
-  // Whether the grid point with these value indices (one per parameter) is excluded.
-  // Works on indices so that counting a large grid copies no values.
-  bool ExcludedPoint(const std::vector<size_t>& digits) const {
+  // Groups the grid's rules by the axes they name, one lookup per group, after checking
+  // the work: grid points x the axes named by each group.
+  Status BuildShapes(size_t points) {
+    if (matches_all_) return Status::Ok();
+    std::map<std::vector<size_t>, size_t> shape_of;
+    size_t width = 0;
     for (const auto& rule : rules_) {
-      if (rule.never) continue;
-      bool all = true;
-      for (const auto& [index, value] : rule.axis_values) {
-        if (spec_.parameters[index].values[digits[index]] != value) {
-          all = false;
+      std::vector<size_t> params;
+      for (const auto& term : rule) params.push_back(term.param);
+      if (shape_of.emplace(params, shapes_.size()).second) {
+        width += params.size();
+        shapes_.push_back({std::move(params), {}, {}});
+      }
+    }
+    if (width > 0 && points > options_.max_exclude_steps / width) {
+      return OverExcludeSteps("to " + std::to_string(points) + " grid points takes " +
+                              std::to_string(points) + " x " + std::to_string(width) +
+                              " steps (the axes named by each of the " +
+                              std::to_string(shapes_.size()) + " combinations of axes the rules name)",
+                              "write rules that name the same axes, or remove axis values");
+    }
+    for (auto& shape : shapes_) {
+      size_t size = 1;
+      for (size_t param : shape.params) {
+        shape.strides.push_back(size);
+        size *= spec_.parameters[param].values.size();  // <= points: a sub-grid
+      }
+      shape.matched.assign(size, false);
+    }
+    for (const auto& rule : rules_) {
+      std::vector<size_t> params;
+      for (const auto& term : rule) params.push_back(term.param);
+      RuleShape& shape = shapes_[shape_of.at(params)];
+      size_t index = 0;
+      for (size_t k = 0; k < rule.size(); ++k) index += rule[k].id * shape.strides[k];
+      shape.matched[index] = true;
+    }
+    return Status::Ok();
+  }
+
+  // Whether the grid point whose parameters take these value ids is excluded (kNoValue:
+  // a value no rule names). Integer work only: one lookup per shape.
+  bool ExcludedIds(const std::vector<size_t>& ids) const {
+    if (matches_all_) return true;
+    for (const auto& shape : shapes_) {
+      size_t index = 0;
+      bool possible = true;
+      for (size_t k = 0; k < shape.params.size(); ++k) {
+        size_t id = ids[shape.params[k]];
+        if (id == kNoValue) {
+          possible = false;
           break;
         }
+        index += id * shape.strides[k];
       }
-      if (all) return true;
+      if (possible && shape.matched[index]) return true;
     }
     return false;
   }
 
-  // Odometer: the last axis written changes fastest.
-  void NextPoint(std::vector<size_t>& digits) const {
+  // Odometer: the last axis written changes fastest; ids follow digits.
+  void NextPoint(std::vector<size_t>& digits, std::vector<size_t>& ids) const {
     for (size_t i = digits.size(); i-- > 0;) {
-      if (++digits[i] < spec_.parameters[i].values.size()) break;
-      digits[i] = 0;
+      bool carry = ++digits[i] == spec_.parameters[i].values.size();
+      if (carry) digits[i] = 0;
+      ids[i] = value_ids_[i][digits[i]];
+      if (!carry) break;
     }
   }
 
@@ -236,24 +405,32 @@ class Expander {
       }
       points *= axis.values.size();
     }
-    // Count the variants first, on indices, and check the caps before any is built: a
-    // 100x100x100 grid must cost a count, not a million configurations.
+    BAKEOFF_RETURN_IF_ERROR(BuildShapes(points));
+    // Mark the excluded points and count the variants first, on value ids, and check the
+    // caps before any is built: a 100x100x100 grid must cost a count, not a million
+    // configurations.
+    std::vector<bool> excluded(points);
     std::vector<size_t> digits(spec_.parameters.size(), 0);
+    std::vector<size_t> ids(spec_.parameters.size(), 0);
     size_t kept = 0;
-    for (size_t p = 0; p < points; ++p, NextPoint(digits)) kept += !ExcludedPoint(digits);
+    for (size_t p = 0; p < points; ++p, NextPoint(digits, ids)) {
+      excluded[p] = ExcludedIds(ids);
+      kept += !excluded[p];
+    }
     const auto repeats = static_cast<size_t>(std::max(spec_.repeats, 1));
     if (kept > options_.max_trials / repeats) return OverTrialCap(kept);
     BAKEOFF_RETURN_IF_ERROR(CheckConfigBytes(kept));
     result_.variants.reserve(kept);
+    variant_ids_.reserve(kept);
+    result_.excluded_count = points - kept;
     std::fill(digits.begin(), digits.end(), 0);
+    std::fill(ids.begin(), ids.end(), 0);
     Assignment a(spec_.parameters.size());
-    for (size_t p = 0; p < points; ++p, NextPoint(digits)) {
-      if (ExcludedPoint(digits)) {
-        ++result_.excluded_count;
-        continue;
-      }
+    for (size_t p = 0; p < points; ++p, NextPoint(digits, ids)) {
+      if (excluded[p]) continue;
       for (size_t i = 0; i < digits.size(); ++i) a[i] = spec_.parameters[i].values[digits[i]];
       AddVariant(a, false);
+      variant_ids_.push_back(ids);
     }
     return Status::Ok();
   }
@@ -335,7 +512,9 @@ class Expander {
         a.push_back(std::move(*v));
       }
       if (!ok) continue;
-      if (Excluded(a)) {
+      bool excluded = Excluded(a);
+      BAKEOFF_RETURN_IF_ERROR(CheckExcludeSteps());
+      if (excluded) {
         ++result_.excluded_count;
         continue;
       }
@@ -354,7 +533,9 @@ class Expander {
       size_t n = result_.variants.size();
       for (size_t i = 0; i < n; ++i) {
         Assignment c = Counterpart(assignments_[i]);
-        if (!Excluded(c) && !index_by_key_.count(Key(c))) AddVariant(c, true);
+        bool excluded = Excluded(c);
+        BAKEOFF_RETURN_IF_ERROR(CheckExcludeSteps());
+        if (!excluded && !index_by_key_.count(Key(c))) AddVariant(c, true);
       }
     }
     return Status::Ok();
@@ -370,20 +551,36 @@ class Expander {
     return c;
   }
 
-  void Pair() {
-    if (spec_.baseline.empty()) return;
+  // Whether variant `v`'s counterpart `c` is excluded: on value ids for a grid, else
+  // (method random) by comparing values.
+  bool CounterpartExcluded(const Variant& v, const Assignment& c) {
+    if (spec_.method == Method::kRandom) return Excluded(c);
+    std::vector<size_t> ids = variant_ids_[v.index];
+    for (const auto& [name, value] : spec_.baseline) {
+      for (size_t i = 0; i < spec_.parameters.size(); ++i) {
+        if (spec_.parameters[i].name == name) ids[i] = FindValue(i, value);
+      }
+    }
+    return ExcludedIds(ids);
+  }
+
+  Status Pair() {
+    if (spec_.baseline.empty()) return Status::Ok();
     for (auto& v : result_.variants) {
       const Assignment& a = assignments_[v.index];
       Assignment c = Counterpart(a);
       v.counterpart_key = Key(c);
       v.is_baseline = c == a;
-      if (Excluded(c)) {
+      bool excluded = CounterpartExcluded(v, c);
+      BAKEOFF_RETURN_IF_ERROR(CheckExcludeSteps());
+      if (excluded) {
         v.counterpart_excluded = true;
         continue;
       }
       auto it = index_by_key_.find(v.counterpart_key);
       if (it != index_by_key_.end()) v.counterpart = it->second;
     }
+    return Status::Ok();
   }
 
   Result<ExpandedSweep> Trials() {
@@ -416,7 +613,18 @@ class Expander {
   const SweepSpec& spec_;
   ExpandOptions options_;
   std::vector<size_t> varying_;
-  std::vector<CompiledRule> rules_;
+  // The workload's defaults, one copy shared by every variant's configuration.
+  std::shared_ptr<const json> workload_;
+  // Per parameter: each listed value's id (the index of the first equal value), the
+  // first-of-their-kind values by ValueKey, and how many distinct values there are.
+  std::vector<std::vector<size_t>> value_ids_;
+  std::vector<std::unordered_multimap<std::string, size_t>> value_index_;
+  std::vector<size_t> distinct_values_;
+  std::vector<std::vector<RuleTerm>> rules_;  // the rules that can match, resolved
+  bool matches_all_ = false;                  // a rule that matches every variant
+  std::vector<RuleShape> shapes_;             // method grid: rules_ grouped by axes
+  std::vector<std::vector<size_t>> variant_ids_;  // method grid: parallel to variants
+  size_t exclude_steps_ = 0;                  // method random: comparisons made
   std::vector<Assignment> assignments_;  // parallel to result_.variants
   std::map<std::string, size_t> index_by_key_;
   ExpandedSweep result_;

@@ -705,6 +705,34 @@ TEST_F(CoordinatorServiceTest, ASubmittedSweepIsPreparedInOrderOffTheExecutorAnd
   EXPECT_EQ(over.status, 413) << over.body;
 }
 
+// Exclude rules whose work is over the limit (1,000,000 grid points against a rule for
+// each of the 127 combinations of 7 axes: 448,000,000 steps) are refused with 413 and
+// the limit, before a point is visited.
+TEST_F(CoordinatorServiceTest, ExcludeRulesOverTheWorkLimitAreRefusedWith413) {
+  HttpServer http(io_.get_executor(), *service_, nullptr);
+  const std::vector<std::pair<std::string, int>> axes = {
+      {"seed", 10}, {"micro_batch", 10}, {"grad_accum", 10}, {"steps", 10},
+      {"seq_len", 10}, {"lora_rank", 5}, {"warmup_steps", 2}};
+  std::string yaml = "name: shapes\nworkload: {executor: lora, model: tiny}\nparameters:\n";
+  for (const auto& [axis, n] : axes) {
+    yaml += "  " + axis + ": {values: [";
+    for (int i = 0; i < n; ++i) yaml += (i ? ", " : "") + std::to_string(i + 2);
+    yaml += "]}\n";
+  }
+  yaml += "exclude:\n";
+  for (int mask = 1; mask < 128; ++mask) {
+    std::string rule;
+    for (int a = 0; a < 7; ++a) {
+      if (mask & (1 << a)) rule += (rule.empty() ? "" : ", ") + axes[a].first + ": 3";
+    }
+    yaml += "  - {" + rule + "}\n";
+  }
+  auto over = Complete(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", yaml));
+  EXPECT_EQ(over.status, 413) << over.body;
+  EXPECT_NE(over.body.find("over the limit of 200000000 steps"), std::string::npos) << over.body;
+  EXPECT_EQ(service_->live_trials(), 0u);
+}
+
 // Finished sweeps leave memory: their trials are evicted once the store has them
 // finished, every read is served from the store (as after a restart), and late frames
 // about them are acknowledged and ignored.

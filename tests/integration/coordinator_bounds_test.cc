@@ -55,7 +55,7 @@ void SeedFinishedSweep(const std::string& db, const std::string& name, int varia
     vr.key = v.key;
     vr.ordinal = static_cast<std::int64_t>(v.index);
     for (const auto& [axis, value] : v.axis_values) vr.params[axis] = value;
-    vr.trainer_config = v.config;
+    vr.trainer_config = v.config.Merged();
     vr.counterpart_key = v.counterpart_key;
     vr.is_baseline = v.is_baseline;
     records.push_back(vr);

@@ -69,7 +69,7 @@ class ReportStoreFixture : public ::testing::Test {
       vr.key = v.key;
       vr.ordinal = static_cast<int64_t>(v.index);
       for (const auto& [axis, value] : v.axis_values) vr.params[axis] = value;
-      vr.trainer_config = v.config;
+      vr.trainer_config = v.config.Merged();
       vr.counterpart_key = v.counterpart_key;
       vr.is_baseline = v.is_baseline;
       vr.counterpart_excluded = v.counterpart_excluded;

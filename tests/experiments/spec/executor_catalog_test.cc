@@ -173,7 +173,7 @@ TEST(ExecutorCatalogTest, AnExecutorAxisComparesTheNativeTrainerAndTemplatesInOn
   for (const Variant& v : expanded->variants) {
     EXPECT_FALSE(v.config.contains("executor")) << v.key;
     const bool native = v.key.find("executor=lora") != std::string::npos;
-    EXPECT_EQ(v.config.value("command_template", std::string()), native ? "" : "demo") << v.key;
+    EXPECT_EQ(v.config.Merged().value("command_template", std::string()), native ? "" : "demo") << v.key;
     EXPECT_EQ(v.counterpart_key, "executor=lora,micro_batch=1") << v.key;
   }
 }

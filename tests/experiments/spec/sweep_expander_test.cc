@@ -8,6 +8,7 @@
 #include <string>
 
 #include "experiments/spec/sweep_parser.h"
+#include "experiments/spec/trainer_fields.h"
 
 namespace bakeoff::spec {
 namespace {
@@ -64,6 +65,24 @@ TEST(SweepExpanderTest, ConfigMergesWorkloadDefaultsAxesDeviceAndWorldSize) {
   EXPECT_EQ(v.world_size, 2);
 }
 
+TEST(SweepExpanderTest, VariantsShareTheWorkloadInsteadOfCopyingIt) {
+  ExpandedSweep e = MustExpand("name: s\nworkload: {model: tiny, adapters_out: " + std::string(200, 'a') +
+                               "}\nparameters:\n  micro_batch: {values: [1, 2, 4]}\n");
+  ASSERT_EQ(e.variants.size(), 3u);
+  for (const auto& v : e.variants) {
+    EXPECT_EQ(v.config.shared(), e.variants[0].config.shared()) << "one copy of the workload per sweep";
+    EXPECT_FALSE(v.config.own().contains("adapters_out")) << v.key;
+    EXPECT_EQ(v.config["adapters_out"], std::string(200, 'a'));
+    json whole = v.config.Merged();
+    EXPECT_EQ(whole["adapters_out"], std::string(200, 'a'));
+    EXPECT_EQ(whole["micro_batch"], v.config["micro_batch"]);
+    EXPECT_EQ(whole["model"], "tiny");
+    EXPECT_EQ(whole["device"], "cpu");
+    EXPECT_EQ(whole["world_size"], 1);
+  }
+  EXPECT_TRUE(e.variants[0].config["steps"].is_null()) << "a field neither part has";
+}
+
 TEST(SweepExpanderTest, WorldSizeDefaultsToOne) {
   ExpandedSweep e = MustExpand("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, 2]}\n");
   ASSERT_EQ(e.variants.size(), 2u);
@@ -111,6 +130,86 @@ TEST(SweepExpanderTest, ExcludeOnANonAxisFieldComparesTheWorkloadValue) {
   EXPECT_EQ(MustExpand(base + "exclude:\n  - {micro_batch: 2, precision: fp32}\n").variants.size(), 2u);
   // offload is not set: the trainer's default (none) is compared.
   EXPECT_EQ(MustExpand(base + "exclude:\n  - {micro_batch: 2, offload: none}\n").variants.size(), 1u);
+}
+
+TEST(SweepExpanderTest, ExcludeRuleNamingAValueOutsideTheAxisNeverMatches) {
+  std::string base = "name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, 2]}\n"
+                     "  seed: {values: [1, 2]}\n";
+  ExpandedSweep e = MustExpand(base + "exclude:\n  - {micro_batch: 3}\n  - {micro_batch: 3, seed: 1}\n");
+  EXPECT_EQ(e.variants.size(), 4u);
+  EXPECT_EQ(e.excluded_count, 0u);
+  // The same rule next to one that matches: only the matching one removes variants.
+  e = MustExpand(base + "exclude:\n  - {micro_batch: 3, seed: 1}\n  - {micro_batch: 2, seed: 1}\n");
+  EXPECT_EQ(e.variants.size(), 3u);
+  EXPECT_EQ(e.FindVariant("micro_batch=2,seed=1"), nullptr);
+}
+
+TEST(SweepExpanderTest, ExcludeRuleNamingOnlyConstantsMatchesEverythingOrNothing) {
+  std::string base = "name: s\nworkload: {precision: bf16}\nparameters:\n  micro_batch: {values: [1, 2]}\n"
+                     "  seed: {value: 7}\n";
+  auto all = Expand(MustParse(base + "exclude:\n  - {precision: bf16, seed: 7}\n"));
+  ASSERT_FALSE(all.ok());
+  EXPECT_THAT(all.status().message(), HasSubstr("every variant is excluded (2 excluded)"));
+  EXPECT_EQ(MustExpand(base + "exclude:\n  - {precision: fp32}\n").variants.size(), 2u);
+  EXPECT_EQ(MustExpand(base + "exclude:\n  - {precision: bf16, seed: 8}\n").variants.size(), 2u);
+  // A fixed axis and a constant that hold narrow nothing: the axis field decides.
+  EXPECT_EQ(MustExpand(base + "exclude:\n  - {precision: bf16, seed: 7, micro_batch: 2}\n").variants.size(), 1u);
+}
+
+// The exclude semantics written plainly (every field of a rule equal to the variant's
+// value for it: axis value, else workload value, else "device", else the trainer's
+// default), to compare the resolved rules with on whole sweeps.
+bool ExcludedByRuleScan(const SweepSpec& spec, const Variant& v) {
+  json config = v.config.Merged();
+  for (const auto& rule : spec.exclude) {
+    bool all = true;
+    for (const auto& [key, value] : rule.match) {
+      json actual;
+      if (config.contains(key)) {
+        actual = config[key];
+      } else if (const TrainerField* field = FindTrainerField(key)) {
+        actual = *NormalizeTrainerValue(*field, field->default_value);
+      }
+      if (actual != value) all = false;
+    }
+    if (all) return true;
+  }
+  return false;
+}
+
+TEST(SweepExpanderTest, ResolvedExcludeRulesKeepTheVariantsARuleScanKeeps) {
+  const std::string grid =
+      "name: s\nworkload: {precision: bf16, steps: 4}\nparameters:\n"
+      "  micro_batch: {values: [1, 2, 4]}\n  seed: {values: [1, 2, 3, 4]}\n"
+      "  compile_mode: {values: [eager, jit]}\n  lora_rank: {value: 8}\n"
+      "baseline: {compile_mode: eager}\n";
+  const std::vector<std::string> excludes = {
+      "  - {micro_batch: 2}\n",
+      "  - {micro_batch: 2, seed: 3}\n  - {seed: 3, micro_batch: 4}\n  - {compile_mode: jit, seed: 1}\n",
+      "  - {micro_batch: 2, precision: bf16}\n  - {seed: 2, precision: fp32}\n  - {lora_rank: 8, seed: 4}\n",
+      "  - {compile_mode: eager, micro_batch: 1}\n  - {micro_batch: 8}\n  - {compile_mode: jit, seed: 2, micro_batch: 4}\n"
+      "  - {lora_rank: 16, seed: 1}\n  - {offload: none, seed: 3, compile_mode: jit}\n  - {device: cpu, micro_batch: 4}\n",
+  };
+  for (const auto& rules : excludes) {
+    SweepSpec spec = MustParse(grid + "exclude:\n" + rules);
+    SweepSpec all = spec;
+    all.exclude.clear();
+    ExpandedSweep every = *Expand(all);
+    ExpandedSweep e = *Expand(spec);
+    std::vector<std::string> expected;
+    for (const auto& v : every.variants) {
+      if (!ExcludedByRuleScan(spec, v)) expected.push_back(v.key);
+    }
+    std::vector<std::string> kept;
+    for (const auto& v : e.variants) {
+      kept.push_back(v.key);
+      const Variant* counterpart = every.FindVariant(v.counterpart_key);
+      ASSERT_NE(counterpart, nullptr) << v.counterpart_key;
+      EXPECT_EQ(v.counterpart_excluded, ExcludedByRuleScan(spec, *counterpart)) << rules << v.key;
+    }
+    EXPECT_EQ(kept, expected) << rules;
+    EXPECT_EQ(e.excluded_count, every.variants.size() - expected.size()) << rules;
+  }
 }
 
 TEST(SweepExpanderTest, VariantWhoseCounterpartIsExcludedIsMarked) {
@@ -345,6 +444,74 @@ TEST(SweepExpanderTest, ExcludedPointsDoNotCountTowardsTheTrialCap) {
   ExpandedSweep e = MustExpand(text);
   EXPECT_EQ(e.variants.size(), 200u);
   EXPECT_EQ(e.excluded_count, 19800u);
+}
+
+// Rules that name the same axes are one lookup per point however many they are: the
+// 1,000,000-point grid with 5,000 three-axis rules and 99 one-axis rules (4 steps a point).
+TEST(SweepExpanderTest, ManyRulesNamingTheSameAxesCostOneLookupPerPoint) {
+  std::string text = MillionPointGrid("") + "exclude:\n";
+  for (int i = 0; i < 5000; ++i) {
+    text += "  - {seed: " + std::to_string(1 + i % 100) + ", micro_batch: " + std::to_string(1 + i / 100) +
+            ", lora_rank: 1}\n";
+  }
+  for (int r = 2; r <= 100; ++r) text += "  - {lora_rank: " + std::to_string(r) + "}\n";
+  ExpandOptions options;
+  options.max_exclude_steps = 4000000;  // 1,000,000 points x (3 + 1) axes
+  ExpandedSweep e = MustExpand(text, options);
+  EXPECT_EQ(e.variants.size(), 5000u);
+  EXPECT_EQ(e.excluded_count, 995000u);
+  EXPECT_EQ(e.variants[0].key, "seed=1,micro_batch=51,lora_rank=1");
+  options.max_exclude_steps = 3999999;
+  auto over = Expand(MustParse(text), options);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), Status::Code::kResourceExhausted);
+}
+
+// 7 axes (1,000,000 points) and a rule for each of the 127 combinations of them: 448
+// axes named, 448,000,000 steps, over the default limit.
+std::string EveryCombinationOfSevenAxes() {
+  const std::vector<std::pair<std::string, int>> axes = {
+      {"seed", 10}, {"micro_batch", 10}, {"grad_accum", 10}, {"steps", 10},
+      {"seq_len", 10}, {"lora_rank", 5}, {"warmup_steps", 2}};
+  std::string text = "name: shapes\nworkload: {model: tiny}\nparameters:\n";
+  for (const auto& [axis, n] : axes) {
+    text += "  " + axis + ": {values: [";
+    for (int i = 0; i < n; ++i) text += (i ? ", " : "") + std::to_string(i + 2);
+    text += "]}\n";
+  }
+  text += "repeats: 1\nexclude:\n";
+  for (int mask = 1; mask < 128; ++mask) {
+    std::string rule;
+    for (int a = 0; a < 7; ++a) {
+      if (mask & (1 << a)) rule += (rule.empty() ? "" : ", ") + axes[a].first + ": 3";
+    }
+    text += "  - {" + rule + "}\n";
+  }
+  return text;
+}
+
+TEST(SweepExpanderTest, ExcludeWorkOverTheLimitIsRefusedBeforeAPointIsVisited) {
+  auto e = Expand(MustParse(EveryCombinationOfSevenAxes()));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_THAT(e.status().message(),
+              HasSubstr("applying the 127 exclude rules to 1000000 grid points takes 1000000 x 448 steps"));
+  EXPECT_THAT(e.status().message(), HasSubstr("over the limit of 200000000 steps"));
+}
+
+TEST(SweepExpanderTest, RandomDrawsCountTheirExcludeComparisonsAgainstTheLimit) {
+  std::string text = std::string(kRandom) + "exclude:\n";
+  for (int i = 0; i < 50; ++i) text += "  - {lora_rank: " + std::to_string(1000 + i) + ", compile_mode: jit}\n";
+  text += "  - {lora_rank: 4000}\n";  // outside the log_uniform range: compared, never matches
+  text += "  - {compile_mode: cudagraph}\n";  // not one of the axis values: dropped
+  ExpandedSweep e = MustExpand(text);
+  EXPECT_EQ(e.variants.size(), MustExpand(kRandom).variants.size());
+  ExpandOptions options;
+  options.max_exclude_steps = 20;
+  auto over = Expand(MustParse(text), options);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_THAT(over.status().message(), HasSubstr("to the random draws took more value comparisons, over the limit of 20 steps"));
 }
 
 TEST(SweepExpanderTest, LongWorkloadFieldTimesManyVariantsIsRefusedBeforeBuilding) {
