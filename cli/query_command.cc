@@ -166,8 +166,13 @@ int RunQuery(const QueryOptions& options) {
   }
   if (!result.ok()) {
     std::cerr << "bakeoff query: " << result.status().message() << "\n";
-    // NotFound: the results database does not exist (docs/cli.md: unavailable).
-    return result.status().code() == Status::Code::kNotFound ? kExitUnavailable : ExitCodeFor(result.status());
+    // NotFound: the results database does not exist (unavailable); Timeout: the query ran
+    // past its own time limit (it ran and failed), not an unreachable coordinator.
+    switch (result.status().code()) {
+      case Status::Code::kNotFound: return kExitUnavailable;
+      case Status::Code::kTimeout: return kExitFailure;
+      default: return ExitCodeFor(result.status());
+    }
   }
   std::string text;
   if (options.format == "json") {
