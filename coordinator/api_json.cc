@@ -1,6 +1,18 @@
 #include "coordinator/api_json.h"
 
 namespace bakeoff::coordinator {
+
+int HttpStatusFor(const Status& status) {
+  switch (status.code()) {
+    case Status::Code::kInvalidArgument: return 400;
+    case Status::Code::kNotFound: return 404;
+    case Status::Code::kResourceExhausted: return 413;
+    case Status::Code::kUnavailable:
+    case Status::Code::kIoError: return 503;
+    case Status::Code::kTimeout: return 504;
+    default: return 500;
+  }
+}
 using nlohmann::json;
 
 json SweepJson(const metrics::SweepRecord& s) {

@@ -8,8 +8,14 @@
 #include <nlohmann/json.hpp>
 
 #include "metrics/store_records.h"
+#include "protocol/status.h"
 
 namespace bakeoff::coordinator {
+
+// The one mapping from a failed Status to the API's HTTP status (docs/cli.md, "HTTP
+// API"): InvalidArgument 400, NotFound 404, ResourceExhausted 413, Unavailable and
+// IoError 503, Timeout 504, anything else 500.
+int HttpStatusFor(const Status& status);
 
 // {"id","name","question","state","created_at","finished_at","variant_count",
 //  "trial_count","counts":{queued,assigned,running,finished,succeeded,unsuccessful}}

@@ -50,18 +50,7 @@ std::optional<metrics::SequentialDesign> AdaptiveDesign(const json& spec) {
   return design;
 }
 
-ApiError FromStatus(const Status& status) {
-  int code = 500;
-  switch (status.code()) {
-    case Status::Code::kInvalidArgument: code = 400; break;
-    case Status::Code::kNotFound: code = 404; break;
-    case Status::Code::kResourceExhausted: code = 413; break;
-    case Status::Code::kUnavailable: code = 503; break;
-    case Status::Code::kIoError: code = 503; break;
-    default: code = 500;
-  }
-  return ApiError{code, status.message()};
-}
+ApiError FromStatus(const Status& status) { return ApiError{HttpStatusFor(status), status.message()}; }
 
 // Why a sweep is refused while the store cannot write (503).
 ApiError NoNewSweeps(const metrics::ResultsStore& store) {

@@ -54,17 +54,7 @@ HttpReply JsonReply(int status, const json& body) {
 
 HttpReply Error(int status, const std::string& message) { return JsonReply(status, {{"error", message}}); }
 
-HttpReply ErrorFrom(const Status& status) {
-  switch (status.code()) {
-    case Status::Code::kNotFound: return Error(404, status.message());
-    case Status::Code::kInvalidArgument: return Error(400, status.message());
-    case Status::Code::kIoError:
-    case Status::Code::kUnavailable: return Error(503, status.message());
-    case Status::Code::kTimeout: return Error(504, status.message());
-    case Status::Code::kResourceExhausted: return Error(413, status.message());
-    default: return Error(500, status.message());
-  }
-}
+HttpReply ErrorFrom(const Status& status) { return Error(HttpStatusFor(status), status.message()); }
 
 std::string UrlDecode(const std::string& text) {
   std::string out;
