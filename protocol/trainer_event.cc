@@ -161,7 +161,10 @@ Result<StepEvent> ReadStep(const json& e) {
   return s;
 }
 
-Result<SummaryEvent> ReadSummary(const json& e) {
+}  // namespace
+
+Result<SummaryEvent> ReadSummaryEvent(const json& e) {
+  if (!e.is_object()) return Status::InvalidArgument("trainer event 'summary' is not a JSON object");
   FieldReader r(e, "summary");
   SummaryEvent s;
   s.startup_s = r.Number("startup_s");
@@ -187,6 +190,8 @@ Result<SummaryEvent> ReadSummary(const json& e) {
   if (!r.status().ok()) return r.status();
   return s;
 }
+
+namespace {
 
 Result<ErrorEvent> ReadError(const json& e) {
   FieldReader r(e, "error");
@@ -229,7 +234,7 @@ Result<TrainerEvent> TrainerEventFromJson(json object) {
   if (event.kind == "step") {
     checked = Assign(ReadStep(event.body), event);
   } else if (event.kind == "summary") {
-    checked = Assign(ReadSummary(event.body), event);
+    checked = Assign(ReadSummaryEvent(event.body), event);
   } else if (event.kind == "error") {
     checked = Assign(ReadError(event.body), event);
   } else if (event.kind == "started") {

@@ -122,4 +122,9 @@ Result<TrainerEvent> ParseTrainerEvent(std::string_view line, std::size_t max_li
 // (the frame decoder applied its own).
 Result<TrainerEvent> TrainerEventFromJson(nlohmann::json object);
 
+// The figures of a summary object, with the checks above; its "event" field is not
+// needed. For a summary handed over as JSON outside an event stream (the store's
+// RecordSummary, tests, tools).
+Result<SummaryEvent> ReadSummaryEvent(const nlohmann::json& object);
+
 }  // namespace bakeoff::protocol
