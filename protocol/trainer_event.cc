@@ -155,6 +155,7 @@ Result<StepEvent> ReadStep(const json& e) {
   s.grad_norm = r.Number("grad_norm");
   s.comm_s = r.Number("comm_s");
   s.phase = r.String("phase", false, "measure");
+  if (r.status().ok() && s.phase != "warmup" && s.phase != "measure") r.Fail("phase", "\"warmup\" or \"measure\"");
   s.device_allocated_bytes = r.Number("device_allocated_bytes");
   s.device_reserved_peak_bytes = r.Number("device_reserved_peak_bytes");
   if (!r.status().ok()) return r.status();

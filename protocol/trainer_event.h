@@ -9,7 +9,8 @@
 //            "peak_mem_bytes", "rss_bytes", "comm_bytes" integers >= 0 (at most
 //            INT64_MAX) when present; "loss", "lr", "grad_norm", "comm_s",
 //            "device_allocated_bytes", "device_reserved_peak_bytes" numbers when present;
-//            "phase" a string when present;
+//            "phase" "warmup" or "measure" when present (a step of another phase
+//            could not be stored: step_metrics.phase);
 //   summary: every documented figure a number (or null) when present; "applied" an object;
 //   error:   "kind" a string, "message" a string when present;
 //   started: (the worker's own) "pid" an integer, "host" and "address" strings when present.
@@ -43,7 +44,7 @@ inline constexpr std::size_t kMaxTrainerLineBytes = 1u << 20;
 // `step`: one optimizer step of one rank.
 struct StepEvent {
   std::int64_t step = 0;
-  std::string phase = "measure";  // as written; "measure" when absent
+  std::string phase = "measure";  // "warmup" or "measure"; "measure" when absent
   double step_s = 0;              // finite, >= 0
   std::optional<std::int64_t> tokens;  // global tokens of the optimizer step
   std::optional<double> loss;          // global mean loss

@@ -339,6 +339,29 @@ TEST_F(CoordinatorServiceTest, AnUnreadableEventIsDroppedAndTheRestOfItsFrameSto
   EXPECT_TRUE(found);
 }
 
+// A step whose phase is neither warmup nor measure cannot be stored (step_metrics.phase);
+// it is dropped on reading, so the rest of the frame is acknowledged rather than the
+// connection closed and the same frame resent forever.
+TEST_F(CoordinatorServiceTest, AStepOfAnUnknownPhaseDoesNotHoldItsFrameBack) {
+  auto w1 = Register("w1");
+  Submit();
+  auto assigns = w1->Take("assign");
+  ASSERT_EQ(assigns.size(), 1u);
+  protocol::AttemptRef ref{assigns[0]["trial_id"], assigns[0]["attempt"]};
+  protocol::EventsMessage events;
+  events.events.push_back({ref, 0, {{"event", "step"}, {"step", 0}, {"phase", "eval"}, {"step_s", 0.1}}, 1});
+  events.events.push_back({ref, 0, {{"event", "step"}, {"step", 1}, {"phase", "measure"}, {"step_s", 0.1}}, 2});
+  events.outbox_seq = 1;
+  Frame("w1", protocol::ToJson(events));
+  EXPECT_FALSE(w1->closed);
+  auto acks = w1->Take("ack");
+  ASSERT_FALSE(acks.empty());
+  EXPECT_EQ(acks.back()["outbox_seq"], 1);
+  auto steps = store_->ReadStepMetrics(ref.trial_id).value();
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].step, 1);
+}
+
 // One two-rank trial over two one-slot workers: a gang split across nodes.
 const char* kGangSweep = R"(name: gang
 question: does a gang finish only when all of it has?

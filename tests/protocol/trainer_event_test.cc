@@ -163,6 +163,7 @@ TEST(TrainerEventTest, MistypedFieldsNameTheFieldAndWhatIsExpected) {
                         Case{R"({"event":"error","message":"x"})", "\"kind\""},
                         Case{R"({"event":"error","kind":"oom","message":3})", "\"message\""},
                         Case{R"({"event":"step","step":1,"step_s":0.1,"phase":5})", "\"phase\""},
+                        Case{R"({"event":"step","step":1,"step_s":0.1,"phase":"eval"})", "\"phase\""},
                         Case{R"({"event":"step","step":1,"step_s":0.1,"rss_bytes":-5})", "\"rss_bytes\""},
                         Case{R"({"event":"step","step":18446744073709551615,"step_s":0.1})", "\"step\""},
                         Case{R"({"event":"step","step":1,"step_s":0.1,"device_allocated_bytes":"1G"})",
