@@ -326,7 +326,7 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
     auto agent = weak.lock();
     if (!agent) return;
     if (agent->metrics_) agent->metrics_->ObserveEvent(ref, rank, event);
-    agent->outbox_.AddEvent(ref, rank, std::move(event.body));  // the events frame carries it as written
+    agent->outbox_.AddEvent(ref, rank, std::move(event));
   };
   callbacks.on_finished = [weak, ref](protocol::AttemptFinishedMessage finished) {
     auto agent = weak.lock();
