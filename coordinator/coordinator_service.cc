@@ -25,14 +25,6 @@ metrics::Outcome ToStore(Outcome o) {
   return parsed.ok() ? *parsed : metrics::Outcome::kFailed;
 }
 
-std::optional<double> Finite(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return std::nullopt;
-  double v = it->get<double>();
-  if (!std::isfinite(v)) return std::nullopt;
-  return v;
-}
-
 // The sequential design of a stored spec's adaptive repeats, if any (spec::ToJson).
 std::optional<metrics::SequentialDesign> AdaptiveDesign(const json& spec) {
   auto it = spec.find("adaptive_repeats");
@@ -804,7 +796,9 @@ void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
     if (r.trial.outcome != metrics::Outcome::kSucceeded) continue;
     std::optional<double> slowest;
     for (const auto& summary : r.summaries) {
-      auto t = Finite(summary.summary, "tokens_per_s");
+      // Stored as the coordinator received it, so it reads (else it counts as no figure).
+      auto figures = protocol::ReadSummaryEvent(summary.summary);
+      auto t = figures.ok() ? figures->tokens_per_s : std::nullopt;
       if (t && *t > 0) slowest = slowest ? std::min(*slowest, *t) : *t;
     }
     state.tokens_per_s = slowest;
