@@ -9,6 +9,7 @@
 #include "experiments/spec/sweep_parser.h"
 #include "protocol/outcome.h"
 #include "protocol/token.h"
+#include "protocol/trainer_event.h"
 
 namespace bakeoff::coordinator {
 namespace asio = boost::asio;
@@ -22,20 +23,6 @@ void Log(const std::string& line) { fprintf(stderr, "bakeoff coordinator: %s\n",
 metrics::Outcome ToStore(Outcome o) {
   auto parsed = metrics::ParseOutcome(protocol::OutcomeName(o));
   return parsed.ok() ? *parsed : metrics::Outcome::kFailed;
-}
-
-std::optional<double> Finite(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return std::nullopt;
-  double v = it->get<double>();
-  if (!std::isfinite(v)) return std::nullopt;
-  return v;
-}
-
-std::optional<std::int64_t> Integer(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return std::nullopt;
-  return static_cast<std::int64_t>(it->get<double>());
 }
 
 // The sequential design of a stored spec's adaptive repeats, if any (spec::ToJson).
@@ -565,41 +552,54 @@ void CoordinatorService::HandleHeartbeat(const std::string& worker_id, const pro
 Status CoordinatorService::HandleEvents(const std::string& worker_id, const protocol::EventsMessage& message) {
   metrics::MetricsBatch batch;
   std::set<std::int64_t> started;
+  std::size_t unreadable = 0;
+  std::string first_unreadable;
   for (const auto& ev : message.events) {
     auto it = trials_.find(ev.attempt.trial_id);
     if (it == trials_.end() || !it->second.machine.IsCurrent(ev.attempt.attempt)) continue;  // stale
-    const json& e = ev.event;
-    const std::string kind = e.value("event", std::string());
-    if (kind == "step") {
+    // Read once into its type, with the checks the worker applied to the trainer's line:
+    // an event that does not read (a worker that skipped them) is dropped, not stored.
+    auto read = protocol::TrainerEventFromJson(ev.event);
+    if (!read.ok()) {
+      if (unreadable++ == 0) first_unreadable = read.status().message();
+      continue;
+    }
+    protocol::TrainerEvent& e = *read;
+    if (const protocol::StepEvent* step = e.step()) {
       metrics::StepMetric m;
       m.trial_id = ev.attempt.trial_id;
       m.attempt = ev.attempt.attempt;
       m.rank = ev.rank;
-      m.step = Integer(e, "step").value_or(0);
-      m.phase = e.value("phase", std::string("measure"));
-      m.step_s = Finite(e, "step_s").value_or(0);
-      m.tokens = Integer(e, "tokens");
-      m.loss = Finite(e, "loss");
-      m.lr = Finite(e, "lr");
-      m.peak_mem_bytes = Integer(e, "peak_mem_bytes");
-      m.rss_bytes = Integer(e, "rss_bytes");
-      m.comm_s = Finite(e, "comm_s");
-      m.comm_bytes = Integer(e, "comm_bytes");
+      m.step = step->step;
+      m.phase = step->phase;
+      m.step_s = step->step_s;
+      m.tokens = step->tokens;
+      m.loss = step->loss;
+      m.lr = step->lr;
+      m.peak_mem_bytes = step->peak_mem_bytes;
+      m.rss_bytes = step->rss_bytes;
+      m.comm_s = step->comm_s;
+      m.comm_bytes = step->comm_bytes;
       batch.steps.push_back(std::move(m));
-    } else if (kind == "summary") {
-      batch.summaries.push_back(metrics::TrialSummary{ev.attempt.trial_id, ev.attempt.attempt, ev.rank, e});
+    } else if (const protocol::SummaryEvent* summary = e.summary()) {
+      batch.summaries.push_back(
+          metrics::SummaryRecord{ev.attempt.trial_id, ev.attempt.attempt, ev.rank, *summary, std::move(e.body)});
     } else {
       metrics::EventRecord r;
       r.trial_id = ev.attempt.trial_id;
       r.attempt = ev.attempt.attempt;
       r.rank = ev.rank;
-      r.kind = kind.empty() ? "unknown" : kind;
-      r.data = e;
-      if (auto at = Finite(e, "at")) r.at = *at;
+      r.kind = e.kind.empty() ? "unknown" : e.kind;
+      r.data = std::move(e.body);
+      if (e.at) r.at = *e.at;
       if (ev.seq > 0) r.seq = ev.seq;
       batch.events.push_back(std::move(r));
-      if (kind == "started" || kind == "ready") started.insert(ev.attempt.trial_id);
+      if (e.kind == "started" || e.kind == "ready") started.insert(ev.attempt.trial_id);
     }
+  }
+  if (unreadable > 0) {
+    Log("dropped " + std::to_string(unreadable) + " unreadable event(s) from worker=" + worker_id + ": " +
+        first_unreadable);
   }
   if (!batch.steps.empty() || !batch.summaries.empty() || !batch.events.empty()) {
     CoordinatorMetrics::StoreWriteTimer timer(metrics_, "append_events");
@@ -785,7 +785,9 @@ void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
     if (r.trial.outcome != metrics::Outcome::kSucceeded) continue;
     std::optional<double> slowest;
     for (const auto& summary : r.summaries) {
-      auto t = Finite(summary.summary, "tokens_per_s");
+      // Stored as the coordinator received it, so it reads (else it counts as no figure).
+      auto figures = protocol::ReadSummaryEvent(summary.summary);
+      auto t = figures.ok() ? figures->tokens_per_s : std::nullopt;
       if (t && *t > 0) slowest = slowest ? std::min(*slowest, *t) : *t;
     }
     state.tokens_per_s = slowest;

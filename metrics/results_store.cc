@@ -28,23 +28,6 @@ nlohmann::json ParseJsonOr(const std::string& text, nlohmann::json fallback) {
   return parsed.is_discarded() ? fallback : parsed;
 }
 
-std::optional<double> JsonDouble(const nlohmann::json& object, const char* field) {
-  auto it = object.find(field);
-  if (it == object.end() || !it->is_number()) return std::nullopt;
-  double value = it->get<double>();
-  if (!std::isfinite(value)) return std::nullopt;
-  return value;
-}
-
-std::optional<int64_t> JsonInt64(const nlohmann::json& object, const char* field) {
-  auto it = object.find(field);
-  if (it == object.end() || !it->is_number()) return std::nullopt;
-  if (it->is_number_integer()) return it->get<int64_t>();
-  double value = it->get<double>();
-  if (!std::isfinite(value)) return std::nullopt;
-  return static_cast<int64_t>(std::llround(value));
-}
-
 nlohmann::json RanksToJson(const std::vector<RankPlacement>& ranks) {
   nlohmann::json array = nlohmann::json::array();
   for (const RankPlacement& rank : ranks) {
@@ -265,8 +248,8 @@ Status ValidateBatch(const MetricsBatch& batch) {
                                      step.phase + "'; expected warmup or measure");
     }
   }
-  for (const TrialSummary& summary : batch.summaries) {
-    if (!summary.summary.is_object()) {
+  for (const SummaryRecord& summary : batch.summaries) {
+    if (!summary.body.is_object()) {
       return Status::InvalidArgument("summary of trial " + std::to_string(summary.trial_id) +
                                      " is not a JSON object");
     }
@@ -803,28 +786,22 @@ Result<BatchResult> ResultsStore::AppendBatch(const MetricsBatch& batch) {
           "optimizer_bytes, comm_s_per_step, comm_bytes_per_step, applied_json, summary_json, "
           "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
       if (!insert.ok()) return insert.status();
-      for (const TrialSummary& summary : batch.summaries) {
+      for (const SummaryRecord& summary : batch.summaries) {
         Result<bool> ok = current.IsCurrent(summary.trial_id, summary.attempt);
         if (!ok.ok()) return ok.status();
         if (!*ok) {
           ++result.stale;
           continue;
         }
-        const nlohmann::json& s = summary.summary;
-        auto applied = s.find("applied");
+        const protocol::SummaryEvent& s = summary.figures;
         insert->Reset();
         insert->BindAll(
-            summary.trial_id, summary.attempt, summary.rank, JsonDouble(s, "startup_s"),
-            JsonDouble(s, "first_step_s"), JsonDouble(s, "warmup_s"),
-            JsonDouble(s, "step_s_median"), JsonDouble(s, "step_s_p10"),
-            JsonDouble(s, "step_s_p90"), JsonDouble(s, "tokens_per_s"),
-            JsonDouble(s, "flops_per_s"), JsonDouble(s, "mfu"), JsonInt64(s, "peak_mem_bytes"),
-            JsonInt64(s, "frozen_bytes"), JsonInt64(s, "trainable_bytes"),
-            JsonInt64(s, "grad_bytes"), JsonInt64(s, "optimizer_bytes"),
-            JsonDouble(s, "comm_s_per_step"), JsonInt64(s, "comm_bytes_per_step"),
-            applied != s.end() ? std::optional<std::string>(Dump(*applied))
-                               : std::optional<std::string>(),
-            Dump(s), now);
+            summary.trial_id, summary.attempt, summary.rank, s.startup_s, s.first_step_s,
+            s.warmup_s, s.step_s_median, s.step_s_p10, s.step_s_p90, s.tokens_per_s,
+            s.flops_per_s, s.mfu, s.peak_mem_bytes, s.frozen_bytes, s.trainable_bytes,
+            s.grad_bytes, s.optimizer_bytes, s.comm_s_per_step, s.comm_bytes_per_step,
+            s.applied ? std::optional<std::string>(Dump(*s.applied)) : std::optional<std::string>(),
+            Dump(summary.body), now);
         BAKEOFF_RETURN_IF_ERROR(insert->Run());
         count(db_->Changes() > 0);
       }
@@ -868,8 +845,10 @@ Result<BatchResult> ResultsStore::AppendEvents(const std::vector<EventRecord>& e
 }
 
 Result<BatchResult> ResultsStore::RecordSummary(const TrialSummary& summary) {
+  Result<SummaryRecord> record = ReadSummaryRecord(summary);
+  if (!record.ok()) return record.status();
   MetricsBatch batch;
-  batch.summaries.push_back(summary);
+  batch.summaries.push_back(std::move(record).value());
   return AppendBatch(batch);
 }
 

@@ -95,7 +95,7 @@ struct BatchResult {
 // Rows of one delivery from a worker; written in one transaction.
 struct MetricsBatch {
   std::vector<StepMetric> steps;
-  std::vector<TrialSummary> summaries;
+  std::vector<SummaryRecord> summaries;
   std::vector<EventRecord> events;
 };
 
@@ -184,6 +184,7 @@ class ResultsStore {
   Result<BatchResult> AppendBatch(const MetricsBatch& batch);
   Result<BatchResult> AppendStepMetrics(const std::vector<StepMetric>& steps);
   Result<BatchResult> AppendEvents(const std::vector<EventRecord>& events);
+  // The summary read through ReadSummaryRecord first (InvalidArgument when mistyped).
   Result<BatchResult> RecordSummary(const TrialSummary& summary);
 
   // --- Read side ------------------------------------------------------------------

@@ -79,4 +79,13 @@ Result<WorkerState> ParseWorkerState(const std::string& name) {
   return ParseName(kWorkerStates, name, "worker state");
 }
 
+Result<SummaryRecord> ReadSummaryRecord(const TrialSummary& summary) {
+  auto figures = protocol::ReadSummaryEvent(summary.summary);
+  if (!figures.ok()) {
+    return figures.status().WithContext("summary of trial " + std::to_string(summary.trial_id) + " rank " +
+                                        std::to_string(summary.rank));
+  }
+  return SummaryRecord{summary.trial_id, summary.attempt, summary.rank, std::move(figures).value(), summary.summary};
+}
+
 }  // namespace bakeoff::metrics

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "protocol/status.h"
+#include "protocol/trainer_event.h"
 
 namespace bakeoff::metrics {
 
@@ -154,14 +155,29 @@ struct StepMetric {
   std::optional<int64_t> comm_bytes;
 };
 
-// One `summary` event of docs/trainer.md, kept whole in `summary`; the store copies
-// its known fields into columns (docs/schema.md) and its "applied" object aside.
+// One `summary` event of docs/trainer.md as stored and read back: the whole object in
+// `summary` (trial_summaries.summary_json).
 struct TrialSummary {
   int64_t trial_id = 0;
   int64_t attempt = 0;
   int64_t rank = 0;
   nlohmann::json summary = nlohmann::json::object();
 };
+
+// A summary to store, read once into its type (protocol/trainer_event.h): the store
+// copies `figures` into columns (docs/schema.md) and `figures.applied` aside, and keeps
+// `body`, the event as written (unknown fields included), as summary_json.
+struct SummaryRecord {
+  int64_t trial_id = 0;
+  int64_t attempt = 0;
+  int64_t rank = 0;
+  protocol::SummaryEvent figures;
+  nlohmann::json body = nlohmann::json::object();
+};
+
+// A summary given as JSON read through the event parser (protocol::ReadSummaryEvent):
+// InvalidArgument naming the field when one has the wrong type.
+Result<SummaryRecord> ReadSummaryRecord(const TrialSummary& summary);
 
 // Any other event worth keeping: ready, error, the coordinator's own notes.
 struct EventRecord {

@@ -1,7 +1,8 @@
 #include "protocol/trainer_event.h"
 
 #include <cmath>
-#include <initializer_list>
+#include <limits>
+#include <utility>
 
 #include "protocol/json_limits.h"
 
@@ -10,48 +11,242 @@ namespace {
 
 using nlohmann::json;
 
-Status Bad(const std::string& kind, const std::string& field, const std::string& expected) {
-  return Status::InvalidArgument("trainer event '" + kind + "': field \"" + field + "\" must be " + expected);
+// Reads the fields of one event's object, checking each once; the first mistyped field
+// is kept as the error (later reads then return nullopt).
+class FieldReader {
+ public:
+  FieldReader(const json& object, const char* kind) : object_(object), kind_(kind) {}
+
+  const Status& status() const { return status_; }
+
+  // A field that is absent or null.
+  bool Missing(const char* field) const {
+    auto it = object_.find(field);
+    return it == object_.end() || it->is_null();
+  }
+
+  // An integer >= 0 that fits int64 (required: present and not null).
+  std::optional<std::int64_t> Count(const char* field, bool required = false) {
+    const json* v = Find(field, required, "an integer >= 0");
+    if (v == nullptr) return std::nullopt;
+    if (v->is_number_unsigned()) {
+      if (v->get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        return static_cast<std::int64_t>(v->get<std::uint64_t>());
+      }
+    } else if (v->is_number_integer() && v->get<std::int64_t>() >= 0) {
+      return v->get<std::int64_t>();
+    }
+    Fail(field, "an integer >= 0");
+    return std::nullopt;
+  }
+
+  // Any integer.
+  std::optional<std::int64_t> Integer(const char* field) {
+    const json* v = Find(field, false, "an integer");
+    if (v == nullptr) return std::nullopt;
+    if (v->is_number_integer() && !v->is_number_unsigned()) return v->get<std::int64_t>();
+    if (v->is_number_unsigned() &&
+        v->get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      return static_cast<std::int64_t>(v->get<std::uint64_t>());
+    }
+    Fail(field, "an integer");
+    return std::nullopt;
+  }
+
+  // A number; a non-finite one reads as nullopt.
+  std::optional<double> Number(const char* field) {
+    const json* v = Find(field, false, "a number");
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number()) {
+      Fail(field, "a number");
+      return std::nullopt;
+    }
+    const double value = v->get<double>();
+    if (!std::isfinite(value)) return std::nullopt;
+    return value;
+  }
+
+  // A number read as a whole count: an integer as it is, a fractional one rounded;
+  // nullopt when it does not fit int64.
+  std::optional<std::int64_t> RoundedNumber(const char* field) {
+    const json* v = Find(field, false, "a number");
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number()) {
+      Fail(field, "a number");
+      return std::nullopt;
+    }
+    if (v->is_number_unsigned()) {
+      const auto u = v->get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;
+      return static_cast<std::int64_t>(u);
+    }
+    if (v->is_number_integer()) return v->get<std::int64_t>();
+    const double value = v->get<double>();
+    if (!std::isfinite(value) || std::fabs(value) >= 9.2e18) return std::nullopt;
+    return static_cast<std::int64_t>(std::llround(value));
+  }
+
+  // A string; `fallback` when absent. Null is mistyped (a string field is never null).
+  std::string String(const char* field, bool required = false, std::string fallback = std::string()) {
+    auto it = object_.find(field);
+    if (it == object_.end()) {
+      if (required) Fail(field, "a string");
+      return fallback;
+    }
+    if (!it->is_string()) {
+      Fail(field, "a string");
+      return fallback;
+    }
+    return it->get<std::string>();
+  }
+
+  // An object when present (null is mistyped).
+  std::optional<json> Object(const char* field) {
+    auto it = object_.find(field);
+    if (it == object_.end()) return std::nullopt;
+    if (!it->is_object()) {
+      Fail(field, "an object");
+      return std::nullopt;
+    }
+    return *it;
+  }
+
+  void Fail(const char* field, const std::string& expected) {
+    if (!status_.ok()) return;
+    status_ = Status::InvalidArgument(std::string("trainer event '") + kind_ + "': field \"" + field +
+                                      "\" must be " + expected);
+  }
+
+ private:
+  // The field's value, or nullptr when absent or null (then a required one fails).
+  const json* Find(const char* field, bool required, const char* expected) {
+    if (!status_.ok()) return nullptr;
+    auto it = object_.find(field);
+    if (it == object_.end() || it->is_null()) {
+      if (required) Fail(field, expected);
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  const json& object_;
+  const char* kind_;
+  Status status_ = Status::Ok();
+};
+
+Result<StepEvent> ReadStep(const json& e) {
+  FieldReader r(e, "step");
+  StepEvent s;
+  s.step = r.Count("step", /*required=*/true).value_or(0);
+  if (!r.status().ok()) return r.status();
+  auto step_s = e.find("step_s");
+  if (step_s == e.end() || !step_s->is_number() || !std::isfinite(step_s->get<double>()) ||
+      step_s->get<double>() < 0) {
+    r.Fail("step_s", "a finite number of seconds >= 0");
+    return r.status();
+  }
+  s.step_s = step_s->get<double>();
+  s.tokens = r.Count("tokens");
+  s.peak_mem_bytes = r.Count("peak_mem_bytes");
+  s.rss_bytes = r.Count("rss_bytes");
+  s.comm_bytes = r.Count("comm_bytes");
+  s.loss = r.Number("loss");
+  s.lr = r.Number("lr");
+  s.grad_norm = r.Number("grad_norm");
+  s.comm_s = r.Number("comm_s");
+  s.phase = r.String("phase", false, "measure");
+  if (r.status().ok() && s.phase != "warmup" && s.phase != "measure") r.Fail("phase", "\"warmup\" or \"measure\"");
+  s.device_allocated_bytes = r.Number("device_allocated_bytes");
+  s.device_reserved_peak_bytes = r.Number("device_reserved_peak_bytes");
+  if (!r.status().ok()) return r.status();
+  return s;
 }
 
-bool IsNonNegativeInteger(const json& v) {
-  return (v.is_number_unsigned()) || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
+}  // namespace
+
+Result<SummaryEvent> ReadSummaryEvent(const json& e) {
+  if (!e.is_object()) return Status::InvalidArgument("trainer event 'summary' is not a JSON object");
+  FieldReader r(e, "summary");
+  SummaryEvent s;
+  s.startup_s = r.Number("startup_s");
+  s.first_step_s = r.Number("first_step_s");
+  s.warmup_s = r.Number("warmup_s");
+  s.step_s_median = r.Number("step_s_median");
+  s.step_s_p10 = r.Number("step_s_p10");
+  s.step_s_p90 = r.Number("step_s_p90");
+  s.tokens_per_s = r.Number("tokens_per_s");
+  s.flops_per_s = r.Number("flops_per_s");
+  s.mfu = r.Number("mfu");
+  s.peak_mem_bytes = r.RoundedNumber("peak_mem_bytes");
+  s.peak_reserved_bytes = r.RoundedNumber("peak_reserved_bytes");
+  s.peak_rss_bytes = r.RoundedNumber("peak_rss_bytes");
+  s.frozen_bytes = r.RoundedNumber("frozen_bytes");
+  s.trainable_bytes = r.RoundedNumber("trainable_bytes");
+  s.grad_bytes = r.RoundedNumber("grad_bytes");
+  s.optimizer_bytes = r.RoundedNumber("optimizer_bytes");
+  s.comm_s_per_step = r.Number("comm_s_per_step");
+  s.comm_bytes_per_step = r.RoundedNumber("comm_bytes_per_step");
+  s.tokens_per_step = r.Number("tokens_per_step");
+  s.applied = r.Object("applied");
+  if (!r.status().ok()) return r.status();
+  return s;
 }
 
-Status CheckStep(const json& e) {
-  if (!e.contains("step") || !IsNonNegativeInteger(e["step"])) return Bad("step", "step", "an integer >= 0");
-  if (!e.contains("step_s") || !e["step_s"].is_number() || !std::isfinite(e["step_s"].get<double>()) ||
-      e["step_s"].get<double>() < 0) {
-    return Bad("step", "step_s", "a finite number of seconds >= 0");
-  }
-  for (const char* f : {"tokens", "peak_mem_bytes", "rss_bytes", "comm_bytes"}) {
-    if (e.contains(f) && !e[f].is_null() && !IsNonNegativeInteger(e[f])) return Bad("step", f, "an integer >= 0");
-  }
-  for (const char* f : {"loss", "lr", "grad_norm", "comm_s"}) {
-    if (e.contains(f) && !e[f].is_null() && !e[f].is_number()) return Bad("step", f, "a number");
-  }
-  if (e.contains("phase") && !e["phase"].is_string()) return Bad("step", "phase", "a string");
-  return Status::Ok();
+namespace {
+
+Result<ErrorEvent> ReadError(const json& e) {
+  FieldReader r(e, "error");
+  ErrorEvent s;
+  s.kind = r.String("kind", /*required=*/true);
+  s.message = r.String("message");
+  if (!r.status().ok()) return r.status();
+  return s;
 }
 
-Status CheckSummary(const json& e) {
-  for (const char* f : {"startup_s", "first_step_s", "warmup_s", "step_s_median", "step_s_p10", "step_s_p90",
-                        "tokens_per_s", "flops_per_s", "mfu", "peak_mem_bytes", "peak_reserved_bytes",
-                        "peak_rss_bytes", "frozen_bytes", "trainable_bytes", "grad_bytes", "optimizer_bytes",
-                        "comm_s_per_step", "comm_bytes_per_step", "tokens_per_step"}) {
-    if (e.contains(f) && !e[f].is_null() && !e[f].is_number()) return Bad("summary", f, "a number");
-  }
-  if (e.contains("applied") && !e["applied"].is_object()) return Bad("summary", "applied", "an object");
-  return Status::Ok();
+Result<StartedEvent> ReadStarted(const json& e) {
+  FieldReader r(e, "started");
+  StartedEvent s;
+  s.pid = r.Integer("pid");
+  s.host = r.String("host");
+  s.address = r.String("address");
+  if (!r.status().ok()) return r.status();
+  return s;
 }
 
-Status CheckError(const json& e) {
-  if (!e.contains("kind") || !e["kind"].is_string()) return Bad("error", "kind", "a string");
-  if (e.contains("message") && !e["message"].is_string()) return Bad("error", "message", "a string");
+template <typename T>
+Status Assign(Result<T> read, TrainerEvent& event) {
+  if (!read.ok()) return read.status();
+  event.fields = std::move(read).value();
   return Status::Ok();
 }
 
 }  // namespace
+
+Result<TrainerEvent> TrainerEventFromJson(json object) {
+  if (!object.is_object()) return Status::InvalidArgument("trainer line is not a JSON object");
+  auto kind = object.find("event");
+  if (kind == object.end() || !kind->is_string()) {
+    return Status::InvalidArgument("trainer line has no string \"event\" field");
+  }
+  TrainerEvent event;
+  event.kind = kind->get<std::string>();
+  event.body = std::move(object);
+  Status checked = Status::Ok();
+  if (event.kind == "step") {
+    checked = Assign(ReadStep(event.body), event);
+  } else if (event.kind == "summary") {
+    checked = Assign(ReadSummaryEvent(event.body), event);
+  } else if (event.kind == "error") {
+    checked = Assign(ReadError(event.body), event);
+  } else if (event.kind == "started") {
+    checked = Assign(ReadStarted(event.body), event);
+  }
+  if (!checked.ok()) return checked;
+  if (auto at = event.body.find("at"); at != event.body.end() && at->is_number() && std::isfinite(at->get<double>())) {
+    event.at = at->get<double>();
+  }
+  return event;
+}
 
 Result<TrainerEvent> ParseTrainerEvent(std::string_view line, std::size_t max_line_bytes) {
   if (line.size() > max_line_bytes) {
@@ -63,21 +258,7 @@ Result<TrainerEvent> ParseTrainerEvent(std::string_view line, std::size_t max_li
   if (parsed.is_discarded() || !parsed.is_object()) {
     return Status::InvalidArgument("trainer line is not a JSON object");
   }
-  auto kind = parsed.find("event");
-  if (kind == parsed.end() || !kind->is_string()) {
-    return Status::InvalidArgument("trainer line has no string \"event\" field");
-  }
-  TrainerEvent event{kind->get<std::string>(), std::move(parsed)};
-  Status checked = Status::Ok();
-  if (event.kind == "step") {
-    checked = CheckStep(event.body);
-  } else if (event.kind == "summary") {
-    checked = CheckSummary(event.body);
-  } else if (event.kind == "error") {
-    checked = CheckError(event.body);
-  }
-  if (!checked.ok()) return checked;
-  return event;
+  return TrainerEventFromJson(std::move(parsed));
 }
 
 }  // namespace bakeoff::protocol

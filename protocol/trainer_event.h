@@ -1,21 +1,37 @@
-// ParseTrainerEvent: one line of a trainer's stdout (docs/trainer.md) as the event the
-// worker forwards. A line is an event when it is a JSON object whose "event" is a string;
-// the fields of the documented kinds are checked for type, so a malformed or hostile
-// trainer cannot put a string where the store and the report expect a number:
+// The trainer's event stream (docs/trainer.md) as types: one line of a trainer's stdout,
+// or one event of an events frame, is parsed here once, and the worker's metrics, the
+// coordinator and the results store read the typed fields instead of the JSON.
+//
+// A line is an event when it is a JSON object whose "event" is a string. The fields of
+// the documented kinds are checked for type, so a malformed or hostile trainer cannot
+// put a string where the store and the report expect a number:
 //   step:    "step" an integer >= 0; "step_s" a finite number >= 0; "tokens",
-//            "peak_mem_bytes", "rss_bytes", "comm_bytes" integers >= 0 when present;
-//            "loss", "lr", "grad_norm", "comm_s" numbers when present;
-//   summary: every documented figure a number (or null) when present;
-//   error:   "kind" a string, "message" a string when present.
-// Other kinds ("ready", and those of other executors) pass as they are. Anything else is
-// kInvalidArgument with the reason; the worker counts and drops such lines (a trainer
-// may also print logs to stdout). Lines over `max_line_bytes` are refused unparsed.
-// Thread-safety: a pure function.
+//            "peak_mem_bytes", "rss_bytes", "comm_bytes" integers >= 0 (at most
+//            INT64_MAX) when present; "loss", "lr", "grad_norm", "comm_s",
+//            "device_allocated_bytes", "device_reserved_peak_bytes" numbers when present;
+//            "phase" "warmup" or "measure" when present (a step of another phase
+//            could not be stored: step_metrics.phase);
+//   summary: every documented figure a number (or null) when present; "applied" an object;
+//   error:   "kind" a string, "message" a string when present;
+//   started: (the worker's own) "pid" an integer, "host" and "address" strings when present.
+// Other kinds ("ready", and those of other executors) pass with their body only. A field
+// that is absent or null reads as nullopt; so does a non-finite number (an in-process
+// NaN; JSON text cannot hold one). Anything else is kInvalidArgument naming the kind and
+// the field; the worker counts and drops such lines (a trainer may also print logs to
+// stdout). Lines over `max_line_bytes` are refused unparsed.
+//
+// Every event keeps its whole object in `body`, the fields no type names included: that
+// is what the store keeps (events.data_json, trial_summaries.summary_json) and what the
+// worker forwards, byte for byte as before.
+// Thread-safety: pure functions over values.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -25,11 +41,91 @@ namespace bakeoff::protocol {
 
 inline constexpr std::size_t kMaxTrainerLineBytes = 1u << 20;
 
-struct TrainerEvent {
-  std::string kind;     // the "event" field
-  nlohmann::json body;  // the whole object, "event" included
+// `step`: one optimizer step of one rank.
+struct StepEvent {
+  std::int64_t step = 0;
+  std::string phase = "measure";  // "warmup" or "measure"; "measure" when absent
+  double step_s = 0;              // finite, >= 0
+  std::optional<std::int64_t> tokens;  // global tokens of the optimizer step
+  std::optional<double> loss;          // global mean loss
+  std::optional<double> lr;
+  std::optional<double> grad_norm;
+  std::optional<std::int64_t> peak_mem_bytes;
+  std::optional<std::int64_t> rss_bytes;
+  std::optional<double> comm_s;
+  std::optional<std::int64_t> comm_bytes;
+  // CUDA ranks only (live gauges on the worker; not stored).
+  std::optional<double> device_allocated_bytes;
+  std::optional<double> device_reserved_peak_bytes;
 };
 
+// `summary`: a rank's figures for the attempt. The byte counts are read as integers: a
+// fractional one is rounded to the nearest (as the store always did).
+struct SummaryEvent {
+  std::optional<double> startup_s;
+  std::optional<double> first_step_s;
+  std::optional<double> warmup_s;
+  std::optional<double> step_s_median;
+  std::optional<double> step_s_p10;
+  std::optional<double> step_s_p90;
+  std::optional<double> tokens_per_s;
+  std::optional<double> flops_per_s;
+  std::optional<double> mfu;
+  std::optional<std::int64_t> peak_mem_bytes;
+  std::optional<std::int64_t> peak_reserved_bytes;
+  std::optional<std::int64_t> peak_rss_bytes;
+  std::optional<std::int64_t> frozen_bytes;
+  std::optional<std::int64_t> trainable_bytes;
+  std::optional<std::int64_t> grad_bytes;
+  std::optional<std::int64_t> optimizer_bytes;
+  std::optional<double> comm_s_per_step;
+  std::optional<std::int64_t> comm_bytes_per_step;
+  std::optional<double> tokens_per_step;
+  std::optional<nlohmann::json> applied;  // an object: what took effect (docs/trainer.md)
+};
+
+// `error`: why the rank is ending.
+struct ErrorEvent {
+  std::string kind;     // oom | unsupported | diverged | failed (as written)
+  std::string message;  // empty when absent
+};
+
+// `started`: written by the worker, not a trainer, when a rank process starts.
+struct StartedEvent {
+  std::optional<std::int64_t> pid;
+  std::string host;     // the worker's --host; empty when absent
+  std::string address;  // where the rank binds its collectives; empty when absent
+};
+
+// `ready`, and kinds no type here names: the body is all there is.
+struct UntypedEvent {};
+
+struct TrainerEvent {
+  std::string kind;     // the "event" field
+  nlohmann::json body;  // the whole object, "event" and every unknown field included
+  // When the event happened, in Unix seconds, if its "at" is a finite number (the
+  // worker's started events carry it). Not checked: another type leaves it nullopt.
+  std::optional<double> at;
+  std::variant<UntypedEvent, StepEvent, SummaryEvent, ErrorEvent, StartedEvent> fields;
+
+  // The typed fields when `kind` is that kind, else nullptr.
+  const StepEvent* step() const { return std::get_if<StepEvent>(&fields); }
+  const SummaryEvent* summary() const { return std::get_if<SummaryEvent>(&fields); }
+  const ErrorEvent* error() const { return std::get_if<ErrorEvent>(&fields); }
+  const StartedEvent* started() const { return std::get_if<StartedEvent>(&fields); }
+};
+
+// One line of a trainer's stdout.
 Result<TrainerEvent> ParseTrainerEvent(std::string_view line, std::size_t max_line_bytes = kMaxTrainerLineBytes);
+
+// An event already parsed as JSON: one of an events frame (the coordinator's side), or
+// one the worker builds itself. Same checks as ParseTrainerEvent, less the text limits
+// (the frame decoder applied its own).
+Result<TrainerEvent> TrainerEventFromJson(nlohmann::json object);
+
+// The figures of a summary object, with the checks above; its "event" field is not
+// needed. For a summary handed over as JSON outside an event stream (the store's
+// RecordSummary, tests, tools).
+Result<SummaryEvent> ReadSummaryEvent(const nlohmann::json& object);
 
 }  // namespace bakeoff::protocol

@@ -4,23 +4,22 @@
 
 namespace bakeoff::worker {
 
-void Outbox::AddEvent(const protocol::AttemptRef& attempt, int rank, nlohmann::json event) {
+void Outbox::AddEvent(const protocol::AttemptRef& attempt, int rank, protocol::TrainerEvent event) {
   auto& seq = next_event_seq_[{attempt.trial_id, attempt.attempt, rank}];
   ++seq;
   if (events_.size() >= max_events_) DropOne();
   PendingEvent pending;
   pending.event.attempt = attempt;
   pending.event.rank = rank;
-  pending.event.event = std::move(event);
+  pending.is_step = event.step() != nullptr;
+  pending.event.event = std::move(event.body);
   pending.event.seq = seq;
   pending.order = next_order_++;
   events_.push_back(std::move(pending));
 }
 
 void Outbox::DropOne() {
-  auto step = std::find_if(events_.begin(), events_.end(), [](const PendingEvent& e) {
-    return e.event.event.value("event", std::string()) == "step";
-  });
+  auto step = std::find_if(events_.begin(), events_.end(), [](const PendingEvent& e) { return e.is_step; });
   events_.erase(step != events_.end() ? step : events_.begin());
   ++dropped_events_;
 }

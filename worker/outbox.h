@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "protocol/messages.h"
+#include "protocol/trainer_event.h"
 
 namespace bakeoff::worker {
 
@@ -34,8 +35,9 @@ class Outbox {
  public:
   explicit Outbox(std::size_t max_events = 100000) : max_events_(max_events) {}
 
-  // Queues one event; assigns it the next per-(attempt, rank) event seq.
-  void AddEvent(const protocol::AttemptRef& attempt, int rank, nlohmann::json event);
+  // Queues one event (its body travels as written; its kind says what may be dropped
+  // first); assigns it the next per-(attempt, rank) event seq.
+  void AddEvent(const protocol::AttemptRef& attempt, int rank, protocol::TrainerEvent event);
   void AddFinished(protocol::AttemptFinishedMessage finished);
 
   // The next frames to send: events not yet sent (up to `max_events_per_frame` per
@@ -65,6 +67,7 @@ class Outbox {
  private:
   struct PendingEvent {
     protocol::TrialEvent event;
+    bool is_step = false;         // a `step` event: the first to go when the outbox is full
     std::int64_t order = 0;       // insertion order across events and finished
     std::int64_t sent_in = 0;     // outbox_seq of the frame that carried it; 0 = unsent
   };

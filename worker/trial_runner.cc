@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,21 @@ namespace bakeoff::worker {
 namespace asio = boost::asio;
 using boost::system::error_code;
 using protocol::Outcome;
+
+namespace {
+
+// An event the worker writes itself (started, the simulated workload's), read into its
+// type as a trainer's line is. It always reads: anything else is a bug in this file.
+protocol::TrainerEvent OwnEvent(nlohmann::json body) {
+  auto event = protocol::TrainerEventFromJson(std::move(body));
+  if (!event.ok()) {
+    fprintf(stderr, "bakeoff worker: BUG: an event of its own does not read: %s\n", event.status().ToString().c_str());
+    std::abort();
+  }
+  return std::move(event).value();
+}
+
+}  // namespace
 
 TrialRunner::TrialRunner(asio::any_io_executor executor, const WorkerConfig& config,
                          protocol::AssignMessage assign, Callbacks callbacks)
@@ -181,8 +197,8 @@ void TrialRunner::Start() {
     if (callbacks_.on_event) {
       const double now_s = std::chrono::duration<double>(
                                std::chrono::system_clock::now().time_since_epoch()).count();
-      callbacks_.on_event(rank.rank, {{"event", "started"}, {"pid", rank.pid}, {"at", now_s},
-                                      {"host", config_.advertise_host}, {"address", config_.rank_address}});
+      callbacks_.on_event(rank.rank, OwnEvent({{"event", "started"}, {"pid", rank.pid}, {"at", now_s},
+                                               {"host", config_.advertise_host}, {"address", config_.rank_address}}));
     }
   }
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
@@ -332,16 +348,14 @@ void TrialRunner::HandleLine(Rank& rank, const std::string& line) {
     ++dropped_lines_;  // a log line, or an event with mistyped fields: never forwarded
     return;
   }
-  const std::string kind = parsed->kind;
-  nlohmann::json event = std::move(parsed->body);
-  if (kind == "error" && !rank.end.error_kind) {
-    rank.end.error_kind = event.value("kind", std::string("failed"));
-    rank.end.error_message = event.value("message", std::string());
+  if (const protocol::ErrorEvent* error = parsed->error(); error && !rank.end.error_kind) {
+    rank.end.error_kind = error->kind;
+    rank.end.error_message = error->message;
     if (rank.end.end_order == 0) rank.end.end_order = ++end_counter_;
-  } else if (kind == "summary") {
+  } else if (parsed->summary()) {
     rank.end.summary_seen = true;
   }
-  if (callbacks_.on_event) callbacks_.on_event(rank.rank, std::move(event));
+  if (callbacks_.on_event) callbacks_.on_event(rank.rank, std::move(parsed).value());
 }
 
 void TrialRunner::OnRankEnded(Rank& rank) {
@@ -421,7 +435,7 @@ asio::awaitable<void> TrialRunner::Simulate() {
     for (const auto& r : ranks_) {
       nlohmann::json e = event;
       e["rank"] = r.rank;
-      if (callbacks_.on_event) callbacks_.on_event(r.rank, std::move(e));
+      if (callbacks_.on_event) callbacks_.on_event(r.rank, OwnEvent(std::move(e)));
     }
   };
   const double now_s = std::chrono::duration<double>(

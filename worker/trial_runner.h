@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "protocol/messages.h"
+#include "protocol/trainer_event.h"
 #include "experiments/spec/executor_catalog.h"
 #include "worker/exit_classifier.h"
 #include "worker/rank_log.h"
@@ -38,8 +39,9 @@ namespace bakeoff::worker {
 class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
  public:
   struct Callbacks {
-    // One trainer event of one rank, in the order that rank wrote them.
-    std::function<void(int rank, nlohmann::json event)> on_event;
+    // One trainer event of one rank, in the order that rank wrote them, read into its
+    // type once (a line that is not an event is dropped before this).
+    std::function<void(int rank, protocol::TrainerEvent event)> on_event;
     // Exactly once, after every local rank has ended (or Start failed).
     std::function<void(protocol::AttemptFinishedMessage finished)> on_finished;
   };

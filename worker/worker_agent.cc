@@ -322,7 +322,7 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
       std::to_string(assign.world_size));
   std::weak_ptr<WorkerAgent> weak = shared_from_this();
   TrialRunner::Callbacks callbacks;
-  callbacks.on_event = [weak, ref](int rank, nlohmann::json event) {
+  callbacks.on_event = [weak, ref](int rank, protocol::TrainerEvent event) {
     auto agent = weak.lock();
     if (!agent) return;
     if (agent->metrics_) agent->metrics_->ObserveEvent(ref, rank, event);

@@ -15,14 +15,6 @@ namespace {
 const prometheus::Histogram::BucketBoundaries kStepBuckets = {
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
 
-std::optional<double> FiniteNumber(const nlohmann::json& event, const char* key) {
-  auto it = event.find(key);
-  if (it == event.end() || !it->is_number()) return std::nullopt;
-  const double value = it->get<double>();
-  if (!std::isfinite(value)) return std::nullopt;
-  return value;
-}
-
 }  // namespace
 
 WorkerMetrics::WorkerMetrics(std::shared_ptr<NodeCollector> node)
@@ -156,32 +148,33 @@ WorkerMetrics::RankSeries& WorkerMetrics::SeriesFor(TrialSeries& trial, int rank
   return trial.ranks.emplace(rank, s).first->second;
 }
 
-void WorkerMetrics::ObserveEvent(const protocol::AttemptRef& attempt, int rank, const nlohmann::json& event) {
-  if (!event.is_object() || event.value("event", std::string()) != "step") return;
+void WorkerMetrics::ObserveEvent(const protocol::AttemptRef& attempt, int rank, const protocol::TrainerEvent& event) {
+  const protocol::StepEvent* step = event.step();
+  if (step == nullptr) return;
   auto found = trials_.find(attempt);
   if (found == trials_.end()) return;  // ended already (a late line) or never started here
   TrialSeries& trial = found->second;
   RankSeries& s = SeriesFor(trial, rank);
-  const bool warmup = event.value("phase", std::string("measure")) == "warmup";
+  const bool warmup = step->phase == "warmup";
   (warmup ? s.warmup_steps : s.measured_steps)->Increment();
-  const auto step_s = FiniteNumber(event, "step_s");
-  if (auto tokens = FiniteNumber(event, "tokens"); tokens && *tokens >= 0) {
+  // The parser guarantees step_s finite and >= 0, counts >= 0, numbers finite.
+  if (step->tokens) {
     // Step events carry the step's global tokens; each rank counts its share so that
     // a sum over ranks is the trial's throughput.
-    const double share = *tokens / trial.world_size;
+    const double share = static_cast<double>(*step->tokens) / trial.world_size;
     s.tokens->Increment(share);
-    if (step_s && *step_s > 0) s.tokens_per_second->Set(share / *step_s);
+    if (step->step_s > 0) s.tokens_per_second->Set(share / step->step_s);
   }
-  if (step_s && *step_s >= 0 && !warmup) s.step_seconds->Observe(*step_s);
-  if (auto loss = FiniteNumber(event, "loss")) s.loss->Set(*loss);
-  if (auto peak = FiniteNumber(event, "peak_mem_bytes")) s.peak_memory->Set(*peak);
-  if (auto rss = FiniteNumber(event, "rss_bytes")) s.rss->Set(*rss);
+  if (!warmup) s.step_seconds->Observe(step->step_s);
+  if (step->loss) s.loss->Set(*step->loss);
+  if (step->peak_mem_bytes) s.peak_memory->Set(static_cast<double>(*step->peak_mem_bytes));
+  if (step->rss_bytes) s.rss->Set(static_cast<double>(*step->rss_bytes));
   if (s.device_allocated) {
-    if (auto v = FiniteNumber(event, "device_allocated_bytes")) s.device_allocated->Set(*v);
-    if (auto v = FiniteNumber(event, "device_reserved_peak_bytes")) s.device_reserved_peak->Set(*v);
+    if (step->device_allocated_bytes) s.device_allocated->Set(*step->device_allocated_bytes);
+    if (step->device_reserved_peak_bytes) s.device_reserved_peak->Set(*step->device_reserved_peak_bytes);
   }
-  if (auto comm = FiniteNumber(event, "comm_s"); comm && *comm > 0) s.collective_seconds->Increment(*comm);
-  if (auto bytes = FiniteNumber(event, "comm_bytes"); bytes && *bytes > 0) s.collective_bytes->Increment(*bytes);
+  if (step->comm_s && *step->comm_s > 0) s.collective_seconds->Increment(*step->comm_s);
+  if (step->comm_bytes && *step->comm_bytes > 0) s.collective_bytes->Increment(static_cast<double>(*step->comm_bytes));
 }
 
 void WorkerMetrics::RemoveSeries(RankSeries& s) {

@@ -20,6 +20,7 @@
 #include <prometheus/registry.h>
 
 #include "protocol/messages.h"
+#include "protocol/trainer_event.h"
 #include "worker/node_collector.h"
 
 namespace bakeoff::worker {
@@ -38,7 +39,7 @@ class WorkerMetrics {
   // which of its ranks run on a CUDA device (only those get device-memory series).
   void StartTrial(const protocol::AssignMessage& assign);
   // One trainer event of one rank; only `step` events change series.
-  void ObserveEvent(const protocol::AttemptRef& attempt, int rank, const nlohmann::json& event);
+  void ObserveEvent(const protocol::AttemptRef& attempt, int rank, const protocol::TrainerEvent& event);
   // The attempt ended with `outcome`: its series are removed and the outcome counted.
   void EndTrial(const protocol::AttemptRef& attempt, const std::string& outcome);
 

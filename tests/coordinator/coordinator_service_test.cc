@@ -295,6 +295,73 @@ TEST_F(CoordinatorServiceTest, SweepRunsToTheEndAndIsAcknowledged) {
   EXPECT_NE(results[0].attempt->worker_id, results[1].attempt->worker_id);
 }
 
+// Events arrive as JSON in a frame and are read into their types once: one that does
+// not read (a worker that skipped the checks) is dropped, the rest of the frame stored
+// and acknowledged; typed fields go to columns, the event as written to storage.
+TEST_F(CoordinatorServiceTest, AnUnreadableEventIsDroppedAndTheRestOfItsFrameStored) {
+  auto w1 = Register("w1");
+  const auto sweep_id = Submit();
+  auto assigns = w1->Take("assign");
+  ASSERT_EQ(assigns.size(), 1u);
+  protocol::AttemptRef ref{assigns[0]["trial_id"], assigns[0]["attempt"]};
+  protocol::EventsMessage events;
+  events.events.push_back({ref, 0, {{"event", "started"}, {"pid", 1}, {"at", 1234.5}, {"host", "n1"}}, 1});
+  events.events.push_back({ref, 0, {{"event", "step"}, {"step", 0}, {"step_s", "fast"}}, 2});
+  events.events.push_back(
+      {ref, 0, {{"event", "step"}, {"step", 1}, {"phase", "warmup"}, {"step_s", 0.25}, {"tokens", 16}, {"note", 1}}, 3});
+  events.events.push_back({ref, 0, {{"event", "summary"}, {"tokens_per_s", 64.0}, {"custom", {{"graphs", 2}}}}, 4});
+  events.outbox_seq = 1;
+  Frame("w1", protocol::ToJson(events));
+  auto acks = w1->Take("ack");
+  ASSERT_FALSE(acks.empty());
+  EXPECT_EQ(acks.back()["outbox_seq"], 1) << "the frame is acknowledged";
+  EXPECT_EQ(Trial(ref.trial_id).state, metrics::TrialState::kRunning);
+
+  auto steps = store_->ReadStepMetrics(ref.trial_id).value();
+  ASSERT_EQ(steps.size(), 1u) << "the mistyped step is dropped";
+  EXPECT_EQ(steps[0].step, 1);
+  EXPECT_EQ(steps[0].phase, "warmup");
+  EXPECT_EQ(steps[0].step_s, 0.25);
+  EXPECT_EQ(steps[0].tokens, 16);
+  auto stored = store_->ReadEvents(ref.trial_id).value();
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].kind, "started");
+  EXPECT_EQ(stored[0].at, 1234.5);
+  EXPECT_EQ(stored[0].data["host"], "n1");
+  auto results = store_->ListTrialResults(sweep_id).value();
+  bool found = false;
+  for (const auto& r : results) {
+    if (r.trial.id != ref.trial_id) continue;
+    ASSERT_EQ(r.summaries.size(), 1u);
+    EXPECT_EQ(r.summaries[0].summary["custom"]["graphs"], 2) << "unknown fields are stored as written";
+    found = true;
+  }
+  EXPECT_TRUE(found);
+}
+
+// A step whose phase is neither warmup nor measure cannot be stored (step_metrics.phase);
+// it is dropped on reading, so the rest of the frame is acknowledged rather than the
+// connection closed and the same frame resent forever.
+TEST_F(CoordinatorServiceTest, AStepOfAnUnknownPhaseDoesNotHoldItsFrameBack) {
+  auto w1 = Register("w1");
+  Submit();
+  auto assigns = w1->Take("assign");
+  ASSERT_EQ(assigns.size(), 1u);
+  protocol::AttemptRef ref{assigns[0]["trial_id"], assigns[0]["attempt"]};
+  protocol::EventsMessage events;
+  events.events.push_back({ref, 0, {{"event", "step"}, {"step", 0}, {"phase", "eval"}, {"step_s", 0.1}}, 1});
+  events.events.push_back({ref, 0, {{"event", "step"}, {"step", 1}, {"phase", "measure"}, {"step_s", 0.1}}, 2});
+  events.outbox_seq = 1;
+  Frame("w1", protocol::ToJson(events));
+  EXPECT_FALSE(w1->closed);
+  auto acks = w1->Take("ack");
+  ASSERT_FALSE(acks.empty());
+  EXPECT_EQ(acks.back()["outbox_seq"], 1);
+  auto steps = store_->ReadStepMetrics(ref.trial_id).value();
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].step, 1);
+}
+
 // One two-rank trial over two one-slot workers: a gang split across nodes.
 const char* kGangSweep = R"(name: gang
 question: does a gang finish only when all of it has?

@@ -86,9 +86,12 @@ void SeedFinishedSweep(const std::string& db, const std::string& name, int varia
       m.loss = 2.0 - 0.001 * step;
       batch.steps.push_back(m);
     }
-    batch.summaries.push_back({trial_id, assigned->attempt, 0,
-                               {{"step_s_median", 0.1}, {"tokens_per_s", 1000.0 + static_cast<double>(trial_id % 13)},
-                                {"peak_mem_bytes", 1000000}, {"warmup_s", 1.0}, {"first_step_s", 1.0}}});
+    batch.summaries.push_back(
+        metrics::ReadSummaryRecord(
+            {trial_id, assigned->attempt, 0,
+             {{"step_s_median", 0.1}, {"tokens_per_s", 1000.0 + static_cast<double>(trial_id % 13)},
+              {"peak_mem_bytes", 1000000}, {"warmup_s", 1.0}, {"first_step_s", 1.0}}})
+            .value());
     ASSERT_TRUE(store.AppendBatch(batch).ok());
     auto finished = store.FinishTrial(trial_id, assigned->attempt, metrics::Outcome::kSucceeded, "");
     ASSERT_TRUE(finished.ok() && finished->applied);

@@ -76,7 +76,7 @@ TEST_F(ReportLoaderTest, ReadsSummariesStepsWorkersAndOnlyTheCurrentAttempt) {
     }
     TrialSummary summary{first, attempt, 0,
                          {{"tokens_per_s", 9000.0}, {"peak_mem_bytes", 777}, {"applied", {{"compile_mode", "eager"}}}}};
-    batch.summaries.push_back(summary);
+    batch.summaries.push_back(ReadSummaryRecord(summary).value());
     ASSERT_TRUE(store_->AppendBatch(batch).ok());
     ASSERT_TRUE(store_->FinishTrial(first, attempt, Outcome::kSucceeded, "").ok());
   }

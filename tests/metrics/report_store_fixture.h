@@ -147,7 +147,7 @@ class ReportStoreFixture : public ::testing::Test {
       if (auto env = environment_by_worker_.find(worker); env != environment_by_worker_.end()) {
         summary.summary["environment"] = env->second;
       }
-      batch.summaries.push_back(summary);
+      batch.summaries.push_back(ReadSummaryRecord(summary).value());
     }
     auto written = store_->AppendBatch(batch);
     ASSERT_TRUE(written.ok()) << written.status().ToString();

@@ -560,7 +560,7 @@ TEST_F(ResultsStoreTest, WritesForStaleOrLostAttemptsAreRefused) {
   summary.trial_id = trial;
   summary.attempt = 1;
   summary.summary = {{"tokens_per_s", 1.0}};
-  late.summaries = {summary};
+  late.summaries = {ReadSummaryRecord(summary).value()};
   Result<BatchResult> refused = store->AppendBatch(late);
   ASSERT_TRUE(refused.ok()) << refused.status().ToString();
   EXPECT_EQ(refused->written, 0);
@@ -582,6 +582,24 @@ TEST_F(ResultsStoreTest, WritesForStaleOrLostAttemptsAreRefused) {
   Result<std::vector<StepMetric>> attempt1 = store->ReadStepMetrics(trial, 1);
   ASSERT_TRUE(attempt1.ok());
   EXPECT_EQ(attempt1->size(), 1u);  // only what arrived while attempt 1 was current
+}
+
+TEST_F(ResultsStoreTest, AMistypedSummaryIsRefusedNamingTheField) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  CreatedSweep created = CreateSample(*store);
+  int64_t trial = created.trial_ids[0];
+  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  Result<BatchResult> refused = store->RecordSummary(TrialSummary{trial, 1, 0, {{"tokens_per_s", "fast"}}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("\"tokens_per_s\""), std::string::npos) << refused.status().ToString();
+  // A fractional byte count is rounded into its integer column, as before.
+  ASSERT_TRUE(store->RecordSummary(TrialSummary{trial, 1, 0, {{"grad_bytes", 10.6}}}).ok());
+  Result<QueryResult> row = RunReadOnlyQuery(db_path_, "SELECT grad_bytes FROM trial_summaries");
+  ASSERT_TRUE(row.ok()) << row.status().ToString();
+  ASSERT_EQ(row->rows.size(), 1u);
+  EXPECT_EQ(row->rows[0][0], 11);
 }
 
 TEST_F(ResultsStoreTest, SummaryFieldsBecomeColumnsAndTrialResultsCarryThem) {

@@ -1,10 +1,13 @@
-// ParseTrainerEvent: the documented kinds are accepted with their fields typed; logs,
-// malformed and mistyped lines are refused with the reason.
+// ParseTrainerEvent / TrainerEventFromJson: the documented kinds are accepted and read
+// into their types, unknown fields kept in the body; logs, malformed and mistyped lines
+// are refused with the reason.
 #include "protocol/trainer_event.h"
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
+#include <variant>
 
 #include "protocol/frame_codec.h"
 #include "protocol/json_limits.h"
@@ -22,6 +25,118 @@ TEST(TrainerEventTest, DocumentedKindsAreAccepted) {
   EXPECT_TRUE(ParseTrainerEvent(R"({"event":"error","kind":"oom","message":"no memory"})").ok());
   // Kinds the parser does not know pass as they are (ready, other executors' events).
   EXPECT_TRUE(ParseTrainerEvent(R"({"event":"ready","config":{"model":"tiny"}})").ok());
+}
+
+TEST(TrainerEventTest, StepFieldsAreTyped) {
+  auto parsed = ParseTrainerEvent(
+      R"({"event":"step","step":7,"phase":"warmup","step_s":0.25,"tokens":512,"loss":4.5,"lr":0.001,)"
+      R"("grad_norm":1.5,"peak_mem_bytes":3000,"rss_bytes":2000,"comm_s":0.125,"comm_bytes":1024,)"
+      R"("device_allocated_bytes":1500,"device_reserved_peak_bytes":4096})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const StepEvent* step = parsed->step();
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(parsed->summary(), nullptr);
+  EXPECT_EQ(step->step, 7);
+  EXPECT_EQ(step->phase, "warmup");
+  EXPECT_EQ(step->step_s, 0.25);
+  EXPECT_EQ(step->tokens, 512);
+  EXPECT_EQ(step->loss, 4.5);
+  EXPECT_EQ(step->lr, 0.001);
+  EXPECT_EQ(step->grad_norm, 1.5);
+  EXPECT_EQ(step->peak_mem_bytes, 3000);
+  EXPECT_EQ(step->rss_bytes, 2000);
+  EXPECT_EQ(step->comm_s, 0.125);
+  EXPECT_EQ(step->comm_bytes, 1024);
+  EXPECT_EQ(step->device_allocated_bytes, 1500);
+  EXPECT_EQ(step->device_reserved_peak_bytes, 4096);
+
+  auto bare = ParseTrainerEvent(R"({"event":"step","step":0,"step_s":0,"loss":null})");
+  ASSERT_TRUE(bare.ok()) << bare.status().ToString();
+  EXPECT_EQ(bare->step()->phase, "measure") << "a step without a phase is measured";
+  EXPECT_FALSE(bare->step()->tokens.has_value());
+  EXPECT_FALSE(bare->step()->loss.has_value()) << "null reads as absent";
+}
+
+TEST(TrainerEventTest, NonFiniteNumbersReadAsAbsent) {
+  // JSON text cannot hold a NaN; an event the worker builds in process can.
+  auto parsed = TrainerEventFromJson({{"event", "step"}, {"step", 1}, {"step_s", 0.5},
+                                      {"loss", std::numeric_limits<double>::quiet_NaN()}});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_FALSE(parsed->step()->loss.has_value());
+}
+
+TEST(TrainerEventTest, SummaryFieldsAreTyped) {
+  auto parsed = ParseTrainerEvent(
+      R"({"event":"summary","startup_s":1.5,"first_step_s":2,"warmup_s":3,"step_s_median":0.1,)"
+      R"("step_s_p10":0.09,"step_s_p90":0.12,"tokens_per_s":1000.5,"flops_per_s":2e9,"mfu":null,)"
+      R"("peak_mem_bytes":4096,"peak_reserved_bytes":8192,"peak_rss_bytes":12345,"frozen_bytes":100,)"
+      R"("trainable_bytes":10,"grad_bytes":10.4,"optimizer_bytes":20,"comm_s_per_step":0.01,)"
+      R"("comm_bytes_per_step":64,"tokens_per_step":512,"applied":{"compile_mode":"jit"}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const SummaryEvent* s = parsed->summary();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->startup_s, 1.5);
+  EXPECT_EQ(s->first_step_s, 2.0);
+  EXPECT_EQ(s->warmup_s, 3.0);
+  EXPECT_EQ(s->step_s_median, 0.1);
+  EXPECT_EQ(s->step_s_p10, 0.09);
+  EXPECT_EQ(s->step_s_p90, 0.12);
+  EXPECT_EQ(s->tokens_per_s, 1000.5);
+  EXPECT_EQ(s->flops_per_s, 2e9);
+  EXPECT_FALSE(s->mfu.has_value());
+  EXPECT_EQ(s->peak_mem_bytes, 4096);
+  EXPECT_EQ(s->peak_reserved_bytes, 8192);
+  EXPECT_EQ(s->peak_rss_bytes, 12345);
+  EXPECT_EQ(s->frozen_bytes, 100);
+  EXPECT_EQ(s->trainable_bytes, 10);
+  EXPECT_EQ(s->grad_bytes, 10) << "a fractional byte count is rounded";
+  EXPECT_EQ(s->optimizer_bytes, 20);
+  EXPECT_EQ(s->comm_s_per_step, 0.01);
+  EXPECT_EQ(s->comm_bytes_per_step, 64);
+  EXPECT_EQ(s->tokens_per_step, 512.0);
+  ASSERT_TRUE(s->applied.has_value());
+  EXPECT_EQ((*s->applied)["compile_mode"], "jit");
+}
+
+TEST(TrainerEventTest, ErrorStartedAndReadyFieldsAreTyped) {
+  auto error = ParseTrainerEvent(R"({"event":"error","kind":"oom","message":"no memory"})");
+  ASSERT_TRUE(error.ok()) << error.status().ToString();
+  ASSERT_NE(error->error(), nullptr);
+  EXPECT_EQ(error->error()->kind, "oom");
+  EXPECT_EQ(error->error()->message, "no memory");
+  EXPECT_EQ(ParseTrainerEvent(R"({"event":"error","kind":"failed"})")->error()->message, "");
+
+  auto started = TrainerEventFromJson(
+      {{"event", "started"}, {"pid", 4242}, {"at", 1700000000.5}, {"host", "node1"}, {"address", "10.0.0.1"}});
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  ASSERT_NE(started->started(), nullptr);
+  EXPECT_EQ(started->started()->pid, 4242);
+  EXPECT_EQ(started->started()->host, "node1");
+  EXPECT_EQ(started->started()->address, "10.0.0.1");
+  EXPECT_EQ(started->at, 1700000000.5);
+
+  auto ready = ParseTrainerEvent(R"({"event":"ready","config":{"model":"tiny"},"at":"noon"})");
+  ASSERT_TRUE(ready.ok()) << ready.status().ToString();
+  EXPECT_EQ(ready->kind, "ready");
+  EXPECT_TRUE(std::holds_alternative<UntypedEvent>(ready->fields));
+  EXPECT_FALSE(ready->at.has_value()) << "an \"at\" that is not a number is not read, and not refused";
+}
+
+TEST(TrainerEventTest, UnknownFieldsAreKeptInTheBody) {
+  const std::string line =
+      R"({"event":"summary","tokens_per_s":10,"custom":{"graphs":3,"breaks":[1,2]},"note":"x",)"
+      R"("environment":{"host":"n1"}})";
+  auto parsed = ParseTrainerEvent(line);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->body, nlohmann::json::parse(line)) << "the body is the whole object, as written";
+  auto other = ParseTrainerEvent(R"({"event":"compile_stats","graphs":2})");
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->body["graphs"], 2);
+  // The events frame carries the body; the receiving side reads the same types back.
+  auto again = TrainerEventFromJson(parsed->body);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->summary()->tokens_per_s, 10.0);
+  EXPECT_EQ(again->body, parsed->body);
 }
 
 TEST(TrainerEventTest, LogsAndMalformedLinesAreRefused) {
@@ -45,10 +160,23 @@ TEST(TrainerEventTest, MistypedFieldsNameTheFieldAndWhatIsExpected) {
                         Case{R"({"event":"step","step":1,"step_s":0.1,"loss":"nan"})", "\"loss\""},
                         Case{R"({"event":"summary","tokens_per_s":"many"})", "\"tokens_per_s\""},
                         Case{R"({"event":"summary","applied":[1]})", "\"applied\""},
-                        Case{R"({"event":"error","message":"x"})", "\"kind\""}}) {
+                        Case{R"({"event":"error","message":"x"})", "\"kind\""},
+                        Case{R"({"event":"error","kind":"oom","message":3})", "\"message\""},
+                        Case{R"({"event":"step","step":1,"step_s":0.1,"phase":5})", "\"phase\""},
+                        Case{R"({"event":"step","step":1,"step_s":0.1,"phase":"eval"})", "\"phase\""},
+                        Case{R"({"event":"step","step":1,"step_s":0.1,"rss_bytes":-5})", "\"rss_bytes\""},
+                        Case{R"({"event":"step","step":18446744073709551615,"step_s":0.1})", "\"step\""},
+                        Case{R"({"event":"step","step":1,"step_s":0.1,"device_allocated_bytes":"1G"})",
+                             "\"device_allocated_bytes\""},
+                        Case{R"({"event":"summary","grad_bytes":"1G"})", "\"grad_bytes\""},
+                        Case{R"({"event":"started","pid":"one"})", "\"pid\""}}) {
     auto parsed = ParseTrainerEvent(c.line);
     ASSERT_FALSE(parsed.ok()) << c.line;
     EXPECT_NE(parsed.status().message().find(c.field), std::string::npos) << parsed.status().message();
+    // The receiving side of an events frame refuses it the same way.
+    auto from_json = TrainerEventFromJson(nlohmann::json::parse(c.line));
+    ASSERT_FALSE(from_json.ok()) << c.line;
+    EXPECT_EQ(from_json.status().message(), parsed.status().message());
   }
 }
 

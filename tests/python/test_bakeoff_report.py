@@ -102,6 +102,17 @@ class ReportingLibraryTest(unittest.TestCase):
         self.assertEqual(events[-1]["kind"], "diverged")
         self.assertIsNone(events[-2]["loss"])  # JSON has no NaN: the step says null
 
+    def test_a_step_of_another_phase_is_refused_where_it_is_written(self):
+        code, events, _ = run_script(
+            "run = bakeoff_report.init()\n"
+            "with run.guard():\n"
+            "    with run.step(tokens=1, phase='eval') as s:\n"
+            "        s.loss = 1.0\n")
+        self.assertEqual(code, 1)
+        self.assertEqual(events[-1]["kind"], "failed")
+        self.assertIn("phase", events[-1]["message"])
+        self.assertFalse([e for e in events if e["event"] == "step"])
+
     def test_without_a_worker_events_go_to_stdout(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "s.py")

@@ -5,7 +5,9 @@
 namespace bakeoff::worker {
 namespace {
 
-nlohmann::json Step(int s) { return {{"event", "step"}, {"step", s}}; }
+// An event as the trial runner hands it over: read into its type.
+protocol::TrainerEvent Event(nlohmann::json body) { return protocol::TrainerEventFromJson(std::move(body)).value(); }
+protocol::TrainerEvent Step(int s) { return Event({{"event", "step"}, {"step", s}, {"step_s", 0.1}}); }
 
 TEST(OutboxTest, EventsAreNumberedPerAttemptAndRank) {
   Outbox outbox;
@@ -72,10 +74,10 @@ TEST(OutboxTest, BatchesAreSplitAtTheFrameLimit) {
 
 TEST(OutboxTest, WhenFullStepEventsAreDroppedBeforeOthers) {
   Outbox outbox(3);
-  outbox.AddEvent({1, 1}, 0, {{"event", "ready"}});
+  outbox.AddEvent({1, 1}, 0, Event({{"event", "ready"}}));
   outbox.AddEvent({1, 1}, 0, Step(0));
   outbox.AddEvent({1, 1}, 0, Step(1));
-  outbox.AddEvent({1, 1}, 0, {{"event", "summary"}});
+  outbox.AddEvent({1, 1}, 0, Event({{"event", "summary"}}));
   EXPECT_EQ(outbox.pending_events(), 3u);
   EXPECT_EQ(outbox.dropped_events(), 1u);
   auto events = outbox.TakeUnsent()[0]["events"];

@@ -40,7 +40,7 @@ class TrialRunnerTest : public ::testing::Test {
                                        std::function<void(TrialRunner&)> after_start = nullptr) {
     std::optional<protocol::AttemptFinishedMessage> finished;
     TrialRunner::Callbacks callbacks;
-    callbacks.on_event = [this](int rank, nlohmann::json e) { events_.push_back({rank, e}); };
+    callbacks.on_event = [this](int rank, protocol::TrainerEvent e) { events_.push_back({rank, std::move(e.body)}); };
     callbacks.on_finished = [&](protocol::AttemptFinishedMessage m) {
       EXPECT_FALSE(finished.has_value()) << "reported twice";
       finished = std::move(m);

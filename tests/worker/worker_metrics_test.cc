@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "protocol/version.h"
 #include "tests/metrics/promtool_check.h"
 
@@ -19,10 +21,21 @@ protocol::AssignMessage Assign(std::int64_t trial, std::vector<protocol::RankSlo
   return a;
 }
 
-json Step(int step, double step_s, const char* phase = "measure") {
+json StepJson(int step, double step_s, const char* phase = "measure") {
   return {{"event", "step"}, {"step", step}, {"phase", phase}, {"step_s", step_s}, {"tokens", 512},
           {"loss", 4.5}, {"peak_mem_bytes", 3000}, {"rss_bytes", 2000}, {"device_allocated_bytes", 1500},
           {"device_reserved_peak_bytes", 4096}, {"comm_s", 0.25}, {"comm_bytes", 1024}};
+}
+
+// An event as the trial runner hands it over: read into its type.
+protocol::TrainerEvent Typed(json body) {
+  auto event = protocol::TrainerEventFromJson(std::move(body));
+  EXPECT_TRUE(event.ok()) << event.status().ToString();
+  return event.ok() ? std::move(event).value() : protocol::TrainerEvent{};
+}
+
+protocol::TrainerEvent Step(int step, double step_s, const char* phase = "measure") {
+  return Typed(StepJson(step, step_s, phase));
 }
 
 // The value of the exposition line that starts with `series` (name{labels}), or -1.
@@ -97,13 +110,17 @@ TEST(WorkerMetricsTest, SeriesOfAnEndedTrialAreRemovedAndItsOutcomeCounted) {
 TEST(WorkerMetricsTest, NonStepEventsAndNonFiniteValuesLeaveSeriesAlone) {
   WorkerMetrics metrics;
   metrics.StartTrial(Assign(12, {{0, 0, {}}}, 1));
-  metrics.ObserveEvent({12, 1}, 0, {{"event", "ready"}});
+  metrics.ObserveEvent({12, 1}, 0, Typed({{"event", "ready"}}));
   EXPECT_EQ(metrics.Render().find(R"(trial="12")"), std::string::npos) << "no step yet, no series";
   metrics.ObserveEvent({12, 1}, 0, Step(0, 0.5));
-  json bad = Step(1, -1);
-  bad["loss"] = nullptr;  // what a trainer writes for NaN after json serialisation
-  bad["tokens"] = "many";
-  metrics.ObserveEvent({12, 1}, 0, bad);
+  // A mistyped field never gets here (the parser refuses the line: trainer_event_test);
+  // a null loss (what a trainer writes for NaN) and a NaN built in process read as absent.
+  json bad = StepJson(1, 0.5, "warmup");
+  bad["loss"] = nullptr;
+  bad.erase("tokens");
+  metrics.ObserveEvent({12, 1}, 0, Typed(bad));
+  bad["loss"] = std::numeric_limits<double>::quiet_NaN();
+  metrics.ObserveEvent({12, 1}, 0, Typed(bad));
   const std::string text = metrics.Render();
   const std::string rank0 = R"({rank="0",sweep="7",trial="12",variant="compile_mode=jit,micro_batch=4"})";
   EXPECT_EQ(Value(text, "bakeoff_trial_loss" + rank0), 4.5);

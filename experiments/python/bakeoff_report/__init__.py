@@ -153,8 +153,12 @@ class Run:
     @contextlib.contextmanager
     def step(self, tokens=None, phase=None):
         """Times one optimizer step, device-synchronised, and writes its `step` event.
-        `tokens`: the global tokens of the step. A non-finite loss ends the run as
-        `diverged` (exit 5), as the native trainer does."""
+        `tokens`: the global tokens of the step. `phase`: "warmup" or "measure" (default:
+        warmup for the first `warmup_steps` steps); the worker drops a step of any other
+        phase, so it is refused here. A non-finite loss ends the run as `diverged` (exit
+        5), as the native trainer does."""
+        if phase not in (None, "warmup", "measure"):
+            raise ValueError(f"step phase must be 'warmup' or 'measure', not {phase!r}")
         _synchronize()
         if self._first_step_at is None:
             self._first_step_at = time.perf_counter()

@@ -29,7 +29,9 @@ inline void ParseEveryMessageType(const nlohmann::json& frame) {
   (void)Parse<AssignMessage>(frame);
   (void)Parse<CancelMessage>(frame);
   (void)Parse<DrainMessage>(frame);
-  (void)Parse<EventsMessage>(frame);
+  if (auto events = Parse<EventsMessage>(frame); events.ok()) {
+    for (const auto& e : events->events) (void)TrainerEventFromJson(e.event);  // the coordinator's typed read
+  }
   (void)Parse<AttemptFinishedMessage>(frame);
   (void)Parse<AckMessage>(frame);
 }
@@ -76,7 +78,20 @@ inline void FuzzTrainerEvents(const std::uint8_t* data, std::size_t size) {
                    decoded.ok() ? "incomplete" : decoded.status().ToString().c_str());
       std::abort();
     }
-    (void)Parse<EventsMessage>(**decoded);
+    auto received = Parse<EventsMessage>(**decoded);
+    if (!received.ok() || received->events.size() != 1) {
+      std::fprintf(stderr, "an accepted trainer event's frame does not parse: %s\n",
+                   received.ok() ? "not one event" : received.status().ToString().c_str());
+      std::abort();
+    }
+    // The coordinator reads the event into its type again; what the worker accepted, it
+    // must accept (it drops an event it cannot read).
+    auto typed = TrainerEventFromJson(received->events[0].event);
+    if (!typed.ok() || typed->kind != event->kind) {
+      std::fprintf(stderr, "an accepted trainer event is refused on the receiving side: %s\n",
+                   typed.ok() ? "kind changed" : typed.status().ToString().c_str());
+      std::abort();
+    }
   }
 }
 
