@@ -5,6 +5,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include "coordinator/api_json.h"
 #include "experiments/spec/sweep_expander.h"
 #include "experiments/spec/sweep_parser.h"
 #include "protocol/outcome.h"
