@@ -16,6 +16,8 @@
 
 #include "coordinator/api_json.h"
 #include "metrics/read_only_query.h"
+#include "metrics/report_renderer.h"
+#include "metrics/report_service.h"
 #include "protocol/json_limits.h"
 #include "protocol/token.h"
 
@@ -105,14 +107,6 @@ auto RunOffExecutor(Executor pool, asio::any_io_executor home, std::function<Htt
         });
       },
       token, std::move(work));
-}
-
-const char* ContentTypeFor(const std::string& format) {
-  if (format == "json") return "application/json";
-  if (format == "html") return "text/html; charset=utf-8";
-  if (format == "csv") return "text/csv; charset=utf-8";
-  if (format == "markdown" || format == "md") return "text/markdown; charset=utf-8";
-  return "text/plain; charset=utf-8";
 }
 
 // Prometheus' text format; scraped by GET /metrics (docs/metrics.md).
@@ -463,7 +457,9 @@ HttpReply HttpServer::Route(const std::string& method, const std::string& target
       in_flight->fetch_sub(1);
       if (!rendered.ok()) return ErrorFrom(rendered.status());
       HttpReply done;
-      done.content_type = ContentTypeFor(format);
+      // The renderer accepted `format`, so it parses; the report library owns the mapping.
+      auto parsed = metrics::ParseReportFormat(format);
+      done.content_type = metrics::ReportContentType(parsed.ok() ? *parsed : metrics::ReportFormat::kTable);
       done.body = std::move(rendered).value();
       return done;
     };
