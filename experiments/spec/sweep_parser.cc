@@ -879,7 +879,7 @@ class SweepParser {
     for (auto it = parameters.begin(); it != parameters.end(); ++it) {
       if (!it->first.IsScalar() || it->first.Scalar() != "executor") continue;
       const std::string path = "parameters.executor";
-      const YAML::Node& axis = it->second;
+      const YAML::Node axis = it->second;  // a copy: it->second is a temporary
       const char* expected = "a list of executors such as {values: [lora, torch-reference]}";
       std::vector<YAML::Node> items;
       if (axis.IsMap() && axis["values"] && axis["values"].IsSequence() && axis.size() == 1) {
