@@ -54,6 +54,12 @@ std::string JoinNames(const std::vector<std::string>& names) {
   return out;
 }
 
+// A command template's name as a sweep may write it: letters, digits, '.', '_', '-'.
+bool IsTemplateName(const std::string& name) {
+  static const std::regex kTemplate("[A-Za-z0-9_.-]+");
+  return std::regex_match(name, kTemplate);
+}
+
 std::vector<std::string> TrainerFieldNames() {
   std::vector<std::string> names;
   for (const auto& field : TrainerFields()) names.push_back(field.name);
@@ -410,7 +416,7 @@ class SweepParser {
                                  const std::string& path) {
     auto raw = ToJsonValue(node, path);
     if (!raw) return std::nullopt;
-    if (name == "executor" && !executor_axis_.empty()) {
+    if (name == kExecutorAxis && !executor_axis_.empty()) {
       // Baselines and exclude rules name an executor of the axis.
       if (!raw->is_string()) {
         Add(node, path, "expected an executor name (lora or a command template), got " + Describe(node));
@@ -831,8 +837,7 @@ class SweepParser {
       if (entry.key == "template") {
         saw_template = true;
         if (auto t = ReadString(entry.value, path, "the name of an allowlisted template")) {
-          static const std::regex kTemplate("[A-Za-z0-9_.-]+");
-          if (!std::regex_match(*t, kTemplate)) {
+          if (!IsTemplateName(*t)) {
             Add(entry.value, path, "expected a template name of letters, digits, '.', '_', '-'");
             spec_.workload.command_template.clear();
           } else if (executors_ != nullptr && !executors_->Knows(*t)) {
@@ -877,7 +882,7 @@ class SweepParser {
   void PreScanExecutorAxis(const YAML::Node& parameters) {
     if (!parameters.IsMap()) return;
     for (auto it = parameters.begin(); it != parameters.end(); ++it) {
-      if (!it->first.IsScalar() || it->first.Scalar() != "executor") continue;
+      if (!it->first.IsScalar() || it->first.Scalar() != kExecutorAxis) continue;
       const std::string path = "parameters.executor";
       const YAML::Node axis = it->second;  // a copy: it->second is a temporary
       const char* expected = "a list of executors such as {values: [lora, torch-reference]}";
@@ -900,13 +905,12 @@ class SweepParser {
       for (size_t i = 0; i < items.size(); ++i) {
         const std::string item_path = executor_axis_fixed_ ? path + ".value" : IndexPath(path + ".values", i);
         auto name = ReadString(items[i], item_path, "lora (the native trainer) or a command template's name");
-        static const std::regex kTemplate("[A-Za-z0-9_.-]+");
         if (!name) {
           ok = false;
         } else if (*name == "command") {
           Add(items[i], item_path, "name the command template itself (e.g. torch-reference), not \"command\"");
           ok = false;
-        } else if (*name != "lora" && (!std::regex_match(*name, kTemplate) ||
+        } else if (*name != "lora" && (!IsTemplateName(*name) ||
                                        (executors_ != nullptr && !executors_->Knows(*name)))) {
           Add(items[i], item_path,
               "\"" + *name + "\" is neither lora (the native trainer) nor an allowlisted command template" +
@@ -933,7 +937,7 @@ class SweepParser {
     if (!entries) return;
     for (const auto& entry : *entries) {
       std::string path = JoinPath("parameters", entry.key);
-      if (entry.key == "executor") {
+      if (entry.key == kExecutorAxis) {
         // Read (and reported on) by PreScanExecutorAxis.
         if (executor_axis_.empty()) continue;
         ParameterAxis axis;
