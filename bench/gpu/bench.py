@@ -211,7 +211,8 @@ def main():
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--micro-batches", default="1,2,4,8", help="native eager sweeps these; the rest run the largest that fit")
     p.add_argument("--steps", type=int, default=8)
-    p.add_argument("--warmup-steps", type=int, default=3)
+    p.add_argument("--warmup-steps", type=int, default=4,
+                   help="4: the cudagraph modes capture on the 4th micro-batch, inside the warm-up")
     p.add_argument("--native-modes", default="eager,jit,cudagraph,jit+cudagraph")
     p.add_argument("--python-modes", default="eager,default,reduce-overhead,max-autotune-no-cudagraphs")
     p.add_argument("--workloads", default="native,torch-reference,hf-peft")

@@ -16,12 +16,16 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
 #endif
 
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 
 namespace bakeoff::trainer::compat {
 
@@ -221,6 +225,70 @@ void Synchronize(const torch::Device& device) {
   if (device.is_cuda()) c10::cuda::device_synchronize();
 #endif
 }
+
+#ifdef BAKEOFF_WITH_CUDA
+struct CudaGraph::Impl {
+  explicit Impl(const torch::Device& device)
+      : device(device), side(at::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())) {}
+
+  // Runs `fn` with the side stream current, ordered after and before the caller's stream.
+  void OnSideStream(const std::function<void()>& fn) {
+    c10::cuda::CUDAGuard device_guard(device);
+    const at::cuda::CUDAStream caller = at::cuda::getCurrentCUDAStream(device.index());
+    at::cuda::CUDAEvent queued;
+    queued.record(caller);
+    queued.block(side);
+    {
+      c10::cuda::CUDAStreamGuard stream_guard(side);
+      fn();
+    }
+    at::cuda::CUDAEvent done;
+    done.record(side);
+    done.block(caller);
+  }
+
+  torch::Device device;
+  at::cuda::CUDAStream side;
+  at::cuda::CUDAGraph graph;
+};
+
+CudaGraph::CudaGraph(const torch::Device& device) : impl_(std::make_unique<Impl>(device)) {}
+CudaGraph::~CudaGraph() = default;
+
+void CudaGraph::Warmup(const std::function<void()>& body) { impl_->OnSideStream(body); }
+
+void CudaGraph::Capture(const std::function<void()>& body) {
+  impl_->OnSideStream([&] {
+    impl_->graph.capture_begin();
+    try {
+      body();
+    } catch (...) {
+      // End the capture so the stream is usable for the error report; the graph is
+      // discarded with this object.
+      try {
+        impl_->graph.capture_end();
+      } catch (...) {
+      }
+      throw;
+    }
+    impl_->graph.capture_end();
+  });
+}
+
+void CudaGraph::Replay() {
+  c10::cuda::CUDAGuard device_guard(impl_->device);
+  impl_->graph.replay();  // launches on the caller's (current) stream
+}
+#else
+struct CudaGraph::Impl {};
+CudaGraph::CudaGraph(const torch::Device&) {
+  throw std::logic_error("CUDA graphs need the CUDA build of bakeoff-trainer (scripts/build-cuda)");
+}
+CudaGraph::~CudaGraph() = default;
+void CudaGraph::Warmup(const std::function<void()>&) {}
+void CudaGraph::Capture(const std::function<void()>&) {}
+void CudaGraph::Replay() {}
+#endif
 
 bool IsOutOfMemory(const std::exception& e) {
   if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return true;

@@ -1,7 +1,8 @@
 // The one place where LibTorch's version differences live (the project's PyTorch 2.7.1,
 // a GPU machine's own 2.x; guarded by TORCH_VERSION_MAJOR/MINOR from torch/version.h):
 // tracing into a graph, graph functions, generators and RNG state, device
-// memory statistics, out-of-memory detection and the c10d/Gloo constructors. Every
+// memory statistics, CUDA graph capture, out-of-memory detection and the c10d/Gloo
+// constructors. Every
 // other trainer file calls these instead of the version-specific APIs.
 // Thread-safety: free functions; they touch LibTorch globals only where noted.
 #pragma once
@@ -99,6 +100,32 @@ struct DeviceMemory {
 };
 DeviceMemory GetDeviceMemory(const torch::Device& device);
 void Synchronize(const torch::Device& device);
+
+// One CUDA graph on `device` (at::cuda::CUDAGraph, with the side stream capture needs:
+// the legacy default stream, which the rest of the trainer and NCCL use, cannot be
+// captured). Every call orders itself after the work already queued on the caller's
+// stream and before the work queued after it, so callers need no stream handling.
+// Constructing one in a build without CUDA throws std::logic_error.
+// Thread-safety: one thread; no other thread may launch CUDA work during Capture
+// (global capture mode, PyTorch's default).
+class CudaGraph {
+ public:
+  explicit CudaGraph(const torch::Device& device);
+  ~CudaGraph();
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  // Runs `body` eagerly on the capture stream (warm-up before capture: lazy cuBLAS and
+  // allocator state is then made for that stream, as torch.cuda.graphs' docs require).
+  void Warmup(const std::function<void()>& body);
+  // Records the kernels `body` launches; they do not run. Once per graph.
+  void Capture(const std::function<void()>& body);
+  // Runs the recorded kernels once on the caller's stream.
+  void Replay();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // True when `e` is an allocation failure (CPU or device).
 bool IsOutOfMemory(const std::exception& e);

@@ -11,6 +11,7 @@
 
 #include "experiments/trainer/communicator_factory.h"
 #include "experiments/trainer/data_source.h"
+#include "experiments/trainer/graphed_micro_batch.h"
 #include "experiments/trainer/hardware_defaults.h"
 #include "experiments/trainer/lora_model.h"
 #include "experiments/trainer/sandbox_path.h"
@@ -35,8 +36,18 @@ std::optional<std::string> UnsupportedReason(const TrainerConfig& c) {
     return "compile_mode " + c.compile_mode + ": CUDA graphs need a CUDA device; this trial runs on cpu";
   }
   if (c.device == "cuda" && c.uses_cudagraph()) {
-    return "compile_mode " + c.compile_mode + ": CUDA graph capture of the training step is not "
-           "implemented in this trainer version";
+    // The graph holds one micro-batch's forward and backward over fixed buffers
+    // (graphed_micro_batch.h); these settings need work between or inside them that a
+    // graph cannot hold.
+    const std::string mode = "compile_mode " + c.compile_mode + ": ";
+    if (c.zero_stage >= 2) {
+      return mode + "the captured backward writes fixed gradient buffers; ZeRO stage " +
+             std::to_string(c.zero_stage) + " reduce-scatters and frees them after every micro-batch";
+    }
+    if (c.dynamic_shapes) return mode + "a CUDA graph replays one shape; dynamic_shapes changes it";
+    if (c.grad_checkpointing && c.lora_dropout > 0) {
+      return mode + "recomputing dropout restores the RNG state, which a captured graph cannot";
+    }
   }
   if (c.device == "cpu" && c.offload != "none") {
     return "offload " + c.offload + ": offloading moves state from a device to the host; on a "
@@ -187,6 +198,15 @@ int Trainer::RunOrThrow() {
   ZeroOptimizer optimizer(c, &model.adapters(), comm.get());
   const ParameterCounts counts = CountParameters(c.dims, c.lora_rank, c.lora_targets);
   const double flops_per_token = TrainingFlopsPerToken(c.dims, counts, c.seq_len);
+  std::unique_ptr<GraphedMicroBatch> graphed;
+  if (c.uses_cudagraph()) {
+    graphed = std::make_unique<GraphedMicroBatch>(MakeCudaStepGraph(device), [&](const torch::Tensor& tokens) {
+      auto loss = model.Loss(tokens);
+      optimizer.BeforeBackward();
+      (loss / static_cast<double>(c.grad_accum)).backward();
+      return loss.detach();
+    });
+  }
   const BlasInfo blas = DetectBlas();
   const nlohmann::json environment = Environment(cpu, blas, device);
 
@@ -226,9 +246,14 @@ int Trainer::RunOrThrow() {
       auto tokens = data->Batch(step * c.grad_accum + micro).to(device);
       seq_lengths.insert(tokens.size(1) - 1);
       step_tokens += tokens.size(0) * (tokens.size(1) - 1) * c.world_size;
-      auto loss = model.Loss(tokens);
-      optimizer.BeforeBackward();
-      (loss / static_cast<double>(c.grad_accum)).backward();
+      torch::Tensor loss;
+      if (graphed) {
+        loss = graphed->Run(tokens);
+      } else {
+        loss = model.Loss(tokens);
+        optimizer.BeforeBackward();
+        (loss / static_cast<double>(c.grad_accum)).backward();
+      }
       ThrowIfError(optimizer.AfterBackward());
       loss_sum += loss.item<double>();
     }
@@ -305,7 +330,12 @@ int Trainer::RunOrThrow() {
   const double flops_per_s = flops_per_token * tokens_per_s;
   const auto mem = compat::GetDeviceMemory(device);
   const double measured = static_cast<double>(measured_step_s.size());
-  nlohmann::json applied = {{"compile_mode", c.uses_jit() ? "jit" : "eager"},
+  // A graph that was never captured (fewer micro-batches than its warm-up) did not run.
+  const bool graph_ran = graphed && graphed->captured();
+  std::string applied_mode = c.uses_jit() ? "jit" : "eager";
+  if (graph_ran) applied_mode = c.uses_jit() ? "jit+cudagraph" : "cudagraph";
+  nlohmann::json applied = {{"compile_mode", applied_mode},
+                            {"cuda_graph", graphed ? graphed->Evidence() : nlohmann::json()},
                             {"compile_scope", c.uses_jit() ? nlohmann::json(c.compile_scope) : nlohmann::json()},
                             {"fuser", fuser},
                             {"jit_executor", c.uses_jit() ? nlohmann::json(jit_executor) : nlohmann::json()},
