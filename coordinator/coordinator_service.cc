@@ -27,14 +27,12 @@ metrics::Outcome ToStore(Outcome o) {
 }
 
 // The sequential design of a stored spec's adaptive repeats, if any (spec::ToJson).
-std::optional<metrics::SequentialDesign> AdaptiveDesign(const json& spec) {
-  auto it = spec.find("adaptive_repeats");
-  if (it == spec.end() || !it->is_object()) return std::nullopt;
+std::optional<metrics::SequentialDesign> AdaptiveDesign(const spec::SweepSpec& spec) {
+  if (!spec.adaptive) return std::nullopt;
   metrics::SequentialDesign design;
-  design.min_pairs = it->value("min", 3);
-  design.max_pairs = it->value("max", 20);
-  design.ci_half_width = it->value("ci_half_width", 0.02);
-  if (design.min_pairs < 2 || design.max_pairs < design.min_pairs) return std::nullopt;
+  design.min_pairs = spec.adaptive->min;
+  design.max_pairs = spec.adaptive->max;
+  design.ci_half_width = spec.adaptive->ci_half_width;
   return design;
 }
 
@@ -90,11 +88,12 @@ Status CoordinatorService::LoadSweep(const metrics::SweepRecord& record,
   SweepEntry sweep;
   sweep.id = record.id;
   sweep.name = record.name;
-  if (record.spec.is_object()) {
-    sweep.timeout_ms = record.spec.value("limits", json::object()).value("trial_timeout_s", std::int64_t{0}) * 1000;
-    sweep.cuda = record.spec.value("resources", json::object()).value("device", std::string("cpu")) == "cuda";
-    sweep.adaptive = AdaptiveDesign(record.spec);
-  }
+  // Read back through the spec library, which wrote it (spec::ToJson).
+  auto stored = spec::SweepSpecFromJson(record.spec);
+  if (!stored.ok()) return stored.status().WithContext("sweep " + std::to_string(record.id));
+  sweep.timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(stored->limits.trial_timeout).count();
+  sweep.cuda = stored->resources.device == "cuda";
+  sweep.adaptive = AdaptiveDesign(*stored);
   auto variants = store_.ListVariants(record.id);
   if (!variants.ok()) return variants.status();
   for (const auto& v : *variants) {
@@ -985,7 +984,7 @@ std::variant<json, ApiError> CoordinatorService::CommitSweep(PreparedSweep prepa
   for (const auto& v : expanded->variants) {
     sweep.variants[v.key] = VariantInfo{v.config, v.world_size, v.counterpart ? v.counterpart_key : "", v.is_baseline};
   }
-  sweep.adaptive = AdaptiveDesign(record.spec);
+  sweep.adaptive = AdaptiveDesign(*spec);
   for (std::size_t i = 0; i < created->trial_ids.size(); ++i) {
     TrialEntry entry;
     entry.id = created->trial_ids[i];

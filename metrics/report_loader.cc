@@ -7,6 +7,7 @@
 #include <set>
 
 #include "experiments/spec/expanded_sweep.h"
+#include "experiments/spec/sweep_spec.h"
 
 namespace bakeoff::metrics {
 namespace {
@@ -168,28 +169,24 @@ Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_
     BAKEOFF_RETURN_IF_ERROR(s.status("the sweep"));
   }
   if (spec.is_object()) {
-    if (spec.contains("order") && spec["order"].is_string()) input.order = spec["order"];
-    if (spec.contains("adaptive_repeats") && spec["adaptive_repeats"].is_object()) {
-      const json& a = spec["adaptive_repeats"];
+    // Read back through the spec library, which wrote it (spec::ToJson).
+    auto stored = spec::SweepSpecFromJson(spec);
+    if (!stored.ok()) return stored.status();
+    input.order = spec::OrderName(stored->order);
+    if (stored->adaptive) {
       AdaptiveDesignInput design;
-      design.min_pairs = a.value("min", design.min_pairs);
-      design.max_pairs = a.value("max", design.max_pairs);
-      design.ci_half_width = a.value("ci_half_width", design.ci_half_width);
+      design.min_pairs = stored->adaptive->min;
+      design.max_pairs = stored->adaptive->max;
+      design.ci_half_width = stored->adaptive->ci_half_width;
       input.adaptive = design;
     }
-    if (spec.contains("baseline") && spec["baseline"].is_object()) {
-      for (const auto& [axis, value] : spec["baseline"].items()) input.baseline[axis] = ValueText(value);
-    }
-    if (spec.contains("parameters") && spec["parameters"].is_array()) {
-      for (const json& p : spec["parameters"]) {
-        if (!p.is_object() || !p.value("varies", false)) continue;
-        AxisInput axis;
-        axis.name = p.value("name", "");
-        if (p.contains("values") && p["values"].is_array()) {
-          for (const json& v : p["values"]) axis.values.push_back(ValueText(v));
-        }
-        input.axes.push_back(std::move(axis));  // random axes get their values below
-      }
+    for (const auto& [axis, value] : stored->baseline) input.baseline[axis] = ValueText(value);
+    for (const auto& parameter : stored->parameters) {
+      if (!parameter.Varies()) continue;
+      AxisInput axis;
+      axis.name = parameter.name;
+      for (const json& v : parameter.values) axis.values.push_back(ValueText(v));
+      input.axes.push_back(std::move(axis));  // random axes get their values below
     }
   }
 

@@ -126,4 +126,139 @@ json ToJson(const SweepSpec& spec) {
   return out;
 }
 
+namespace {
+
+// Reads `stored` field by field; the first problem is kept and later reads are no-ops.
+class StoredSpecReader {
+ public:
+  const json* Find(const json& object, const char* key, const std::string& where) {
+    if (!object.is_object()) return Fail(where + " is not an object");
+    auto it = object.find(key);
+    return it == object.end() || it->is_null() ? nullptr : &*it;
+  }
+  template <typename T>
+  void Read(const json& object, const char* key, const std::string& where, T* out) {
+    const json* value = Find(object, key, where);
+    if (value == nullptr || !error_.empty()) return;
+    try {
+      *out = value->get<T>();
+    } catch (const json::exception&) {
+      Fail(where + "." + key + " has the wrong type (" + value->type_name() + ")");
+    }
+  }
+  template <typename E>
+  void ReadEnum(const json& object, const char* key, const std::string& where,
+                std::initializer_list<E> choices, const char* (*name)(E), E* out) {
+    std::string text;
+    Read(object, key, where, &text);
+    if (text.empty() || !error_.empty()) return;
+    for (E choice : choices) {
+      if (text == name(choice)) {
+        *out = choice;
+        return;
+      }
+    }
+    Fail(where + "." + key + " \"" + text + "\" is not a known value");
+  }
+  const json* Fail(const std::string& problem) {
+    if (error_.empty()) error_ = problem;
+    return nullptr;
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string error_;
+};
+
+const char* DistributionNameOf(Distribution::Kind kind) { return DistributionName(kind); }
+
+}  // namespace
+
+Result<SweepSpec> SweepSpecFromJson(const json& stored) {
+  StoredSpecReader r;
+  SweepSpec spec;
+  r.Read(stored, "source", "spec", &spec.source_name);
+  r.Read(stored, "name", "spec", &spec.name);
+  r.Read(stored, "question", "spec", &spec.question);
+  if (const json* workload = r.Find(stored, "workload", "spec")) {
+    r.Read(*workload, "defaults", "workload", &spec.workload.defaults);
+    r.ReadEnum(*workload, "executor", "workload", {Executor::kLora, Executor::kCommand}, ExecutorName,
+               &spec.workload.executor);
+    if (const json* command = r.Find(*workload, "command", "workload")) {
+      r.Read(*command, "template", "workload.command", &spec.workload.command_template);
+      r.Read(*command, "args", "workload.command", &spec.workload.command_args);
+    }
+  }
+  r.ReadEnum(stored, "method", "spec", {Method::kGrid, Method::kRandom}, MethodName, &spec.method);
+  r.Read(stored, "seed", "spec", &spec.seed);
+  r.Read(stored, "count", "spec", &spec.count);
+  if (const json* parameters = r.Find(stored, "parameters", "spec")) {
+    if (!parameters->is_array()) r.Fail("spec.parameters is not an array");
+    for (size_t i = 0; parameters->is_array() && i < parameters->size(); ++i) {
+      const json& p = (*parameters)[i];
+      const std::string where = "parameters[" + std::to_string(i) + "]";
+      ParameterAxis axis;
+      r.Read(p, "name", where, &axis.name);
+      if (const json* d = r.Find(p, "distribution", where)) {
+        Distribution dist;
+        r.ReadEnum(*d, "kind", where + ".distribution",
+                   {Distribution::Kind::kIntUniform, Distribution::Kind::kUniform, Distribution::Kind::kLogUniform},
+                   DistributionNameOf, &dist.kind);
+        r.Read(*d, "min", where + ".distribution", &dist.min);
+        r.Read(*d, "max", where + ".distribution", &dist.max);
+        axis.distribution = dist;
+      } else if (const json* value = r.Find(p, "value", where)) {
+        axis.values = {*value};
+        axis.fixed = true;
+      } else {
+        r.Read(p, "values", where, &axis.values);
+      }
+      spec.parameters.push_back(std::move(axis));
+    }
+  }
+  if (const json* exclude = r.Find(stored, "exclude", "spec")) {
+    if (!exclude->is_array()) r.Fail("spec.exclude is not an array");
+    for (size_t i = 0; exclude->is_array() && i < exclude->size(); ++i) {
+      const json& rule = (*exclude)[i];
+      if (!rule.is_object()) {
+        r.Fail("spec.exclude[" + std::to_string(i) + "] is not an object");
+        break;
+      }
+      ExcludeRule e;
+      for (const auto& [key, value] : rule.items()) e.match.emplace_back(key, value);
+      spec.exclude.push_back(std::move(e));
+    }
+  }
+  if (const json* baseline = r.Find(stored, "baseline", "spec")) {
+    if (!baseline->is_object()) r.Fail("spec.baseline is not an object");
+    if (baseline->is_object()) {
+      for (const auto& [key, value] : baseline->items()) spec.baseline.emplace_back(key, value);
+    }
+  }
+  r.Read(stored, "repeats", "spec", &spec.repeats);
+  if (const json* adaptive = r.Find(stored, "adaptive_repeats", "spec")) {
+    AdaptiveRepeats a;
+    r.Read(*adaptive, "min", "adaptive_repeats", &a.min);
+    r.Read(*adaptive, "max", "adaptive_repeats", &a.max);
+    r.Read(*adaptive, "ci_half_width", "adaptive_repeats", &a.ci_half_width);
+    if (r.error().empty() && (a.min < 2 || a.max < a.min)) r.Fail("adaptive_repeats: min must be >= 2 and <= max");
+    spec.adaptive = a;
+  }
+  r.ReadEnum(stored, "order", "spec", {Order::kInterleaved, Order::kSequential, Order::kRandom}, OrderName,
+             &spec.order);
+  if (const json* resources = r.Find(stored, "resources", "spec")) {
+    r.Read(*resources, "device", "resources", &spec.resources.device);
+    r.Read(*resources, "gpu_type", "resources", &spec.resources.gpu_type);
+  }
+  if (const json* limits = r.Find(stored, "limits", "spec")) {
+    int64_t timeout_s = spec.limits.trial_timeout.count();
+    r.Read(*limits, "trial_timeout_s", "limits", &timeout_s);
+    spec.limits.trial_timeout = std::chrono::seconds(timeout_s);
+    r.Read(*limits, "max_attempts", "limits", &spec.limits.max_attempts);
+  }
+  r.Read(stored, "warnings", "spec", &spec.warnings);
+  if (!r.error().empty()) return Status::InvalidArgument("stored sweep spec: " + r.error());
+  return spec;
+}
+
 }  // namespace bakeoff::spec

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/status.h"
+
 namespace bakeoff::spec {
 
 // Where a value was written: file (the source name given to the parser), 1-based line
@@ -152,5 +154,11 @@ const char* DistributionName(Distribution::Kind kind);  // "int_uniform" | ...
 // the number of trials per variant (max when adaptive) and "adaptive_repeats" is
 // {min, max, ci_half_width} or null.
 nlohmann::json ToJson(const SweepSpec& spec);
+
+// The inverse of ToJson, for a spec read back from storage: every field ToJson writes,
+// with its default where an older database lacks it. Source locations are not stored
+// (line 0); `warnings` are kept. InvalidArgument names the first field of the wrong
+// type or value.
+Result<SweepSpec> SweepSpecFromJson(const nlohmann::json& stored);
 
 }  // namespace bakeoff::spec

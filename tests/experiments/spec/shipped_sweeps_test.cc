@@ -46,6 +46,53 @@ TEST(ShippedSweepsTest, EveryShippedSweepValidatesAndExpands) {
   }
 }
 
+// The coordinator stores ToJson(spec) and the report and a restarted coordinator read it
+// back through SweepSpecFromJson: the round trip loses nothing that expansion or ToJson
+// sees (source locations are not stored).
+TEST(ShippedSweepsTest, EveryShippedSweepReadsBackFromItsStoredJsonAndExpandsTheSame) {
+  auto catalog = LoadExecutorCatalog(BAKEOFF_SOURCE_DIR "/experiments/executors.yaml");
+  ASSERT_TRUE(catalog.ok()) << catalog.status().message();
+  for (const auto& file : ShippedSweeps()) {
+    SCOPED_TRACE(file.string());
+    auto spec = ParseSweepFile(file.string(), {}, &*catalog);
+    ASSERT_TRUE(spec.ok()) << spec.status().message();
+    const nlohmann::json stored = nlohmann::json::parse(ToJson(*spec).dump());
+    auto read_back = SweepSpecFromJson(stored);
+    ASSERT_TRUE(read_back.ok()) << read_back.status().message();
+    EXPECT_EQ(ToJson(*read_back), stored);
+    auto expanded = Expand(*spec);
+    auto expanded_again = Expand(*read_back);
+    ASSERT_TRUE(expanded.ok() && expanded_again.ok());
+    EXPECT_EQ(ToJson(*expanded_again), ToJson(*expanded));
+  }
+}
+
+TEST(ShippedSweepsTest, AStoredSpecOfTheWrongShapeIsRefusedNamingTheField) {
+  auto spec = ParseSweepFile(BAKEOFF_SOURCE_DIR "/experiments/sweeps/cpu-example.yaml", {});
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  const nlohmann::json good = ToJson(*spec);
+  const std::vector<std::pair<nlohmann::json::json_pointer, nlohmann::json>> breaks = {
+      {nlohmann::json::json_pointer("/limits/trial_timeout_s"), "an hour"},
+      {nlohmann::json::json_pointer("/order"), "shuffled"},
+      {nlohmann::json::json_pointer("/parameters"), 7},
+      {nlohmann::json::json_pointer("/adaptive_repeats"), {{"min", 1}, {"max", 5}, {"ci_half_width", 0.1}}}};
+  const std::vector<std::string> expected = {"limits.trial_timeout_s has the wrong type", "spec.order \"shuffled\"",
+                                             "spec.parameters is not an array", "adaptive_repeats: min must be"};
+  for (size_t i = 0; i < breaks.size(); ++i) {
+    nlohmann::json broken = good;
+    broken[breaks[i].first] = breaks[i].second;
+    auto read = SweepSpecFromJson(broken);
+    ASSERT_FALSE(read.ok()) << breaks[i].first.to_string();
+    EXPECT_THAT(read.status().message(), ::testing::HasSubstr(expected[i]));
+  }
+  nlohmann::json old_database = good;  // fields an older version did not store take defaults
+  old_database.erase("order");
+  old_database.erase("warnings");
+  auto read = SweepSpecFromJson(old_database);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->order, Order::kInterleaved);
+}
+
 TEST(ShippedSweepsTest, CpuExampleIsSmallAndRunsOnTwoCpuRanks) {
   auto spec = ParseSweepFile(BAKEOFF_SOURCE_DIR "/experiments/sweeps/cpu-example.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status().message();
