@@ -1,7 +1,7 @@
 """Static checks of deploy/kubernetes/ (no cluster here): what `kubectl apply -k` would
 send is valid against the Kubernetes API schemas, every `bakeoff` flag it passes exists
 in the real binary, the Prometheus configuration passes promtool, and the rules the
-README promises hold (tokens only from Secret files, non-root, read-only root, probes on
+docs/kubernetes.md promises hold (tokens only from Secret files, non-root, read-only root, probes on
 the real routes, names and ports that match across objects).
 
 Run by ctest as kubernetes_manifests_test (labels fast, deploy) in the project's Python
@@ -32,7 +32,7 @@ except ImportError as e:  # scripts/setup installs it; say so instead of a bare 
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "kubernetes"
-# The oldest Kubernetes the README promises, and the newest schemas the pinned
+# The oldest Kubernetes docs/kubernetes.md promises, and the newest schemas the pinned
 # kubernetes-validate bundles.
 KUBERNETES_VERSIONS = ("1.25.0", kubernetes_validate.latest_version() + ".0")
 SECRET_PLACEHOLDER = "not-a-real-token\n"
