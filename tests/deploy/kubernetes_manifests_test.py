@@ -12,12 +12,17 @@ its schemas ship inside the package, so nothing is fetched). BAKEOFF_BIN names t
 
 import base64
 import copy
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 import unittest
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import yaml
@@ -344,6 +349,7 @@ class KubernetesManifestsTest(unittest.TestCase):
         gpus = int(worker["resources"]["limits"]["nvidia.com/gpu"])
         devices = flag_value(args, "--cuda-devices").split(",")
         self.assertEqual(devices, [str(i) for i in range(gpus)], "--cuda-devices must list 0..nvidia.com/gpu-1")
+        self.assertEqual(flag_value(args, "--slots"), "0", "GPU workers take no CPU trials")
         # The metrics port the coordinator advertises in /api/v1/sd is the declared one.
         port = int(flag_value(args, "--metrics-listen").rsplit(":", 1)[1])
         self.assertIn(port, [p["containerPort"] for p in worker["ports"]])
@@ -434,6 +440,155 @@ class KubernetesManifestsTest(unittest.TestCase):
             out = subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, text=True,
                                  timeout=60)
             self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+
+
+# Where the image (deploy/Dockerfile) keeps the source tree: its files are this checkout's.
+IMAGE_SOURCE_DIR = "/opt/bakeoff/src"
+DEADLINE_S = 30
+
+
+def wait_for(condition, what, deadline_s=DEADLINE_S):
+    """Polls `condition` until it returns a true value or the deadline passes."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
+
+
+def http_get(url, token=None):
+    """(status, body) of a GET, or (None, reason) when nothing answers."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
+        return None, str(e)
+
+
+class ManifestArgumentsStartTest(unittest.TestCase):
+    """The coordinator and a worker started with the manifests' own arguments, on
+    loopback: every value is accepted (not only every flag name), the probes' routes
+    answer, the worker registers under its node's name through the worker token, and
+    /api/v1/sd lists it for Prometheus with the read token. What only a cluster provides
+    is stood in for: each mounted path becomes a directory under a temporary root (the
+    Secrets' files with fresh tokens), listen addresses become 127.0.0.1 with port 0,
+    the downward API's values become a node name and 127.0.0.1, and the worker runs
+    /bin/true as its trainer (no trial runs here)."""
+
+    def setUp(self):
+        self.binary = os.environ.get("BAKEOFF_BIN")
+        if not self.binary:
+            self.skipTest("BAKEOFF_BIN is not set (ctest sets it to the built bakeoff)")
+        self.objects = rendered()
+        self.tmp = Path(tempfile.mkdtemp(prefix="bakeoff-k8s-"))
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.tokens = {}
+        for _, o in self.objects:
+            if o["kind"] == "Secret":
+                self.tokens[o["metadata"]["name"]] = os.urandom(16).hex()
+
+    def start(self, workload, substitutions, overrides):
+        """Starts the workload's bakeoff with its arguments made local; `overrides`
+        ({flag: value}) replaces a flag's value or adds the flag."""
+        pod = workload["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        mounts = {}
+        for m in container.get("volumeMounts", []):
+            local = self.tmp / workload["metadata"]["name"] / m["mountPath"].lstrip("/")
+            local.mkdir(parents=True, exist_ok=True)
+            secret = volumes.get(m["name"], {}).get("secret")
+            if secret:
+                (local / "token").write_text(self.tokens[secret["secretName"]] + "\n")
+            mounts[m["mountPath"]] = local
+
+        def local_value(arg):
+            for var, value in substitutions.items():
+                arg = arg.replace(f"$({var})", value)
+            if arg.startswith(IMAGE_SOURCE_DIR + "/"):
+                return str(ROOT / arg[len(IMAGE_SOURCE_DIR) + 1:])
+            for mount, local in mounts.items():
+                if arg.startswith(mount.rstrip("/") + "/"):
+                    return str(local / arg[len(mount.rstrip("/")) + 1:])
+                if arg == mount:
+                    return str(local)
+            if re.fullmatch(r"[\w.-]+:\d+", arg):  # a listen address: loopback, a free port
+                return "127.0.0.1:0"
+            return arg
+
+        subcommand, args = bakeoff_invocation(container)
+        args = [local_value(a) for a in args]
+        for flag, value in overrides.items():
+            if flag in args:
+                args[args.index(flag) + 1] = value
+            else:
+                args += [flag, value]
+        argv = [self.binary, subcommand] + args
+        log = open(self.tmp / f"{subcommand}.log", "w")
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+        def stop():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=DEADLINE_S)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            log.close()
+        self.addCleanup(stop)
+        return process
+
+    def running(self, process, name):
+        if process.poll() is not None:
+            raise AssertionError(f"bakeoff {name} exited {process.returncode}:\n{self.log(name)}")
+        return True
+
+    def log(self, name):
+        return (self.tmp / f"{name}.log").read_text()
+
+    def test_the_coordinator_and_a_worker_start_with_the_manifest_arguments(self):
+        sts = find(self.objects, "StatefulSet", "bakeoff-coordinator")
+        ports_file = self.tmp / "ports.json"
+        coordinator = self.start(sts, {}, {"--ports-file": str(ports_file)})
+        ports = wait_for(lambda: self.running(coordinator, "coordinator") and ports_file.exists()
+                         and json.loads(ports_file.read_text()), "the coordinator's ports file")
+        base = f"http://127.0.0.1:{ports['http_port']}"
+        (coord,) = sts["spec"]["template"]["spec"]["containers"]
+        for probe in ("readinessProbe", "livenessProbe"):
+            status, body = http_get(base + coord[probe]["httpGet"]["path"])
+            self.assertEqual(status, 200, f"{probe}: {body}")
+
+        # The manifest's --coordinator names the Service; here it is the coordinator above.
+        ds = find(self.objects, "DaemonSet", "bakeoff-worker")
+        worker = self.start(ds, {"NODE_NAME": "node-a", "POD_IP": "127.0.0.1"},
+                            {"--coordinator": f"127.0.0.1:{ports['worker_port']}", "--trainer": "/bin/true"})
+
+        read_token = self.tokens["bakeoff-read-token"]
+
+        def discovered():
+            self.running(worker, "worker")
+            status, body = http_get(base + "/api/v1/sd", read_token)
+            self.assertEqual(status, 200, body)
+            groups = json.loads(body)
+            return [g for g in groups if g["labels"].get("worker") == "node-a"]
+
+        (group,) = wait_for(discovered, "the worker node-a in /api/v1/sd\n" + self.log("worker"))
+        (target,) = group["targets"]
+        self.assertEqual(http_get(f"http://{target}/metrics")[0], 200)
+        status, body = http_get(base + "/api/v1/workers", read_token)
+        (info,) = json.loads(body)
+        self.assertEqual((info["id"], info["cuda_devices"], info["cpu_slots"]), ("node-a", [0], 0))
+        # The worker credential is not an API token (docs/security.md).
+        self.assertEqual(http_get(base + "/api/v1/workers", self.tokens["bakeoff-worker-token"])[0], 401)
+        for process, name in ((worker, "worker"), (coordinator, "coordinator")):
+            process.send_signal(signal.SIGTERM)
+            self.assertEqual(process.wait(timeout=DEADLINE_S), 0, self.log(name))
 
 
 if __name__ == "__main__":
