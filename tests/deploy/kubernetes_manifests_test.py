@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import tempfile
 import time
@@ -48,45 +49,83 @@ def load_documents(path):
         return [d for d in yaml.safe_load_all(f) if d]
 
 
-def kustomization():
-    return load_documents(K8S / "kustomization.yaml")[0]
+def kustomization(base=K8S):
+    return load_documents(base / "kustomization.yaml")[0]
 
 
-def generated_objects(kust, base=K8S):
-    """The Secrets and ConfigMaps of the kustomization's generators, as kustomize makes
-    them (without the hash suffix, which kustomize also adds to every reference). Token
-    files are not in git: their Secrets get a placeholder."""
-    out = []
-    for kind, key in (("Secret", "secretGenerator"), ("ConfigMap", "configMapGenerator")):
-        for gen in kust.get(key, []):
-            obj = {"apiVersion": "v1", "kind": kind, "metadata": {"name": gen["name"]}}
-            data = {}
-            for entry in gen.get("files", []):
-                name, _, path = entry.partition("=")
-                path = path or name
-                name = Path(name).name
-                if kind == "Secret":
-                    content = (base / path).read_text() if (base / path).exists() else SECRET_PLACEHOLDER
-                    data[name] = base64.b64encode(content.encode()).decode()
-                else:
-                    data[name] = (base / path).read_text()
-            if kind == "Secret":
-                obj["type"] = gen.get("type", "Opaque")
-            obj["data"] = data
-            out.append(obj)
-    return out
+def generated_object(kind, gen, base):
+    """A Secret or ConfigMap as a generator makes it (without the hash suffix, which
+    kustomize also adds to every reference). Files that are not in git (tokens,
+    certificates) get a placeholder."""
+    obj = {"apiVersion": "v1", "kind": kind, "metadata": {"name": gen["name"]}, "data": {}}
+    if kind == "Secret":
+        obj["type"] = gen.get("type", "Opaque")
+    for entry in gen.get("files", []):
+        name, _, path = entry.partition("=")
+        path = base / (path or name)
+        content = path.read_text() if path.exists() else SECRET_PLACEHOLDER
+        key = Path(name).name
+        obj["data"][key] = base64.b64encode(content.encode()).decode() if kind == "Secret" else content
+    return obj
 
 
-def rendered(base=K8S):
-    """Every object `kubectl apply -k` applies: the resources' documents and the
-    generated ones, each with the file it came from."""
-    kust = load_documents(base / "kustomization.yaml")[0]
+def apply_json_patch(obj, operations, where):
+    """RFC 6902 add, replace and remove, the operations the components use."""
+    for op in operations:
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].lstrip("/").split("/")]
+        parent = obj
+        for p in parts[:-1]:
+            parent = parent[int(p)] if isinstance(parent, list) else parent[p]
+        last = parts[-1]
+        if op["op"] == "add" and isinstance(parent, list):
+            parent.insert(len(parent) if last == "-" else int(last), copy.deepcopy(op["value"]))
+        elif op["op"] in ("add", "replace"):
+            if op["op"] == "replace" and not (isinstance(parent, list) or last in parent):
+                raise AssertionError(f"{where}: replace of a missing {op['path']}")
+            parent[int(last) if isinstance(parent, list) else last] = copy.deepcopy(op["value"])
+        elif op["op"] == "remove":
+            del parent[int(last) if isinstance(parent, list) else last]
+        else:
+            raise AssertionError(f"{where}: the test renders only add, replace and remove patches")
+
+
+def rendered(components=(), base=K8S):
+    """Every object `kubectl apply -k` applies, each with the file it came from: the
+    resources' documents and the generated objects, then each component in
+    `components` (folders below `base`, as `components:` in kustomization.yaml would
+    list them) with its generators (behavior create or replace) and JSON patches."""
+    kust = kustomization(base)
     objects = []
     for resource in kust["resources"]:
         for doc in load_documents(base / resource):
             objects.append((resource, doc))
-    for obj in generated_objects(kust, base):
-        objects.append(("kustomization.yaml", obj))
+    layers = [(base, kust, "kustomization.yaml")]
+    for component in list(kust.get("components", [])) + list(components):
+        layers.append((base / component, kustomization(base / component), f"{component}/kustomization.yaml"))
+    for folder, layer, source in layers:
+        for kind, key in (("Secret", "secretGenerator"), ("ConfigMap", "configMapGenerator")):
+            for gen in layer.get(key, []):
+                obj = generated_object(kind, gen, folder)
+                same = [i for i, (_, o) in enumerate(objects)
+                        if o["kind"] == kind and o["metadata"]["name"] == gen["name"]]
+                behavior = gen.get("behavior", "create")
+                if behavior == "replace" and same:
+                    objects[same[0]] = (source, obj)
+                elif behavior == "create" and not same:
+                    objects.append((source, obj))
+                else:
+                    raise AssertionError(f"{source}: {key} {gen['name']}: behavior {behavior} "
+                                         f"with {len(same)} existing")
+        for patch in layer.get("patches", []):
+            target = patch["target"]
+            operations = yaml.safe_load(patch["patch"])
+            if not isinstance(operations, list):
+                raise AssertionError(f"{source}: the test renders only JSON patches (a list of operations)")
+            matched = [o for _, o in objects
+                       if o["kind"] == target["kind"] and o["metadata"]["name"] == target["name"]]
+            if len(matched) != 1:
+                raise AssertionError(f"{source}: patch target {target} matches {len(matched)} objects")
+            apply_json_patch(matched[0], operations, source)
     return objects
 
 
@@ -174,9 +213,46 @@ def quantity_bytes(text):
     return int(m.group(1)) * units[m.group(2)]
 
 
+# The files each bakeoff subcommand reads from a Secret, by flag; the token flags are
+# required, the TLS ones come with the tls component.
+FILE_FLAG_SECRETS = {
+    "coordinator": {"--token-file": "bakeoff-submit-token", "--read-token-file": "bakeoff-read-token",
+                    "--worker-token-file": "bakeoff-worker-token", "--tls-cert": "bakeoff-coordinator-tls",
+                    "--tls-key": "bakeoff-coordinator-tls"},
+    "worker": {"--token-file": "bakeoff-worker-token"},
+}
+TOKEN_FLAGS = {"--token-file", "--read-token-file", "--worker-token-file"}
+
+
+def without_tls(config):
+    """A Prometheus configuration with its TLS settings taken out."""
+    config = copy.deepcopy(config)
+    for job in config["scrape_configs"]:
+        for holder in [job] + job.get("http_sd_configs", []):
+            holder.pop("tls_config", None)
+            holder.pop("scheme", None)
+            if "url" in holder:
+                holder["url"] = holder["url"].replace("https://", "http://", 1)
+    return config
+
+
 class KubernetesManifestsTest(unittest.TestCase):
+    """deploy/kubernetes as kustomization.yaml has it (plain HTTP between the pods)."""
+
+    components = ()
+
     def setUp(self):
-        self.objects = rendered()
+        self.objects = rendered(self.components)
+
+    def tls(self):
+        return "--tls-cert" in bakeoff_invocation(self.coordinator_container())[1]
+
+    def coordinator_container(self):
+        (c,) = find(self.objects, "StatefulSet", "bakeoff-coordinator")["spec"]["template"]["spec"]["containers"]
+        return c
+
+    def prometheus_config(self):
+        return yaml.safe_load(find(self.objects, "ConfigMap", "bakeoff-prometheus")["data"]["prometheus.yml"])
 
     # --- the schemas ---------------------------------------------------------------
 
@@ -211,15 +287,31 @@ class KubernetesManifestsTest(unittest.TestCase):
         kust = kustomization()
         manifests = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
         self.assertEqual(set(kust["resources"]), manifests)
-        for gen in kust.get("configMapGenerator", []):
-            for entry in gen["files"]:
-                self.assertTrue((K8S / entry.split("=", 1)[-1]).is_file(), entry)
-        # Token files are made by the operator and never committed (tokens/.gitignore).
-        ignored = (K8S / "tokens" / ".gitignore").read_text()
-        self.assertIn("*", ignored.split())
-        for gen in kust["secretGenerator"]:
-            for entry in gen["files"]:
-                self.assertTrue(entry.split("=", 1)[-1].startswith("tokens/"), entry)
+        components = {p.parent.name for p in K8S.glob("*/kustomization.yaml")}
+        self.assertEqual(components, {"tls"})
+        for folder in [K8S] + [K8S / c for c in components]:
+            layer = kustomization(folder)
+            if folder != K8S:
+                self.assertEqual(layer["kind"], "Component", folder)
+            for key in ("secretGenerator", "configMapGenerator"):
+                for gen in layer.get(key, []):
+                    for entry in gen["files"]:
+                        path = folder / entry.split("=", 1)[-1]
+                        if path.is_file() and "/.gitignore" not in str(path):
+                            continue
+                        # Tokens, keys and certificates are made by the operator and
+                        # never committed: their folder ignores everything.
+                        ignored = path.parent / ".gitignore"
+                        self.assertTrue(ignored.is_file() and "*" in ignored.read_text().split(),
+                                        f"{folder.name}/kustomization.yaml: {entry} is neither in git nor ignored")
+                        self.assertEqual(key, "secretGenerator" if path.name != "ca.pem" else "configMapGenerator",
+                                         entry)
+
+    def test_prometheus_configurations_differ_only_in_tls(self):
+        plain = yaml.safe_load((K8S / "prometheus" / "prometheus.yml").read_text())
+        tls = yaml.safe_load((K8S / "tls" / "prometheus-tls.yml").read_text())
+        self.assertNotEqual(plain, tls)
+        self.assertEqual(without_tls(tls), plain)
 
     # --- the bakeoff flags -----------------------------------------------------------
 
@@ -264,12 +356,8 @@ class KubernetesManifestsTest(unittest.TestCase):
                 return secret
         return None
 
-    def test_tokens_come_only_from_secret_files(self):
+    def test_tokens_and_keys_come_only_from_secret_files(self):
         generated = {o["metadata"]["name"] for _, o in self.objects if o["kind"] == "Secret"}
-        token_flags = {"coordinator": {"--token-file": "bakeoff-submit-token",
-                                       "--read-token-file": "bakeoff-read-token",
-                                       "--worker-token-file": "bakeoff-worker-token"},
-                       "worker": {"--token-file": "bakeoff-worker-token"}}
         for source, workload in workloads(self.objects):
             for c in containers(workload):
                 where = f"{source}: container {c['name']}"
@@ -284,14 +372,17 @@ class KubernetesManifestsTest(unittest.TestCase):
                 if call is None:
                     continue
                 subcommand, args = call
-                expected = token_flags[subcommand]
-                for flag, secret in expected.items():
+                read = set()
+                for flag, secret in FILE_FLAG_SECRETS[subcommand].items():
                     path = flag_value(args, flag)
-                    self.assertIsNotNone(path, f"{where}: bakeoff {subcommand} without {flag}")
+                    if path is None:
+                        self.assertNotIn(flag, TOKEN_FLAGS, f"{where}: bakeoff {subcommand} without {flag}")
+                        continue
                     self.assertEqual(self.secret_of_path(mounts, path), secret,
                                      f"{where}: {flag} {path} is not a file of the Secret {secret}")
-                # Least privilege: a pod holds only the credentials its flags read.
-                self.assertEqual(set(mounts.values()), set(expected.values()), where)
+                    read.add(secret)
+                # Least privilege: a pod holds only the secrets its flags read.
+                self.assertEqual(set(mounts.values()), read, where)
 
     # --- pods: security, resources, probes ---------------------------------------------
 
@@ -374,6 +465,8 @@ class KubernetesManifestsTest(unittest.TestCase):
         self.assertEqual(coord["livenessProbe"]["httpGet"]["path"], "/metrics")
         for probe in ("readinessProbe", "livenessProbe"):
             self.assertEqual(self.named_port(coord, coord[probe]["httpGet"]["port"]), http_port, probe)
+            # With --tls-cert the HTTP listener speaks only HTTPS.
+            self.assertEqual(coord[probe]["httpGet"].get("scheme", "HTTP"), "HTTPS" if self.tls() else "HTTP", probe)
         self.assertEqual(self.named_port(coord, "worker"), worker_port)
 
     def test_services_route_to_the_coordinator_ports_the_clients_use(self):
@@ -401,9 +494,13 @@ class KubernetesManifestsTest(unittest.TestCase):
         jobs = {j["job_name"]: j for j in config["scrape_configs"]}
         self.assertEqual(service_port(jobs["bakeoff-coordinator"]["static_configs"][0]["targets"][0]), http_port)
         sd_url = jobs["bakeoff-workers"]["http_sd_configs"][0]["url"]
-        m = re.fullmatch(r"http://([^/]+)/api/v1/sd", sd_url)
+        scheme = "https" if self.tls() else "http"
+        m = re.fullmatch(scheme + r"://([^/]+)/api/v1/sd", sd_url)
         self.assertIsNotNone(m, sd_url)
         self.assertEqual(service_port(m.group(1)), http_port)
+        self.assertEqual(jobs["bakeoff-coordinator"].get("scheme", "http"), scheme)
+        # Workers speak TLS exactly when the coordinator does, and trust its CA.
+        self.assertEqual(flag_value(worker_args, "--tls-ca") is not None, self.tls())
 
     # --- Prometheus --------------------------------------------------------------------
 
@@ -421,22 +518,43 @@ class KubernetesManifestsTest(unittest.TestCase):
         for f in files:
             self.assertEqual(self.secret_of_path(mounts, f), "bakeoff-read-token", f)
         self.assertEqual(set(mounts.values()), {"bakeoff-read-token"})
+        # With TLS, the CA file is the coordinator's CA (ConfigMap bakeoff-ca), mounted.
+        ca_files = [h["tls_config"]["ca_file"] for job in config["scrape_configs"]
+                    for h in [job] + job.get("http_sd_configs", []) if "tls_config" in h]
+        self.assertEqual(len(ca_files), 2 if self.tls() else 0)
+        for f in ca_files:
+            self.assertEqual(self.config_map_of_path(deploy, prom, f), "bakeoff-ca", f)
         # --config.file is the ConfigMap's file where it is mounted.
         config_file = next(a.split("=", 1)[1] for a in prom["args"] if a.startswith("--config.file="))
         volumes = {v["name"]: v for v in deploy["spec"]["template"]["spec"]["volumes"]}
         mount = next(m for m in prom["volumeMounts"] if config_file.startswith(m["mountPath"] + "/"))
         self.assertEqual(volumes[mount["name"]]["configMap"]["name"], "bakeoff-prometheus")
 
+    def config_map_of_path(self, workload, container, path):
+        volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"].get("volumes", [])}
+        for m in container.get("volumeMounts", []):
+            if path.startswith(m["mountPath"].rstrip("/") + "/") and "configMap" in volumes.get(m["name"], {}):
+                return volumes[m["name"]]["configMap"]["name"]
+        return None
+
+    def test_workers_trust_the_coordinators_ca_when_it_serves_tls(self):
+        ds = find(self.objects, "DaemonSet", "bakeoff-worker")
+        (worker,) = ds["spec"]["template"]["spec"]["containers"]
+        ca = flag_value(bakeoff_invocation(worker)[1], "--tls-ca")
+        self.assertEqual(ca is not None, self.tls())
+        if ca is not None:
+            self.assertEqual(self.config_map_of_path(ds, worker, ca), "bakeoff-ca", ca)
+
     def test_promtool_accepts_the_prometheus_configuration(self):
         if shutil.which("promtool") is None:
             self.skipTest("promtool is not installed (Debian package prometheus; scripts/setup installs it)")
         text = find(self.objects, "ConfigMap", "bakeoff-prometheus")["data"]["prometheus.yml"]
         with tempfile.TemporaryDirectory() as tmp:
-            # promtool opens a scrape job's credentials_file: point it at a stand-in.
+            # promtool opens a scrape job's credentials and CA files: point them at stand-ins.
             token = Path(tmp) / "token"
             token.write_text(SECRET_PLACEHOLDER)
             config = Path(tmp) / "prometheus.yml"
-            config.write_text(re.sub(r"credentials_file: \S+", f"credentials_file: {token}", text))
+            config.write_text(re.sub(r"(credentials_file|ca_file): \S+", f"\\1: {token}", text))
             out = subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, text=True,
                                  timeout=60)
             self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
@@ -458,16 +576,46 @@ def wait_for(condition, what, deadline_s=DEADLINE_S):
     raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
 
 
-def http_get(url, token=None):
-    """(status, body) of a GET, or (None, reason) when nothing answers."""
+def http_get(url, token=None, ca_file=None):
+    """(status, body) of a GET, or (None, reason) when nothing answers. An https URL is
+    verified against `ca_file`, host name included."""
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    context = ssl.create_default_context(cafile=ca_file) if url.startswith("https://") else None
     try:
-        with urllib.request.urlopen(request, timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=5, context=context) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
     except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
         return None, str(e)
+
+
+def make_certificates(folder):
+    """A CA and a server certificate signed by it (openssl, as docs/kubernetes.md makes
+    them), naming the Services and 127.0.0.1. Returns {file name: PEM text}."""
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def openssl(*args):
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True, timeout=60)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-days", "2", "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=Bakeoff test CA")
+    openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=bakeoff-coordinator")
+    (folder / "server.ext").write_text(
+        "subjectAltName=DNS:bakeoff-coordinator,DNS:bakeoff-coordinator-workers,IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-days", "2", "-extfile", "server.ext", "-out", "server.pem")
+    return {name: (folder / name).read_text() for name in ("ca.pem", "server.pem", "server.key")}
+
+
+class KubernetesManifestsWithTlsTest(KubernetesManifestsTest):
+    """deploy/kubernetes with the tls component (`components: [tls]`): every check
+    above, on the patched objects and the replaced Prometheus configuration."""
+
+    components = ("tls",)
+
+    def test_the_tls_component_turns_tls_on(self):
+        self.assertTrue(self.tls())
 
 
 class ManifestArgumentsStartTest(unittest.TestCase):
@@ -480,17 +628,31 @@ class ManifestArgumentsStartTest(unittest.TestCase):
     the downward API's values become a node name and 127.0.0.1, and the worker runs
     /bin/true as its trainer (no trial runs here)."""
 
+    components = ()
+
     def setUp(self):
         self.binary = os.environ.get("BAKEOFF_BIN")
         if not self.binary:
             self.skipTest("BAKEOFF_BIN is not set (ctest sets it to the built bakeoff)")
-        self.objects = rendered()
+        self.objects = rendered(self.components)
         self.tmp = Path(tempfile.mkdtemp(prefix="bakeoff-k8s-"))
         self.addCleanup(shutil.rmtree, self.tmp, True)
+        # The files of each Secret and ConfigMap a bakeoff pod mounts: fresh tokens, and
+        # with TLS a certificate and its CA.
+        self.files = {}
         self.tokens = {}
         for _, o in self.objects:
-            if o["kind"] == "Secret":
+            if o["kind"] == "Secret" and list(o["data"]) == ["token"]:
                 self.tokens[o["metadata"]["name"]] = os.urandom(16).hex()
+                self.files[("Secret", o["metadata"]["name"])] = {"token": self.tokens[o["metadata"]["name"]] + "\n"}
+        self.ca_file = None
+        if "tls" in self.components:
+            if shutil.which("openssl") is None:
+                self.skipTest("openssl is not installed (scripts/setup installs it)")
+            pem = make_certificates(self.tmp / "pki")
+            self.files[("Secret", "bakeoff-coordinator-tls")] = {k: pem[k] for k in ("server.pem", "server.key")}
+            self.files[("ConfigMap", "bakeoff-ca")] = {"ca.pem": pem["ca.pem"]}
+            self.ca_file = str(self.tmp / "pki" / "ca.pem")
 
     def start(self, workload, substitutions, overrides):
         """Starts the workload's bakeoff with its arguments made local; `overrides`
@@ -502,9 +664,11 @@ class ManifestArgumentsStartTest(unittest.TestCase):
         for m in container.get("volumeMounts", []):
             local = self.tmp / workload["metadata"]["name"] / m["mountPath"].lstrip("/")
             local.mkdir(parents=True, exist_ok=True)
-            secret = volumes.get(m["name"], {}).get("secret")
-            if secret:
-                (local / "token").write_text(self.tokens[secret["secretName"]] + "\n")
+            volume = volumes.get(m["name"], {})
+            source = (("Secret", volume["secret"]["secretName"]) if "secret" in volume else
+                      ("ConfigMap", volume["configMap"]["name"]) if "configMap" in volume else None)
+            for name, content in self.files.get(source, {}).items():
+                (local / name).write_text(content)
             mounts[m["mountPath"]] = local
 
         def local_value(arg):
@@ -558,10 +722,12 @@ class ManifestArgumentsStartTest(unittest.TestCase):
         coordinator = self.start(sts, {}, {"--ports-file": str(ports_file)})
         ports = wait_for(lambda: self.running(coordinator, "coordinator") and ports_file.exists()
                          and json.loads(ports_file.read_text()), "the coordinator's ports file")
-        base = f"http://127.0.0.1:{ports['http_port']}"
         (coord,) = sts["spec"]["template"]["spec"]["containers"]
+        scheme = coord["readinessProbe"]["httpGet"].get("scheme", "HTTP").lower()
+        self.assertEqual(scheme == "https", "tls" in self.components)
+        base = f"{scheme}://127.0.0.1:{ports['http_port']}"
         for probe in ("readinessProbe", "livenessProbe"):
-            status, body = http_get(base + coord[probe]["httpGet"]["path"])
+            status, body = http_get(base + coord[probe]["httpGet"]["path"], ca_file=self.ca_file)
             self.assertEqual(status, 200, f"{probe}: {body}")
 
         # The manifest's --coordinator names the Service; here it is the coordinator above.
@@ -573,7 +739,7 @@ class ManifestArgumentsStartTest(unittest.TestCase):
 
         def discovered():
             self.running(worker, "worker")
-            status, body = http_get(base + "/api/v1/sd", read_token)
+            status, body = http_get(base + "/api/v1/sd", read_token, self.ca_file)
             self.assertEqual(status, 200, body)
             groups = json.loads(body)
             return [g for g in groups if g["labels"].get("worker") == "node-a"]
@@ -581,14 +747,31 @@ class ManifestArgumentsStartTest(unittest.TestCase):
         (group,) = wait_for(discovered, "the worker node-a in /api/v1/sd\n" + self.log("worker"))
         (target,) = group["targets"]
         self.assertEqual(http_get(f"http://{target}/metrics")[0], 200)
-        status, body = http_get(base + "/api/v1/workers", read_token)
+        status, body = http_get(base + "/api/v1/workers", read_token, self.ca_file)
         (info,) = json.loads(body)
         self.assertEqual((info["id"], info["cuda_devices"], info["cpu_slots"]), ("node-a", [0], 0))
         # The worker credential is not an API token (docs/security.md).
-        self.assertEqual(http_get(base + "/api/v1/workers", self.tokens["bakeoff-worker-token"])[0], 401)
+        self.assertEqual(http_get(base + "/api/v1/workers", self.tokens["bakeoff-worker-token"], self.ca_file)[0], 401)
         for process, name in ((worker, "worker"), (coordinator, "coordinator")):
             process.send_signal(signal.SIGTERM)
             self.assertEqual(process.wait(timeout=DEADLINE_S), 0, self.log(name))
+
+
+class ManifestArgumentsStartWithTlsTest(ManifestArgumentsStartTest):
+    """The same with the tls component: the coordinator serves HTTPS and TLS to workers
+    with a certificate from its Secret, the worker verifies it against the CA from its
+    ConfigMap, and the API answers only to clients that verify it too."""
+
+    components = ("tls",)
+
+    def test_a_plain_http_client_gets_no_answer(self):
+        sts = find(self.objects, "StatefulSet", "bakeoff-coordinator")
+        ports_file = self.tmp / "ports.json"
+        coordinator = self.start(sts, {}, {"--ports-file": str(ports_file)})
+        ports = wait_for(lambda: self.running(coordinator, "coordinator") and ports_file.exists()
+                         and json.loads(ports_file.read_text()), "the coordinator's ports file")
+        self.assertNotEqual(http_get(f"http://127.0.0.1:{ports['http_port']}/healthz")[0], 200)
+        self.assertEqual(http_get(f"https://127.0.0.1:{ports['http_port']}/healthz", ca_file=self.ca_file)[0], 200)
 
 
 if __name__ == "__main__":
