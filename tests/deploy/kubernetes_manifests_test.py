@@ -1,13 +1,19 @@
-"""Static checks of deploy/kubernetes/ (no cluster here): what `kubectl apply -k` would
-send is valid against the Kubernetes API schemas, every `bakeoff` flag it passes exists
-in the real binary, the Prometheus configuration passes promtool, and the rules the
-docs/kubernetes.md promises hold (tokens only from Secret files, non-root, read-only root, probes on
-the real routes, names and ports that match across objects).
+"""Checks of deploy/kubernetes/ without a cluster (docs/kubernetes.md, "What CI checks").
 
-Run by ctest as kubernetes_manifests_test (labels fast, deploy) in the project's Python
-environment, which holds the pinned kubernetes-validate (deploy/requirements-ci.txt;
-its schemas ship inside the package, so nothing is fetched). BAKEOFF_BIN names the
-`bakeoff` binary whose --help the flags are checked against.
+KubernetesManifests*: what `kubectl apply -k` would send, as it is and with the tls
+component, is valid against the Kubernetes API schemas; every `bakeoff` flag it passes
+exists in the real binary; the Prometheus configuration passes promtool; and the rules
+docs/kubernetes.md promises hold (tokens and keys only from Secret files, non-root,
+read-only root, probes on the real routes, names and ports that match across objects).
+ctest: kubernetes_manifests_test (labels fast, deploy).
+
+ManifestArgumentsStart*: the coordinator and a worker started on loopback with the
+manifests' own arguments, plain and with TLS. ctest: kubernetes_manifests_start_slow_test
+(labels slow, deploy).
+
+Both run in the project's Python environment, which holds the pinned
+kubernetes-validate (deploy/requirements-ci.txt; its schemas ship inside the package, so
+nothing is fetched). BAKEOFF_BIN names the built `bakeoff`.
 """
 
 import base64
