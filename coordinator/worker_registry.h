@@ -76,7 +76,10 @@ class WorkerRegistry {
   // just did (each once). A gone worker is never lost.
   std::vector<std::string> Expire();
 
-  // Reserve / release a rank's resources. `cuda_device` < 0 means a CPU slot.
+  // Reserve / release what one attempt's ranks on this worker hold: `cpu_slots` CPU
+  // slots (0 for ranks on GPUs) and the `cuda_devices` ordinals (empty for CPU ranks).
+  // An unknown worker is ignored; Release of an attempt the worker does not hold is a
+  // no-op, so releasing twice is harmless.
   void Reserve(const std::string& worker_id, const protocol::AttemptRef& attempt, int cpu_slots,
                const std::vector<int>& cuda_devices);
   void Release(const std::string& worker_id, const protocol::AttemptRef& attempt, int cpu_slots,

@@ -1,6 +1,7 @@
 // WorkerConfig: everything a worker agent needs, with documented defaults (docs/cli.md
 // lists the flags that set them). Parsed once by `bakeoff worker` / `bakeoff local`
-// and validated here. Thread-safety: a value; read-only after Validate.
+// and completed and checked here (Finalize). Thread-safety: a value; read-only after
+// Finalize.
 #pragma once
 
 #include <chrono>
@@ -36,7 +37,7 @@ struct WorkerConfig {
   // unless this worker's own environment sets them). Finalize fills them: rank_address
   // defaults to the address of rank_interface when that is given, else advertise_host;
   // rank_interface to the interface holding rank_address ("" when it is no address of
-  // this host: warn_rank_address then says why the ranks will not bind).
+  // this host: RankAddressWarning() then says why the ranks will not bind).
   std::string rank_address;
   std::string rank_interface;
   // Ranks run at once on CPU. Each rank is one trainer process.
@@ -110,8 +111,10 @@ struct WorkerConfig {
   bool simulate = false;
   std::chrono::milliseconds simulate_step{10};
 
-  // Fills defaults (name, trainer_path, work_dir, rank_address, rank_interface) and
-  // checks values. `argv0` locates the trainer next to the binary.
+  // Fills defaults (name, trainer_path, work_dir, cache_dir, rank_address,
+  // rank_interface), loads `executors` from executors_path, and checks values (the
+  // name, slots, store ports, data_root, the trainer being executable). `argv0` locates
+  // the trainer next to the binary.
   Status Finalize(const std::string& argv0);
 
   // After Finalize: a warning for the operator when rank_address is no address of this
