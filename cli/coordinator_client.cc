@@ -235,58 +235,6 @@ std::string UrlEncode(const std::string& text) {
   return out;
 }
 
-Result<std::string> RenderReportForApi(const std::string& db_path, const std::string& sweep,
-                                       const std::map<std::string, std::string>& params) {
-  metrics::ReportOptions options;
-  options.max_bootstrap_draws = metrics::kMaxBootstrapDraws;
-  // A number in [lo, hi] (whole when `integral`), or an error naming the parameter.
-  auto number = [](const std::string& name, const std::string& text, double lo, double hi, bool integral,
-                   const char* expected) -> Result<double> {
-    std::size_t used = 0;
-    double value = 0;
-    try {
-      value = std::stod(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != text.size() || !(value >= lo && value <= hi) ||
-        (integral && value != std::floor(value))) {
-      return Status::InvalidArgument("query parameter " + name + "=" + text + ": expected " + expected);
-    }
-    return value;
-  };
-  for (const auto& [name, value] : params) {
-    Result<double> parsed = 0.0;
-    if (name == "format") {
-      auto format = metrics::ParseReportFormat(value.empty() ? "table" : value);
-      if (!format.ok()) return format.status();
-      options.format = *format;
-    } else if (name == "memory_budget") {
-      auto bytes = metrics::ParseByteSize(value);
-      if (!bytes.ok()) return bytes.status().WithContext("query parameter memory_budget");
-      options.memory_budget_bytes = *bytes;
-    } else if (name == "loss_threshold" || name == "noisy_cv") {
-      parsed = number(name, value, 1e-12, 1e9, false, "a positive fraction such as 0.02");
-      if (!parsed.ok()) return parsed.status();
-      (name == "noisy_cv" ? options.noisy_cv_threshold : options.loss_parity_threshold) = *parsed;
-    } else if (name == "seed") {
-      parsed = number(name, value, 0, 9007199254740992.0, true, "a whole number >= 0");
-      if (!parsed.ok()) return parsed.status();
-      options.seed = static_cast<std::uint64_t>(*parsed);
-    } else if (name == "resamples") {
-      parsed = number(name, value, 100, metrics::kMaxBootstrapResamples, true,
-                      ("a whole number in [100, " + std::to_string(metrics::kMaxBootstrapResamples) + "]").c_str());
-      if (!parsed.ok()) return parsed.status();
-      options.bootstrap_resamples = static_cast<int>(*parsed);
-    } else {
-      return Status::InvalidArgument("unknown query parameter '" + name +
-                                     "'; the report takes format, memory_budget, loss_threshold, "
-                                     "noisy_cv, seed, resamples");
-    }
-  }
-  return metrics::RenderSweepReport(db_path, sweep, options);
-}
-
 std::string DefaultCoordinatorUrl() {
   if (const char* env = std::getenv("BAKEOFF_COORDINATOR"); env && *env) return env;
   return "http://127.0.0.1:8080";

@@ -100,14 +100,6 @@ inline constexpr const char* kTlsCaHelp =
 // Writes `text` to `output_path`, or to stdout when it is empty or "-".
 Status WriteOutput(const std::string& output_path, const std::string& text);
 
-// The coordinator's report route and `bakeoff local`: the sweep's report (id or name)
-// from the results database. `params` (the route's query parameters, all optional):
-// format (table, markdown, json, csv, html), memory_budget (bytes or a size such as
-// 8GiB), loss_threshold, noisy_cv, seed, resamples -- the flags of `bakeoff report`.
-// An invalid value is kInvalidArgument naming the parameter.
-Result<std::string> RenderReportForApi(const std::string& db_path, const std::string& sweep,
-                                       const std::map<std::string, std::string>& params);
-
 // A plain-text table with a header row and aligned columns (numbers right-aligned
 // when `numeric[i]`).
 std::string RenderTextTable(const std::vector<std::string>& header,

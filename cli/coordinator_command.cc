@@ -128,7 +128,7 @@ int RunCoordinator(CoordinatorFlags& flags) {
   }
 
   boost::asio::io_context io;
-  coordinator::CoordinatorNode node(io.get_executor(), flags.config, RenderReportForApi);
+  coordinator::CoordinatorNode node(io.get_executor(), flags.config);
   Status started = node.Start();
   if (!started.ok()) {
     std::cerr << "bakeoff coordinator: " << started.message() << "\n";

@@ -20,6 +20,7 @@
 #include "coordinator/coordinator_node.h"
 #include "experiments/spec/sweep_expander.h"
 #include "experiments/spec/sweep_parser.h"
+#include "metrics/report_service.h"
 #include "protocol/token.h"
 #include "worker/worker_agent.h"
 
@@ -82,7 +83,7 @@ int RunLocal(const LocalFlags& flags) {
   config.recovery_grace = std::chrono::milliseconds(2000);
 
   asio::io_context io;
-  coordinator::CoordinatorNode node(io.get_executor(), config, RenderReportForApi);
+  coordinator::CoordinatorNode node(io.get_executor(), config);
   if (Status s = node.Start(); !s.ok()) {
     std::cerr << "bakeoff local: " << s.message() << "\n";
     return ExitCodeFor(s);
@@ -194,7 +195,9 @@ int RunLocal(const LocalFlags& flags) {
   watch();
   io.run();
 
-  auto report = RenderReportForApi(flags.db, std::to_string(sweep_id), {{"format", flags.format}});
+  auto options = metrics::ParseReportQuery({{"format", flags.format}});
+  auto report = options.ok() ? metrics::RenderSweepReport(flags.db, std::to_string(sweep_id), *options)
+                             : Result<std::string>(options.status());
   if (report.ok()) {
     if (Status s = WriteOutput(flags.output, *report); !s.ok()) {
       std::cerr << "bakeoff local: " << s.message() << "\n";

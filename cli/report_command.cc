@@ -52,13 +52,6 @@ Status WriteText(const std::string& path, const std::string& text) {
 }
 
 // A double as text that parses back to the same value (std::to_string keeps 6 decimals).
-std::string ExactNumber(double value) {
-  std::ostringstream out;
-  out.precision(17);
-  out << value;
-  return out.str();
-}
-
 int Fail(const Status& status, int code) {
   std::cerr << "bakeoff report: " << status.message() << "\n";
   return code;
@@ -86,24 +79,9 @@ int RunReport(const ReportFlags& flags) {
     Result<CoordinatorClient> client =
         CoordinatorClient::Create(flags.coordinator, *token, std::chrono::seconds(30), flags.tls_ca);
     if (!client.ok()) return Fail(client.status(), ExitCodeFor(client.status()));
-    std::string target = "/api/v1/sweeps/" + UrlEncode(flags.sweep) + "/report?format=" +
-                         metrics::ReportFormatName(*format);
     // The coordinator computes the report with its defaults; options that change the
-    // figures travel as query parameters.
-    if (options.memory_budget_bytes) {
-      target += "&memory_budget=" + std::to_string(*options.memory_budget_bytes);
-    }
-    const metrics::ReportOptions defaults;
-    if (options.loss_parity_threshold != defaults.loss_parity_threshold) {
-      target += "&loss_threshold=" + ExactNumber(options.loss_parity_threshold);
-    }
-    if (options.noisy_cv_threshold != defaults.noisy_cv_threshold) {
-      target += "&noisy_cv=" + ExactNumber(options.noisy_cv_threshold);
-    }
-    if (options.seed != defaults.seed) target += "&seed=" + std::to_string(options.seed);
-    if (options.bootstrap_resamples != defaults.bootstrap_resamples) {
-      target += "&resamples=" + std::to_string(options.bootstrap_resamples);
-    }
+    // figures travel as query parameters, written by the report library that reads them.
+    const std::string target = "/api/v1/sweeps/" + UrlEncode(flags.sweep) + "/report?" + metrics::ReportQuery(options);
     text = client->GetText(target);
     if (!text.ok()) return Fail(text.status(), ExitCodeFor(text.status()));
   } else {

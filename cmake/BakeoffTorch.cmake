@@ -67,10 +67,15 @@ endif()
 set(torch_prefix "${BAKEOFF_TORCH_PREFIX}")
 
 # --- Version and C++ ABI -------------------------------------------------------------
+# The macros live in torch/csrc/api/include/torch/version.h up to 2.8 and in
+# torch/headeronly/version.h (which the former includes) from 2.9 on.
+set(version_header "${torch_prefix}/include/torch/headeronly/version.h")
+if(NOT EXISTS "${version_header}")
+  set(version_header "${torch_prefix}/include/torch/csrc/api/include/torch/version.h")
+endif()
 set(BAKEOFF_TORCH_VERSION "")
 foreach(part MAJOR MINOR PATCH)
-  file(STRINGS "${torch_prefix}/include/torch/csrc/api/include/torch/version.h" line
-       REGEX "#define TORCH_VERSION_${part} [0-9]+")
+  file(STRINGS "${version_header}" line REGEX "#define TORCH_VERSION_${part} [0-9]+")
   string(REGEX MATCH "[0-9]+$" number "${line}")
   string(APPEND BAKEOFF_TORCH_VERSION "${number}.")
 endforeach()

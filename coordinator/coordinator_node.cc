@@ -4,9 +4,8 @@
 
 namespace bakeoff::coordinator {
 
-CoordinatorNode::CoordinatorNode(boost::asio::any_io_executor executor, CoordinatorConfig config,
-                                 ReportRenderer report_renderer)
-    : executor_(std::move(executor)), config_(std::move(config)), report_renderer_(std::move(report_renderer)) {}
+CoordinatorNode::CoordinatorNode(boost::asio::any_io_executor executor, CoordinatorConfig config)
+    : executor_(std::move(executor)), config_(std::move(config)) {}
 
 CoordinatorNode::~CoordinatorNode() { Stop(); }
 
@@ -28,7 +27,7 @@ Status CoordinatorNode::Start() {
   BAKEOFF_RETURN_IF_ERROR(service_->Recover());
   workers_ = std::make_unique<WorkerServer>(executor_, *service_, tls_);
   BAKEOFF_RETURN_IF_ERROR(workers_->Listen(config_.worker_listen));
-  http_ = std::make_unique<HttpServer>(executor_, *service_, report_renderer_, tls_);
+  http_ = std::make_unique<HttpServer>(executor_, *service_, tls_);
   BAKEOFF_RETURN_IF_ERROR(http_->Listen(config_.http_listen));
   workers_->Start();
   http_->Start();

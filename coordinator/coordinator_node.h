@@ -20,8 +20,7 @@ namespace bakeoff::coordinator {
 
 class CoordinatorNode {
  public:
-  CoordinatorNode(boost::asio::any_io_executor executor, CoordinatorConfig config,
-                  ReportRenderer report_renderer);
+  CoordinatorNode(boost::asio::any_io_executor executor, CoordinatorConfig config);
   ~CoordinatorNode();
 
   Status Start();
@@ -36,7 +35,6 @@ class CoordinatorNode {
  private:
   boost::asio::any_io_executor executor_;
   CoordinatorConfig config_;
-  ReportRenderer report_renderer_;
   SystemClock clock_;
   std::unique_ptr<metrics::ResultsStore> store_;
   std::unique_ptr<CoordinatorService> service_;

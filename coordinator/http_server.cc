@@ -116,11 +116,10 @@ HttpReply MetricsReply(const CoordinatorService& service) {
 
 }  // namespace
 
-HttpServer::HttpServer(asio::any_io_executor executor, CoordinatorService& service, ReportRenderer report_renderer,
+HttpServer::HttpServer(asio::any_io_executor executor, CoordinatorService& service,
                        std::shared_ptr<protocol::TlsContext> tls)
     : executor_(executor),
       service_(service),
-      report_renderer_(std::move(report_renderer)),
       acceptor_(executor),
       tls_(std::move(tls)) {}
 
@@ -439,10 +438,9 @@ HttpReply HttpServer::Route(const std::string& method, const std::string& target
     return JsonReply(200, TrialsJson(*trials));
   }
   if (seg.size() == 5 && seg[4] == "report") {
-    auto params = QueryParams(query);
-    if (params["format"].empty()) params["format"] = "table";
-    const std::string format = params["format"];
-    if (!report_renderer_) return Error(501, "this coordinator was built without reports");
+    // The report library parses its own options (a bad one is 400 before any work).
+    auto options = metrics::ParseReportQuery(QueryParams(query));
+    if (!options.ok()) return ErrorFrom(options.status());
     // Built on the pool (a big sweep's bootstrap takes seconds), never on the service's
     // executor; at most kMaxReportsInFlight at once, so that queued reports cannot pile up.
     if (reports_in_flight_->load() >= kMaxReportsInFlight) {
@@ -451,15 +449,13 @@ HttpReply HttpServer::Route(const std::string& method, const std::string& target
     }
     reports_in_flight_->fetch_add(1);
     HttpReply reply;
-    reply.blocking_work = [renderer = report_renderer_, in_flight = reports_in_flight_, db_path = store.path(),
-                           sweep_id = std::to_string(sweep->id), params, format]() {
-      auto rendered = renderer(db_path, sweep_id, params);
+    reply.blocking_work = [in_flight = reports_in_flight_, db_path = store.path(),
+                           sweep_id = std::to_string(sweep->id), options = *options]() {
+      auto rendered = metrics::RenderSweepReport(db_path, sweep_id, options);
       in_flight->fetch_sub(1);
       if (!rendered.ok()) return ErrorFrom(rendered.status());
       HttpReply done;
-      // The renderer accepted `format`, so it parses; the report library owns the mapping.
-      auto parsed = metrics::ParseReportFormat(format);
-      done.content_type = metrics::ReportContentType(parsed.ok() ? *parsed : metrics::ReportFormat::kTable);
+      done.content_type = metrics::ReportContentType(options.format);
       done.body = std::move(rendered).value();
       return done;
     };

@@ -35,13 +35,6 @@
 
 namespace bakeoff::coordinator {
 
-// Renders the report of a sweep (id or name). `params` are the route's query
-// parameters (format, memory_budget, loss_threshold, noisy_cv, seed, resamples); a bad
-// one is kInvalidArgument (400). Injected by main so that the coordinator does not
-// depend on the report's build.
-using ReportRenderer = std::function<Result<std::string>(
-    const std::string& db_path, const std::string& sweep, const std::map<std::string, std::string>& params)>;
-
 struct HttpReply {
   int status = 200;
   std::string content_type = "application/json";
@@ -73,7 +66,7 @@ class HttpServer {
  public:
   // `tls` null: plain HTTP.
   HttpServer(boost::asio::any_io_executor executor, CoordinatorService& service,
-             ReportRenderer report_renderer, std::shared_ptr<protocol::TlsContext> tls = nullptr);
+             std::shared_ptr<protocol::TlsContext> tls = nullptr);
   ~HttpServer();  // waits for queries in flight (each bounded by query_timeout)
 
   Status Listen(const std::string& address);
@@ -108,7 +101,6 @@ class HttpServer {
 
   boost::asio::any_io_executor executor_;
   CoordinatorService& service_;
-  ReportRenderer report_renderer_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::shared_ptr<protocol::TlsContext> tls_;
   int port_ = 0;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <sstream>
 
 #include "metrics/report_builder.h"
 #include "metrics/report_loader.h"
@@ -122,6 +123,85 @@ Result<std::int64_t> ParseByteSize(const std::string& text) {
   double bytes = number * scale;
   if (bytes > 9.0e18) return invalid();
   return static_cast<std::int64_t>(std::llround(bytes));
+}
+
+namespace {
+
+// A number in [lo, hi] (whole when `integral`), or an error naming the parameter.
+Result<double> QueryNumber(const std::string& name, const std::string& text, double lo, double hi, bool integral,
+                           const std::string& expected) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !(value >= lo && value <= hi) ||
+      (integral && value != std::floor(value))) {
+    return Status::InvalidArgument("query parameter " + name + "=" + text + ": expected " + expected);
+  }
+  return value;
+}
+
+std::string ExactNumber(double value) {
+  std::ostringstream out;
+  out.precision(17);
+  out << value;
+  return out.str();
+}
+
+}  // namespace
+
+Result<ReportOptions> ParseReportQuery(const std::map<std::string, std::string>& params) {
+  ReportOptions options;
+  options.max_bootstrap_draws = kMaxBootstrapDraws;
+  for (const auto& [name, value] : params) {
+    if (name == "format") {
+      auto format = ParseReportFormat(value.empty() ? "table" : value);
+      if (!format.ok()) return format.status();
+      options.format = *format;
+    } else if (name == "memory_budget") {
+      auto bytes = ParseByteSize(value);
+      if (!bytes.ok()) return bytes.status().WithContext("query parameter memory_budget");
+      options.memory_budget_bytes = *bytes;
+    } else if (name == "loss_threshold" || name == "noisy_cv") {
+      auto parsed = QueryNumber(name, value, 1e-12, 1e9, false, "a positive fraction such as 0.02");
+      if (!parsed.ok()) return parsed.status();
+      (name == "noisy_cv" ? options.noisy_cv_threshold : options.loss_parity_threshold) = *parsed;
+    } else if (name == "seed") {
+      auto parsed = QueryNumber(name, value, 0, 9007199254740992.0, true, "a whole number >= 0");
+      if (!parsed.ok()) return parsed.status();
+      options.seed = static_cast<std::uint64_t>(*parsed);
+    } else if (name == "resamples") {
+      auto parsed = QueryNumber(name, value, 100, kMaxBootstrapResamples, true,
+                                "a whole number in [100, " + std::to_string(kMaxBootstrapResamples) + "]");
+      if (!parsed.ok()) return parsed.status();
+      options.bootstrap_resamples = static_cast<int>(*parsed);
+    } else {
+      return Status::InvalidArgument("unknown query parameter '" + name +
+                                     "'; the report takes format, memory_budget, loss_threshold, "
+                                     "noisy_cv, seed, resamples");
+    }
+  }
+  return options;
+}
+
+std::string ReportQuery(const ReportOptions& options) {
+  const ReportOptions defaults;
+  std::string query = std::string("format=") + ReportFormatName(options.format);
+  if (options.memory_budget_bytes) query += "&memory_budget=" + std::to_string(*options.memory_budget_bytes);
+  if (options.loss_parity_threshold != defaults.loss_parity_threshold) {
+    query += "&loss_threshold=" + ExactNumber(options.loss_parity_threshold);
+  }
+  if (options.noisy_cv_threshold != defaults.noisy_cv_threshold) {
+    query += "&noisy_cv=" + ExactNumber(options.noisy_cv_threshold);
+  }
+  if (options.seed != defaults.seed) query += "&seed=" + std::to_string(options.seed);
+  if (options.bootstrap_resamples != defaults.bootstrap_resamples) {
+    query += "&resamples=" + std::to_string(options.bootstrap_resamples);
+  }
+  return query;
 }
 
 }  // namespace bakeoff::metrics

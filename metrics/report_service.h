@@ -9,6 +9,7 @@
 
 #include <sqlite3.h>
 
+#include <map>
 #include <string>
 
 #include "metrics/report_model.h"
@@ -43,6 +44,17 @@ Result<Report> BuildSweepReport(const std::string& db_path, const std::string& s
 
 // The HTTP Content-Type of a rendered report: "text/html; charset=utf-8", ...
 const char* ReportContentType(ReportFormat format);
+
+// The report's options as query parameters: what the coordinator's report route takes
+// (format, memory_budget, loss_threshold, noisy_cv, seed, resamples; docs/api.md) and
+// what `bakeoff report --coordinator` sends. One parser and one writer, so the route and
+// the CLI cannot drift. ParseReportQuery fills every parameter's default, caps the
+// bootstrap work at kMaxBootstrapDraws, and returns InvalidArgument naming a bad or
+// unknown parameter and what it expects.
+Result<ReportOptions> ParseReportQuery(const std::map<std::string, std::string>& params);
+// "format=json&seed=7": the format always, the other options where they differ from
+// ReportOptions' defaults, numbers exact (ParseReportQuery reads back `options`).
+std::string ReportQuery(const ReportOptions& options);
 
 // Parses a memory size: plain bytes ("4000000000") or a number with a unit
 // (KB, MB, GB, TB powers of 1000; KiB, MiB, GiB, TiB powers of 1024; case-insensitive),

@@ -636,35 +636,37 @@ TEST_F(CoordinatorServiceTest, QueryRouteRunsReadOnlySqlOffTheExecutor) {
   EXPECT_EQ(http.Handle("GET", "/api/v1/query", "Bearer secret", "").status, 405);
 }
 
-TEST_F(CoordinatorServiceTest, ReportRoutePassesEveryQueryParameterToTheRenderer) {
-  std::map<std::string, std::string> seen;
-  HttpServer http(io_.get_executor(), *service_,
-                  [&seen](const std::string&, const std::string&, const std::map<std::string, std::string>& params)
-                      -> Result<std::string> {
-                    seen = params;
-                    if (params.count("loss_threshold") && params.at("loss_threshold") == "x") {
-                      return Status::InvalidArgument("query parameter loss_threshold=x: expected a number");
-                    }
-                    return std::string("report");
-                  });
+// The route hands its query to the report library (metrics::ParseReportQuery) and
+// renders the real report of the stored sweep with those options.
+TEST_F(CoordinatorServiceTest, ReportRouteRendersTheStoredSweepWithEveryQueryOption) {
+  HttpServer http(io_.get_executor(), *service_);
   ASSERT_EQ(Complete(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep)).status, 201);
   // The report is built off the executor: the reply carries the work to run.
   auto complete = [](HttpReply reply) { return reply.blocking_work ? reply.blocking_work() : reply; };
-  auto reply = complete(http.Handle("GET", "/api/v1/sweeps/svc/report?format=csv&memory_budget=8GiB&seed=7", "Bearer secret", ""));
-  EXPECT_EQ(reply.status, 200);
-  EXPECT_EQ(reply.content_type.rfind("text/csv", 0), 0u);
-  EXPECT_EQ(seen["format"], "csv");
-  EXPECT_EQ(seen["memory_budget"], "8GiB");
-  EXPECT_EQ(seen["seed"], "7");
-  complete(http.Handle("GET", "/api/v1/sweeps/svc/report", "Bearer secret", ""));
-  EXPECT_EQ(seen["format"], "table");
-  EXPECT_EQ(complete(http.Handle("GET", "/api/v1/sweeps/svc/report?loss_threshold=x", "Bearer secret", "")).status, 400);
+  auto reply = complete(http.Handle(
+      "GET", "/api/v1/sweeps/svc/report?format=json&memory_budget=8GiB&seed=7&resamples=500&loss_threshold=0.05",
+      "Bearer secret", ""));
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.content_type.rfind("application/json", 0), 0u);
+  const json report = json::parse(reply.body);
+  EXPECT_EQ(report["sweep"]["name"], "svc");
+  EXPECT_EQ(report["options"]["memory_budget_bytes"], 8LL << 30);
+  EXPECT_EQ(report["options"]["seed"], 7);
+  EXPECT_EQ(report["options"]["bootstrap_resamples"], 500);
+  EXPECT_EQ(report["options"]["loss_parity_threshold"], 0.05);
+  auto csv = complete(http.Handle("GET", "/api/v1/sweeps/svc/report?format=csv", "Bearer secret", ""));
+  EXPECT_EQ(csv.content_type.rfind("text/csv", 0), 0u);
+  auto table = complete(http.Handle("GET", "/api/v1/sweeps/svc/report", "Bearer secret", ""));
+  EXPECT_EQ(table.content_type.rfind("text/plain", 0), 0u) << "table by default";
+  // A bad option is refused before any work is queued.
+  auto bad = http.Handle("GET", "/api/v1/sweeps/svc/report?loss_threshold=x", "Bearer secret", "");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_FALSE(bad.blocking_work);
+  EXPECT_NE(bad.body.find("loss_threshold=x"), std::string::npos) << bad.body;
 }
 
 TEST_F(CoordinatorServiceTest, ReportsAreBuiltOffTheExecutorAtMostFourAtOnce) {
-  HttpServer http(io_.get_executor(), *service_,
-                  [](const std::string&, const std::string&, const std::map<std::string, std::string>&)
-                      -> Result<std::string> { return std::string("report"); });
+  HttpServer http(io_.get_executor(), *service_);
   ASSERT_EQ(Complete(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep)).status, 201);
   std::vector<HttpReply> pending;
   for (int i = 0; i < kMaxReportsInFlight; ++i) {
@@ -675,7 +677,7 @@ TEST_F(CoordinatorServiceTest, ReportsAreBuiltOffTheExecutorAtMostFourAtOnce) {
   EXPECT_EQ(busy.status, 503);
   EXPECT_FALSE(busy.blocking_work);
   EXPECT_NE(busy.body.find("already building 4 reports"), std::string::npos) << busy.body;
-  EXPECT_EQ(pending.front().blocking_work().body, "report");
+  EXPECT_EQ(pending.front().blocking_work().status, 200);
   EXPECT_TRUE(http.Handle("GET", "/api/v1/sweeps/svc/report", "Bearer secret", "").blocking_work)
       << "a finished report frees its place";
 }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "metrics/report_builder.h"
 #include "metrics/report_renderer.h"
@@ -181,6 +182,50 @@ TEST(ParseByteSizeTest, AcceptsBytesAndUnits) {
   EXPECT_FALSE(ParseByteSize("lots").ok());
   EXPECT_FALSE(ParseByteSize("4 parsecs").ok());
   EXPECT_FALSE(ParseByteSize("-1GB").ok());
+}
+
+// The route parses what `bakeoff report --coordinator` writes, through one pair of
+// functions: every option survives the trip exactly, defaults are left out.
+TEST(ReportQueryTest, WhatTheCliWritesTheRouteReadsBackExactly) {
+  ReportOptions options;
+  options.format = ReportFormat::kJson;
+  options.memory_budget_bytes = 8LL << 30;
+  options.loss_parity_threshold = 0.1 / 3;  // not exact in 6 digits
+  options.noisy_cv_threshold = 0.25;
+  options.seed = 9007199254740991ULL;
+  options.bootstrap_resamples = 5000;
+  const std::string query = ReportQuery(options);
+  std::map<std::string, std::string> params;
+  std::stringstream in(query);
+  for (std::string pair; std::getline(in, pair, '&');) {
+    params[pair.substr(0, pair.find('='))] = pair.substr(pair.find('=') + 1);
+  }
+  auto parsed = ParseReportQuery(params);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->format, ReportFormat::kJson);
+  EXPECT_EQ(parsed->memory_budget_bytes, options.memory_budget_bytes);
+  EXPECT_EQ(parsed->loss_parity_threshold, options.loss_parity_threshold);
+  EXPECT_EQ(parsed->noisy_cv_threshold, options.noisy_cv_threshold);
+  EXPECT_EQ(parsed->seed, options.seed);
+  EXPECT_EQ(parsed->bootstrap_resamples, options.bootstrap_resamples);
+  EXPECT_EQ(parsed->max_bootstrap_draws, kMaxBootstrapDraws) << "the route caps the bootstrap work";
+  EXPECT_EQ(ReportQuery(ReportOptions{}), "format=table") << "defaults travel as nothing";
+}
+
+TEST(ReportQueryTest, ABadOrUnknownParameterIsRefusedNamingIt) {
+  const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases = {
+      {{{"format", "pdf"}}, "pdf"},
+      {{{"resamples", "50"}}, "query parameter resamples=50: expected a whole number in [100, 100000]"},
+      {{{"seed", "1.5"}}, "query parameter seed=1.5"},
+      {{{"loss_threshold", "0"}}, "query parameter loss_threshold=0"},
+      {{{"memory_budget", "lots"}}, "query parameter memory_budget"},
+      {{{"colour", "red"}}, "unknown query parameter 'colour'"}};
+  for (const auto& [params, expected] : cases) {
+    auto parsed = ParseReportQuery(params);
+    ASSERT_FALSE(parsed.ok()) << expected;
+    EXPECT_EQ(parsed.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find(expected), std::string::npos) << parsed.status().message();
+  }
 }
 
 }  // namespace
