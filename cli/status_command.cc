@@ -12,6 +12,7 @@
 #include "cli/coordinator_client.h"
 #include "coordinator/api_json.h"
 #include "metrics/results_store.h"
+#include "protocol/trainer_event.h"
 
 namespace bakeoff::cli {
 namespace {
@@ -60,8 +61,9 @@ std::string SweepDetail(const nlohmann::json& sweep, const nlohmann::json& trial
   std::vector<nlohmann::json> truncated;
   for (const auto& t : trials) {
     std::string tokens = "-";
-    if (t["summary"].is_object() && t["summary"].contains("tokens_per_s") && t["summary"]["tokens_per_s"].is_number()) {
-      tokens = Number(t["summary"]["tokens_per_s"].get<double>());
+    if (t["summary"].is_object()) {
+      auto summary = protocol::ReadSummaryEvent(t["summary"]);  // the trainer's summary, as stored
+      if (summary.ok() && summary->tokens_per_s) tokens = Number(*summary->tokens_per_s);
     }
     std::string outcome = t["outcome"].is_string() ? t["outcome"].get<std::string>() : "-";
     if (t.value("simulated", false)) outcome += " (simulated)";

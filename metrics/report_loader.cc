@@ -8,6 +8,7 @@
 
 #include "experiments/spec/expanded_sweep.h"
 #include "experiments/spec/sweep_spec.h"
+#include "protocol/trainer_event.h"
 
 namespace bakeoff::metrics {
 namespace {
@@ -318,10 +319,9 @@ Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_
       // The summary is kept whole; its `environment` (rank 0's, else the first rank's)
       // says where the trial ran.
       if (t.environment.is_null() || r.rank == 0) {
-        json summary = ParseJson(s.Text(19));
-        if (summary.is_object() && summary.contains("environment") && summary["environment"].is_object()) {
-          t.environment = summary["environment"];
-        }
+        // Read as the protocol defines a summary (it was checked so when stored).
+        auto summary = protocol::ReadSummaryEvent(ParseJson(s.Text(19)));
+        if (summary.ok() && summary->environment) t.environment = *summary->environment;
       }
       // Only succeeded trials' summaries count (a summary may precede a late failure).
       if (t.outcome == "succeeded") t.ranks.push_back(r);

@@ -189,6 +189,8 @@ Result<SummaryEvent> ReadSummaryEvent(const json& e) {
   s.tokens_per_step = r.Number("tokens_per_step");
   s.applied = r.Object("applied");
   if (!r.status().ok()) return r.status();
+  // Descriptive only, and never checked when stored: read when it is an object.
+  if (auto it = e.find("environment"); it != e.end() && it->is_object()) s.environment = *it;
   return s;
 }
 

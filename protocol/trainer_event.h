@@ -82,6 +82,9 @@ struct SummaryEvent {
   std::optional<std::int64_t> comm_bytes_per_step;
   std::optional<double> tokens_per_step;
   std::optional<nlohmann::json> applied;  // an object: what took effect (docs/trainer.md)
+  // Where the rank ran (docs/trainer.md): set when an object; anything else is ignored,
+  // never refused (it only describes).
+  std::optional<nlohmann::json> environment;
 };
 
 // `error`: why the rank is ending.
