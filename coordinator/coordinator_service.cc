@@ -479,6 +479,12 @@ void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink*
       DropUnstored(worker_id,
                    "cannot record a finished attempt from worker=" + worker_id + ": " + handled.ToString());
     }
+  } else if (*type == protocol::kTypeDrain) {
+    // The worker is leaving (Slurm's signal, docs/slurm.md): place nothing more on it
+    // while it reports its stopped attempts, which are then requeued elsewhere.
+    registry_.SetDraining(worker_id);
+    (void)store_.SetWorkerState(worker_id, metrics::WorkerState::kDraining);
+    Log("worker=" + worker_id + " is leaving (it said drain); no new attempts go to it");
   } else if (*type == protocol::kTypeGoodbye) {
     // A clean stop: gone, not lost; whatever it still held is requeued now rather than
     // after the heartbeat timeout.

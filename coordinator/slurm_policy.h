@@ -43,7 +43,7 @@ struct SlurmJob {
   std::string reason;  // squeue's %r for a pending job (Resources, Priority, ...)
   Clock::TimePoint submitted_at{};
   std::optional<Clock::TimePoint> running_since;
-  int registered_workers = 0;  // live workers reporting this SLURM_JOB_ID
+  int registered_workers = 0;  // workers that registered with this SLURM_JOB_ID (live or since gone)
   int busy_workers = 0;        // of those, how many run an attempt
   // When the job last did something or something waited for it: the idle clock's start.
   Clock::TimePoint last_active{};

@@ -185,6 +185,7 @@ void SlurmProvisioner::OnQueue(Result<std::vector<SlurmQueueEntry>> queue) {
     Log("job=" + job.id + " ended (no longer in squeue); its output: " + config_.work_dir + "/" + config_.job_name +
         "-" + job.id + ".out");
     cancel_sent_.erase(job.id);
+    workers_seen_.erase(job.id);
     it = jobs_.erase(it);
   }
   for (const auto& e : *queue) {
@@ -229,13 +230,16 @@ void SlurmProvisioner::Decide() {
     if (!w.slurm_job_id.empty()) {
       auto job = jobs_.find(w.slurm_job_id);
       if (job != jobs_.end()) {
-        ++job->second.registered_workers;
+        workers_seen_[job->first].insert(w.id);
         if (w.busy) ++job->second.busy_workers;
       }
     }
     if (w.schedulable) free_units.push_back(cuda ? w.free_cuda_devices : w.free_cpu_slots);
   }
   for (auto& [id, job] : jobs_) {
+    // A worker that registered and left (preempted) is no capacity to wait for either.
+    auto seen = workers_seen_.find(id);
+    job.registered_workers = seen == workers_seen_.end() ? 0 : static_cast<int>(seen->second.size());
     if (job.busy_workers > 0 || !queued.empty()) job.last_active = now;
   }
   std::vector<SlurmJob> jobs;

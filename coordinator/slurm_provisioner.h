@@ -76,6 +76,9 @@ class SlurmProvisioner {
   std::string script_path_;
   std::map<std::string, SlurmJob> jobs_;
   std::set<std::string> cancel_sent_;  // scancel succeeded or in flight
+  // Workers that registered from each job (live or since gone): the job's nodes they
+  // cover are no longer capacity on its way.
+  std::map<std::string, std::set<std::string>> workers_seen_;
   int in_flight_ = 0;
   bool adopted_ = false;  // the first squeue adopts jobs of our name (a restart's)
   // sbatch failures: the last reason, and no new submission before next_submit_.

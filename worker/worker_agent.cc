@@ -374,6 +374,9 @@ void WorkerAgent::RetireTrialDir(const std::string& dir, bool succeeded) {
 void WorkerAgent::Preempt(const std::string& reason, std::chrono::milliseconds grace) {
   if (stopping_) return;
   preempt_reason_ = reason.empty() ? std::string("the worker was preempted") : reason;
+  // First, so that the coordinator places nothing more here while the stopped attempts'
+  // results (sent after it on the same connection) are requeued elsewhere.
+  if (connected()) (void)connection_->Send(protocol::ToJson(protocol::DrainMessage{}));
   Log("preempted (" + preempt_reason_ + "): stopping " + std::to_string(runners_.size()) +
       " attempt(s); the coordinator requeues them");
   Stop(grace);
