@@ -60,9 +60,9 @@ class SlurmProvisioningTest : public ::testing::Test {
     slurm_.reset();    // cancels every job, waits for squeue to be empty, stops Slurm
   }
 
-  bool StartCoordinator(const std::string& idle_grace) {
+  bool StartCoordinator(const std::string& idle_grace, const std::string& partition = "test") {
     return cluster_->StartCoordinator(
-        {"--slurm-partition", "test", "--slurm-max-nodes", "2", "--slurm-slots-per-node", "1", "--slurm-idle-grace",
+        {"--slurm-partition", partition, "--slurm-max-nodes", "2", "--slurm-slots-per-node", "1", "--slurm-idle-grace",
          idle_grace, "--slurm-poll-interval", "500ms", "--slurm-job-name", job_name_, "--slurm-worker-args",
          "--simulate --simulate-step-ms 20 --host 127.0.0.1 --metrics-listen off --work-dir " +
              (dir_ / "worker-dirs").string()});
@@ -163,6 +163,30 @@ TEST_F(SlurmProvisioningTest, WorkerSignalledBySlurmRequeuesItsTrialWhichThenSuc
   EXPECT_EQ(trial[0][0], "succeeded");
   // The signalled worker left (its job ended), and the new job is cancelled once idle.
   ASSERT_TRUE(WaitFor([&] { return OurJobs().empty(); }, 90s)) << Diagnostics();
+}
+
+TEST_F(SlurmProvisioningTest, FailingSbatchIsShownAsTheSweepsWaitingReasonAndTheCoordinatorCarriesOn) {
+  ASSERT_TRUE(StartCoordinator("2s", "no-such-partition"));
+  cluster_->Submit(SimulatedSweep("slurm-bad-partition", 1, 1, 10));
+  std::string waiting;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto sweep = cluster_->client().GetJson("/api/v1/sweeps/" + std::to_string(cluster_->sweep_id()));
+        waiting = sweep.ok() ? sweep->value("waiting", "") : "";
+        return waiting.find("sbatch failed") != std::string::npos;
+      },
+      60s))
+      << Diagnostics();
+  // Slurm's own words say what is wrong.
+  EXPECT_NE(waiting.find("partition"), std::string::npos) << waiting;
+  EXPECT_NE(Log().find("sbatch failed: sbatch exited 1"), std::string::npos) << Log();
+  auto metrics = cluster_->client().GetText("/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();  // still serving
+  EXPECT_NE(metrics->find("bakeoff_slurm_submissions_total{result=\"failed\"}"), std::string::npos);
+  EXPECT_TRUE(OurJobs().empty());
+  auto trials = cluster_->Trials();
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].value("state", ""), "queued");  // waits, is not failed
 }
 
 }  // namespace
