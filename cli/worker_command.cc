@@ -69,7 +69,9 @@ int RunWorker(WorkerFlags& flags) {
     std::cerr << "bakeoff worker: in Slurm job " << slurm->job_id << " on node "
               << (slurm->node_name.empty() ? "?" : slurm->node_name) << ": name " << flags.config.name << ", host "
               << flags.config.advertise_host << ", " << flags.config.cuda_devices.size() << " GPU(s)"
-              << (slurm->gpus_source.empty() ? "" : " from " + slurm->gpus_source)
+              << (slurm->gpus_source.empty() ? "" : " from " + slurm->gpus_source) << ", store ports "
+              << flags.config.store_ports.first << "-" << flags.config.store_ports.last << " from "
+              << (flags.given.store_ports ? std::string("--store-ports") : slurm->store_ports_source)
               << "; SIGUSR1/SIGTERM requeue its trials\n";
   }
   flags.config.simulate_step = std::chrono::milliseconds(flags.simulate_step_ms);
@@ -144,7 +146,10 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--rank-interface", flags->config.rank_interface,
                   "network interface ranks bind their collectives to, e.g. eth1 (default: the one holding "
                   "the rank address); also NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME unless already set");
-  cmd->add_option("--store-ports", flags->store_ports, "ports rank 0 may bind, FIRST-LAST")->capture_default_str();
+  auto* store_ports = cmd->add_option("--store-ports", flags->store_ports,
+                                      "ports rank 0 may bind, FIRST-LAST (inside a Slurm job: SLURM_STEP_RESV_PORTS, "
+                                      "else 10 ports chosen by the job id)")
+                          ->capture_default_str();
   cmd->add_option("--trainer", flags->config.trainer_path,
                   "trainer executable (default: bakeoff-trainer next to this binary)");
   cmd->add_option("--work-dir", flags->config.work_dir, "trial directories (default: a new temp dir)");
@@ -180,9 +185,9 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_flag("--simulate", flags->config.simulate,
                 "scale benchmarks only: emit simulated events instead of running the trainer");
   cmd->add_option("--simulate-step-ms", flags->simulate_step_ms, "simulated step time")->capture_default_str();
-  cmd->callback([flags, exit_code, &root, name, host, cuda, slots]() {
+  cmd->callback([flags, exit_code, &root, name, host, cuda, slots, store_ports]() {
     flags->argv0 = root.get_name();
-    flags->given = {name->count() > 0, host->count() > 0, cuda->count() > 0};
+    flags->given = {name->count() > 0, host->count() > 0, cuda->count() > 0, store_ports->count() > 0};
     flags->slots_given = slots->count() > 0;
     *exit_code = RunWorker(*flags);
   });

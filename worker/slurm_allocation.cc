@@ -1,6 +1,7 @@
 #include "worker/slurm_allocation.h"
 
 #include <charconv>
+#include <cstdint>
 
 namespace bakeoff::worker {
 namespace {
@@ -55,6 +56,25 @@ Result<SlurmAllocation> ReadSlurmAllocation(const std::function<const char*(cons
     a.gpus_source = variable;
     break;
   }
+  if (std::string resv = Get(getenv, "SLURM_STEP_RESV_PORTS"); !resv.empty()) {
+    // "12000-12003" or "12000"; of a list ("12000-12001,12005") the first range.
+    resv = resv.substr(0, resv.find(','));
+    auto ports = ParseOrdinals("SLURM_STEP_RESV_PORTS", resv);
+    if (ports.ok() && !ports->empty() && ports->front() > 0 && ports->back() <= 65535) {
+      a.store_ports = {ports->front(), ports->back()};
+      a.store_ports_source = "SLURM_STEP_RESV_PORTS";
+      return a;
+    }
+  }
+  std::uint64_t job = 0;
+  for (char c : a.job_id) {
+    if (c < '0' || c > '9') break;  // an array job's "123_4": its base id
+    job = job * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  const int windows = (29999 - 29500 + 1) / kStorePortWindow;
+  const int first = 29500 + static_cast<int>(job % windows) * kStorePortWindow;
+  a.store_ports = {first, first + kStorePortWindow - 1};
+  a.store_ports_source = "the job id";
   return a;
 }
 
@@ -68,6 +88,7 @@ void ApplySlurmAllocation(const SlurmAllocation& allocation, const ExplicitWorke
     if (config.name.size() > protocol::kMaxWorkerNameBytes) config.name = "slurm-" + allocation.job_id;
   }
   if (!given.host && !allocation.node_name.empty()) config.advertise_host = allocation.node_name;
+  if (!given.store_ports) config.store_ports = allocation.store_ports;
   if (!given.cuda_devices && !allocation.gpus.empty()) {
     config.cuda_devices = allocation.gpus;
     if (!slots_given) config.cpu_slots = 0;

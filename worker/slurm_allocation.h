@@ -23,6 +23,12 @@ struct SlurmAllocation {
   std::vector<int> gpus;
   // Where `gpus` came from ("" when none), for the worker's log line.
   std::string gpus_source;
+  // Ports for the trials' TCPStores that no other job on this node uses: Slurm's
+  // reserved ports of the step (SLURM_STEP_RESV_PORTS, with MpiParams=ports=...), else a
+  // window of kStorePortWindow ports inside 29500-29999 chosen by the job id (two jobs
+  // sharing a node collide only when their ids differ by a multiple of 50).
+  protocol::PortRange store_ports{29500, 29999};
+  std::string store_ports_source;
 
   bool present() const { return !job_id.empty(); }
 };
@@ -37,11 +43,16 @@ struct ExplicitWorkerFlags {
   bool name = false;
   bool host = false;
   bool cuda_devices = false;
+  bool store_ports = false;
 };
+
+inline constexpr int kStorePortWindow = 10;
 
 // Fills `config` from a present allocation: job id; name "<node>-<job>" (unique per job,
 // so two jobs sharing a node never collide); advertised host = the node name; CUDA
-// devices = `gpus`, with cpu_slots 0 unless --slots was given (then both are offered).
+// devices = `gpus`, with cpu_slots 0 unless --slots was given (then both are offered);
+// store ports = `store_ports` (workers of two jobs on one node must not hand out the
+// same TCPStore port).
 // `slots_given` says whether --slots was on the command line. No-op when !present().
 void ApplySlurmAllocation(const SlurmAllocation& allocation, const ExplicitWorkerFlags& given, bool slots_given,
                           WorkerConfig& config);

@@ -3,8 +3,9 @@
 // sweep submitted to `bakeoff coordinator --slurm-partition` gets its workers through
 // sbatch, runs to the end, and the idle worker jobs are cancelled (squeue shows none);
 // a worker that Slurm signals (time limit or preemption) requeues its trial, which then
-// succeeds on a new job's worker. The workers run the simulated workload
-// (`--simulate`): the Slurm path is what is tested, not the trainer.
+// succeeds on a new job's worker. Most tests run the simulated workload (`--simulate`):
+// the Slurm path is what they test; one runs the real trainer (two Gloo ranks, tiny
+// model, 5 steps) in a Slurm worker job.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -60,12 +61,13 @@ class SlurmProvisioningTest : public ::testing::Test {
     slurm_.reset();    // cancels every job, waits for squeue to be empty, stops Slurm
   }
 
-  bool StartCoordinator(const std::string& idle_grace, const std::string& partition = "test") {
+  bool StartCoordinator(const std::string& idle_grace, const std::string& partition = "test",
+                        const std::string& workload = "--simulate --simulate-step-ms 20", int slots = 1) {
     return cluster_->StartCoordinator(
-        {"--slurm-partition", partition, "--slurm-max-nodes", "2", "--slurm-slots-per-node", "1", "--slurm-idle-grace",
-         idle_grace, "--slurm-poll-interval", "500ms", "--slurm-job-name", job_name_, "--slurm-worker-args",
-         "--simulate --simulate-step-ms 20 --host 127.0.0.1 --metrics-listen off --work-dir " +
-             (dir_ / "worker-dirs").string()});
+        {"--slurm-partition", partition, "--slurm-max-nodes", "2", "--slurm-slots-per-node", std::to_string(slots),
+         "--slurm-idle-grace", idle_grace, "--slurm-poll-interval", "500ms", "--slurm-job-name", job_name_,
+         "--slurm-worker-args",
+         workload + " --host 127.0.0.1 --metrics-listen off --work-dir " + (dir_ / "worker-dirs").string()});
   }
   // Our jobs squeue lists.
   std::vector<coordinator::SlurmQueueEntry> OurJobs() {
@@ -162,6 +164,32 @@ TEST_F(SlurmProvisioningTest, WorkerSignalledBySlurmRequeuesItsTrialWhichThenSuc
   ASSERT_EQ(trial.size(), 1u);
   EXPECT_EQ(trial[0][0], "succeeded");
   // The signalled worker left (its job ended), and the new job is cancelled once idle.
+  ASSERT_TRUE(WaitFor([&] { return OurJobs().empty(); }, 90s)) << Diagnostics();
+}
+
+TEST_F(SlurmProvisioningTest, RealTrainerSweepRunsInSlurmWorkerJobs) {
+  const std::string trainer = RealTrainerPath();
+  if (access(trainer.c_str(), X_OK) != 0) GTEST_SKIP() << "no trainer at " << trainer << " (build bakeoff-trainer)";
+  // Two-rank Gloo trials on one two-slot worker per job.
+  ASSERT_TRUE(StartCoordinator("3s", "test", "--trainer " + trainer, /*slots=*/2));
+  cluster_->Submit(
+      "name: slurm-real\n"
+      "question: does the real trainer run in Slurm worker jobs?\n"
+      "workload: {executor: lora, model: tiny, seq_len: 32, warmup_steps: 1, steps: 5, threads: 1}\n"
+      "parameters:\n"
+      "  micro_batch: {values: [1, 2]}\n"
+      "  world_size: {value: 2}\n"
+      "baseline: {micro_batch: 1}\n"
+      "repeats: 1\n");
+  ASSERT_TRUE(WaitFor([&] { return cluster_->SweepFinished(); }, 300s)) << Diagnostics();
+  auto rows = cluster_->Query("SELECT t.outcome, a.worker_id FROM trials t JOIN attempts a ON a.trial_id = t.id AND "
+                              "a.attempt = t.attempts_used WHERE t.sweep_id = " +
+                              std::to_string(cluster_->sweep_id()));
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows) {
+    EXPECT_EQ(r[0], "succeeded") << Diagnostics();
+    EXPECT_EQ(r[1].get<std::string>().rfind(slurm_->node() + "-", 0), 0u) << r[1];
+  }
   ASSERT_TRUE(WaitFor([&] { return OurJobs().empty(); }, 90s)) << Diagnostics();
 }
 

@@ -65,6 +65,31 @@ TEST(SlurmAllocationTest, ExplicitFlagsWin) {
   EXPECT_EQ(config.slurm_job_id, "9");  // recorded whatever the flags say
 }
 
+TEST(SlurmAllocationTest, TwoJobsOnOneNodeGetDifferentStorePorts) {
+  auto a = ReadSlurmAllocation(Env({{"SLURM_JOB_ID", "7"}, {"SLURMD_NODENAME", "n1"}}));
+  auto b = ReadSlurmAllocation(Env({{"SLURM_JOB_ID", "8"}, {"SLURMD_NODENAME", "n1"}}));
+  ASSERT_TRUE(a.ok() && b.ok());
+  WorkerConfig ca, cb;
+  ApplySlurmAllocation(*a, {}, false, ca);
+  ApplySlurmAllocation(*b, {}, false, cb);
+  EXPECT_EQ(ca.store_ports.first, 29570);
+  EXPECT_EQ(ca.store_ports.last, 29579);
+  EXPECT_TRUE(ca.store_ports.last < cb.store_ports.first || cb.store_ports.last < ca.store_ports.first);
+  // Slurm's reserved ports win; --store-ports wins over both.
+  auto r = ReadSlurmAllocation(Env({{"SLURM_JOB_ID", "7"}, {"SLURM_STEP_RESV_PORTS", "12000-12003"}}));
+  ASSERT_TRUE(r.ok());
+  WorkerConfig cr;
+  ApplySlurmAllocation(*r, {}, false, cr);
+  EXPECT_EQ(cr.store_ports.first, 12000);
+  EXPECT_EQ(cr.store_ports.last, 12003);
+  WorkerConfig explicit_ports;
+  explicit_ports.store_ports = {40000, 40099};
+  ExplicitWorkerFlags given;
+  given.store_ports = true;
+  ApplySlurmAllocation(*r, given, false, explicit_ports);
+  EXPECT_EQ(explicit_ports.store_ports.first, 40000);
+}
+
 TEST(SlurmAllocationTest, GpuUuidsAskForExplicitDevices) {
   auto a = ReadSlurmAllocation(Env({{"SLURM_JOB_ID", "9"}, {"CUDA_VISIBLE_DEVICES", "GPU-5e1f"}}));
   ASSERT_FALSE(a.ok());
