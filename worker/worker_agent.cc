@@ -377,8 +377,9 @@ void WorkerAgent::Preempt(const std::string& reason, std::chrono::milliseconds g
   // First, so that the coordinator places nothing more here while the stopped attempts'
   // results (sent after it on the same connection) are requeued elsewhere.
   if (connected()) (void)connection_->Send(protocol::ToJson(protocol::DrainMessage{}));
-  Log("preempted (" + preempt_reason_ + "): stopping " + std::to_string(runners_.size()) +
-      " attempt(s); the coordinator requeues them");
+  Log("preempted (" + preempt_reason_ + "): " +
+      (runners_.empty() ? std::string("no attempt running")
+                        : "stopping " + std::to_string(runners_.size()) + " attempt(s); the coordinator requeues them"));
   Stop(grace);
 }
 

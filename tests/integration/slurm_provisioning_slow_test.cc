@@ -193,6 +193,37 @@ TEST_F(SlurmProvisioningTest, RealTrainerSweepRunsInSlurmWorkerJobs) {
   ASSERT_TRUE(WaitFor([&] { return OurJobs().empty(); }, 90s)) << Diagnostics();
 }
 
+TEST_F(SlurmProvisioningTest, StaticBatchScriptStartsAWorkerThatRunsASweep) {
+  // No --slurm-partition: the site submits deploy/slurm/bakeoff-worker.sbatch itself.
+  ASSERT_TRUE(cluster_->StartCoordinator());
+  setenv("BAKEOFF_COORDINATOR", ("127.0.0.1:" + std::to_string(cluster_->worker_port())).c_str(), 1);
+  setenv("BAKEOFF_WORKER_TOKEN_FILE", (dir_ / "worker-token").c_str(), 1);
+  setenv("BAKEOFF_BIN", (std::string(BAKEOFF_BINARY_DIR) + "/bakeoff").c_str(), 1);
+  setenv("BAKEOFF_WORKER_ARGS", "--simulate --simulate-step-ms 20 --host 127.0.0.1 --metrics-listen off", 1);
+  auto submitted = slurm_->Run({"sbatch", "--parsable", "--job-name=" + job_name_, "--partition=test",
+                                "--output=" + (dir_ / "static-%j.out").string(),
+                                std::string(BAKEOFF_SOURCE_DIR) + "/deploy/slurm/bakeoff-worker.sbatch"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string job = coordinator::ProcessSlurmClient::ParseJobId(submitted.out);
+  ASSERT_FALSE(job.empty()) << submitted.out;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const auto& w : Workers()) {
+          if (w.value("slurm_job_id", "") == job && w.value("connected", false)) return true;
+        }
+        return false;
+      },
+      120s))
+      << ReadFile(dir_ / ("static-" + job + ".out")) << Diagnostics();
+  cluster_->Submit(SimulatedSweep("slurm-static", 2, 1, 20));
+  ASSERT_TRUE(WaitFor([&] { return cluster_->SweepFinished(); }, 120s)) << Diagnostics();
+  // scancel: the worker leaves cleanly (gone, not lost) and the job ends.
+  ASSERT_EQ(slurm_->Run({"scancel", job}).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] { return OurJobs().empty(); }, 60s));
+  EXPECT_TRUE(WaitFor([&] { return cluster_->WorkerState(slurm_->node() + "-" + job) == "gone"; }, 30s))
+      << Workers().dump();
+}
+
 TEST_F(SlurmProvisioningTest, FailingSbatchIsShownAsTheSweepsWaitingReasonAndTheCoordinatorCarriesOn) {
   ASSERT_TRUE(StartCoordinator("2s", "no-such-partition"));
   cluster_->Submit(SimulatedSweep("slurm-bad-partition", 1, 1, 10));
