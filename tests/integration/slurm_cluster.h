@@ -95,6 +95,7 @@ class SlurmCluster {
     char host[256] = {0};
     gethostname(host, sizeof(host) - 1);
     node_ = host;
+    node_ = node_.substr(0, node_.find('.'));  // slurmd and slurmctld go by the short name
     const int ctld_port = FreePort(), slurmd_port = FreePort();
     std::ofstream conf(conf_path());
     conf << "ClusterName=bakeofftest\n"
