@@ -12,6 +12,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
+#include "cli/slurm_flags.h"
 #include "coordinator/coordinator_node.h"
 #include "experiments/spec/duration.h"
 #include "metrics/report_service.h"
@@ -31,6 +32,7 @@ struct CoordinatorFlags {
   std::string db_max_size;  // empty: no cap
   std::string recovery_grace = "30s";
   std::string ports_file;
+  SlurmFlags slurm;  // --slurm-* (cli/slurm_flags.h)
 };
 
 bool IsLoopback(const std::string& address) {
@@ -127,6 +129,10 @@ int RunCoordinator(CoordinatorFlags& flags) {
     flags.config.db_max_bytes = *bytes;
   }
 
+  if (Status s = FinishSlurmFlags(flags.slurm, flags.worker_token_file, flags.config); !s.ok()) {
+    std::cerr << "bakeoff coordinator: " << s.message() << "\n";
+    return kExitUsage;
+  }
   boost::asio::io_context io;
   coordinator::CoordinatorNode node(io.get_executor(), flags.config);
   Status started = node.Start();
@@ -203,6 +209,7 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--ports-file", flags->ports_file, "write the bound ports as JSON to this file");
   cmd->add_flag("--metrics-require-token", flags->config.metrics_require_token,
                 "GET /metrics needs the bearer token too (default: open, like /healthz)");
+  AddSlurmFlags(cmd, &flags->slurm);
   cmd->callback([flags, exit_code]() { *exit_code = RunCoordinator(*flags); });
 }
 

@@ -1,7 +1,11 @@
 // `bakeoff worker`: the node agent. Registers with the coordinator, runs the trials it
 // is given as trainer processes, and reconnects with backoff until SIGINT/SIGTERM.
+// Inside a Slurm job it takes its name, host and GPUs from the allocation, and SIGUSR1
+// (sbatch --signal) or SIGTERM (time limit, preemption, scancel) preempt it: its running
+// trials are reported lost and requeued by the coordinator (docs/slurm.md).
 #include "protocol/frame_connection.h"  // first: includes <utility> before Asio
 
+#include <cstdlib>
 #include <iostream>
 
 #include <boost/asio/co_spawn.hpp>
@@ -11,6 +15,7 @@
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
 #include "protocol/token.h"
+#include "worker/slurm_allocation.h"
 #include "worker/worker_agent.h"
 
 namespace bakeoff::cli {
@@ -23,6 +28,8 @@ struct WorkerFlags {
   std::vector<int> cuda_devices;
   int simulate_step_ms = 10;
   std::string argv0;
+  worker::ExplicitWorkerFlags given;  // what the allocation must not override
+  bool slots_given = false;
 };
 
 Status ParsePortRange(const std::string& text, protocol::PortRange* range) {
@@ -52,6 +59,21 @@ int RunWorker(WorkerFlags& flags) {
     return kExitUsage;
   }
   flags.config.cuda_devices = flags.cuda_devices;
+  auto slurm = worker::ReadSlurmAllocation([](const char* name) { return std::getenv(name); });
+  if (!slurm.ok()) {
+    std::cerr << "bakeoff worker: " << slurm.status().message() << "\n";
+    return kExitUsage;
+  }
+  worker::ApplySlurmAllocation(*slurm, flags.given, flags.slots_given, flags.config);
+  if (slurm->present()) {
+    std::cerr << "bakeoff worker: in Slurm job " << slurm->job_id << " on node "
+              << (slurm->node_name.empty() ? "?" : slurm->node_name) << ": name " << flags.config.name << ", host "
+              << flags.config.advertise_host << ", " << flags.config.cuda_devices.size() << " GPU(s)"
+              << (slurm->gpus_source.empty() ? "" : " from " + slurm->gpus_source) << ", store ports "
+              << flags.config.store_ports.first << "-" << flags.config.store_ports.last << " from "
+              << (flags.given.store_ports ? std::string("--store-ports") : slurm->store_ports_source)
+              << "; SIGUSR1/SIGTERM requeue its trials\n";
+  }
   flags.config.simulate_step = std::chrono::milliseconds(flags.simulate_step_ms);
   std::string address = flags.config.coordinator_address;
   if (address.rfind("tcp://", 0) == 0) flags.config.coordinator_address = address.substr(6);
@@ -73,9 +95,20 @@ int RunWorker(WorkerFlags& flags) {
     result = e ? Status::Internal("worker crashed") : s;
     io.stop();
   });
-  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
-  signals.async_wait([&](const boost::system::error_code& ec, int) {
-    if (!ec) agent->Stop();
+  // Inside a Slurm job, SIGTERM comes from Slurm (time limit, preemption, scancel) and
+  // SIGUSR1 from `sbatch --signal=USR1@N`: the trials did nothing wrong, so they are
+  // requeued, not finished cancelled. Elsewhere SIGTERM stops as SIGINT does.
+  const std::string slurm_job = flags.config.slurm_job_id;
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM, SIGUSR1);
+  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    if (signal == SIGUSR1 || (signal == SIGTERM && !slurm_job.empty())) {
+      agent->Preempt(std::string(signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM") + " to the worker" +
+                     (slurm_job.empty() ? std::string() : " of Slurm job " + slurm_job) +
+                     " (time limit, preemption or scancel): requeued");
+    } else {
+      agent->Stop();
+    }
   });
   io.run();
   if (!result.ok()) {
@@ -91,26 +124,32 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--coordinator", flags->config.coordinator_address,
                   "the coordinator's worker address HOST:PORT")
       ->required();
-  cmd->add_option("--slots", flags->config.cpu_slots, "ranks run at once on CPU")->capture_default_str();
-  cmd->add_option("--cuda-devices", flags->cuda_devices, "CUDA device ordinals to offer, e.g. 0,1")
-      ->delimiter(',');
+  auto* slots = cmd->add_option("--slots", flags->config.cpu_slots, "ranks run at once on CPU")->capture_default_str();
+  auto* cuda = cmd->add_option("--cuda-devices", flags->cuda_devices,
+                               "CUDA device ordinals to offer, e.g. 0,1 (inside a Slurm job: the allocation's GPUs)")
+                   ->delimiter(',');
   cmd->add_option("--token-file", flags->token_file, "file holding the worker token (else $BAKEOFF_TOKEN)");
   cmd->add_flag("--tls", flags->config.tls,
                 "connect with TLS (the coordinator runs with --tls-cert); its certificate is verified "
                 "against the system's trust store unless --tls-ca is given");
   cmd->add_option("--tls-ca", flags->config.tls_ca_path,
                   "PEM file of the CA(s) that signed the coordinator's certificate (implies --tls)");
-  cmd->add_option("--name", flags->config.name, "stable worker name (default HOSTNAME-PID)");
-  cmd->add_option("--host", flags->config.advertise_host,
-                  "address other workers reach this one at (rank 0's rendezvous store)")
-      ->capture_default_str();
+  auto* name = cmd->add_option("--name", flags->config.name,
+                               "stable worker name (default HOSTNAME-PID; inside a Slurm job NODE-JOBID)");
+  auto* host = cmd->add_option("--host", flags->config.advertise_host,
+                               "address other workers reach this one at (rank 0's rendezvous store; inside a "
+                               "Slurm job default SLURMD_NODENAME)")
+                   ->capture_default_str();
   cmd->add_option("--rank-address", flags->config.rank_address,
                   "address of this host that ranks bind their collectives to (default: the --host "
                   "address, or the --rank-interface's); each rank gets it as BAKEOFF_RANK_ADDR");
   cmd->add_option("--rank-interface", flags->config.rank_interface,
                   "network interface ranks bind their collectives to, e.g. eth1 (default: the one holding "
                   "the rank address); also NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME unless already set");
-  cmd->add_option("--store-ports", flags->store_ports, "ports rank 0 may bind, FIRST-LAST")->capture_default_str();
+  auto* store_ports = cmd->add_option("--store-ports", flags->store_ports,
+                                      "ports rank 0 may bind, FIRST-LAST (inside a Slurm job: SLURM_STEP_RESV_PORTS, "
+                                      "else 10 ports chosen by the job id)")
+                          ->capture_default_str();
   cmd->add_option("--trainer", flags->config.trainer_path,
                   "trainer executable (default: bakeoff-trainer next to this binary)");
   cmd->add_option("--work-dir", flags->config.work_dir, "trial directories (default: a new temp dir)");
@@ -146,8 +185,10 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_flag("--simulate", flags->config.simulate,
                 "scale benchmarks only: emit simulated events instead of running the trainer");
   cmd->add_option("--simulate-step-ms", flags->simulate_step_ms, "simulated step time")->capture_default_str();
-  cmd->callback([flags, exit_code, &root]() {
+  cmd->callback([flags, exit_code, &root, name, host, cuda, slots, store_ports]() {
     flags->argv0 = root.get_name();
+    flags->given = {name->count() > 0, host->count() > 0, cuda->count() > 0, store_ports->count() > 0};
+    flags->slots_given = slots->count() > 0;
     *exit_code = RunWorker(*flags);
   });
 }

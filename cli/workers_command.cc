@@ -46,8 +46,22 @@ int RunWorkers(const WorkersFlags& flags) {
                       std::to_string(w["cuda_devices_used"].size()) + "/" + std::to_string(w["cuda_devices"].size()),
                       running.empty() ? "-" : running, ago});
     }
-    text = RenderTextTable({"WORKER", "HOST", "STATE", "CPU SLOTS", "GPUS", "RUNNING (trial#attempt)", "HEARTBEAT"},
-                           rows, {false, false, false, true, true, false, true});
+    std::vector<std::string> header{"WORKER", "HOST", "STATE", "CPU SLOTS", "GPUS", "RUNNING (trial#attempt)",
+                                    "HEARTBEAT"};
+    std::vector<bool> right{false, false, false, true, true, false, true};
+    // Workers started by Slurm (docs/slurm.md): their job, in a column shown only then.
+    bool slurm = false;
+    for (const auto& w : *workers) slurm = slurm || !w.value("slurm_job_id", "").empty();
+    if (slurm) {
+      header.push_back("SLURM JOB");
+      right.push_back(true);
+      std::size_t i = 0;
+      for (const auto& w : *workers) {
+        const std::string job = w.value("slurm_job_id", "");
+        rows[i++].push_back(job.empty() ? "-" : job);
+      }
+    }
+    text = RenderTextTable(header, rows, right);
     if (rows.empty()) text += "(no workers registered)\n";
   }
   return WriteOutput(flags.output, text).ok() ? kExitOk : kExitFailure;

@@ -39,7 +39,14 @@ function(bakeoff_component_tests dir)
     if(test_name MATCHES "_slow_test$")
       set(properties LABELS slow RESOURCE_LOCK bakeoff_loopback_processes)
     endif()
-    if(test_name MATCHES "^multihost_")
+    if(test_name MATCHES "^slurm_.*_slow_test$")
+      # Tests against a real slurmctld and slurmd that the test configures and starts
+      # itself (tests/integration/slurm_cluster.h): slow and slurm. A GTEST_SKIP (not
+      # root, Slurm or munge not installed) shows as skipped.
+      gtest_add_tests(TARGET ${test_name} SOURCES ${test_source} TEST_LIST listed)
+      set_tests_properties(${listed} PROPERTIES LABELS "slow;slurm"
+        RESOURCE_LOCK bakeoff_loopback_processes SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+    elseif(test_name MATCHES "^multihost_")
       # Tests on network-namespace hosts (tests/integration/test_hosts.h) carry two labels,
       # slow and multihost; gtest_discover_tests cannot pass a list, so their names are
       # read from the source instead. A GTEST_SKIP (not root, no `ip netns`) shows as

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/slurm_config.h"
 #include "experiments/spec/executor_catalog.h"
 #include "protocol/frame_codec.h"
 
@@ -79,6 +80,8 @@ struct CoordinatorConfig {
   int64_t query_max_rows = 10000;
   std::chrono::milliseconds query_timeout{10000};
   // Also accept the HTTP API's bearer token absent on /healthz only (always true).
+  // Workers from Slurm (docs/slurm.md); off unless slurm.partition is set.
+  SlurmConfig slurm;
 };
 
 }  // namespace bakeoff::coordinator

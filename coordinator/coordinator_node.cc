@@ -1,6 +1,10 @@
 #include "coordinator/coordinator_node.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+
+#include "coordinator/process_slurm_client.h"
 
 namespace bakeoff::coordinator {
 
@@ -32,10 +36,28 @@ Status CoordinatorNode::Start() {
   workers_->Start();
   http_->Start();
   service_->Start();
+  if (config_.slurm.enabled()) {
+    SlurmConfig slurm = config_.slurm;
+    if (slurm.coordinator_address.empty()) {
+      // The bound port (the flag may say 0); a wildcard address is reached at our name.
+      std::string host = config_.worker_listen.substr(0, config_.worker_listen.rfind(':'));
+      if (host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]") {
+        char name[256] = {0};
+        gethostname(name, sizeof(name) - 1);
+        host = name;
+      }
+      slurm.coordinator_address = host + ":" + std::to_string(workers_->port());
+    }
+    auto client = std::make_unique<ProcessSlurmClient>(executor_, slurm.sbatch, slurm.squeue, slurm.scancel,
+                                                       slurm.command_timeout);
+    slurm_ = std::make_unique<SlurmProvisioner>(executor_, std::move(slurm), *service_, clock_, std::move(client));
+    BAKEOFF_RETURN_IF_ERROR(slurm_->Start());
+  }
   return Status::Ok();
 }
 
 void CoordinatorNode::Stop() {
+  if (slurm_) slurm_->Stop();
   if (http_) http_->Stop();
   if (workers_) workers_->Stop();
   if (service_) service_->Stop();

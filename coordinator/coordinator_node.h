@@ -13,6 +13,7 @@
 #include "coordinator/coordinator_config.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/http_server.h"
+#include "coordinator/slurm_provisioner.h"
 #include "coordinator/worker_server.h"
 #include "metrics/results_store.h"
 
@@ -30,6 +31,7 @@ class CoordinatorNode {
   int worker_port() const { return workers_ ? workers_->port() : 0; }
   bool tls() const { return tls_ != nullptr; }
   CoordinatorService& service() { return *service_; }
+  SlurmProvisioner* slurm() { return slurm_.get(); }
   metrics::ResultsStore& store() { return *store_; }
 
  private:
@@ -40,6 +42,7 @@ class CoordinatorNode {
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<WorkerServer> workers_;
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<SlurmProvisioner> slurm_;  // null unless config.slurm.enabled()
   std::shared_ptr<protocol::TlsContext> tls_;  // null: plain TCP and HTTP
 };
 

@@ -478,6 +478,12 @@ void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink*
       DropUnstored(worker_id,
                    "cannot record a finished attempt from worker=" + worker_id + ": " + handled.ToString());
     }
+  } else if (*type == protocol::kTypeDrain) {
+    // The worker is leaving (Slurm's signal, docs/slurm.md): place nothing more on it
+    // while it reports its stopped attempts, which are then requeued elsewhere.
+    registry_.SetDraining(worker_id);
+    (void)store_.SetWorkerState(worker_id, metrics::WorkerState::kDraining);
+    Log("worker=" + worker_id + " is leaving (it said drain); no new attempts go to it");
   } else if (*type == protocol::kTypeGoodbye) {
     // A clean stop: gone, not lost; whatever it still held is requeued now rather than
     // after the heartbeat timeout.
@@ -871,19 +877,23 @@ std::string CoordinatorService::WaitingReason(std::int64_t sweep_id) const {
   const SweepEntry& sweep = it->second;
   // The command templates of the queued trials (a sweep may compare executors).
   std::set<std::string> wanted;
+  bool waiting = false;
   for (std::int64_t tid : sweep.trial_order) {
     const TrialEntry& trial = trials_.at(tid);
     if (trial.machine.phase() != TrialPhase::kQueued || trial.cancel_requested) continue;
     auto v = sweep.variants.find(trial.variant_key);
     if (v != sweep.variants.end() && !v->second.CommandTemplate().empty()) wanted.insert(v->second.CommandTemplate());
+    waiting = true;
   }
-  if (wanted.empty()) return "";
+  // Capacity a provider is obtaining (Slurm jobs pending), when nothing else holds it.
+  const std::string capacity = waiting ? capacity_note_ : std::string();
+  if (wanted.empty()) return capacity;
   std::set<std::string> offered = OfferedTemplates(/*live_only=*/true);
   std::string missing;
   for (const auto& name : wanted) {
     if (!offered.count(name)) missing += (missing.empty() ? "" : ", ") + name;
   }
-  if (missing.empty()) return "";
+  if (missing.empty()) return capacity;
   std::string list;
   for (const auto& n : offered) list += (list.empty() ? "" : ", ") + n;
   return "no live worker offers command template " + missing + " (live workers offer: " +
@@ -1067,6 +1077,7 @@ json CoordinatorService::WorkersJson() const {
                    {"cuda_devices", info.resources.cuda_devices},
                    {"cuda_devices_used", std::vector<int>(info.used_cuda_devices.begin(), info.used_cuda_devices.end())},
                    {"simulate", info.simulate},
+                   {"slurm_job_id", info.slurm_job_id},
                    {"running", attempts},
                    {"last_heartbeat_s_ago",
                     std::chrono::duration<double>(now - info.last_heartbeat).count()}});
@@ -1134,6 +1145,36 @@ CoordinatorSnapshot CoordinatorService::MetricsSnapshot() const {
   return snapshot;
 }
 
-std::string CoordinatorService::MetricsText() const { return metrics_.Render(MetricsSnapshot()); }
+std::string CoordinatorService::MetricsText() const {
+  std::string text = metrics_.Render(MetricsSnapshot());
+  if (extra_metrics_) text += extra_metrics_();
+  return text;
+}
+
+CapacityView CoordinatorService::Capacity(std::size_t max_queued) const {
+  CapacityView view;
+  for (const auto& [sid, sweep] : sweeps_) {
+    if (sweep.done || sweep.cancelled) continue;
+    for (std::int64_t tid : sweep.trial_order) {
+      if (view.queued.size() >= max_queued) break;
+      const TrialEntry& trial = trials_.at(tid);
+      if (trial.machine.phase() != TrialPhase::kQueued || trial.cancel_requested) continue;
+      auto v = sweep.variants.find(trial.variant_key);
+      view.queued.push_back({v != sweep.variants.end() ? v->second.world_size : 1, sweep.cuda});
+    }
+  }
+  for (const auto& [id, info] : registry_.workers()) {
+    if (info.departed()) continue;
+    CapacityView::Worker w;
+    w.id = id;
+    w.slurm_job_id = info.slurm_job_id;
+    w.schedulable = info.schedulable() && links_.count(id) > 0;
+    w.free_cpu_slots = info.free_cpu_slots();
+    w.free_cuda_devices = static_cast<int>(info.free_cuda_devices().size());
+    w.busy = !info.attempts.empty();
+    view.workers.push_back(std::move(w));
+  }
+  return view;
+}
 
 }  // namespace bakeoff::coordinator

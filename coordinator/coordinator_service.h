@@ -70,6 +70,25 @@ struct PreparedSweep {
   std::vector<metrics::NewTrial> trials;
 };
 
+// What a capacity provider (the Slurm provisioner, coordinator/slurm_provisioner.h)
+// reads to decide how many workers to ask for: the waiting trials and the live workers.
+struct CapacityView {
+  struct QueuedTrial {
+    int world_size = 1;
+    bool cuda = false;
+  };
+  struct Worker {
+    std::string id;
+    std::string slurm_job_id;  // "" = not started by Slurm
+    bool schedulable = false;  // alive (not draining)
+    int free_cpu_slots = 0;
+    int free_cuda_devices = 0;
+    bool busy = false;  // runs at least one attempt
+  };
+  std::vector<QueuedTrial> queued;  // queued trials of unfinished sweeps, sweep by sweep in run order
+  std::vector<Worker> workers;      // live workers (alive or draining)
+};
+
 class CoordinatorService {
  public:
   CoordinatorService(boost::asio::any_io_executor executor, CoordinatorConfig config,
@@ -94,6 +113,16 @@ class CoordinatorService {
   // How long to wait before reading that worker's next frame: zero while the events it
   // sends stay within `max_worker_events_per_s`.
   std::chrono::milliseconds EventsReadDelay(const std::string& worker_id, const nlohmann::json& frame);
+
+  // --- Capacity providers (SlurmProvisioner) --------------------------------------
+  // At most `max_queued` queued trials.
+  CapacityView Capacity(std::size_t max_queued) const;
+  // A line on why queued trials wait for capacity ("waiting for Slurm: ..."), shown as
+  // the waiting reason of every sweep with queued trials that has no reason of its own;
+  // "" clears it.
+  void SetCapacityNote(std::string note) { capacity_note_ = std::move(note); }
+  // More text for GET /metrics (the provider's own series), appended to the exposition.
+  void SetExtraMetrics(std::function<std::string()> render) { extra_metrics_ = std::move(render); }
 
   // --- HTTP API (HttpServer) -----------------------------------------------------
   // Parses, validates, expands and stores a sweep; its trials are queued at once.
@@ -257,6 +286,8 @@ class CoordinatorService {
   std::deque<CoordinatorSnapshot::Sweep> finished_sweeps_;
   std::map<std::tuple<std::int64_t, std::string, std::string>, int> history_;
   CoordinatorMetrics metrics_;
+  std::string capacity_note_;
+  std::function<std::string()> extra_metrics_;
 };
 
 }  // namespace bakeoff::coordinator

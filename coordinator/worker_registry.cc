@@ -54,6 +54,7 @@ WorkerInfo& WorkerRegistry::Register(const protocol::RegisterMessage& message) {
   info.metrics_host = message.metrics_host.empty() ? message.host : message.metrics_host;
   info.simulate = message.simulate;
   info.executors = message.executors;
+  info.slurm_job_id = message.slurm_job_id;
   info.liveness = WorkerLiveness::kAlive;
   info.last_heartbeat = clock_.Now();
   if (fresh) info.registered_at = clock_.Now();

@@ -34,6 +34,7 @@ struct WorkerInfo {
   std::string secret;
   bool simulate = false;
   std::vector<std::string> executors;  // command templates its allowlist offers
+  std::string slurm_job_id;            // "" = not started by Slurm
   WorkerLiveness liveness = WorkerLiveness::kAlive;
   Clock::TimePoint last_heartbeat{};
   Clock::TimePoint registered_at{};

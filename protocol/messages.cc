@@ -141,6 +141,7 @@ json ToJson(const RegisterMessage& m) {
   if (!m.metrics_host.empty()) j["metrics_host"] = m.metrics_host;
   j["simulate"] = m.simulate;
   if (!m.executors.empty()) j["executors"] = m.executors;
+  if (!m.slurm_job_id.empty()) j["slurm_job_id"] = m.slurm_job_id;
   j["protocol_version"] = m.protocol_version;
   return j;
 }
@@ -269,6 +270,10 @@ Result<RegisterMessage> Parse<RegisterMessage>(const json& frame) {
           throw std::invalid_argument("executors: a template name is 1-64 of [A-Za-z0-9._-]");
         }
       }
+    }
+    m.slurm_job_id = j.value("slurm_job_id", std::string());
+    if (m.slurm_job_id.size() > 32 || m.slurm_job_id.find_first_not_of("0123456789_") != std::string::npos) {
+      throw std::invalid_argument("slurm_job_id: at most 32 of [0-9_]");
     }
     m.protocol_version = j.value("protocol_version", 0);
     return m;

@@ -82,6 +82,10 @@ struct RegisterMessage {
   // The command templates this worker's allowlist offers (docs/executors.md), at most
   // kMaxExecutorNames names of [A-Za-z0-9._-]; empty = native trainer only.
   std::vector<std::string> executors;
+  // The Slurm job this worker runs in (SLURM_JOB_ID, digits, at most 32 of [0-9_]); ""
+  // = not started by Slurm. The coordinator's Slurm provisioner maps workers to the
+  // jobs it submitted by it (docs/slurm.md).
+  std::string slurm_job_id;
   int protocol_version = kProtocolVersion;
 };
 

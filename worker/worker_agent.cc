@@ -160,6 +160,7 @@ asio::awaitable<Status> WorkerAgent::Session() {
   reg.running = RunningAttempts();
   for (const auto& done : outbox_.PendingFinishedAttempts()) reg.running.push_back(done);
   reg.simulate = config_.simulate;
+  reg.slurm_job_id = config_.slurm_job_id;
   reg.executors = config_.executors.Names();
   if (metrics_) {
     reg.metrics_port = metrics_server_->port();
@@ -331,6 +332,12 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
   callbacks.on_finished = [weak, ref](protocol::AttemptFinishedMessage finished) {
     auto agent = weak.lock();
     if (!agent) return;
+    if (!agent->preempt_reason_.empty() &&
+        finished.outcome == protocol::OutcomeName(protocol::Outcome::kCancelled)) {
+      // Not the trial's doing: the coordinator retries a lost attempt.
+      finished.outcome = protocol::OutcomeName(protocol::Outcome::kLost);
+      finished.reason = agent->preempt_reason_;
+    }
     Log("finished trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
         " outcome=" + finished.outcome + (finished.reason.empty() ? "" : " reason=" + finished.reason));
     // The attempt's live series go now; its history is in the coordinator's store.
@@ -362,6 +369,18 @@ void WorkerAgent::RetireTrialDir(const std::string& dir, bool succeeded) {
     }
   }
   if (ec) Log("cannot remove trial directory " + dir + ": " + ec.message());
+}
+
+void WorkerAgent::Preempt(const std::string& reason, std::chrono::milliseconds grace) {
+  if (stopping_) return;
+  preempt_reason_ = reason.empty() ? std::string("the worker was preempted") : reason;
+  // First, so that the coordinator places nothing more here while the stopped attempts'
+  // results (sent after it on the same connection) are requeued elsewhere.
+  if (connected()) (void)connection_->Send(protocol::ToJson(protocol::DrainMessage{}));
+  Log("preempted (" + preempt_reason_ + "): " +
+      (runners_.empty() ? std::string("no attempt running")
+                        : "stopping " + std::to_string(runners_.size()) + " attempt(s); the coordinator requeues them"));
+  Stop(grace);
 }
 
 void WorkerAgent::Stop(std::chrono::milliseconds grace) {

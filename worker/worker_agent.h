@@ -49,6 +49,11 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
 
   // Cancels running trials, delivers their results for up to `grace`, then ends Run.
   void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(3000));
+  // Stop for a reason outside the trials (Slurm's signal before a time limit or on
+  // preemption): running attempts are stopped and reported `lost` with `reason`, so the
+  // coordinator requeues them (while attempts remain) instead of finishing them
+  // cancelled; then as Stop.
+  void Preempt(const std::string& reason, std::chrono::milliseconds grace = std::chrono::milliseconds(3000));
 
   const WorkerConfig& config() const { return config_; }
   const std::string& worker_id() const { return worker_id_; }
@@ -89,6 +94,7 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   bool draining_ = false;
   bool stopping_ = false;
   bool goodbye_sent_ = false;
+  std::string preempt_reason_;  // set by Preempt: stopped attempts are reported lost
   std::chrono::steady_clock::time_point stop_deadline_;
   std::chrono::milliseconds backoff_;
   std::mt19937 rng_;

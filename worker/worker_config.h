@@ -27,8 +27,11 @@ struct WorkerConfig {
   std::string tls_ca_path;
   // Shared worker token (from --token-file or BAKEOFF_TOKEN; never a flag).
   std::string token;
-  // Stable identity across reconnects; default "<hostname>-<pid>".
+  // Stable identity across reconnects; default "<hostname>-<pid>" ("<node>-<job>" inside
+  // a Slurm job: worker/slurm_allocation.h).
   std::string name;
+  // The Slurm job this worker runs in ("" = none), reported at registration.
+  std::string slurm_job_id;
   // Address other workers reach this one at (rank 0's TCPStore); default 127.0.0.1.
   std::string advertise_host = "127.0.0.1";
   // Where this worker's ranks bind their collectives (docs/distributed.md, "Addresses"):

@@ -26,6 +26,21 @@ TEST(MessagesTest, RegisterRoundTrips) {
   EXPECT_EQ(parsed->protocol_version, kProtocolVersion);
 }
 
+TEST(MessagesTest, RegisterCarriesTheSlurmJobIdAndRejectsOneThatIsNotAJobId) {
+  RegisterMessage m;
+  m.worker_name = "gpu017-4711";
+  m.host = "gpu017";
+  m.resources.cpu_slots = 1;
+  m.slurm_job_id = "4711";
+  auto parsed = Parse<RegisterMessage>(ToJson(m));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->slurm_job_id, "4711");
+  EXPECT_FALSE(ToJson(RegisterMessage{}).contains("slurm_job_id"));  // absent outside Slurm
+  nlohmann::json frame = ToJson(m);
+  frame["slurm_job_id"] = "4711; rm -rf /";
+  EXPECT_FALSE(Parse<RegisterMessage>(frame).ok());
+}
+
 TEST(MessagesTest, RegisterCarriesTheMetricsEndpoint) {
   RegisterMessage m;
   m.worker_name = "w1";
