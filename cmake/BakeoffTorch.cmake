@@ -110,6 +110,19 @@ if(EXISTS "${torch_prefix}/share/cmake/Torch/TorchConfig.cmake")
   endif()
 endif()
 
+if(abi EQUAL 0)
+  if(NOT BAKEOFF_TRAINER_ONLY)
+    message(FATAL_ERROR
+      "LibTorch ${BAKEOFF_TORCH_VERSION} at ${torch_prefix} uses the pre-C++11 std::string ABI "
+      "(the PyPI wheels up to 2.5); the rest of Bakeoff links Debian's libraries, built with the "
+      "C++11 ABI. Build the trainer alone against it: -DBAKEOFF_TRAINER_ONLY=ON "
+      "(scripts/build-cuda and bench/gpu/run.sh do)")
+  endif()
+  # Everything linked into the trainer (its torch-free configuration library too) must
+  # agree with LibTorch on std::string's layout.
+  add_compile_definitions(_GLIBCXX_USE_CXX11_ABI=0)
+endif()
+
 # --- The target ----------------------------------------------------------------------
 add_library(bakeoff_torch INTERFACE)
 target_include_directories(bakeoff_torch SYSTEM INTERFACE
