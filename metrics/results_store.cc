@@ -277,6 +277,13 @@ bool IsStoreFailure(const Status& status) {
   }
 }
 
+// `status` with `context`, as a store failure (kIoError unless it already is one): a
+// lost group transaction always means the store could not write.
+Status AsStoreFailure(const Status& status, const std::string& context) {
+  return IsStoreFailure(status) ? status.WithContext(context)
+                                : Status::IoError(context + ": " + status.message());
+}
+
 }  // namespace
 
 // --- Opening and health ------------------------------------------------------------
@@ -358,6 +365,7 @@ Result<std::unique_ptr<ResultsStore>> ResultsStore::OpenReadOnly(
 
 Result<int> ResultsStore::SchemaVersion() {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   return ReadSchemaVersion(*db_);
 }
 
@@ -392,6 +400,7 @@ Status ResultsStore::WriteTransaction(const char* operation, bool durable,
   }
   auto started = std::chrono::steady_clock::now();
   Status status = [&]() -> Status {
+    if (group_) return GroupWrite(body);
     BAKEOFF_RETURN_IF_ERROR(SetSynchronous(durable));
     SqliteTransaction transaction(*db_);
     BAKEOFF_RETURN_IF_ERROR(transaction.begin_status());
@@ -406,8 +415,85 @@ Status ResultsStore::WriteTransaction(const char* operation, bool durable,
   return NoteFailure(status);
 }
 
+// --- Group commit ---------------------------------------------------------------------
+
+void ResultsStore::BeginGroup() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  group_ = true;
+  group_error_ = Status::Ok();
+}
+
+bool ResultsStore::in_group() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return group_;
+}
+
+Status ResultsStore::CommitGroup() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // a failure is latched in group_error_
+  group_ = false;
+  Status result = group_error_;
+  group_error_ = Status::Ok();
+  return result;
+}
+
+Status ResultsStore::GroupWrite(const std::function<Status()>& body) {
+  // A lost transaction takes the group with it: nothing more joins it (a later write
+  // could otherwise commit decisions taken on the lost ones).
+  if (!group_error_.ok()) return group_error_;
+  if (!group_transaction_) {
+    BAKEOFF_RETURN_IF_ERROR(SetSynchronous(true));
+    BAKEOFF_RETURN_IF_ERROR(db_->Exec("BEGIN IMMEDIATE"));
+    group_transaction_ = true;
+  }
+  BAKEOFF_RETURN_IF_ERROR(db_->Exec("SAVEPOINT bakeoff_write"));
+  Status status = body();
+  if (status.ok()) status = db_->Exec("RELEASE bakeoff_write");
+  if (status.ok()) return status;
+  if (!IsStoreFailure(status) && db_->InTransaction()) {
+    // A write refused for its content: only it is undone; the group's earlier writes stay.
+    Status undone = db_->Exec("ROLLBACK TO bakeoff_write");
+    if (undone.ok()) undone = db_->Exec("RELEASE bakeoff_write");
+    if (undone.ok()) return status;
+  }
+  // The disk failed (SQLite may already have rolled the whole transaction back; it is
+  // rolled back here otherwise, so that the outcome does not depend on which): the
+  // group's earlier writes go with it.
+  if (db_->InTransaction()) (void)db_->Exec("ROLLBACK");
+  group_transaction_ = false;
+  group_error_ = NoteFailure(AsStoreFailure(status, "a write rolled back its whole group"));
+  return status;
+}
+
+Status ResultsStore::CommitOpenGroup() {
+  if (!group_transaction_) return Status::Ok();
+  group_transaction_ = false;
+  auto started = std::chrono::steady_clock::now();
+  Status status = db_->Exec("COMMIT");
+  if (!status.ok()) {
+    if (db_->InTransaction()) (void)db_->Exec("ROLLBACK");
+    status = NoteFailure(AsStoreFailure(status, "committing a group of writes"));
+    if (group_error_.ok()) group_error_ = status;
+  }
+  if (options_.write_observer) {
+    options_.write_observer(
+        "commit_group", status,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
+  return status;
+}
+
 Status ResultsStore::Probe() {
   std::lock_guard<std::mutex> lock(mutex_);
+  // A real write of its own, outside any group (it decides whether the disk writes).
+  (void)CommitOpenGroup();
+  const bool grouped = group_;
+  group_ = false;
+  struct RestoreGroup {
+    bool& flag;
+    bool value;
+    ~RestoreGroup() { flag = value; }
+  } restore{group_, grouped};
   if (options_.max_page_count > 0) {
     Result<int64_t> pages = db_->QueryInt64("PRAGMA page_count");
     if (!pages.ok()) return NoteFailure(pages.status());
@@ -856,6 +942,7 @@ Result<BatchResult> ResultsStore::RecordSummary(const TrialSummary& summary) {
 
 Result<std::vector<SweepRecord>> ResultsStore::ListSweeps(std::optional<SweepState> state) {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   std::string sql = std::string("SELECT ") + kSweepColumns +
                     (state ? "WHERE w.state = ? " : "") + "ORDER BY w.id DESC";
   Result<SqliteStatement> stmt = db_->Prepare(sql);
@@ -868,6 +955,7 @@ Result<std::vector<SweepRecord>> ResultsStore::ListSweeps(std::optional<SweepSta
 
 Result<SweepRecord> ResultsStore::GetSweep(int64_t sweep_id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   Result<SqliteStatement> stmt =
       db_->Prepare(std::string("SELECT ") + kSweepColumns + "WHERE w.id = ?");
   if (!stmt.ok()) return stmt.status();
@@ -884,6 +972,7 @@ Result<SweepRecord> ResultsStore::GetSweep(int64_t sweep_id) {
 
 Result<SweepRecord> ResultsStore::GetSweepByName(const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   Result<SqliteStatement> stmt = db_->Prepare(std::string("SELECT ") + kSweepColumns +
                                               "WHERE w.name = ? ORDER BY w.id DESC LIMIT 1");
   if (!stmt.ok()) return stmt.status();
@@ -913,6 +1002,7 @@ Result<SweepRecord> ResultsStore::FindSweep(const std::string& id_or_name) {
 
 Result<std::vector<VariantRecord>> ResultsStore::ListVariants(int64_t sweep_id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   Result<SqliteStatement> stmt = db_->Prepare(
       "SELECT key, ordinal, params_json, trainer_config_json, counterpart_key, is_baseline, "
       "counterpart_excluded FROM variants WHERE sweep_id = ? ORDER BY ordinal, key");
@@ -933,6 +1023,7 @@ Result<std::vector<VariantRecord>> ResultsStore::ListVariants(int64_t sweep_id) 
 
 Result<std::vector<TrialRecord>> ResultsStore::ListTrials(int64_t sweep_id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   Result<SqliteStatement> stmt = db_->Prepare(std::string("SELECT ") + kTrialColumns +
                                               "WHERE t.sweep_id = ? ORDER BY t.order_index, t.id");
   if (!stmt.ok()) return stmt.status();
@@ -1000,18 +1091,21 @@ Result<std::vector<TrialResult>> ReadTrialResults(SqliteConnection& db, const st
 
 Result<std::vector<TrialResult>> ResultsStore::ListTrialResults(int64_t sweep_id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   return ReadTrialResults(*db_, "WHERE t.sweep_id = ? ", "ORDER BY t.order_index, t.id",
                           sweep_id);
 }
 
 Result<std::vector<TrialResult>> ResultsStore::ListActiveTrials() {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   return ReadTrialResults(*db_, "WHERE t.state IN ('assigned', 'running') ", "ORDER BY t.id",
                           std::nullopt);
 }
 
 Result<TrialRecord> ResultsStore::GetTrial(int64_t trial_id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   Result<SqliteStatement> stmt =
       db_->Prepare(std::string("SELECT ") + kTrialColumns + "WHERE t.id = ?");
   if (!stmt.ok()) return stmt.status();
@@ -1027,6 +1121,7 @@ Result<TrialRecord> ResultsStore::GetTrial(int64_t trial_id) {
 
 Result<std::vector<AttemptRecord>> ResultsStore::ListAttempts(int64_t trial_id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   Result<SqliteStatement> stmt = db_->Prepare(std::string("SELECT ") + kAttemptColumns +
                                               "WHERE a.trial_id = ? ORDER BY a.attempt");
   if (!stmt.ok()) return stmt.status();
@@ -1040,6 +1135,7 @@ Result<std::vector<StepMetric>> ResultsStore::ReadStepMetrics(int64_t trial_id,
                                                               std::optional<int64_t> attempt,
                                                               std::optional<int64_t> rank) {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   Result<SqliteStatement> stmt = db_->Prepare(
       "SELECT m.trial_id, m.attempt, m.rank, m.step, m.phase, m.step_s, m.tokens, m.loss, "
       "m.lr, m.peak_mem_bytes, m.rss_bytes, m.comm_s, m.comm_bytes FROM step_metrics m "
@@ -1069,6 +1165,7 @@ Result<std::vector<StepMetric>> ResultsStore::ReadStepMetrics(int64_t trial_id,
 
 Result<std::vector<EventRecord>> ResultsStore::ReadEvents(int64_t trial_id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   Result<SqliteStatement> stmt = db_->Prepare(
       "SELECT trial_id, attempt, rank, kind, seq, data_json, at FROM events "
       "WHERE trial_id = ? ORDER BY id");
@@ -1089,6 +1186,7 @@ Result<std::vector<EventRecord>> ResultsStore::ReadEvents(int64_t trial_id) {
 
 Result<std::vector<WorkerRecord>> ResultsStore::ListWorkers() {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   Result<SqliteStatement> stmt = db_->Prepare(
       "SELECT id, name, host, resources_json, metrics_url, state, registered_at, "
       "last_heartbeat_at FROM workers ORDER BY registered_at, id");
