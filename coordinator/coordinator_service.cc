@@ -164,11 +164,19 @@ void CoordinatorService::Start() {
 void CoordinatorService::Stop() {
   stopped_ = true;
   tick_timer_.cancel();
+  // What this turn stored is committed; what waited for it is not sent any more.
+  if (store_.in_group()) (void)store_.CommitGroup();
+  after_commit_.clear();
   for (auto& [id, link] : links_) link->Close();
   links_.clear();
 }
 
 void CoordinatorService::Tick() {
+  if (reload_needed_) {
+    reload_needed_ = false;
+    ReloadAfterLostGroup(Status::IoError("the last reload from the store failed"));
+  }
+  BeginWrites();
   const auto probe_now = clock_.Now();
   if (!store_.healthy() && probe_now >= next_store_probe_) {
     // A full, read-only or capped database refuses writes; try one small real write now
@@ -211,12 +219,77 @@ void CoordinatorService::Tick() {
 }
 
 void CoordinatorService::ScheduleSoon() {
-  if (schedule_posted_) return;
-  schedule_posted_ = true;
-  asio::post(executor_, [this]() {
-    schedule_posted_ = false;
-    if (!stopped_) Schedule();
-  });
+  schedule_wanted_ = true;
+  PostEndOfTurn();
+}
+
+// ------------------------------------------------------------------ group commit
+
+void CoordinatorService::BeginWrites() {
+  if (!store_.in_group()) store_.BeginGroup();
+  PostEndOfTurn();
+}
+
+void CoordinatorService::PostEndOfTurn() {
+  if (turn_posted_) return;
+  turn_posted_ = true;
+  // Posted behind the handlers already queued: the frames read in this pass of the
+  // event loop join the group before it commits.
+  asio::post(executor_, [this]() { EndOfTurn(); });
+}
+
+void CoordinatorService::EndOfTurn() {
+  if (!stopped_) {
+    if (schedule_wanted_) {
+      schedule_wanted_ = false;
+      Schedule();  // its assignments join this turn's group
+    }
+    (void)FinishGroup();
+  }
+  turn_posted_ = false;
+}
+
+Status CoordinatorService::FinishGroup() {
+  Status committed = Status::Ok();
+  if (store_.in_group()) {
+    CoordinatorMetrics::StoreWriteTimer timer(metrics_, "commit_group");
+    committed = store_.CommitGroup();
+  }
+  std::vector<std::function<void()>> waiting;
+  waiting.swap(after_commit_);
+  if (!committed.ok()) {
+    ReloadAfterLostGroup(committed);
+    return committed;
+  }
+  for (auto& send : waiting) send();
+  return Status::Ok();
+}
+
+void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
+  // The store may hold less than memory says (the lost writes), or more (a reader
+  // committed part of the group early): memory is rebuilt from the store, and every
+  // worker reconnects, re-registers its running attempts and resends what was not
+  // acknowledged, exactly as after a coordinator restart.
+  Log("a group of store writes was lost (" + why.ToString() + "): nothing it decided was sent; closing " +
+      std::to_string(links_.size()) + " worker connection(s) and reloading sweeps and trials from the store");
+  for (auto& [id, link] : links_) link->Close();
+  links_.clear();
+  acked_.clear();
+  after_commit_.clear();
+  registry_.ReleaseAll();
+  trials_.clear();
+  sweeps_.clear();
+  awaiting_reclaim_.clear();
+  history_.clear();
+  schedule_wanted_ = false;
+  Status recovered = Recover();
+  if (!recovered.ok()) {
+    Log("cannot reload from the store: " + recovered.ToString() + "; trying again at the next tick");
+    trials_.clear();
+    sweeps_.clear();
+    awaiting_reclaim_.clear();
+    reload_needed_ = true;
+  }
 }
 
 // ------------------------------------------------------------------ scheduling
@@ -255,7 +328,9 @@ void CoordinatorService::Schedule() {
     auto it = history_.find({sweep_id, variant, worker});
     return it == history_.end() ? 0 : it->second;
   };
-  for (const auto& placement : scheduler_.Schedule(sweeps, std::move(workers), history)) {
+  auto placements = scheduler_.Schedule(sweeps, std::move(workers), history);
+  if (!placements.empty()) BeginWrites();
+  for (const auto& placement : placements) {
     Status applied = ApplyPlacement(placement);
     if (!applied.ok()) {
       Log("cannot assign trial=" + std::to_string(placement.trial_id) + ": " + applied.ToString());
@@ -401,6 +476,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
     record.metrics_url = "http://" + info.metrics_host + ":" + std::to_string(message.metrics_port) + "/metrics";
   }
   record.state = message.running.empty() ? metrics::WorkerState::kIdle : metrics::WorkerState::kBusy;
+  BeginWrites();
   Status upsert = store_.UpsertWorker(record);
   if (!upsert.ok()) Log("cannot record worker " + id + ": " + upsert.ToString());
 
@@ -451,6 +527,7 @@ void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink*
   auto type = protocol::MessageType(frame);
   if (!type.ok()) return;
   registry_.Heartbeat(worker_id);  // any frame proves the worker alive
+  BeginWrites();
   if (*type == protocol::kTypeHeartbeat) {
     auto hb = protocol::Parse<protocol::HeartbeatMessage>(frame);
     if (hb.ok()) HandleHeartbeat(worker_id, *hb);
@@ -530,9 +607,17 @@ void CoordinatorService::OnDisconnect(const std::string& worker_id, const Worker
 
 void CoordinatorService::Ack(const std::string& worker_id, std::int64_t outbox_seq) {
   if (outbox_seq <= 0) return;
-  auto& acked = acked_[worker_id];
-  acked = std::max(acked, outbox_seq);
-  Send(worker_id, protocol::ToJson(protocol::AckMessage{outbox_seq}));
+  auto ack = [this, worker_id, outbox_seq]() {
+    auto& acked = acked_[worker_id];
+    acked = std::max(acked, outbox_seq);
+    Send(worker_id, protocol::ToJson(protocol::AckMessage{outbox_seq}));
+  };
+  // The worker forgets what is acknowledged: only once the group holding it committed.
+  if (store_.in_group()) {
+    after_commit_.push_back(std::move(ack));
+  } else {
+    ack();
+  }
 }
 
 void CoordinatorService::HandleHeartbeat(const std::string& worker_id, const protocol::HeartbeatMessage& message) {
@@ -848,10 +933,18 @@ void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
 void CoordinatorService::Send(const std::string& worker_id, const json& frame) {
   auto it = links_.find(worker_id);
   if (it == links_.end()) return;  // reconnect and heartbeats reconcile later
-  Status sent = it->second->Send(frame);
-  if (!sent.ok()) {
-    Log("cannot send to worker=" + worker_id + ": " + sent.ToString());
-    it->second->Close();
+  auto send = [worker_id, link = it->second, frame]() {
+    Status sent = link->Send(frame);
+    if (!sent.ok()) {
+      Log("cannot send to worker=" + worker_id + ": " + sent.ToString());
+      link->Close();
+    }
+  };
+  // What this turn decided leaves once it is stored; frames keep their order.
+  if (store_.in_group()) {
+    after_commit_.push_back(std::move(send));
+  } else {
+    send();
   }
 }
 
@@ -1002,6 +1095,11 @@ std::variant<json, ApiError> CoordinatorService::CommitSweep(PreparedSweep prepa
   json out = {{"id", sweep.id}, {"name", sweep.name}, {"variant_count", variants.size()},
               {"trial_count", trials.size()}, {"state", "running"}};
   sweeps_[sweep.id] = std::move(sweep);
+  // The user hears of the sweep once it is durable (it may have joined this turn's group).
+  if (Status committed = FinishGroup(); !committed.ok()) {
+    return ApiError{503, "the sweep was not stored: " + committed.message() +
+                             "; the coordinator accepts no new sweeps until the results database writes again"};
+  }
   ScheduleSoon();
   return out;
 }
@@ -1038,8 +1136,10 @@ std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& 
   Log("sweep " + std::to_string(sweep.id) + " cancelled: " + std::to_string(*cancelled) +
       " queued trial(s) cancelled, " + std::to_string(stopping) + " running trial(s) being stopped");
   MaybeFinishSweep(sweep.id);
-  return json{{"id", sweep.id}, {"name", sweep.name}, {"state", sweep.done ? "cancelled" : "cancelling"},
-              {"cancelled_trials", *cancelled}, {"stopping_trials", stopping}};  // evicted later, not now
+  json out{{"id", sweep.id}, {"name", sweep.name}, {"state", sweep.done ? "cancelled" : "cancelling"},
+           {"cancelled_trials", *cancelled}, {"stopping_trials", stopping}};  // evicted later, not now
+  if (Status committed = FinishGroup(); !committed.ok()) return FromStatus(committed);
+  return out;
 }
 
 std::variant<json, ApiError> CoordinatorService::DrainWorker(const std::string& worker_id) {
@@ -1050,7 +1150,9 @@ std::variant<json, ApiError> CoordinatorService::DrainWorker(const std::string& 
   Status s = store_.SetWorkerState(worker_id, metrics::WorkerState::kDraining);
   (void)s;
   Log("draining worker=" + worker_id + " with " + std::to_string(info->attempts.size()) + " running attempt(s)");
-  return json{{"id", worker_id}, {"state", "draining"}, {"running", info->attempts.size()}};
+  json out{{"id", worker_id}, {"state", "draining"}, {"running", info->attempts.size()}};
+  if (Status committed = FinishGroup(); !committed.ok()) return FromStatus(committed);
+  return out;
 }
 
 json CoordinatorService::WorkersJson() const {
