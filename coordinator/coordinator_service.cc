@@ -271,7 +271,9 @@ void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
   // worker reconnects, re-registers its running attempts and resends what was not
   // acknowledged, exactly as after a coordinator restart.
   Log("a group of store writes was lost (" + why.ToString() + "): nothing it decided was sent; closing " +
-      std::to_string(links_.size()) + " worker connection(s) and reloading sweeps and trials from the store");
+      std::to_string(links_.size()) +
+      " worker connection(s) so that the workers send again what was not acknowledged, and reloading sweeps and "
+      "trials from the store");
   for (auto& [id, link] : links_) link->Close();
   links_.clear();
   acked_.clear();
@@ -302,12 +304,32 @@ std::size_t CoordinatorService::queued_trials() const {
 
 void CoordinatorService::Schedule() {
   if (!store_.healthy()) return;  // refuse new work until the disk is fixed
+  // Workers with room only; every trial placed takes at least one of their free units
+  // (CPU slots, CUDA devices), so no sweep needs more of its queue than that.
+  std::vector<SchedulerWorker> workers;
+  std::size_t free_units = 0;
+  for (const auto& [id, info] : registry_.workers()) {
+    if (!info.schedulable()) continue;
+    const int cpu = info.free_cpu_slots();
+    std::vector<int> cuda = info.free_cuda_devices();
+    if ((cpu <= 0 && cuda.empty()) || !links_.count(id)) continue;
+    free_units += static_cast<std::size_t>(std::max(0, cpu)) + cuda.size();
+    workers.push_back(SchedulerWorker{id, cpu, std::move(cuda), info.executors});
+  }
+  if (workers.empty()) return;
   std::vector<SchedulerSweep> sweeps;
-  for (const auto& [sid, sweep] : sweeps_) {
+  for (auto& [sid, sweep] : sweeps_) {
     if (sweep.done || sweep.cancelled) continue;
     SchedulerSweep s;
     s.sweep_id = sid;
-    for (std::int64_t tid : sweep.trial_order) {
+    // Trials before queued_from are not queued (assigned, running or finished; a
+    // requeue resets it): a long sweep's scan starts where its queue does.
+    while (sweep.queued_from < sweep.trial_order.size() &&
+           trials_.at(sweep.trial_order[sweep.queued_from]).machine.phase() != TrialPhase::kQueued) {
+      ++sweep.queued_from;
+    }
+    for (std::size_t i = sweep.queued_from; i < sweep.trial_order.size() && s.queue.size() < free_units; ++i) {
+      const std::int64_t tid = sweep.trial_order[i];
       const auto& trial = trials_.at(tid);
       if (trial.machine.phase() != TrialPhase::kQueued || trial.cancel_requested) continue;
       auto v = sweep.variants.find(trial.variant_key);
@@ -318,12 +340,6 @@ void CoordinatorService::Schedule() {
     if (!s.queue.empty()) sweeps.push_back(std::move(s));
   }
   if (sweeps.empty()) return;
-  std::vector<SchedulerWorker> workers;
-  for (const auto& [id, info] : registry_.workers()) {
-    if (!info.schedulable() || !links_.count(id)) continue;
-    workers.push_back(SchedulerWorker{id, info.free_cpu_slots(), info.free_cuda_devices(), info.executors});
-  }
-  if (workers.empty()) return;
   auto history = [this](std::int64_t sweep_id, const std::string& variant, const std::string& worker) {
     auto it = history_.find({sweep_id, variant, worker});
     return it == history_.end() ? 0 : it->second;
@@ -751,6 +767,7 @@ Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const 
   trial.machine = next;
   if (requeue) {
     trial.queued_since = clock_.Now();
+    sweeps_.at(trial.sweep_id).queued_from = 0;  // queued again, possibly before the cursor
     metrics_.CountRequeue();
   }
   Log(std::string(effect == TrialStateMachine::Effect::kRequeued ? "requeued" : "finished") +
@@ -797,9 +814,14 @@ void CoordinatorService::HandleWorkerLost(const std::string& worker_id, const st
 void CoordinatorService::MaybeFinishSweep(std::int64_t sweep_id) {
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end() || it->second.done) return;
-  for (std::int64_t tid : it->second.trial_order) {
-    if (trials_.at(tid).machine.phase() != TrialPhase::kFinished) return;
+  // Finished is final: the finished prefix only grows, so each call resumes the scan
+  // where the last stopped (a check per finished trial, not a walk of the whole sweep).
+  SweepEntry& sweep = it->second;
+  while (sweep.finished_prefix < sweep.trial_order.size() &&
+         trials_.at(sweep.trial_order[sweep.finished_prefix]).machine.phase() == TrialPhase::kFinished) {
+    ++sweep.finished_prefix;
   }
+  if (sweep.finished_prefix < sweep.trial_order.size()) return;
   it->second.done = true;
   StoreSweepState(it->second);
 }

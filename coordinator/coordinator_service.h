@@ -201,6 +201,10 @@ class CoordinatorService {
     bool cancelled = false;
     bool done = false;          // every trial finished
     bool state_stored = false;  // the store has it finished or cancelled: evictable
+    // Scan cursors into trial_order: every trial before finished_prefix is finished;
+    // none before queued_from is queued (reset to 0 when a trial is requeued).
+    std::size_t finished_prefix = 0;
+    std::size_t queued_from = 0;
   };
 
   void Schedule();
