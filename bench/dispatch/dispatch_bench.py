@@ -216,6 +216,7 @@ def main():
                     help="extra flag for `bakeoff coordinator` (repeatable)")
     ap.add_argument("--json", action="store_true", help="print one JSON object on one line")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (results.db, logs)")
+    ap.add_argument("--pid-file", help="write the coordinator's pid here once it runs (for perf record -p)")
     args = ap.parse_args()
 
     workdir = tempfile.mkdtemp(prefix="bakeoff-dispatch-")
@@ -223,6 +224,9 @@ def main():
     cluster = Cluster(os.path.abspath(args.bakeoff), workdir, args.workers, args.simulate_step_ms,
                       args.processes, args.coordinator_arg)
     try:
+        if args.pid_file:
+            with open(args.pid_file, "w") as f:
+                f.write("%d\n" % cluster.procs[0].pid)
         registered_s = time.time() - started_at
         lat = []
         for i in range(args.latency_sweeps):
@@ -230,7 +234,8 @@ def main():
             lat.append(first_start_latency(cluster.db, sid) * 1000)
         lat.sort()
         rss_before, _ = cluster.rss()
-        variants = 10
+        # 10 variants, or more where a sweep's repeats (at most 1000) need it.
+        variants = max(10, -(-args.trials // 1000))
         repeats = max(1, args.trials // variants)
         sid = cluster.run_sweep(SWEEP.format(name="throughput", steps=args.steps,
                                              values=", ".join(str(v) for v in range(1, variants + 1)),
@@ -243,9 +248,10 @@ def main():
         if args.step_trials > 0:
             # Step-heavy trials, 0 ms a step: the store's step-row rate end to end.
             cluster_step = cluster
-            srep = max(1, args.step_trials // variants)
+            svariants = max(10, -(-args.step_trials // 1000))
+            srep = max(1, args.step_trials // svariants)
             ssid = cluster_step.run_sweep(SWEEP.format(name="step-rows", steps=args.step_steps,
-                                                       values=", ".join(str(v) for v in range(1, variants + 1)),
+                                                       values=", ".join(str(v) for v in range(1, svariants + 1)),
                                                        repeats=srep))
             sn, sseconds, _ = throughput(cluster.db, ssid)
             rows = step_rows(cluster.db, ssid)
