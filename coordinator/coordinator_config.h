@@ -23,6 +23,10 @@ struct CoordinatorConfig {
   // (503) and keeps everything stored, and probes every `store_probe_interval` until a
   // write succeeds again.
   std::int64_t db_max_bytes = 0;
+  // synchronous=FULL for the store's durable writes (true, the default). false runs every
+  // commit with NORMAL: faster, but a power loss may lose acknowledged results
+  // (`--store-synchronous normal`, for benchmarks measuring what FULL costs).
+  bool store_durable = true;
   std::chrono::milliseconds store_probe_interval{5000};
   // Credentials (docs/security.md), three kinds, none standing in for another. Each
   // list holds the tokens accepted (several while one is rotated):

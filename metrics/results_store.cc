@@ -386,6 +386,14 @@ Status ResultsStore::NoteFailure(Status status) {
 
 Status ResultsStore::SetSynchronous(bool full) {
   // Open() sets FULL first, so the flag mirrors the connection from then on.
+  if (!options_.durable) {
+    if (synchronous_full_ || !normal_set_) {
+      BAKEOFF_RETURN_IF_ERROR(db_->Exec("PRAGMA synchronous = NORMAL"));
+      synchronous_full_ = false;
+      normal_set_ = true;
+    }
+    return Status::Ok();
+  }
   if (synchronous_full_ == full) return Status::Ok();
   BAKEOFF_RETURN_IF_ERROR(db_->Exec(full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL"));
   synchronous_full_ = full;

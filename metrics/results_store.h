@@ -65,6 +65,10 @@ struct StoreOptions {
   // No file is created and no migration runs (a file of another schema version is
   // refused with kInvalidArgument); every write method fails with kUnsupported.
   bool read_only = false;
+  // synchronous=FULL for the durable writes (the default, what the store promises).
+  // false: NORMAL for every write, so a power loss may lose the last commits, acknowledged
+  // ones included. Only for benchmarks that measure what FULL costs.
+  bool durable = true;
   // Called after every write transaction with its operation name, its Status and its
   // wall-clock seconds: the coordinator's store-write-latency metric. Operations:
   // create_sweep, set_sweep_state, assign_trial, mark_running, finish_trial,
@@ -270,6 +274,7 @@ class ResultsStore {
   std::unique_ptr<SqliteConnection> db_;  // guarded by mutex_
   Status health_;                         // guarded by mutex_
   bool synchronous_full_ = false;         // the connection's current setting
+  bool normal_set_ = false;               // !options_.durable: NORMAL was set
   // Group commit (guarded by mutex_): a group is open; its transaction is open; the
   // error that lost a transaction of the group (Ok while none).
   bool group_ = false;

@@ -121,6 +121,20 @@ class Cluster:
             time.sleep(0.05)
         return sweep["id"]
 
+    def store_writes(self):
+        """{operation: (count, seconds)} of bakeoff_store_write_seconds, from /metrics."""
+        req = urllib.request.Request(self.url + "/metrics", headers={"Authorization": "Bearer " + self.token})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            text = r.read().decode()
+        out = {}
+        for line in text.splitlines():
+            for suffix, index in (("_count", 0), ("_sum", 1)):
+                prefix = "bakeoff_store_write_seconds" + suffix + "{operation=\""
+                if line.startswith(prefix):
+                    op = line[len(prefix):line.index('"', len(prefix))]
+                    out.setdefault(op, [0, 0.0])[index] = float(line.rsplit(" ", 1)[1])
+        return out
+
     def rss(self):
         """The coordinator's (resident now, peak resident) bytes, from /proc."""
         fields = {}
@@ -234,6 +248,7 @@ def main():
             lat.append(first_start_latency(cluster.db, sid) * 1000)
         lat.sort()
         rss_before, _ = cluster.rss()
+        writes_before = cluster.store_writes()
         # 10 variants, or more where a sweep's repeats (at most 1000) need it.
         variants = max(10, -(-args.trials // 1000))
         repeats = max(1, args.trials // variants)
@@ -242,6 +257,11 @@ def main():
                                              repeats=repeats))
         n, seconds, simulated = throughput(cluster.db, sid)
         rss_after, _ = cluster.rss()
+        writes_after = cluster.store_writes()
+        groups = writes_after.get("commit_group", [0, 0.0])
+        groups_before = writes_before.get("commit_group", [0, 0.0])
+        group_count = groups[0] - groups_before[0]
+        group_seconds = groups[1] - groups_before[1]
         gaps = dispatch_under_load(cluster.db, sid)
         step_rate = None
         step_figures = None
@@ -270,6 +290,10 @@ def main():
             "dispatch_latency_n": len(gaps),
             "idle_dispatch_latency_ms": {"n": len(lat), "p50": percentile(lat, 50), "p90": percentile(lat, 90),
                                          "max": lat[-1] if lat else None},
+            "group_commits": group_count,
+            "group_commits_per_s": group_count / seconds,
+            "group_commit_mean_ms": 1000 * group_seconds / group_count if group_count else None,
+            "trials_per_group_commit": n / group_count if group_count else None,
             "coordinator_peak_rss_bytes": peak,
             "coordinator_rss_bytes_before_throughput": rss_before,
             "coordinator_rss_bytes_after_throughput": rss_after,
