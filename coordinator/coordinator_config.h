@@ -65,6 +65,11 @@ struct CoordinatorConfig {
   std::chrono::milliseconds recovery_grace{30000};
   // Housekeeping period: expiry, grace deadlines, scheduling retries.
   std::chrono::milliseconds tick{100};
+  // Group commit (docs/scale.md): the store writes of one event-loop turn are committed
+  // together at its end; under load a turn grows, so a group open this long is committed
+  // (with the scheduling it asked for) before the next frame is handled. Bounds how long
+  // an ack or an assignment waits for its commit. 0: only at the end of a turn.
+  std::chrono::milliseconds group_commit_window{10};
 
   std::size_t max_request_body_bytes = 1u << 20;  // POST bodies (a sweep's YAML)
   std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;

@@ -226,8 +226,21 @@ void CoordinatorService::ScheduleSoon() {
 // ------------------------------------------------------------------ group commit
 
 void CoordinatorService::BeginWrites() {
-  if (!store_.in_group()) store_.BeginGroup();
+  if (!store_.in_group()) {
+    store_.BeginGroup();
+    group_opened_ = clock_.Now();
+  }
   PostEndOfTurn();
+}
+
+void CoordinatorService::CommitIfGroupIsOld() {
+  if (config_.group_commit_window.count() <= 0 || !store_.in_group()) return;
+  if (clock_.Now() - group_opened_ < config_.group_commit_window) return;
+  if (schedule_wanted_) {
+    schedule_wanted_ = false;
+    Schedule();
+  }
+  (void)FinishGroup();
 }
 
 void CoordinatorService::PostEndOfTurn() {
@@ -538,6 +551,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
 }
 
 void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink* link, const json& frame) {
+  CommitIfGroupIsOld();  // first: a reload after a lost group replaces the links checked below
   auto current = links_.find(worker_id);
   if (current == links_.end() || current->second.get() != link) return;  // a replaced connection
   auto type = protocol::MessageType(frame);

@@ -244,6 +244,9 @@ class CoordinatorService {
   // Opens the store group for this turn's writes if none is open, and posts the end of
   // the turn, which commits it. Call before any store write made on the executor.
   void BeginWrites();
+  // Schedules if asked to and commits the group when it has been open for
+  // group_commit_window. Called where no reference into sweeps_ or trials_ is held.
+  void CommitIfGroupIsOld();
   void PostEndOfTurn();
   // Schedules if asked to, then commits the open group (FinishGroup).
   void EndOfTurn();
@@ -265,7 +268,8 @@ class CoordinatorService {
   bool stopped_ = false;
   bool schedule_wanted_ = false;  // ScheduleSoon was called this turn
   bool turn_posted_ = false;      // EndOfTurn is posted
-  bool reload_needed_ = false;    // a reload after a lost group failed: Tick tries again
+  bool reload_needed_ = false;
+  Clock::TimePoint group_opened_{};  // when the open group was begun    // a reload after a lost group failed: Tick tries again
   // What waits for the open group to commit (frames to send, acks to record), in order.
   std::vector<std::function<void()>> after_commit_;
   bool evict_posted_ = false;
