@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <boost/asio/post.hpp>
 
@@ -862,6 +865,7 @@ void CoordinatorService::StoreSweepState(SweepEntry& sweep) {
 }
 
 void CoordinatorService::EvictFinishedSweeps() {
+  std::size_t evicted_trials = 0;
   for (auto it = sweeps_.begin(); it != sweeps_.end();) {
     SweepEntry& sweep = it->second;
     if (!sweep.done || !sweep.state_stored) {
@@ -873,10 +877,17 @@ void CoordinatorService::EvictFinishedSweeps() {
     finished_sweeps_.push_back(SweepSnapshot(sweep));
     while (finished_sweeps_.size() > kFinishedSweepsShown) finished_sweeps_.pop_front();
     for (std::int64_t tid : sweep.trial_order) trials_.erase(tid);
+    evicted_trials += sweep.trial_order.size();
     history_.erase(history_.lower_bound({sweep.id, std::string(), std::string()}),
                    history_.lower_bound({sweep.id + 1, std::string(), std::string()}));
     it = sweeps_.erase(it);
   }
+#if defined(__GLIBC__)
+  // A large sweep's entries (about 460 bytes a trial, docs/scale.md) go back to the
+  // system, not only to the allocator's free lists: the resident set follows the live
+  // sweeps rather than the largest one ever held.
+  if (evicted_trials >= 10000) malloc_trim(0);
+#endif
 }
 
 void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
