@@ -268,7 +268,9 @@ void CoordinatorService::EndOfTurn() {
 Status CoordinatorService::FinishGroup() {
   Status committed = Status::Ok();
   if (store_.in_group()) {
-    CoordinatorMetrics::StoreWriteTimer timer(metrics_, "commit_group");
+    // Timed only when it writes: a turn that stored nothing (most ticks) commits nothing.
+    std::optional<CoordinatorMetrics::StoreWriteTimer> timer;
+    if (store_.group_pending()) timer.emplace(metrics_, "commit_group");
     committed = store_.CommitGroup();
   }
   std::vector<std::function<void()>> waiting;

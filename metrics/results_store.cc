@@ -436,6 +436,11 @@ bool ResultsStore::in_group() const {
   return group_;
 }
 
+bool ResultsStore::group_pending() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return group_ && group_transaction_;
+}
+
 Status ResultsStore::CommitGroup() {
   std::lock_guard<std::mutex> lock(mutex_);
   (void)CommitOpenGroup();  // a failure is latched in group_error_

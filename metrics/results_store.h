@@ -164,6 +164,8 @@ class ResultsStore {
   // Commits the group's writes and closes the group; Ok when they are all durable.
   Status CommitGroup();
   bool in_group() const;
+  // The open group holds writes not yet committed (a commit would write and fsync).
+  bool group_pending() const;
 
   // --- Sweeps (durable: FULL) ------------------------------------------------------
   // Stores the sweep, its variants and its trials (state queued) in one transaction.

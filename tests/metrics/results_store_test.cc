@@ -876,7 +876,9 @@ TEST_F(ResultsStoreTest, GroupedWritesAreInvisibleToOtherConnectionsUntilTheGrou
   const int64_t trial = sweep.trial_ids[0];
   store->BeginGroup();
   EXPECT_TRUE(store->in_group());
+  EXPECT_FALSE(store->group_pending()) << "an empty group has nothing to commit";
   ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  EXPECT_TRUE(store->group_pending());
   ASSERT_TRUE(store->MarkRunning(trial, 1)->applied);
   MetricsBatch batch;
   batch.steps = {Step(trial, 1, 0, 0), Step(trial, 1, 0, 1)};
