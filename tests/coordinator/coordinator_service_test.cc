@@ -1022,15 +1022,18 @@ TEST_F(CoordinatorServiceTest, AcksAndTheNextAssignmentLeaveOnlyAfterTheTurnsGro
 }
 
 // A group the store cannot take (here a disk that fills up on the turn's second
-// frame) acknowledges nothing, not even the frame that fitted, and sends nothing it
-// decided: the coordinator closes the connection and reloads from the store; the
-// worker reconnects, re-registers its attempt and sends everything unacknowledged
-// again, which is stored once the disk has room.
+// frame, from another worker) acknowledges nothing, not even the frame that fitted, and
+// sends nothing it decided: the coordinator closes every connection and reloads from
+// the store; the worker reconnects, re-registers its attempt and sends everything
+// unacknowledged again, which is stored once the disk has room.
 TEST_F(CoordinatorServiceTest, ALostGroupAcknowledgesNothingAndTheResentFramesAreStoredLater) {
   auto w1 = Register("w1");
+  auto w2 = Register("w2");
   Submit();
-  auto assign = w1->Take("assign").at(0);
-  protocol::AttemptRef ref{assign["trial_id"], assign["attempt"]};
+  auto assign1 = w1->Take("assign").at(0);
+  auto assign2 = w2->Take("assign").at(0);
+  protocol::AttemptRef ref{assign1["trial_id"], assign1["attempt"]};
+  protocol::AttemptRef other{assign2["trial_id"], assign2["attempt"]};
   service_.reset();
   store_.reset();
   const auto pages = std::filesystem::file_size(dir_ / "results.db") / 4096;
@@ -1044,20 +1047,26 @@ TEST_F(CoordinatorServiceTest, ALostGroupAcknowledgesNothingAndTheResentFramesAr
   service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
   ASSERT_TRUE(service_->Recover().ok());
   w1 = Register("w1", {ref});
+  w2 = Register("w2", {other});
   w1->frames.clear();
+  w2->frames.clear();
 
   protocol::EventsMessage fits;
   fits.events.push_back({ref, 0, {{"event", "started"}, {"pid", 1}}, 1});
   fits.events.push_back({ref, 0, {{"event", "summary"}, {"tokens_per_s", 160.0}, {"step_s_median", 0.1}}, 2});
   fits.outbox_seq = 1;
   protocol::EventsMessage too_big;
-  for (int i = 0; i < 20; ++i) too_big.events.push_back({ref, 0, {{"event", "log"}, {"message", std::string(20000, 'x')}}, 3 + i});
-  too_big.outbox_seq = 2;
+  for (int i = 0; i < 20; ++i) too_big.events.push_back({other, 0, {{"event", "log"}, {"message", std::string(20000, 'x')}}, 1 + i});
+  too_big.outbox_seq = 1;
+  // One turn: w1's frame fits, w2's overfills the disk and takes the group with it.
   service_->OnFrame("w1", links_["w1"].get(), protocol::ToJson(fits));
-  service_->OnFrame("w1", links_["w1"].get(), protocol::ToJson(too_big));
+  service_->OnFrame("w2", links_["w2"].get(), protocol::ToJson(too_big));
+  EXPECT_FALSE(w1->closed) << "w1's own frame was stored in the group";
   Pump();
-  EXPECT_TRUE(w1->Take("ack").empty()) << "no frame of a lost group is acknowledged";
-  EXPECT_TRUE(w1->closed) << "the worker is made to reconnect and resend";
+  EXPECT_TRUE(w1->Take("ack").empty()) << "no frame of a lost group is acknowledged, to any worker";
+  EXPECT_TRUE(w2->Take("ack").empty());
+  EXPECT_TRUE(w1->closed) << "every worker is made to reconnect and resend";
+  EXPECT_TRUE(w2->closed);
   auto stored = metrics::RunReadOnlyQuery((dir_ / "results.db").string(),
                                           "SELECT COUNT(*) FROM events UNION ALL SELECT COUNT(*) FROM trial_summaries");
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
@@ -1070,7 +1079,8 @@ TEST_F(CoordinatorServiceTest, ALostGroupAcknowledgesNothingAndTheResentFramesAr
   service_->Tick();
   Pump();
   EXPECT_TRUE(store_->healthy()) << store_->health().ToString();
-  // The worker reconnects with its attempt and resends what fits, then its result.
+  // The worker reconnects with its attempt and resends what was not acknowledged, then
+  // its result.
   w1 = Register("w1", {ref});
   EXPECT_TRUE(w1->Take("cancel").empty()) << "its attempt is reclaimed, not cancelled";
   Frame("w1", protocol::ToJson(fits));
@@ -1085,9 +1095,8 @@ TEST_F(CoordinatorServiceTest, ALostGroupAcknowledgesNothingAndTheResentFramesAr
   auto trial = Trial(ref.trial_id);
   EXPECT_EQ(trial.state, metrics::TrialState::kFinished);
   EXPECT_EQ(trial.outcome, metrics::Outcome::kSucceeded);
-  auto summaries = store_->ListTrialResults(trial.sweep_id).value();
   std::size_t with_summary = 0;
-  for (const auto& r : summaries) with_summary += r.summaries.size();
+  for (const auto& r : store_->ListTrialResults(trial.sweep_id).value()) with_summary += r.summaries.size();
   EXPECT_EQ(with_summary, 1u);
 }
 
