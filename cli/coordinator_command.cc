@@ -171,6 +171,12 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--worker-listen", flags->config.worker_listen, "worker protocol address HOST:PORT")
       ->capture_default_str();
   cmd->add_option("--db", flags->config.db_path, "results database (SQLite)")->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--store-synchronous",
+         [flags](const std::string& mode) { flags->config.store_durable = mode == "full"; },
+         "full (default): results survive power loss once acknowledged; normal: benchmarks only, a power "
+         "loss may lose the last acknowledged results")
+      ->check(CLI::IsMember({"full", "normal"}));
   cmd->add_option("--executors", flags->executors_path,
                   "command allowlist that executor: command sweeps are checked against at submit (default: "
                   "$BAKEOFF_EXECUTORS, else the shipped experiments/executors.yaml; \"none\": only the "

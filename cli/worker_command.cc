@@ -27,6 +27,8 @@ struct WorkerFlags {
   std::string store_ports = "29500-29999";
   std::vector<int> cuda_devices;
   int simulate_step_ms = 10;
+  // Scale benchmarks: this many simulated workers in this one process (--simulate only).
+  int simulated_workers = 1;
   std::string argv0;
   worker::ExplicitWorkerFlags given;  // what the allocation must not override
   bool slots_given = false;
@@ -84,17 +86,36 @@ int RunWorker(WorkerFlags& flags) {
   if (std::string warning = flags.config.RankAddressWarning(); !warning.empty()) {
     std::cerr << "bakeoff worker: warning: " << warning << "\n";
   }
+  if (flags.simulated_workers < 1 || (flags.simulated_workers > 1 && !flags.config.simulate)) {
+    std::cerr << "bakeoff worker: --simulated-workers needs --simulate and a count of at least 1\n";
+    return kExitUsage;
+  }
   if (flags.config.simulate) {
     std::cerr << "bakeoff worker: SIMULATED workload: no trainer runs; results are marked simulated "
                  "(for scale benchmarks only)\n";
   }
+  // One agent normally; with --simulated-workers N, N agents on this one io_context, each
+  // a worker of its own to the coordinator (name NAME-i, own connection, own outbox),
+  // without /metrics endpoints (N listening ports would measure nothing of interest).
   boost::asio::io_context io;
-  auto agent = std::make_shared<worker::WorkerAgent>(io.get_executor(), flags.config);
+  std::vector<std::shared_ptr<worker::WorkerAgent>> agents;
+  for (int i = 0; i < flags.simulated_workers; ++i) {
+    worker::WorkerConfig config = flags.config;
+    if (flags.simulated_workers > 1) {
+      config.name += "-" + std::to_string(i);
+      config.metrics_listen = "off";
+    }
+    agents.push_back(std::make_shared<worker::WorkerAgent>(io.get_executor(), std::move(config)));
+  }
   Status result = Status::Ok();
-  boost::asio::co_spawn(io, agent->Run(), [&](std::exception_ptr e, Status s) {
-    result = e ? Status::Internal("worker crashed") : s;
-    io.stop();
-  });
+  std::size_t running = agents.size();
+  for (auto& agent : agents) {
+    boost::asio::co_spawn(io, agent->Run(), [&](std::exception_ptr e, Status s) {
+      Status ended = e ? Status::Internal("worker crashed") : s;
+      if (result.ok() && !ended.ok()) result = ended;
+      if (--running == 0) io.stop();
+    });
+  }
   // Inside a Slurm job, SIGTERM comes from Slurm (time limit, preemption, scancel) and
   // SIGUSR1 from `sbatch --signal=USR1@N`: the trials did nothing wrong, so they are
   // requeued, not finished cancelled. Elsewhere SIGTERM stops as SIGINT does.
@@ -102,12 +123,14 @@ int RunWorker(WorkerFlags& flags) {
   boost::asio::signal_set signals(io, SIGINT, SIGTERM, SIGUSR1);
   signals.async_wait([&](const boost::system::error_code& ec, int signal) {
     if (ec) return;
-    if (signal == SIGUSR1 || (signal == SIGTERM && !slurm_job.empty())) {
-      agent->Preempt(std::string(signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM") + " to the worker" +
-                     (slurm_job.empty() ? std::string() : " of Slurm job " + slurm_job) +
-                     " (time limit, preemption or scancel): requeued");
-    } else {
-      agent->Stop();
+    for (auto& agent : agents) {
+      if (signal == SIGUSR1 || (signal == SIGTERM && !slurm_job.empty())) {
+        agent->Preempt(std::string(signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM") + " to the worker" +
+                       (slurm_job.empty() ? std::string() : " of Slurm job " + slurm_job) +
+                       " (time limit, preemption or scancel): requeued");
+      } else {
+        agent->Stop();
+      }
     }
   });
   io.run();
@@ -185,6 +208,11 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_flag("--simulate", flags->config.simulate,
                 "scale benchmarks only: emit simulated events instead of running the trainer");
   cmd->add_option("--simulate-step-ms", flags->simulate_step_ms, "simulated step time")->capture_default_str();
+  cmd->add_option("--simulated-workers", flags->simulated_workers,
+                  "with --simulate: run N simulated workers in this process (names NAME-0..NAME-N-1, one "
+                  "connection each, no /metrics)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->callback([flags, exit_code, &root, name, host, cuda, slots, store_ports]() {
     flags->argv0 = root.get_name();
     flags->given = {name->count() > 0, host->count() > 0, cuda->count() > 0, store_ports->count() > 0};

@@ -24,6 +24,10 @@ struct CoordinatorConfig {
   // (503) and keeps everything stored, and probes every `store_probe_interval` until a
   // write succeeds again.
   std::int64_t db_max_bytes = 0;
+  // synchronous=FULL for the store's durable writes (true, the default). false runs every
+  // commit with NORMAL: faster, but a power loss may lose acknowledged results
+  // (`--store-synchronous normal`, for benchmarks measuring what FULL costs).
+  bool store_durable = true;
   std::chrono::milliseconds store_probe_interval{5000};
   // Credentials (docs/security.md), three kinds, none standing in for another. Each
   // list holds the tokens accepted (several while one is rotated):
@@ -62,6 +66,13 @@ struct CoordinatorConfig {
   std::chrono::milliseconds recovery_grace{30000};
   // Housekeeping period: expiry, grace deadlines, scheduling retries.
   std::chrono::milliseconds tick{100};
+  // Group commit (docs/scale.md): the store writes of one event-loop turn are committed
+  // together at its end; under load a turn grows, so a group open this long is committed
+  // (with the scheduling it asked for) before the next frame is handled. Bounds how long
+  // an ack or an assignment waits for its commit (each FULL commit blocks the loop for its
+  // fsync, about 5 ms on the benchmark VM: a shorter window costs throughput). 0: only
+  // at the end of a turn.
+  std::chrono::milliseconds group_commit_window{50};
 
   std::size_t max_request_body_bytes = 1u << 20;  // POST bodies (a sweep's YAML)
   std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;

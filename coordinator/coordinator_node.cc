@@ -22,6 +22,7 @@ Status CoordinatorNode::Start() {
   }
   metrics::StoreOptions options;
   options.path = config_.db_path;
+  options.durable = config_.store_durable;
   // SQLite's default page size; the cap is whole pages.
   if (config_.db_max_bytes > 0) options.max_page_count = std::max<std::int64_t>(1, config_.db_max_bytes / 4096);
   auto store = metrics::ResultsStore::Open(options);

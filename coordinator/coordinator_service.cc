@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <boost/asio/post.hpp>
 
@@ -163,11 +166,19 @@ void CoordinatorService::Start() {
 void CoordinatorService::Stop() {
   stopped_ = true;
   tick_timer_.cancel();
+  // What this turn stored is committed; what waited for it is not sent any more.
+  if (store_.in_group()) (void)store_.CommitGroup();
+  after_commit_.clear();
   for (auto& [id, link] : links_) link->Close();
   links_.clear();
 }
 
 void CoordinatorService::Tick() {
+  if (reload_needed_) {
+    reload_needed_ = false;
+    ReloadAfterLostGroup(Status::IoError("the last reload from the store failed"));
+  }
+  BeginWrites();
   const auto probe_now = clock_.Now();
   if (!store_.healthy() && probe_now >= next_store_probe_) {
     // A full, read-only or capped database refuses writes; try one small real write now
@@ -210,12 +221,94 @@ void CoordinatorService::Tick() {
 }
 
 void CoordinatorService::ScheduleSoon() {
-  if (schedule_posted_) return;
-  schedule_posted_ = true;
-  asio::post(executor_, [this]() {
-    schedule_posted_ = false;
-    if (!stopped_) Schedule();
-  });
+  schedule_wanted_ = true;
+  PostEndOfTurn();
+}
+
+// ------------------------------------------------------------------ group commit
+
+void CoordinatorService::BeginWrites() {
+  if (!store_.in_group()) {
+    store_.BeginGroup();
+    group_opened_ = clock_.Now();
+  }
+  PostEndOfTurn();
+}
+
+void CoordinatorService::CommitIfGroupIsOld() {
+  if (config_.group_commit_window.count() <= 0 || !store_.in_group()) return;
+  if (clock_.Now() - group_opened_ < config_.group_commit_window) return;
+  if (schedule_wanted_) {
+    schedule_wanted_ = false;
+    Schedule();
+  }
+  (void)FinishGroup();
+}
+
+void CoordinatorService::PostEndOfTurn() {
+  if (turn_posted_) return;
+  turn_posted_ = true;
+  // Posted behind the handlers already queued: the frames read in this pass of the
+  // event loop join the group before it commits.
+  asio::post(executor_, [this]() { EndOfTurn(); });
+}
+
+void CoordinatorService::EndOfTurn() {
+  if (!stopped_) {
+    if (schedule_wanted_) {
+      schedule_wanted_ = false;
+      Schedule();  // its assignments join this turn's group
+    }
+    (void)FinishGroup();
+  }
+  turn_posted_ = false;
+}
+
+Status CoordinatorService::FinishGroup() {
+  Status committed = Status::Ok();
+  if (store_.in_group()) {
+    // Timed only when it writes: a turn that stored nothing (most ticks) commits nothing.
+    std::optional<CoordinatorMetrics::StoreWriteTimer> timer;
+    if (store_.group_pending()) timer.emplace(metrics_, "commit_group");
+    committed = store_.CommitGroup();
+  }
+  std::vector<std::function<void()>> waiting;
+  waiting.swap(after_commit_);
+  if (!committed.ok()) {
+    ReloadAfterLostGroup(committed);
+    return committed;
+  }
+  for (auto& send : waiting) send();
+  return Status::Ok();
+}
+
+void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
+  // The store may hold less than memory says (the lost writes), or more (a reader
+  // committed part of the group early): memory is rebuilt from the store, and every
+  // worker reconnects, re-registers its running attempts and resends what was not
+  // acknowledged, exactly as after a coordinator restart.
+  Log("a group of store writes was lost (" + why.ToString() + "): nothing it decided was sent; closing " +
+      std::to_string(links_.size()) +
+      " worker connection(s) so that the workers send again what was not acknowledged, and reloading sweeps and "
+      "trials from the store");
+  for (auto& [id, link] : links_) link->Close();
+  links_.clear();
+  acked_.clear();
+  after_commit_.clear();
+  registry_.ReleaseAll();
+  trials_.clear();
+  sweeps_.clear();
+  awaiting_reclaim_.clear();
+  history_.clear();
+  schedule_wanted_ = false;
+  Status recovered = Recover();
+  if (!recovered.ok()) {
+    Log("cannot reload from the store: " + recovered.ToString() + "; trying again at the next tick");
+    trials_.clear();
+    sweeps_.clear();
+    awaiting_reclaim_.clear();
+    reload_needed_ = true;
+  }
 }
 
 // ------------------------------------------------------------------ scheduling
@@ -228,12 +321,32 @@ std::size_t CoordinatorService::queued_trials() const {
 
 void CoordinatorService::Schedule() {
   if (!store_.healthy()) return;  // refuse new work until the disk is fixed
+  // Workers with room only; every trial placed takes at least one of their free units
+  // (CPU slots, CUDA devices), so no sweep needs more of its queue than that.
+  std::vector<SchedulerWorker> workers;
+  std::size_t free_units = 0;
+  for (const auto& [id, info] : registry_.workers()) {
+    if (!info.schedulable()) continue;
+    const int cpu = info.free_cpu_slots();
+    std::vector<int> cuda = info.free_cuda_devices();
+    if ((cpu <= 0 && cuda.empty()) || !links_.count(id)) continue;
+    free_units += static_cast<std::size_t>(std::max(0, cpu)) + cuda.size();
+    workers.push_back(SchedulerWorker{id, cpu, std::move(cuda), info.executors});
+  }
+  if (workers.empty()) return;
   std::vector<SchedulerSweep> sweeps;
-  for (const auto& [sid, sweep] : sweeps_) {
+  for (auto& [sid, sweep] : sweeps_) {
     if (sweep.done || sweep.cancelled) continue;
     SchedulerSweep s;
     s.sweep_id = sid;
-    for (std::int64_t tid : sweep.trial_order) {
+    // Trials before queued_from are not queued (assigned, running or finished; a
+    // requeue resets it): a long sweep's scan starts where its queue does.
+    while (sweep.queued_from < sweep.trial_order.size() &&
+           trials_.at(sweep.trial_order[sweep.queued_from]).machine.phase() != TrialPhase::kQueued) {
+      ++sweep.queued_from;
+    }
+    for (std::size_t i = sweep.queued_from; i < sweep.trial_order.size() && s.queue.size() < free_units; ++i) {
+      const std::int64_t tid = sweep.trial_order[i];
       const auto& trial = trials_.at(tid);
       if (trial.machine.phase() != TrialPhase::kQueued || trial.cancel_requested) continue;
       auto v = sweep.variants.find(trial.variant_key);
@@ -244,17 +357,13 @@ void CoordinatorService::Schedule() {
     if (!s.queue.empty()) sweeps.push_back(std::move(s));
   }
   if (sweeps.empty()) return;
-  std::vector<SchedulerWorker> workers;
-  for (const auto& [id, info] : registry_.workers()) {
-    if (!info.schedulable() || !links_.count(id)) continue;
-    workers.push_back(SchedulerWorker{id, info.free_cpu_slots(), info.free_cuda_devices(), info.executors});
-  }
-  if (workers.empty()) return;
   auto history = [this](std::int64_t sweep_id, const std::string& variant, const std::string& worker) {
     auto it = history_.find({sweep_id, variant, worker});
     return it == history_.end() ? 0 : it->second;
   };
-  for (const auto& placement : scheduler_.Schedule(sweeps, std::move(workers), history)) {
+  auto placements = scheduler_.Schedule(sweeps, std::move(workers), history);
+  if (!placements.empty()) BeginWrites();
+  for (const auto& placement : placements) {
     Status applied = ApplyPlacement(placement);
     if (!applied.ok()) {
       Log("cannot assign trial=" + std::to_string(placement.trial_id) + ": " + applied.ToString());
@@ -400,6 +509,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
     record.metrics_url = "http://" + info.metrics_host + ":" + std::to_string(message.metrics_port) + "/metrics";
   }
   record.state = message.running.empty() ? metrics::WorkerState::kIdle : metrics::WorkerState::kBusy;
+  BeginWrites();
   Status upsert = store_.UpsertWorker(record);
   if (!upsert.ok()) Log("cannot record worker " + id + ": " + upsert.ToString());
 
@@ -445,11 +555,13 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
 }
 
 void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink* link, const json& frame) {
+  CommitIfGroupIsOld();  // first: a reload after a lost group replaces the links checked below
   auto current = links_.find(worker_id);
   if (current == links_.end() || current->second.get() != link) return;  // a replaced connection
   auto type = protocol::MessageType(frame);
   if (!type.ok()) return;
   registry_.Heartbeat(worker_id);  // any frame proves the worker alive
+  BeginWrites();
   if (*type == protocol::kTypeHeartbeat) {
     auto hb = protocol::Parse<protocol::HeartbeatMessage>(frame);
     if (hb.ok()) HandleHeartbeat(worker_id, *hb);
@@ -535,9 +647,17 @@ void CoordinatorService::OnDisconnect(const std::string& worker_id, const Worker
 
 void CoordinatorService::Ack(const std::string& worker_id, std::int64_t outbox_seq) {
   if (outbox_seq <= 0) return;
-  auto& acked = acked_[worker_id];
-  acked = std::max(acked, outbox_seq);
-  Send(worker_id, protocol::ToJson(protocol::AckMessage{outbox_seq}));
+  auto ack = [this, worker_id, outbox_seq]() {
+    auto& acked = acked_[worker_id];
+    acked = std::max(acked, outbox_seq);
+    Send(worker_id, protocol::ToJson(protocol::AckMessage{outbox_seq}));
+  };
+  // The worker forgets what is acknowledged: only once the group holding it committed.
+  if (store_.in_group()) {
+    after_commit_.push_back(std::move(ack));
+  } else {
+    ack();
+  }
 }
 
 void CoordinatorService::HandleHeartbeat(const std::string& worker_id, const protocol::HeartbeatMessage& message) {
@@ -671,6 +791,7 @@ Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const 
   trial.machine = next;
   if (requeue) {
     trial.queued_since = clock_.Now();
+    sweeps_.at(trial.sweep_id).queued_from = 0;  // queued again, possibly before the cursor
     metrics_.CountRequeue();
   }
   Log(std::string(effect == TrialStateMachine::Effect::kRequeued ? "requeued" : "finished") +
@@ -717,9 +838,14 @@ void CoordinatorService::HandleWorkerLost(const std::string& worker_id, const st
 void CoordinatorService::MaybeFinishSweep(std::int64_t sweep_id) {
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end() || it->second.done) return;
-  for (std::int64_t tid : it->second.trial_order) {
-    if (trials_.at(tid).machine.phase() != TrialPhase::kFinished) return;
+  // Finished is final: the finished prefix only grows, so each call resumes the scan
+  // where the last stopped (a check per finished trial, not a walk of the whole sweep).
+  SweepEntry& sweep = it->second;
+  while (sweep.finished_prefix < sweep.trial_order.size() &&
+         trials_.at(sweep.trial_order[sweep.finished_prefix]).machine.phase() == TrialPhase::kFinished) {
+    ++sweep.finished_prefix;
   }
+  if (sweep.finished_prefix < sweep.trial_order.size()) return;
   it->second.done = true;
   StoreSweepState(it->second);
 }
@@ -746,6 +872,7 @@ void CoordinatorService::StoreSweepState(SweepEntry& sweep) {
 }
 
 void CoordinatorService::EvictFinishedSweeps() {
+  std::size_t evicted_trials = 0;
   for (auto it = sweeps_.begin(); it != sweeps_.end();) {
     SweepEntry& sweep = it->second;
     if (!sweep.done || !sweep.state_stored) {
@@ -757,10 +884,17 @@ void CoordinatorService::EvictFinishedSweeps() {
     finished_sweeps_.push_back(SweepSnapshot(sweep));
     while (finished_sweeps_.size() > kFinishedSweepsShown) finished_sweeps_.pop_front();
     for (std::int64_t tid : sweep.trial_order) trials_.erase(tid);
+    evicted_trials += sweep.trial_order.size();
     history_.erase(history_.lower_bound({sweep.id, std::string(), std::string()}),
                    history_.lower_bound({sweep.id + 1, std::string(), std::string()}));
     it = sweeps_.erase(it);
   }
+#if defined(__GLIBC__)
+  // A large sweep's entries (about 460 bytes a trial, docs/scale.md) go back to the
+  // system, not only to the allocator's free lists: the resident set follows the live
+  // sweeps rather than the largest one ever held.
+  if (evicted_trials >= 10000) malloc_trim(0);
+#endif
 }
 
 void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
@@ -853,10 +987,18 @@ void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
 void CoordinatorService::Send(const std::string& worker_id, const json& frame) {
   auto it = links_.find(worker_id);
   if (it == links_.end()) return;  // reconnect and heartbeats reconcile later
-  Status sent = it->second->Send(frame);
-  if (!sent.ok()) {
-    Log("cannot send to worker=" + worker_id + ": " + sent.ToString());
-    it->second->Close();
+  auto send = [worker_id, link = it->second, frame]() {
+    Status sent = link->Send(frame);
+    if (!sent.ok()) {
+      Log("cannot send to worker=" + worker_id + ": " + sent.ToString());
+      link->Close();
+    }
+  };
+  // What this turn decided leaves once it is stored; frames keep their order.
+  if (store_.in_group()) {
+    after_commit_.push_back(std::move(send));
+  } else {
+    send();
   }
 }
 
@@ -1011,6 +1153,11 @@ std::variant<json, ApiError> CoordinatorService::CommitSweep(PreparedSweep prepa
   json out = {{"id", sweep.id}, {"name", sweep.name}, {"variant_count", variants.size()},
               {"trial_count", trials.size()}, {"state", "running"}};
   sweeps_[sweep.id] = std::move(sweep);
+  // The user hears of the sweep once it is durable (it may have joined this turn's group).
+  if (Status committed = FinishGroup(); !committed.ok()) {
+    return ApiError{503, "the sweep was not stored: " + committed.message() +
+                             "; the coordinator accepts no new sweeps until the results database writes again"};
+  }
   ScheduleSoon();
   return out;
 }
@@ -1047,8 +1194,10 @@ std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& 
   Log("sweep " + std::to_string(sweep.id) + " cancelled: " + std::to_string(*cancelled) +
       " queued trial(s) cancelled, " + std::to_string(stopping) + " running trial(s) being stopped");
   MaybeFinishSweep(sweep.id);
-  return json{{"id", sweep.id}, {"name", sweep.name}, {"state", sweep.done ? "cancelled" : "cancelling"},
-              {"cancelled_trials", *cancelled}, {"stopping_trials", stopping}};  // evicted later, not now
+  json out{{"id", sweep.id}, {"name", sweep.name}, {"state", sweep.done ? "cancelled" : "cancelling"},
+           {"cancelled_trials", *cancelled}, {"stopping_trials", stopping}};  // evicted later, not now
+  if (Status committed = FinishGroup(); !committed.ok()) return FromStatus(committed);
+  return out;
 }
 
 std::variant<json, ApiError> CoordinatorService::DrainWorker(const std::string& worker_id) {
@@ -1059,7 +1208,9 @@ std::variant<json, ApiError> CoordinatorService::DrainWorker(const std::string& 
   Status s = store_.SetWorkerState(worker_id, metrics::WorkerState::kDraining);
   (void)s;
   Log("draining worker=" + worker_id + " with " + std::to_string(info->attempts.size()) + " running attempt(s)");
-  return json{{"id", worker_id}, {"state", "draining"}, {"running", info->attempts.size()}};
+  json out{{"id", worker_id}, {"state", "draining"}, {"running", info->attempts.size()}};
+  if (Status committed = FinishGroup(); !committed.ok()) return FromStatus(committed);
+  return out;
 }
 
 json CoordinatorService::WorkersJson() const {

@@ -1,7 +1,18 @@
 // CoordinatorService: the coordinator's logic. It owns the in-memory view of sweeps,
 // trials and workers, decides every transition (TrialStateMachine), places trials
 // (Scheduler), talks to workers through WorkerLinks, and persists every decision in the
-// results store before acknowledging it (the store owns durability). On start it
+// results store before acknowledging it (the store owns durability).
+//
+// Group commit (docs/scale.md). The store writes of one turn of the event loop (the
+// frames read in one pass, the scheduling they cause, a tick) join one store group:
+// one transaction and one fsync. Every frame sent while a group is open (acks,
+// assignments, cancels, heartbeat answers) waits until the group commits, in the order
+// it was sent, so nothing is acknowledged or dispatched on a write that could still be
+// lost; an API call that stores something (submit, cancel, drain) commits the group
+// before it answers. When a group is lost (its commit, or a disk error in it), nothing
+// it decided is sent: the service closes every worker connection and reloads its state
+// from the store, as after a restart; the workers reconnect, re-register their running
+// attempts and send again everything that was not acknowledged. On start it
 // recovers from the store: queued trials are scheduled again; assigned and running
 // ones wait `recovery_grace` for their workers to reconnect and reclaim them, and are
 // requeued as lost otherwise.
@@ -219,6 +230,10 @@ class CoordinatorService {
     bool cancelled = false;
     bool done = false;          // every trial finished
     bool state_stored = false;  // the store has it finished or cancelled: evictable
+    // Scan cursors into trial_order: every trial before finished_prefix is finished;
+    // none before queued_from is queued (reset to 0 when a trial is requeued).
+    std::size_t finished_prefix = 0;
+    std::size_t queued_from = 0;
   };
 
   void Schedule();
@@ -253,7 +268,22 @@ class CoordinatorService {
   // A frame the store could not take: close the worker's connection (see .cc).
   void DropUnstored(const std::string& worker_id, const std::string& reason);
   void Ack(const std::string& worker_id, std::int64_t outbox_seq);
+  // Scheduling at the end of this turn (before its group commits).
   void ScheduleSoon();
+  // Opens the store group for this turn's writes if none is open, and posts the end of
+  // the turn, which commits it. Call before any store write made on the executor.
+  void BeginWrites();
+  // Schedules if asked to and commits the group when it has been open for
+  // group_commit_window. Called where no reference into sweeps_ or trials_ is held.
+  void CommitIfGroupIsOld();
+  void PostEndOfTurn();
+  // Schedules if asked to, then commits the open group (FinishGroup).
+  void EndOfTurn();
+  // Commits the open group, then sends what waited for it; when the group is lost,
+  // sends none of it and reloads (ReloadAfterLostGroup). Returns the commit's Status.
+  // REQUIRES: no reference into sweeps_ or trials_ is held (a reload clears them).
+  Status FinishGroup();
+  void ReloadAfterLostGroup(const Status& why);
   Status LoadSweep(const metrics::SweepRecord& record,
                    const std::map<std::int64_t, metrics::TrialResult>& active);
 
@@ -265,7 +295,12 @@ class CoordinatorService {
   Scheduler scheduler_;
   boost::asio::steady_timer tick_timer_;
   bool stopped_ = false;
-  bool schedule_posted_ = false;
+  bool schedule_wanted_ = false;  // ScheduleSoon was called this turn
+  bool turn_posted_ = false;      // EndOfTurn is posted
+  bool reload_needed_ = false;
+  Clock::TimePoint group_opened_{};  // when the open group was begun    // a reload after a lost group failed: Tick tries again
+  // What waits for the open group to commit (frames to send, acks to record), in order.
+  std::vector<std::function<void()>> after_commit_;
   bool evict_posted_ = false;
   Clock::TimePoint next_store_probe_{};  // when an unhealthy store is probed next (Tick)
   std::map<std::string, std::shared_ptr<WorkerLink>> links_;

@@ -116,6 +116,14 @@ int WorkerRegistry::NextStorePort(const std::string& worker_id) {
   return port;
 }
 
+void WorkerRegistry::ReleaseAll() {
+  for (auto& [id, info] : workers_) {
+    info.used_cpu_slots = 0;
+    info.used_cuda_devices.clear();
+    info.attempts.clear();
+  }
+}
+
 WorkerInfo* WorkerRegistry::Find(const std::string& worker_id) {
   auto it = workers_.find(worker_id);
   return it == workers_.end() ? nullptr : &it->second;

@@ -88,6 +88,10 @@ class WorkerRegistry {
 
   // The next port of the worker's advertised store range (round robin).
   int NextStorePort(const std::string& worker_id);
+  // Frees every worker's reservations (identities and liveness stay): the coordinator
+  // rebuilds them from the store and the workers' re-registrations after it lost a
+  // group of store writes.
+  void ReleaseAll();
 
   WorkerInfo* Find(const std::string& worker_id);
   const std::map<std::string, WorkerInfo>& workers() const { return workers_; }

@@ -180,7 +180,7 @@ Result<std::vector<T>> ReadAll(SqliteStatement& stmt, Reader read) {
 // The trial's state as a not-applied TransitionResult; kNotFound when absent.
 Result<TransitionResult> ReadTransitionState(SqliteConnection& db, int64_t trial_id) {
   Result<SqliteStatement> stmt =
-      db.Prepare("SELECT state, attempts_used, outcome FROM trials WHERE id = ?");
+      db.PrepareCached("SELECT state, attempts_used, outcome FROM trials WHERE id = ?");
   if (!stmt.ok()) return stmt.status();
   stmt->Bind(1, trial_id);
   Result<bool> row = stmt->Step();
@@ -213,7 +213,7 @@ class CurrentAttemptCache {
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
     if (!stmt_) {
-      Result<SqliteStatement> stmt = db_.Prepare(
+      Result<SqliteStatement> stmt = db_.PrepareCached(
           "SELECT t.attempts_used, t.state, a.outcome, a.attempt IS NOT NULL FROM trials t "
           "LEFT JOIN attempts a ON a.trial_id = t.id AND a.attempt = t.attempts_used "
           "WHERE t.id = ?");
@@ -275,6 +275,13 @@ bool IsStoreFailure(const Status& status) {
     case Status::Code::kUnavailable: return true;
     default: return false;
   }
+}
+
+// `status` with `context`, as a store failure (kIoError unless it already is one): a
+// lost group transaction always means the store could not write.
+Status AsStoreFailure(const Status& status, const std::string& context) {
+  return IsStoreFailure(status) ? status.WithContext(context)
+                                : Status::IoError(context + ": " + status.message());
 }
 
 }  // namespace
@@ -358,6 +365,7 @@ Result<std::unique_ptr<ResultsStore>> ResultsStore::OpenReadOnly(
 
 Result<int> ResultsStore::SchemaVersion() {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   return ReadSchemaVersion(*db_);
 }
 
@@ -378,6 +386,14 @@ Status ResultsStore::NoteFailure(Status status) {
 
 Status ResultsStore::SetSynchronous(bool full) {
   // Open() sets FULL first, so the flag mirrors the connection from then on.
+  if (!options_.durable) {
+    if (synchronous_full_ || !normal_set_) {
+      BAKEOFF_RETURN_IF_ERROR(db_->Exec("PRAGMA synchronous = NORMAL"));
+      synchronous_full_ = false;
+      normal_set_ = true;
+    }
+    return Status::Ok();
+  }
   if (synchronous_full_ == full) return Status::Ok();
   BAKEOFF_RETURN_IF_ERROR(db_->Exec(full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL"));
   synchronous_full_ = full;
@@ -392,6 +408,7 @@ Status ResultsStore::WriteTransaction(const char* operation, bool durable,
   }
   auto started = std::chrono::steady_clock::now();
   Status status = [&]() -> Status {
+    if (group_) return GroupWrite(body);
     BAKEOFF_RETURN_IF_ERROR(SetSynchronous(durable));
     SqliteTransaction transaction(*db_);
     BAKEOFF_RETURN_IF_ERROR(transaction.begin_status());
@@ -406,8 +423,90 @@ Status ResultsStore::WriteTransaction(const char* operation, bool durable,
   return NoteFailure(status);
 }
 
+// --- Group commit ---------------------------------------------------------------------
+
+void ResultsStore::BeginGroup() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  group_ = true;
+  group_error_ = Status::Ok();
+}
+
+bool ResultsStore::in_group() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return group_;
+}
+
+bool ResultsStore::group_pending() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return group_ && group_transaction_;
+}
+
+Status ResultsStore::CommitGroup() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // a failure is latched in group_error_
+  group_ = false;
+  Status result = group_error_;
+  group_error_ = Status::Ok();
+  return result;
+}
+
+Status ResultsStore::GroupWrite(const std::function<Status()>& body) {
+  // A lost transaction takes the group with it: nothing more joins it (a later write
+  // could otherwise commit decisions taken on the lost ones).
+  if (!group_error_.ok()) return group_error_;
+  if (!group_transaction_) {
+    BAKEOFF_RETURN_IF_ERROR(SetSynchronous(true));
+    BAKEOFF_RETURN_IF_ERROR(db_->Exec("BEGIN IMMEDIATE"));
+    group_transaction_ = true;
+  }
+  BAKEOFF_RETURN_IF_ERROR(db_->ExecCached("SAVEPOINT bakeoff_write"));
+  Status status = body();
+  if (status.ok()) status = db_->ExecCached("RELEASE bakeoff_write");
+  if (status.ok()) return status;
+  if (!IsStoreFailure(status) && db_->InTransaction()) {
+    // A write refused for its content: only it is undone; the group's earlier writes stay.
+    Status undone = db_->ExecCached("ROLLBACK TO bakeoff_write");
+    if (undone.ok()) undone = db_->ExecCached("RELEASE bakeoff_write");
+    if (undone.ok()) return status;
+  }
+  // The disk failed (SQLite may already have rolled the whole transaction back; it is
+  // rolled back here otherwise, so that the outcome does not depend on which): the
+  // group's earlier writes go with it.
+  if (db_->InTransaction()) (void)db_->Exec("ROLLBACK");
+  group_transaction_ = false;
+  group_error_ = NoteFailure(AsStoreFailure(status, "a write rolled back its whole group"));
+  return status;
+}
+
+Status ResultsStore::CommitOpenGroup() {
+  if (!group_transaction_) return Status::Ok();
+  group_transaction_ = false;
+  auto started = std::chrono::steady_clock::now();
+  Status status = db_->Exec("COMMIT");
+  if (!status.ok()) {
+    if (db_->InTransaction()) (void)db_->Exec("ROLLBACK");
+    status = NoteFailure(AsStoreFailure(status, "committing a group of writes"));
+    if (group_error_.ok()) group_error_ = status;
+  }
+  if (options_.write_observer) {
+    options_.write_observer(
+        "commit_group", status,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
+  return status;
+}
+
 Status ResultsStore::Probe() {
   std::lock_guard<std::mutex> lock(mutex_);
+  // A real write of its own, outside any group (it decides whether the disk writes).
+  (void)CommitOpenGroup();
+  const bool grouped = group_;
+  group_ = false;
+  struct RestoreGroup {
+    bool& flag;
+    bool value;
+    ~RestoreGroup() { flag = value; }
+  } restore{group_, grouped};
   if (options_.max_page_count > 0) {
     Result<int64_t> pages = db_->QueryInt64("PRAGMA page_count");
     if (!pages.ok()) return NoteFailure(pages.status());
@@ -455,7 +554,7 @@ Result<CreatedSweep> ResultsStore::CreateSweep(const SweepRecord& sweep,
   CreatedSweep created;
   UnixSeconds now = Now();
   Status status = WriteTransaction("create_sweep", true, [&]() -> Status {
-    Result<SqliteStatement> insert_sweep = db_->Prepare(
+    Result<SqliteStatement> insert_sweep = db_->PrepareCached(
         "INSERT INTO sweeps (name, question, yaml, spec_json, state, created_at, "
         "finished_at, variant_count, trial_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (!insert_sweep.ok()) return insert_sweep.status();
@@ -469,7 +568,7 @@ Result<CreatedSweep> ResultsStore::CreateSweep(const SweepRecord& sweep,
     BAKEOFF_RETURN_IF_ERROR(insert_sweep->Run());
     created.sweep_id = db_->LastInsertRowId();
 
-    Result<SqliteStatement> insert_variant = db_->Prepare(
+    Result<SqliteStatement> insert_variant = db_->PrepareCached(
         "INSERT INTO variants (sweep_id, key, ordinal, params_json, trainer_config_json, "
         "counterpart_key, is_baseline, counterpart_excluded) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
     if (!insert_variant.ok()) return insert_variant.status();
@@ -485,7 +584,7 @@ Result<CreatedSweep> ResultsStore::CreateSweep(const SweepRecord& sweep,
       BAKEOFF_RETURN_IF_ERROR(insert_variant->Run());
     }
 
-    Result<SqliteStatement> insert_trial = db_->Prepare(
+    Result<SqliteStatement> insert_trial = db_->PrepareCached(
         "INSERT INTO trials (sweep_id, variant_key, repeat, order_index, state, "
         "max_attempts, queued_at) VALUES (?, ?, ?, ?, 'queued', ?, ?)");
     if (!insert_trial.ok()) return insert_trial.status();
@@ -507,7 +606,7 @@ Status ResultsStore::SetSweepState(int64_t sweep_id, SweepState state) {
   std::lock_guard<std::mutex> lock(mutex_);
   UnixSeconds now = Now();
   return WriteTransaction("set_sweep_state", true, [&]() -> Status {
-    Result<SqliteStatement> update = db_->Prepare(
+    Result<SqliteStatement> update = db_->PrepareCached(
         "UPDATE sweeps SET state = ?1, finished_at = CASE WHEN ?1 = 'running' THEN NULL "
         "ELSE COALESCE(finished_at, ?2) END WHERE id = ?3");
     if (!update.ok()) return update.status();
@@ -537,7 +636,7 @@ Result<TransitionResult> ResultsStore::AssignTrial(int64_t trial_id,
       return Status::Ok();
     }
     int64_t attempt = expected_attempts_used + 1;
-    Result<SqliteStatement> insert = db_->Prepare(
+    Result<SqliteStatement> insert = db_->PrepareCached(
         "INSERT INTO attempts (trial_id, attempt, worker_id, host, ranks_json, simulated, "
         "assigned_at) VALUES (?, ?, ?, ?, ?, ?, ?)");
     if (!insert.ok()) return insert.status();
@@ -545,7 +644,7 @@ Result<TransitionResult> ResultsStore::AssignTrial(int64_t trial_id,
                     Dump(RanksToJson(placement.ranks)), static_cast<int64_t>(placement.simulated),
                     placement.assigned_at != 0 ? placement.assigned_at : now);
     BAKEOFF_RETURN_IF_ERROR(insert->Run());
-    Result<SqliteStatement> update = db_->Prepare(
+    Result<SqliteStatement> update = db_->PrepareCached(
         "UPDATE trials SET state = 'assigned', attempts_used = ? WHERE id = ?");
     if (!update.ok()) return update.status();
     update->BindAll(attempt, trial_id);
@@ -571,9 +670,11 @@ Result<TransitionResult> ResultsStore::MarkRunning(int64_t trial_id, int64_t att
     if (result.state != TrialState::kAssigned || result.attempts_used != attempt) {
       return Status::Ok();
     }
-    BAKEOFF_RETURN_IF_ERROR(
-        db_->Exec("UPDATE trials SET state = 'running' WHERE id = " + std::to_string(trial_id)));
-    Result<SqliteStatement> update = db_->Prepare(
+    Result<SqliteStatement> running = db_->PrepareCached("UPDATE trials SET state = 'running' WHERE id = ?");
+    if (!running.ok()) return running.status();
+    running->Bind(1, trial_id);
+    BAKEOFF_RETURN_IF_ERROR(running->Run());
+    Result<SqliteStatement> update = db_->PrepareCached(
         "UPDATE attempts SET started_at = COALESCE(started_at, ?) WHERE trial_id = ? AND "
         "attempt = ?");
     if (!update.ok()) return update.status();
@@ -603,14 +704,14 @@ Result<TransitionResult> ResultsStore::FinishTrial(int64_t trial_id, int64_t exp
       return Status::Ok();
     }
     if (result.state == TrialState::kAssigned || result.state == TrialState::kRunning) {
-      Result<SqliteStatement> end_attempt = db_->Prepare(
+      Result<SqliteStatement> end_attempt = db_->PrepareCached(
           "UPDATE attempts SET outcome = ?, reason = ?, ended_at = ? WHERE trial_id = ? AND "
           "attempt = ?");
       if (!end_attempt.ok()) return end_attempt.status();
       end_attempt->BindAll(OutcomeName(outcome), reason, now, trial_id, expected_attempt);
       BAKEOFF_RETURN_IF_ERROR(end_attempt->Run());
     }
-    Result<SqliteStatement> finish = db_->Prepare(
+    Result<SqliteStatement> finish = db_->PrepareCached(
         "UPDATE trials SET state = 'finished', outcome = ?, reason = ?, finished_at = ? "
         "WHERE id = ?");
     if (!finish.ok()) return finish.status();
@@ -638,14 +739,14 @@ Result<TransitionResult> ResultsStore::RequeueTrial(int64_t trial_id, int64_t at
     result = *found;
     bool active = result.state == TrialState::kAssigned || result.state == TrialState::kRunning;
     if (!active || result.attempts_used != attempt) return Status::Ok();
-    Result<SqliteStatement> end_attempt = db_->Prepare(
+    Result<SqliteStatement> end_attempt = db_->PrepareCached(
         "UPDATE attempts SET outcome = ?, reason = ?, ended_at = ? WHERE trial_id = ? AND "
         "attempt = ?");
     if (!end_attempt.ok()) return end_attempt.status();
     end_attempt->BindAll(OutcomeName(attempt_outcome), reason, now, trial_id, attempt);
     BAKEOFF_RETURN_IF_ERROR(end_attempt->Run());
     Result<SqliteStatement> requeue =
-        db_->Prepare("UPDATE trials SET state = 'queued', reason = ? WHERE id = ?");
+        db_->PrepareCached("UPDATE trials SET state = 'queued', reason = ? WHERE id = ?");
     if (!requeue.ok()) return requeue.status();
     requeue->BindAll(reason, trial_id);
     BAKEOFF_RETURN_IF_ERROR(requeue->Run());
@@ -663,7 +764,7 @@ Result<int64_t> ResultsStore::CancelQueuedTrials(int64_t sweep_id, const std::st
   UnixSeconds now = Now();
   int64_t cancelled = 0;
   Status status = WriteTransaction("cancel_queued_trials", true, [&]() -> Status {
-    Result<SqliteStatement> exists = db_->Prepare("SELECT 1 FROM sweeps WHERE id = ?");
+    Result<SqliteStatement> exists = db_->PrepareCached("SELECT 1 FROM sweeps WHERE id = ?");
     if (!exists.ok()) return exists.status();
     exists->Bind(1, sweep_id);
     Result<bool> row = exists->Step();
@@ -672,7 +773,7 @@ Result<int64_t> ResultsStore::CancelQueuedTrials(int64_t sweep_id, const std::st
       return Status::NotFound("sweep " + std::to_string(sweep_id) +
                               " is not in the results database " + options_.path);
     }
-    Result<SqliteStatement> cancel = db_->Prepare(
+    Result<SqliteStatement> cancel = db_->PrepareCached(
         "UPDATE trials SET state = 'finished', outcome = 'cancelled', reason = ?, "
         "finished_at = ? WHERE sweep_id = ? AND state = 'queued'");
     if (!cancel.ok()) return cancel.status();
@@ -694,7 +795,7 @@ Status ResultsStore::UpsertWorker(const WorkerRecord& worker) {
   std::lock_guard<std::mutex> lock(mutex_);
   UnixSeconds now = Now();
   return WriteTransaction("upsert_worker", false, [&]() -> Status {
-    Result<SqliteStatement> upsert = db_->Prepare(
+    Result<SqliteStatement> upsert = db_->PrepareCached(
         "INSERT INTO workers (id, name, host, resources_json, metrics_url, state, "
         "registered_at, last_heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (id) DO UPDATE SET name = excluded.name, host = excluded.host, "
@@ -713,7 +814,7 @@ Status ResultsStore::UpsertWorker(const WorkerRecord& worker) {
 Status ResultsStore::SetWorkerState(const std::string& worker_id, WorkerState state) {
   std::lock_guard<std::mutex> lock(mutex_);
   return WriteTransaction("set_worker_state", false, [&]() -> Status {
-    Result<SqliteStatement> update = db_->Prepare("UPDATE workers SET state = ? WHERE id = ?");
+    Result<SqliteStatement> update = db_->PrepareCached("UPDATE workers SET state = ? WHERE id = ?");
     if (!update.ok()) return update.status();
     update->BindAll(WorkerStateName(state), worker_id);
     BAKEOFF_RETURN_IF_ERROR(update->Run());
@@ -730,7 +831,7 @@ Status ResultsStore::RecordWorkerHeartbeat(const std::string& worker_id, UnixSec
   UnixSeconds when = at != 0 ? at : Now();
   return WriteTransaction("worker_heartbeat", false, [&]() -> Status {
     Result<SqliteStatement> update =
-        db_->Prepare("UPDATE workers SET last_heartbeat_at = ? WHERE id = ?");
+        db_->PrepareCached("UPDATE workers SET last_heartbeat_at = ? WHERE id = ?");
     if (!update.ok()) return update.status();
     update->BindAll(when, worker_id);
     BAKEOFF_RETURN_IF_ERROR(update->Run());
@@ -757,7 +858,7 @@ Result<BatchResult> ResultsStore::AppendBatch(const MetricsBatch& batch) {
     auto count = [&](bool inserted) { (inserted ? result.written : result.duplicates) += 1; };
 
     if (!batch.steps.empty()) {
-      Result<SqliteStatement> insert = db_->Prepare(
+      Result<SqliteStatement> insert = db_->PrepareCached(
           "INSERT OR IGNORE INTO step_metrics (trial_id, attempt, rank, phase, step, step_s, "
           "tokens, loss, lr, peak_mem_bytes, rss_bytes, comm_s, comm_bytes) "
           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
@@ -779,7 +880,7 @@ Result<BatchResult> ResultsStore::AppendBatch(const MetricsBatch& batch) {
     }
 
     if (!batch.summaries.empty()) {
-      Result<SqliteStatement> insert = db_->Prepare(
+      Result<SqliteStatement> insert = db_->PrepareCached(
           "INSERT OR IGNORE INTO trial_summaries (trial_id, attempt, rank, startup_s, "
           "first_step_s, warmup_s, step_s_median, step_s_p10, step_s_p90, tokens_per_s, "
           "flops_per_s, mfu, peak_mem_bytes, frozen_bytes, trainable_bytes, grad_bytes, "
@@ -808,7 +909,7 @@ Result<BatchResult> ResultsStore::AppendBatch(const MetricsBatch& batch) {
     }
 
     if (!batch.events.empty()) {
-      Result<SqliteStatement> insert = db_->Prepare(
+      Result<SqliteStatement> insert = db_->PrepareCached(
           "INSERT OR IGNORE INTO events (trial_id, attempt, rank, kind, seq, data_json, at) "
           "VALUES (?, ?, ?, ?, ?, ?, ?)");
       if (!insert.ok()) return insert.status();
@@ -856,9 +957,10 @@ Result<BatchResult> ResultsStore::RecordSummary(const TrialSummary& summary) {
 
 Result<std::vector<SweepRecord>> ResultsStore::ListSweeps(std::optional<SweepState> state) {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   std::string sql = std::string("SELECT ") + kSweepColumns +
                     (state ? "WHERE w.state = ? " : "") + "ORDER BY w.id DESC";
-  Result<SqliteStatement> stmt = db_->Prepare(sql);
+  Result<SqliteStatement> stmt = db_->PrepareCached(sql);
   if (!stmt.ok()) return stmt.status();
   if (state) stmt->Bind(1, SweepStateName(*state));
   return ReadAll<SweepRecord>(*stmt, [&](const SqliteStatement& row) {
@@ -868,8 +970,9 @@ Result<std::vector<SweepRecord>> ResultsStore::ListSweeps(std::optional<SweepSta
 
 Result<SweepRecord> ResultsStore::GetSweep(int64_t sweep_id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   Result<SqliteStatement> stmt =
-      db_->Prepare(std::string("SELECT ") + kSweepColumns + "WHERE w.id = ?");
+      db_->PrepareCached(std::string("SELECT ") + kSweepColumns + "WHERE w.id = ?");
   if (!stmt.ok()) return stmt.status();
   stmt->Bind(1, sweep_id);
   Result<bool> row = stmt->Step();
@@ -884,7 +987,8 @@ Result<SweepRecord> ResultsStore::GetSweep(int64_t sweep_id) {
 
 Result<SweepRecord> ResultsStore::GetSweepByName(const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Result<SqliteStatement> stmt = db_->Prepare(std::string("SELECT ") + kSweepColumns +
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
+  Result<SqliteStatement> stmt = db_->PrepareCached(std::string("SELECT ") + kSweepColumns +
                                               "WHERE w.name = ? ORDER BY w.id DESC LIMIT 1");
   if (!stmt.ok()) return stmt.status();
   stmt->Bind(1, name);
@@ -913,7 +1017,8 @@ Result<SweepRecord> ResultsStore::FindSweep(const std::string& id_or_name) {
 
 Result<std::vector<VariantRecord>> ResultsStore::ListVariants(int64_t sweep_id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Result<SqliteStatement> stmt = db_->Prepare(
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
+  Result<SqliteStatement> stmt = db_->PrepareCached(
       "SELECT key, ordinal, params_json, trainer_config_json, counterpart_key, is_baseline, "
       "counterpart_excluded FROM variants WHERE sweep_id = ? ORDER BY ordinal, key");
   if (!stmt.ok()) return stmt.status();
@@ -933,7 +1038,8 @@ Result<std::vector<VariantRecord>> ResultsStore::ListVariants(int64_t sweep_id) 
 
 Result<std::vector<TrialRecord>> ResultsStore::ListTrials(int64_t sweep_id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Result<SqliteStatement> stmt = db_->Prepare(std::string("SELECT ") + kTrialColumns +
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
+  Result<SqliteStatement> stmt = db_->PrepareCached(std::string("SELECT ") + kTrialColumns +
                                               "WHERE t.sweep_id = ? ORDER BY t.order_index, t.id");
   if (!stmt.ok()) return stmt.status();
   stmt->Bind(1, sweep_id);
@@ -950,7 +1056,7 @@ Result<std::vector<TrialResult>> ReadTrialResults(SqliteConnection& db, const st
                                                   const std::string& order,
                                                   std::optional<int64_t> param) {
   Result<SqliteStatement> trials_stmt =
-      db.Prepare(std::string("SELECT ") + kTrialColumns + where + order);
+      db.PrepareCached(std::string("SELECT ") + kTrialColumns + where + order);
   if (!trials_stmt.ok()) return trials_stmt.status();
   if (param) trials_stmt->Bind(1, *param);
   Result<std::vector<TrialRecord>> trials = ReadAll<TrialRecord>(
@@ -966,7 +1072,7 @@ Result<std::vector<TrialResult>> ReadTrialResults(SqliteConnection& db, const st
     results.push_back(std::move(result));
   }
 
-  Result<SqliteStatement> attempts_stmt = db.Prepare(
+  Result<SqliteStatement> attempts_stmt = db.PrepareCached(
       std::string("SELECT ") + kAttemptColumns +
       "JOIN trials t ON t.id = a.trial_id AND a.attempt = t.attempts_used " + where);
   if (!attempts_stmt.ok()) return attempts_stmt.status();
@@ -979,7 +1085,7 @@ Result<std::vector<TrialResult>> ReadTrialResults(SqliteConnection& db, const st
     if (it != index_of.end()) results[it->second].attempt = std::move(attempt);
   }
 
-  Result<SqliteStatement> summaries_stmt = db.Prepare(
+  Result<SqliteStatement> summaries_stmt = db.PrepareCached(
       std::string("SELECT ") + kSummaryColumns +
       "JOIN trials t ON t.id = s.trial_id AND s.attempt = t.attempts_used " + where +
       "ORDER BY s.trial_id, s.rank");
@@ -1000,20 +1106,23 @@ Result<std::vector<TrialResult>> ReadTrialResults(SqliteConnection& db, const st
 
 Result<std::vector<TrialResult>> ResultsStore::ListTrialResults(int64_t sweep_id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   return ReadTrialResults(*db_, "WHERE t.sweep_id = ? ", "ORDER BY t.order_index, t.id",
                           sweep_id);
 }
 
 Result<std::vector<TrialResult>> ResultsStore::ListActiveTrials() {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   return ReadTrialResults(*db_, "WHERE t.state IN ('assigned', 'running') ", "ORDER BY t.id",
                           std::nullopt);
 }
 
 Result<TrialRecord> ResultsStore::GetTrial(int64_t trial_id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
   Result<SqliteStatement> stmt =
-      db_->Prepare(std::string("SELECT ") + kTrialColumns + "WHERE t.id = ?");
+      db_->PrepareCached(std::string("SELECT ") + kTrialColumns + "WHERE t.id = ?");
   if (!stmt.ok()) return stmt.status();
   stmt->Bind(1, trial_id);
   Result<bool> row = stmt->Step();
@@ -1027,7 +1136,8 @@ Result<TrialRecord> ResultsStore::GetTrial(int64_t trial_id) {
 
 Result<std::vector<AttemptRecord>> ResultsStore::ListAttempts(int64_t trial_id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Result<SqliteStatement> stmt = db_->Prepare(std::string("SELECT ") + kAttemptColumns +
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
+  Result<SqliteStatement> stmt = db_->PrepareCached(std::string("SELECT ") + kAttemptColumns +
                                               "WHERE a.trial_id = ? ORDER BY a.attempt");
   if (!stmt.ok()) return stmt.status();
   stmt->Bind(1, trial_id);
@@ -1040,7 +1150,8 @@ Result<std::vector<StepMetric>> ResultsStore::ReadStepMetrics(int64_t trial_id,
                                                               std::optional<int64_t> attempt,
                                                               std::optional<int64_t> rank) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Result<SqliteStatement> stmt = db_->Prepare(
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
+  Result<SqliteStatement> stmt = db_->PrepareCached(
       "SELECT m.trial_id, m.attempt, m.rank, m.step, m.phase, m.step_s, m.tokens, m.loss, "
       "m.lr, m.peak_mem_bytes, m.rss_bytes, m.comm_s, m.comm_bytes FROM step_metrics m "
       "WHERE m.trial_id = ?1 AND m.attempt = COALESCE(?2, (SELECT attempts_used FROM trials "
@@ -1069,7 +1180,8 @@ Result<std::vector<StepMetric>> ResultsStore::ReadStepMetrics(int64_t trial_id,
 
 Result<std::vector<EventRecord>> ResultsStore::ReadEvents(int64_t trial_id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Result<SqliteStatement> stmt = db_->Prepare(
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
+  Result<SqliteStatement> stmt = db_->PrepareCached(
       "SELECT trial_id, attempt, rank, kind, seq, data_json, at FROM events "
       "WHERE trial_id = ? ORDER BY id");
   if (!stmt.ok()) return stmt.status();
@@ -1089,7 +1201,8 @@ Result<std::vector<EventRecord>> ResultsStore::ReadEvents(int64_t trial_id) {
 
 Result<std::vector<WorkerRecord>> ResultsStore::ListWorkers() {
   std::lock_guard<std::mutex> lock(mutex_);
-  Result<SqliteStatement> stmt = db_->Prepare(
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
+  Result<SqliteStatement> stmt = db_->PrepareCached(
       "SELECT id, name, host, resources_json, metrics_url, state, registered_at, "
       "last_heartbeat_at FROM workers ORDER BY registered_at, id");
   if (!stmt.ok()) return stmt.status();

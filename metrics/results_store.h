@@ -12,6 +12,8 @@
 // them to the worker, which then forgets them) are committed with synchronous=FULL
 // before the call returns: they survive power loss. Worker rows are committed with
 // synchronous=NORMAL (rebuilt from re-registration).
+// Group commit: between BeginGroup and CommitGroup the writes share one transaction and
+// one fsync (see BeginGroup); outside a group each write commits on its own.
 // Writes for an attempt that is not the trial's current attempt, or whose attempt was
 // marked lost, are refused row by row and counted (BatchResult::stale).
 //
@@ -63,6 +65,10 @@ struct StoreOptions {
   // No file is created and no migration runs (a file of another schema version is
   // refused with kInvalidArgument); every write method fails with kUnsupported.
   bool read_only = false;
+  // synchronous=FULL for the durable writes (the default, what the store promises).
+  // false: NORMAL for every write, so a power loss may lose the last commits, acknowledged
+  // ones included. Only for benchmarks that measure what FULL costs.
+  bool durable = true;
   // Called after every write transaction with its operation name, its Status and its
   // wall-clock seconds: the coordinator's store-write-latency metric. Operations:
   // create_sweep, set_sweep_state, assign_trial, mark_running, finish_trial,
@@ -136,6 +142,30 @@ class ResultsStore {
   Status health() const;
   // Tries a small real write; on success the store is healthy again.
   Status Probe();
+
+  // --- Group commit ---------------------------------------------------------------
+  // Opens a group: every write until CommitGroup joins one transaction, which
+  // CommitGroup commits with synchronous=FULL, so that the group costs one fsync instead
+  // of one per write. Each write still runs as its own savepoint: one refused for its
+  // content (kInvalidArgument, kNotFound) is rolled back alone and returns its error as
+  // it would outside a group, and what the group wrote before it stays. A write in an open group is neither durable nor visible
+  // to other connections: the caller must not act on it outside the process
+  // (acknowledge it to a worker, send what it decided, answer a user) before
+  // CommitGroup returns Ok. A read method called while the group holds writes, from any
+  // thread, commits them first, so that no reader sees a write that could still be
+  // lost (the group goes on in a new transaction).
+  // When a transaction of the group is lost (its commit failed, or a write failed for
+  // a disk reason: the whole transaction is rolled back), the store turns unhealthy, every
+  // further write of the group fails with that error, and CommitGroup returns it: the
+  // caller must then treat every write since BeginGroup as possibly lost and re-read
+  // what it needs from the store (some may have been committed early by a reader).
+  // REQUIRES: no group open (BeginGroup); one thread drives the group.
+  void BeginGroup();
+  // Commits the group's writes and closes the group; Ok when they are all durable.
+  Status CommitGroup();
+  bool in_group() const;
+  // The open group holds writes not yet committed (a commit would write and fsync).
+  bool group_pending() const;
 
   // --- Sweeps (durable: FULL) ------------------------------------------------------
   // Stores the sweep, its variants and its trials (state queued) in one transaction.
@@ -234,12 +264,24 @@ class ResultsStore {
   // Turns the store unhealthy when `status` says it cannot write (IsStoreFailure); returns it unchanged.
   // REQUIRES: mutex_ held.
   Status NoteFailure(Status status);
+  // Runs body as one savepoint of the open group's transaction (opening it if needed).
+  // REQUIRES: mutex_ held, group_.
+  Status GroupWrite(const std::function<Status()>& body);
+  // Commits the group's open transaction, if any (a failure is latched in
+  // group_error_). Read methods call it first. REQUIRES: mutex_ held.
+  Status CommitOpenGroup();
 
   StoreOptions options_;
   mutable std::mutex mutex_;
   std::unique_ptr<SqliteConnection> db_;  // guarded by mutex_
   Status health_;                         // guarded by mutex_
   bool synchronous_full_ = false;         // the connection's current setting
+  bool normal_set_ = false;               // !options_.durable: NORMAL was set
+  // Group commit (guarded by mutex_): a group is open; its transaction is open; the
+  // error that lost a transaction of the group (Ok while none).
+  bool group_ = false;
+  bool group_transaction_ = false;
+  Status group_error_;
 };
 
 }  // namespace bakeoff::metrics

@@ -47,6 +47,9 @@ SqliteConnection::SqliteConnection(std::string path, sqlite3* db)
     : path_(std::move(path)), db_(db) {}
 
 SqliteConnection::~SqliteConnection() {
+  for (auto& [sql, idle] : cache_) {
+    for (sqlite3_stmt* stmt : idle) sqlite3_finalize(stmt);
+  }
   // Unfinalized statements would make close fail; v2 defers until they are gone.
   if (db_ != nullptr) sqlite3_close_v2(db_);
 }
@@ -89,6 +92,43 @@ Result<SqliteStatement> SqliteConnection::Prepare(const std::string& sql) {
     return StatusFor(rc, "preparing \"" + sql.substr(0, 80) + "\"");
   }
   return SqliteStatement(this, stmt);
+}
+
+Result<SqliteStatement> SqliteConnection::PrepareCached(const std::string& sql) {
+  auto it = cache_.find(sql);
+  if (it == cache_.end() && cache_.size() >= kMaxCachedStatements) return Prepare(sql);
+  if (it != cache_.end() && !it->second.empty()) {
+    sqlite3_stmt* stmt = it->second.back();
+    it->second.pop_back();
+    return SqliteStatement(this, stmt, /*cached=*/true);
+  }
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v3(db_, sql.c_str(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
+                              &stmt, nullptr);
+  if (rc != SQLITE_OK) {
+    if (stmt != nullptr) sqlite3_finalize(stmt);
+    return StatusFor(rc, "preparing \"" + sql.substr(0, 80) + "\"");
+  }
+  cache_.try_emplace(sql);  // the text is known from now on; the statement comes back on release
+  return SqliteStatement(this, stmt, /*cached=*/true);
+}
+
+void SqliteConnection::ReturnCached(sqlite3_stmt* stmt) {
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  const char* sql = sqlite3_sql(stmt);
+  auto it = sql != nullptr ? cache_.find(sql) : cache_.end();
+  if (it == cache_.end()) {
+    sqlite3_finalize(stmt);
+    return;
+  }
+  it->second.push_back(stmt);
+}
+
+Status SqliteConnection::ExecCached(const std::string& sql) {
+  Result<SqliteStatement> stmt = PrepareCached(sql);
+  if (!stmt.ok()) return stmt.status();
+  return stmt->Run();
 }
 
 Result<int64_t> SqliteConnection::QueryInt64(const std::string& sql) {

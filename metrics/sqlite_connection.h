@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "metrics/sqlite_statement.h"
 #include "protocol/status.h"
@@ -36,6 +38,14 @@ class SqliteConnection {
   // Runs one or more statements that return no rows of interest.
   Status Exec(const std::string& sql);
   Result<SqliteStatement> Prepare(const std::string& sql);
+  // As Prepare, for SQL the program runs again and again (a fixed text, never user
+  // input): the compiled statement is kept and reused, reset with no bindings, so a
+  // hot write does not parse its SQL each time. At most kMaxCachedStatements texts are
+  // kept; others are prepared as by Prepare.
+  Result<SqliteStatement> PrepareCached(const std::string& sql);
+  // Runs one statement of a fixed text through the cache (e.g. "SAVEPOINT name").
+  Status ExecCached(const std::string& sql);
+  static constexpr std::size_t kMaxCachedStatements = 128;
   // Runs a statement that returns one integer (e.g. "PRAGMA user_version").
   Result<int64_t> QueryInt64(const std::string& sql);
 
@@ -51,10 +61,15 @@ class SqliteConnection {
   sqlite3* handle() const { return db_; }
 
  private:
+  friend class SqliteStatement;
   SqliteConnection(std::string path, sqlite3* db);
+  // A cached statement's SqliteStatement is gone: keep it for the next PrepareCached.
+  void ReturnCached(sqlite3_stmt* stmt);
 
   std::string path_;
   sqlite3* db_ = nullptr;
+  // Idle cached statements by SQL text (one text may be in use more than once at a time).
+  std::unordered_map<std::string, std::vector<sqlite3_stmt*>> cache_;
 };
 
 // Maps a SQLite result code to a Status; used where no connection exists yet.

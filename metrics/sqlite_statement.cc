@@ -7,26 +7,35 @@
 
 namespace bakeoff::metrics {
 
-SqliteStatement::SqliteStatement(SqliteConnection* connection, sqlite3_stmt* stmt)
-    : connection_(connection), stmt_(stmt) {}
+SqliteStatement::SqliteStatement(SqliteConnection* connection, sqlite3_stmt* stmt, bool cached)
+    : connection_(connection), stmt_(stmt), cached_(cached) {}
 
 SqliteStatement::SqliteStatement(SqliteStatement&& other) noexcept
     : connection_(other.connection_),
       stmt_(std::exchange(other.stmt_, nullptr)),
-      bind_error_(other.bind_error_) {}
+      bind_error_(other.bind_error_),
+      cached_(other.cached_) {}
 
 SqliteStatement& SqliteStatement::operator=(SqliteStatement&& other) noexcept {
   if (this != &other) {
-    if (stmt_ != nullptr) sqlite3_finalize(stmt_);
+    Release();
     connection_ = other.connection_;
     stmt_ = std::exchange(other.stmt_, nullptr);
     bind_error_ = other.bind_error_;
+    cached_ = other.cached_;
   }
   return *this;
 }
 
-SqliteStatement::~SqliteStatement() {
-  if (stmt_ != nullptr) sqlite3_finalize(stmt_);
+SqliteStatement::~SqliteStatement() { Release(); }
+
+void SqliteStatement::Release() {
+  if (stmt_ == nullptr) return;
+  if (cached_ && connection_ != nullptr) {
+    connection_->ReturnCached(std::exchange(stmt_, nullptr));
+  } else {
+    sqlite3_finalize(std::exchange(stmt_, nullptr));
+  }
 }
 
 void SqliteStatement::NoteBindResult(int rc) {

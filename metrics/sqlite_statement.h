@@ -1,5 +1,6 @@
 // SqliteStatement: an RAII prepared statement of the SQLite C API, with typed binding
-// and column access. Made by SqliteConnection::Prepare; finalized on destruction.
+// and column access. Made by SqliteConnection::Prepare (finalized on destruction) or
+// PrepareCached (reset and handed back to the connection's cache on destruction).
 // Thread-safety: none; a statement belongs to the thread using its connection.
 #pragma once
 
@@ -66,12 +67,14 @@ class SqliteStatement {
 
  private:
   friend class SqliteConnection;
-  SqliteStatement(SqliteConnection* connection, sqlite3_stmt* stmt);
+  SqliteStatement(SqliteConnection* connection, sqlite3_stmt* stmt, bool cached = false);
   void NoteBindResult(int rc);
+  void Release();  // finalizes, or hands a cached statement back
 
   SqliteConnection* connection_ = nullptr;
   sqlite3_stmt* stmt_ = nullptr;
   int bind_error_ = SQLITE_OK;
+  bool cached_ = false;
 };
 
 }  // namespace bakeoff::metrics

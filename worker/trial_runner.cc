@@ -59,9 +59,11 @@ void TrialRunner::Start() {
                 ("trial-" + std::to_string(a.trial_id) + "-attempt-" + std::to_string(a.attempt)))
                    .string();
   std::error_code fs_error;
-  std::filesystem::create_directories(trial_dir_, fs_error);
   const std::string config_path = trial_dir_ + "/config.json";
-  {
+  // A simulated attempt runs nothing that reads files: it writes none (scale benchmarks
+  // run thousands of them a second).
+  if (!config_.simulate) {
+    std::filesystem::create_directories(trial_dir_, fs_error);
     std::ofstream out(config_path);
     out << assign_.config.dump(2) << "\n";
     if (fs_error || !out) {
@@ -77,7 +79,7 @@ void TrialRunner::Start() {
     return;
   }
   const std::string output_dir = trial_dir_ + "/outputs";
-  std::filesystem::create_directories(output_dir, fs_error);
+  if (!config_.simulate) std::filesystem::create_directories(output_dir, fs_error);
   for (const auto& slot : assign_.ranks) {
     Rank rank;
     rank.rank = slot.rank;

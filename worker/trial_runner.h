@@ -6,8 +6,8 @@
 // drains its stderr into the rank's capped log (worker/rank_log.h), enforces
 // the trial timeout by killing the process group, and when every local rank has ended
 // classifies the attempt (worker/exit_classifier.h) and reports it once.
-// In simulate mode (benchmarks only) no process starts: timers emit ready/step/summary
-// events marked "simulated": true.
+// In simulate mode (benchmarks only) no process starts and no trial directory is
+// written: timers emit ready/step/summary events marked "simulated": true.
 // Thread-safety: not thread-safe; all methods and callbacks run on `executor`, which
 // must be single-threaded.
 #pragma once

@@ -107,6 +107,7 @@ class CoordinatorServiceTest : public ::testing::Test {
     EXPECT_EQ(reply["type"], "registered") << reply.dump();
     secrets_[name] = reply.value("worker_secret", "");
     links_[name] = link;
+    Pump();  // the end of the turn: its group commits and what waited for it is sent
     return link;
   }
   std::int64_t Submit(const char* yaml = kSweep) {
@@ -974,6 +975,131 @@ TEST_F(CoordinatorServiceTest, AFrameTheStoreCannotTakeClosesTheConnectionInstea
   auto acks = w1->Take("ack");
   ASSERT_FALSE(acks.empty());
   EXPECT_EQ(acks.back()["outbox_seq"], failed_seq - 1);
+}
+
+// Group commit: the frames of one turn are stored in one transaction, and nothing they
+// decided leaves (acks, the next assignment) before it commits; then in order.
+TEST_F(CoordinatorServiceTest, AcksAndTheNextAssignmentLeaveOnlyAfterTheTurnsGroupCommits) {
+  auto w1 = Register("w1");
+  Submit();
+  auto assign = w1->Take("assign").at(0);
+  w1->frames.clear();
+  protocol::AttemptRef ref{assign["trial_id"], assign["attempt"]};
+  auto count = [&](const std::string& sql) {
+    auto result = metrics::RunReadOnlyQuery((dir_ / "results.db").string(), sql);
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    return result.ok() ? result->rows[0][0].get<std::int64_t>() : -1;
+  };
+  protocol::EventsMessage first;
+  first.events.push_back({ref, 0, {{"event", "started"}, {"pid", 1}}, 1});
+  first.events.push_back({ref, 0, {{"event", "step"}, {"step", 0}, {"phase", "measure"}, {"step_s", 0.1}, {"tokens", 16}, {"loss", 4.0}}, 2});
+  first.outbox_seq = 1;
+  protocol::EventsMessage second;
+  second.events.push_back({ref, 0, {{"event", "summary"}, {"tokens_per_s", 160.0}, {"step_s_median", 0.1}}, 3});
+  second.outbox_seq = 2;
+  protocol::AttemptFinishedMessage done;
+  done.attempt = ref;
+  done.outcome = "succeeded";
+  done.outbox_seq = 3;
+  // Three frames read in one pass of the event loop, before the turn ends.
+  service_->OnFrame("w1", links_["w1"].get(), protocol::ToJson(first));
+  service_->OnFrame("w1", links_["w1"].get(), protocol::ToJson(second));
+  service_->OnFrame("w1", links_["w1"].get(), protocol::ToJson(done));
+  EXPECT_TRUE(w1->frames.empty()) << "nothing leaves before the group commits: " << json(w1->frames).dump();
+  EXPECT_EQ(count("SELECT COUNT(*) FROM step_metrics"), 0) << "not committed yet";
+  EXPECT_EQ(count("SELECT COUNT(*) FROM trials WHERE state = 'finished'"), 0);
+
+  Pump();  // the end of the turn: one commit, then the frames, in order
+  ASSERT_EQ(w1->frames.size(), 4u);
+  EXPECT_EQ(w1->frames[0]["type"], "ack");
+  EXPECT_EQ(w1->frames[0]["outbox_seq"], 1);
+  EXPECT_EQ(w1->frames[1]["outbox_seq"], 2);
+  EXPECT_EQ(w1->frames[2]["outbox_seq"], 3);
+  EXPECT_EQ(w1->frames[3]["type"], "assign") << "the freed slot takes the next trial, decided in the same group";
+  EXPECT_NE(w1->frames[3]["trial_id"], ref.trial_id);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM step_metrics"), 1);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM trial_summaries"), 1);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM trials WHERE state = 'finished' AND outcome = 'succeeded'"), 1);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM attempts"), 2) << "the assignment was stored before it was sent";
+}
+
+// A group the store cannot take (here a disk that fills up on the turn's second
+// frame, from another worker) acknowledges nothing, not even the frame that fitted, and
+// sends nothing it decided: the coordinator closes every connection and reloads from
+// the store; the worker reconnects, re-registers its attempt and sends everything
+// unacknowledged again, which is stored once the disk has room.
+TEST_F(CoordinatorServiceTest, ALostGroupAcknowledgesNothingAndTheResentFramesAreStoredLater) {
+  auto w1 = Register("w1");
+  auto w2 = Register("w2");
+  Submit();
+  auto assign1 = w1->Take("assign").at(0);
+  auto assign2 = w2->Take("assign").at(0);
+  protocol::AttemptRef ref{assign1["trial_id"], assign1["attempt"]};
+  protocol::AttemptRef other{assign2["trial_id"], assign2["attempt"]};
+  service_.reset();
+  store_.reset();
+  const auto pages = std::filesystem::file_size(dir_ / "results.db") / 4096;
+  metrics::StoreOptions options;
+  options.path = (dir_ / "results.db").string();
+  options.max_page_count = static_cast<std::int64_t>(pages) + 30;
+  auto capped = metrics::ResultsStore::Open(options);
+  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
+  store_ = std::move(capped).value();
+  config_.store_probe_interval = 0ms;
+  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
+  ASSERT_TRUE(service_->Recover().ok());
+  w1 = Register("w1", {ref});
+  w2 = Register("w2", {other});
+  w1->frames.clear();
+  w2->frames.clear();
+
+  protocol::EventsMessage fits;
+  fits.events.push_back({ref, 0, {{"event", "started"}, {"pid", 1}}, 1});
+  fits.events.push_back({ref, 0, {{"event", "summary"}, {"tokens_per_s", 160.0}, {"step_s_median", 0.1}}, 2});
+  fits.outbox_seq = 1;
+  protocol::EventsMessage too_big;
+  for (int i = 0; i < 20; ++i) too_big.events.push_back({other, 0, {{"event", "log"}, {"message", std::string(20000, 'x')}}, 1 + i});
+  too_big.outbox_seq = 1;
+  // One turn: w1's frame fits, w2's overfills the disk and takes the group with it.
+  service_->OnFrame("w1", links_["w1"].get(), protocol::ToJson(fits));
+  service_->OnFrame("w2", links_["w2"].get(), protocol::ToJson(too_big));
+  EXPECT_FALSE(w1->closed) << "w1's own frame was stored in the group";
+  Pump();
+  EXPECT_TRUE(w1->Take("ack").empty()) << "no frame of a lost group is acknowledged, to any worker";
+  EXPECT_TRUE(w2->Take("ack").empty());
+  EXPECT_TRUE(w1->closed) << "every worker is made to reconnect and resend";
+  EXPECT_TRUE(w2->closed);
+  auto stored = metrics::RunReadOnlyQuery((dir_ / "results.db").string(),
+                                          "SELECT COUNT(*) FROM events UNION ALL SELECT COUNT(*) FROM trial_summaries");
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->rows[0][0], 0) << "the frame that fitted went with its group";
+  EXPECT_EQ(stored->rows[1][0], 0);
+  EXPECT_EQ(Trial(ref.trial_id).state, metrics::TrialState::kAssigned);
+  EXPECT_EQ(service_->live_trials(), 2u) << "state reloaded from the store";
+
+  // The rolled-back group freed its pages: the probe finds room and the store heals.
+  service_->Tick();
+  Pump();
+  EXPECT_TRUE(store_->healthy()) << store_->health().ToString();
+  // The worker reconnects with its attempt and resends what was not acknowledged, then
+  // its result.
+  w1 = Register("w1", {ref});
+  EXPECT_TRUE(w1->Take("cancel").empty()) << "its attempt is reclaimed, not cancelled";
+  Frame("w1", protocol::ToJson(fits));
+  protocol::AttemptFinishedMessage done;
+  done.attempt = ref;
+  done.outcome = "succeeded";
+  done.outbox_seq = 2;
+  Frame("w1", protocol::ToJson(done));
+  auto acks = w1->Take("ack");
+  ASSERT_FALSE(acks.empty());
+  EXPECT_EQ(acks.back()["outbox_seq"], 2);
+  auto trial = Trial(ref.trial_id);
+  EXPECT_EQ(trial.state, metrics::TrialState::kFinished);
+  EXPECT_EQ(trial.outcome, metrics::Outcome::kSucceeded);
+  std::size_t with_summary = 0;
+  for (const auto& r : store_->ListTrialResults(trial.sweep_id).value()) with_summary += r.summaries.size();
+  EXPECT_EQ(with_summary, 1u);
 }
 
 TEST_F(CoordinatorServiceTest, RegisteredIsTheFirstFrameEvenWhenTheRegistrationCancelsAStaleAttempt) {

@@ -281,5 +281,69 @@ INSTANTIATE_TEST_SUITE_P(
                       DiskFault{"ReadOnly", SQLITE_READONLY, Status::Code::kIoError}),
     [](const ::testing::TestParamInfo<DiskFault>& info) { return std::string(info.param.name); });
 
+// Group commit on a failing disk: the group's writes succeed in memory, its commit
+// fails; the commit says so (the caller must not have acknowledged any of it), the
+// store turns unhealthy, and none of the group is on disk while everything committed
+// before it is.
+TEST_F(ResultsStoreFaultTest, AGroupWhoseCommitFailsLosesOnlyItselfAndSaysSo) {
+  RegisterFaultVfsOnce();
+  StoreOptions options;
+  options.vfs = kFaultVfsName;
+  auto store = OpenStore(options);
+  ASSERT_NE(store, nullptr);
+  int64_t trial = StartTrial(*store);
+  ASSERT_TRUE(store->AppendStepMetrics(Batch(trial, 0, 50)).ok());
+
+  store->BeginGroup();
+  ASSERT_TRUE(store->MarkRunning(trial, 1)->applied);
+  ASSERT_TRUE(store->AppendStepMetrics(Batch(trial, 1, 50)).ok());
+  ASSERT_TRUE(store->FinishTrial(trial, 1, Outcome::kSucceeded, "")->applied);
+  g_write_fault = SQLITE_IOERR;
+  Status committed = store->CommitGroup();
+  EXPECT_FALSE(committed.ok());
+  EXPECT_EQ(committed.code(), Status::Code::kIoError) << committed.ToString();
+  EXPECT_FALSE(store->healthy());
+  EXPECT_FALSE(store->in_group());
+
+  g_write_fault = SQLITE_OK;
+  Result<TrialRecord> stored = store->GetTrial(trial);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->state, TrialState::kAssigned) << "the lost group's transitions are not stored";
+  EXPECT_EQ(CountSteps(), 50) << "the batch committed before the group is kept";
+  // Once the disk writes again, the same transitions apply (the worker sends them again).
+  EXPECT_TRUE(store->Probe().ok());
+  ASSERT_TRUE(store->MarkRunning(trial, 1)->applied);
+  ASSERT_TRUE(store->FinishTrial(trial, 1, Outcome::kSucceeded, "")->applied);
+}
+
+// A disk error inside a group's write rolls back the whole transaction (SQLite may do
+// it by itself; the store then does it always): the writes before it in the group are gone, so every later write of the group is
+// refused and the commit reports the loss (nothing after the loss may commit decisions
+// taken on the lost writes).
+TEST_F(ResultsStoreFaultTest, AWriteThatLosesTheGroupsTransactionFailsTheRestOfTheGroup) {
+  StoreOptions options;
+  options.max_page_count = 80;
+  auto store = OpenStore(options);
+  ASSERT_NE(store, nullptr);
+  int64_t trial = StartTrial(*store);
+  store->BeginGroup();
+  ASSERT_TRUE(store->MarkRunning(trial, 1)->applied);
+  Status failure;
+  for (int batch = 0; batch < 1000 && failure.ok(); ++batch) {
+    Result<BatchResult> written = store->AppendStepMetrics(Batch(trial, batch, 200));
+    if (!written.ok()) failure = written.status();
+  }
+  ASSERT_FALSE(failure.ok()) << "80 pages never filled up";
+  EXPECT_EQ(failure.code(), Status::Code::kResourceExhausted) << failure.ToString();
+  EXPECT_FALSE(store->healthy());
+  Result<TransitionResult> later = store->FinishTrial(trial, 1, Outcome::kSucceeded, "");
+  EXPECT_FALSE(later.ok()) << "a write after the group lost its transaction must not commit";
+  Status committed = store->CommitGroup();
+  EXPECT_EQ(committed.code(), Status::Code::kResourceExhausted) << committed.ToString();
+  Result<TrialRecord> stored = store->GetTrial(trial);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->state, TrialState::kAssigned) << "the group's mark-running went with its transaction";
+}
+
 }  // namespace
 }  // namespace bakeoff::metrics

@@ -868,5 +868,68 @@ TEST_F(ResultsStoreTest, WriteObserverSeesEveryWriteWithItsOperationAndOutcome) 
   EXPECT_EQ(seen, expected);
 }
 
+// --- Group commit --------------------------------------------------------------------
+
+TEST_F(ResultsStoreTest, GroupedWritesAreInvisibleToOtherConnectionsUntilTheGroupCommits) {
+  auto store = OpenStore();
+  CreatedSweep sweep = CreateSample(*store);
+  const int64_t trial = sweep.trial_ids[0];
+  store->BeginGroup();
+  EXPECT_TRUE(store->in_group());
+  EXPECT_FALSE(store->group_pending()) << "an empty group has nothing to commit";
+  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  EXPECT_TRUE(store->group_pending());
+  ASSERT_TRUE(store->MarkRunning(trial, 1)->applied);
+  MetricsBatch batch;
+  batch.steps = {Step(trial, 1, 0, 0), Step(trial, 1, 0, 1)};
+  ASSERT_EQ(store->AppendBatch(batch)->written, 2);
+  // Not committed: another connection (a user's query, a crash) sees none of it.
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 0);
+  EXPECT_EQ(QueryValue("SELECT state FROM trials WHERE id = " + std::to_string(trial)), "queued");
+  ASSERT_TRUE(store->CommitGroup().ok());
+  EXPECT_FALSE(store->in_group());
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 2);
+  EXPECT_EQ(QueryValue("SELECT state FROM trials WHERE id = " + std::to_string(trial)), "running");
+}
+
+TEST_F(ResultsStoreTest, AWriteRefusedInAGroupIsUndoneAloneAndTheGroupKeepsTheRest) {
+  auto store = OpenStore();
+  CreatedSweep sweep = CreateSample(*store);
+  store->BeginGroup();
+  ASSERT_TRUE(store->AssignTrial(sweep.trial_ids[0], 0, Placement("w1", "node-a"))->applied);
+  // A write that fails half-way (the sweep does not exist): its error as outside a group.
+  Status refused = store->SetSweepState(sweep.sweep_id + 100, SweepState::kFinished);
+  EXPECT_EQ(refused.code(), Status::Code::kNotFound) << refused.ToString();
+  // Compare-and-set still sees the group's own writes: a second assign is not applied.
+  auto again = store->AssignTrial(sweep.trial_ids[0], 0, Placement("w2", "node-b"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->applied);
+  ASSERT_TRUE(store->AssignTrial(sweep.trial_ids[1], 0, Placement("w2", "node-b"))->applied);
+  ASSERT_TRUE(store->CommitGroup().ok());
+  EXPECT_TRUE(store->healthy());
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM attempts"), 2);
+  EXPECT_EQ(QueryValue("SELECT worker_id FROM attempts WHERE trial_id = " + std::to_string(sweep.trial_ids[0])),
+            "w1");
+}
+
+TEST_F(ResultsStoreTest, AReadDuringAGroupCommitsItFirstSoNoReaderSeesALosableWrite) {
+  auto store = OpenStore();
+  CreatedSweep sweep = CreateSample(*store);
+  const int64_t trial = sweep.trial_ids[0];
+  store->BeginGroup();
+  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  // The store's own read answers "assigned": by then it is committed, so another
+  // connection sees it too.
+  auto read = store->GetTrial(trial);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->state, TrialState::kAssigned);
+  EXPECT_EQ(QueryValue("SELECT state FROM trials WHERE id = " + std::to_string(trial)), "assigned");
+  // The group goes on in a new transaction.
+  ASSERT_TRUE(store->MarkRunning(trial, 1)->applied);
+  EXPECT_EQ(QueryValue("SELECT state FROM trials WHERE id = " + std::to_string(trial)), "assigned");
+  ASSERT_TRUE(store->CommitGroup().ok());
+  EXPECT_EQ(QueryValue("SELECT state FROM trials WHERE id = " + std::to_string(trial)), "running");
+}
+
 }  // namespace
 }  // namespace bakeoff::metrics
