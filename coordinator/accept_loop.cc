@@ -2,11 +2,12 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <random>
 
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
+#include "protocol/backoff.h"
 
 namespace bakeoff::coordinator {
 namespace asio = boost::asio;
@@ -28,9 +29,7 @@ bool OutOfResources(const boost::system::error_code& ec) {
 asio::awaitable<void> AcceptLoop(tcp::acceptor& acceptor, AcceptOptions options,
                                  std::function<void(tcp::socket, ConnectionSlot)> serve) {
   auto open = std::make_shared<std::size_t>(0);
-  std::minstd_rand rng(std::random_device{}());
-  std::uniform_real_distribution<double> jitter(0.8, 1.2);
-  auto backoff = options.backoff_initial;
+  Backoff backoff({options.backoff_initial, options.backoff_max, 0.2});
   std::size_t failed = 0;   // accepts failed in the current streak
   std::size_t refused = 0;  // connections refused at the cap in the current streak
   while (acceptor.is_open()) {
@@ -43,16 +42,14 @@ asio::awaitable<void> AcceptLoop(tcp::acceptor& acceptor, AcceptOptions options,
         Log(options.what + " listener: accept failed (" + ec.message() + ", " + std::to_string(*open) +
             " connections open); backing off up to " + std::to_string(options.backoff_max.count()) + " ms");
       }
-      asio::steady_timer timer(acceptor.get_executor(),
-                               std::chrono::milliseconds(static_cast<long>(backoff.count() * jitter(rng))));
+      asio::steady_timer timer(acceptor.get_executor(), backoff.Next());
       co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      backoff = std::min(backoff * 2, options.backoff_max);
       continue;
     }
     if (failed > 0) {
       Log(options.what + " listener: accepting again after " + std::to_string(failed) + " failed accepts");
       failed = 0;
-      backoff = options.backoff_initial;
+      backoff.Reset();
     }
     if (*open >= options.max_connections) {
       if (refused++ == 0) {

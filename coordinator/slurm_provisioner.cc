@@ -69,7 +69,8 @@ SlurmProvisioner::SlurmProvisioner(asio::any_io_executor executor, SlurmConfig c
       clock_(clock),
       client_(std::move(client)),
       policy_(LimitsOf(config_)),
-      timer_(executor_) {}
+      timer_(executor_),
+      submit_backoff_({config_.poll_interval, std::chrono::minutes(5), 0.2}) {}
 
 SlurmProvisioner::~SlurmProvisioner() {
   Stop();
@@ -285,7 +286,7 @@ void SlurmProvisioner::SubmitJobs(std::vector<int> nodes) {
     if (id.ok()) {
       ++submitted_ok_;
       last_submit_error_.clear();
-      submit_backoff_ = 0ms;
+      submit_backoff_.Reset();
       SlurmJob job;
       job.id = *id;
       job.nodes = n;
@@ -296,10 +297,7 @@ void SlurmProvisioner::SubmitJobs(std::vector<int> nodes) {
       SubmitJobs(std::move(rest));
     } else {
       ++submitted_failed_;
-      submit_backoff_ = std::min<std::chrono::milliseconds>(
-          std::chrono::minutes(5), submit_backoff_.count() == 0 ? config_.poll_interval : submit_backoff_ * 2);
-      std::uniform_real_distribution<double> jitter(0.8, 1.2);
-      const auto delay = std::chrono::milliseconds(static_cast<std::int64_t>(submit_backoff_.count() * jitter(rng_)));
+      const auto delay = submit_backoff_.Next();
       next_submit_ = now + delay;
       last_submit_error_ = id.status().message();
       Log("sbatch failed: " + last_submit_error_ + "; next try in " + std::to_string(delay.count()) + " ms");

@@ -27,6 +27,7 @@
 #include "coordinator/slurm_client.h"
 #include "coordinator/slurm_config.h"
 #include "coordinator/slurm_policy.h"
+#include "protocol/backoff.h"
 
 namespace bakeoff::coordinator {
 
@@ -84,10 +85,9 @@ class SlurmProvisioner {
   // sbatch failures: the last reason, and no new submission before next_submit_.
   std::string last_submit_error_;
   Clock::TimePoint next_submit_{};
-  std::chrono::milliseconds submit_backoff_{0};
+  Backoff submit_backoff_;  // after a failed sbatch: poll_interval doubling to 5 minutes
   std::string last_query_error_;
   std::string last_note_;
-  std::mt19937 rng_{std::random_device{}()};
   // Figures for /metrics.
   std::uint64_t submitted_ok_ = 0, submitted_failed_ = 0, cancelled_ = 0;
   int nodes_held_back_ = 0, trials_unplaceable_ = 0;

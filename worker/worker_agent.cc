@@ -33,15 +33,7 @@ WorkerAgent::WorkerAgent(asio::any_io_executor executor, WorkerConfig config)
     : executor_(std::move(executor)),
       config_(std::move(config)),
       outbox_(config_.max_buffered_events),
-      backoff_(config_.backoff_initial),
-      rng_(std::random_device{}()) {}
-
-std::chrono::milliseconds WorkerAgent::NextBackoff() {
-  std::uniform_real_distribution<double> jitter(1.0 - config_.backoff_jitter, 1.0 + config_.backoff_jitter);
-  auto delay = std::chrono::milliseconds(static_cast<std::int64_t>(backoff_.count() * jitter(rng_)));
-  backoff_ = std::min(backoff_ * 2, config_.backoff_max);
-  return delay;
-}
+      backoff_({config_.backoff_initial, config_.backoff_max, config_.backoff_jitter}) {}
 
 bool WorkerAgent::Finished() const {
   if (stopping_) {
@@ -112,7 +104,7 @@ asio::awaitable<Status> WorkerAgent::Connect() {
         co_return Status::Unavailable("worker: gave up after " + std::to_string(failures) +
                                       " failed connection attempts: " + dialed.status().message());
       }
-      auto delay = NextBackoff();
+      auto delay = backoff_.Next();
       Log("cannot reach the coordinator (" + dialed.status().message() + "); retrying in " +
           std::to_string(delay.count()) + " ms");
       co_await Sleep(delay);
@@ -126,7 +118,7 @@ asio::awaitable<Status> WorkerAgent::Connect() {
     if (session.code() == Status::Code::kInvalidArgument) co_return session;  // rejected
     if (Finished()) break;
     ++failures;
-    auto delay = NextBackoff();
+    auto delay = backoff_.Next();
     Log("connection to the coordinator lost (" + session.ToString() + "); reconnecting in " +
         std::to_string(delay.count()) + " ms with " + std::to_string(runners_.size()) +
         " running attempt(s) and " + std::to_string(outbox_.pending_events()) + " buffered event(s)");
@@ -192,7 +184,7 @@ asio::awaitable<Status> WorkerAgent::Session() {
   worker_id_ = registered->worker_id;
   worker_secret_ = registered->worker_secret;
   registered_ = true;
-  backoff_ = config_.backoff_initial;
+  backoff_.Reset();
   Log("registered as " + worker_id_ + " (name=" + config_.name + ", slots=" +
       std::to_string(config_.cpu_slots) + ", running=" + std::to_string(runners_.size()) + ")");
   const auto interval = std::chrono::milliseconds(std::max<std::int64_t>(10, registered->heartbeat_interval_ms));

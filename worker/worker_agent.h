@@ -20,6 +20,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 
+#include "protocol/backoff.h"
 #include "protocol/messages.h"
 #include "protocol/status.h"
 #include "worker/outbox.h"
@@ -77,7 +78,6 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   void StartAttempt(protocol::AssignMessage assign);
   void Flush();
   std::vector<protocol::AttemptRef> RunningAttempts() const;
-  std::chrono::milliseconds NextBackoff();
   bool Finished() const;
   std::string MetricsHost() const;  // for registration; "" = the advertised host
 
@@ -96,8 +96,7 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   bool goodbye_sent_ = false;
   std::string preempt_reason_;  // set by Preempt: stopped attempts are reported lost
   std::chrono::steady_clock::time_point stop_deadline_;
-  std::chrono::milliseconds backoff_;
-  std::mt19937 rng_;
+  Backoff backoff_;  // reconnects; reset on registration
   std::shared_ptr<WorkerMetrics> metrics_;  // shared with the endpoint's sessions
   std::shared_ptr<MetricsHttpServer> metrics_server_;
 };
