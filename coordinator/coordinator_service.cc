@@ -24,11 +24,6 @@ namespace {
 
 void Log(const std::string& line) { fprintf(stderr, "bakeoff coordinator: %s\n", line.c_str()); }
 
-metrics::Outcome ToStore(Outcome o) {
-  auto parsed = metrics::ParseOutcome(protocol::OutcomeName(o));
-  return parsed.ok() ? *parsed : metrics::Outcome::kFailed;
-}
-
 // The sequential design of a stored spec's adaptive repeats, if any (spec::ToJson).
 std::optional<metrics::SequentialDesign> AdaptiveDesign(const spec::SweepSpec& spec) {
   if (!spec.adaptive) return std::nullopt;
@@ -784,8 +779,8 @@ Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const 
   const bool requeue = effect == TrialStateMachine::Effect::kRequeued;
   Result<metrics::TransitionResult> stored = [&] {
     CoordinatorMetrics::StoreWriteTimer timer(metrics_, requeue ? "requeue_trial" : "finish_trial");
-    return requeue ? store_.RequeueTrial(trial.id, attempt, ToStore(outcome), reason)
-                   : store_.FinishTrial(trial.id, attempt, ToStore(outcome), reason);
+    return requeue ? store_.RequeueTrial(trial.id, attempt, outcome, reason)
+                   : store_.FinishTrial(trial.id, attempt, outcome, reason);
   }();
   if (!stored.ok()) return stored.status();
   trial.machine = next;

@@ -34,17 +34,6 @@ constexpr std::array<std::pair<TrialState, const char*>, 4> kTrialStates{{
     {TrialState::kFinished, "finished"},
 }};
 
-constexpr std::array<std::pair<Outcome, const char*>, 8> kOutcomes{{
-    {Outcome::kSucceeded, "succeeded"},
-    {Outcome::kOom, "oom"},
-    {Outcome::kUnsupported, "unsupported"},
-    {Outcome::kDiverged, "diverged"},
-    {Outcome::kFailed, "failed"},
-    {Outcome::kTimeout, "timeout"},
-    {Outcome::kLost, "lost"},
-    {Outcome::kCancelled, "cancelled"},
-}};
-
 constexpr std::array<std::pair<SweepState, const char*>, 3> kSweepStates{{
     {SweepState::kRunning, "running"},
     {SweepState::kFinished, "finished"},
@@ -62,7 +51,6 @@ constexpr std::array<std::pair<WorkerState, const char*>, 5> kWorkerStates{{
 }  // namespace
 
 const char* TrialStateName(TrialState state) { return NameOf(kTrialStates, state); }
-const char* OutcomeName(Outcome outcome) { return NameOf(kOutcomes, outcome); }
 const char* SweepStateName(SweepState state) { return NameOf(kSweepStates, state); }
 const char* WorkerStateName(WorkerState state) { return NameOf(kWorkerStates, state); }
 
@@ -70,7 +58,10 @@ Result<TrialState> ParseTrialState(const std::string& name) {
   return ParseName(kTrialStates, name, "trial state");
 }
 Result<Outcome> ParseOutcome(const std::string& name) {
-  return ParseName(kOutcomes, name, "outcome");
+  if (auto outcome = protocol::ParseOutcome(name)) return *outcome;
+  std::string allowed;
+  for (Outcome o : protocol::kAllOutcomes) allowed += (allowed.empty() ? "" : ", ") + std::string(OutcomeName(o));
+  return Status::InvalidArgument("unknown outcome '" + name + "': expected one of " + allowed);
 }
 Result<SweepState> ParseSweepState(const std::string& name) {
   return ParseName(kSweepStates, name, "sweep state");

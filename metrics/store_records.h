@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/outcome.h"
 #include "protocol/status.h"
 #include "protocol/trainer_event.h"
 
@@ -23,17 +24,10 @@ namespace bakeoff::metrics {
 //   queued|assigned|running -> finished (outcome decided, e.g. cancelled)
 enum class TrialState { kQueued, kAssigned, kRunning, kFinished };
 
-// How a trial or an attempt ended. Stored in trials.outcome and attempts.outcome.
-enum class Outcome {
-  kSucceeded,
-  kOom,
-  kUnsupported,
-  kDiverged,
-  kFailed,
-  kTimeout,
-  kLost,
-  kCancelled,
-};
+// How a trial or an attempt ended: the protocol's outcomes, spelled the same in
+// trials.outcome and attempts.outcome.
+using Outcome = protocol::Outcome;
+using protocol::OutcomeName;
 
 // A sweep's state. Stored in sweeps.state.
 enum class SweepState { kRunning, kFinished, kCancelled };
@@ -43,7 +37,6 @@ enum class WorkerState { kIdle, kBusy, kDraining, kLost, kGone };
 
 // "queued", "assigned", ... ; the Parse functions accept exactly these names.
 const char* TrialStateName(TrialState state);
-const char* OutcomeName(Outcome outcome);
 const char* SweepStateName(SweepState state);
 const char* WorkerStateName(WorkerState state);
 Result<TrialState> ParseTrialState(const std::string& name);

@@ -17,9 +17,7 @@ const char* OutcomeName(Outcome outcome) {
 }
 
 std::optional<Outcome> ParseOutcome(std::string_view name) {
-  for (Outcome o : {Outcome::kSucceeded, Outcome::kOom, Outcome::kUnsupported,
-                    Outcome::kDiverged, Outcome::kFailed, Outcome::kTimeout, Outcome::kLost,
-                    Outcome::kCancelled}) {
+  for (Outcome o : kAllOutcomes) {
     if (name == OutcomeName(o)) return o;
   }
   return std::nullopt;
