@@ -110,16 +110,10 @@ Status CoordinatorService::LoadSweep(const metrics::SweepRecord& record,
     entry.sweep_id = t.sweep_id;
     entry.variant_key = t.variant_key;
     entry.order_index = t.order_index;
-    TrialPhase phase = TrialPhase::kQueued;
-    switch (t.state) {
-      case metrics::TrialState::kQueued: phase = TrialPhase::kQueued; break;
-      case metrics::TrialState::kAssigned: phase = TrialPhase::kAssigned; break;
-      case metrics::TrialState::kRunning: phase = TrialPhase::kRunning; break;
-      case metrics::TrialState::kFinished: phase = TrialPhase::kFinished; break;
-    }
+    const TrialState phase = t.state;
     entry.machine = TrialStateMachine(static_cast<int>(t.max_attempts), static_cast<int>(t.attempts_used), phase);
-    if (phase == TrialPhase::kQueued) entry.queued_since = clock_.Now();  // this process queued it
-    if (phase == TrialPhase::kAssigned || phase == TrialPhase::kRunning) {
+    if (phase == TrialState::kQueued) entry.queued_since = clock_.Now();  // this process queued it
+    if (phase == TrialState::kAssigned || phase == TrialState::kRunning) {
       entry.reclaim_deadline = clock_.Now() + config_.recovery_grace;
       awaiting_reclaim_.insert(t.id);
       auto found = active.find(t.id);
@@ -310,7 +304,7 @@ void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
 
 std::size_t CoordinatorService::queued_trials() const {
   std::size_t n = 0;
-  for (const auto& [id, t] : trials_) n += t.machine.phase() == TrialPhase::kQueued;
+  for (const auto& [id, t] : trials_) n += t.machine.phase() == TrialState::kQueued;
   return n;
 }
 
@@ -337,13 +331,13 @@ void CoordinatorService::Schedule() {
     // Trials before queued_from are not queued (assigned, running or finished; a
     // requeue resets it): a long sweep's scan starts where its queue does.
     while (sweep.queued_from < sweep.trial_order.size() &&
-           trials_.at(sweep.trial_order[sweep.queued_from]).machine.phase() != TrialPhase::kQueued) {
+           trials_.at(sweep.trial_order[sweep.queued_from]).machine.phase() != TrialState::kQueued) {
       ++sweep.queued_from;
     }
     for (std::size_t i = sweep.queued_from; i < sweep.trial_order.size() && s.queue.size() < free_units; ++i) {
       const std::int64_t tid = sweep.trial_order[i];
       const auto& trial = trials_.at(tid);
-      if (trial.machine.phase() != TrialPhase::kQueued || trial.cancel_requested) continue;
+      if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
       auto v = sweep.variants.find(trial.variant_key);
       s.queue.push_back(SchedulerTrial{tid, trial.variant_key,
                                        v == sweep.variants.end() ? 1 : v->second.world_size, sweep.cuda,
@@ -729,7 +723,7 @@ Status CoordinatorService::HandleEvents(const std::string& worker_id, const prot
   }
   for (std::int64_t tid : started) {
     TrialEntry& trial = trials_.at(tid);
-    if (trial.machine.phase() != TrialPhase::kAssigned) continue;
+    if (trial.machine.phase() != TrialState::kAssigned) continue;
     auto marked = [&] {
       CoordinatorMetrics::StoreWriteTimer timer(metrics_, "mark_running");
       return store_.MarkRunning(tid, trial.machine.attempts_used());
@@ -837,7 +831,7 @@ void CoordinatorService::MaybeFinishSweep(std::int64_t sweep_id) {
   // where the last stopped (a check per finished trial, not a walk of the whole sweep).
   SweepEntry& sweep = it->second;
   while (sweep.finished_prefix < sweep.trial_order.size() &&
-         trials_.at(sweep.trial_order[sweep.finished_prefix]).machine.phase() == TrialPhase::kFinished) {
+         trials_.at(sweep.trial_order[sweep.finished_prefix]).machine.phase() == TrialState::kFinished) {
     ++sweep.finished_prefix;
   }
   if (sweep.finished_prefix < sweep.trial_order.size()) return;
@@ -932,7 +926,7 @@ void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
     int cancelled = 0;
     for (std::int64_t tid : sweep.trial_order) {
       TrialEntry& trial = trials_.at(tid);
-      if (trial.variant_key != key || trial.machine.phase() != TrialPhase::kQueued || trial.cancel_requested) continue;
+      if (trial.variant_key != key || trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
       auto stored = [&] {
         CoordinatorMetrics::StoreWriteTimer timer(metrics_, "cancel_trials");
         return store_.FinishTrial(tid, trial.machine.attempts_used(), metrics::Outcome::kCancelled, reason);
@@ -1017,7 +1011,7 @@ std::string CoordinatorService::WaitingReason(std::int64_t sweep_id) const {
   bool waiting = false;
   for (std::int64_t tid : sweep.trial_order) {
     const TrialEntry& trial = trials_.at(tid);
-    if (trial.machine.phase() != TrialPhase::kQueued || trial.cancel_requested) continue;
+    if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
     auto v = sweep.variants.find(trial.variant_key);
     if (v != sweep.variants.end() && !v->second.CommandTemplate().empty()) wanted.insert(v->second.CommandTemplate());
     waiting = true;
@@ -1175,9 +1169,9 @@ std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& 
   int stopping = 0;
   for (std::int64_t tid : sweep.trial_order) {
     TrialEntry& trial = trials_.at(tid);
-    if (trial.machine.phase() == TrialPhase::kQueued) {
+    if (trial.machine.phase() == TrialState::kQueued) {
       trial.machine.Cancel();
-    } else if (trial.machine.phase() != TrialPhase::kFinished) {
+    } else if (trial.machine.phase() != TrialState::kFinished) {
       trial.cancel_requested = true;
       ++stopping;
       const protocol::AttemptRef ref{tid, trial.machine.attempts_used()};
@@ -1253,13 +1247,13 @@ CoordinatorSnapshot::Sweep CoordinatorService::SweepSnapshot(const SweepEntry& s
   for (std::int64_t tid : sweep.trial_order) {
     const TrialEntry& trial = trials_.at(tid);
     switch (trial.machine.phase()) {
-      case TrialPhase::kQueued:
+      case TrialState::kQueued:
         ++s.trials_by_state["queued"];
         if (!sweep.cancelled && !trial.cancel_requested) ++s.queue_depth;
         break;
-      case TrialPhase::kAssigned: ++s.trials_by_state["assigned"]; break;
-      case TrialPhase::kRunning: ++s.trials_by_state["running"]; break;
-      case TrialPhase::kFinished: {
+      case TrialState::kAssigned: ++s.trials_by_state["assigned"]; break;
+      case TrialState::kRunning: ++s.trials_by_state["running"]; break;
+      case TrialState::kFinished: {
         ++s.trials_by_state["finished"];
         auto outcome = trial.machine.outcome();
         // A trial finished before a coordinator restart has its outcome in the store only.
@@ -1304,7 +1298,7 @@ CapacityView CoordinatorService::Capacity(std::size_t max_queued) const {
     for (std::int64_t tid : sweep.trial_order) {
       if (view.queued.size() >= max_queued) break;
       const TrialEntry& trial = trials_.at(tid);
-      if (trial.machine.phase() != TrialPhase::kQueued || trial.cancel_requested) continue;
+      if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
       auto v = sweep.variants.find(trial.variant_key);
       view.queued.push_back({v != sweep.variants.end() ? v->second.world_size : 1, sweep.cuda});
     }

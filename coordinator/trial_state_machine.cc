@@ -2,48 +2,38 @@
 
 namespace bakeoff::coordinator {
 
-const char* TrialPhaseName(TrialPhase phase) {
-  switch (phase) {
-    case TrialPhase::kQueued: return "queued";
-    case TrialPhase::kAssigned: return "assigned";
-    case TrialPhase::kRunning: return "running";
-    case TrialPhase::kFinished: return "finished";
-  }
-  return "finished";
-}
-
 Result<int> TrialStateMachine::Assign() {
-  if (phase_ != TrialPhase::kQueued) {
-    return Status::InvalidArgument(std::string("cannot assign a trial that is ") + TrialPhaseName(phase_));
+  if (phase_ != TrialState::kQueued) {
+    return Status::InvalidArgument(std::string("cannot assign a trial that is ") + TrialStateName(phase_));
   }
   if (attempts_used_ >= max_attempts_) {
     return Status::ResourceExhausted("the trial has used all " + std::to_string(max_attempts_) + " attempts");
   }
   ++attempts_used_;
-  phase_ = TrialPhase::kAssigned;
+  phase_ = TrialState::kAssigned;
   return attempts_used_;
 }
 
 bool TrialStateMachine::MarkRunning(int attempt) {
-  if (phase_ != TrialPhase::kAssigned || attempt != attempts_used_) return false;
-  phase_ = TrialPhase::kRunning;
+  if (phase_ != TrialState::kAssigned || attempt != attempts_used_) return false;
+  phase_ = TrialState::kRunning;
   return true;
 }
 
 TrialStateMachine::Effect TrialStateMachine::Report(int attempt, protocol::Outcome outcome) {
   if (!IsCurrent(attempt)) return Effect::kIgnored;
   if (outcome == protocol::Outcome::kLost && attempts_used_ < max_attempts_) {
-    phase_ = TrialPhase::kQueued;
+    phase_ = TrialState::kQueued;
     return Effect::kRequeued;
   }
-  phase_ = TrialPhase::kFinished;
+  phase_ = TrialState::kFinished;
   outcome_ = outcome;
   return Effect::kFinished;
 }
 
 TrialStateMachine::Effect TrialStateMachine::Cancel() {
-  if (phase_ == TrialPhase::kFinished) return Effect::kIgnored;
-  phase_ = TrialPhase::kFinished;
+  if (phase_ == TrialState::kFinished) return Effect::kIgnored;
+  phase_ = TrialState::kFinished;
   outcome_ = protocol::Outcome::kCancelled;
   return Effect::kFinished;
 }

@@ -11,18 +11,21 @@
 
 #include <optional>
 
+#include "metrics/store_records.h"
 #include "protocol/outcome.h"
 #include "protocol/status.h"
 
 namespace bakeoff::coordinator {
 
-enum class TrialPhase { kQueued, kAssigned, kRunning, kFinished };
-const char* TrialPhaseName(TrialPhase phase);
+// The states are the results store's (its trials.state), so a stored trial and its
+// machine share one vocabulary.
+using metrics::TrialState;
+using metrics::TrialStateName;
 
 class TrialStateMachine {
  public:
   explicit TrialStateMachine(int max_attempts = 1, int attempts_used = 0,
-                             TrialPhase phase = TrialPhase::kQueued)
+                             TrialState phase = TrialState::kQueued)
       : max_attempts_(max_attempts < 1 ? 1 : max_attempts), attempts_used_(attempts_used), phase_(phase) {}
 
   // queued -> assigned; returns the new attempt number (1-based).
@@ -41,9 +44,9 @@ class TrialStateMachine {
   Effect Cancel();
 
   bool IsCurrent(int attempt) const {
-    return attempt == attempts_used_ && (phase_ == TrialPhase::kAssigned || phase_ == TrialPhase::kRunning);
+    return attempt == attempts_used_ && (phase_ == TrialState::kAssigned || phase_ == TrialState::kRunning);
   }
-  TrialPhase phase() const { return phase_; }
+  TrialState phase() const { return phase_; }
   int attempts_used() const { return attempts_used_; }
   int max_attempts() const { return max_attempts_; }
   std::optional<protocol::Outcome> outcome() const { return outcome_; }
@@ -51,7 +54,7 @@ class TrialStateMachine {
  private:
   int max_attempts_;
   int attempts_used_;
-  TrialPhase phase_;
+  TrialState phase_;
   std::optional<protocol::Outcome> outcome_;
 };
 

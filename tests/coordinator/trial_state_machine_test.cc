@@ -12,7 +12,7 @@ TEST(TrialStateMachineTest, HappyPathQueuedAssignedRunningFinished) {
   auto attempt = t.Assign();
   ASSERT_TRUE(attempt.ok());
   EXPECT_EQ(*attempt, 1);
-  EXPECT_EQ(t.phase(), TrialPhase::kAssigned);
+  EXPECT_EQ(t.phase(), TrialState::kAssigned);
   EXPECT_TRUE(t.MarkRunning(1));
   EXPECT_EQ(t.Report(1, Outcome::kSucceeded), Effect::kFinished);
   EXPECT_EQ(t.outcome(), Outcome::kSucceeded);
@@ -22,7 +22,7 @@ TEST(TrialStateMachineTest, LostAttemptIsRequeuedWhileAttemptsRemain) {
   TrialStateMachine t(2);
   ASSERT_TRUE(t.Assign().ok());
   EXPECT_EQ(t.Report(1, Outcome::kLost), Effect::kRequeued);
-  EXPECT_EQ(t.phase(), TrialPhase::kQueued);
+  EXPECT_EQ(t.phase(), TrialState::kQueued);
   EXPECT_EQ(*t.Assign(), 2);
   EXPECT_EQ(t.Report(2, Outcome::kLost), Effect::kFinished);
   EXPECT_EQ(t.outcome(), Outcome::kLost);
@@ -45,7 +45,7 @@ TEST(TrialStateMachineTest, StaleAttemptReportIsIgnored) {
   ASSERT_TRUE(t.Assign().ok());
   EXPECT_EQ(t.Report(1, Outcome::kSucceeded), Effect::kIgnored);
   EXPECT_FALSE(t.MarkRunning(1));
-  EXPECT_EQ(t.phase(), TrialPhase::kAssigned);
+  EXPECT_EQ(t.phase(), TrialState::kAssigned);
 }
 
 TEST(TrialStateMachineTest, DuplicateReportAfterFinishIsIgnored) {
