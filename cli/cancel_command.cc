@@ -1,6 +1,7 @@
 // `bakeoff cancel SWEEP`: cancels a sweep's queued trials and stops its running ones.
 #include <iostream>
 
+#include "cli/api_client_flags.h"
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
 
@@ -9,15 +10,11 @@ namespace {
 
 struct CancelFlags {
   std::string sweep;
-  std::string coordinator = DefaultCoordinatorUrl();
-  std::string token_file;
-  std::string tls_ca;
-  std::string format = "table";
-  std::string output;
+  ApiClientFlags api;
 };
 
 int RunCancel(const CancelFlags& flags) {
-  auto client = ConnectCoordinator(flags.coordinator, flags.token_file, flags.tls_ca);
+  auto client = ConnectCoordinator(flags.api.coordinator, flags.api.token_file, flags.api.tls_ca);
   if (!client.ok()) {
     std::cerr << "bakeoff cancel: " << client.status().message() << "\n";
     return ExitCodeFor(client.status());
@@ -27,24 +24,20 @@ int RunCancel(const CancelFlags& flags) {
     std::cerr << "bakeoff cancel: " << result.status().message() << "\n";
     return ExitCodeFor(result.status());
   }
-  std::string text = flags.format == "json"
+  std::string text = flags.api.format == "json"
                          ? result->dump(2)
                          : "sweep " + std::to_string(result->value("id", 0)) + " (" + result->value("name", "") +
                                "): " + result->value("state", "") + "; " +
                                std::to_string(result->value("cancelled_trials", 0)) + " queued trial(s) cancelled, " +
                                std::to_string(result->value("stopping_trials", 0)) + " running trial(s) stopping";
-  return WriteOutput(flags.output, text).ok() ? kExitOk : kExitFailure;
+  return WriteOutput(flags.api.output, text).ok() ? kExitOk : kExitFailure;
 }
 
 void Setup(CLI::App& root, int* exit_code) {
   auto flags = std::make_shared<CancelFlags>();
   auto* cmd = root.add_subcommand("cancel", "Cancel a sweep (by id or name)");
   cmd->add_option("sweep", flags->sweep, "sweep id or name")->required();
-  cmd->add_option("--coordinator", flags->coordinator, "coordinator URL");
-  cmd->add_option("--token-file", flags->token_file, "file holding the API token (else $BAKEOFF_TOKEN)");
-  cmd->add_option("--tls-ca", flags->tls_ca, kTlsCaHelp);
-  cmd->add_option("--format", flags->format, "table|json")->capture_default_str()->check(CLI::IsMember({"table", "json"}));
-  cmd->add_option("--output", flags->output, "write the result to this file instead of stdout");
+  AddApiClientOptions(cmd, &flags->api);
   cmd->callback([flags, exit_code]() { *exit_code = RunCancel(*flags); });
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/command_registry.h"
+#include "cli/coordinator_client.h"
 #include "metrics/report_compare.h"
 #include "metrics/report_loader.h"
 #include "metrics/report_renderer.h"
@@ -27,22 +28,6 @@ struct CompareFlags {
   int resamples = 2000;
   bool fail_on_regression = false;
 };
-
-// Writes `text` to `path`, or to stdout when `path` is empty or "-".
-Status WriteText(const std::string& path, const std::string& text) {
-  if (path.empty() || path == "-") {
-    std::cout << text << std::flush;
-    return Status::Ok();
-  }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) {
-    return Status::IoError("cannot write " + path +
-                           "; check that the directory exists and is writable");
-  }
-  return Status::Ok();
-}
 
 int Fail(const Status& status, int code) {
   std::cerr << "bakeoff compare: " << status.message() << "\n";
@@ -72,7 +57,7 @@ int RunCompare(const CompareFlags& flags) {
   Result<metrics::ReportInput> b = Load(flags.db_b.empty() ? flags.db : flags.db_b, flags.sweep_b);
   if (!b.ok()) return Fail(b.status().WithContext("sweep B"), ExitCodeFor(b.status()));
   metrics::SweepComparison comparison = metrics::CompareSweeps(*a, *b, options);
-  Status written = WriteText(flags.output, metrics::RenderComparison(comparison, *format));
+  Status written = WriteOutput(flags.output, metrics::RenderComparison(comparison, *format));
   if (!written.ok()) return Fail(written, kExitFailure);
   if (flags.fail_on_regression) {
     for (const metrics::CompareRow& row : comparison.rows) {

@@ -35,23 +35,6 @@ struct ReportFlags {
   int resamples = 2000;
 };
 
-// Writes `text` to `path`, or to stdout when `path` is empty or "-".
-Status WriteText(const std::string& path, const std::string& text) {
-  if (path.empty() || path == "-") {
-    std::cout << text << std::flush;
-    return Status::Ok();
-  }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) {
-    return Status::IoError("cannot write " + path +
-                           "; check that the directory exists and is writable");
-  }
-  return Status::Ok();
-}
-
-// A double as text that parses back to the same value (std::to_string keeps 6 decimals).
 int Fail(const Status& status, int code) {
   std::cerr << "bakeoff report: " << status.message() << "\n";
   return code;
@@ -99,7 +82,7 @@ int RunReport(const ReportFlags& flags) {
       return Fail(text.status(), code);
     }
   }
-  Status written = WriteText(flags.output, *text);
+  Status written = WriteOutput(flags.output, *text);
   if (!written.ok()) return Fail(written, kExitFailure);
   return kExitOk;
 }

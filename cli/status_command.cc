@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "cli/api_client_flags.h"
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
 #include "coordinator/api_json.h"
@@ -19,12 +20,8 @@ namespace {
 
 struct StatusFlags {
   std::string sweep;
-  std::string coordinator;
   std::string db;
-  std::string token_file;
-  std::string tls_ca;
-  std::string format = "table";
-  std::string output;
+  ApiClientFlags api;  // coordinator empty unless given: --db or a coordinator (RunStatus)
 };
 
 std::string Number(double v, const char* fmt = "%.0f") {
@@ -109,11 +106,11 @@ int RunStatus(const StatusFlags& flags) {
   // exists; else the default coordinator URL.
   struct stat st;
   std::string db = flags.db;
-  if (flags.coordinator.empty() && db.empty() && !std::getenv("BAKEOFF_COORDINATOR") &&
+  if (flags.api.coordinator.empty() && db.empty() && !std::getenv("BAKEOFF_COORDINATOR") &&
       stat("results.db", &st) == 0) {
     db = "results.db";
   }
-  if (!db.empty() && flags.coordinator.empty()) {
+  if (!db.empty() && flags.api.coordinator.empty()) {
     if (stat(db.c_str(), &st) != 0) {
       std::cerr << "bakeoff status: no results database at '" << db
                 << "'; give --db FILE or --coordinator URL\n";
@@ -138,8 +135,8 @@ int RunStatus(const StatusFlags& flags) {
       trials = coordinator::TrialsJson(*list);
     }
   } else {
-    auto client = ConnectCoordinator(flags.coordinator.empty() ? DefaultCoordinatorUrl() : flags.coordinator,
-                                     flags.token_file, flags.tls_ca);
+    auto client = ConnectCoordinator(flags.api.coordinator.empty() ? DefaultCoordinatorUrl() : flags.api.coordinator,
+                                     flags.api.token_file, flags.api.tls_ca);
     if (!client.ok()) return Fail(client.status());
     if (flags.sweep.empty()) {
       auto got = client->GetJson("/api/v1/sweeps");
@@ -155,12 +152,12 @@ int RunStatus(const StatusFlags& flags) {
     }
   }
   std::string text;
-  if (flags.format == "json") {
+  if (flags.api.format == "json") {
     text = flags.sweep.empty() ? sweeps.dump(2) : nlohmann::json{{"sweep", sweep}, {"trials", trials}}.dump(2);
   } else {
     text = flags.sweep.empty() ? SweepsTable(sweeps) : SweepDetail(sweep, trials);
   }
-  if (Status s = WriteOutput(flags.output, text); !s.ok()) return Fail(s);
+  if (Status s = WriteOutput(flags.api.output, text); !s.ok()) return Fail(s);
   return kExitOk;
 }
 
@@ -168,12 +165,9 @@ void Setup(CLI::App& root, int* exit_code) {
   auto flags = std::make_shared<StatusFlags>();
   auto* cmd = root.add_subcommand("status", "Show sweeps, or one sweep's trials");
   cmd->add_option("sweep", flags->sweep, "sweep id or name (default: list every sweep)");
-  cmd->add_option("--coordinator", flags->coordinator, "coordinator URL (default $BAKEOFF_COORDINATOR or http://127.0.0.1:8080)");
+  AddApiClientOptions(cmd, &flags->api);
+  flags->api.coordinator.clear();  // RunStatus picks --db, then the coordinator's default
   cmd->add_option("--db", flags->db, "read a results database instead of asking a coordinator");
-  cmd->add_option("--token-file", flags->token_file, "file holding the API token (else $BAKEOFF_TOKEN)");
-  cmd->add_option("--tls-ca", flags->tls_ca, kTlsCaHelp);
-  cmd->add_option("--format", flags->format, "table|json")->capture_default_str()->check(CLI::IsMember({"table", "json"}));
-  cmd->add_option("--output", flags->output, "write the result to this file instead of stdout");
   cmd->callback([flags, exit_code]() { *exit_code = RunStatus(*flags); });
 }
 

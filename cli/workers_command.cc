@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/api_client_flags.h"
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
 
@@ -9,15 +10,11 @@ namespace bakeoff::cli {
 namespace {
 
 struct WorkersFlags {
-  std::string coordinator = DefaultCoordinatorUrl();
-  std::string token_file;
-  std::string tls_ca;
-  std::string format = "table";
-  std::string output;
+  ApiClientFlags api;
 };
 
 int RunWorkers(const WorkersFlags& flags) {
-  auto client = ConnectCoordinator(flags.coordinator, flags.token_file, flags.tls_ca);
+  auto client = ConnectCoordinator(flags.api.coordinator, flags.api.token_file, flags.api.tls_ca);
   if (!client.ok()) {
     std::cerr << "bakeoff workers: " << client.status().message() << "\n";
     return ExitCodeFor(client.status());
@@ -28,7 +25,7 @@ int RunWorkers(const WorkersFlags& flags) {
     return ExitCodeFor(workers.status());
   }
   std::string text;
-  if (flags.format == "json") {
+  if (flags.api.format == "json") {
     text = workers->dump(2);
   } else {
     std::vector<std::vector<std::string>> rows;
@@ -64,17 +61,13 @@ int RunWorkers(const WorkersFlags& flags) {
     text = RenderTextTable(header, rows, right);
     if (rows.empty()) text += "(no workers registered)\n";
   }
-  return WriteOutput(flags.output, text).ok() ? kExitOk : kExitFailure;
+  return WriteOutput(flags.api.output, text).ok() ? kExitOk : kExitFailure;
 }
 
 void Setup(CLI::App& root, int* exit_code) {
   auto flags = std::make_shared<WorkersFlags>();
   auto* cmd = root.add_subcommand("workers", "List the coordinator's workers");
-  cmd->add_option("--coordinator", flags->coordinator, "coordinator URL");
-  cmd->add_option("--token-file", flags->token_file, "file holding the API token (else $BAKEOFF_TOKEN)");
-  cmd->add_option("--tls-ca", flags->tls_ca, kTlsCaHelp);
-  cmd->add_option("--format", flags->format, "table|json")->capture_default_str()->check(CLI::IsMember({"table", "json"}));
-  cmd->add_option("--output", flags->output, "write the result to this file instead of stdout");
+  AddApiClientOptions(cmd, &flags->api);
   cmd->callback([flags, exit_code]() { *exit_code = RunWorkers(*flags); });
 }
 
