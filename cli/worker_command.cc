@@ -29,6 +29,10 @@ struct WorkerFlags {
   int simulate_step_ms = 10;
   // Scale benchmarks: this many simulated workers in this one process (--simulate only).
   int simulated_workers = 1;
+  // SIGTERM: "requeue" hands the running attempts back (lost, retried elsewhere), as a
+  // node drained by Kubernetes or Slurm needs; "cancel" ends them cancelled; "auto" is
+  // requeue inside a Slurm job, else cancel.
+  std::string on_sigterm = "auto";
   std::string argv0;
   worker::ExplicitWorkerFlags given;  // what the allocation must not override
   bool slots_given = false;
@@ -117,17 +121,21 @@ int RunWorker(WorkerFlags& flags) {
     });
   }
   // Inside a Slurm job, SIGTERM comes from Slurm (time limit, preemption, scancel) and
-  // SIGUSR1 from `sbatch --signal=USR1@N`: the trials did nothing wrong, so they are
-  // requeued, not finished cancelled. Elsewhere SIGTERM stops as SIGINT does.
+  // SIGUSR1 from `sbatch --signal=USR1@N`; on Kubernetes SIGTERM is a pod deleted or a
+  // node drained. The trials did nothing wrong, so with --on-sigterm requeue (auto in a
+  // Slurm job) they are requeued, not finished cancelled. Otherwise SIGTERM stops as
+  // SIGINT does.
   const std::string slurm_job = flags.config.slurm_job_id;
+  const bool requeue_on_term = flags.on_sigterm == "requeue" || (flags.on_sigterm == "auto" && !slurm_job.empty());
   boost::asio::signal_set signals(io, SIGINT, SIGTERM, SIGUSR1);
   signals.async_wait([&](const boost::system::error_code& ec, int signal) {
     if (ec) return;
     for (auto& agent : agents) {
-      if (signal == SIGUSR1 || (signal == SIGTERM && !slurm_job.empty())) {
+      if (signal == SIGUSR1 || (signal == SIGTERM && requeue_on_term)) {
         agent->Preempt(std::string(signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM") + " to the worker" +
-                       (slurm_job.empty() ? std::string() : " of Slurm job " + slurm_job) +
-                       " (time limit, preemption or scancel): requeued");
+                       (slurm_job.empty() ? std::string(" (node drained, pod deleted or preempted)")
+                                          : " of Slurm job " + slurm_job + " (time limit, preemption or scancel)") +
+                       ": requeued");
       } else {
         agent->Stop();
       }
@@ -205,6 +213,11 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--nvml-library", flags->config.nvml_library,
                   "NVML shared library for the GPU series (\"\" = none)")
       ->capture_default_str();
+  cmd->add_option("--on-sigterm", flags->on_sigterm,
+                  "what SIGTERM does to running attempts: requeue (handed back, retried elsewhere: for "
+                  "Kubernetes and Slurm), cancel, or auto (requeue inside a Slurm job, else cancel)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "requeue", "cancel"}));
   cmd->add_flag("--simulate", flags->config.simulate,
                 "scale benchmarks only: emit simulated events instead of running the trainer");
   cmd->add_option("--simulate-step-ms", flags->simulate_step_ms, "simulated step time")->capture_default_str();

@@ -98,6 +98,36 @@ TEST_F(FaultToleranceTest, WorkerKilledMidTrialIsLostAndTheTrialRunsAgainElsewhe
   EXPECT_EQ(retried[0][0], 1);
 }
 
+// A node drained or a pod deleted sends SIGTERM: with --on-sigterm requeue (the Kubernetes
+// DaemonSet's setting) the worker hands its attempt back as lost and the trial runs again
+// elsewhere, instead of ending cancelled for good.
+TEST_F(FaultToleranceTest, AWorkerToldToRequeueOnSigtermHandsItsTrialBackToRunElsewhere) {
+  TestCluster& c = *cluster_;
+  ASSERT_TRUE(c.StartCoordinator(testing::kFastFailureArgs));
+  testing::WorkerHost requeue;
+  requeue.extra_args = {"--on-sigterm", "requeue"};
+  c.StartWorker("w1", 1, 0, requeue);
+  c.StartWorker("w2", 2);
+  ASSERT_TRUE(WaitFor([&] { return c.WorkersConnected(2); }, 30s)) << "workers did not register";
+  c.Submit(testing::kFourTrialSweep);
+  int victim_trial = -1;
+  ASSERT_TRUE(WaitFor([&] { return (victim_trial = c.RunningOn("w1")) >= 0 && !c.RankPids(victim_trial, 1).empty(); },
+                      60s))
+      << "nothing ran on w1";
+  c.worker("w1").Kill(SIGTERM);
+
+  ASSERT_TRUE(WaitFor([&] { return c.SweepFinished(); }, 240s)) << c.Trials().dump();
+  c.ExpectEveryTrialSucceededOnce(4);
+  auto attempts = c.Query("SELECT attempt, outcome, worker_id, reason FROM attempts WHERE trial_id = " +
+                          std::to_string(victim_trial) + " ORDER BY attempt");
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0][1], "lost");
+  EXPECT_EQ(attempts[0][2], "w1");
+  EXPECT_NE(attempts[0][3].get<std::string>().find("SIGTERM"), std::string::npos) << attempts[0][3];
+  EXPECT_EQ(attempts[1][1], "succeeded");
+  EXPECT_EQ(attempts[1][2], "w2");
+}
+
 TEST_F(FaultToleranceTest, GangRanksOnOtherWorkersAreStoppedWhenOneWorkerIsLost) {
   ASSERT_NO_FATAL_FAILURE(StartAndSubmit(3, kGangSweep));
   TestCluster& c = *cluster_;
