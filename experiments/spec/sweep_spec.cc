@@ -170,8 +170,6 @@ class StoredSpecReader {
   std::string error_;
 };
 
-const char* DistributionNameOf(Distribution::Kind kind) { return DistributionName(kind); }
-
 }  // namespace
 
 Result<SweepSpec> SweepSpecFromJson(const json& stored) {
@@ -203,7 +201,7 @@ Result<SweepSpec> SweepSpecFromJson(const json& stored) {
         Distribution dist;
         r.ReadEnum(*d, "kind", where + ".distribution",
                    {Distribution::Kind::kIntUniform, Distribution::Kind::kUniform, Distribution::Kind::kLogUniform},
-                   DistributionNameOf, &dist.kind);
+                   DistributionName, &dist.kind);
         r.Read(*d, "min", where + ".distribution", &dist.min);
         r.Read(*d, "max", where + ".distribution", &dist.max);
         axis.distribution = dist;

@@ -198,15 +198,15 @@ int Trainer::RunOrThrow() {
   ZeroOptimizer optimizer(c, &model.adapters(), comm.get());
   const ParameterCounts counts = CountParameters(c.dims, c.lora_rank, c.lora_targets);
   const double flops_per_token = TrainingFlopsPerToken(c.dims, counts, c.seq_len);
+  // One micro-batch's forward and backward: run as is, or captured and replayed.
+  auto forward_backward = [&](const torch::Tensor& tokens) {
+    auto loss = model.Loss(tokens);
+    optimizer.BeforeBackward();
+    (loss / static_cast<double>(c.grad_accum)).backward();
+    return loss.detach();
+  };
   std::unique_ptr<GraphedMicroBatch> graphed;
-  if (c.uses_cudagraph()) {
-    graphed = std::make_unique<GraphedMicroBatch>(MakeCudaStepGraph(device), [&](const torch::Tensor& tokens) {
-      auto loss = model.Loss(tokens);
-      optimizer.BeforeBackward();
-      (loss / static_cast<double>(c.grad_accum)).backward();
-      return loss.detach();
-    });
-  }
+  if (c.uses_cudagraph()) graphed = std::make_unique<GraphedMicroBatch>(MakeCudaStepGraph(device), forward_backward);
   const BlasInfo blas = DetectBlas();
   const nlohmann::json environment = Environment(cpu, blas, device);
 
@@ -246,14 +246,7 @@ int Trainer::RunOrThrow() {
       auto tokens = data->Batch(step * c.grad_accum + micro).to(device);
       seq_lengths.insert(tokens.size(1) - 1);
       step_tokens += tokens.size(0) * (tokens.size(1) - 1) * c.world_size;
-      torch::Tensor loss;
-      if (graphed) {
-        loss = graphed->Run(tokens);
-      } else {
-        loss = model.Loss(tokens);
-        optimizer.BeforeBackward();
-        (loss / static_cast<double>(c.grad_accum)).backward();
-      }
+      const torch::Tensor loss = graphed ? graphed->Run(tokens) : forward_backward(tokens);
       ThrowIfError(optimizer.AfterBackward());
       loss_sum += loss.item<double>();
     }
