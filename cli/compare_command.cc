@@ -1,6 +1,6 @@
 // `bakeoff compare SWEEP_A SWEEP_B [--db FILE] [--db-b FILE] [--format ...] [--output FILE]
 // [--fail-on-regression]`: the same variants across two sweeps (two clusters, two library
-// versions), with the report's statistics, regressions first (metrics/report_compare.h).
+// versions), with the report's statistics, regressions first (metrics/report/report_compare.h).
 // Both sweeps come from --db unless --db-b names B's results file.
 #include <filesystem>
 #include <fstream>
@@ -10,9 +10,9 @@
 
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
-#include "metrics/report_compare.h"
-#include "metrics/report_loader.h"
-#include "metrics/report_renderer.h"
+#include "metrics/report/report_compare.h"
+#include "metrics/report/report_loader.h"
+#include "metrics/report/report_renderer.h"
 
 namespace bakeoff::cli {
 namespace {

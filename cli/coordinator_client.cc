@@ -17,8 +17,8 @@
 #include <boost/beast/ssl.hpp>
 
 #include "cli/command_registry.h"
-#include "metrics/report_renderer.h"
-#include "metrics/report_service.h"
+#include "metrics/report/report_renderer.h"
+#include "metrics/report/report_service.h"
 #include "protocol/tls.h"
 #include "protocol/token.h"
 

@@ -15,7 +15,7 @@
 #include "cli/slurm_flags.h"
 #include "coordinator/coordinator_node.h"
 #include "experiments/spec/duration.h"
-#include "metrics/report_service.h"
+#include "metrics/report/report_service.h"
 #include "experiments/spec/executor_catalog.h"
 #include "protocol/token.h"
 

@@ -20,7 +20,7 @@
 #include "coordinator/coordinator_node.h"
 #include "experiments/spec/sweep_expander.h"
 #include "experiments/spec/sweep_parser.h"
-#include "metrics/report_service.h"
+#include "metrics/report/report_service.h"
 #include "protocol/token.h"
 #include "worker/worker_agent.h"
 

@@ -15,7 +15,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
-#include "metrics/read_only_query.h"
+#include "metrics/store/read_only_query.h"
 
 namespace bakeoff::cli {
 namespace {

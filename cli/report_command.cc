@@ -13,8 +13,8 @@
 
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
-#include "metrics/report_renderer.h"
-#include "metrics/report_service.h"
+#include "metrics/report/report_renderer.h"
+#include "metrics/report/report_service.h"
 #include "protocol/token.h"
 
 namespace bakeoff::cli {

@@ -12,7 +12,7 @@
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
 #include "coordinator/api_json.h"
-#include "metrics/results_store.h"
+#include "metrics/store/results_store.h"
 #include "protocol/trainer_event.h"
 
 namespace bakeoff::cli {

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "metrics/store_records.h"
+#include "metrics/store/store_records.h"
 #include "protocol/status.h"
 
 namespace bakeoff::coordinator {

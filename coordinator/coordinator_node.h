@@ -15,7 +15,7 @@
 #include "coordinator/http_server.h"
 #include "coordinator/slurm_provisioner.h"
 #include "coordinator/worker_server.h"
-#include "metrics/results_store.h"
+#include "metrics/store/results_store.h"
 
 namespace bakeoff::coordinator {
 

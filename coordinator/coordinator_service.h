@@ -51,8 +51,8 @@
 #include "experiments/spec/executor_catalog.h"
 #include "experiments/spec/expanded_sweep.h"
 #include "experiments/spec/sweep_spec.h"
-#include "metrics/results_store.h"
-#include "metrics/statistics.h"
+#include "metrics/store/results_store.h"
+#include "metrics/report/statistics.h"
 #include "protocol/messages.h"
 
 namespace bakeoff::coordinator {

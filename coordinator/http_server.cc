@@ -15,9 +15,9 @@
 #include <boost/beast/ssl.hpp>
 
 #include "coordinator/api_json.h"
-#include "metrics/read_only_query.h"
-#include "metrics/report_renderer.h"
-#include "metrics/report_service.h"
+#include "metrics/store/read_only_query.h"
+#include "metrics/report/report_renderer.h"
+#include "metrics/report/report_service.h"
 #include "protocol/json_limits.h"
 #include "protocol/token.h"
 

@@ -11,7 +11,7 @@
 
 #include <optional>
 
-#include "metrics/store_records.h"
+#include "metrics/store/store_records.h"
 #include "protocol/outcome.h"
 #include "protocol/status.h"
 

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "metrics/prometheus_families.h"
+#include "metrics/prometheus/prometheus_families.h"
 
 namespace bakeoff::worker {
 using metrics::AddSample;

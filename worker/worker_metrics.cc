@@ -5,7 +5,7 @@
 
 #include <prometheus/text_serializer.h>
 
-#include "metrics/prometheus_families.h"
+#include "metrics/prometheus/prometheus_families.h"
 
 namespace bakeoff::worker {
 namespace {

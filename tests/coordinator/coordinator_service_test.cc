@@ -14,9 +14,9 @@
 #include <boost/beast/http.hpp>
 
 #include "coordinator/http_server.h"
-#include "metrics/read_only_query.h"
-#include "metrics/report_builder.h"
-#include "metrics/report_loader.h"
+#include "metrics/store/read_only_query.h"
+#include "metrics/report/report_builder.h"
+#include "metrics/report/report_loader.h"
 
 namespace bakeoff::coordinator {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "experiments/spec/sweep_expander.h"
 #include "experiments/spec/sweep_parser.h"
-#include "metrics/results_store.h"
+#include "metrics/store/results_store.h"
 #include "protocol/frame_codec.h"
 #include "tests/integration/test_cluster.h"
 

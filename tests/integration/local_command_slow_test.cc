@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "metrics/results_store.h"
+#include "metrics/store/results_store.h"
 #include "tests/integration/process_guard.h"
 #include "tests/integration/test_files.h"
 

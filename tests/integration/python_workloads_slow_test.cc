@@ -12,7 +12,7 @@
 #include <fstream>
 #include <map>
 
-#include "metrics/read_only_query.h"
+#include "metrics/store/read_only_query.h"
 #include "tests/integration/process_guard.h"
 #include "tests/integration/test_files.h"
 

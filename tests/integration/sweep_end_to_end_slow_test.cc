@@ -10,7 +10,7 @@
 #include <set>
 
 #include "cli/coordinator_client.h"
-#include "metrics/results_store.h"
+#include "metrics/store/results_store.h"
 #include "tests/integration/process_guard.h"
 #include "tests/integration/test_files.h"
 

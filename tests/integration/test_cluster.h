@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/coordinator_client.h"
-#include "metrics/read_only_query.h"
+#include "metrics/store/read_only_query.h"
 #include "tests/integration/process_guard.h"
 #include "tests/integration/test_files.h"
 

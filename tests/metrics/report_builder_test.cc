@@ -1,11 +1,11 @@
-#include "metrics/report_builder.h"
+#include "metrics/report/report_builder.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "metrics/report_renderer.h"
-#include "metrics/statistics.h"
+#include "metrics/report/report_renderer.h"
+#include "metrics/report/statistics.h"
 
 #include "tests/metrics/report_test_fixtures.h"
 

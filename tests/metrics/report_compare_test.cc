@@ -1,8 +1,8 @@
-#include "metrics/report_compare.h"
+#include "metrics/report/report_compare.h"
 
 #include <gtest/gtest.h>
 
-#include "metrics/report_renderer.h"
+#include "metrics/report/report_renderer.h"
 #include "tests/metrics/report_test_fixtures.h"
 
 namespace bakeoff::metrics {

@@ -13,8 +13,8 @@
 #include <sstream>
 #include <string>
 
-#include "metrics/report_builder.h"
-#include "metrics/report_renderer.h"
+#include "metrics/report/report_builder.h"
+#include "metrics/report/report_renderer.h"
 #include "tests/metrics/report_test_fixtures.h"
 
 namespace bakeoff::metrics {

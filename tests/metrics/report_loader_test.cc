@@ -2,16 +2,16 @@
 // spec code and stored by the ResultsStore exactly as the coordinator does, trials are
 // run through the store's transitions with step metrics and summaries, and the report
 // is read back read-only.
-#include "metrics/report_loader.h"
+#include "metrics/report/report_loader.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
-#include "metrics/report_builder.h"
-#include "metrics/report_renderer.h"
-#include "metrics/report_service.h"
+#include "metrics/report/report_builder.h"
+#include "metrics/report/report_renderer.h"
+#include "metrics/report/report_service.h"
 #include "tests/metrics/report_store_fixture.h"
 
 namespace bakeoff::metrics {

@@ -1,11 +1,11 @@
-#include "metrics/report_renderer.h"
+#include "metrics/report/report_renderer.h"
 
 #include <gtest/gtest.h>
 
 #include <regex>
 #include <sstream>
 
-#include "metrics/report_builder.h"
+#include "metrics/report/report_builder.h"
 #include "tests/metrics/report_test_fixtures.h"
 
 namespace bakeoff::metrics {

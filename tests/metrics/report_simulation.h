@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "metrics/report_builder.h"
-#include "metrics/report_compare.h"
-#include "metrics/report_model.h"
-#include "metrics/statistics.h"
+#include "metrics/report/report_builder.h"
+#include "metrics/report/report_compare.h"
+#include "metrics/report/report_model.h"
+#include "metrics/report/statistics.h"
 
 namespace bakeoff::metrics::testing {
 

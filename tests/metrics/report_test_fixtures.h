@@ -7,8 +7,8 @@
 #include <map>
 #include <string>
 
-#include "metrics/report_builder.h"
-#include "metrics/report_model.h"
+#include "metrics/report/report_builder.h"
+#include "metrics/report/report_model.h"
 
 namespace bakeoff::metrics::testing {
 

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "metrics/results_store.h"
+#include "metrics/store/results_store.h"
 #include "tests/metrics/results_store_test_util.h"
 
 extern char** environ;

@@ -18,8 +18,8 @@
 #include <string>
 #include <thread>
 
-#include "metrics/read_only_query.h"
-#include "metrics/results_store.h"
+#include "metrics/store/read_only_query.h"
+#include "metrics/store/results_store.h"
 #include "tests/metrics/results_store_test_util.h"
 
 namespace bakeoff::metrics {

@@ -10,8 +10,8 @@
 #include <atomic>
 #include <cstring>
 
-#include "metrics/read_only_query.h"
-#include "metrics/results_store.h"
+#include "metrics/store/read_only_query.h"
+#include "metrics/store/results_store.h"
 #include "tests/metrics/results_store_test_util.h"
 
 namespace bakeoff::metrics {

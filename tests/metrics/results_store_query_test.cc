@@ -1,7 +1,7 @@
 // RunReadOnlyQuery (what `bakeoff query` runs): one statement, opened read-only, rows
 // and time bounded, results typed; a statement that would write is refused and the
 // database is unchanged.
-#include "metrics/read_only_query.h"
+#include "metrics/store/read_only_query.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <future>
 
-#include "metrics/results_store.h"
-#include "metrics/schema_migrations.h"
+#include "metrics/store/results_store.h"
+#include "metrics/store/schema_migrations.h"
 #include "tests/metrics/results_store_test_util.h"
 
 namespace bakeoff::metrics {

@@ -1,6 +1,6 @@
 // Tests of ResultsStore on real database files: schema and migrations, round trips of
 // every table, compare-and-set transitions, stale-attempt refusal and recovery reads.
-#include "metrics/results_store.h"
+#include "metrics/store/results_store.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <limits>
 #include <thread>
 
-#include "metrics/read_only_query.h"
-#include "metrics/schema_migrations.h"
-#include "metrics/sqlite_connection.h"
+#include "metrics/store/read_only_query.h"
+#include "metrics/store/schema_migrations.h"
+#include "metrics/store/sqlite_connection.h"
 #include "tests/metrics/results_store_test_util.h"
 
 namespace bakeoff::metrics {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "metrics/results_store.h"
+#include "metrics/store/results_store.h"
 
 namespace bakeoff::metrics::testing {
 

@@ -1,6 +1,6 @@
 // SqliteConnection's statement cache: a hot statement is compiled once and reused,
 // and comes back from the cache reset, with none of its previous bindings.
-#include "metrics/sqlite_connection.h"
+#include "metrics/store/sqlite_connection.h"
 
 #include <gtest/gtest.h>
 

@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "metrics/sqlite_statement.h"
+#include "metrics/store/sqlite_statement.h"
 #include "protocol/status.h"
 
 namespace bakeoff::metrics {

@@ -1,9 +1,9 @@
-#include "metrics/sqlite_statement.h"
+#include "metrics/store/sqlite_statement.h"
 
 #include <cmath>
 #include <utility>
 
-#include "metrics/sqlite_connection.h"
+#include "metrics/store/sqlite_connection.h"
 
 namespace bakeoff::metrics {
 

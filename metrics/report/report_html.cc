@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "metrics/report_renderer.h"
+#include "metrics/report/report_renderer.h"
 
 namespace bakeoff::metrics {
 namespace {

@@ -1,4 +1,4 @@
-#include "metrics/statistics.h"
+#include "metrics/report/statistics.h"
 
 #include <algorithm>
 #include <cassert>

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "metrics/sqlite_connection.h"
+#include "metrics/store/sqlite_connection.h"
 #include "protocol/status.h"
 
 namespace bakeoff::metrics {

@@ -1,4 +1,4 @@
-#include "metrics/sqlite_connection.h"
+#include "metrics/store/sqlite_connection.h"
 
 #include <utility>
 

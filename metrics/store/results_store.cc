@@ -1,4 +1,4 @@
-#include "metrics/results_store.h"
+#include "metrics/store/results_store.h"
 
 #include <sys/stat.h>
 
@@ -8,9 +8,9 @@
 #include <set>
 #include <utility>
 
-#include "metrics/schema_migrations.h"
-#include "metrics/sqlite_connection.h"
-#include "metrics/sqlite_transaction.h"
+#include "metrics/store/schema_migrations.h"
+#include "metrics/store/sqlite_connection.h"
+#include "metrics/store/sqlite_transaction.h"
 
 namespace bakeoff::metrics {
 namespace {

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "metrics/report_renderer.h"
+#include "metrics/report/report_renderer.h"
 
 namespace bakeoff::metrics {
 namespace {

@@ -1,11 +1,11 @@
-#include "metrics/report_compare.h"
+#include "metrics/report/report_compare.h"
 
 #include <algorithm>
 #include <map>
 #include <sstream>
 
-#include "metrics/report_builder.h"
-#include "metrics/report_renderer.h"
+#include "metrics/report/report_builder.h"
+#include "metrics/report/report_renderer.h"
 
 namespace bakeoff::metrics {
 namespace {

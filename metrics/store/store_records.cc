@@ -1,4 +1,4 @@
-#include "metrics/store_records.h"
+#include "metrics/store/store_records.h"
 
 #include <array>
 #include <utility>

@@ -2,7 +2,7 @@
 // for spreadsheets and pandas (report_renderer.h).
 #include <sstream>
 
-#include "metrics/report_renderer.h"
+#include "metrics/report/report_renderer.h"
 
 namespace bakeoff::metrics {
 namespace {

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "metrics/report_model.h"
+#include "metrics/report/report_model.h"
 #include "protocol/status.h"
 
 namespace bakeoff::metrics {

@@ -1,6 +1,6 @@
 // The JSON rendering of a report: every computed figure, machine-readable
 // (report_renderer.h). Absent figures are null; ratios are plain numbers.
-#include "metrics/report_renderer.h"
+#include "metrics/report/report_renderer.h"
 
 namespace bakeoff::metrics {
 namespace {

@@ -1,4 +1,4 @@
-#include "metrics/report_service.h"
+#include "metrics/report/report_service.h"
 
 #include <algorithm>
 #include <cctype>
@@ -7,9 +7,9 @@
 #include <map>
 #include <sstream>
 
-#include "metrics/report_builder.h"
-#include "metrics/report_loader.h"
-#include "metrics/report_renderer.h"
+#include "metrics/report/report_builder.h"
+#include "metrics/report/report_loader.h"
+#include "metrics/report/report_renderer.h"
 
 namespace bakeoff::metrics {
 

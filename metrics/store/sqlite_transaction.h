@@ -5,7 +5,7 @@
 // Thread-safety: as the connection (none).
 #pragma once
 
-#include "metrics/sqlite_connection.h"
+#include "metrics/store/sqlite_connection.h"
 #include "protocol/status.h"
 
 namespace bakeoff::metrics {

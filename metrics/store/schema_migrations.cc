@@ -1,8 +1,8 @@
-#include "metrics/schema_migrations.h"
+#include "metrics/store/schema_migrations.h"
 
 #include <cassert>
 
-#include "metrics/sqlite_transaction.h"
+#include "metrics/store/sqlite_transaction.h"
 
 namespace bakeoff::metrics {
 namespace {

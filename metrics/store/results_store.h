@@ -39,8 +39,8 @@
 #include <string>
 #include <vector>
 
-#include "metrics/read_only_query.h"
-#include "metrics/store_records.h"
+#include "metrics/store/read_only_query.h"
+#include "metrics/store/store_records.h"
 #include "protocol/status.h"
 
 namespace bakeoff::metrics {

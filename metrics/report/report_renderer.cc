@@ -1,4 +1,4 @@
-#include "metrics/report_renderer.h"
+#include "metrics/report/report_renderer.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "metrics/report_loader.h"
+#include "metrics/report/report_loader.h"
 
 #include <algorithm>
 #include <cctype>

@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "metrics/report_model.h"
+#include "metrics/report/report_model.h"
 
 namespace bakeoff::metrics {
 

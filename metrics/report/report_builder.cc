@@ -1,4 +1,4 @@
-#include "metrics/report_builder.h"
+#include "metrics/report/report_builder.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "metrics/statistics.h"
+#include "metrics/report/statistics.h"
 
 namespace bakeoff::metrics {
 namespace {

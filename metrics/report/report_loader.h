@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "metrics/report_model.h"
+#include "metrics/report/report_model.h"
 #include "protocol/status.h"
 
 namespace bakeoff::metrics {

@@ -1,4 +1,4 @@
-#include "metrics/read_only_query.h"
+#include "metrics/store/read_only_query.h"
 
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <set>
 
-#include "metrics/sqlite_connection.h"
+#include "metrics/store/sqlite_connection.h"
 
 namespace bakeoff::metrics {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "metrics/report_renderer.h"
+#include "metrics/report/report_renderer.h"
 
 namespace bakeoff::metrics {
 namespace {

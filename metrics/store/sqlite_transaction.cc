@@ -1,4 +1,4 @@
-#include "metrics/sqlite_transaction.h"
+#include "metrics/store/sqlite_transaction.h"
 
 namespace bakeoff::metrics {
 

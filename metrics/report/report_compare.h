@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "metrics/report_model.h"
+#include "metrics/report/report_model.h"
 
 namespace bakeoff::metrics {
 

@@ -1,7 +1,7 @@
 // The Markdown rendering of a report: headings and pipe tables (report_renderer.h).
 #include <sstream>
 
-#include "metrics/report_renderer.h"
+#include "metrics/report/report_renderer.h"
 
 namespace bakeoff::metrics {
 namespace {
