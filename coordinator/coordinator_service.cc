@@ -179,6 +179,10 @@ void CoordinatorService::Tick() {
     HandleWorkerLost(worker_id, "worker " + worker_id + " sent no heartbeat for " +
                                     std::to_string(config_.heartbeat_timeout.count()) + " ms");
   }
+  // What the registry forgot (long-departed workers), the per-worker counters forget too.
+  const auto forgotten = [this](const auto& entry) { return registry_.Find(entry.first) == nullptr; };
+  std::erase_if(acked_, forgotten);
+  std::erase_if(event_budgets_, forgotten);
   const auto now = clock_.Now();
   // Only the attempts recovered after a restart have a reclaim deadline: walk those, not
   // every trial held.

@@ -25,8 +25,9 @@ std::vector<int> WorkerInfo::free_cuda_devices() const {
 }
 
 WorkerRegistry::WorkerRegistry(const Clock& clock, std::chrono::milliseconds heartbeat_ttl,
-                               std::function<std::string()> new_secret)
-    : clock_(clock), ttl_(heartbeat_ttl), new_secret_(std::move(new_secret)) {
+                               std::function<std::string()> new_secret,
+                               std::chrono::milliseconds departed_retention)
+    : clock_(clock), ttl_(heartbeat_ttl), new_secret_(std::move(new_secret)), departed_retention_(departed_retention) {
   if (!new_secret_) new_secret_ = [] { return protocol::RandomToken(); };
 }
 
@@ -73,18 +74,28 @@ void WorkerRegistry::SetDraining(const std::string& worker_id) {
 }
 
 void WorkerRegistry::SetGone(const std::string& worker_id) {
-  if (auto* info = Find(worker_id)) info->liveness = WorkerLiveness::kGone;
+  if (auto* info = Find(worker_id)) {
+    if (!info->departed()) info->departed_at = clock_.Now();
+    info->liveness = WorkerLiveness::kGone;
+  }
 }
 
 std::vector<std::string> WorkerRegistry::Expire() {
   std::vector<std::string> lost;
   const auto now = clock_.Now();
-  for (auto& [id, info] : workers_) {
-    if (info.liveness == WorkerLiveness::kLost || info.liveness == WorkerLiveness::kGone) continue;
-    if (now - info.last_heartbeat > ttl_) {
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    WorkerInfo& info = it->second;
+    if (info.departed()) {
+      if (info.attempts.empty() && now - info.departed_at > departed_retention_) {
+        it = workers_.erase(it);
+        continue;
+      }
+    } else if (now - info.last_heartbeat > ttl_) {
       info.liveness = WorkerLiveness::kLost;
-      lost.push_back(id);
+      info.departed_at = now;
+      lost.push_back(it->first);
     }
+    ++it;
   }
   return lost;
 }

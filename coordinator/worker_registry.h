@@ -2,7 +2,9 @@
 // each, and whether they are alive. A worker is identified by its name (stable across
 // reconnects and coordinator restarts); it is alive while heartbeats arrive within the
 // TTL. Expire() turns silent workers lost, so that the coordinator can requeue their
-// attempts. Pure bookkeeping with an injected clock: no I/O.
+// attempts, and forgets departed workers that hold nothing once a retention has passed
+// (Slurm names a worker per job: without that the registry grows a worker a job). Pure
+// bookkeeping with an injected clock: no I/O.
 // Thread-safety: not thread-safe; used on the coordinator's io thread only.
 #pragma once
 
@@ -38,6 +40,7 @@ struct WorkerInfo {
   WorkerLiveness liveness = WorkerLiveness::kAlive;
   Clock::TimePoint last_heartbeat{};
   Clock::TimePoint registered_at{};
+  Clock::TimePoint departed_at{};  // when it turned lost or gone
   // Resources held by attempts placed on this worker.
   int used_cpu_slots = 0;
   std::set<int> used_cuda_devices;
@@ -52,9 +55,14 @@ struct WorkerInfo {
 
 class WorkerRegistry {
  public:
+  // A departed worker that holds no attempt is forgotten this long after it departed
+  // (docs/scale.md); its name is free before that anyway.
+  static constexpr std::chrono::hours kDefaultDepartedRetention{1};
+
   // `new_secret` makes the per-worker secrets (default: protocol::RandomToken).
   WorkerRegistry(const Clock& clock, std::chrono::milliseconds heartbeat_ttl,
-                 std::function<std::string()> new_secret = {});
+                 std::function<std::string()> new_secret = {},
+                 std::chrono::milliseconds departed_retention = kDefaultDepartedRetention);
 
   // Whether `message` may take its name. A name nobody holds, or whose worker is lost or
   // gone, is free; a live (alive or draining) worker's name needs the secret issued to
@@ -74,7 +82,8 @@ class WorkerRegistry {
   void SetGone(const std::string& worker_id);
 
   // Workers whose last heartbeat is older than the TTL become lost; returns those that
-  // just did (each once). A gone worker is never lost.
+  // just did (each once). A gone worker is never lost. Also forgets the workers departed
+  // longer than the retention that hold no attempt.
   std::vector<std::string> Expire();
 
   // Reserve / release what one attempt's ranks on this worker hold: `cpu_slots` CPU
@@ -101,6 +110,7 @@ class WorkerRegistry {
   const Clock& clock_;
   std::chrono::milliseconds ttl_;
   std::function<std::string()> new_secret_;
+  std::chrono::milliseconds departed_retention_;
   std::map<std::string, WorkerInfo> workers_;
 };
 

@@ -81,5 +81,35 @@ TEST(WorkerRegistryTest, StorePortsRotateWithinTheAdvertisedRange) {
   EXPECT_EQ(registry.NextStorePort("a"), 30000);
 }
 
+// Slurm names a worker per job (NODE-JOBID): departed workers must not pile up.
+TEST(WorkerRegistryTest, DepartedWorkersHoldingNothingAreForgottenAfterTheRetention) {
+  FakeClock clock;
+  WorkerRegistry registry(clock, 1000ms, {}, 10000ms);
+  registry.Register(Reg("lost"));
+  registry.Register(Reg("gone"));
+  registry.Register(Reg("lost-holding"));
+  registry.Reserve("lost-holding", {1, 1}, 1, {});
+  registry.Register(Reg("alive"));
+  registry.SetGone("gone");
+  clock.Advance(2000ms);
+  registry.Heartbeat("alive");
+  EXPECT_EQ(registry.Expire(), (std::vector<std::string>{"lost", "lost-holding"}));
+  clock.Advance(9000ms);
+  registry.Heartbeat("alive");
+  registry.Expire();
+  EXPECT_EQ(registry.Find("gone"), nullptr) << "gone 11 s ago, retention 10 s";
+  ASSERT_NE(registry.Find("lost"), nullptr) << "lost 9 s ago";
+  clock.Advance(2000ms);
+  registry.Heartbeat("alive");
+  registry.Expire();
+  EXPECT_EQ(registry.Find("lost"), nullptr);
+  ASSERT_NE(registry.Find("lost-holding"), nullptr) << "it still holds an attempt";
+  ASSERT_NE(registry.Find("alive"), nullptr);
+  registry.Release("lost-holding", {1, 1}, 1, {});
+  registry.Expire();
+  EXPECT_EQ(registry.Find("lost-holding"), nullptr);
+  EXPECT_EQ(registry.workers().size(), 1u);
+}
+
 }  // namespace
 }  // namespace bakeoff::coordinator
