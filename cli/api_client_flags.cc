@@ -14,4 +14,16 @@ void AddApiClientOptions(CLI::App* cmd, ApiClientFlags* flags) {
   cmd->add_option("--output", flags->output, "write the result to this file instead of stdout");
 }
 
+Result<nlohmann::json> GetFromCoordinator(const ApiClientFlags& flags, const std::string& target) {
+  auto client = ConnectCoordinator(flags.coordinator, flags.token_file, flags.tls_ca);
+  if (!client.ok()) return client.status();
+  return client->GetJson(target);
+}
+
+Result<nlohmann::json> PostToCoordinator(const ApiClientFlags& flags, const std::string& target) {
+  auto client = ConnectCoordinator(flags.coordinator, flags.token_file, flags.tls_ca);
+  if (!client.ok()) return client.status();
+  return client->PostJson(target, "");
+}
+
 }  // namespace bakeoff::cli

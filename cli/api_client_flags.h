@@ -6,6 +6,9 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "protocol/status.h"
 
 namespace bakeoff::cli {
 
@@ -20,5 +23,11 @@ struct ApiClientFlags {
 // Adds --coordinator (default $BAKEOFF_COORDINATOR or http://127.0.0.1:8080, set into
 // flags->coordinator now), --token-file, --tls-ca, --format table|json and --output.
 void AddApiClientOptions(CLI::App* cmd, ApiClientFlags* flags);
+
+// The one request of a command that makes one (bakeoff workers, cancel): connects to
+// the coordinator the flags name (URL, token, CA) and GETs `target`, or POSTs an empty
+// body to it. Connection failures and non-2xx answers are the Status.
+Result<nlohmann::json> GetFromCoordinator(const ApiClientFlags& flags, const std::string& target);
+Result<nlohmann::json> PostToCoordinator(const ApiClientFlags& flags, const std::string& target);
 
 }  // namespace bakeoff::cli

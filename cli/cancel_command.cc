@@ -1,6 +1,4 @@
 // `bakeoff cancel SWEEP`: cancels a sweep's queued trials and stops its running ones.
-#include <iostream>
-
 #include "cli/api_client_flags.h"
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
@@ -14,16 +12,8 @@ struct CancelFlags {
 };
 
 int RunCancel(const CancelFlags& flags) {
-  auto client = ConnectCoordinator(flags.api.coordinator, flags.api.token_file, flags.api.tls_ca);
-  if (!client.ok()) {
-    std::cerr << "bakeoff cancel: " << client.status().message() << "\n";
-    return ExitCodeFor(client.status());
-  }
-  auto result = client->PostJson("/api/v1/sweeps/" + UrlEncode(flags.sweep) + "/cancel", "");
-  if (!result.ok()) {
-    std::cerr << "bakeoff cancel: " << result.status().message() << "\n";
-    return ExitCodeFor(result.status());
-  }
+  auto result = PostToCoordinator(flags.api, "/api/v1/sweeps/" + UrlEncode(flags.sweep) + "/cancel");
+  if (!result.ok()) return ReportFailure("cancel", result.status());
   std::string text = flags.api.format == "json"
                          ? result->dump(2)
                          : "sweep " + std::to_string(result->value("id", 0)) + " (" + result->value("name", "") +

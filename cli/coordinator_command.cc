@@ -163,6 +163,23 @@ int RunCoordinator(CoordinatorFlags& flags) {
   return kExitOk;
 }
 
+// The coordinator's --max-* limits, each shown with its default (CoordinatorConfig's).
+struct Limit {
+  const char* flag;
+  std::size_t coordinator::CoordinatorConfig::*field;
+  const char* help;
+};
+constexpr Limit kLimits[] = {
+    {"--max-trials", &coordinator::CoordinatorConfig::max_trials_per_sweep, "largest sweep accepted (trials)"},
+    {"--max-worker-events-per-s", &coordinator::CoordinatorConfig::max_worker_events_per_s,
+     "trainer events taken from one worker per second; over it the worker is read later, nothing is dropped "
+     "(0: no limit)"},
+    {"--max-http-connections", &coordinator::CoordinatorConfig::max_http_connections,
+     "HTTP connections open at once; one more is closed at once"},
+    {"--max-worker-connections", &coordinator::CoordinatorConfig::max_worker_connections,
+     "worker-protocol connections open at once; one more is closed at once"},
+};
+
 void Setup(CLI::App& root, int* exit_code) {
   auto flags = std::make_shared<CoordinatorFlags>();
   auto* cmd = root.add_subcommand("coordinator", "Run the coordinator: HTTP API, worker listener, results database");
@@ -200,18 +217,9 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--db-max-size", flags->db_max_size,
                   "cap on the results database (e.g. 20GiB); at the cap new sweeps are refused (503) "
                   "and everything stored is kept");
-  cmd->add_option("--max-trials", flags->config.max_trials_per_sweep, "largest sweep accepted (trials)")
-      ->capture_default_str();
-  cmd->add_option("--max-worker-events-per-s", flags->config.max_worker_events_per_s,
-                  "trainer events taken from one worker per second; over it the worker is read later, "
-                  "nothing is dropped (0: no limit)")
-      ->capture_default_str();
-  cmd->add_option("--max-http-connections", flags->config.max_http_connections,
-                  "HTTP connections open at once; one more is closed at once")
-      ->capture_default_str();
-  cmd->add_option("--max-worker-connections", flags->config.max_worker_connections,
-                  "worker-protocol connections open at once; one more is closed at once")
-      ->capture_default_str();
+  for (const auto& limit : kLimits) {
+    cmd->add_option(limit.flag, flags->config.*limit.field, limit.help)->capture_default_str();
+  }
   cmd->add_option("--ports-file", flags->ports_file, "write the bound ports as JSON to this file");
   cmd->add_flag("--metrics-require-token", flags->config.metrics_require_token,
                 "GET /metrics needs the bearer token too (default: open, like /healthz)");

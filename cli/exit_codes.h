@@ -1,6 +1,10 @@
-// The exit codes of `bakeoff` (docs/cli.md, "Exit codes") and the one mapping from a
-// failed Status to them, shared by every subcommand.
+// The exit codes of `bakeoff` (docs/cli.md, "Exit codes"), the one mapping from a
+// failed Status to them, and the line a subcommand prints with it, shared by every
+// subcommand.
 #pragma once
+
+#include <iostream>
+#include <string_view>
 
 #include "protocol/status.h"
 
@@ -27,6 +31,13 @@ inline int ExitCodeFor(const Status& status) {
     case Status::Code::kInvalidArgument: return kExitUsage;
     default: return kExitFailure;
   }
+}
+
+// How a subcommand ends on a failed Status: "bakeoff COMMAND: MESSAGE" on stderr, and
+// the exit code ExitCodeFor gives it.
+inline int ReportFailure(std::string_view command, const Status& status) {
+  std::cerr << "bakeoff " << command << ": " << status.message() << "\n";
+  return ExitCodeFor(status);
 }
 
 }  // namespace bakeoff::cli

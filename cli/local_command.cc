@@ -5,9 +5,7 @@
 
 #include <unistd.h>
 
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -17,6 +15,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
+#include "cli/sweep_file.h"
 #include "coordinator/coordinator_node.h"
 #include "experiments/spec/sweep_expander.h"
 #include "experiments/spec/sweep_parser.h"
@@ -44,13 +43,8 @@ struct LocalFlags {
 };
 
 int RunLocal(const LocalFlags& flags) {
-  std::ifstream in(flags.file, std::ios::binary);
-  if (!in) {
-    std::cerr << "bakeoff local: cannot read the sweep file '" << flags.file << "'\n";
-    return kExitUsage;
-  }
-  std::stringstream yaml;
-  yaml << in.rdbuf();
+  auto yaml = ReadSweepFile(flags.file);
+  if (!yaml.ok()) return ReportFailure("local", yaml.status());
   if (flags.workers < 1 || flags.slots < 1) {
     std::cerr << "bakeoff local: --workers and --slots must be >= 1\n";
     return kExitUsage;
@@ -112,7 +106,7 @@ int RunLocal(const LocalFlags& flags) {
     worker_configs.push_back(wc);
   }
   // A trial wider than every slot here together would wait forever: say so now.
-  if (auto spec = spec::ParseSweepText(yaml.str(), flags.file); spec.ok()) {
+  if (auto spec = spec::ParseSweepText(*yaml, flags.file); spec.ok()) {
     if (auto expanded = spec::Expand(*spec); expanded.ok()) {
       int widest = 1;
       for (const auto& v : expanded->variants) widest = std::max(widest, v.world_size);
@@ -124,7 +118,7 @@ int RunLocal(const LocalFlags& flags) {
       }
     }
   }
-  auto submitted = node.service().SubmitSweep(yaml.str());
+  auto submitted = node.service().SubmitSweep(*yaml);
   if (auto* error = std::get_if<coordinator::ApiError>(&submitted)) {
     std::cerr << "bakeoff local: " << flags.file << ": " << error->message << "\n";
     return error->http_status == 503 ? kExitUnavailable : kExitUsage;

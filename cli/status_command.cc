@@ -95,10 +95,7 @@ std::string SweepDetail(const nlohmann::json& sweep, const nlohmann::json& trial
   return text;
 }
 
-int Fail(const Status& status) {
-  std::cerr << "bakeoff status: " << status.message() << "\n";
-  return ExitCodeFor(status);
-}
+int Fail(const Status& status) { return ReportFailure("status", status); }
 
 int RunStatus(const StatusFlags& flags) {
   nlohmann::json sweeps, sweep, trials;

@@ -2,15 +2,14 @@
 // a live progress line on stderr until the sweep ends, then prints its report.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <thread>
 
 #include <unistd.h>
 
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
+#include "cli/sweep_file.h"
 
 namespace bakeoff::cli {
 namespace {
@@ -38,23 +37,12 @@ std::string Clock(double seconds) {
 }
 
 int RunSubmit(const SubmitFlags& flags) {
-  std::ifstream in(flags.file, std::ios::binary);
-  if (!in) {
-    std::cerr << "bakeoff submit: cannot read the sweep file '" << flags.file << "'\n";
-    return kExitUsage;
-  }
-  std::stringstream yaml;
-  yaml << in.rdbuf();
+  auto yaml = ReadSweepFile(flags.file);
+  if (!yaml.ok()) return ReportFailure("submit", yaml.status());
   auto client = ConnectCoordinator(flags.coordinator, flags.token_file, flags.tls_ca);
-  if (!client.ok()) {
-    std::cerr << "bakeoff submit: " << client.status().message() << "\n";
-    return ExitCodeFor(client.status());
-  }
-  auto created = client->PostJson("/api/v1/sweeps", yaml.str(), "application/yaml");
-  if (!created.ok()) {
-    std::cerr << "bakeoff submit: " << flags.file << ": " << created.status().message() << "\n";
-    return ExitCodeFor(created.status());
-  }
+  if (!client.ok()) return ReportFailure("submit", client.status());
+  auto created = client->PostJson("/api/v1/sweeps", *yaml, "application/yaml");
+  if (!created.ok()) return ReportFailure("submit", created.status().WithContext(flags.file));
   const std::string id = std::to_string(created->value("id", 0));
   if (!flags.wait) {
     std::string text = flags.format == "json"

@@ -152,10 +152,14 @@ int RunWorker(WorkerFlags& flags) {
 void Setup(CLI::App& root, int* exit_code) {
   auto flags = std::make_shared<WorkerFlags>();
   auto* cmd = root.add_subcommand("worker", "Run a worker agent that executes trials for a coordinator");
+  // An option whose --help shows its default.
+  auto with_default = [cmd](const std::string& name, auto& value, const std::string& help) {
+    return cmd->add_option(name, value, help)->capture_default_str();
+  };
   cmd->add_option("--coordinator", flags->config.coordinator_address,
                   "the coordinator's worker address HOST:PORT")
       ->required();
-  auto* slots = cmd->add_option("--slots", flags->config.cpu_slots, "ranks run at once on CPU")->capture_default_str();
+  auto* slots = with_default("--slots", flags->config.cpu_slots, "ranks run at once on CPU");
   auto* cuda = cmd->add_option("--cuda-devices", flags->cuda_devices,
                                "CUDA device ordinals to offer, e.g. 0,1 (inside a Slurm job: the allocation's GPUs)")
                    ->delimiter(',');
@@ -167,20 +171,18 @@ void Setup(CLI::App& root, int* exit_code) {
                   "PEM file of the CA(s) that signed the coordinator's certificate (implies --tls)");
   auto* name = cmd->add_option("--name", flags->config.name,
                                "stable worker name (default HOSTNAME-PID; inside a Slurm job NODE-JOBID)");
-  auto* host = cmd->add_option("--host", flags->config.advertise_host,
-                               "address other workers reach this one at (rank 0's rendezvous store; inside a "
-                               "Slurm job default SLURMD_NODENAME)")
-                   ->capture_default_str();
+  auto* host = with_default("--host", flags->config.advertise_host,
+                            "address other workers reach this one at (rank 0's rendezvous store; inside a "
+                            "Slurm job default SLURMD_NODENAME)");
   cmd->add_option("--rank-address", flags->config.rank_address,
                   "address of this host that ranks bind their collectives to (default: the --host "
                   "address, or the --rank-interface's); each rank gets it as BAKEOFF_RANK_ADDR");
   cmd->add_option("--rank-interface", flags->config.rank_interface,
                   "network interface ranks bind their collectives to, e.g. eth1 (default: the one holding "
                   "the rank address); also NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME unless already set");
-  auto* store_ports = cmd->add_option("--store-ports", flags->store_ports,
-                                      "ports rank 0 may bind, FIRST-LAST (inside a Slurm job: SLURM_STEP_RESV_PORTS, "
-                                      "else 10 ports chosen by the job id)")
-                          ->capture_default_str();
+  auto* store_ports = with_default("--store-ports", flags->store_ports,
+                                   "ports rank 0 may bind, FIRST-LAST (inside a Slurm job: SLURM_STEP_RESV_PORTS, "
+                                   "else 10 ports chosen by the job id)");
   cmd->add_option("--trainer", flags->config.trainer_path,
                   "trainer executable (default: bakeoff-trainer next to this binary)");
   cmd->add_option("--work-dir", flags->config.work_dir, "trial directories (default: a new temp dir)");
@@ -190,9 +192,8 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_flag("--keep-trial-dirs", flags->config.keep_trial_dirs,
                 "keep every trial directory (default: a succeeded attempt's is removed once it ended, a "
                 "failed one's kept until --keep-failed-trials newer failed ones exist)");
-  cmd->add_option("--keep-failed-trials", flags->config.keep_failed_trials,
-                  "failed attempts' directories (config, rank logs, outputs) kept for inspection")
-      ->capture_default_str()
+  with_default("--keep-failed-trials", flags->config.keep_failed_trials,
+               "failed attempts' directories (config, rank logs, outputs) kept for inspection")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--executors", flags->config.executors_path,
                   "the command allowlist: YAML of templates this worker may run for executor: command "
@@ -200,31 +201,26 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--cache-dir", flags->config.cache_dir,
                   "{cache} of the command templates: torch.compile and DeepSpeed build caches "
                   "(default: $BAKEOFF_CACHE, else ~/.cache/bakeoff)");
-  cmd->add_option("--max-buffered-events", flags->config.max_buffered_events,
-                  "events kept while the coordinator is unreachable")
-      ->capture_default_str();
-  cmd->add_option("--max-rank-log-bytes", flags->config.max_rank_log_bytes,
-                  "cap of each rank's log (rank-R.log); past it the log keeps its head and tail and marks the "
-                  "dropped middle")
-      ->capture_default_str();
+  with_default("--max-buffered-events", flags->config.max_buffered_events,
+               "events kept while the coordinator is unreachable");
+  with_default("--max-rank-log-bytes", flags->config.max_rank_log_bytes,
+               "cap of each rank's log (rank-R.log); past it the log keeps its head and tail and marks the "
+               "dropped middle");
   cmd->add_option("--metrics-listen", flags->config.metrics_listen,
                   "serve GET /metrics on HOST:PORT (default: the --host address, port 0 = a free port "
                   "that the coordinator lists in /api/v1/sd); \"off\" disables it");
-  cmd->add_option("--nvml-library", flags->config.nvml_library,
-                  "NVML shared library for the GPU series (\"\" = none)")
-      ->capture_default_str();
-  cmd->add_option("--on-sigterm", flags->on_sigterm,
-                  "what SIGTERM does to running attempts: requeue (handed back, retried elsewhere: for "
-                  "Kubernetes and Slurm), cancel, or auto (requeue inside a Slurm job, else cancel)")
-      ->capture_default_str()
+  with_default("--nvml-library", flags->config.nvml_library,
+               "NVML shared library for the GPU series (\"\" = none)");
+  with_default("--on-sigterm", flags->on_sigterm,
+               "what SIGTERM does to running attempts: requeue (handed back, retried elsewhere: for "
+               "Kubernetes and Slurm), cancel, or auto (requeue inside a Slurm job, else cancel)")
       ->check(CLI::IsMember({"auto", "requeue", "cancel"}));
   cmd->add_flag("--simulate", flags->config.simulate,
                 "scale benchmarks only: emit simulated events instead of running the trainer");
-  cmd->add_option("--simulate-step-ms", flags->simulate_step_ms, "simulated step time")->capture_default_str();
-  cmd->add_option("--simulated-workers", flags->simulated_workers,
-                  "with --simulate: run N simulated workers in this process (names NAME-0..NAME-N-1, one "
-                  "connection each, no /metrics)")
-      ->capture_default_str()
+  with_default("--simulate-step-ms", flags->simulate_step_ms, "simulated step time");
+  with_default("--simulated-workers", flags->simulated_workers,
+               "with --simulate: run N simulated workers in this process (names NAME-0..NAME-N-1, one "
+               "connection each, no /metrics)")
       ->check(CLI::PositiveNumber);
   cmd->callback([flags, exit_code, &root, name, host, cuda, slots, store_ports]() {
     flags->argv0 = root.get_name();

@@ -1,6 +1,5 @@
 // `bakeoff workers`: the workers a coordinator knows, with their capacity and trials.
 #include <cstdio>
-#include <iostream>
 
 #include "cli/api_client_flags.h"
 #include "cli/command_registry.h"
@@ -14,16 +13,8 @@ struct WorkersFlags {
 };
 
 int RunWorkers(const WorkersFlags& flags) {
-  auto client = ConnectCoordinator(flags.api.coordinator, flags.api.token_file, flags.api.tls_ca);
-  if (!client.ok()) {
-    std::cerr << "bakeoff workers: " << client.status().message() << "\n";
-    return ExitCodeFor(client.status());
-  }
-  auto workers = client->GetJson("/api/v1/workers");
-  if (!workers.ok()) {
-    std::cerr << "bakeoff workers: " << workers.status().message() << "\n";
-    return ExitCodeFor(workers.status());
-  }
+  auto workers = GetFromCoordinator(flags.api, "/api/v1/workers");
+  if (!workers.ok()) return ReportFailure("workers", workers.status());
   std::string text;
   if (flags.api.format == "json") {
     text = workers->dump(2);

@@ -9,7 +9,7 @@
 
 #include <memory>
 
-#include "coordinator/clock.h"
+#include "protocol/clock.h"
 #include "coordinator/coordinator_config.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/http_server.h"

@@ -40,7 +40,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
-#include "coordinator/clock.h"
+#include "protocol/clock.h"
 #include "coordinator/coordinator_config.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/event_rate_limiter.h"

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/clock.h"
+#include "protocol/clock.h"
 
 namespace bakeoff::coordinator {
 

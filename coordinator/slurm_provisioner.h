@@ -22,7 +22,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "coordinator/clock.h"
+#include "protocol/clock.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/slurm_client.h"
 #include "coordinator/slurm_config.h"

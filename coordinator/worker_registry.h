@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/clock.h"
+#include "protocol/clock.h"
 #include "protocol/messages.h"
 
 namespace bakeoff::coordinator {

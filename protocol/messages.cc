@@ -96,11 +96,15 @@ AttemptRef ReadAttempt(const json& j) {
   return AttemptRef{j.at("trial_id").get<std::int64_t>(), j.at("attempt").get<int>()};
 }
 
-json AttemptList(const std::vector<AttemptRef>& list) {
+// A JSON array of `to_json(item)` for each item, in order.
+template <typename T, typename F>
+json JsonArray(const std::vector<T>& items, F to_json) {
   json out = json::array();
-  for (const auto& a : list) out.push_back(AttemptJson(a));
+  for (const auto& item : items) out.push_back(to_json(item));
   return out;
 }
+
+json AttemptList(const std::vector<AttemptRef>& list) { return JsonArray(list, AttemptJson); }
 
 std::vector<AttemptRef> ReadAttemptList(const json& j, const char* field) {
   std::vector<AttemptRef> out;
@@ -110,6 +114,13 @@ std::vector<AttemptRef> ReadAttemptList(const json& j, const char* field) {
 }
 
 json Typed(const char* type) { return json{{"type", type}}; }
+
+// The head of a message about one attempt: its type, trial_id and attempt.
+json TypedForAttempt(const char* type, const AttemptRef& attempt) {
+  json j = AttemptJson(attempt);
+  j["type"] = type;
+  return j;
+}
 
 // Runs `parse` and turns nlohmann's type and key errors into a Status naming the type.
 template <typename T, typename F>
@@ -169,17 +180,13 @@ json ToJson(const HeartbeatMessage& m) {
 }
 
 json ToJson(const AssignMessage& m) {
-  json j = Typed(kTypeAssign);
-  j["trial_id"] = m.attempt.trial_id;
-  j["attempt"] = m.attempt.attempt;
+  json j = TypedForAttempt(kTypeAssign, m.attempt);
   j["sweep_id"] = m.sweep_id;
   j["variant_key"] = m.variant_key;
   j["config"] = m.config;
-  json ranks = json::array();
-  for (const auto& r : m.ranks) {
-    ranks.push_back({{"rank", r.rank}, {"local_rank", r.local_rank}, {"cuda_devices", r.cuda_devices}});
-  }
-  j["ranks"] = ranks;
+  j["ranks"] = JsonArray(m.ranks, [](const RankSlot& r) -> json {
+    return {{"rank", r.rank}, {"local_rank", r.local_rank}, {"cuda_devices", r.cuda_devices}};
+  });
   j["world_size"] = m.world_size;
   j["store_address"] = m.store_address;
   j["timeout_ms"] = m.timeout_ms;
@@ -187,9 +194,7 @@ json ToJson(const AssignMessage& m) {
 }
 
 json ToJson(const CancelMessage& m) {
-  json j = Typed(kTypeCancel);
-  j["trial_id"] = m.attempt.trial_id;
-  j["attempt"] = m.attempt.attempt;
+  json j = TypedForAttempt(kTypeCancel, m.attempt);
   j["reason"] = m.reason;
   return j;
 }
@@ -199,27 +204,24 @@ json ToJson(const GoodbyeMessage&) { return Typed(kTypeGoodbye); }
 
 json ToJson(const EventsMessage& m) {
   json j = Typed(kTypeEvents);
-  json events = json::array();
-  for (const auto& e : m.events) {
-    events.push_back({{"trial_id", e.attempt.trial_id}, {"attempt", e.attempt.attempt},
-                      {"rank", e.rank}, {"event", e.event}, {"seq", e.seq}});
-  }
-  j["events"] = events;
+  j["events"] = JsonArray(m.events, [](const TrialEvent& e) {
+    json event = AttemptJson(e.attempt);
+    event["rank"] = e.rank;
+    event["event"] = e.event;
+    event["seq"] = e.seq;
+    return event;
+  });
   j["outbox_seq"] = m.outbox_seq;
   return j;
 }
 
 json ToJson(const AttemptFinishedMessage& m) {
-  json j = Typed(kTypeAttemptFinished);
-  j["trial_id"] = m.attempt.trial_id;
-  j["attempt"] = m.attempt.attempt;
+  json j = TypedForAttempt(kTypeAttemptFinished, m.attempt);
   j["outcome"] = m.outcome;
   j["reason"] = m.reason;
-  json exits = json::array();
-  for (const auto& e : m.exits) {
-    exits.push_back({{"rank", e.rank}, {"exit_code", e.exit_code}, {"signal", e.signal}});
-  }
-  j["exits"] = exits;
+  j["exits"] = JsonArray(m.exits, [](const RankExit& e) -> json {
+    return {{"rank", e.rank}, {"exit_code", e.exit_code}, {"signal", e.signal}};
+  });
   j["outbox_seq"] = m.outbox_seq;
   return j;
 }

@@ -37,12 +37,18 @@ protocol::TrainerEvent OwnEvent(nlohmann::json body) {
   return std::move(event).value();
 }
 
+// The wall time of a `started` event's "at": seconds since the Unix epoch.
+double WallSeconds(const Clock& clock) {
+  return std::chrono::duration<double>(clock.WallNow().time_since_epoch()).count();
+}
+
 }  // namespace
 
 TrialRunner::TrialRunner(asio::any_io_executor executor, const WorkerConfig& config,
-                         protocol::AssignMessage assign, Callbacks callbacks)
+                         protocol::AssignMessage assign, Callbacks callbacks, const Clock& clock)
     : executor_(std::move(executor)),
       config_(config),
+      clock_(clock),
       assign_(std::move(assign)),
       callbacks_(std::move(callbacks)),
       timeout_timer_(executor_) {}
@@ -197,9 +203,7 @@ void TrialRunner::Start() {
     // The worker's own event: lets the coordinator mark the trial running and measure
     // dispatch latency (submission to first rank process started).
     if (callbacks_.on_event) {
-      const double now_s = std::chrono::duration<double>(
-                               std::chrono::system_clock::now().time_since_epoch()).count();
-      callbacks_.on_event(rank.rank, OwnEvent({{"event", "started"}, {"pid", rank.pid}, {"at", now_s},
+      callbacks_.on_event(rank.rank, OwnEvent({{"event", "started"}, {"pid", rank.pid}, {"at", WallSeconds(clock_)},
                                                {"host", config_.advertise_host}, {"address", config_.rank_address}}));
     }
   }
@@ -440,9 +444,7 @@ asio::awaitable<void> TrialRunner::Simulate() {
       if (callbacks_.on_event) callbacks_.on_event(r.rank, OwnEvent(std::move(e)));
     }
   };
-  const double now_s = std::chrono::duration<double>(
-                           std::chrono::system_clock::now().time_since_epoch()).count();
-  emit({{"event", "started"}, {"pid", 0}, {"at", now_s}});
+  emit({{"event", "started"}, {"pid", 0}, {"at", WallSeconds(clock_)}});
   emit({{"event", "ready"}, {"world_size", assign_.world_size}, {"config", cfg}});
   asio::steady_timer timer(executor_);
   for (std::int64_t s = 0; s < warmup + steps; ++s) {

@@ -8,6 +8,7 @@
 // classifies the attempt (worker/exit_classifier.h) and reports it once.
 // In simulate mode (benchmarks only) no process starts and no trial directory is
 // written: timers emit ready/step/summary events marked "simulated": true.
+// The "at" of its own `started` events is the injected clock's wall time.
 // Thread-safety: not thread-safe; all methods and callbacks run on `executor`, which
 // must be single-threaded.
 #pragma once
@@ -26,6 +27,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
+#include "protocol/clock.h"
 #include "protocol/messages.h"
 #include "protocol/trainer_event.h"
 #include "experiments/spec/executor_catalog.h"
@@ -46,8 +48,10 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
     std::function<void(protocol::AttemptFinishedMessage finished)> on_finished;
   };
 
+  // REQUIRES: `clock` outlives the runner.
   TrialRunner(boost::asio::any_io_executor executor, const WorkerConfig& config,
-              protocol::AssignMessage assign, Callbacks callbacks);
+              protocol::AssignMessage assign, Callbacks callbacks,
+              const Clock& clock = SystemClock::Instance());
   ~TrialRunner();
 
   // Writes the config file and starts every local rank. On failure the ranks already
@@ -94,6 +98,7 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
 
   boost::asio::any_io_executor executor_;
   const WorkerConfig& config_;
+  const Clock& clock_;
   protocol::AssignMessage assign_;
   Callbacks callbacks_;
   std::vector<Rank> ranks_;

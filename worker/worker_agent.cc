@@ -29,15 +29,16 @@ void Log(const std::string& line) { fprintf(stderr, "bakeoff worker: %s\n", line
 
 }  // namespace
 
-WorkerAgent::WorkerAgent(asio::any_io_executor executor, WorkerConfig config)
+WorkerAgent::WorkerAgent(asio::any_io_executor executor, WorkerConfig config, const Clock& clock)
     : executor_(std::move(executor)),
       config_(std::move(config)),
+      clock_(clock),
       outbox_(config_.max_buffered_events),
       backoff_({config_.backoff_initial, config_.backoff_max, config_.backoff_jitter}) {}
 
 bool WorkerAgent::Finished() const {
   if (stopping_) {
-    return (runners_.empty() && outbox_.empty()) || std::chrono::steady_clock::now() >= stop_deadline_;
+    return (runners_.empty() && outbox_.empty()) || clock_.Now() >= stop_deadline_;
   }
   return draining_ && runners_.empty() && outbox_.empty();
 }
@@ -343,7 +344,7 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
     agent->Flush();
   };
   if (metrics_) metrics_->StartTrial(assign);
-  auto runner = std::make_shared<TrialRunner>(executor_, config_, std::move(assign), std::move(callbacks));
+  auto runner = std::make_shared<TrialRunner>(executor_, config_, std::move(assign), std::move(callbacks), clock_);
   runners_[ref] = runner;
   runner->Start();
 }
@@ -378,7 +379,7 @@ void WorkerAgent::Preempt(const std::string& reason, std::chrono::milliseconds g
 void WorkerAgent::Stop(std::chrono::milliseconds grace) {
   if (stopping_) return;
   stopping_ = true;
-  stop_deadline_ = std::chrono::steady_clock::now() + grace;
+  stop_deadline_ = clock_.Now() + grace;
   for (auto& [ref, runner] : runners_) runner->Cancel("the worker is shutting down");
   if (!connected() && connection_) connection_->Close();
 }

@@ -5,6 +5,8 @@
 // its trials running, buffers their events, and reconnects with exponential backoff
 // and jitter; on re-registration it lists its running attempts so that a restarted
 // coordinator can reclaim them (docs/protocol.md).
+// Time comes from an injected Clock (protocol/clock.h): the stop deadline reads its
+// steady time, the attempts' timestamps its wall time.
 // Thread-safety: not thread-safe; Run and every other method run on the agent's
 // executor (single-threaded io_context). Stop may be posted from a signal handler's
 // asio::signal_set callback on that executor.
@@ -21,6 +23,7 @@
 #include <boost/asio/any_io_executor.hpp>
 
 #include "protocol/backoff.h"
+#include "protocol/clock.h"
 #include "protocol/messages.h"
 #include "protocol/status.h"
 #include "worker/outbox.h"
@@ -33,8 +36,9 @@ namespace bakeoff::worker {
 
 class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
  public:
-  // REQUIRES: config.Finalize() succeeded.
-  WorkerAgent(boost::asio::any_io_executor executor, WorkerConfig config);
+  // REQUIRES: config.Finalize() succeeded; `clock` outlives the agent and its trials.
+  WorkerAgent(boost::asio::any_io_executor executor, WorkerConfig config,
+              const Clock& clock = SystemClock::Instance());
 
   // Runs until Stop(), a completed drain, a rejected registration (kInvalidArgument:
   // wrong token or protocol version; a name held by a live worker is retried) or
@@ -48,7 +52,8 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   const WorkerMetrics* metrics() const { return metrics_.get(); }
   int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
 
-  // Cancels running trials, delivers their results for up to `grace`, then ends Run.
+  // Cancels running trials, delivers their results for up to `grace` (by the clock's
+  // steady time), then ends Run.
   void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(3000));
   // Stop for a reason outside the trials (Slurm's signal before a time limit or on
   // preemption): running attempts are stopped and reported `lost` with `reason`, so the
@@ -83,6 +88,7 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
 
   boost::asio::any_io_executor executor_;
   WorkerConfig config_;
+  const Clock& clock_;
   std::shared_ptr<protocol::FrameConnection> connection_;
   std::shared_ptr<protocol::TlsContext> tls_;  // null: plain TCP
   bool registered_ = false;
@@ -95,7 +101,7 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   bool stopping_ = false;
   bool goodbye_sent_ = false;
   std::string preempt_reason_;  // set by Preempt: stopped attempts are reported lost
-  std::chrono::steady_clock::time_point stop_deadline_;
+  Clock::TimePoint stop_deadline_{};
   Backoff backoff_;  // reconnects; reset on registration
   std::shared_ptr<WorkerMetrics> metrics_;  // shared with the endpoint's sessions
   std::shared_ptr<MetricsHttpServer> metrics_server_;

@@ -9,6 +9,16 @@ namespace {
 protocol::TrainerEvent Event(nlohmann::json body) { return protocol::TrainerEventFromJson(std::move(body)).value(); }
 protocol::TrainerEvent Step(int s) { return Event({{"event", "step"}, {"step", s}, {"step_s", 0.1}}); }
 
+// Attempt {1, 1}'s first step, then its report (succeeded): an event frame, then a
+// finished frame.
+void AddAStepThenTheReport(Outbox& outbox) {
+  outbox.AddEvent({1, 1}, 0, Step(0));
+  protocol::AttemptFinishedMessage done;
+  done.attempt = {1, 1};
+  done.outcome = "succeeded";
+  outbox.AddFinished(done);
+}
+
 TEST(OutboxTest, EventsAreNumberedPerAttemptAndRank) {
   Outbox outbox;
   outbox.AddEvent({1, 1}, 0, Step(0));
@@ -24,11 +34,7 @@ TEST(OutboxTest, EventsAreNumberedPerAttemptAndRank) {
 
 TEST(OutboxTest, FinishedIsSentAfterTheEventsBeforeIt) {
   Outbox outbox;
-  outbox.AddEvent({1, 1}, 0, Step(0));
-  protocol::AttemptFinishedMessage done;
-  done.attempt = {1, 1};
-  done.outcome = "succeeded";
-  outbox.AddFinished(done);
+  AddAStepThenTheReport(outbox);
   outbox.AddEvent({2, 1}, 0, Step(0));
   auto frames = outbox.TakeUnsent();
   ASSERT_EQ(frames.size(), 3u);
@@ -119,11 +125,7 @@ TEST(OutboxTest, AtMostTheWindowOfFramesIsInFlight) {
 
 TEST(OutboxTest, AFinishedReportWaitsForRoomInTheWindowToo) {
   Outbox outbox;
-  outbox.AddEvent({1, 1}, 0, Step(0));
-  protocol::AttemptFinishedMessage done;
-  done.attempt = {1, 1};
-  done.outcome = "succeeded";
-  outbox.AddFinished(done);
+  AddAStepThenTheReport(outbox);
   auto first = outbox.TakeUnsent(10, 1);
   ASSERT_EQ(first.size(), 1u);
   EXPECT_EQ(first[0]["type"], "events");
@@ -166,11 +168,7 @@ TEST(OutboxTest, AnAcknowledgementForgetsOnlyTheFramesUpToItWhileLaterOnesAreInF
 
 TEST(OutboxTest, AFinishedReportInALaterFrameSurvivesTheAckOfAnEarlierOne) {
   Outbox outbox;
-  outbox.AddEvent({1, 1}, 0, Step(0));
-  protocol::AttemptFinishedMessage done;
-  done.attempt = {1, 1};
-  done.outcome = "succeeded";
-  outbox.AddFinished(done);
+  AddAStepThenTheReport(outbox);
   auto frames = outbox.TakeUnsent(10, 4);
   ASSERT_EQ(frames.size(), 2u);
   outbox.Acknowledge(frames[0]["outbox_seq"]);

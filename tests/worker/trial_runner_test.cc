@@ -45,7 +45,7 @@ class TrialRunnerTest : public ::testing::Test {
       EXPECT_FALSE(finished.has_value()) << "reported twice";
       finished = std::move(m);
     };
-    auto runner = std::make_shared<TrialRunner>(io_.get_executor(), config_, std::move(assign), callbacks);
+    auto runner = std::make_shared<TrialRunner>(io_.get_executor(), config_, std::move(assign), callbacks, clock_);
     runner->Start();
     if (after_start) after_start(*runner);
     auto deadline = std::chrono::steady_clock::now() + 30s;
@@ -65,6 +65,7 @@ class TrialRunnerTest : public ::testing::Test {
     return out;
   }
 
+  FakeClock clock_;  // first: the runners read it until they are destroyed
   boost::asio::io_context io_;
   WorkerConfig config_;
   std::vector<std::pair<int, nlohmann::json>> events_;
@@ -80,6 +81,18 @@ TEST_F(TrialRunnerTest, SuccessfulRankForwardsEveryEventAndSucceeds) {
   EXPECT_EQ(EventsOfKind("summary").size(), 1u);
   ASSERT_EQ(done.exits.size(), 1u);
   EXPECT_EQ(done.exits[0].exit_code, 0);
+}
+
+TEST_F(TrialRunnerTest, StartedEventsAreStampedWithTheClocksWallTime) {
+  clock_.Advance(1500ms);
+  const double expected_s = std::chrono::duration<double>(clock_.WallNow().time_since_epoch()).count();
+  ASSERT_EQ(Run(Assign({{"steps", 1}})).outcome, "succeeded");
+  config_.simulate = true;  // the simulated workload stamps its own
+  config_.simulate_step = 1ms;
+  ASSERT_EQ(Run(Assign({{"steps", 1}})).outcome, "succeeded");
+  const auto started = EventsOfKind("started");
+  ASSERT_EQ(started.size(), 2u);
+  for (const auto& s : started) EXPECT_DOUBLE_EQ(s.value("at", 0.0), expected_s) << s.dump();
 }
 
 TEST_F(TrialRunnerTest, PassesRankFlagsAndEnvironment) {

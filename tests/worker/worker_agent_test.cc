@@ -1,6 +1,7 @@
 // WorkerAgent against a scripted coordinator on loopback: registration, assignment,
-// acknowledged events, and reconnection that keeps the trial running, lists it for
-// reclaim and redelivers what was not acknowledged.
+// acknowledged events, reconnection that keeps the trial running, lists it for
+// reclaim and redelivers what was not acknowledged, and a stop whose grace is measured
+// by the injected clock.
 #include "worker/worker_agent.h"
 
 #include <gtest/gtest.h>
@@ -33,11 +34,12 @@ class WorkerAgentTest : public ::testing::Test {
     config_.backoff_max = 100ms;
     config_.flush_interval = 10ms;
     ASSERT_TRUE(config_.Finalize("").ok());
-    agent_ = std::make_shared<WorkerAgent>(io_.get_executor(), config_);
+    agent_ = std::make_shared<WorkerAgent>(io_.get_executor(), config_, clock_);
     asio::co_spawn(io_, agent_->Run(), [this](std::exception_ptr, Status s) { run_status_ = s; });
   }
   void TearDown() override {
     agent_->Stop(100ms);
+    clock_.Advance(100ms);  // the grace is over: what is still unacknowledged is given up
     RunUntil([&] { return run_status_.has_value(); }, 10s);
     std::filesystem::remove_all(config_.work_dir);
   }
@@ -84,6 +86,7 @@ class WorkerAgentTest : public ::testing::Test {
     return json::object();
   }
 
+  FakeClock clock_;  // first: the agent and its trials read it until they are destroyed
   asio::io_context io_;
   tcp::acceptor acceptor_{io_};
   WorkerConfig config_;
@@ -209,6 +212,27 @@ TEST_F(WorkerAgentTest, CancelKillsTheAttempt) {
   conn->Send(protocol::ToJson(protocol::CancelMessage{{7, 1}, "sweep cancelled"}));
   json finished = ReadType(conn, "attempt_finished");
   EXPECT_EQ(finished["outcome"], "cancelled");
+}
+
+TEST_F(WorkerAgentTest, AStopWaitsForAcknowledgementsUntilTheClockPassesTheGrace) {
+  json reg;
+  auto conn = Accept(&reg);
+  // A heartbeat timeout longer than the test: only the stop deadline can end the run.
+  conn->Send(protocol::ToJson(protocol::RegisteredMessage{"agent-test", 50, 600000}));
+  conn->Send(protocol::ToJson(Assign({{"fake_behavior", "hang"}})));
+  ASSERT_FALSE(ReadType(conn, "events").empty());  // never acknowledged
+  agent_->Stop(1h);  // far longer than the test waits: only the fake clock can pass it
+  ASSERT_EQ(ReadType(conn, "attempt_finished").value("outcome", ""), "cancelled");
+  // The report is not acknowledged either and the clock stands still: the agent keeps
+  // its connection (it heartbeats on) instead of ending.
+  ASSERT_FALSE(ReadType(conn, "heartbeat").empty());
+  ASSERT_FALSE(ReadType(conn, "heartbeat").empty());
+  EXPECT_FALSE(run_status_.has_value()) << "ended before the grace was over";
+  EXPECT_TRUE(agent_->connected());
+  clock_.Advance(1h + 1ms);
+  ASSERT_TRUE(RunUntil([&] { return run_status_.has_value(); }, 10s)) << "still waiting past the grace";
+  EXPECT_TRUE(run_status_->ok()) << run_status_->ToString();
+  EXPECT_FALSE(agent_->outbox().empty()) << "it ended by the deadline, not because all was acknowledged";
 }
 
 }  // namespace

@@ -15,26 +15,37 @@ class WorkerConfigTest : public ::testing::Test {
     config_.work_dir = (std::filesystem::temp_directory_path() / ("bakeoff-wconfig-" + std::to_string(getpid()))).string();
   }
   void TearDown() override { std::filesystem::remove_all(config_.work_dir); }
+
+  // Finalize refuses the config as bad input, with a message naming each of `parts`
+  // (the flag to fix, the value given).
+  void ExpectRejectedNaming(std::initializer_list<const char*> parts) {
+    Status s = config_.Finalize("bakeoff");
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+    for (const char* part : parts) EXPECT_NE(s.message().find(part), std::string::npos) << s.message();
+  }
+
+  // The --metrics-listen that Finalize derives when the worker advertises `host`.
+  std::string DefaultMetricsListenFor(const std::string& host) {
+    config_.advertise_host = host;
+    EXPECT_TRUE(config_.Finalize("bakeoff").ok());
+    return config_.metrics_listen;
+  }
+
   WorkerConfig config_;
 };
 
 TEST_F(WorkerConfigTest, MetricsListenDefaultsToTheAdvertisedAddressWithAFreePort) {
-  config_.advertise_host = "10.1.2.3";
-  ASSERT_TRUE(config_.Finalize("bakeoff").ok());
-  EXPECT_EQ(config_.metrics_listen, "10.1.2.3:0");
+  EXPECT_EQ(DefaultMetricsListenFor("10.1.2.3"), "10.1.2.3:0");
 }
 
 TEST_F(WorkerConfigTest, MetricsListenBracketsAnIpv6Address) {
-  config_.advertise_host = "fd00::7";
-  ASSERT_TRUE(config_.Finalize("bakeoff").ok());
-  EXPECT_EQ(config_.metrics_listen, "[fd00::7]:0");
+  EXPECT_EQ(DefaultMetricsListenFor("fd00::7"), "[fd00::7]:0");
 }
 
 TEST_F(WorkerConfigTest, MetricsListenOnEveryInterfaceWhenTheHostIsAName) {
   // A host name is fine for rendezvous but cannot be bound.
-  config_.advertise_host = "gpu-node-7.cluster.example";
-  ASSERT_TRUE(config_.Finalize("bakeoff").ok());
-  EXPECT_EQ(config_.metrics_listen, "0.0.0.0:0");
+  EXPECT_EQ(DefaultMetricsListenFor("gpu-node-7.cluster.example"), "0.0.0.0:0");
 }
 
 TEST_F(WorkerConfigTest, MetricsListenOffAndExplicitAddressesAreKept) {
@@ -49,18 +60,12 @@ TEST_F(WorkerConfigTest, MetricsListenOffAndExplicitAddressesAreKept) {
 
 TEST_F(WorkerConfigTest, MalformedMetricsListenIsRejectedNamingTheFlag) {
   config_.metrics_listen = "nonsense";
-  Status s = config_.Finalize("bakeoff");
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
-  EXPECT_NE(s.message().find("--metrics-listen"), std::string::npos) << s.message();
+  ExpectRejectedNaming({"--metrics-listen"});
 }
 
 TEST_F(WorkerConfigTest, ARankLogCapUnderTheMinimumIsRejectedNamingTheFlag) {
   config_.max_rank_log_bytes = 1000;
-  Status s = config_.Finalize("bakeoff");
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
-  EXPECT_NE(s.message().find("--max-rank-log-bytes"), std::string::npos) << s.message();
+  ExpectRejectedNaming({"--max-rank-log-bytes"});
 }
 
 TEST_F(WorkerConfigTest, RanksBindToTheHostAddressAndTheInterfaceHoldingIt) {
@@ -80,11 +85,7 @@ TEST_F(WorkerConfigTest, RankInterfaceGivesTheRankAddress) {
 
 TEST_F(WorkerConfigTest, UnknownRankInterfaceIsRejectedNamingIt) {
   config_.rank_interface = "bakeoff-none0";
-  Status s = config_.Finalize("bakeoff");
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
-  EXPECT_NE(s.message().find("--rank-interface"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("bakeoff-none0"), std::string::npos) << s.message();
+  ExpectRejectedNaming({"--rank-interface", "bakeoff-none0"});
 }
 
 TEST_F(WorkerConfigTest, RankAddressOfNoLocalInterfaceIsKeptWithAWarning) {
