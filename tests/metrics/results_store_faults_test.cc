@@ -11,16 +11,12 @@
 #include <cstring>
 
 #include "metrics/store/read_only_query.h"
-#include "metrics/store/results_store.h"
 #include "tests/metrics/results_store_test_util.h"
 
 namespace bakeoff::metrics {
 namespace {
 
-using testing::MakeSampleSweep;
-using testing::Placement;
-using testing::Step;
-using testing::TempDir;
+using namespace testing;  // the store's test helpers: results_store_test_util.h
 
 // --- A VFS whose files fail xWrite/xTruncate/xSync with g_write_fault when set. -------
 
