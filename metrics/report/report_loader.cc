@@ -214,6 +214,13 @@ Result<ReportInput> LoadReportInput(SqliteConnection& db, const std::string& swe
       input.trials.push_back(std::move(t));
     }));
   }
+  // Rows whose first column is a trial id: `row` gets that trial (others are skipped).
+  auto for_each_trial_row = [&](const char* sql, const std::string& what, auto row) {
+    return ForEachRow(db, sql, *sweep_id, what, [&](const SqliteStatement& s) {
+      auto it = trial_index.find(s.Int64(0));
+      if (it != trial_index.end()) row(input.trials[it->second], s);
+    });
+  };
   if (simulated > 0) {
     input.notes.push_back(std::to_string(simulated) +
                           " trial(s) ran the simulated workload (benchmarks only): their "
@@ -230,10 +237,7 @@ Result<ReportInput> LoadReportInput(SqliteConnection& db, const std::string& swe
         "FROM trial_summaries m JOIN trials t "
         "ON t.id = m.trial_id AND m.attempt = t.attempts_used "
         "WHERE t.sweep_id = ? ORDER BY m.trial_id, m.rank";
-    BAKEOFF_RETURN_IF_ERROR(ForEachRow(db, sql, *sweep_id, "trial summaries", [&](const SqliteStatement& s) {
-      auto it = trial_index.find(s.Int64(0));
-      if (it == trial_index.end()) return;
-      TrialInput& t = input.trials[it->second];
+    BAKEOFF_RETURN_IF_ERROR(for_each_trial_row(sql, "trial summaries", [&](TrialInput& t, const SqliteStatement& s) {
       RankSummary r;
       r.rank = static_cast<int>(s.Int64(1));
       r.startup_s = s.Double(2);
@@ -246,11 +250,10 @@ Result<ReportInput> LoadReportInput(SqliteConnection& db, const std::string& swe
       r.flops_per_s = s.Double(9);
       r.mfu = s.Double(10);
       r.peak_mem_bytes = s.Int64(11);
-      auto held = [&](int column) { return s.IsNull(column) ? std::nullopt : std::optional<std::int64_t>(s.Int64(column)); };
-      r.frozen_bytes = held(12);
-      r.trainable_bytes = held(13);
-      r.grad_bytes = held(14);
-      r.optimizer_bytes = held(15);
+      r.frozen_bytes = s.OptionalInt64(12);
+      r.trainable_bytes = s.OptionalInt64(13);
+      r.grad_bytes = s.OptionalInt64(14);
+      r.optimizer_bytes = s.OptionalInt64(15);
       r.comm_s_per_step = s.Double(16);
       r.comm_bytes_per_step = s.Double(17);
       if (t.applied.is_null() || r.rank == 0) {
@@ -281,14 +284,12 @@ Result<ReportInput> LoadReportInput(SqliteConnection& db, const std::string& swe
         "ON t.id = m.trial_id AND m.attempt = t.attempts_used "
         "WHERE t.sweep_id = ? AND m.phase = 'measure' "
         "GROUP BY m.trial_id, m.step ORDER BY m.trial_id, m.step";
-    BAKEOFF_RETURN_IF_ERROR(ForEachRow(db, sql, *sweep_id, "step metrics", [&](const SqliteStatement& s) {
-      auto it = trial_index.find(s.Int64(0));
-      if (it == trial_index.end()) return;
+    BAKEOFF_RETURN_IF_ERROR(for_each_trial_row(sql, "step metrics", [&](TrialInput& t, const SqliteStatement& s) {
       StepSample sample;
       sample.step = s.Int64(1);
       sample.step_s = s.Double(2);
       if (!s.IsNull(3)) sample.loss = s.Double(3);
-      input.trials[it->second].steps.push_back(sample);
+      t.steps.push_back(sample);
     }));
   }
   return input;

@@ -240,14 +240,21 @@ Result<std::vector<T>> ReadAll(SqliteStatement& stmt, Reader read) {
   }
 }
 
+// `sql` prepared (cached) with `args` bound from parameter 1.
+template <typename... Args>
+Result<SqliteStatement> PrepareBound(SqliteConnection& db, const std::string& sql, const Args&... args) {
+  Result<SqliteStatement> stmt = db.PrepareCached(sql);
+  if (stmt.ok()) stmt->BindAll(args...);
+  return stmt;
+}
+
 // Runs `sql` (cached) with `args` bound and reads every row with read(row, db).
 template <typename T, typename... Args>
 Result<std::vector<T>> QueryAll(SqliteConnection& db, const std::string& sql,
                                 Result<T> (*read)(const SqliteStatement&, const SqliteConnection&),
                                 const Args&... args) {
-  Result<SqliteStatement> stmt = db.PrepareCached(sql);
+  Result<SqliteStatement> stmt = PrepareBound(db, sql, args...);
   if (!stmt.ok()) return stmt.status();
-  stmt->BindAll(args...);
   return ReadAll<T>(*stmt, [&](const SqliteStatement& row) { return read(row, db); });
 }
 
@@ -256,9 +263,8 @@ template <typename T, typename... Args>
 Result<T> QueryOne(SqliteConnection& db, const std::string& sql, const Status& not_found,
                    Result<T> (*read)(const SqliteStatement&, const SqliteConnection&),
                    const Args&... args) {
-  Result<SqliteStatement> stmt = db.PrepareCached(sql);
+  Result<SqliteStatement> stmt = PrepareBound(db, sql, args...);
   if (!stmt.ok()) return stmt.status();
-  stmt->BindAll(args...);
   Result<bool> row = stmt->Step();
   if (!row.ok()) return row.status();
   if (!*row) return not_found;
