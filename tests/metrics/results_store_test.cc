@@ -56,6 +56,15 @@ class ResultsStoreTest : public ::testing::Test {
     EXPECT_NE(status.message().find(what), std::string::npos) << status.ToString();
   }
 
+  // A refused write (ExpectRefusedNaming) left `table` empty and the store healthy: a
+  // refusal is about the input, not the disk.
+  void ExpectRefusedAndNothingStored(const ResultsStore& store, const Status& status,
+                                     const std::string& what, const std::string& table) {
+    ExpectRefusedNaming(status, what);
+    EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM " + table), 0);
+    EXPECT_TRUE(store.healthy());
+  }
+
   // Runs a one-value query against the file through a separate read-only connection.
   nlohmann::json QueryValue(const std::string& sql) {
     Result<QueryResult> result = RunReadOnlyQuery(db_path_, sql);
@@ -286,9 +295,7 @@ TEST_F(ResultsStoreTest, CreateSweepRejectsTrialOfUnknownVariantAndStoresNothing
   testing::SampleSweep sample = MakeSampleSweep();
   sample.trials.push_back({"compile_mode=missing", 0, 99, 1});
   Result<CreatedSweep> created = store->CreateSweep(sample.sweep, sample.variants, sample.trials);
-  ExpectRefusedNaming(created.status(), "compile_mode=missing");
-  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM sweeps"), 0);
-  EXPECT_TRUE(store->healthy());
+  ExpectRefusedAndNothingStored(*store, created.status(), "compile_mode=missing", "sweeps");
 }
 
 TEST_F(ResultsStoreTest, SweepStateAndCountsFollowTrials) {
@@ -540,9 +547,7 @@ TEST_F(ResultsStoreTest, BatchWithInvalidPhaseIsRejectedWhole) {
   int64_t trial = AssignFirstTrial(*store);
   std::vector<StepMetric> steps = {Step(trial, 1, 0, 0), Step(trial, 1, 0, 1, "cooldown")};
   Result<BatchResult> written = store->AppendStepMetrics(steps);
-  ExpectRefusedNaming(written.status(), "cooldown");
-  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 0);
-  EXPECT_TRUE(store->healthy());
+  ExpectRefusedAndNothingStored(*store, written.status(), "cooldown", "step_metrics");
 }
 
 TEST_F(ResultsStoreTest, WritesForStaleOrLostAttemptsAreRefused) {
