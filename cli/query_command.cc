@@ -7,7 +7,6 @@
 // against a database a coordinator is writing. A statement that would write is refused
 // with exit code 2.
 #include <chrono>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -15,6 +14,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
+#include "metrics/report/report_renderer.h"
 #include "metrics/store/read_only_query.h"
 
 namespace bakeoff::cli {
@@ -94,25 +94,15 @@ std::string Table(const metrics::QueryResult& result) {
   return out.str();
 }
 
-std::string CsvField(const std::string& text) {
-  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (char c : text) {
-    if (c == '"') quoted += '"';
-    quoted += c;
-  }
-  return quoted + "\"";
-}
-
 std::string Csv(const metrics::QueryResult& result) {
   std::ostringstream out;
   for (size_t i = 0; i < result.columns.size(); ++i) {
-    out << (i == 0 ? "" : ",") << CsvField(result.columns[i]);
+    out << (i == 0 ? "" : ",") << metrics::CsvField(result.columns[i]);
   }
   out << "\r\n";
   for (const auto& row : result.rows) {
     for (size_t i = 0; i < row.size(); ++i) {
-      out << (i == 0 ? "" : ",") << (row[i].is_null() ? "" : CsvField(CellText(row[i])));
+      out << (i == 0 ? "" : ",") << (row[i].is_null() ? "" : metrics::CsvField(CellText(row[i])));
     }
     out << "\r\n";
   }
@@ -186,16 +176,8 @@ int RunQuery(const QueryOptions& options) {
     std::cerr << "bakeoff query: showing the first " << result->rows.size()
               << " rows; raise --max-rows or add LIMIT/WHERE to see the rest\n";
   }
-  if (options.output.empty()) {
-    std::cout << text;
-    return kExitOk;
-  }
-  std::ofstream out(options.output, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) {
-    std::cerr << "bakeoff query: cannot write " << options.output
-              << "; check that the directory exists and is writable\n";
+  if (Status written = WriteOutput(options.output, text); !written.ok()) {
+    std::cerr << "bakeoff query: " << written.message() << "\n";
     return kExitFailure;
   }
   return kExitOk;

@@ -4,13 +4,13 @@
 // stderr, one per line with file:line:column, and the exit code is 2. Warnings (legal but
 // probably unintended, e.g. too few repeats for a verdict) are printed and exit 0.
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
 
 #include "cli/command_registry.h"
+#include "cli/coordinator_client.h"
 #include "experiments/spec/duration.h"
 #include "experiments/spec/expanded_sweep.h"
 #include "experiments/spec/sweep_expander.h"
@@ -130,15 +130,8 @@ int RunValidate(const ValidateOptions& options) {
   } else {
     text = Table(*sweep, *expanded);
   }
-  if (options.output.empty()) {
-    std::cout << text;
-    return kExitOk;
-  }
-  std::ofstream out(options.output, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) {
-    std::cerr << options.output << ": cannot write the output file; check the path\n";
+  if (Status written = WriteOutput(options.output, text); !written.ok()) {
+    std::cerr << "bakeoff validate: " << written.message() << "\n";
     return kExitFailure;
   }
   return kExitOk;

@@ -460,9 +460,8 @@ void AddAdaptiveRepeats(const ReportInput& input, const SequentialDesign& design
   report.adaptive = savings;
 }
 
-}  // namespace
-
-Report BuildReport(const ReportInput& input, const ReportOptions& options) {
+// The sweep's own facts, copied as the renderers show them.
+Report ReportHeading(const ReportInput& input, const ReportOptions& options) {
   Report report;
   report.sweep_id = input.sweep_id;
   report.sweep_name = input.sweep_name;
@@ -471,303 +470,365 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
   report.baseline = input.baseline;
   report.axes = input.axes;
   report.options = options;
-  const bool interleaved = input.order == "interleaved";
+  return report;
+}
 
+// The trials in run order and, per variant, the indices of its trials in that order.
+struct RunOrder {
+  std::vector<const TrialInput*> trials;
+  std::map<std::string, std::vector<std::size_t>> of_variant;
+};
+
+// One view per trial in run order (report.trials), the workers that ran them, and how
+// many trials there are and have finished.
+RunOrder AddTrialViews(const ReportInput& input, const ReportOptions& options, Report& report) {
   std::map<std::string, const VariantInput*> variant_inputs;
   for (const VariantInput& v : input.variants) variant_inputs[v.key] = &v;
-
-  // Trials, in run order.
-  std::vector<const TrialInput*> ordered;
-  for (const TrialInput& t : input.trials) ordered.push_back(&t);
-  std::stable_sort(ordered.begin(), ordered.end(), [](const TrialInput* a, const TrialInput* b) {
-    return a->order_index < b->order_index;
-  });
+  RunOrder order;
+  for (const TrialInput& t : input.trials) order.trials.push_back(&t);
+  std::stable_sort(order.trials.begin(), order.trials.end(),
+                   [](const TrialInput* a, const TrialInput* b) { return a->order_index < b->order_index; });
   std::set<std::string> workers;
-  std::map<std::string, std::vector<std::size_t>> trials_of;  // variant -> trial views
-  for (const TrialInput* t : ordered) {
+  for (const TrialInput* t : order.trials) {
     auto it = variant_inputs.find(t->variant_key);
     report.trials.push_back(
         MakeTrialView(*t, it == variant_inputs.end() ? nullptr : it->second, options));
-    trials_of[t->variant_key].push_back(report.trials.size() - 1);
+    order.of_variant[t->variant_key].push_back(report.trials.size() - 1);
     if (!t->worker.empty()) workers.insert(t->worker);
     ++report.trials_total;
     if (IsFinishedOutcome(t->outcome)) ++report.trials_finished;
   }
   report.workers.assign(workers.begin(), workers.end());
   report.spread_across_workers = workers.size() > 1;
+  return order;
+}
 
-  // Per-variant figures.
-  std::map<std::string, Side> sides;
-  for (const VariantInput& in : input.variants) {
-    VariantReport v;
-    v.key = in.key;
-    v.params = in.params;
-    v.counterpart_key = in.counterpart_key;
-    v.is_baseline = in.is_baseline || (!in.counterpart_key.empty() && in.counterpart_key == in.key);
-    v.counterpart_excluded = in.counterpart_excluded;
-    v.excluded = in.excluded;
-    std::vector<const TrialView*> ok;
-    std::map<std::int64_t, std::vector<double>> losses;
-    std::vector<double> all_steps;
-    std::set<std::string> variant_workers;
-    std::vector<std::vector<double>> step_lists;
-    const TrialInput* peak_trial = nullptr;
-    for (std::size_t index : trials_of[in.key]) {
-      const TrialView& t = report.trials[index];
-      const TrialInput& raw = *ordered[index];
-      ++v.trials;
-      ++v.outcome_counts[t.outcome];
-      if (!t.worker.empty()) variant_workers.insert(t.worker);
-      if (!IsFinishedOutcome(t.outcome)) ++v.unfinished;
-      if (t.outcome != "succeeded") {
-        if (!t.reason.empty() &&
-            std::find(v.reasons.begin(), v.reasons.end(), t.reason) == v.reasons.end()) {
-          v.reasons.push_back(t.reason);
-        }
-        continue;
-      }
-      ++v.succeeded;
-      if (t.noisy) ++v.noisy_trials;
-      if (t.fell_back && !v.fell_back) {
-        v.fell_back = true;
-        v.fallback_reason = t.fallback_reason;
-      }
-      if (v.applied.is_null() && !t.applied.is_null()) v.applied = t.applied;
-      if (t.environment.is_object() &&
-          std::find(v.environments.begin(), v.environments.end(), t.environment) == v.environments.end()) {
-        v.environments.push_back(t.environment);
-      }
-      if (t.peak_mem_bytes && (!v.peak_mem_bytes || *t.peak_mem_bytes > *v.peak_mem_bytes)) {
-        v.peak_mem_bytes = t.peak_mem_bytes;
-        peak_trial = &raw;
-      }
-      std::vector<double> steps;
-      for (const StepSample& s : raw.steps) {
-        if (s.step_s > 0) {
-          steps.push_back(s.step_s);
-          all_steps.push_back(s.step_s);
-        }
-        if (s.loss && std::isfinite(*s.loss)) losses[s.step].push_back(*s.loss);
-      }
-      if (t.tokens_per_s) {
-        ok.push_back(&t);
-        step_lists.push_back(std::move(steps));
-      }
-    }
-    v.workers.assign(variant_workers.begin(), variant_workers.end());
-    if (!ok.empty()) {
-      std::vector<double> tps, step, first, warm, mfu, comm;
-      for (const TrialView* t : ok) {
-        tps.push_back(*t->tokens_per_s);
-        if (t->step_s_median) step.push_back(*t->step_s_median);
-        if (t->first_step_s) first.push_back(*t->first_step_s);
-        if (t->warmup_s) warm.push_back(*t->warmup_s);
-      }
-      for (std::size_t index : trials_of[in.key]) {
-        const TrialInput& raw = *ordered[index];
-        if (raw.outcome != "succeeded" || raw.ranks.empty()) continue;
-        mfu.push_back(raw.ranks.front().mfu);
-        double c = 0;
-        for (const RankSummary& r : raw.ranks) c = std::max(c, r.comm_s_per_step);
-        comm.push_back(c);
-      }
-      v.tokens_per_s = GeometricMean(tps);
-      if (!step.empty()) v.step_s_median = Mean(step);
-      if (!first.empty()) v.first_step_s = Mean(first);
-      if (!warm.empty()) v.warmup_s = Mean(warm);
-      if (!mfu.empty()) v.mfu = Mean(mfu);
-      if (!comm.empty()) v.comm_s_per_step = Mean(comm);
-    }
-    if (peak_trial != nullptr) {
-      const RankSummary* largest = &peak_trial->ranks.front();
-      for (const RankSummary& r : peak_trial->ranks) {
-        if (r.peak_mem_bytes > largest->peak_mem_bytes) largest = &r;
-      }
-      v.frozen_bytes = largest->frozen_bytes;
-      v.trainable_bytes = largest->trainable_bytes;
-      v.grad_bytes = largest->grad_bytes;
-      v.optimizer_bytes = largest->optimizer_bytes;
-    }
-    if (!all_steps.empty()) {
-      StepDistribution& d = v.step_times;
-      d.count = all_steps.size();
-      d.min = *std::min_element(all_steps.begin(), all_steps.end());
-      d.max = *std::max_element(all_steps.begin(), all_steps.end());
-      d.p10 = Percentile(all_steps, 10);
-      d.p25 = Percentile(all_steps, 25);
-      d.p50 = Percentile(all_steps, 50);
-      d.p75 = Percentile(all_steps, 75);
-      d.p90 = Percentile(all_steps, 90);
-    }
-    for (const auto& [step, values] : losses) v.loss_curve.emplace_back(step, Mean(values));
-    report.variants.push_back(std::move(v));
-    Side side;
-    side.trials = std::move(ok);
-    side.steps = std::move(step_lists);
-    sides[in.key] = std::move(side);
+// The means of the succeeded trials with a throughput (`ok`): geometric for tokens/s,
+// arithmetic for times, MFU (rank 0's) and communication (the slowest rank's).
+void AddMeanFigures(const std::vector<const TrialView*>& ok, const std::vector<std::size_t>& indices,
+                    const RunOrder& order, VariantReport& v) {
+  if (ok.empty()) return;
+  std::vector<double> tps, step, first, warm, mfu, comm;
+  for (const TrialView* t : ok) {
+    tps.push_back(*t->tokens_per_s);
+    if (t->step_s_median) step.push_back(*t->step_s_median);
+    if (t->first_step_s) first.push_back(*t->first_step_s);
+    if (t->warmup_s) warm.push_back(*t->warmup_s);
   }
-  for (VariantReport& v : report.variants) sides[v.key].report = &v;
+  for (std::size_t index : indices) {
+    const TrialInput& raw = *order.trials[index];
+    if (raw.outcome != "succeeded" || raw.ranks.empty()) continue;
+    mfu.push_back(raw.ranks.front().mfu);
+    double c = 0;
+    for (const RankSummary& r : raw.ranks) c = std::max(c, r.comm_s_per_step);
+    comm.push_back(c);
+  }
+  v.tokens_per_s = GeometricMean(tps);
+  if (!step.empty()) v.step_s_median = Mean(step);
+  if (!first.empty()) v.first_step_s = Mean(first);
+  if (!warm.empty()) v.warmup_s = Mean(warm);
+  if (!mfu.empty()) v.mfu = Mean(mfu);
+  if (!comm.empty()) v.comm_s_per_step = Mean(comm);
+}
 
-  // Comparisons against the baseline counterpart. With adaptive repeats every interval is
-  // the sequential rule's per-look interval, so that it covers where the rule stopped.
-  std::optional<SequentialDesign> design;
+// The memory breakdown of the rank holding the variant's peak, in the trial that peaked.
+void AddMemoryBreakdown(const TrialInput* peak_trial, VariantReport& v) {
+  if (peak_trial == nullptr) return;
+  const RankSummary* largest = &peak_trial->ranks.front();
+  for (const RankSummary& r : peak_trial->ranks) {
+    if (r.peak_mem_bytes > largest->peak_mem_bytes) largest = &r;
+  }
+  v.frozen_bytes = largest->frozen_bytes;
+  v.trainable_bytes = largest->trainable_bytes;
+  v.grad_bytes = largest->grad_bytes;
+  v.optimizer_bytes = largest->optimizer_bytes;
+}
+
+// The distribution of every measured step of the variant's succeeded trials.
+void AddStepDistribution(const std::vector<double>& all_steps, VariantReport& v) {
+  if (all_steps.empty()) return;
+  StepDistribution& d = v.step_times;
+  d.count = all_steps.size();
+  d.min = *std::min_element(all_steps.begin(), all_steps.end());
+  d.max = *std::max_element(all_steps.begin(), all_steps.end());
+  d.p10 = Percentile(all_steps, 10);
+  d.p25 = Percentile(all_steps, 25);
+  d.p50 = Percentile(all_steps, 50);
+  d.p75 = Percentile(all_steps, 75);
+  d.p90 = Percentile(all_steps, 90);
+}
+
+// One variant's figures from its trials (`indices` into report.trials): outcomes and
+// reasons, fallback, evidence, peak memory, means, step times and loss curve; `side`
+// gets what its comparisons need.
+VariantReport SummariseVariant(const VariantInput& in, const std::vector<std::size_t>& indices,
+                               const RunOrder& order, const Report& report, Side& side) {
+  VariantReport v;
+  v.key = in.key;
+  v.params = in.params;
+  v.counterpart_key = in.counterpart_key;
+  v.is_baseline = in.is_baseline || (!in.counterpart_key.empty() && in.counterpart_key == in.key);
+  v.counterpart_excluded = in.counterpart_excluded;
+  v.excluded = in.excluded;
+  std::vector<const TrialView*> ok;
+  std::map<std::int64_t, std::vector<double>> losses;
+  std::vector<double> all_steps;
+  std::set<std::string> variant_workers;
+  std::vector<std::vector<double>> step_lists;
+  const TrialInput* peak_trial = nullptr;
+  for (std::size_t index : indices) {
+    const TrialView& t = report.trials[index];
+    const TrialInput& raw = *order.trials[index];
+    ++v.trials;
+    ++v.outcome_counts[t.outcome];
+    if (!t.worker.empty()) variant_workers.insert(t.worker);
+    if (!IsFinishedOutcome(t.outcome)) ++v.unfinished;
+    if (t.outcome != "succeeded") {
+      if (!t.reason.empty() &&
+          std::find(v.reasons.begin(), v.reasons.end(), t.reason) == v.reasons.end()) {
+        v.reasons.push_back(t.reason);
+      }
+      continue;
+    }
+    ++v.succeeded;
+    if (t.noisy) ++v.noisy_trials;
+    if (t.fell_back && !v.fell_back) {
+      v.fell_back = true;
+      v.fallback_reason = t.fallback_reason;
+    }
+    if (v.applied.is_null() && !t.applied.is_null()) v.applied = t.applied;
+    if (t.environment.is_object() &&
+        std::find(v.environments.begin(), v.environments.end(), t.environment) == v.environments.end()) {
+      v.environments.push_back(t.environment);
+    }
+    if (t.peak_mem_bytes && (!v.peak_mem_bytes || *t.peak_mem_bytes > *v.peak_mem_bytes)) {
+      v.peak_mem_bytes = t.peak_mem_bytes;
+      peak_trial = &raw;
+    }
+    std::vector<double> steps;
+    for (const StepSample& s : raw.steps) {
+      if (s.step_s > 0) {
+        steps.push_back(s.step_s);
+        all_steps.push_back(s.step_s);
+      }
+      if (s.loss && std::isfinite(*s.loss)) losses[s.step].push_back(*s.loss);
+    }
+    if (t.tokens_per_s) {
+      ok.push_back(&t);
+      step_lists.push_back(std::move(steps));
+    }
+  }
+  v.workers.assign(variant_workers.begin(), variant_workers.end());
+  AddMeanFigures(ok, indices, order, v);
+  AddMemoryBreakdown(peak_trial, v);
+  AddStepDistribution(all_steps, v);
+  for (const auto& [step, values] : losses) v.loss_curve.emplace_back(step, Mean(values));
+  side.trials = std::move(ok);
+  side.steps = std::move(step_lists);
+  return v;
+}
+
+// Whether the variant cannot be set against its counterpart `cp` for what was run or
+// excluded (then c says why); memory facts do not need a comparison and come after.
+bool NotComparable(const VariantReport& v, const VariantReport* cp, const Side& vs, const Side& cs,
+                   Comparison& c) {
+  using S = Comparison::Status;
+  if (v.excluded) {
+    c.status = S::kExcluded;
+    c.note = "excluded by a rule of the sweep: not run";
+    return true;
+  }
+  if (v.is_baseline) {
+    c.status = S::kIsBaseline;
+    c.note = "baseline";
+    return true;
+  }
+  if (v.counterpart_excluded) {
+    c.status = S::kCounterpartExcluded;
+    c.note = "baseline counterpart " + v.counterpart_key +
+             " was excluded by a rule of the sweep: not compared";
+    return true;
+  }
+  if (v.counterpart_key.empty() || cp == nullptr) {
+    c.status = S::kNoCounterpart;
+    c.note = v.counterpart_key.empty()
+                 ? "no baseline counterpart in this sweep"
+                 : "baseline counterpart " + v.counterpart_key + " is not in this sweep";
+    return true;
+  }
+  if (cp->excluded) {
+    c.status = S::kCounterpartExcluded;
+    c.note = "baseline counterpart " + cp->key + " was excluded by a rule: not compared";
+    return true;
+  }
+  if ((vs.trials.empty() && v.unfinished > 0) || (cs.trials.empty() && cp->unfinished > 0)) {
+    c.status = S::kPending;
+    c.note = "trials not finished yet";
+    return true;
+  }
+  if (vs.trials.empty() && cs.trials.empty()) {
+    c.status = S::kBothFailed;
+    c.note = "neither ran: " + OutcomeSummary(v) + "; counterpart " + OutcomeSummary(*cp);
+    return true;
+  }
+  if (vs.trials.empty()) {
+    c.status = S::kVariantFailed;
+    c.note = "fails where its counterpart succeeds: " + OutcomeSummary(v);
+    return true;
+  }
+  if (cs.trials.empty()) {
+    c.status = S::kCounterpartFailed;
+    c.note = "succeeds where its counterpart fails: " + OutcomeSummary(*cp);
+    return true;
+  }
+  return false;
+}
+
+// Peak memory of both sides, relative change and compression ratio.
+void AddMemoryComparison(const VariantReport& v, const VariantReport& cp, Comparison& c) {
+  c.variant_peak_bytes = v.peak_mem_bytes;
+  c.counterpart_peak_bytes = cp.peak_mem_bytes;
+  if (v.peak_mem_bytes && cp.peak_mem_bytes && *v.peak_mem_bytes > 0 && *cp.peak_mem_bytes > 0) {
+    c.memory_relative =
+        static_cast<double>(*v.peak_mem_bytes) / static_cast<double>(*cp.peak_mem_bytes) - 1;
+    c.compression_ratio =
+        static_cast<double>(*cp.peak_mem_bytes) / static_cast<double>(*v.peak_mem_bytes);
+  }
+}
+
+// Whether a fallback on either side leaves the speedup meaningless (then c says which).
+bool FellBack(const VariantReport& v, const VariantReport& cp, Comparison& c) {
+  if (v.fell_back) {
+    c.status = Comparison::Status::kFellBack;
+    c.note = "fell back (" + v.fallback_reason + "): not compared";
+    return true;
+  }
+  if (cp.fell_back) {
+    c.status = Comparison::Status::kCounterpartFellBack;
+    c.note = "counterpart fell back (" + cp.fallback_reason + "): not compared";
+    return true;
+  }
+  return false;
+}
+
+// The speedup with its interval and verdict, and the repeats a clear verdict needs.
+void AddSpeedup(const VariantReport& v, const VariantReport& cp, const Side& vs, const Side& cs,
+                bool interleaved, const ReportOptions& compare_options, const ReportOptions& options,
+                Comparison& c) {
+  c.status = Comparison::Status::kCompared;
+  RatioResult ratio = EstimateRatio(vs, cs, interleaved, compare_options);
+  c.speedup = ratio.figure;
+  c.method = ratio.method;
+  c.pairs = ratio.pairs;
+  c.variant_trials = static_cast<int>(vs.trials.size());
+  c.counterpart_trials = static_cast<int>(cs.trials.size());
+  c.df = ratio.df;
+  c.verdict = VerdictOf(c.speedup, c.method);
+  if (c.verdict != Verdict::kUnclear) {
+    c.no_measurable_difference = c.verdict == Verdict::kNoMeasurableDifference;
+  }
+  if (ratio.sd_log_ratio) {
+    c.sd_log_ratio = ratio.sd_log_ratio;
+    c.repeats_needed = RepeatsToResolve(*ratio.sd_log_ratio, options.resolve_difference,
+                                        options.confidence);
+  } else {
+    // One repeat: the run-to-run noise is unknown, so plan with the assumed one.
+    c.repeats_needed = RepeatsToResolve(options.assumed_sd_log_ratio,
+                                        options.resolve_difference, options.confidence);
+    c.repeats_needed_assumed = true;
+  }
+  c.needs_more_repeats = c.verdict == Verdict::kUnclear ||
+                         *c.repeats_needed > std::min(v.trials, cp.trials);
+}
+
+// The warm-up difference and the step after which the variant has paid it back.
+void AddBreakEven(const VariantReport& v, const VariantReport& cp, Comparison& c) {
+  // Warm-up: a trial without warm-up steps pays its compilation in the first step.
+  auto warmup_cost = [](const VariantReport& x) -> std::optional<double> {
+    if (x.warmup_s && *x.warmup_s > 0) return x.warmup_s;
+    return x.first_step_s;
+  };
+  if (v.first_step_s && cp.first_step_s) c.first_step_delta_s = *v.first_step_s - *cp.first_step_s;
+  auto wv = warmup_cost(v), wc = warmup_cost(cp);
+  if (wv && wc) c.warmup_delta_s = *wv - *wc;
+  if (cp.step_s_median && c.speedup.value > 0) {
+    c.step_saving_s = *cp.step_s_median * (1 - 1 / c.speedup.value);
+    if (c.warmup_delta_s) {
+      BreakEven be = ComputeBreakEven(*c.warmup_delta_s, *c.step_saving_s);
+      c.break_even = be.ToString();
+      if (be.kind == BreakEven::Kind::kAfterSteps) c.break_even_steps = be.steps;
+    }
+  }
+}
+
+// Whether the loss curves should match (no axis changing the math differs) and whether
+// they deviate by more than the threshold.
+void AddLossParity(const VariantReport& v, const VariantReport& cp, const ReportOptions& options,
+                   Comparison& c) {
+  LossParity parity =
+      ComputeLossParity(SmoothLossCurve(v.loss_curve, options.loss_smoothing_window),
+                        SmoothLossCurve(cp.loss_curve, options.loss_smoothing_window));
+  std::vector<std::string> changing = AxesChangingTheMath(v.params, cp.params);
+  c.loss_parity_expected = changing.empty();
+  for (const std::string& axis : changing) {
+    c.loss_parity_note += (c.loss_parity_note.empty() ? "" : ", ") + axis;
+  }
+  if (!changing.empty()) c.loss_parity_note = "not expected to match: " + c.loss_parity_note + " differs";
+  c.loss_common_steps = parity.common_steps;
+  if (parity.common_steps > 0) {
+    c.loss_max_deviation = parity.max_relative_deviation;
+    c.loss_at_step = parity.at_step;
+    c.loss_flagged = c.loss_parity_expected &&
+                     parity.max_relative_deviation > options.loss_parity_threshold;
+  }
+}
+
+// The speedup on each worker that ran the variant, where its counterpart also ran there.
+void AddWorkerEffects(const Side& vs, const Side& cs, Comparison& c) {
+  std::set<std::string> both;
+  for (const TrialView* t : vs.trials) both.insert(t->worker);
+  for (const std::string& w : both) {
+    std::vector<double> num, den;
+    for (const TrialView* t : vs.trials) {
+      if (t->worker == w) num.push_back(*t->tokens_per_s);
+    }
+    for (const TrialView* t : cs.trials) {
+      if (t->worker == w) den.push_back(*t->tokens_per_s);
+    }
+    if (num.empty() || den.empty()) continue;
+    c.by_worker.push_back(WorkerEffect{w, GeometricMean(num) / GeometricMean(den),
+                                       static_cast<int>(num.size()),
+                                       static_cast<int>(den.size())});
+  }
+}
+
+// The comparison of every variant against its baseline counterpart. With adaptive
+// repeats every interval is the sequential rule's per-look interval, so that it covers
+// where the rule stopped.
+void AddComparisons(const std::optional<SequentialDesign>& design, bool interleaved,
+                    const ReportOptions& options, std::map<std::string, Side>& sides, Report& report) {
   ReportOptions compare_options = options;
-  if (input.adaptive) {
-    design = SequentialDesign{input.adaptive->min_pairs, input.adaptive->max_pairs,
-                              input.adaptive->ci_half_width, options.confidence};
-    compare_options.confidence = SequentialLookConfidence(*design);
-  }
+  if (design) compare_options.confidence = SequentialLookConfidence(*design);
   for (VariantReport& v : report.variants) {
     Comparison& c = v.comparison;
-    using S = Comparison::Status;
-    if (v.excluded) {
-      c.status = S::kExcluded;
-      c.note = "excluded by a rule of the sweep: not run";
-      continue;
-    }
-    if (v.is_baseline) {
-      c.status = S::kIsBaseline;
-      c.note = "baseline";
-      continue;
-    }
-    if (v.counterpart_excluded) {
-      c.status = S::kCounterpartExcluded;
-      c.note = "baseline counterpart " + v.counterpart_key +
-               " was excluded by a rule of the sweep: not compared";
-      continue;
-    }
     const VariantReport* cp = report.FindVariant(v.counterpart_key);
-    if (v.counterpart_key.empty() || cp == nullptr) {
-      c.status = S::kNoCounterpart;
-      c.note = v.counterpart_key.empty()
-                   ? "no baseline counterpart in this sweep"
-                   : "baseline counterpart " + v.counterpart_key + " is not in this sweep";
-      continue;
-    }
-    if (cp->excluded) {
-      c.status = S::kCounterpartExcluded;
-      c.note = "baseline counterpart " + cp->key + " was excluded by a rule: not compared";
-      continue;
-    }
     const Side& vs = sides[v.key];
-    const Side& cs = sides[cp->key];
-    if ((vs.trials.empty() && v.unfinished > 0) || (cs.trials.empty() && cp->unfinished > 0)) {
-      c.status = S::kPending;
-      c.note = "trials not finished yet";
-      continue;
-    }
-    if (vs.trials.empty() || cs.trials.empty()) {
-      if (vs.trials.empty() && cs.trials.empty()) {
-        c.status = S::kBothFailed;
-        c.note = "neither ran: " + OutcomeSummary(v) + "; counterpart " + OutcomeSummary(*cp);
-      } else if (vs.trials.empty()) {
-        c.status = S::kVariantFailed;
-        c.note = "fails where its counterpart succeeds: " + OutcomeSummary(v);
-      } else {
-        c.status = S::kCounterpartFailed;
-        c.note = "succeeds where its counterpart fails: " + OutcomeSummary(*cp);
-      }
-      continue;
-    }
+    const Side& cs = cp != nullptr ? sides[cp->key] : vs;  // unused without a counterpart
+    if (NotComparable(v, cp, vs, cs, c)) continue;
     // Memory and outcome facts hold even when the throughput is not compared.
-    c.variant_peak_bytes = v.peak_mem_bytes;
-    c.counterpart_peak_bytes = cp->peak_mem_bytes;
-    if (v.peak_mem_bytes && cp->peak_mem_bytes && *v.peak_mem_bytes > 0 &&
-        *cp->peak_mem_bytes > 0) {
-      c.memory_relative =
-          static_cast<double>(*v.peak_mem_bytes) / static_cast<double>(*cp->peak_mem_bytes) - 1;
-      c.compression_ratio =
-          static_cast<double>(*cp->peak_mem_bytes) / static_cast<double>(*v.peak_mem_bytes);
-    }
-    if (v.fell_back) {
-      c.status = S::kFellBack;
-      c.note = "fell back (" + v.fallback_reason + "): not compared";
-      continue;
-    }
-    if (cp->fell_back) {
-      c.status = S::kCounterpartFellBack;
-      c.note = "counterpart fell back (" + cp->fallback_reason + "): not compared";
-      continue;
-    }
-    c.status = S::kCompared;
-    RatioResult ratio = EstimateRatio(vs, cs, interleaved, compare_options);
-    c.speedup = ratio.figure;
-    c.method = ratio.method;
-    c.pairs = ratio.pairs;
-    c.variant_trials = static_cast<int>(vs.trials.size());
-    c.counterpart_trials = static_cast<int>(cs.trials.size());
-    c.df = ratio.df;
-    c.verdict = VerdictOf(c.speedup, c.method);
-    if (c.verdict != Verdict::kUnclear) {
-      c.no_measurable_difference = c.verdict == Verdict::kNoMeasurableDifference;
-    }
-    if (ratio.sd_log_ratio) {
-      c.sd_log_ratio = ratio.sd_log_ratio;
-      c.repeats_needed = RepeatsToResolve(*ratio.sd_log_ratio, options.resolve_difference,
-                                          options.confidence);
-    } else {
-      // One repeat: the run-to-run noise is unknown, so plan with the assumed one.
-      c.repeats_needed = RepeatsToResolve(options.assumed_sd_log_ratio,
-                                          options.resolve_difference, options.confidence);
-      c.repeats_needed_assumed = true;
-    }
-    c.needs_more_repeats = c.verdict == Verdict::kUnclear ||
-                           *c.repeats_needed > std::min(v.trials, cp->trials);
-    // Warm-up: a trial without warm-up steps pays its compilation in the first step.
-    auto warmup_cost = [](const VariantReport& x) -> std::optional<double> {
-      if (x.warmup_s && *x.warmup_s > 0) return x.warmup_s;
-      return x.first_step_s;
-    };
-    if (v.first_step_s && cp->first_step_s) c.first_step_delta_s = *v.first_step_s - *cp->first_step_s;
-    auto wv = warmup_cost(v), wc = warmup_cost(*cp);
-    if (wv && wc) c.warmup_delta_s = *wv - *wc;
-    if (cp->step_s_median && c.speedup.value > 0) {
-      c.step_saving_s = *cp->step_s_median * (1 - 1 / c.speedup.value);
-      if (c.warmup_delta_s) {
-        BreakEven be = ComputeBreakEven(*c.warmup_delta_s, *c.step_saving_s);
-        c.break_even = be.ToString();
-        if (be.kind == BreakEven::Kind::kAfterSteps) c.break_even_steps = be.steps;
-      }
-    }
-    LossParity parity =
-        ComputeLossParity(SmoothLossCurve(v.loss_curve, options.loss_smoothing_window),
-                          SmoothLossCurve(cp->loss_curve, options.loss_smoothing_window));
-    std::vector<std::string> changing = AxesChangingTheMath(v.params, cp->params);
-    c.loss_parity_expected = changing.empty();
-    for (const std::string& axis : changing) {
-      c.loss_parity_note += (c.loss_parity_note.empty() ? "" : ", ") + axis;
-    }
-    if (!changing.empty()) c.loss_parity_note = "not expected to match: " + c.loss_parity_note + " differs";
-    c.loss_common_steps = parity.common_steps;
-    if (parity.common_steps > 0) {
-      c.loss_max_deviation = parity.max_relative_deviation;
-      c.loss_at_step = parity.at_step;
-      c.loss_flagged = c.loss_parity_expected &&
-                       parity.max_relative_deviation > options.loss_parity_threshold;
-    }
+    AddMemoryComparison(v, *cp, c);
+    if (FellBack(v, *cp, c)) continue;
+    AddSpeedup(v, *cp, vs, cs, interleaved, compare_options, options, c);
+    AddBreakEven(v, *cp, c);
+    AddLossParity(v, *cp, options, c);
     c.environment_difference = EnvironmentDifference(vs.trials, cs.trials);
-    if (report.spread_across_workers) {
-      std::set<std::string> both;
-      for (const TrialView* t : vs.trials) both.insert(t->worker);
-      for (const std::string& w : both) {
-        std::vector<double> num, den;
-        for (const TrialView* t : vs.trials) {
-          if (t->worker == w) num.push_back(*t->tokens_per_s);
-        }
-        for (const TrialView* t : cs.trials) {
-          if (t->worker == w) den.push_back(*t->tokens_per_s);
-        }
-        if (num.empty() || den.empty()) continue;
-        c.by_worker.push_back(WorkerEffect{w, GeometricMean(num) / GeometricMean(den),
-                                           static_cast<int>(num.size()),
-                                           static_cast<int>(den.size())});
-      }
-    }
+    if (report.spread_across_workers) AddWorkerEffects(vs, cs, c);
   }
+}
 
-  if (design) AddAdaptiveRepeats(input, *design, report);
-
-  // Call-outs: outcome mismatches first, then what undermines a verdict.
+// Call-outs: outcome mismatches first, then what undermines a verdict, the loader's
+// notes, missing evidence of fusion, unfinished and noisy trials.
+void AddCallouts(const ReportInput& input, const ReportOptions& options, Report& report) {
   for (const VariantReport& v : report.variants) {
     if (v.comparison.status == Comparison::Status::kVariantFailed ||
         v.comparison.status == Comparison::Status::kCounterpartFailed) {
@@ -819,15 +880,87 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
     report.callouts.push_back(std::to_string(noisy) + " noisy trial(s): step-time CV above " +
                               Percent(options.noisy_cv_threshold));
   }
+}
 
-  // Marginal effect of each axis value.
+// A variant's side when its throughput can enter a cross-variant figure (it succeeded
+// and did not fall back); nullptr otherwise.
+const Side* UsableSide(std::map<std::string, Side>& sides, const std::string& key) {
+  const Side& s = sides[key];
+  if (s.report == nullptr || s.trials.empty() || s.report->fell_back) return nullptr;
+  return &s;
+}
+
+RatioFigure ExpFigure(const TEstimate& t) {
+  return RatioFigure{std::exp(t.estimate), std::exp(t.interval.low), std::exp(t.interval.high)};
+}
+
+// The interval of a marginal effect, a linear contrast of the involved variants' mean
+// log tokens/s: L = (1/P) sum_pairs (mean ln a - mean ln b), with coefficient +-1/P per
+// variant. Paired by repeat when interleaved, else Welch over each variant's repeats.
+void AddMarginalInterval(const std::vector<std::pair<const Side*, const Side*>>& pairs,
+                         bool interleaved, const ReportOptions& options, MarginalEffect& effect) {
+  std::vector<const Side*> involved;
+  std::vector<double> coefficient;
+  auto add = [&](const Side* s, double c) {
+    auto it = std::find(involved.begin(), involved.end(), s);
+    if (it == involved.end()) {
+      involved.push_back(s);
+      coefficient.push_back(c);
+    } else {
+      coefficient[static_cast<std::size_t>(it - involved.begin())] += c;
+    }
+  };
+  const double share = 1.0 / static_cast<double>(pairs.size());
+  for (auto [a, b] : pairs) {
+    add(a, share);
+    add(b, -share);
+  }
+  // Interleaved: per repeat where every involved variant ran, d_r = sum_v c_v ln x_vr;
+  // a t interval over those repeats keeps the pairing (drift common to a repeat
+  // cancels), as in the paired speedup.
+  if (interleaved) {
+    std::map<int, std::pair<int, double>> by_repeat;  // repeat -> (variants seen, d_r)
+    for (std::size_t i = 0; i < involved.size(); ++i) {
+      for (const TrialView* t : involved[i]->trials) {
+        auto& [seen, d] = by_repeat[t->repeat];
+        ++seen;
+        d += coefficient[i] * std::log(*t->tokens_per_s);
+      }
+    }
+    std::vector<double> contrasts;
+    for (const auto& [repeat, entry] : by_repeat) {
+      if (entry.first == static_cast<int>(involved.size())) contrasts.push_back(entry.second);
+    }
+    if (contrasts.size() >= 2) {
+      TEstimate t = WelchContrast({{contrasts, 1.0}}, options.confidence);
+      effect.speedup = ExpFigure(t);
+      effect.df = t.df;
+      effect.method = IntervalMethod::kPairedRepeats;
+      return;
+    }
+  }
+  // Otherwise Welch over the variants' own repeats (each needs >= 2).
+  std::vector<ContrastGroup> groups;
+  bool enough = true;
+  for (std::size_t i = 0; i < involved.size(); ++i) {
+    if (std::fabs(coefficient[i]) < 1e-15) continue;
+    if (involved[i]->trials.size() < 2) enough = false;
+    groups.push_back({LogsOf(Throughputs(*involved[i])), coefficient[i]});
+  }
+  if (enough && !groups.empty()) {
+    TEstimate t = WelchContrast(groups, options.confidence);
+    effect.speedup = ExpFigure(t);
+    effect.df = t.df;
+    effect.method = IntervalMethod::kUnpairedRepeats;
+  }
+}
+
+// The marginal effect of each axis value against the axis's baseline value: over every
+// pair of usable variants that differ only in that axis.
+void AddMarginalEffects(const ReportInput& input, bool interleaved, const ReportOptions& options,
+                        std::map<std::string, Side>& sides, Report& report) {
   std::map<std::string, std::string> key_of_setting;  // full setting -> variant key
   for (const VariantReport& v : report.variants) key_of_setting[SettingKey(input.axes, v.params)] = v.key;
-  auto usable = [&](const std::string& key) -> const Side* {
-    const Side& s = sides[key];
-    if (s.report == nullptr || s.trials.empty() || s.report->fell_back) return nullptr;
-    return &s;
-  };
   for (const AxisInput& axis : input.axes) {
     if (axis.values.size() < 2) continue;
     auto base = input.baseline.find(axis.name);
@@ -842,8 +975,8 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
         ref_params[axis.name] = reference;
         auto ref = key_of_setting.find(SettingKey(input.axes, ref_params));
         if (ref == key_of_setting.end()) continue;
-        const Side* a = usable(v.key);
-        const Side* b = usable(ref->second);
+        const Side* a = UsableSide(sides, v.key);
+        const Side* b = UsableSide(sides, ref->second);
         if (a != nullptr && b != nullptr) pairs.emplace_back(a, b);
       }
       if (pairs.empty()) continue;
@@ -857,71 +990,15 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
       effect.speedup.value = GeometricMean(ratios);
       effect.min_pair = *std::min_element(ratios.begin(), ratios.end());
       effect.max_pair = *std::max_element(ratios.begin(), ratios.end());
-      // The effect is a linear contrast of the involved variants' mean log tokens/s:
-      // L = (1/P) sum_pairs (mean ln a - mean ln b), with coefficient +-1/P per variant.
-      std::vector<const Side*> involved;
-      std::vector<double> coefficient;
-      auto add = [&](const Side* s, double c) {
-        auto it = std::find(involved.begin(), involved.end(), s);
-        if (it == involved.end()) {
-          involved.push_back(s);
-          coefficient.push_back(c);
-        } else {
-          coefficient[static_cast<std::size_t>(it - involved.begin())] += c;
-        }
-      };
-      const double share = 1.0 / static_cast<double>(pairs.size());
-      for (auto [a, b] : pairs) {
-        add(a, share);
-        add(b, -share);
-      }
-      // Interleaved: per repeat where every involved variant ran, d_r = sum_v c_v ln x_vr;
-      // a t interval over those repeats keeps the pairing (drift common to a repeat
-      // cancels), as in the paired speedup.
-      if (interleaved) {
-        std::map<int, std::pair<int, double>> by_repeat;  // repeat -> (variants seen, d_r)
-        for (std::size_t i = 0; i < involved.size(); ++i) {
-          for (const TrialView* t : involved[i]->trials) {
-            auto& [seen, d] = by_repeat[t->repeat];
-            ++seen;
-            d += coefficient[i] * std::log(*t->tokens_per_s);
-          }
-        }
-        std::vector<double> contrasts;
-        for (const auto& [repeat, entry] : by_repeat) {
-          if (entry.first == static_cast<int>(involved.size())) contrasts.push_back(entry.second);
-        }
-        if (contrasts.size() >= 2) {
-          TEstimate t = WelchContrast({{contrasts, 1.0}}, options.confidence);
-          effect.speedup = RatioFigure{std::exp(t.estimate), std::exp(t.interval.low),
-                                       std::exp(t.interval.high)};
-          effect.df = t.df;
-          effect.method = IntervalMethod::kPairedRepeats;
-        }
-      }
-      // Otherwise Welch over the variants' own repeats (each needs >= 2).
-      if (effect.method == IntervalMethod::kNone) {
-        std::vector<ContrastGroup> groups;
-        bool enough = true;
-        for (std::size_t i = 0; i < involved.size(); ++i) {
-          if (std::fabs(coefficient[i]) < 1e-15) continue;
-          if (involved[i]->trials.size() < 2) enough = false;
-          groups.push_back({LogsOf(Throughputs(*involved[i])), coefficient[i]});
-        }
-        if (enough && !groups.empty()) {
-          TEstimate t = WelchContrast(groups, options.confidence);
-          effect.speedup = RatioFigure{std::exp(t.estimate), std::exp(t.interval.low),
-                                       std::exp(t.interval.high)};
-          effect.df = t.df;
-          effect.method = IntervalMethod::kUnpairedRepeats;
-        }
-      }
+      AddMarginalInterval(pairs, interleaved, options, effect);
       effect.verdict = VerdictOf(effect.speedup, effect.method);
       report.marginals.push_back(effect);
     }
   }
+}
 
-  // Best configurations.
+// The fastest variant, and the fastest within the memory budget (fallbacks never count).
+void AddBestConfigurations(const ReportOptions& options, Report& report) {
   const VariantReport* fastest = nullptr;
   const VariantReport* fastest_fit = nullptr;
   for (const VariantReport& v : report.variants) {
@@ -935,50 +1012,80 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
   }
   if (fastest != nullptr) report.fastest_key = fastest->key;
   if (fastest_fit != nullptr) report.fastest_within_budget_key = fastest_fit->key;
+}
 
-  // Iso-memory view.
+// Iso-memory view (when micro_batch varies): per setting, its largest usable micro-batch
+// against the baseline setting's largest.
+void AddIsoMemoryView(const ReportInput& input, bool interleaved, const ReportOptions& options,
+                      std::map<std::string, Side>& sides, Report& report) {
   auto mb_axis = std::find_if(input.axes.begin(), input.axes.end(),
                               [](const AxisInput& a) { return a.name == kMicroBatchAxis; });
-  if (mb_axis != input.axes.end() && mb_axis->values.size() >= 2) {
-    report.iso_memory_applicable = true;
-    std::map<std::string, const VariantReport*> best_of_setting;
-    std::vector<std::string> setting_order;
-    for (const VariantReport& v : report.variants) {
-      std::string setting = SettingKey(input.axes, v.params, kMicroBatchAxis);
-      if (!best_of_setting.count(setting)) {
-        best_of_setting[setting] = nullptr;
-        setting_order.push_back(setting);
-      }
-      if (usable(v.key) == nullptr || !v.params.count(kMicroBatchAxis)) continue;
-      const VariantReport*& best = best_of_setting[setting];
-      double mb = ParseNumber(v.params.at(kMicroBatchAxis)).value_or(0);
-      if (best == nullptr || mb > ParseNumber(best->params.at(kMicroBatchAxis)).value_or(0)) best = &v;
+  if (mb_axis == input.axes.end() || mb_axis->values.size() < 2) return;
+  report.iso_memory_applicable = true;
+  std::map<std::string, const VariantReport*> best_of_setting;
+  std::vector<std::string> setting_order;
+  for (const VariantReport& v : report.variants) {
+    std::string setting = SettingKey(input.axes, v.params, kMicroBatchAxis);
+    if (!best_of_setting.count(setting)) {
+      best_of_setting[setting] = nullptr;
+      setting_order.push_back(setting);
     }
-    for (const std::string& setting : setting_order) {
-      const VariantReport* best = best_of_setting[setting];
-      if (best == nullptr) continue;
-      IsoMemoryRow row;
-      row.setting = setting;
-      row.variant_key = best->key;
-      row.micro_batch = best->params.at(kMicroBatchAxis);
-      row.tokens_per_s = *best->tokens_per_s;
-      auto counterpart_params = best->params;
-      for (const auto& [axis, value] : input.baseline) {
-        if (axis != kMicroBatchAxis && counterpart_params.count(axis)) counterpart_params[axis] = value;
-      }
-      row.counterpart_setting = SettingKey(input.axes, counterpart_params, kMicroBatchAxis);
-      auto it = best_of_setting.find(row.counterpart_setting);
-      if (it != best_of_setting.end() && it->second != nullptr) {
-        row.counterpart_variant_key = it->second->key;
-        row.counterpart_micro_batch = it->second->params.at(kMicroBatchAxis);
-        if (row.counterpart_setting != setting) {
-          row.speedup = EstimateRatio(sides[best->key], sides[it->second->key], interleaved,
-                                      options).figure;
-        }
-      }
-      report.iso_memory.push_back(row);
-    }
+    if (UsableSide(sides, v.key) == nullptr || !v.params.count(kMicroBatchAxis)) continue;
+    const VariantReport*& best = best_of_setting[setting];
+    double mb = ParseNumber(v.params.at(kMicroBatchAxis)).value_or(0);
+    if (best == nullptr || mb > ParseNumber(best->params.at(kMicroBatchAxis)).value_or(0)) best = &v;
   }
+  for (const std::string& setting : setting_order) {
+    const VariantReport* best = best_of_setting[setting];
+    if (best == nullptr) continue;
+    IsoMemoryRow row;
+    row.setting = setting;
+    row.variant_key = best->key;
+    row.micro_batch = best->params.at(kMicroBatchAxis);
+    row.tokens_per_s = *best->tokens_per_s;
+    auto counterpart_params = best->params;
+    for (const auto& [axis, value] : input.baseline) {
+      if (axis != kMicroBatchAxis && counterpart_params.count(axis)) counterpart_params[axis] = value;
+    }
+    row.counterpart_setting = SettingKey(input.axes, counterpart_params, kMicroBatchAxis);
+    auto it = best_of_setting.find(row.counterpart_setting);
+    if (it != best_of_setting.end() && it->second != nullptr) {
+      row.counterpart_variant_key = it->second->key;
+      row.counterpart_micro_batch = it->second->params.at(kMicroBatchAxis);
+      if (row.counterpart_setting != setting) {
+        row.speedup = EstimateRatio(sides[best->key], sides[it->second->key], interleaved,
+                                    options).figure;
+      }
+    }
+    report.iso_memory.push_back(row);
+  }
+}
+
+}  // namespace
+
+Report BuildReport(const ReportInput& input, const ReportOptions& options) {
+  Report report = ReportHeading(input, options);
+  const bool interleaved = input.order == "interleaved";
+  const RunOrder order = AddTrialViews(input, options, report);
+  std::map<std::string, Side> sides;
+  for (const VariantInput& in : input.variants) {
+    auto trials = order.of_variant.find(in.key);
+    report.variants.push_back(SummariseVariant(
+        in, trials == order.of_variant.end() ? std::vector<std::size_t>() : trials->second, order,
+        report, sides[in.key]));
+  }
+  for (VariantReport& v : report.variants) sides[v.key].report = &v;
+  std::optional<SequentialDesign> design;
+  if (input.adaptive) {
+    design = SequentialDesign{input.adaptive->min_pairs, input.adaptive->max_pairs,
+                              input.adaptive->ci_half_width, options.confidence};
+  }
+  AddComparisons(design, interleaved, options, sides, report);
+  if (design) AddAdaptiveRepeats(input, *design, report);
+  AddCallouts(input, options, report);
+  AddMarginalEffects(input, interleaved, options, sides, report);
+  AddBestConfigurations(options, report);
+  AddIsoMemoryView(input, interleaved, options, sides, report);
   return report;
 }
 

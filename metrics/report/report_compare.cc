@@ -17,16 +17,6 @@ std::string Describe(const ReportInput& input) {
   return input.sweep_id + " \"" + input.sweep_name + "\"";
 }
 
-std::string OutcomeText(const VariantReport& v) {
-  if (v.trials == 0) return "no trials";
-  std::ostringstream out;
-  out << v.succeeded << "/" << v.trials << " ok";
-  for (const auto& [outcome, count] : v.outcome_counts) {
-    if (outcome != "succeeded") out << ", " << outcome << " x" << count;
-  }
-  return out.str();
-}
-
 std::optional<RatioFigure> OwnSpeedup(const Report& report, const std::string& key) {
   const VariantReport* v = report.FindVariant(key);
   if (v == nullptr || v->comparison.status != Comparison::Status::kCompared) return std::nullopt;
@@ -119,12 +109,12 @@ SweepComparison CompareSweeps(const ReportInput& a, const ReportInput& b,
     const VariantReport* va = across.FindVariant(kPrefixA + key);
     const VariantReport* vb = across.FindVariant(kPrefixB + key);
     if (va != nullptr) {
-      row.outcome_a = OutcomeText(*va);
+      row.outcome_a = OutcomeCounts(*va);
       row.tokens_per_s_a = va->tokens_per_s;
       row.peak_a = va->peak_mem_bytes;
     }
     if (vb != nullptr) {
-      row.outcome_b = OutcomeText(*vb);
+      row.outcome_b = OutcomeCounts(*vb);
       row.tokens_per_s_b = vb->tokens_per_s;
       row.peak_b = vb->peak_mem_bytes;
     }
@@ -341,15 +331,6 @@ std::string RenderComparison(const SweepComparison& comparison, ReportFormat for
     }
     case ReportFormat::kCsv: {
       std::ostringstream out;
-      auto quote = [](const std::string& text) {
-        if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
-        std::string q = "\"";
-        for (char c : text) {
-          if (c == '"') q += '"';
-          q += c;
-        }
-        return q + "\"";
-      };
       out << "variant,verdict,outcome_a,outcome_b,tokens_per_s_a,tokens_per_s_b,change,ci_low,"
              "ci_high,trials_a,trials_b,peak_mem_bytes_a,peak_mem_bytes_b,memory_change,"
              "warmup_delta_s,loss_max_deviation\n";
@@ -365,8 +346,8 @@ std::string RenderComparison(const SweepComparison& comparison, ReportFormat for
         std::ostringstream change;
         change.precision(10);
         if (has) change << r.change.value;
-        out << quote(r.key) << "," << quote(CompareVerdictName(r.verdict)) << "," << quote(r.outcome_a)
-            << "," << quote(r.outcome_b) << "," << num(r.tokens_per_s_a) << "," << num(r.tokens_per_s_b)
+        out << CsvField(r.key) << "," << CsvField(CompareVerdictName(r.verdict)) << "," << CsvField(r.outcome_a)
+            << "," << CsvField(r.outcome_b) << "," << num(r.tokens_per_s_a) << "," << num(r.tokens_per_s_b)
             << "," << change.str() << "," << num(r.change.low) << "," << num(r.change.high) << ","
             << r.trials_a << "," << r.trials_b << "," << num(r.peak_a) << "," << num(r.peak_b) << ","
             << num(r.memory_change) << "," << num(r.warmup_delta_s) << "," << num(r.loss_deviation)

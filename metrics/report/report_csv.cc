@@ -7,16 +7,6 @@
 namespace bakeoff::metrics {
 namespace {
 
-std::string Quote(const std::string& text) {
-  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
 std::string Number(double value) {
   std::ostringstream out;
   out.precision(10);
@@ -74,10 +64,20 @@ std::string RenderReportCsv(const Report& report) {
       auto it = v.params.find(axis.name);
       row.push_back(it == v.params.end() ? "" : it->second);
     }
-    for (std::size_t i = 0; i < row.size(); ++i) out << (i ? "," : "") << Quote(row[i]);
+    for (std::size_t i = 0; i < row.size(); ++i) out << (i ? "," : "") << CsvField(row[i]);
     out << "\n";
   }
   return out.str();
+}
+
+std::string CsvField(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + "\"";
 }
 
 }  // namespace bakeoff::metrics

@@ -4,10 +4,12 @@
 #include <cctype>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "experiments/spec/expanded_sweep.h"
 #include "experiments/spec/sweep_spec.h"
+#include "metrics/store/sqlite_statement.h"
 #include "protocol/trainer_event.h"
 
 namespace bakeoff::metrics {
@@ -15,47 +17,20 @@ namespace {
 
 using nlohmann::json;
 
-// One prepared statement that finalizes itself; throws nothing.
-class Statement {
- public:
-  Statement(sqlite3* db, const char* sql) : db_(db) {
-    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+// Runs `sql` with `key` bound to its one parameter and calls `row` for each row.
+// `what` names the rows in an error ("trial summaries").
+template <typename Key, typename Row>
+Status ForEachRow(SqliteConnection& db, const char* sql, const Key& key, const std::string& what, Row row) {
+  Result<SqliteStatement> s = db.Prepare(sql);
+  if (!s.ok()) return s.status().WithContext("reading " + what);
+  s->Bind(1, key);
+  while (true) {
+    Result<bool> more = s->Step();
+    if (!more.ok()) return more.status().WithContext("reading " + what);
+    if (!*more) return Status::Ok();
+    row(*s);
   }
-  ~Statement() { sqlite3_finalize(stmt_); }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-
-  Status status(const std::string& what) const {
-    if (rc_ == SQLITE_OK || rc_ == SQLITE_ROW || rc_ == SQLITE_DONE) return Status::Ok();
-    return Status::IoError("reading " + what + " from the results database: " + sqlite3_errmsg(db_));
-  }
-  void Bind(int index, std::int64_t value) {
-    if (rc_ == SQLITE_OK) rc_ = sqlite3_bind_int64(stmt_, index, value);
-  }
-  void Bind(int index, const std::string& value) {
-    if (rc_ == SQLITE_OK) rc_ = sqlite3_bind_text(stmt_, index, value.c_str(), -1, SQLITE_TRANSIENT);
-  }
-  // True while a row is available; check status() afterwards.
-  bool Step() {
-    if (rc_ != SQLITE_OK && rc_ != SQLITE_ROW) return false;
-    rc_ = sqlite3_step(stmt_);
-    if (rc_ == SQLITE_ROW) return true;
-    if (rc_ == SQLITE_DONE) rc_ = SQLITE_OK;
-    return false;
-  }
-  bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
-  std::int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
-  double Real(int col) const { return sqlite3_column_double(stmt_, col); }
-  std::string Text(int col) const {
-    const unsigned char* text = sqlite3_column_text(stmt_, col);
-    return text == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(text));
-  }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
-  int rc_ = SQLITE_OK;
-};
+}
 
 json ParseJson(const std::string& text) {
   if (text.empty()) return nullptr;
@@ -67,17 +42,17 @@ bool AllDigits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
-Result<std::int64_t> ResolveSweep(sqlite3* db, const std::string& sweep) {
+Result<std::int64_t> ResolveSweep(SqliteConnection& db, const std::string& sweep) {
+  std::optional<std::int64_t> id;
+  auto take = [&](const SqliteStatement& s) { id = s.Int64(0); };
   if (AllDigits(sweep) && sweep.size() < 18) {
-    Statement by_id(db, "SELECT id FROM sweeps WHERE id = ?");
-    by_id.Bind(1, static_cast<std::int64_t>(std::stoll(sweep)));
-    if (by_id.Step()) return by_id.Int(0);
-    BAKEOFF_RETURN_IF_ERROR(by_id.status("sweeps"));
+    BAKEOFF_RETURN_IF_ERROR(ForEachRow(db, "SELECT id FROM sweeps WHERE id = ?",
+                                       static_cast<std::int64_t>(std::stoll(sweep)), "sweeps", take));
+    if (id) return *id;
   }
-  Statement by_name(db, "SELECT id FROM sweeps WHERE name = ? ORDER BY id DESC LIMIT 1");
-  by_name.Bind(1, sweep);
-  if (by_name.Step()) return by_name.Int(0);
-  BAKEOFF_RETURN_IF_ERROR(by_name.status("sweeps"));
+  BAKEOFF_RETURN_IF_ERROR(ForEachRow(db, "SELECT id FROM sweeps WHERE name = ? ORDER BY id DESC LIMIT 1",
+                                     sweep, "sweeps", take));
+  if (id) return *id;
   return Status::NotFound("no sweep with id or name '" + sweep +
                           "' in the results database; list them with "
                           "`bakeoff query \"SELECT id, name, state FROM sweeps\"`");
@@ -88,70 +63,45 @@ std::string ValueText(const json& value) { return spec::CanonicalValue(value); }
 
 }  // namespace
 
-Result<ReadOnlyDatabase> ReadOnlyDatabase::Open(const std::string& db_path) {
+Result<std::unique_ptr<SqliteConnection>> OpenResultsReadOnly(const std::string& db_path) {
   std::error_code ec;
   if (!std::filesystem::exists(db_path, ec)) {
     return Status::NotFound("results database " + db_path +
                             " does not exist; pass --db FILE (the coordinator's --db) or run "
                             "`bakeoff local` to create one");
   }
-  sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-  if (rc != SQLITE_OK) {
-    std::string message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-    sqlite3_close(db);
-    return Status::IoError("cannot open results database " + db_path + " read-only: " + message);
-  }
-  sqlite3_busy_timeout(db, 5000);
-  ReadOnlyDatabase database(db, db_path);
-  Statement check(db, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
-                      "('sweeps', 'variants', 'trials', 'attempts', 'trial_summaries', "
-                      "'step_metrics')");
-  if (!check.Step() || check.Int(0) != 6) {
-    Status status = check.status("the schema");
-    if (!status.ok()) return status.WithContext(db_path);
+  auto db = SqliteConnection::Open(db_path, SQLITE_OPEN_READONLY);
+  if (!db.ok()) return db.status();
+  BAKEOFF_RETURN_IF_ERROR((*db)->Exec("PRAGMA busy_timeout = 5000"));
+  Result<std::int64_t> tables =
+      (*db)->QueryInt64("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+                        "('sweeps', 'variants', 'trials', 'attempts', 'trial_summaries', "
+                        "'step_metrics')");
+  if (!tables.ok()) return tables.status();
+  if (*tables != 6) {
     return Status::InvalidArgument(db_path + " is not a Bakeoff results database (no sweeps, "
                                    "variants and trials tables); pass the coordinator's --db file");
   }
-  return database;
+  return std::move(*db);
 }
-
-ReadOnlyDatabase::ReadOnlyDatabase(ReadOnlyDatabase&& other) noexcept
-    : db_(other.db_), path_(std::move(other.path_)) {
-  other.db_ = nullptr;
-}
-
-ReadOnlyDatabase& ReadOnlyDatabase::operator=(ReadOnlyDatabase&& other) noexcept {
-  if (this != &other) {
-    sqlite3_close(db_);
-    db_ = other.db_;
-    path_ = std::move(other.path_);
-    other.db_ = nullptr;
-  }
-  return *this;
-}
-
-ReadOnlyDatabase::~ReadOnlyDatabase() { sqlite3_close(db_); }
 
 Result<ReportInput> LoadReportInputFromFile(const std::string& db_path,
                                             const std::string& sweep_id_or_name) {
-  Result<ReadOnlyDatabase> db = ReadOnlyDatabase::Open(db_path);
+  auto db = OpenResultsReadOnly(db_path);
   if (!db.ok()) return db.status();
-  return LoadReportInput(db->handle(), sweep_id_or_name);
+  return LoadReportInput(**db, sweep_id_or_name);
 }
 
-Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_name) {
+Result<ReportInput> LoadReportInput(SqliteConnection& db, const std::string& sweep_id_or_name) {
   // One read transaction, so the tables agree with each other while the coordinator
   // writes; a caller's open transaction is left alone.
-  const bool own_transaction = sqlite3_get_autocommit(db) != 0 &&
-                               sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr) == SQLITE_OK;
   struct EndRead {
-    sqlite3* db;
+    SqliteConnection& db;
     bool active;
     ~EndRead() {
-      if (active) sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+      if (active) static_cast<void>(db.Exec("COMMIT"));
     }
-  } end_read{db, own_transaction};
+  } end_read{db, !db.InTransaction() && db.Exec("BEGIN").ok()};
 
   Result<std::int64_t> sweep_id = ResolveSweep(db, sweep_id_or_name);
   if (!sweep_id.ok()) return sweep_id.status();
@@ -159,16 +109,12 @@ Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_
   input.sweep_id = std::to_string(*sweep_id);
 
   json spec;
-  {
-    Statement s(db, "SELECT name, question, spec_json FROM sweeps WHERE id = ?");
-    s.Bind(1, *sweep_id);
-    if (s.Step()) {
-      input.sweep_name = s.Text(0);
-      input.question = s.Text(1);
-      spec = ParseJson(s.Text(2));
-    }
-    BAKEOFF_RETURN_IF_ERROR(s.status("the sweep"));
-  }
+  BAKEOFF_RETURN_IF_ERROR(ForEachRow(db, "SELECT name, question, spec_json FROM sweeps WHERE id = ?",
+                                     *sweep_id, "the sweep", [&](const SqliteStatement& s) {
+                                       input.sweep_name = s.Text(0);
+                                       input.question = s.Text(1);
+                                       spec = ParseJson(s.Text(2));
+                                     }));
   if (spec.is_object()) {
     // Read back through the spec library, which wrote it (spec::ToJson).
     auto stored = spec::SweepSpecFromJson(spec);
@@ -192,11 +138,10 @@ Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_
   }
 
   {
-    Statement s(db,
-                "SELECT key, params_json, counterpart_key, is_baseline, counterpart_excluded, "
-                "trainer_config_json FROM variants WHERE sweep_id = ? ORDER BY ordinal");
-    s.Bind(1, *sweep_id);
-    while (s.Step()) {
+    const char* sql =
+        "SELECT key, params_json, counterpart_key, is_baseline, counterpart_excluded, "
+        "trainer_config_json FROM variants WHERE sweep_id = ? ORDER BY ordinal";
+    BAKEOFF_RETURN_IF_ERROR(ForEachRow(db, sql, *sweep_id, "variants", [&](const SqliteStatement& s) {
       VariantInput v;
       v.key = s.Text(0);
       json params = ParseJson(s.Text(1));
@@ -204,16 +149,15 @@ Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_
         for (const auto& [name, value] : params.items()) v.params[name] = ValueText(value);
       }
       v.counterpart_key = s.Text(2);
-      v.is_baseline = s.Int(3) != 0;
-      v.counterpart_excluded = s.Int(4) != 0;
+      v.is_baseline = s.Int64(3) != 0;
+      v.counterpart_excluded = s.Int64(4) != 0;
       json config = ParseJson(s.Text(5));
       if (config.is_object() && config.contains("world_size") && config["world_size"].is_number_integer() &&
           config["world_size"].get<std::int64_t>() >= 1) {
         v.world_size = static_cast<int>(config["world_size"].get<std::int64_t>());
       }
       input.variants.push_back(std::move(v));
-    }
-    BAKEOFF_RETURN_IF_ERROR(s.status("variants"));
+    }));
   }
   // Axes not described by the spec (no spec_json, or random draws): their values as
   // they occur in the variants, in order.
@@ -247,31 +191,36 @@ Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_
   std::map<std::int64_t, std::size_t> trial_index;
   int simulated = 0;
   {
-    Statement s(db,
-                "SELECT t.id, t.variant_key, t.repeat, t.order_index, t.state, t.outcome, t.reason, "
-                "COALESCE(NULLIF(w.name, ''), a.worker_id, ''), COALESCE(a.simulated, 0), "
-                "a.ended_at - a.started_at "
-                "FROM trials t "
-                "LEFT JOIN attempts a ON a.trial_id = t.id AND a.attempt = t.attempts_used "
-                "LEFT JOIN workers w ON w.id = a.worker_id "
-                "WHERE t.sweep_id = ? ORDER BY t.order_index");
-    s.Bind(1, *sweep_id);
-    while (s.Step()) {
+    const char* sql =
+        "SELECT t.id, t.variant_key, t.repeat, t.order_index, t.state, t.outcome, t.reason, "
+        "COALESCE(NULLIF(w.name, ''), a.worker_id, ''), COALESCE(a.simulated, 0), "
+        "a.ended_at - a.started_at "
+        "FROM trials t "
+        "LEFT JOIN attempts a ON a.trial_id = t.id AND a.attempt = t.attempts_used "
+        "LEFT JOIN workers w ON w.id = a.worker_id "
+        "WHERE t.sweep_id = ? ORDER BY t.order_index";
+    BAKEOFF_RETURN_IF_ERROR(ForEachRow(db, sql, *sweep_id, "trials", [&](const SqliteStatement& s) {
       TrialInput t;
-      t.id = s.Int(0);
+      t.id = s.Int64(0);
       t.variant_key = s.Text(1);
-      t.repeat = static_cast<int>(s.Int(2));
-      t.order_index = static_cast<int>(s.Int(3));
+      t.repeat = static_cast<int>(s.Int64(2));
+      t.order_index = static_cast<int>(s.Int64(3));
       t.outcome = s.IsNull(5) ? s.Text(4) : s.Text(5);
       t.reason = s.Text(6);
       t.worker = s.Text(7);
-      simulated += s.Int(8) != 0 ? 1 : 0;
-      if (!s.IsNull(9) && s.Real(9) >= 0) t.duration_s = s.Real(9);
+      simulated += s.Int64(8) != 0 ? 1 : 0;
+      if (!s.IsNull(9) && s.Double(9) >= 0) t.duration_s = s.Double(9);
       trial_index[t.id] = input.trials.size();
       input.trials.push_back(std::move(t));
-    }
-    BAKEOFF_RETURN_IF_ERROR(s.status("trials"));
+    }));
   }
+  // Rows whose first column is a trial id: `row` gets that trial (others are skipped).
+  auto for_each_trial_row = [&](const char* sql, const std::string& what, auto row) {
+    return ForEachRow(db, sql, *sweep_id, what, [&](const SqliteStatement& s) {
+      auto it = trial_index.find(s.Int64(0));
+      if (it != trial_index.end()) row(input.trials[it->second], s);
+    });
+  };
   if (simulated > 0) {
     input.notes.push_back(std::to_string(simulated) +
                           " trial(s) ran the simulated workload (benchmarks only): their "
@@ -279,39 +228,34 @@ Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_
   }
 
   {
-    Statement s(db,
-                "SELECT m.trial_id, m.rank, m.startup_s, m.first_step_s, m.warmup_s, "
-                "m.step_s_median, m.step_s_p10, m.step_s_p90, m.tokens_per_s, m.flops_per_s, "
-                "m.mfu, m.peak_mem_bytes, m.frozen_bytes, m.trainable_bytes, m.grad_bytes, "
-                "m.optimizer_bytes, m.comm_s_per_step, m.comm_bytes_per_step, m.applied_json, "
-                "m.summary_json "
-                "FROM trial_summaries m JOIN trials t "
-                "ON t.id = m.trial_id AND m.attempt = t.attempts_used "
-                "WHERE t.sweep_id = ? ORDER BY m.trial_id, m.rank");
-    s.Bind(1, *sweep_id);
-    while (s.Step()) {
-      auto it = trial_index.find(s.Int(0));
-      if (it == trial_index.end()) continue;
-      TrialInput& t = input.trials[it->second];
+    const char* sql =
+        "SELECT m.trial_id, m.rank, m.startup_s, m.first_step_s, m.warmup_s, "
+        "m.step_s_median, m.step_s_p10, m.step_s_p90, m.tokens_per_s, m.flops_per_s, "
+        "m.mfu, m.peak_mem_bytes, m.frozen_bytes, m.trainable_bytes, m.grad_bytes, "
+        "m.optimizer_bytes, m.comm_s_per_step, m.comm_bytes_per_step, m.applied_json, "
+        "m.summary_json "
+        "FROM trial_summaries m JOIN trials t "
+        "ON t.id = m.trial_id AND m.attempt = t.attempts_used "
+        "WHERE t.sweep_id = ? ORDER BY m.trial_id, m.rank";
+    BAKEOFF_RETURN_IF_ERROR(for_each_trial_row(sql, "trial summaries", [&](TrialInput& t, const SqliteStatement& s) {
       RankSummary r;
-      r.rank = static_cast<int>(s.Int(1));
-      r.startup_s = s.Real(2);
-      r.first_step_s = s.Real(3);
-      r.warmup_s = s.Real(4);
-      r.step_s_median = s.Real(5);
-      r.step_s_p10 = s.Real(6);
-      r.step_s_p90 = s.Real(7);
-      r.tokens_per_s = s.Real(8);
-      r.flops_per_s = s.Real(9);
-      r.mfu = s.Real(10);
-      r.peak_mem_bytes = s.Int(11);
-      auto held = [&](int column) { return s.IsNull(column) ? std::nullopt : std::optional<std::int64_t>(s.Int(column)); };
-      r.frozen_bytes = held(12);
-      r.trainable_bytes = held(13);
-      r.grad_bytes = held(14);
-      r.optimizer_bytes = held(15);
-      r.comm_s_per_step = s.Real(16);
-      r.comm_bytes_per_step = s.Real(17);
+      r.rank = static_cast<int>(s.Int64(1));
+      r.startup_s = s.Double(2);
+      r.first_step_s = s.Double(3);
+      r.warmup_s = s.Double(4);
+      r.step_s_median = s.Double(5);
+      r.step_s_p10 = s.Double(6);
+      r.step_s_p90 = s.Double(7);
+      r.tokens_per_s = s.Double(8);
+      r.flops_per_s = s.Double(9);
+      r.mfu = s.Double(10);
+      r.peak_mem_bytes = s.Int64(11);
+      r.frozen_bytes = s.OptionalInt64(12);
+      r.trainable_bytes = s.OptionalInt64(13);
+      r.grad_bytes = s.OptionalInt64(14);
+      r.optimizer_bytes = s.OptionalInt64(15);
+      r.comm_s_per_step = s.Double(16);
+      r.comm_bytes_per_step = s.Double(17);
       if (t.applied.is_null() || r.rank == 0) {
         json applied = ParseJson(s.Text(18));
         if (!applied.is_null()) t.applied = std::move(applied);
@@ -325,33 +269,28 @@ Result<ReportInput> LoadReportInput(sqlite3* db, const std::string& sweep_id_or_
       }
       // Only succeeded trials' summaries count (a summary may precede a late failure).
       if (t.outcome == "succeeded") t.ranks.push_back(r);
-    }
-    BAKEOFF_RETURN_IF_ERROR(s.status("trial summaries"));
+    }));
   }
 
   {
     // Per step: the slowest rank's time (ranks wait for each other) and rank 0's loss
     // (the global mean, the same on every rank).
-    Statement s(db,
-                "SELECT m.trial_id, m.step, MAX(m.step_s), "
-                "(SELECT z.loss FROM step_metrics z WHERE z.trial_id = m.trial_id AND "
-                " z.attempt = m.attempt AND z.phase = 'measure' AND z.step = m.step "
-                " AND z.loss IS NOT NULL ORDER BY z.rank LIMIT 1) "
-                "FROM step_metrics m JOIN trials t "
-                "ON t.id = m.trial_id AND m.attempt = t.attempts_used "
-                "WHERE t.sweep_id = ? AND m.phase = 'measure' "
-                "GROUP BY m.trial_id, m.step ORDER BY m.trial_id, m.step");
-    s.Bind(1, *sweep_id);
-    while (s.Step()) {
-      auto it = trial_index.find(s.Int(0));
-      if (it == trial_index.end()) continue;
+    const char* sql =
+        "SELECT m.trial_id, m.step, MAX(m.step_s), "
+        "(SELECT z.loss FROM step_metrics z WHERE z.trial_id = m.trial_id AND "
+        " z.attempt = m.attempt AND z.phase = 'measure' AND z.step = m.step "
+        " AND z.loss IS NOT NULL ORDER BY z.rank LIMIT 1) "
+        "FROM step_metrics m JOIN trials t "
+        "ON t.id = m.trial_id AND m.attempt = t.attempts_used "
+        "WHERE t.sweep_id = ? AND m.phase = 'measure' "
+        "GROUP BY m.trial_id, m.step ORDER BY m.trial_id, m.step";
+    BAKEOFF_RETURN_IF_ERROR(for_each_trial_row(sql, "step metrics", [&](TrialInput& t, const SqliteStatement& s) {
       StepSample sample;
-      sample.step = s.Int(1);
-      sample.step_s = s.Real(2);
-      if (!s.IsNull(3)) sample.loss = s.Real(3);
-      input.trials[it->second].steps.push_back(sample);
-    }
-    BAKEOFF_RETURN_IF_ERROR(s.status("step metrics"));
+      sample.step = s.Int64(1);
+      sample.step_s = s.Double(2);
+      if (!s.IsNull(3)) sample.loss = s.Double(3);
+      t.steps.push_back(sample);
+    }));
   }
   return input;
 }

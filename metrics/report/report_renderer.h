@@ -78,6 +78,15 @@ std::string RenderRatioChartSvg(const std::string& id, const std::string& title,
                                 const std::vector<RatioChartRow>& rows,
                                 const std::string& axis_label = "ratio (x, 1.0x = no change)");
 
+// One CSV field as RFC 4180 writes it: quoted (quotes doubled) when it holds a comma,
+// a quote or a line break; as is otherwise. The report's, `bakeoff compare`'s and
+// `bakeoff query`'s CSV.
+std::string CsvField(const std::string& text);
+
+// "3/4 ok, oom x1": succeeded of all trials, then each other outcome's count; "no
+// trials" when none ran.
+std::string OutcomeCounts(const VariantReport& variant);
+
 // Formatting shared by the renderers (and `bakeoff compare`).
 std::string FormatBytes(std::int64_t bytes);         // "1.5 GiB"
 std::string FormatRatio(double ratio);               // "1.07x"

@@ -12,14 +12,7 @@ namespace {
 constexpr const char* kNone = "-";
 
 std::string OutcomeCell(const VariantReport& v) {
-  if (v.excluded) return "excluded";
-  if (v.trials == 0) return "no trials";
-  std::ostringstream out;
-  out << v.succeeded << "/" << v.trials << " ok";
-  for (const auto& [outcome, count] : v.outcome_counts) {
-    if (outcome != "succeeded") out << ", " << outcome << " x" << count;
-  }
-  return out.str();
+  return v.excluded ? "excluded" : OutcomeCounts(v);
 }
 
 std::string EvidenceCell(const VariantReport& v) {
@@ -406,6 +399,16 @@ std::vector<ReportSection> ReportSections(const Report& report) {
   }
   if (!trials.rows.empty()) sections.push_back(std::move(trials));
   return sections;
+}
+
+std::string OutcomeCounts(const VariantReport& v) {
+  if (v.trials == 0) return "no trials";
+  std::ostringstream out;
+  out << v.succeeded << "/" << v.trials << " ok";
+  for (const auto& [outcome, count] : v.outcome_counts) {
+    if (outcome != "succeeded") out << ", " << outcome << " x" << count;
+  }
+  return out.str();
 }
 
 }  // namespace bakeoff::metrics

@@ -49,7 +49,7 @@ Status CheckReportCost(const ReportInput& input, const ReportOptions& options) {
   return Status::Ok();
 }
 
-Result<std::string> RenderSweepReport(sqlite3* db, const std::string& sweep_id_or_name,
+Result<std::string> RenderSweepReport(SqliteConnection& db, const std::string& sweep_id_or_name,
                                       const ReportOptions& options) {
   Result<ReportInput> input = LoadReportInput(db, sweep_id_or_name);
   if (!input.ok()) return input.status();

@@ -3,16 +3,15 @@
 // both serve the same bytes: load (read-only) -> BuildReport -> RenderReport.
 //
 // Thread-safety: the path overloads open their own connection and may be called from
-// any thread; the sqlite3* overloads follow SQLite's rule (one thread per connection
+// any thread; the connection overload follows SQLite's rule (one thread per connection
 // at a time).
 #pragma once
-
-#include <sqlite3.h>
 
 #include <map>
 #include <string>
 
 #include "metrics/report/report_model.h"
+#include "metrics/store/sqlite_connection.h"
 #include "protocol/status.h"
 
 namespace bakeoff::metrics {
@@ -35,7 +34,7 @@ Status CheckReportCost(const ReportInput& input, const ReportOptions& options);
 Result<std::string> RenderSweepReport(const std::string& db_path,
                                       const std::string& sweep_id_or_name,
                                       const ReportOptions& options);
-Result<std::string> RenderSweepReport(sqlite3* db, const std::string& sweep_id_or_name,
+Result<std::string> RenderSweepReport(SqliteConnection& db, const std::string& sweep_id_or_name,
                                       const ReportOptions& options);
 
 // The computed report, for callers that render it themselves (`bakeoff compare`).

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include "metrics/store/schema_migrations.h"
@@ -64,6 +65,77 @@ Result<Enum> ParseStored(Result<Enum> parsed, const SqliteConnection& db, const 
 }
 
 // --- Row readers: the column lists and the code reading them stay side by side. ----
+// A reader names a record's fields in column order; ReadColumns fills them by type.
+
+// A JSON column read into `out`, `fallback` when NULL or not JSON.
+struct JsonOr {
+  nlohmann::json& out;
+  nlohmann::json fallback;
+};
+
+// A column holding an enum's SQL name (store_records.h), into Enum or std::optional<Enum>
+// (NULL: nullopt); an unknown name is a damaged database.
+template <typename Enum, typename Target = Enum>
+struct Stored {
+  Target& out;
+  Result<Enum> (*parse)(const std::string&);
+  const char* column;
+};
+template <typename Enum>
+Stored(Enum&, Result<Enum> (*)(const std::string&), const char*) -> Stored<Enum, Enum>;
+template <typename Enum>
+Stored(std::optional<Enum>&, Result<Enum> (*)(const std::string&), const char*)
+    -> Stored<Enum, std::optional<Enum>>;
+
+class ColumnReader {
+ public:
+  ColumnReader(const SqliteStatement& row, const SqliteConnection& db) : row_(row), db_(db) {}
+
+  template <typename Field>
+  void Next(Field&& field) {
+    if (status_.ok()) Read(std::forward<Field>(field));
+    ++column_;
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  void Read(int64_t& out) { out = row_.Int64(column_); }
+  void Read(double& out) { out = row_.Double(column_); }
+  void Read(bool& out) { out = row_.Int64(column_) != 0; }
+  void Read(std::string& out) { out = row_.Text(column_); }
+  void Read(std::optional<int64_t>& out) { out = row_.OptionalInt64(column_); }
+  void Read(std::optional<double>& out) { out = row_.OptionalDouble(column_); }
+  void Read(nlohmann::json& out) { out = ParseJsonOr(row_.Text(column_), nlohmann::json::object()); }
+  void Read(JsonOr field) { field.out = ParseJsonOr(row_.Text(column_), field.fallback); }
+  void Read(std::vector<RankPlacement>& out) { out = RanksFromJson(row_.Text(column_)); }
+  template <typename Enum, typename Target>
+  void Read(Stored<Enum, Target> field) {
+    if constexpr (!std::is_same_v<Enum, Target>) {
+      if (row_.IsNull(column_)) return;  // an optional enum stays nullopt
+    }
+    Result<Enum> parsed = ParseStored(field.parse(row_.Text(column_)), db_, field.column);
+    if (parsed.ok()) {
+      field.out = *parsed;
+    } else {
+      status_ = parsed.status();
+    }
+  }
+
+  const SqliteStatement& row_;
+  const SqliteConnection& db_;
+  int column_ = 0;
+  Status status_;
+};
+
+// Fills `fields` from columns 0, 1, ... of the current row; the first unknown enum name
+// is an IoError (ParseStored).
+template <typename... Fields>
+Status ReadColumns(const SqliteStatement& row, const SqliteConnection& db, Fields&&... fields) {
+  ColumnReader reader(row, db);
+  (reader.Next(std::forward<Fields>(fields)), ...);
+  return reader.status();
+}
+
 
 constexpr const char* kSweepColumns =
     "w.id, w.name, w.question, w.yaml, w.spec_json, w.state, w.created_at, w.finished_at, "
@@ -78,26 +150,13 @@ constexpr const char* kSweepColumns =
     "  FROM trials GROUP BY sweep_id) c ON c.sweep_id = w.id ";
 
 Result<SweepRecord> ReadSweepRow(const SqliteStatement& row, const SqliteConnection& db) {
-  SweepRecord sweep;
-  sweep.id = row.Int64(0);
-  sweep.name = row.Text(1);
-  sweep.question = row.Text(2);
-  sweep.yaml = row.Text(3);
-  sweep.spec = row.IsNull(4) ? nlohmann::json() : ParseJsonOr(row.Text(4), nlohmann::json());
-  Result<SweepState> state = ParseStored(ParseSweepState(row.Text(5)), db, "sweeps.state");
-  if (!state.ok()) return state.status();
-  sweep.state = *state;
-  sweep.created_at = row.Double(6);
-  sweep.finished_at = row.OptionalDouble(7);
-  sweep.variant_count = row.Int64(8);
-  sweep.trial_count = row.Int64(9);
-  sweep.counts.queued = row.Int64(10);
-  sweep.counts.assigned = row.Int64(11);
-  sweep.counts.running = row.Int64(12);
-  sweep.counts.finished = row.Int64(13);
-  sweep.counts.succeeded = row.Int64(14);
-  sweep.counts.unsuccessful = row.Int64(15);
-  return sweep;
+  SweepRecord w;
+  BAKEOFF_RETURN_IF_ERROR(ReadColumns(
+      row, db, w.id, w.name, w.question, w.yaml, JsonOr{w.spec, nlohmann::json()},
+      Stored{w.state, ParseSweepState, "sweeps.state"}, w.created_at, w.finished_at,
+      w.variant_count, w.trial_count, w.counts.queued, w.counts.assigned, w.counts.running,
+      w.counts.finished, w.counts.succeeded, w.counts.unsuccessful));
+  return w;
 }
 
 constexpr const char* kTrialColumns =
@@ -105,26 +164,13 @@ constexpr const char* kTrialColumns =
     "t.reason, t.attempts_used, t.max_attempts, t.queued_at, t.finished_at FROM trials t ";
 
 Result<TrialRecord> ReadTrialRow(const SqliteStatement& row, const SqliteConnection& db) {
-  TrialRecord trial;
-  trial.id = row.Int64(0);
-  trial.sweep_id = row.Int64(1);
-  trial.variant_key = row.Text(2);
-  trial.repeat = row.Int64(3);
-  trial.order_index = row.Int64(4);
-  Result<TrialState> state = ParseStored(ParseTrialState(row.Text(5)), db, "trials.state");
-  if (!state.ok()) return state.status();
-  trial.state = *state;
-  if (!row.IsNull(6)) {
-    Result<Outcome> outcome = ParseStored(ParseOutcome(row.Text(6)), db, "trials.outcome");
-    if (!outcome.ok()) return outcome.status();
-    trial.outcome = *outcome;
-  }
-  trial.reason = row.Text(7);
-  trial.attempts_used = row.Int64(8);
-  trial.max_attempts = row.Int64(9);
-  trial.queued_at = row.Double(10);
-  trial.finished_at = row.OptionalDouble(11);
-  return trial;
+  TrialRecord t;
+  BAKEOFF_RETURN_IF_ERROR(ReadColumns(
+      row, db, t.id, t.sweep_id, t.variant_key, t.repeat, t.order_index,
+      Stored{t.state, ParseTrialState, "trials.state"},
+      Stored{t.outcome, ParseOutcome, "trials.outcome"}, t.reason, t.attempts_used,
+      t.max_attempts, t.queued_at, t.finished_at));
+  return t;
 }
 
 constexpr const char* kAttemptColumns =
@@ -132,35 +178,52 @@ constexpr const char* kAttemptColumns =
     "a.started_at, a.ended_at, a.outcome, a.reason FROM attempts a ";
 
 Result<AttemptRecord> ReadAttemptRow(const SqliteStatement& row, const SqliteConnection& db) {
-  AttemptRecord attempt;
-  attempt.trial_id = row.Int64(0);
-  attempt.attempt = row.Int64(1);
-  attempt.worker_id = row.Text(2);
-  attempt.host = row.Text(3);
-  attempt.ranks = RanksFromJson(row.Text(4));
-  attempt.simulated = row.Int64(5) != 0;
-  attempt.assigned_at = row.Double(6);
-  attempt.started_at = row.OptionalDouble(7);
-  attempt.ended_at = row.OptionalDouble(8);
-  if (!row.IsNull(9)) {
-    Result<Outcome> outcome = ParseStored(ParseOutcome(row.Text(9)), db, "attempts.outcome");
-    if (!outcome.ok()) return outcome.status();
-    attempt.outcome = *outcome;
-  }
-  attempt.reason = row.Text(10);
-  return attempt;
+  AttemptRecord a;
+  BAKEOFF_RETURN_IF_ERROR(ReadColumns(
+      row, db, a.trial_id, a.attempt, a.worker_id, a.host, a.ranks, a.simulated, a.assigned_at,
+      a.started_at, a.ended_at, Stored{a.outcome, ParseOutcome, "attempts.outcome"},
+      a.reason));
+  return a;
 }
 
 constexpr const char* kSummaryColumns =
     "s.trial_id, s.attempt, s.rank, s.summary_json FROM trial_summaries s ";
 
-TrialSummary ReadSummaryRow(const SqliteStatement& row) {
+Result<TrialSummary> ReadSummaryRow(const SqliteStatement& row, const SqliteConnection& db) {
   TrialSummary summary;
-  summary.trial_id = row.Int64(0);
-  summary.attempt = row.Int64(1);
-  summary.rank = row.Int64(2);
-  summary.summary = ParseJsonOr(row.Text(3), nlohmann::json::object());
+  BAKEOFF_RETURN_IF_ERROR(
+      ReadColumns(row, db, summary.trial_id, summary.attempt, summary.rank, summary.summary));
   return summary;
+}
+
+Result<VariantRecord> ReadVariantRow(const SqliteStatement& row, const SqliteConnection& db) {
+  VariantRecord v;
+  BAKEOFF_RETURN_IF_ERROR(ReadColumns(row, db, v.key, v.ordinal, v.params, v.trainer_config,
+                                      v.counterpart_key, v.is_baseline, v.counterpart_excluded));
+  return v;
+}
+
+Result<StepMetric> ReadStepMetricRow(const SqliteStatement& row, const SqliteConnection& db) {
+  StepMetric m;
+  BAKEOFF_RETURN_IF_ERROR(ReadColumns(row, db, m.trial_id, m.attempt, m.rank, m.step, m.phase,
+                                      m.step_s, m.tokens, m.loss, m.lr, m.peak_mem_bytes,
+                                      m.rss_bytes, m.comm_s, m.comm_bytes));
+  return m;
+}
+
+Result<EventRecord> ReadEventRow(const SqliteStatement& row, const SqliteConnection& db) {
+  EventRecord e;
+  BAKEOFF_RETURN_IF_ERROR(
+      ReadColumns(row, db, e.trial_id, e.attempt, e.rank, e.kind, e.seq, e.data, e.at));
+  return e;
+}
+
+Result<WorkerRecord> ReadWorkerRow(const SqliteStatement& row, const SqliteConnection& db) {
+  WorkerRecord w;
+  BAKEOFF_RETURN_IF_ERROR(ReadColumns(row, db, w.id, w.name, w.host, w.resources, w.metrics_url,
+                                      Stored{w.state, ParseWorkerState, "workers.state"},
+                                      w.registered_at, w.last_heartbeat_at));
+  return w;
 }
 
 // Reads every row of `stmt` with `read` into a vector.
@@ -177,29 +240,60 @@ Result<std::vector<T>> ReadAll(SqliteStatement& stmt, Reader read) {
   }
 }
 
-// The trial's state as a not-applied TransitionResult; kNotFound when absent.
-Result<TransitionResult> ReadTransitionState(SqliteConnection& db, int64_t trial_id) {
-  Result<SqliteStatement> stmt =
-      db.PrepareCached("SELECT state, attempts_used, outcome FROM trials WHERE id = ?");
+// `sql` prepared (cached) with `args` bound from parameter 1.
+template <typename... Args>
+Result<SqliteStatement> PrepareBound(SqliteConnection& db, const std::string& sql, const Args&... args) {
+  Result<SqliteStatement> stmt = db.PrepareCached(sql);
+  if (stmt.ok()) stmt->BindAll(args...);
+  return stmt;
+}
+
+// Runs `sql` (cached) with `args` bound and reads every row with read(row, db).
+template <typename T, typename... Args>
+Result<std::vector<T>> QueryAll(SqliteConnection& db, const std::string& sql,
+                                Result<T> (*read)(const SqliteStatement&, const SqliteConnection&),
+                                const Args&... args) {
+  Result<SqliteStatement> stmt = PrepareBound(db, sql, args...);
   if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, trial_id);
+  return ReadAll<T>(*stmt, [&](const SqliteStatement& row) { return read(row, db); });
+}
+
+// As QueryAll for the first row; `not_found` when there is none.
+template <typename T, typename... Args>
+Result<T> QueryOne(SqliteConnection& db, const std::string& sql, const Status& not_found,
+                   Result<T> (*read)(const SqliteStatement&, const SqliteConnection&),
+                   const Args&... args) {
+  Result<SqliteStatement> stmt = PrepareBound(db, sql, args...);
+  if (!stmt.ok()) return stmt.status();
   Result<bool> row = stmt->Step();
   if (!row.ok()) return row.status();
-  if (!*row) {
-    return Status::NotFound("trial " + std::to_string(trial_id) +
-                            " is not in the results database " + db.path());
-  }
+  if (!*row) return not_found;
+  return read(*stmt, db);
+}
+
+Result<TransitionResult> ReadTransitionRow(const SqliteStatement& row, const SqliteConnection& db) {
   TransitionResult result;
-  Result<TrialState> state = ParseStored(ParseTrialState(stmt->Text(0)), db, "trials.state");
-  if (!state.ok()) return state.status();
-  result.state = *state;
-  result.attempts_used = stmt->Int64(1);
-  if (!stmt->IsNull(2)) {
-    Result<Outcome> outcome = ParseStored(ParseOutcome(stmt->Text(2)), db, "trials.outcome");
-    if (!outcome.ok()) return outcome.status();
-    result.outcome = *outcome;
-  }
+  BAKEOFF_RETURN_IF_ERROR(ReadColumns(row, db,
+                                      Stored{result.state, ParseTrialState, "trials.state"},
+                                      result.attempts_used,
+                                      Stored{result.outcome, ParseOutcome, "trials.outcome"}));
   return result;
+}
+
+// The trial's state as a not-applied TransitionResult; kNotFound when absent.
+Result<TransitionResult> ReadTransitionState(SqliteConnection& db, int64_t trial_id) {
+  return QueryOne(db, "SELECT state, attempts_used, outcome FROM trials WHERE id = ?",
+                  Status::NotFound("trial " + std::to_string(trial_id) +
+                                   " is not in the results database " + db.path()),
+                  ReadTransitionRow, trial_id);
+}
+
+// Runs an UPDATE meant to change one row; `not_found` when it changed none.
+template <typename... Args>
+Status UpdateOne(SqliteConnection& db, const Status& not_found, const std::string& sql,
+                 const Args&... args) {
+  BAKEOFF_RETURN_IF_ERROR(db.RunCached(sql, args...));
+  return db.Changes() == 0 ? not_found : Status::Ok();
 }
 
 // Whether rows for (trial, attempt) may be written: the attempt is the trial's current
@@ -239,6 +333,29 @@ class CurrentAttemptCache {
   std::optional<SqliteStatement> stmt_;
   std::map<std::pair<int64_t, int64_t>, bool> cache_;
 };
+
+// Inserts a row per item (INSERT OR IGNORE) whose attempt is current, bound by
+// bind(insert, item); counts each item as stale, written or a duplicate in `result`.
+template <typename Item, typename Bind>
+Status InsertCurrent(SqliteConnection& db, CurrentAttemptCache& current, const std::string& sql,
+                     const std::vector<Item>& items, BatchResult& result, Bind bind) {
+  if (items.empty()) return Status::Ok();
+  Result<SqliteStatement> insert = db.PrepareCached(sql);
+  if (!insert.ok()) return insert.status();
+  for (const Item& item : items) {
+    Result<bool> ok = current.IsCurrent(item.trial_id, item.attempt);
+    if (!ok.ok()) return ok.status();
+    if (!*ok) {
+      ++result.stale;
+      continue;
+    }
+    insert->Reset();
+    bind(*insert, item);
+    BAKEOFF_RETURN_IF_ERROR(insert->Run());
+    (db.Changes() > 0 ? result.written : result.duplicates) += 1;
+  }
+  return Status::Ok();
+}
 
 Status ValidateBatch(const MetricsBatch& batch) {
   for (const StepMetric& step : batch.steps) {
@@ -606,157 +723,136 @@ Status ResultsStore::SetSweepState(int64_t sweep_id, SweepState state) {
   std::lock_guard<std::mutex> lock(mutex_);
   UnixSeconds now = Now();
   return WriteTransaction("set_sweep_state", true, [&]() -> Status {
-    Result<SqliteStatement> update = db_->PrepareCached(
-        "UPDATE sweeps SET state = ?1, finished_at = CASE WHEN ?1 = 'running' THEN NULL "
-        "ELSE COALESCE(finished_at, ?2) END WHERE id = ?3");
-    if (!update.ok()) return update.status();
-    update->BindAll(SweepStateName(state), now, sweep_id);
-    BAKEOFF_RETURN_IF_ERROR(update->Run());
-    if (db_->Changes() == 0) {
-      return Status::NotFound("sweep " + std::to_string(sweep_id) +
-                              " is not in the results database " + options_.path);
-    }
-    return Status::Ok();
+    return UpdateOne(*db_,
+                     Status::NotFound("sweep " + std::to_string(sweep_id) +
+                                      " is not in the results database " + options_.path),
+                     "UPDATE sweeps SET state = ?1, finished_at = CASE WHEN ?1 = 'running' THEN "
+                     "NULL ELSE COALESCE(finished_at, ?2) END WHERE id = ?3",
+                     SweepStateName(state), now, sweep_id);
   });
 }
 
 // --- Trial transitions ---------------------------------------------------------------
 
-Result<TransitionResult> ResultsStore::AssignTrial(int64_t trial_id,
-                                                   int64_t expected_attempts_used,
-                                                   const AttemptRecord& placement) {
+Result<TransitionResult> ResultsStore::Transition(
+    const char* operation, int64_t trial_id, const std::string& doing,
+    const std::function<bool(const TransitionResult&)>& allowed,
+    const std::function<Status(UnixSeconds, TransitionResult&)>& apply) {
   std::lock_guard<std::mutex> lock(mutex_);
   UnixSeconds now = Now();
   TransitionResult result;
-  Status status = WriteTransaction("assign_trial", true, [&]() -> Status {
+  Status status = WriteTransaction(operation, true, [&]() -> Status {
     Result<TransitionResult> found = ReadTransitionState(*db_, trial_id);
     if (!found.ok()) return found.status();
     result = *found;
-    if (result.state != TrialState::kQueued || result.attempts_used != expected_attempts_used) {
-      return Status::Ok();
-    }
-    int64_t attempt = expected_attempts_used + 1;
-    Result<SqliteStatement> insert = db_->PrepareCached(
-        "INSERT INTO attempts (trial_id, attempt, worker_id, host, ranks_json, simulated, "
-        "assigned_at) VALUES (?, ?, ?, ?, ?, ?, ?)");
-    if (!insert.ok()) return insert.status();
-    insert->BindAll(trial_id, attempt, placement.worker_id, placement.host,
-                    Dump(RanksToJson(placement.ranks)), static_cast<int64_t>(placement.simulated),
-                    placement.assigned_at != 0 ? placement.assigned_at : now);
-    BAKEOFF_RETURN_IF_ERROR(insert->Run());
-    Result<SqliteStatement> update = db_->PrepareCached(
-        "UPDATE trials SET state = 'assigned', attempts_used = ? WHERE id = ?");
-    if (!update.ok()) return update.status();
-    update->BindAll(attempt, trial_id);
-    BAKEOFF_RETURN_IF_ERROR(update->Run());
+    if (!allowed(result)) return Status::Ok();
+    BAKEOFF_RETURN_IF_ERROR(apply(now, result));
     result.applied = true;
-    result.state = TrialState::kAssigned;
-    result.attempts_used = attempt;
-    result.attempt = attempt;
     return Status::Ok();
   });
-  if (!status.ok()) return status.WithContext("assigning trial " + std::to_string(trial_id));
+  if (!status.ok()) return status.WithContext(doing);
   return result;
 }
 
+namespace {
+
+// Ends an attempt with its outcome and reason.
+Status EndAttempt(SqliteConnection& db, int64_t trial_id, int64_t attempt, Outcome outcome,
+                  const std::string& reason, UnixSeconds now) {
+  return db.RunCached(
+      "UPDATE attempts SET outcome = ?, reason = ?, ended_at = ? WHERE trial_id = ? AND "
+      "attempt = ?",
+      OutcomeName(outcome), reason, now, trial_id, attempt);
+}
+
+bool IsActive(TrialState state) {
+  return state == TrialState::kAssigned || state == TrialState::kRunning;
+}
+
+}  // namespace
+
+Result<TransitionResult> ResultsStore::AssignTrial(int64_t trial_id,
+                                                   int64_t expected_attempts_used,
+                                                   const AttemptRecord& placement) {
+  return Transition(
+      "assign_trial", trial_id, "assigning trial " + std::to_string(trial_id),
+      [&](const TransitionResult& found) {
+        return found.state == TrialState::kQueued && found.attempts_used == expected_attempts_used;
+      },
+      [&](UnixSeconds now, TransitionResult& result) -> Status {
+        int64_t attempt = expected_attempts_used + 1;
+        BAKEOFF_RETURN_IF_ERROR(db_->RunCached(
+            "INSERT INTO attempts (trial_id, attempt, worker_id, host, ranks_json, simulated, "
+            "assigned_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            trial_id, attempt, placement.worker_id, placement.host,
+            Dump(RanksToJson(placement.ranks)), static_cast<int64_t>(placement.simulated),
+            placement.assigned_at != 0 ? placement.assigned_at : now));
+        BAKEOFF_RETURN_IF_ERROR(db_->RunCached(
+            "UPDATE trials SET state = 'assigned', attempts_used = ? WHERE id = ?", attempt, trial_id));
+        result.state = TrialState::kAssigned;
+        result.attempts_used = attempt;
+        result.attempt = attempt;
+        return Status::Ok();
+      });
+}
+
 Result<TransitionResult> ResultsStore::MarkRunning(int64_t trial_id, int64_t attempt) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  UnixSeconds now = Now();
-  TransitionResult result;
-  Status status = WriteTransaction("mark_running", true, [&]() -> Status {
-    Result<TransitionResult> found = ReadTransitionState(*db_, trial_id);
-    if (!found.ok()) return found.status();
-    result = *found;
-    if (result.state != TrialState::kAssigned || result.attempts_used != attempt) {
-      return Status::Ok();
-    }
-    Result<SqliteStatement> running = db_->PrepareCached("UPDATE trials SET state = 'running' WHERE id = ?");
-    if (!running.ok()) return running.status();
-    running->Bind(1, trial_id);
-    BAKEOFF_RETURN_IF_ERROR(running->Run());
-    Result<SqliteStatement> update = db_->PrepareCached(
-        "UPDATE attempts SET started_at = COALESCE(started_at, ?) WHERE trial_id = ? AND "
-        "attempt = ?");
-    if (!update.ok()) return update.status();
-    update->BindAll(now, trial_id, attempt);
-    BAKEOFF_RETURN_IF_ERROR(update->Run());
-    result.applied = true;
-    result.state = TrialState::kRunning;
-    result.attempt = attempt;
-    return Status::Ok();
-  });
-  if (!status.ok()) {
-    return status.WithContext("marking trial " + std::to_string(trial_id) + " running");
-  }
-  return result;
+  return Transition(
+      "mark_running", trial_id, "marking trial " + std::to_string(trial_id) + " running",
+      [&](const TransitionResult& found) {
+        return found.state == TrialState::kAssigned && found.attempts_used == attempt;
+      },
+      [&](UnixSeconds now, TransitionResult& result) -> Status {
+        BAKEOFF_RETURN_IF_ERROR(
+            db_->RunCached("UPDATE trials SET state = 'running' WHERE id = ?", trial_id));
+        BAKEOFF_RETURN_IF_ERROR(db_->RunCached(
+            "UPDATE attempts SET started_at = COALESCE(started_at, ?) WHERE trial_id = ? AND "
+            "attempt = ?",
+            now, trial_id, attempt));
+        result.state = TrialState::kRunning;
+        result.attempt = attempt;
+        return Status::Ok();
+      });
 }
 
 Result<TransitionResult> ResultsStore::FinishTrial(int64_t trial_id, int64_t expected_attempt,
                                                    Outcome outcome, const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  UnixSeconds now = Now();
-  TransitionResult result;
-  Status status = WriteTransaction("finish_trial", true, [&]() -> Status {
-    Result<TransitionResult> found = ReadTransitionState(*db_, trial_id);
-    if (!found.ok()) return found.status();
-    result = *found;
-    if (result.state == TrialState::kFinished || result.attempts_used != expected_attempt) {
-      return Status::Ok();
-    }
-    if (result.state == TrialState::kAssigned || result.state == TrialState::kRunning) {
-      Result<SqliteStatement> end_attempt = db_->PrepareCached(
-          "UPDATE attempts SET outcome = ?, reason = ?, ended_at = ? WHERE trial_id = ? AND "
-          "attempt = ?");
-      if (!end_attempt.ok()) return end_attempt.status();
-      end_attempt->BindAll(OutcomeName(outcome), reason, now, trial_id, expected_attempt);
-      BAKEOFF_RETURN_IF_ERROR(end_attempt->Run());
-    }
-    Result<SqliteStatement> finish = db_->PrepareCached(
-        "UPDATE trials SET state = 'finished', outcome = ?, reason = ?, finished_at = ? "
-        "WHERE id = ?");
-    if (!finish.ok()) return finish.status();
-    finish->BindAll(OutcomeName(outcome), reason, now, trial_id);
-    BAKEOFF_RETURN_IF_ERROR(finish->Run());
-    result.applied = true;
-    result.state = TrialState::kFinished;
-    result.outcome = outcome;
-    result.attempt = expected_attempt;
-    return Status::Ok();
-  });
-  if (!status.ok()) return status.WithContext("finishing trial " + std::to_string(trial_id));
-  return result;
+  return Transition(
+      "finish_trial", trial_id, "finishing trial " + std::to_string(trial_id),
+      [&](const TransitionResult& found) {
+        return found.state != TrialState::kFinished && found.attempts_used == expected_attempt;
+      },
+      [&](UnixSeconds now, TransitionResult& result) -> Status {
+        if (IsActive(result.state)) {
+          BAKEOFF_RETURN_IF_ERROR(EndAttempt(*db_, trial_id, expected_attempt, outcome, reason, now));
+        }
+        BAKEOFF_RETURN_IF_ERROR(db_->RunCached(
+            "UPDATE trials SET state = 'finished', outcome = ?, reason = ?, finished_at = ? "
+            "WHERE id = ?",
+            OutcomeName(outcome), reason, now, trial_id));
+        result.state = TrialState::kFinished;
+        result.outcome = outcome;
+        result.attempt = expected_attempt;
+        return Status::Ok();
+      });
 }
 
 Result<TransitionResult> ResultsStore::RequeueTrial(int64_t trial_id, int64_t attempt,
                                                     Outcome attempt_outcome,
                                                     const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  UnixSeconds now = Now();
-  TransitionResult result;
-  Status status = WriteTransaction("requeue_trial", true, [&]() -> Status {
-    Result<TransitionResult> found = ReadTransitionState(*db_, trial_id);
-    if (!found.ok()) return found.status();
-    result = *found;
-    bool active = result.state == TrialState::kAssigned || result.state == TrialState::kRunning;
-    if (!active || result.attempts_used != attempt) return Status::Ok();
-    Result<SqliteStatement> end_attempt = db_->PrepareCached(
-        "UPDATE attempts SET outcome = ?, reason = ?, ended_at = ? WHERE trial_id = ? AND "
-        "attempt = ?");
-    if (!end_attempt.ok()) return end_attempt.status();
-    end_attempt->BindAll(OutcomeName(attempt_outcome), reason, now, trial_id, attempt);
-    BAKEOFF_RETURN_IF_ERROR(end_attempt->Run());
-    Result<SqliteStatement> requeue =
-        db_->PrepareCached("UPDATE trials SET state = 'queued', reason = ? WHERE id = ?");
-    if (!requeue.ok()) return requeue.status();
-    requeue->BindAll(reason, trial_id);
-    BAKEOFF_RETURN_IF_ERROR(requeue->Run());
-    result.applied = true;
-    result.state = TrialState::kQueued;
-    result.attempt = attempt;
-    return Status::Ok();
-  });
-  if (!status.ok()) return status.WithContext("requeueing trial " + std::to_string(trial_id));
-  return result;
+  return Transition(
+      "requeue_trial", trial_id, "requeueing trial " + std::to_string(trial_id),
+      [&](const TransitionResult& found) {
+        return IsActive(found.state) && found.attempts_used == attempt;
+      },
+      [&](UnixSeconds now, TransitionResult& result) -> Status {
+        BAKEOFF_RETURN_IF_ERROR(EndAttempt(*db_, trial_id, attempt, attempt_outcome, reason, now));
+        BAKEOFF_RETURN_IF_ERROR(
+            db_->RunCached("UPDATE trials SET state = 'queued', reason = ? WHERE id = ?", reason, trial_id));
+        result.state = TrialState::kQueued;
+        result.attempt = attempt;
+        return Status::Ok();
+      });
 }
 
 Result<int64_t> ResultsStore::CancelQueuedTrials(int64_t sweep_id, const std::string& reason) {
@@ -813,33 +909,25 @@ Status ResultsStore::UpsertWorker(const WorkerRecord& worker) {
 
 Status ResultsStore::SetWorkerState(const std::string& worker_id, WorkerState state) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return WriteTransaction("set_worker_state", false, [&]() -> Status {
-    Result<SqliteStatement> update = db_->PrepareCached("UPDATE workers SET state = ? WHERE id = ?");
-    if (!update.ok()) return update.status();
-    update->BindAll(WorkerStateName(state), worker_id);
-    BAKEOFF_RETURN_IF_ERROR(update->Run());
-    if (db_->Changes() == 0) {
-      return Status::NotFound("worker " + worker_id + " is not in the results database " +
-                              options_.path);
-    }
-    return Status::Ok();
-  });
+  return UpdateWorker("set_worker_state", worker_id, "UPDATE workers SET state = ? WHERE id = ?",
+                      WorkerStateName(state));
 }
 
 Status ResultsStore::RecordWorkerHeartbeat(const std::string& worker_id, UnixSeconds at) {
   std::lock_guard<std::mutex> lock(mutex_);
   UnixSeconds when = at != 0 ? at : Now();
-  return WriteTransaction("worker_heartbeat", false, [&]() -> Status {
-    Result<SqliteStatement> update =
-        db_->PrepareCached("UPDATE workers SET last_heartbeat_at = ? WHERE id = ?");
-    if (!update.ok()) return update.status();
-    update->BindAll(when, worker_id);
-    BAKEOFF_RETURN_IF_ERROR(update->Run());
-    if (db_->Changes() == 0) {
-      return Status::NotFound("worker " + worker_id + " is not in the results database " +
-                              options_.path);
-    }
-    return Status::Ok();
+  return UpdateWorker("worker_heartbeat", worker_id,
+                      "UPDATE workers SET last_heartbeat_at = ? WHERE id = ?", when);
+}
+
+template <typename Value>
+Status ResultsStore::UpdateWorker(const char* operation, const std::string& worker_id,
+                                  const char* sql, const Value& value) {
+  return WriteTransaction(operation, false, [&]() -> Status {
+    return UpdateOne(*db_,
+                     Status::NotFound("worker " + worker_id + " is not in the results database " +
+                                      options_.path),
+                     sql, value, worker_id);
   });
 }
 
@@ -855,79 +943,41 @@ Result<BatchResult> ResultsStore::AppendBatch(const MetricsBatch& batch) {
   Status status = WriteTransaction("append_batch", true, [&]() -> Status {
     result = BatchResult();
     CurrentAttemptCache current(*db_);
-    auto count = [&](bool inserted) { (inserted ? result.written : result.duplicates) += 1; };
-
-    if (!batch.steps.empty()) {
-      Result<SqliteStatement> insert = db_->PrepareCached(
-          "INSERT OR IGNORE INTO step_metrics (trial_id, attempt, rank, phase, step, step_s, "
-          "tokens, loss, lr, peak_mem_bytes, rss_bytes, comm_s, comm_bytes) "
-          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-      if (!insert.ok()) return insert.status();
-      for (const StepMetric& step : batch.steps) {
-        Result<bool> ok = current.IsCurrent(step.trial_id, step.attempt);
-        if (!ok.ok()) return ok.status();
-        if (!*ok) {
-          ++result.stale;
-          continue;
-        }
-        insert->Reset();
-        insert->BindAll(step.trial_id, step.attempt, step.rank, step.phase, step.step,
-                        step.step_s, step.tokens, step.loss, step.lr, step.peak_mem_bytes,
-                        step.rss_bytes, step.comm_s, step.comm_bytes);
-        BAKEOFF_RETURN_IF_ERROR(insert->Run());
-        count(db_->Changes() > 0);
-      }
-    }
-
-    if (!batch.summaries.empty()) {
-      Result<SqliteStatement> insert = db_->PrepareCached(
-          "INSERT OR IGNORE INTO trial_summaries (trial_id, attempt, rank, startup_s, "
-          "first_step_s, warmup_s, step_s_median, step_s_p10, step_s_p90, tokens_per_s, "
-          "flops_per_s, mfu, peak_mem_bytes, frozen_bytes, trainable_bytes, grad_bytes, "
-          "optimizer_bytes, comm_s_per_step, comm_bytes_per_step, applied_json, summary_json, "
-          "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-      if (!insert.ok()) return insert.status();
-      for (const SummaryRecord& summary : batch.summaries) {
-        Result<bool> ok = current.IsCurrent(summary.trial_id, summary.attempt);
-        if (!ok.ok()) return ok.status();
-        if (!*ok) {
-          ++result.stale;
-          continue;
-        }
-        const protocol::SummaryEvent& s = summary.figures;
-        insert->Reset();
-        insert->BindAll(
-            summary.trial_id, summary.attempt, summary.rank, s.startup_s, s.first_step_s,
-            s.warmup_s, s.step_s_median, s.step_s_p10, s.step_s_p90, s.tokens_per_s,
-            s.flops_per_s, s.mfu, s.peak_mem_bytes, s.frozen_bytes, s.trainable_bytes,
-            s.grad_bytes, s.optimizer_bytes, s.comm_s_per_step, s.comm_bytes_per_step,
-            s.applied ? std::optional<std::string>(Dump(*s.applied)) : std::optional<std::string>(),
-            Dump(summary.body), now);
-        BAKEOFF_RETURN_IF_ERROR(insert->Run());
-        count(db_->Changes() > 0);
-      }
-    }
-
-    if (!batch.events.empty()) {
-      Result<SqliteStatement> insert = db_->PrepareCached(
-          "INSERT OR IGNORE INTO events (trial_id, attempt, rank, kind, seq, data_json, at) "
-          "VALUES (?, ?, ?, ?, ?, ?, ?)");
-      if (!insert.ok()) return insert.status();
-      for (const EventRecord& event : batch.events) {
-        Result<bool> ok = current.IsCurrent(event.trial_id, event.attempt);
-        if (!ok.ok()) return ok.status();
-        if (!*ok) {
-          ++result.stale;
-          continue;
-        }
-        insert->Reset();
-        insert->BindAll(event.trial_id, event.attempt, event.rank, event.kind, event.seq,
-                        Dump(event.data), event.at != 0 ? event.at : now);
-        BAKEOFF_RETURN_IF_ERROR(insert->Run());
-        count(db_->Changes() > 0);
-      }
-    }
-    return Status::Ok();
+    BAKEOFF_RETURN_IF_ERROR(InsertCurrent(
+        *db_, current,
+        "INSERT OR IGNORE INTO step_metrics (trial_id, attempt, rank, phase, step, step_s, "
+        "tokens, loss, lr, peak_mem_bytes, rss_bytes, comm_s, comm_bytes) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        batch.steps, result, [](SqliteStatement& insert, const StepMetric& step) {
+          insert.BindAll(step.trial_id, step.attempt, step.rank, step.phase, step.step, step.step_s,
+                         step.tokens, step.loss, step.lr, step.peak_mem_bytes, step.rss_bytes,
+                         step.comm_s, step.comm_bytes);
+        }));
+    BAKEOFF_RETURN_IF_ERROR(InsertCurrent(
+        *db_, current,
+        "INSERT OR IGNORE INTO trial_summaries (trial_id, attempt, rank, startup_s, "
+        "first_step_s, warmup_s, step_s_median, step_s_p10, step_s_p90, tokens_per_s, "
+        "flops_per_s, mfu, peak_mem_bytes, frozen_bytes, trainable_bytes, grad_bytes, "
+        "optimizer_bytes, comm_s_per_step, comm_bytes_per_step, applied_json, summary_json, "
+        "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        batch.summaries, result, [&](SqliteStatement& insert, const SummaryRecord& summary) {
+          const protocol::SummaryEvent& s = summary.figures;
+          insert.BindAll(
+              summary.trial_id, summary.attempt, summary.rank, s.startup_s, s.first_step_s,
+              s.warmup_s, s.step_s_median, s.step_s_p10, s.step_s_p90, s.tokens_per_s,
+              s.flops_per_s, s.mfu, s.peak_mem_bytes, s.frozen_bytes, s.trainable_bytes,
+              s.grad_bytes, s.optimizer_bytes, s.comm_s_per_step, s.comm_bytes_per_step,
+              s.applied ? std::optional<std::string>(Dump(*s.applied)) : std::optional<std::string>(),
+              Dump(summary.body), now);
+        }));
+    return InsertCurrent(
+        *db_, current,
+        "INSERT OR IGNORE INTO events (trial_id, attempt, rank, kind, seq, data_json, at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        batch.events, result, [&](SqliteStatement& insert, const EventRecord& event) {
+          insert.BindAll(event.trial_id, event.attempt, event.rank, event.kind, event.seq,
+                         Dump(event.data), event.at != 0 ? event.at : now);
+        });
   });
   if (!status.ok()) return status.WithContext("writing a batch of metrics and events");
   return result;
@@ -958,47 +1008,30 @@ Result<BatchResult> ResultsStore::RecordSummary(const TrialSummary& summary) {
 Result<std::vector<SweepRecord>> ResultsStore::ListSweeps(std::optional<SweepState> state) {
   std::lock_guard<std::mutex> lock(mutex_);
   (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  std::string sql = std::string("SELECT ") + kSweepColumns +
-                    (state ? "WHERE w.state = ? " : "") + "ORDER BY w.id DESC";
-  Result<SqliteStatement> stmt = db_->PrepareCached(sql);
-  if (!stmt.ok()) return stmt.status();
-  if (state) stmt->Bind(1, SweepStateName(*state));
-  return ReadAll<SweepRecord>(*stmt, [&](const SqliteStatement& row) {
-    return ReadSweepRow(row, *db_);
-  });
+  const std::string sql = std::string("SELECT ") + kSweepColumns;
+  if (!state) return QueryAll(*db_, sql + "ORDER BY w.id DESC", ReadSweepRow);
+  return QueryAll(*db_, sql + "WHERE w.state = ? ORDER BY w.id DESC", ReadSweepRow,
+                  SweepStateName(*state));
 }
 
 Result<SweepRecord> ResultsStore::GetSweep(int64_t sweep_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  Result<SqliteStatement> stmt =
-      db_->PrepareCached(std::string("SELECT ") + kSweepColumns + "WHERE w.id = ?");
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, sweep_id);
-  Result<bool> row = stmt->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) {
-    return Status::NotFound("sweep " + std::to_string(sweep_id) +
-                            " is not in the results database " + options_.path +
-                            "; `bakeoff status` lists the sweeps");
-  }
-  return ReadSweepRow(*stmt, *db_);
+  return QueryOne(*db_, std::string("SELECT ") + kSweepColumns + "WHERE w.id = ?",
+                  Status::NotFound("sweep " + std::to_string(sweep_id) +
+                                   " is not in the results database " + options_.path +
+                                   "; `bakeoff status` lists the sweeps"),
+                  ReadSweepRow, sweep_id);
 }
 
 Result<SweepRecord> ResultsStore::GetSweepByName(const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex_);
   (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  Result<SqliteStatement> stmt = db_->PrepareCached(std::string("SELECT ") + kSweepColumns +
-                                              "WHERE w.name = ? ORDER BY w.id DESC LIMIT 1");
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, name);
-  Result<bool> row = stmt->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) {
-    return Status::NotFound("no sweep named '" + name + "' in the results database " +
-                            options_.path + "; `bakeoff status` lists the sweeps");
-  }
-  return ReadSweepRow(*stmt, *db_);
+  return QueryOne(*db_,
+                  std::string("SELECT ") + kSweepColumns + "WHERE w.name = ? ORDER BY w.id DESC LIMIT 1",
+                  Status::NotFound("no sweep named '" + name + "' in the results database " +
+                                   options_.path + "; `bakeoff status` lists the sweeps"),
+                  ReadSweepRow, name);
 }
 
 Result<SweepRecord> ResultsStore::FindSweep(const std::string& id_or_name) {
@@ -1018,34 +1051,20 @@ Result<SweepRecord> ResultsStore::FindSweep(const std::string& id_or_name) {
 Result<std::vector<VariantRecord>> ResultsStore::ListVariants(int64_t sweep_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  Result<SqliteStatement> stmt = db_->PrepareCached(
-      "SELECT key, ordinal, params_json, trainer_config_json, counterpart_key, is_baseline, "
-      "counterpart_excluded FROM variants WHERE sweep_id = ? ORDER BY ordinal, key");
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, sweep_id);
-  return ReadAll<VariantRecord>(*stmt, [](const SqliteStatement& row) -> Result<VariantRecord> {
-    VariantRecord variant;
-    variant.key = row.Text(0);
-    variant.ordinal = row.Int64(1);
-    variant.params = ParseJsonOr(row.Text(2), nlohmann::json::object());
-    variant.trainer_config = ParseJsonOr(row.Text(3), nlohmann::json::object());
-    variant.counterpart_key = row.Text(4);
-    variant.is_baseline = row.Int64(5) != 0;
-    variant.counterpart_excluded = row.Int64(6) != 0;
-    return variant;
-  });
+  return QueryAll(*db_,
+                  "SELECT key, ordinal, params_json, trainer_config_json, counterpart_key, "
+                  "is_baseline, counterpart_excluded FROM variants WHERE sweep_id = ? "
+                  "ORDER BY ordinal, key",
+                  ReadVariantRow, sweep_id);
 }
 
 Result<std::vector<TrialRecord>> ResultsStore::ListTrials(int64_t sweep_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  Result<SqliteStatement> stmt = db_->PrepareCached(std::string("SELECT ") + kTrialColumns +
-                                              "WHERE t.sweep_id = ? ORDER BY t.order_index, t.id");
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, sweep_id);
-  return ReadAll<TrialRecord>(*stmt, [&](const SqliteStatement& row) {
-    return ReadTrialRow(row, *db_);
-  });
+  return QueryAll(*db_,
+                  std::string("SELECT ") + kTrialColumns +
+                      "WHERE t.sweep_id = ? ORDER BY t.order_index, t.id",
+                  ReadTrialRow, sweep_id);
 }
 
 namespace {
@@ -1055,12 +1074,11 @@ namespace {
 Result<std::vector<TrialResult>> ReadTrialResults(SqliteConnection& db, const std::string& where,
                                                   const std::string& order,
                                                   std::optional<int64_t> param) {
-  Result<SqliteStatement> trials_stmt =
-      db.PrepareCached(std::string("SELECT ") + kTrialColumns + where + order);
-  if (!trials_stmt.ok()) return trials_stmt.status();
-  if (param) trials_stmt->Bind(1, *param);
-  Result<std::vector<TrialRecord>> trials = ReadAll<TrialRecord>(
-      *trials_stmt, [&](const SqliteStatement& row) { return ReadTrialRow(row, db); });
+  // The same selection, with its parameter when it has one, for each table.
+  auto query = [&](const std::string& sql, auto read) {
+    return param ? QueryAll(db, sql, read, *param) : QueryAll(db, sql, read);
+  };
+  auto trials = query(std::string("SELECT ") + kTrialColumns + where + order, ReadTrialRow);
   if (!trials.ok()) return trials.status();
 
   std::vector<TrialResult> results;
@@ -1072,28 +1090,20 @@ Result<std::vector<TrialResult>> ReadTrialResults(SqliteConnection& db, const st
     results.push_back(std::move(result));
   }
 
-  Result<SqliteStatement> attempts_stmt = db.PrepareCached(
-      std::string("SELECT ") + kAttemptColumns +
-      "JOIN trials t ON t.id = a.trial_id AND a.attempt = t.attempts_used " + where);
-  if (!attempts_stmt.ok()) return attempts_stmt.status();
-  if (param) attempts_stmt->Bind(1, *param);
-  Result<std::vector<AttemptRecord>> attempts = ReadAll<AttemptRecord>(
-      *attempts_stmt, [&](const SqliteStatement& row) { return ReadAttemptRow(row, db); });
+  auto attempts = query(std::string("SELECT ") + kAttemptColumns +
+                           "JOIN trials t ON t.id = a.trial_id AND a.attempt = t.attempts_used " +
+                           where,
+                       ReadAttemptRow);
   if (!attempts.ok()) return attempts.status();
   for (AttemptRecord& attempt : *attempts) {
     auto it = index_of.find(attempt.trial_id);
     if (it != index_of.end()) results[it->second].attempt = std::move(attempt);
   }
 
-  Result<SqliteStatement> summaries_stmt = db.PrepareCached(
-      std::string("SELECT ") + kSummaryColumns +
-      "JOIN trials t ON t.id = s.trial_id AND s.attempt = t.attempts_used " + where +
-      "ORDER BY s.trial_id, s.rank");
-  if (!summaries_stmt.ok()) return summaries_stmt.status();
-  if (param) summaries_stmt->Bind(1, *param);
-  Result<std::vector<TrialSummary>> summaries = ReadAll<TrialSummary>(
-      *summaries_stmt,
-      [](const SqliteStatement& row) -> Result<TrialSummary> { return ReadSummaryRow(row); });
+  auto summaries = query(std::string("SELECT ") + kSummaryColumns +
+                            "JOIN trials t ON t.id = s.trial_id AND s.attempt = t.attempts_used " +
+                            where + "ORDER BY s.trial_id, s.rank",
+                        ReadSummaryRow);
   if (!summaries.ok()) return summaries.status();
   for (TrialSummary& summary : *summaries) {
     auto it = index_of.find(summary.trial_id);
@@ -1121,29 +1131,18 @@ Result<std::vector<TrialResult>> ResultsStore::ListActiveTrials() {
 Result<TrialRecord> ResultsStore::GetTrial(int64_t trial_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  Result<SqliteStatement> stmt =
-      db_->PrepareCached(std::string("SELECT ") + kTrialColumns + "WHERE t.id = ?");
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, trial_id);
-  Result<bool> row = stmt->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) {
-    return Status::NotFound("trial " + std::to_string(trial_id) +
-                            " is not in the results database " + options_.path);
-  }
-  return ReadTrialRow(*stmt, *db_);
+  return QueryOne(*db_, std::string("SELECT ") + kTrialColumns + "WHERE t.id = ?",
+                  Status::NotFound("trial " + std::to_string(trial_id) +
+                                   " is not in the results database " + options_.path),
+                  ReadTrialRow, trial_id);
 }
 
 Result<std::vector<AttemptRecord>> ResultsStore::ListAttempts(int64_t trial_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  Result<SqliteStatement> stmt = db_->PrepareCached(std::string("SELECT ") + kAttemptColumns +
-                                              "WHERE a.trial_id = ? ORDER BY a.attempt");
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, trial_id);
-  return ReadAll<AttemptRecord>(*stmt, [&](const SqliteStatement& row) {
-    return ReadAttemptRow(row, *db_);
-  });
+  return QueryAll(*db_,
+                  std::string("SELECT ") + kAttemptColumns + "WHERE a.trial_id = ? ORDER BY a.attempt",
+                  ReadAttemptRow, trial_id);
 }
 
 Result<std::vector<StepMetric>> ResultsStore::ReadStepMetrics(int64_t trial_id,
@@ -1151,75 +1150,32 @@ Result<std::vector<StepMetric>> ResultsStore::ReadStepMetrics(int64_t trial_id,
                                                               std::optional<int64_t> rank) {
   std::lock_guard<std::mutex> lock(mutex_);
   (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  Result<SqliteStatement> stmt = db_->PrepareCached(
+  return QueryAll(
+      *db_,
       "SELECT m.trial_id, m.attempt, m.rank, m.step, m.phase, m.step_s, m.tokens, m.loss, "
       "m.lr, m.peak_mem_bytes, m.rss_bytes, m.comm_s, m.comm_bytes FROM step_metrics m "
       "WHERE m.trial_id = ?1 AND m.attempt = COALESCE(?2, (SELECT attempts_used FROM trials "
       "WHERE id = ?1)) AND (?3 IS NULL OR m.rank = ?3) "
-      "ORDER BY m.rank, m.phase = 'measure', m.step");
-  if (!stmt.ok()) return stmt.status();
-  stmt->BindAll(trial_id, attempt, rank);
-  return ReadAll<StepMetric>(*stmt, [](const SqliteStatement& row) -> Result<StepMetric> {
-    StepMetric step;
-    step.trial_id = row.Int64(0);
-    step.attempt = row.Int64(1);
-    step.rank = row.Int64(2);
-    step.step = row.Int64(3);
-    step.phase = row.Text(4);
-    step.step_s = row.Double(5);
-    step.tokens = row.OptionalInt64(6);
-    step.loss = row.OptionalDouble(7);
-    step.lr = row.OptionalDouble(8);
-    step.peak_mem_bytes = row.OptionalInt64(9);
-    step.rss_bytes = row.OptionalInt64(10);
-    step.comm_s = row.OptionalDouble(11);
-    step.comm_bytes = row.OptionalInt64(12);
-    return step;
-  });
+      "ORDER BY m.rank, m.phase = 'measure', m.step",
+      ReadStepMetricRow, trial_id, attempt, rank);
 }
 
 Result<std::vector<EventRecord>> ResultsStore::ReadEvents(int64_t trial_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  Result<SqliteStatement> stmt = db_->PrepareCached(
-      "SELECT trial_id, attempt, rank, kind, seq, data_json, at FROM events "
-      "WHERE trial_id = ? ORDER BY id");
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, trial_id);
-  return ReadAll<EventRecord>(*stmt, [](const SqliteStatement& row) -> Result<EventRecord> {
-    EventRecord event;
-    event.trial_id = row.Int64(0);
-    event.attempt = row.Int64(1);
-    event.rank = row.OptionalInt64(2);
-    event.kind = row.Text(3);
-    event.seq = row.OptionalInt64(4);
-    event.data = ParseJsonOr(row.Text(5), nlohmann::json::object());
-    event.at = row.Double(6);
-    return event;
-  });
+  return QueryAll(*db_,
+                  "SELECT trial_id, attempt, rank, kind, seq, data_json, at FROM events "
+                  "WHERE trial_id = ? ORDER BY id",
+                  ReadEventRow, trial_id);
 }
 
 Result<std::vector<WorkerRecord>> ResultsStore::ListWorkers() {
   std::lock_guard<std::mutex> lock(mutex_);
   (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  Result<SqliteStatement> stmt = db_->PrepareCached(
-      "SELECT id, name, host, resources_json, metrics_url, state, registered_at, "
-      "last_heartbeat_at FROM workers ORDER BY registered_at, id");
-  if (!stmt.ok()) return stmt.status();
-  return ReadAll<WorkerRecord>(*stmt, [&](const SqliteStatement& row) -> Result<WorkerRecord> {
-    WorkerRecord worker;
-    worker.id = row.Text(0);
-    worker.name = row.Text(1);
-    worker.host = row.Text(2);
-    worker.resources = ParseJsonOr(row.Text(3), nlohmann::json::object());
-    worker.metrics_url = row.Text(4);
-    Result<WorkerState> state = ParseStored(ParseWorkerState(row.Text(5)), *db_, "workers.state");
-    if (!state.ok()) return state.status();
-    worker.state = *state;
-    worker.registered_at = row.Double(6);
-    worker.last_heartbeat_at = row.OptionalDouble(7);
-    return worker;
-  });
+  return QueryAll(*db_,
+                  "SELECT id, name, host, resources_json, metrics_url, state, registered_at, "
+                  "last_heartbeat_at FROM workers ORDER BY registered_at, id",
+                  ReadWorkerRow);
 }
 
 }  // namespace bakeoff::metrics

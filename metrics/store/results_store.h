@@ -267,6 +267,20 @@ class ResultsStore {
   // Runs body as one savepoint of the open group's transaction (opening it if needed).
   // REQUIRES: mutex_ held, group_.
   Status GroupWrite(const std::function<Status()>& body);
+  // Sets one column of a worker's row (`sql` binds the value, then the id); NotFound
+  // when the worker is not stored. REQUIRES: mutex_ held.
+  template <typename Value>
+  Status UpdateWorker(const char* operation, const std::string& worker_id, const char* sql,
+                      const Value& value);
+  // A compare-and-set transition of one trial in one durable write transaction: reads
+  // the trial's state (NotFound when absent); when `allowed` holds for it, `apply`
+  // writes and updates the result, which comes back applied; otherwise the state comes
+  // back not applied. `doing` names the transition in errors ("assigning trial 7").
+  // REQUIRES: mutex_ not held (it takes it).
+  Result<TransitionResult> Transition(const char* operation, int64_t trial_id,
+                                      const std::string& doing,
+                                      const std::function<bool(const TransitionResult&)>& allowed,
+                                      const std::function<Status(UnixSeconds, TransitionResult&)>& apply);
   // Commits the group's open transaction, if any (a failure is latched in
   // group_error_). Read methods call it first. REQUIRES: mutex_ held.
   Status CommitOpenGroup();

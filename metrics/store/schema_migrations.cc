@@ -197,6 +197,19 @@ Result<int> ReadSchemaVersion(SqliteConnection& db) {
   return static_cast<int>(*version);
 }
 
+namespace {
+
+// InvalidArgument when `version` is newer than this build's schema.
+Status CheckNotNewer(const SqliteConnection& db, int version) {
+  if (version <= kLatestSchemaVersion) return Status::Ok();
+  return Status::InvalidArgument(
+      "results database " + db.path() + " has schema version " + std::to_string(version) +
+      ", newer than this Bakeoff understands (" + std::to_string(kLatestSchemaVersion) +
+      "); use a newer bakeoff or another file");
+}
+
+}  // namespace
+
 Status MigrateSchema(SqliteConnection& db, double applied_at_s, int target_version) {
   assert(target_version >= 0 && target_version <= kLatestSchemaVersion);
   Result<int> before = ReadSchemaVersion(db);
@@ -210,12 +223,7 @@ Status MigrateSchema(SqliteConnection& db, double applied_at_s, int target_versi
     BAKEOFF_RETURN_IF_ERROR(transaction.begin_status());
     Result<int> current = ReadSchemaVersion(db);
     if (!current.ok()) return current.status();
-    if (*current > kLatestSchemaVersion) {
-      return Status::InvalidArgument(
-          "results database " + db.path() + " has schema version " +
-          std::to_string(*current) + ", newer than this Bakeoff understands (" +
-          std::to_string(kLatestSchemaVersion) + "); use a newer bakeoff or another file");
-    }
+    BAKEOFF_RETURN_IF_ERROR(CheckNotNewer(db, *current));
     if (*current >= migration.version) continue;
     if (*current != migration.version - 1) {
       return Status::Internal("results database " + db.path() + ": schema version " +
@@ -237,13 +245,7 @@ Status MigrateSchema(SqliteConnection& db, double applied_at_s, int target_versi
   }
   Result<int> final_version = ReadSchemaVersion(db);
   if (!final_version.ok()) return final_version.status();
-  if (*final_version > kLatestSchemaVersion) {
-    return Status::InvalidArgument(
-        "results database " + db.path() + " has schema version " +
-        std::to_string(*final_version) + ", newer than this Bakeoff understands (" +
-        std::to_string(kLatestSchemaVersion) + "); use a newer bakeoff or another file");
-  }
-  return Status::Ok();
+  return CheckNotNewer(db, *final_version);
 }
 
 }  // namespace bakeoff::metrics

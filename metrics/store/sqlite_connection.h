@@ -45,6 +45,15 @@ class SqliteConnection {
   Result<SqliteStatement> PrepareCached(const std::string& sql);
   // Runs one statement of a fixed text through the cache (e.g. "SAVEPOINT name").
   Status ExecCached(const std::string& sql);
+  // As ExecCached, with `args` bound from parameter 1 (SqliteStatement::BindAll):
+  // RunCached("UPDATE trials SET state = ? WHERE id = ?", "running", trial_id).
+  template <typename... Args>
+  Status RunCached(const std::string& sql, const Args&... args) {
+    Result<SqliteStatement> stmt = PrepareCached(sql);
+    if (!stmt.ok()) return stmt.status();
+    stmt->BindAll(args...);
+    return stmt->Run();
+  }
   static constexpr std::size_t kMaxCachedStatements = 128;
   // Runs a statement that returns one integer (e.g. "PRAGMA user_version").
   Result<int64_t> QueryInt64(const std::string& sql);

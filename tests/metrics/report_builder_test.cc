@@ -14,6 +14,7 @@ namespace {
 
 using testing::AddTrials;
 using testing::KeyOf;
+using testing::OnlyUnsuccessful;
 using testing::Succeeded;
 using testing::TrialSpec;
 using testing::TwoByTwoSweep;
@@ -292,8 +293,7 @@ TEST(ReportBuilderTest, EveryTrialOutOfMemoryComparesNothing) {
 TEST(ReportBuilderTest, OutcomeMismatchIsCalledOutFirst) {
   ReportInput input = TwoByTwoSweep();
   AddTrials(input, 2, 1.1);
-  std::erase_if(input.trials, [](const TrialInput& t) { return t.variant_key == kJit4; });
-  input.trials.push_back(Unsuccessful(kJit4, 0, "oom", "out of memory at step 0"));
+  OnlyUnsuccessful(input, kJit4, "oom", "out of memory at step 0");
   input.trials.push_back(Unsuccessful(kJit4, 1, "oom", "out of memory at step 0"));
   for (TrialInput& t : input.trials) {
     if (t.variant_key == kJit1) t.steps[2].loss = *t.steps[2].loss * 1.5;  // also a warning
@@ -310,8 +310,7 @@ TEST(ReportBuilderTest, OutcomeMismatchIsCalledOutFirst) {
 TEST(ReportBuilderTest, CounterpartFailedOrExcludedIsNotCompared) {
   ReportInput input = TwoByTwoSweep();
   AddTrials(input, 2, 1.1);
-  std::erase_if(input.trials, [](const TrialInput& t) { return t.variant_key == kEager4; });
-  input.trials.push_back(Unsuccessful(kEager4, 0, "failed", "trainer exited 1"));
+  OnlyUnsuccessful(input, kEager4, "failed", "trainer exited 1");
   input.variants[0].counterpart_excluded = true;  // pretend eager,1 was excluded for jit,1
   input.variants[1].counterpart_excluded = true;
   input.variants[1].is_baseline = false;
@@ -324,8 +323,7 @@ TEST(ReportBuilderTest, CounterpartFailedOrExcludedIsNotCompared) {
 TEST(ReportBuilderTest, UnfinishedTrialsArePendingAndReported) {
   ReportInput input = TwoByTwoSweep();
   AddTrials(input, 1, 1.1);
-  std::erase_if(input.trials, [](const TrialInput& t) { return t.variant_key == kJit4; });
-  input.trials.push_back(Unsuccessful(kJit4, 0, "queued", ""));
+  OnlyUnsuccessful(input, kJit4, "queued", "");
   Report report = BuildReport(input, ReportOptions{});
   EXPECT_EQ(ComparisonOf(report, kJit4).status, Comparison::Status::kPending);
   EXPECT_EQ(report.trials_finished, 3);
@@ -496,8 +494,7 @@ TEST(ReportBuilderTest, BestConfigurationsHonourTheMemoryBudget) {
 TEST(ReportBuilderTest, IsoMemoryComparesEachSettingAtItsLargestMicroBatch) {
   ReportInput input = TwoByTwoSweep();
   AddTrials(input, 2, 1.2);
-  std::erase_if(input.trials, [](const TrialInput& t) { return t.variant_key == kEager4; });
-  input.trials.push_back(Unsuccessful(kEager4, 0, "oom", "out of memory"));
+  OnlyUnsuccessful(input, kEager4, "oom", "out of memory");
   Report report = BuildReport(input, ReportOptions{});
   ASSERT_TRUE(report.iso_memory_applicable);
   ASSERT_EQ(report.iso_memory.size(), 2u);

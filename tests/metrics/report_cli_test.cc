@@ -1,74 +1,34 @@
 // `bakeoff report` and `bakeoff compare` as a user runs them: the real binary on a
 // results database written by the real store, in every format, with its exit codes
 // (cli/command_registry.h). Skipped when the binary has not been built.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "tests/metrics/bakeoff_command.h"
 #include "tests/metrics/report_store_fixture.h"
-
-extern char** environ;
 
 namespace bakeoff::metrics {
 namespace {
 
-const std::string kBinary = BAKEOFF_BINARY_DIR "/bakeoff";
-
-struct CommandRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using testing::CommandRun;
+using testing::Slurp;
 
 class ReportCommandTest : public ReportStoreFixture {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kBinary)) GTEST_SKIP() << kBinary << " not built";
+    if (!testing::BakeoffBuilt()) GTEST_SKIP() << testing::kBakeoffBinary << " not built";
     ReportStoreFixture::SetUp();
     sweep_id_ = CreateSweep();
     RunWholeSweep(sweep_id_);
   }
 
-  // Runs `bakeoff ARGS...` without a shell, bounded to 60 s by timeout(1).
+  // Runs `bakeoff ARGS...` (testing::RunBakeoff).
   CommandRun Bakeoff(std::vector<std::string> args) {
-    std::vector<std::string> argv = {"timeout", "60", kBinary};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> raw;
-    for (std::string& arg : argv) raw.push_back(arg.data());
-    raw.push_back(nullptr);
-    std::string out = dir_.File("cmd.out"), err = dir_.File("cmd.err");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = -1;
-    int spawned = posix_spawnp(&pid, "timeout", &actions, nullptr, raw.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    CommandRun run;
-    if (spawned != 0) return run;
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    run.out = Slurp(out);
-    run.err = Slurp(err);
-    return run;
+    return testing::RunBakeoff(std::move(args), dir_.File("cmd.out"), dir_.File("cmd.err"));
   }
 
   int64_t sweep_id_ = 0;

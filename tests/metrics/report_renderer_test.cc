@@ -12,6 +12,7 @@ namespace bakeoff::metrics {
 namespace {
 
 using testing::AddTrials;
+using testing::ExpectContains;
 using testing::KeyOf;
 using testing::TwoByTwoSweep;
 using testing::Unsuccessful;
@@ -205,9 +206,7 @@ TEST(ReportRendererTest, CsvHasAHeaderAndOneRowPerVariant) {
 TEST(ReportRendererTest, MarkdownTablesAreWellFormed) {
   std::string md = RenderReportMarkdown(RichReport());
   EXPECT_EQ(md.rfind("# Bakeoff report: compile-vs-eager", 0), 0u);
-  EXPECT_NE(md.find("## Call-outs"), std::string::npos);
-  EXPECT_NE(md.find("## Verdicts"), std::string::npos);
-  EXPECT_NE(md.find("## Marginal effect of each axis value"), std::string::npos);
+  ExpectContains(md, {"## Call-outs", "## Verdicts", "## Marginal effect of each axis value"});
   std::vector<std::string> lines = Lines(md);
   int tables = 0;
   for (std::size_t i = 0; i < lines.size(); ++i) {
@@ -258,10 +257,8 @@ TEST(ReportRendererTest, HtmlIsSelfContainedWithItsCharts) {
   std::string html = RenderReportHtml(RichReport());
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_NE(html.find("</html>"), std::string::npos);
-  EXPECT_NE(html.find("id=\"chart-speedup\""), std::string::npos);
-  EXPECT_NE(html.find("id=\"chart-memory\""), std::string::npos);
-  EXPECT_NE(html.find("id=\"chart-steps\""), std::string::npos);
-  EXPECT_NE(html.find("class=\"chart loss-chart\""), std::string::npos);
+  ExpectContains(html, {"id=\"chart-speedup\"", "id=\"chart-memory\"", "id=\"chart-steps\"",
+                        "class=\"chart loss-chart\""});
   EXPECT_EQ(html.find("http://"), std::string::npos);
   EXPECT_EQ(html.find("https://"), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);

@@ -239,43 +239,43 @@ inline ReportOptions SimOptions() {
   return options;
 }
 
-// The variant's speedup over its counterpart, through BuildReport.
-inline SimTally SimulateSpeedup(const SimCase& c, int sweeps, std::uint64_t seed) {
+// Runs `sweeps` simulated sweeps from one seed: one(rng, options, tally) draws a sweep,
+// reads its figure and counts it.
+template <typename One>
+SimTally Simulate(int sweeps, std::uint64_t seed, One one) {
   std::mt19937_64 rng(seed);
   SimTally tally;
-  ReportOptions options = SimOptions();
-  for (int i = 0; i < sweeps; ++i) {
+  const ReportOptions options = SimOptions();
+  for (int i = 0; i < sweeps; ++i) one(rng, options, tally);
+  return tally;
+}
+
+// The variant's speedup over its counterpart, through BuildReport.
+inline SimTally SimulateSpeedup(const SimCase& c, int sweeps, std::uint64_t seed) {
+  return Simulate(sweeps, seed, [&](std::mt19937_64& rng, const ReportOptions& options, SimTally& tally) {
     Report report = BuildReport(SimPairSweep(c, rng), options);
     const Comparison& cmp = report.FindVariant("compile_mode=jit")->comparison;
     Count(tally, cmp.speedup, cmp.verdict, c.true_ratio);
-  }
-  return tally;
+  });
 }
 
 // The marginal effect of compile_mode=jit over a 2x2 grid, through BuildReport.
 inline SimTally SimulateMarginal(const SimCase& c, int sweeps, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  SimTally tally;
-  ReportOptions options = SimOptions();
-  for (int i = 0; i < sweeps; ++i) {
+  return Simulate(sweeps, seed, [&](std::mt19937_64& rng, const ReportOptions& options, SimTally& tally) {
     Report report = BuildReport(SimGridSweep(c, rng), options);
     const MarginalEffect* jit = nullptr;
     for (const MarginalEffect& m : report.marginals) {
       if (m.axis == "compile_mode") jit = &m;
     }
     Count(tally, jit->speedup, jit->verdict, c.true_ratio);
-  }
-  return tally;
+  });
 }
 
 // `bakeoff compare`: sweep A and sweep B of the same pair sweep, B's jit true_ratio
 // times A's (each sweep drawn with its own noise; c.variant_repeats in B,
 // c.counterpart_repeats in A); the change of compile_mode=jit, through CompareSweeps.
 inline SimTally SimulateCompare(const SimCase& c, int sweeps, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  SimTally tally;
-  ReportOptions options = SimOptions();
-  for (int i = 0; i < sweeps; ++i) {
+  return Simulate(sweeps, seed, [&](std::mt19937_64& rng, const ReportOptions& options, SimTally& tally) {
     SimCase a = c, b = c;
     a.true_ratio = 1.0;
     a.variant_repeats = a.counterpart_repeats = c.counterpart_repeats;
@@ -292,8 +292,7 @@ inline SimTally SimulateCompare(const SimCase& c, int sweeps, std::uint64_t seed
                                                   : Verdict::kUnclear;
       Count(tally, row.change, v, c.true_ratio);
     }
-  }
-  return tally;
+  });
 }
 
 // Binomial slack: z * sd of a rate p estimated from n sweeps (z = 2.58: two-sided 1%).

@@ -3,9 +3,13 @@
 // Header-only test helper; not thread-safe (tests build fixtures on one thread).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cmath>
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "metrics/report/report_builder.h"
 #include "metrics/report/report_model.h"
@@ -120,6 +124,20 @@ inline void AddTrials(ReportInput& input, int repeats, double speedup) {
       spec.warmup_s = v.params.at("compile_mode") == "jit" ? 13.0 : 3.0;
       input.trials.push_back(Succeeded(v.key, r, spec, order++));
     }
+  }
+}
+
+// Replaces every trial of `variant` with one unsuccessful trial (Unsuccessful, repeat 0).
+inline void OnlyUnsuccessful(ReportInput& input, const std::string& variant, const std::string& outcome,
+                             const std::string& reason) {
+  std::erase_if(input.trials, [&](const TrialInput& t) { return t.variant_key == variant; });
+  input.trials.push_back(Unsuccessful(variant, 0, outcome, reason));
+}
+
+// Expects `text` to contain each of `parts`; a failure names the missing part.
+inline void ExpectContains(const std::string& text, std::initializer_list<std::string> parts) {
+  for (const std::string& part : parts) {
+    EXPECT_NE(text.find(part), std::string::npos) << "missing: " << part;
   }
 }
 

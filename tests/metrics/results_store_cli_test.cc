@@ -1,52 +1,25 @@
 // `bakeoff query` as a user runs it: the real binary on a results database written by
 // the real store, in every format, with its read-only refusal and exit codes
 // (cli/command_registry.h).
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "metrics/store/results_store.h"
+#include "tests/metrics/bakeoff_command.h"
 #include "tests/metrics/results_store_test_util.h"
-
-extern char** environ;
 
 namespace bakeoff::metrics {
 namespace {
 
-using testing::MakeSampleSweep;
-using testing::Placement;
-using testing::Step;
-using testing::TempDir;
-
-const std::string kBinary = BAKEOFF_BINARY_DIR "/bakeoff";
-
-struct CommandRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using namespace testing;  // the store's test helpers and RunBakeoff
 
 class QueryCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kBinary)) GTEST_SKIP() << kBinary << " not built";
+    if (!BakeoffBuilt()) GTEST_SKIP() << kBakeoffBinary << " not built";
     StoreOptions options;
     options.path = db_path_;
     Result<std::unique_ptr<ResultsStore>> store = ResultsStore::Open(options);
@@ -62,30 +35,10 @@ class QueryCommandTest : public ::testing::Test {
     ASSERT_TRUE((*store)->FinishTrial(trial_, 1, Outcome::kOom, "CUDA out of memory, \"tried\" 2 GiB")->applied);
   }
 
-  // Runs `bakeoff query ARGS...` (no shell: SQL is passed as one argument), with a
-  // 60 s bound through timeout(1).
+  // Runs `bakeoff query ARGS...` (no shell: SQL is passed as one argument).
   CommandRun Query(std::vector<std::string> args) {
-    std::vector<std::string> argv = {"timeout", "60", kBinary, "query"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> raw;
-    for (std::string& arg : argv) raw.push_back(arg.data());
-    raw.push_back(nullptr);
-    std::string out = dir_.File("query.out"), err = dir_.File("query.err");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = -1;
-    int spawned = posix_spawnp(&pid, "timeout", &actions, nullptr, raw.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    CommandRun run;
-    if (spawned != 0) return run;
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    run.out = Slurp(out);
-    run.err = Slurp(err);
-    return run;
+    args.insert(args.begin(), "query");
+    return RunBakeoff(std::move(args), dir_.File("query.out"), dir_.File("query.err"));
   }
 
   TempDir dir_;

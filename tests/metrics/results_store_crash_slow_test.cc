@@ -19,16 +19,12 @@
 #include <thread>
 
 #include "metrics/store/read_only_query.h"
-#include "metrics/store/results_store.h"
 #include "tests/metrics/results_store_test_util.h"
 
 namespace bakeoff::metrics {
 namespace {
 
-using testing::MakeSampleSweep;
-using testing::Placement;
-using testing::Step;
-using testing::TempDir;
+using namespace testing;  // the store's test helpers: results_store_test_util.h
 
 constexpr int kRowsPerBatch = 1000;
 constexpr int kRounds = 8;

@@ -11,16 +11,12 @@
 #include <cstring>
 
 #include "metrics/store/read_only_query.h"
-#include "metrics/store/results_store.h"
 #include "tests/metrics/results_store_test_util.h"
 
 namespace bakeoff::metrics {
 namespace {
 
-using testing::MakeSampleSweep;
-using testing::Placement;
-using testing::Step;
-using testing::TempDir;
+using namespace testing;  // the store's test helpers: results_store_test_util.h
 
 // --- A VFS whose files fail xWrite/xTruncate/xSync with g_write_fault when set. -------
 
@@ -157,17 +153,31 @@ class ResultsStoreFaultTest : public ::testing::Test {
     return trials_[0];
   }
 
+  struct Started {
+    std::unique_ptr<ResultsStore> store;  // nullptr when it could not open (recorded)
+    int64_t trial = 0;
+  };
+  // Opens a store with `options` and starts its first trial (StartTrial).
+  Started OpenAndStart(StoreOptions options) {
+    Started started{OpenStore(std::move(options))};
+    if (started.store != nullptr) started.trial = StartTrial(*started.store);
+    return started;
+  }
+  // As OpenAndStart, on the file system that fails writes with g_write_fault.
+  Started OpenOnFaultyDiskAndStart() {
+    RegisterFaultVfsOnce();
+    StoreOptions options;
+    options.vfs = kFaultVfsName;
+    return OpenAndStart(options);
+  }
+
   static std::vector<StepMetric> Batch(int64_t trial, int batch, int rows) {
     std::vector<StepMetric> steps;
     for (int i = 0; i < rows; ++i) steps.push_back(Step(trial, 1, 0, batch * rows + i));
     return steps;
   }
 
-  int64_t CountSteps() {
-    Result<QueryResult> count = RunReadOnlyQuery(db_path_, "SELECT COUNT(*) FROM step_metrics");
-    EXPECT_TRUE(count.ok()) << count.status().ToString();
-    return count.ok() ? count->rows[0][0].get<int64_t>() : -1;
-  }
+  int64_t CountSteps() { return CountRows(db_path_, "step_metrics"); }
 
   TempDir dir_;
   std::string db_path_ = dir_.File("results.db");
@@ -177,9 +187,8 @@ class ResultsStoreFaultTest : public ::testing::Test {
 TEST_F(ResultsStoreFaultTest, FullDatabaseRefusesWritesAndKeepsCommittedRows) {
   StoreOptions options;
   options.max_page_count = 80;
-  auto store = OpenStore(options);
+  auto [store, trial] = OpenAndStart(options);
   ASSERT_NE(store, nullptr);
-  int64_t trial = StartTrial(*store);
 
   int committed = 0;
   Status failure;
@@ -231,12 +240,8 @@ class ResultsStoreDiskFaultTest : public ResultsStoreFaultTest,
                                   public ::testing::WithParamInterface<DiskFault> {};
 
 TEST_P(ResultsStoreDiskFaultTest, FailingDiskMakesStoreUnhealthyAndKeepsCommittedRows) {
-  RegisterFaultVfsOnce();
-  StoreOptions options;
-  options.vfs = kFaultVfsName;
-  auto store = OpenStore(options);
+  auto [store, trial] = OpenOnFaultyDiskAndStart();
   ASSERT_NE(store, nullptr);
-  int64_t trial = StartTrial(*store);
   ASSERT_TRUE(store->AppendStepMetrics(Batch(trial, 0, 50)).ok());
   ASSERT_TRUE(store->MarkRunning(trial, 1)->applied);
 
@@ -286,12 +291,8 @@ INSTANTIATE_TEST_SUITE_P(
 // store turns unhealthy, and none of the group is on disk while everything committed
 // before it is.
 TEST_F(ResultsStoreFaultTest, AGroupWhoseCommitFailsLosesOnlyItselfAndSaysSo) {
-  RegisterFaultVfsOnce();
-  StoreOptions options;
-  options.vfs = kFaultVfsName;
-  auto store = OpenStore(options);
+  auto [store, trial] = OpenOnFaultyDiskAndStart();
   ASSERT_NE(store, nullptr);
-  int64_t trial = StartTrial(*store);
   ASSERT_TRUE(store->AppendStepMetrics(Batch(trial, 0, 50)).ok());
 
   store->BeginGroup();
@@ -323,9 +324,8 @@ TEST_F(ResultsStoreFaultTest, AGroupWhoseCommitFailsLosesOnlyItselfAndSaysSo) {
 TEST_F(ResultsStoreFaultTest, AWriteThatLosesTheGroupsTransactionFailsTheRestOfTheGroup) {
   StoreOptions options;
   options.max_page_count = 80;
-  auto store = OpenStore(options);
+  auto [store, trial] = OpenAndStart(options);
   ASSERT_NE(store, nullptr);
-  int64_t trial = StartTrial(*store);
   store->BeginGroup();
   ASSERT_TRUE(store->MarkRunning(trial, 1)->applied);
   Status failure;

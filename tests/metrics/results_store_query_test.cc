@@ -31,11 +31,7 @@ class ReadOnlyQueryTest : public ::testing::Test {
     ASSERT_TRUE(store_->CreateSweep(sample.sweep, sample.variants, sample.trials).ok());
   }
 
-  int64_t TrialCount() {
-    Result<QueryResult> count = RunReadOnlyQuery(db_path_, "SELECT COUNT(*) FROM trials");
-    EXPECT_TRUE(count.ok()) << count.status().ToString();
-    return count.ok() ? count->rows[0][0].get<int64_t>() : -1;
-  }
+  int64_t TrialCount() { return testing::CountRows(db_path_, "trials"); }
 
   TempDir dir_;
   std::string db_path_ = dir_.File("results.db");

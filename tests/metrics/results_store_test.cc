@@ -42,6 +42,29 @@ class ResultsStoreTest : public ::testing::Test {
     return created.ok() ? *created : CreatedSweep{};
   }
 
+  // Stores the sample sweep and assigns its first trial to worker w1 (attempt 1).
+  int64_t AssignFirstTrial(ResultsStore& store) {
+    int64_t trial = CreateSample(store).trial_ids.at(0);
+    EXPECT_TRUE(store.AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+    return trial;
+  }
+
+  // A write refused as kInvalidArgument whose message names `what`.
+  static void ExpectRefusedNaming(const Status& status, const std::string& what) {
+    ASSERT_FALSE(status.ok());
+    EXPECT_EQ(status.code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(status.message().find(what), std::string::npos) << status.ToString();
+  }
+
+  // A refused write (ExpectRefusedNaming) left `table` empty and the store healthy: a
+  // refusal is about the input, not the disk.
+  void ExpectRefusedAndNothingStored(const ResultsStore& store, const Status& status,
+                                     const std::string& what, const std::string& table) {
+    ExpectRefusedNaming(status, what);
+    EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM " + table), 0);
+    EXPECT_TRUE(store.healthy());
+  }
+
   // Runs a one-value query against the file through a separate read-only connection.
   nlohmann::json QueryValue(const std::string& sql) {
     Result<QueryResult> result = RunReadOnlyQuery(db_path_, sql);
@@ -272,11 +295,7 @@ TEST_F(ResultsStoreTest, CreateSweepRejectsTrialOfUnknownVariantAndStoresNothing
   testing::SampleSweep sample = MakeSampleSweep();
   sample.trials.push_back({"compile_mode=missing", 0, 99, 1});
   Result<CreatedSweep> created = store->CreateSweep(sample.sweep, sample.variants, sample.trials);
-  ASSERT_FALSE(created.ok());
-  EXPECT_EQ(created.status().code(), Status::Code::kInvalidArgument);
-  EXPECT_NE(created.status().message().find("compile_mode=missing"), std::string::npos);
-  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM sweeps"), 0);
-  EXPECT_TRUE(store->healthy());
+  ExpectRefusedAndNothingStored(*store, created.status(), "compile_mode=missing", "sweeps");
 }
 
 TEST_F(ResultsStoreTest, SweepStateAndCountsFollowTrials) {
@@ -408,8 +427,7 @@ TEST_F(ResultsStoreTest, DuplicateTransitionsApplyOnce) {
 TEST_F(ResultsStoreTest, TransitionsForAnotherAttemptAreNotApplied) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  int64_t trial = CreateSample(*store).trial_ids[0];
-  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  int64_t trial = AssignFirstTrial(*store);
   EXPECT_FALSE(store->MarkRunning(trial, 2)->applied);
   EXPECT_FALSE(store->FinishTrial(trial, 2, Outcome::kSucceeded, "")->applied);
   EXPECT_FALSE(store->RequeueTrial(trial, 0, Outcome::kLost, "")->applied);
@@ -425,8 +443,7 @@ TEST_F(ResultsStoreTest, TransitionsForAnotherAttemptAreNotApplied) {
 TEST_F(ResultsStoreTest, LostAttemptIsRequeuedAndRetriedAsNextAttempt) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  int64_t trial = CreateSample(*store).trial_ids[0];
-  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  int64_t trial = AssignFirstTrial(*store);
   ASSERT_TRUE(store->MarkRunning(trial, 1)->applied);
 
   Result<TransitionResult> requeued = store->RequeueTrial(trial, 1, Outcome::kLost, "worker w1 missed heartbeats");
@@ -457,8 +474,7 @@ TEST_F(ResultsStoreTest, LostAttemptIsRequeuedAndRetriedAsNextAttempt) {
 TEST_F(ResultsStoreTest, QueuedTrialCanFinishWithoutAnAttempt) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  int64_t trial = CreateSample(*store).trial_ids[0];
-  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  int64_t trial = AssignFirstTrial(*store);
   ASSERT_TRUE(store->RequeueTrial(trial, 1, Outcome::kLost, "worker lost")->applied);
   // Attempts exhausted (the coordinator's decision): finish the queued trial as lost.
   Result<TransitionResult> finished = store->FinishTrial(trial, 1, Outcome::kLost, "no attempts left");
@@ -475,8 +491,7 @@ TEST_F(ResultsStoreTest, QueuedTrialCanFinishWithoutAnAttempt) {
 TEST_F(ResultsStoreTest, BatchedStepMetricsRoundTripInStepOrder) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  int64_t trial = CreateSample(*store).trial_ids[0];
-  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  int64_t trial = AssignFirstTrial(*store);
 
   std::vector<StepMetric> steps;
   for (int rank = 1; rank >= 0; --rank) {
@@ -529,15 +544,10 @@ TEST_F(ResultsStoreTest, BatchedStepMetricsRoundTripInStepOrder) {
 TEST_F(ResultsStoreTest, BatchWithInvalidPhaseIsRejectedWhole) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  int64_t trial = CreateSample(*store).trial_ids[0];
-  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  int64_t trial = AssignFirstTrial(*store);
   std::vector<StepMetric> steps = {Step(trial, 1, 0, 0), Step(trial, 1, 0, 1, "cooldown")};
   Result<BatchResult> written = store->AppendStepMetrics(steps);
-  ASSERT_FALSE(written.ok());
-  EXPECT_EQ(written.status().code(), Status::Code::kInvalidArgument);
-  EXPECT_NE(written.status().message().find("cooldown"), std::string::npos);
-  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 0);
-  EXPECT_TRUE(store->healthy());
+  ExpectRefusedAndNothingStored(*store, written.status(), "cooldown", "step_metrics");
 }
 
 TEST_F(ResultsStoreTest, WritesForStaleOrLostAttemptsAreRefused) {
@@ -587,13 +597,9 @@ TEST_F(ResultsStoreTest, WritesForStaleOrLostAttemptsAreRefused) {
 TEST_F(ResultsStoreTest, AMistypedSummaryIsRefusedNamingTheField) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  CreatedSweep created = CreateSample(*store);
-  int64_t trial = created.trial_ids[0];
-  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  int64_t trial = AssignFirstTrial(*store);
   Result<BatchResult> refused = store->RecordSummary(TrialSummary{trial, 1, 0, {{"tokens_per_s", "fast"}}});
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument);
-  EXPECT_NE(refused.status().message().find("\"tokens_per_s\""), std::string::npos) << refused.status().ToString();
+  ExpectRefusedNaming(refused.status(), "\"tokens_per_s\"");
   // A fractional byte count is rounded into its integer column, as before.
   ASSERT_TRUE(store->RecordSummary(TrialSummary{trial, 1, 0, {{"grad_bytes", 10.6}}}).ok());
   Result<QueryResult> row = RunReadOnlyQuery(db_path_, "SELECT grad_bytes FROM trial_summaries");
@@ -675,8 +681,7 @@ TEST_F(ResultsStoreTest, SummaryFieldsBecomeColumnsAndTrialResultsCarryThem) {
 TEST_F(ResultsStoreTest, EventsRoundTripAndSequencedEventsAreStoredOnce) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  int64_t trial = CreateSample(*store).trial_ids[0];
-  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  int64_t trial = AssignFirstTrial(*store);
   std::vector<EventRecord> events = {
       {trial, 1, 0, "ready", {{"threads", 4}}, 10.0, 1},
       {trial, 1, 1, "ready", {{"threads", 4}}, 10.5, 1},
@@ -788,8 +793,7 @@ TEST_F(ResultsStoreTest, ReopenedStoreListsAssignedAndRunningTrialsWithTheirAtte
 TEST_F(ResultsStoreTest, StoreMayBeUsedFromSeveralThreads) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  int64_t trial = CreateSample(*store).trial_ids[0];
-  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  int64_t trial = AssignFirstTrial(*store);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < 4; ++rank) {
     threads.emplace_back([&, rank] {

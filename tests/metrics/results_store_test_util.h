@@ -57,20 +57,18 @@ inline SampleSweep MakeSampleSweep(const std::string& name = "compile-vs-eager",
   sample.sweep.question = "Is jit faster than eager?";
   sample.sweep.yaml = "name: " + name + "\nparameters:\n  compile_mode: {values: [eager, jit]}\n";
   sample.sweep.spec = {{"name", name}, {"repeats", repeats}};
-  VariantRecord eager;
-  eager.key = "compile_mode=eager";
-  eager.ordinal = 0;
-  eager.params = {{"compile_mode", "eager"}};
-  eager.trainer_config = {{"compile_mode", "eager"}, {"model", "tiny"}, {"world_size", 2}};
-  eager.counterpart_key = eager.key;
-  eager.is_baseline = true;
-  VariantRecord jit;
-  jit.key = "compile_mode=jit";
-  jit.ordinal = 1;
-  jit.params = {{"compile_mode", "jit"}};
-  jit.trainer_config = {{"compile_mode", "jit"}, {"model", "tiny"}, {"world_size", 2}};
-  jit.counterpart_key = eager.key;
-  sample.variants = {eager, jit};
+  // eager is the baseline, and the counterpart of both.
+  auto variant = [](const std::string& mode, int64_t ordinal) {
+    VariantRecord v;
+    v.key = "compile_mode=" + mode;
+    v.ordinal = ordinal;
+    v.params = {{"compile_mode", mode}};
+    v.trainer_config = {{"compile_mode", mode}, {"model", "tiny"}, {"world_size", 2}};
+    v.counterpart_key = "compile_mode=eager";
+    v.is_baseline = mode == "eager";
+    return v;
+  };
+  sample.variants = {variant("eager", 0), variant("jit", 1)};
   int order = 0;
   for (int repeat = 0; repeat < repeats; ++repeat) {
     for (const VariantRecord& variant : sample.variants) {
@@ -108,6 +106,14 @@ inline StepMetric Step(int64_t trial_id, int64_t attempt, int64_t rank, int64_t 
   metric.comm_s = 0.01;
   metric.comm_bytes = 4096;
   return metric;
+}
+
+// The number of rows in `table`, read through a read-only connection of its own; -1
+// (with a test failure) when the query fails.
+inline int64_t CountRows(const std::string& db_path, const std::string& table) {
+  Result<QueryResult> count = RunReadOnlyQuery(db_path, "SELECT COUNT(*) FROM " + table);
+  EXPECT_TRUE(count.ok()) << count.status().ToString();
+  return count.ok() ? count->rows[0][0].get<int64_t>() : -1;
 }
 
 }  // namespace bakeoff::metrics::testing

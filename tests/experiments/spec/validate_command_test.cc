@@ -2,35 +2,21 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "tests/metrics/bakeoff_command.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 
-const std::string kBinary = BAKEOFF_BINARY_DIR "/bakeoff";
-
-struct CommandRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using bakeoff::metrics::testing::CommandRun;
+using bakeoff::metrics::testing::Slurp;
 
 // ctest runs each test of this file as its own process, in parallel: every path a test
 // writes carries the test's name so two tests never share a capture file.
@@ -38,16 +24,14 @@ std::string PerTestPath(const std::string& suffix) {
   return ::testing::TempDir() + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + suffix;
 }
 
-// Runs the command with stdout and stderr captured in files; `timeout` bounds it.
+// Runs `bakeoff ARGS` (words separated by spaces; no test passes an argument with a
+// space) with stdout and stderr captured in this test's files.
 CommandRun RunCommand(const std::string& args) {
-  std::string out = PerTestPath("validate.out"), err = PerTestPath("validate.err");
-  std::string command = "timeout 60 " + kBinary + " " + args + " >" + out + " 2>" + err;
-  int status = std::system(command.c_str());
-  CommandRun run;
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.out = Slurp(out);
-  run.err = Slurp(err);
-  return run;
+  std::vector<std::string> words;
+  std::istringstream in(args);
+  for (std::string word; in >> word;) words.push_back(word);
+  return bakeoff::metrics::testing::RunBakeoff(words, PerTestPath("validate.out"),
+                                               PerTestPath("validate.err"));
 }
 
 std::string WriteFile(const std::string& name, const std::string& text) {
@@ -59,7 +43,7 @@ std::string WriteFile(const std::string& name, const std::string& text) {
 class ValidateCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kBinary)) GTEST_SKIP() << kBinary << " not built";
+    if (!bakeoff::metrics::testing::BakeoffBuilt()) GTEST_SKIP() << "bakeoff not built";
   }
 };
 
