@@ -451,6 +451,23 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   return protocol::ToJson(reply);
 }
 
+template <typename Message>
+void CoordinatorService::HandleOutboxFrame(const std::string& worker_id, const json& frame, const char* action,
+                                           Status (CoordinatorService::*handle)(const std::string&,
+                                                                                const Message&)) {
+  auto message = protocol::Parse<Message>(frame);
+  if (!message.ok()) {
+    Log("malformed " + frame.value("type", "") + " from worker=" + worker_id + ": " + message.status().message());
+    return;
+  }
+  Status handled = (this->*handle)(worker_id, *message);
+  if (handled.ok()) {
+    Ack(worker_id, message->outbox_seq);
+  } else {
+    DropUnstored(worker_id, std::string("cannot ") + action + " from worker=" + worker_id + ": " + handled.ToString());
+  }
+}
+
 void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink* link, const json& frame) {
   CommitIfGroupIsOld();  // first: a reload after a lost group replaces the links checked below
   auto current = links_.find(worker_id);
@@ -463,30 +480,10 @@ void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink*
     auto hb = protocol::Parse<protocol::HeartbeatMessage>(frame);
     if (hb.ok()) HandleHeartbeat(worker_id, *hb);
   } else if (*type == protocol::kTypeEvents) {
-    auto events = protocol::Parse<protocol::EventsMessage>(frame);
-    if (!events.ok()) {
-      Log("malformed events from worker=" + worker_id + ": " + events.status().message());
-      return;
-    }
-    Status handled = HandleEvents(worker_id, *events);
-    if (handled.ok()) {
-      Ack(worker_id, events->outbox_seq);
-    } else {
-      DropUnstored(worker_id, "cannot store events from worker=" + worker_id + ": " + handled.ToString());
-    }
+    HandleOutboxFrame<protocol::EventsMessage>(worker_id, frame, "store events", &CoordinatorService::HandleEvents);
   } else if (*type == protocol::kTypeAttemptFinished) {
-    auto finished = protocol::Parse<protocol::AttemptFinishedMessage>(frame);
-    if (!finished.ok()) {
-      Log("malformed attempt_finished from worker=" + worker_id + ": " + finished.status().message());
-      return;
-    }
-    Status handled = HandleFinished(worker_id, *finished);
-    if (handled.ok()) {
-      Ack(worker_id, finished->outbox_seq);
-    } else {
-      DropUnstored(worker_id,
-                   "cannot record a finished attempt from worker=" + worker_id + ": " + handled.ToString());
-    }
+    HandleOutboxFrame<protocol::AttemptFinishedMessage>(worker_id, frame, "record a finished attempt",
+                                                        &CoordinatorService::HandleFinished);
   } else if (*type == protocol::kTypeDrain) {
     // The worker is leaving (Slurm's signal, docs/slurm.md): place nothing more on it
     // while it reports its stopped attempts, which are then requeued elsewhere.

@@ -164,6 +164,12 @@ class CoordinatorService {
   // Stores the events (EventIngest) and marks running the trials that started.
   Status HandleEvents(const std::string& worker_id, const protocol::EventsMessage& message);
   Status HandleFinished(const std::string& worker_id, const protocol::AttemptFinishedMessage& message);
+  // A frame the worker keeps in its outbox until acknowledged (events, attempt_finished):
+  // parsed, handled, and acknowledged once stored; when the store cannot take it, the
+  // connection is closed (DropUnstored, "cannot <action> from worker=...").
+  template <typename Message>
+  void HandleOutboxFrame(const std::string& worker_id, const nlohmann::json& frame, const char* action,
+                         Status (CoordinatorService::*handle)(const std::string&, const Message&));
   // Ends the current attempt with `outcome` (requeue when lost and attempts remain),
   // persisting first; stops the attempt's other parts.
   Status EndAttempt(TrialEntry& trial, protocol::Outcome outcome, const std::string& reason);

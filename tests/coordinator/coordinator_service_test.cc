@@ -17,6 +17,7 @@
 #include "metrics/store/read_only_query.h"
 #include "metrics/report/report_builder.h"
 #include "metrics/report/report_loader.h"
+#include "tests/coordinator/coordinator_test_util.h"
 
 namespace bakeoff::coordinator {
 namespace {
@@ -41,15 +42,9 @@ class RecordingLink : public WorkerLink {
   bool closed = false;
 };
 
-const char* kSweep = R"(name: svc
+const std::string kSweep = std::string(R"(name: svc
 question: does the service work?
-workload:
-  executor: lora
-  model: tiny
-  seq_len: 16
-  warmup_steps: 1
-  steps: 2
-parameters:
+)") + testing::kTinyWorkload + R"(parameters:
   micro_batch: {values: [1, 2]}
   world_size: {value: 1}
 baseline: {micro_batch: 1}
@@ -68,30 +63,30 @@ HttpReply Complete(HttpReply reply) {
 class CoordinatorServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("bakeoff-svc-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = testing::FreshTestDir("bakeoff-svc");
     config_.submit_tokens = {"secret"};
     config_.read_tokens = {"reader"};
     config_.worker_tokens = {"worker-secret"};
     config_.heartbeat_timeout = 1000ms;
     config_.recovery_grace = 5000ms;
-    OpenStore();
-    service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
-    ASSERT_TRUE(service_->Recover().ok());
+    ASSERT_NO_FATAL_FAILURE(testing::OpenTestStore(dir_, store_));
+    ASSERT_NO_FATAL_FAILURE(RestartService());
   }
   void TearDown() override {
     service_.reset();
     store_.reset();
     std::filesystem::remove_all(dir_);
   }
-  void OpenStore() {
-    metrics::StoreOptions options;
-    options.path = (dir_ / "results.db").string();
-    auto store = metrics::ResultsStore::Open(options);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
+  // The coordinator (re)starts: a new service over the same store, with config_.
+  void RestartService() { testing::StartService(service_, io_, config_, *store_, clock_); }
+  // The coordinator restarts on its database capped `spare_pages` pages above its size
+  // now: a disk that fills up.
+  void RestartOnACappedStore(std::int64_t spare_pages) {
+    service_.reset();
+    store_.reset();
+    const auto pages = std::filesystem::file_size(dir_ / "results.db") / 4096;
+    ASSERT_NO_FATAL_FAILURE(testing::OpenTestStore(dir_, store_, static_cast<std::int64_t>(pages) + spare_pages));
+    RestartService();
   }
   std::shared_ptr<RecordingLink> Register(const std::string& name, std::vector<protocol::AttemptRef> running = {}) {
     auto link = std::make_shared<RecordingLink>();
@@ -110,7 +105,7 @@ class CoordinatorServiceTest : public ::testing::Test {
     Pump();  // the end of the turn: its group commits and what waited for it is sent
     return link;
   }
-  std::int64_t Submit(const char* yaml = kSweep) {
+  std::int64_t Submit(const std::string& yaml = kSweep) {
     auto result = service_->SubmitSweep(yaml);
     EXPECT_TRUE(std::holds_alternative<json>(result))
         << (std::holds_alternative<ApiError>(result) ? std::get<ApiError>(result).message : "");
@@ -555,8 +550,7 @@ TEST_F(CoordinatorServiceTest, RestartReclaimsReportedAttemptsAndRequeuesTheRest
   const std::int64_t t1 = a1[0]["trial_id"];
   const std::int64_t t2 = a2[0]["trial_id"];
   // The coordinator restarts: a new service over the same store.
-  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
-  ASSERT_TRUE(service_->Recover().ok());
+  ASSERT_NO_FATAL_FAILURE(RestartService());
   w1 = Register("w1", {{t1, 1}});  // w1 reclaims its attempt; w2 never comes back
   clock_.Advance(6000ms);          // past the recovery grace
   Frame("w1", protocol::ToJson(protocol::HeartbeatMessage{{{t1, 1}}}));
@@ -860,22 +854,9 @@ TEST_F(CoordinatorServiceTest, FullDatabaseRefusesNewSweepsAndKeepsWhatItStored)
   // A database capped a little above its size now stands for a disk that fills up.
   service_.reset();
   store_.reset();
-  {
-    metrics::StoreOptions options;
-    options.path = (dir_ / "results.db").string();
-    auto probe = metrics::ResultsStore::Open(options);
-    ASSERT_TRUE(probe.ok());
-  }
-  const auto pages = std::filesystem::file_size(dir_ / "results.db") / 4096;
-  metrics::StoreOptions options;
-  options.path = (dir_ / "results.db").string();
-  options.max_page_count = static_cast<std::int64_t>(pages) + 40;
-  auto capped = metrics::ResultsStore::Open(options);
-  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
-  store_ = std::move(capped).value();
+  ASSERT_NO_FATAL_FAILURE(testing::OpenTestStore(dir_, store_));  // opened and closed once more first
   config_.store_probe_interval = 0ms;
-  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
-  ASSERT_TRUE(service_->Recover().ok());
+  ASSERT_NO_FATAL_FAILURE(RestartOnACappedStore(40));
   HttpServer http(io_.get_executor(), *service_, nullptr);
 
   // Sweeps of many trials fill it; the first refusal says why and what is kept.
@@ -911,8 +892,7 @@ TEST_F(CoordinatorServiceTest, FullDatabaseRefusesNewSweepsAndKeepsWhatItStored)
 
 TEST_F(CoordinatorServiceTest, EventsOverTheRateAreReadLaterNotDropped) {
   config_.max_worker_events_per_s = 1000;
-  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
-  ASSERT_TRUE(service_->Recover().ok());
+  ASSERT_NO_FATAL_FAILURE(RestartService());
   auto w1 = Register("w1");
   Submit();
   auto assign = w1->Take("assign").at(0);
@@ -950,17 +930,7 @@ TEST_F(CoordinatorServiceTest, AFrameTheStoreCannotTakeClosesTheConnectionInstea
   Submit();
   auto assign = w1->Take("assign").at(0);
   protocol::AttemptRef ref{assign["trial_id"], assign["attempt"]};
-  service_.reset();
-  store_.reset();
-  const auto pages = std::filesystem::file_size(dir_ / "results.db") / 4096;
-  metrics::StoreOptions options;
-  options.path = (dir_ / "results.db").string();
-  options.max_page_count = static_cast<std::int64_t>(pages) + 30;
-  auto capped = metrics::ResultsStore::Open(options);
-  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
-  store_ = std::move(capped).value();
-  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
-  ASSERT_TRUE(service_->Recover().ok());
+  ASSERT_NO_FATAL_FAILURE(RestartOnACappedStore(30));
   w1 = Register("w1", {ref});
   w1->frames.clear();
   std::int64_t failed_seq = 0;
@@ -1036,18 +1006,8 @@ TEST_F(CoordinatorServiceTest, ALostGroupAcknowledgesNothingAndTheResentFramesAr
   auto assign2 = w2->Take("assign").at(0);
   protocol::AttemptRef ref{assign1["trial_id"], assign1["attempt"]};
   protocol::AttemptRef other{assign2["trial_id"], assign2["attempt"]};
-  service_.reset();
-  store_.reset();
-  const auto pages = std::filesystem::file_size(dir_ / "results.db") / 4096;
-  metrics::StoreOptions options;
-  options.path = (dir_ / "results.db").string();
-  options.max_page_count = static_cast<std::int64_t>(pages) + 30;
-  auto capped = metrics::ResultsStore::Open(options);
-  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
-  store_ = std::move(capped).value();
   config_.store_probe_interval = 0ms;
-  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
-  ASSERT_TRUE(service_->Recover().ok());
+  ASSERT_NO_FATAL_FAILURE(RestartOnACappedStore(30));
   w1 = Register("w1", {ref});
   w2 = Register("w2", {other});
   w1->frames.clear();
@@ -1115,15 +1075,9 @@ TEST_F(CoordinatorServiceTest, RegisteredIsTheFirstFrameEvenWhenTheRegistrationC
 
 // Adaptive repeats: micro_batch=1 is the baseline; micro_batch=2 is twice as fast (it
 // stops at min pairs), micro_batch=4 is the baseline again (A/A: it runs to max).
-const char* kAdaptiveSweep = R"(name: adaptive
+const std::string kAdaptiveSweep = std::string(R"(name: adaptive
 question: do adaptive repeats stop early?
-workload:
-  executor: lora
-  model: tiny
-  seq_len: 16
-  warmup_steps: 1
-  steps: 2
-parameters:
+)") + testing::kTinyWorkload + R"(parameters:
   micro_batch: {values: [1, 2, 4]}
 baseline: {micro_batch: 1}
 repeats: {min: 3, max: 6, until: {ci_half_width: 0.001}}
@@ -1248,8 +1202,7 @@ TEST_F(AdaptiveRepeatsTest, ARestartedCoordinatorReachesTheSameDecisionFromTheSt
     ASSERT_TRUE(store_->RecordSummary(summary).ok());
     ASSERT_TRUE(store_->FinishTrial(t.id, 1, metrics::Outcome::kSucceeded, "").ok());
   }
-  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
-  ASSERT_TRUE(service_->Recover().ok());
+  ASSERT_NO_FATAL_FAILURE(RestartService());
   auto by_variant = ByVariant(sweep_id);
   for (const auto& t : by_variant["micro_batch=2"]) {
     if (t.repeat >= 3) {
