@@ -208,11 +208,8 @@ TEST_F(CoordinatorMetricsTest, StateFiguresFollowTrialsAndWorkers) {
   events.events.push_back({ref, 0, {{"event", "started"}, {"pid", 1}}, 1});
   events.outbox_seq = 1;
   Frame("w1", protocol::ToJson(events));
-  protocol::AttemptFinishedMessage done;
-  done.attempt = ref;
-  done.outcome = "oom";
-  done.outbox_seq = 2;
-  Frame("w1", protocol::ToJson(done));
+  const json done = testing::FinishedFrame(ref, "oom", 2);
+  Frame("w1", done);
   text = Metrics();
   EXPECT_EQ(ExpositionValue(text, "bakeoff_dispatch_latency_seconds_count"), 1);
   EXPECT_DOUBLE_EQ(ExpositionValue(text, "bakeoff_dispatch_latency_seconds_sum"), 2.5);

@@ -134,12 +134,8 @@ class CoordinatorServiceTest : public ::testing::Test {
     }
     events.outbox_seq = seq;
     Frame(worker, protocol::ToJson(events));
-    protocol::AttemptFinishedMessage done;
-    done.attempt = ref;
-    done.outcome = outcome;
-    done.reason = reason;
-    done.outbox_seq = seq + 1;
-    Frame(worker, protocol::ToJson(done));
+    const json done = testing::FinishedFrame(ref, outcome, seq + 1, reason);
+    Frame(worker, done);
   }
   metrics::TrialRecord Trial(std::int64_t id) { return store_->GetTrial(id).value(); }
   // Two one-slot workers and one two-rank trial: the gang is split across them. Returns
@@ -500,11 +496,8 @@ TEST_F(CoordinatorServiceTest, StaleAttemptEventsAndResultsAreIgnored) {
   // The old attempt's late result arrives through a reconnected w1: ignored.
   w1 = Register("w1", {{trial, 1}});
   EXPECT_FALSE(w1->Take("cancel").empty()) << "a stale attempt is told to stop";
-  protocol::AttemptFinishedMessage late;
-  late.attempt = {trial, 1};
-  late.outcome = "oom";
-  late.outbox_seq = 1;
-  Frame("w1", protocol::ToJson(late));
+  const json late = testing::FinishedFrame({trial, 1}, "oom", 1);
+  Frame("w1", late);
   EXPECT_NE(Trial(trial).state, metrics::TrialState::kFinished);
   EXPECT_FALSE(w1->Take("ack").empty()) << "stale results are acknowledged so they are not resent";
 }
@@ -513,11 +506,8 @@ TEST_F(CoordinatorServiceTest, OomIsFinalNotRetried) {
   auto w1 = Register("w1");
   Submit();
   auto a = w1->Take("assign");
-  protocol::AttemptFinishedMessage done;
-  done.attempt = {a[0]["trial_id"], a[0]["attempt"]};
-  done.outcome = "oom";
-  done.reason = "CUDA out of memory";
-  Frame("w1", protocol::ToJson(done));
+  const json done = testing::FinishedFrame({a[0]["trial_id"], a[0]["attempt"]}, "oom", 0, "CUDA out of memory");
+  Frame("w1", done);
   auto t = Trial(a[0]["trial_id"]);
   EXPECT_EQ(t.state, metrics::TrialState::kFinished);
   EXPECT_EQ(t.outcome, metrics::Outcome::kOom);
@@ -532,10 +522,8 @@ TEST_F(CoordinatorServiceTest, CancelStopsRunningAndCancelsQueued) {
   ASSERT_TRUE(std::holds_alternative<json>(result));
   auto cancels = w1->Take("cancel");
   ASSERT_EQ(cancels.size(), 1u);
-  protocol::AttemptFinishedMessage done;
-  done.attempt = {a[0]["trial_id"], a[0]["attempt"]};
-  done.outcome = "cancelled";
-  Frame("w1", protocol::ToJson(done));
+  const json done = testing::FinishedFrame({a[0]["trial_id"], a[0]["attempt"]}, "cancelled");
+  Frame("w1", done);
   EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kCancelled);
   const auto trials = store_->ListTrials(sweep_id).value();  // a temporary's value() would dangle in the loop
   for (const auto& t : trials) EXPECT_EQ(t.outcome, metrics::Outcome::kCancelled);
@@ -967,14 +955,11 @@ TEST_F(CoordinatorServiceTest, AcksAndTheNextAssignmentLeaveOnlyAfterTheTurnsGro
   protocol::EventsMessage second;
   second.events.push_back({ref, 0, {{"event", "summary"}, {"tokens_per_s", 160.0}, {"step_s_median", 0.1}}, 3});
   second.outbox_seq = 2;
-  protocol::AttemptFinishedMessage done;
-  done.attempt = ref;
-  done.outcome = "succeeded";
-  done.outbox_seq = 3;
+  const json done = testing::FinishedFrame(ref, "succeeded", 3);
   // Three frames read in one pass of the event loop, before the turn ends.
   service_->OnFrame("w1", links_["w1"].get(), protocol::ToJson(first));
   service_->OnFrame("w1", links_["w1"].get(), protocol::ToJson(second));
-  service_->OnFrame("w1", links_["w1"].get(), protocol::ToJson(done));
+  service_->OnFrame("w1", links_["w1"].get(), done);
   EXPECT_TRUE(w1->frames.empty()) << "nothing leaves before the group commits: " << json(w1->frames).dump();
   EXPECT_EQ(count("SELECT COUNT(*) FROM step_metrics"), 0) << "not committed yet";
   EXPECT_EQ(count("SELECT COUNT(*) FROM trials WHERE state = 'finished'"), 0);
@@ -1046,11 +1031,8 @@ TEST_F(CoordinatorServiceTest, ALostGroupAcknowledgesNothingAndTheResentFramesAr
   w1 = Register("w1", {ref});
   EXPECT_TRUE(w1->Take("cancel").empty()) << "its attempt is reclaimed, not cancelled";
   Frame("w1", protocol::ToJson(fits));
-  protocol::AttemptFinishedMessage done;
-  done.attempt = ref;
-  done.outcome = "succeeded";
-  done.outbox_seq = 2;
-  Frame("w1", protocol::ToJson(done));
+  const json done = testing::FinishedFrame(ref, "succeeded", 2);
+  Frame("w1", done);
   auto acks = w1->Take("ack");
   ASSERT_FALSE(acks.empty());
   EXPECT_EQ(acks.back()["outbox_seq"], 2);

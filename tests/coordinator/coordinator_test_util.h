@@ -18,6 +18,7 @@
 #include "coordinator/coordinator_config.h"
 #include "coordinator/coordinator_service.h"
 #include "metrics/store/results_store.h"
+#include "protocol/messages.h"
 
 namespace bakeoff::testing {
 
@@ -56,6 +57,17 @@ inline void StartService(std::unique_ptr<coordinator::CoordinatorService>& servi
                          const coordinator::CoordinatorConfig& config, metrics::ResultsStore& store, const coordinator::Clock& clock) {
   service = std::make_unique<coordinator::CoordinatorService>(io.get_executor(), config, store, clock);
   ASSERT_TRUE(service->Recover().ok());
+}
+
+// The attempt_finished frame a worker sends for its part of `attempt`.
+inline nlohmann::json FinishedFrame(const protocol::AttemptRef& attempt, const std::string& outcome,
+                                    std::int64_t outbox_seq = 0, const std::string& reason = "") {
+  protocol::AttemptFinishedMessage done;
+  done.attempt = attempt;
+  done.outcome = outcome;
+  done.reason = reason;
+  done.outbox_seq = outbox_seq;
+  return protocol::ToJson(done);
 }
 
 }  // namespace bakeoff::testing

@@ -123,11 +123,8 @@ class SlurmProvisionerTest : public ::testing::Test {
     std::int64_t seq = 0;
     for (const auto& w : service_->WorkersJson()) {
       for (const auto& a : w["running"]) {
-        protocol::AttemptFinishedMessage done;
-        done.attempt = {a["trial_id"], a["attempt"]};
-        done.outcome = outcome;
-        done.outbox_seq = ++seq;
-        service_->OnFrame(w["id"], links_[w["id"]].get(), protocol::ToJson(done));
+        const json done = testing::FinishedFrame({a["trial_id"], a["attempt"]}, outcome, ++seq);
+        service_->OnFrame(w["id"], links_[w["id"]].get(), done);
       }
     }
     Pump();
