@@ -105,6 +105,19 @@ class CoordinatorServiceTest : public ::testing::Test {
     Pump();  // the end of the turn: its group commits and what waited for it is sent
     return link;
   }
+  // Worker `name` (one slot) registers and kSweep is submitted: it gets the sweep's
+  // first trial, whose assignment goes to `assign`. Returns the worker's link;
+  // `sweep_id` gets the sweep's id.
+  std::shared_ptr<RecordingLink> RegisterAndSubmit(const std::string& name, json& assign,
+                                                   std::int64_t* sweep_id = nullptr) {
+    auto link = Register(name);
+    const auto id = Submit();
+    if (sweep_id) *sweep_id = id;
+    auto assigns = link->Take("assign");
+    EXPECT_EQ(assigns.size(), 1u);
+    assign = assigns.empty() ? json() : assigns[0];
+    return link;
+  }
   std::int64_t Submit(const std::string& yaml = kSweep) {
     auto result = service_->SubmitSweep(yaml);
     EXPECT_TRUE(std::holds_alternative<json>(result))
@@ -291,11 +304,10 @@ TEST_F(CoordinatorServiceTest, SweepRunsToTheEndAndIsAcknowledged) {
 // not read (a worker that skipped the checks) is dropped, the rest of the frame stored
 // and acknowledged; typed fields go to columns, the event as written to storage.
 TEST_F(CoordinatorServiceTest, AnUnreadableEventIsDroppedAndTheRestOfItsFrameStored) {
-  auto w1 = Register("w1");
-  const auto sweep_id = Submit();
-  auto assigns = w1->Take("assign");
-  ASSERT_EQ(assigns.size(), 1u);
-  protocol::AttemptRef ref{assigns[0]["trial_id"], assigns[0]["attempt"]};
+  json assign;
+  std::int64_t sweep_id = 0;
+  auto w1 = RegisterAndSubmit("w1", assign, &sweep_id);
+  protocol::AttemptRef ref{assign["trial_id"], assign["attempt"]};
   protocol::EventsMessage events;
   events.events.push_back({ref, 0, {{"event", "started"}, {"pid", 1}, {"at", 1234.5}, {"host", "n1"}}, 1});
   events.events.push_back({ref, 0, {{"event", "step"}, {"step", 0}, {"step_s", "fast"}}, 2});
@@ -335,11 +347,9 @@ TEST_F(CoordinatorServiceTest, AnUnreadableEventIsDroppedAndTheRestOfItsFrameSto
 // it is dropped on reading, so the rest of the frame is acknowledged rather than the
 // connection closed and the same frame resent forever.
 TEST_F(CoordinatorServiceTest, AStepOfAnUnknownPhaseDoesNotHoldItsFrameBack) {
-  auto w1 = Register("w1");
-  Submit();
-  auto assigns = w1->Take("assign");
-  ASSERT_EQ(assigns.size(), 1u);
-  protocol::AttemptRef ref{assigns[0]["trial_id"], assigns[0]["attempt"]};
+  json assign;
+  auto w1 = RegisterAndSubmit("w1", assign);
+  protocol::AttemptRef ref{assign["trial_id"], assign["attempt"]};
   protocol::EventsMessage events;
   events.events.push_back({ref, 0, {{"event", "step"}, {"step", 0}, {"phase", "eval"}, {"step_s", 0.1}}, 1});
   events.events.push_back({ref, 0, {{"event", "step"}, {"step", 1}, {"phase", "measure"}, {"step_s", 0.1}}, 2});
@@ -417,11 +427,9 @@ TEST_F(CoordinatorServiceTest, GangWorkerLostAfterTheOtherPartFinishedLosesTheAt
 }
 
 TEST_F(CoordinatorServiceTest, AWorkerThatSaysGoodbyeIsGoneNotLostAndItsAttemptIsRequeuedAtOnce) {
-  auto w1 = Register("w1");
-  Submit();
-  auto a = w1->Take("assign");
-  ASSERT_EQ(a.size(), 1u);
-  const std::int64_t trial = a[0]["trial_id"];
+  json a;
+  auto w1 = RegisterAndSubmit("w1", a);
+  const std::int64_t trial = a["trial_id"];
   Frame("w1", protocol::ToJson(protocol::GoodbyeMessage{}));
   EXPECT_TRUE(w1->closed);
   EXPECT_EQ(Trial(trial).state, metrics::TrialState::kQueued) << "requeued now, not after the heartbeat timeout";
@@ -440,11 +448,9 @@ TEST_F(CoordinatorServiceTest, AWorkerThatSaysGoodbyeIsGoneNotLostAndItsAttemptI
 }
 
 TEST_F(CoordinatorServiceTest, SilentWorkerIsLostAndItsTrialRequeuedElsewhere) {
-  auto w1 = Register("w1");
-  Submit();
-  auto a1 = w1->Take("assign");
-  ASSERT_EQ(a1.size(), 1u);
-  const std::int64_t trial = a1[0]["trial_id"];
+  json a1;
+  auto w1 = RegisterAndSubmit("w1", a1);
+  const std::int64_t trial = a1["trial_id"];
   auto w2 = Register("w2");
   Pump();
   w2->Take("assign");  // the second trial
@@ -463,10 +469,9 @@ TEST_F(CoordinatorServiceTest, SilentWorkerIsLostAndItsTrialRequeuedElsewhere) {
 }
 
 TEST_F(CoordinatorServiceTest, LostTwiceWithTwoAttemptsFinishesLost) {
-  auto w1 = Register("w1");
-  Submit();
-  auto a = w1->Take("assign");
-  const std::int64_t trial = a[0]["trial_id"];
+  json a;
+  auto w1 = RegisterAndSubmit("w1", a);
+  const std::int64_t trial = a["trial_id"];
   for (int i = 0; i < 2; ++i) {
     clock_.Advance(1500ms);
     service_->Tick();
@@ -482,10 +487,9 @@ TEST_F(CoordinatorServiceTest, LostTwiceWithTwoAttemptsFinishesLost) {
 }
 
 TEST_F(CoordinatorServiceTest, StaleAttemptEventsAndResultsAreIgnored) {
-  auto w1 = Register("w1");
-  Submit();
-  auto a = w1->Take("assign");
-  const std::int64_t trial = a[0]["trial_id"];
+  json a;
+  auto w1 = RegisterAndSubmit("w1", a);
+  const std::int64_t trial = a["trial_id"];
   clock_.Advance(1500ms);
   service_->Tick();
   Pump();
@@ -503,26 +507,25 @@ TEST_F(CoordinatorServiceTest, StaleAttemptEventsAndResultsAreIgnored) {
 }
 
 TEST_F(CoordinatorServiceTest, OomIsFinalNotRetried) {
-  auto w1 = Register("w1");
-  Submit();
-  auto a = w1->Take("assign");
-  const json done = testing::FinishedFrame({a[0]["trial_id"], a[0]["attempt"]}, "oom", 0, "CUDA out of memory");
+  json a;
+  auto w1 = RegisterAndSubmit("w1", a);
+  const json done = testing::FinishedFrame({a["trial_id"], a["attempt"]}, "oom", 0, "CUDA out of memory");
   Frame("w1", done);
-  auto t = Trial(a[0]["trial_id"]);
+  auto t = Trial(a["trial_id"]);
   EXPECT_EQ(t.state, metrics::TrialState::kFinished);
   EXPECT_EQ(t.outcome, metrics::Outcome::kOom);
   EXPECT_EQ(t.reason, "CUDA out of memory");
 }
 
 TEST_F(CoordinatorServiceTest, CancelStopsRunningAndCancelsQueued) {
-  auto w1 = Register("w1");
-  const auto sweep_id = Submit();
-  auto a = w1->Take("assign");
+  json a;
+  std::int64_t sweep_id = 0;
+  auto w1 = RegisterAndSubmit("w1", a, &sweep_id);
   auto result = service_->CancelSweep("svc");
   ASSERT_TRUE(std::holds_alternative<json>(result));
   auto cancels = w1->Take("cancel");
   ASSERT_EQ(cancels.size(), 1u);
-  const json done = testing::FinishedFrame({a[0]["trial_id"], a[0]["attempt"]}, "cancelled");
+  const json done = testing::FinishedFrame({a["trial_id"], a["attempt"]}, "cancelled");
   Frame("w1", done);
   EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kCancelled);
   const auto trials = store_->ListTrials(sweep_id).value();  // a temporary's value() would dangle in the loop
