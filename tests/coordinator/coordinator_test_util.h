@@ -1,11 +1,11 @@
-// What the coordinator's test suites share: a fresh directory per test, the results
-// store in it (optionally capped: a disk that fills up), a coordinator service over it
-// as after a start or restart, and the tiny LoRA workload their sweeps run.
+// What the coordinator's test suites share, besides the per-test directory of the
+// integration suites (test_files.h, FreshTestDir): the results store in it (optionally
+// capped: a disk that fills up), a coordinator service over it as after a start or
+// restart, a worker's attempt_finished frame, and the tiny LoRA workload their sweeps run.
 // Thread-safety: test code, on the test's thread.
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -19,6 +19,7 @@
 #include "coordinator/coordinator_service.h"
 #include "metrics/store/results_store.h"
 #include "protocol/messages.h"
+#include "tests/integration/test_files.h"  // FreshTestDir
 
 namespace bakeoff::testing {
 
@@ -30,16 +31,6 @@ inline constexpr const char* kTinyWorkload = R"(workload:
   warmup_steps: 1
   steps: 2
 )";
-
-// A fresh, empty directory named after `prefix`, the process and the running test.
-inline std::filesystem::path FreshTestDir(const std::string& prefix) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   (prefix + "-" + std::to_string(getpid()) + "-" +
-                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
 
 // Opens (creating) `dir`/results.db into `store`; `max_page_count` 0: not capped.
 inline void OpenTestStore(const std::filesystem::path& dir, std::unique_ptr<metrics::ResultsStore>& store,
