@@ -17,6 +17,12 @@
 // ones wait `recovery_grace` for their workers to reconnect and reclaim them, and are
 // requeued as lost otherwise.
 //
+// What it decides on is translated elsewhere: a submitted or stored sweep into records
+// and an in-memory sweep (sweep_intake.h), the store's rows into the trial table it
+// holds (trial_table.h, recovery), and a worker's trainer events into store rows
+// (event_ingest.h). The decisions (state machine calls, scheduling and placement,
+// cancel, drain, adaptive repeats, group commit) stay here.
+//
 // Thread-safety: not thread-safe. Every method runs on the coordinator's io thread
 // (the one executor given to the constructor); the transports (WorkerServer,
 // HttpServer) call in from coroutines on that executor.
@@ -184,7 +190,7 @@ class CoordinatorService {
   void MaybeFinishSweep(std::int64_t sweep_id);
   void StoreSweepState(SweepEntry& sweep);
   // Drops done sweeps whose state is stored, with their trials, keeping their last
-  // figures for /metrics. REQUIRES: no reference into sweeps_ or trials_ is held.
+  // figures for /metrics. REQUIRES: no reference into table_ is held.
   void EvictFinishedSweeps();
   CoordinatorSnapshot::Sweep SweepSnapshot(const SweepEntry& sweep) const;
   // Adaptive repeats: applies the sequential rule (metrics::SequentialWalk) to every
@@ -203,14 +209,14 @@ class CoordinatorService {
   // the turn, which commits it. Call before any store write made on the executor.
   void BeginWrites();
   // Schedules if asked to and commits the group when it has been open for
-  // group_commit_window. Called where no reference into sweeps_ or trials_ is held.
+  // group_commit_window. Called where no reference into table_ is held.
   void CommitIfGroupIsOld();
   void PostEndOfTurn();
   // Schedules if asked to, then commits the open group (FinishGroup).
   void EndOfTurn();
   // Commits the open group, then sends what waited for it; when the group is lost,
   // sends none of it and reloads (ReloadAfterLostGroup). Returns the commit's Status.
-  // REQUIRES: no reference into sweeps_ or trials_ is held (a reload clears them).
+  // REQUIRES: no reference into table_ is held (a reload clears them).
   Status FinishGroup();
   void ReloadAfterLostGroup(const Status& why);
 
