@@ -1,25 +1,40 @@
-// AcceptLoop: the accept loop both coordinator listeners (HTTP API, worker protocol)
-// share, with the two guards an unauthenticated peer must not get past:
+// Listener: binding a TCP listener and the accept loop that the coordinator's two
+// listeners (HTTP API, worker protocol) and the worker's /metrics endpoint share, with
+// the two guards an unauthenticated peer must not get past:
 //  - a connection cap: at most `max_connections` served at once; one more is closed as
 //    soon as it is accepted (its peer sees the connection end);
 //  - back-off when accept fails for lack of resources (EMFILE, ENFILE, ENOBUFS,
 //    ENOMEM): the loop sleeps 50, 100, ... up to 500 ms (±20% jitter) instead of
 //    spinning, and accepts again once descriptors are free.
 // Refusals and failures are logged once per streak, not once per connection.
+// Header-only (it depends on protocol/ alone), so that the worker shares it without
+// linking the coordinator.
 // Thread-safety: runs on the listener's single-threaded executor; a ConnectionSlot is
 // released on that executor too.
 #pragma once
 
 #include "protocol/frame_connection.h"  // first: includes <utility> before Asio
 
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "protocol/backoff.h"
+#include "protocol/status.h"
 
 namespace bakeoff::coordinator {
 
@@ -40,13 +55,130 @@ class ConnectionSlot {
 struct AcceptOptions {
   std::string what;  // "HTTP", "worker": names the listener in log lines
   std::size_t max_connections = 256;
+  std::string log_prefix = "bakeoff coordinator";  // the process's, at the start of log lines
   std::chrono::milliseconds backoff_initial{50};
   std::chrono::milliseconds backoff_max{500};
 };
 
+// How Listener::Listen's errors name the address: `address` in kInvalidArgument
+// ("HTTP listen address 'X': not an IP address"); kUnavailable reads
+// "`unavailable` X: why`hint`".
+struct ListenErrors {
+  std::string address;      // "HTTP listen address", "--metrics-listen"
+  std::string unavailable;  // "cannot listen for HTTP on"
+  std::string hint;         // "" or "; pass another ..."
+};
+
 // Accepts until `acceptor` is closed; each connection under the cap goes to `serve`
 // with its slot (keep the slot alive as long as the connection).
-boost::asio::awaitable<void> AcceptLoop(boost::asio::ip::tcp::acceptor& acceptor, AcceptOptions options,
-                                        std::function<void(boost::asio::ip::tcp::socket, ConnectionSlot)> serve);
+inline boost::asio::awaitable<void> AcceptLoop(
+    boost::asio::ip::tcp::acceptor& acceptor, AcceptOptions options,
+    std::function<void(boost::asio::ip::tcp::socket, ConnectionSlot)> serve) {
+  namespace asio = boost::asio;
+  auto log = [&options](const std::string& line) {
+    fprintf(stderr, "%s: %s listener: %s\n", options.log_prefix.c_str(), options.what.c_str(), line.c_str());
+  };
+  // Failures that pass once resources free up: wait instead of retrying at once.
+  auto out_of_resources = [](const boost::system::error_code& ec) {
+    if (ec.category() != boost::system::system_category()) return false;
+    const int e = ec.value();
+    return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM;
+  };
+  auto open = std::make_shared<std::size_t>(0);
+  Backoff backoff({options.backoff_initial, options.backoff_max, 0.2});
+  std::size_t failed = 0;   // accepts failed in the current streak
+  std::size_t refused = 0;  // connections refused at the cap in the current streak
+  while (acceptor.is_open()) {
+    boost::system::error_code ec;
+    asio::ip::tcp::socket socket = co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (!acceptor.is_open()) break;
+      if (!out_of_resources(ec)) continue;  // e.g. a peer that reset before we accepted
+      if (failed++ == 0) {
+        log("accept failed (" + ec.message() + ", " + std::to_string(*open) + " connections open); backing off up to " +
+            std::to_string(options.backoff_max.count()) + " ms");
+      }
+      asio::steady_timer timer(acceptor.get_executor(), backoff.Next());
+      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      continue;
+    }
+    if (failed > 0) {
+      log("accepting again after " + std::to_string(failed) + " failed accepts");
+      failed = 0;
+      backoff.Reset();
+    }
+    if (*open >= options.max_connections) {
+      if (refused++ == 0) {
+        log(std::to_string(*open) + " connections open, the cap: closing new ones until some end");
+      }
+      socket.close(ec);
+      continue;
+    }
+    if (refused > 0) {
+      log("under the cap again after refusing " + std::to_string(refused) + " connections");
+      refused = 0;
+    }
+    serve(std::move(socket), ConnectionSlot(open));
+  }
+}
+
+// A listening socket with its accept loop and what serves each connection: what each
+// server holds.
+class Listener {
+ public:
+  // Serves one connection. The accept loop holds the function while it runs, and a
+  // copy lives as long as each session: what it captures (a shared_ptr to the server)
+  // stays alive that long.
+  using Session = std::function<boost::asio::awaitable<void>(boost::asio::ip::tcp::socket, ConnectionSlot)>;
+
+  Listener(boost::asio::any_io_executor executor, ListenErrors errors, AcceptOptions options)
+      : acceptor_(std::move(executor)), errors_(std::move(errors)), options_(std::move(options)) {}
+
+  // Binds HOST:PORT ([IPv6]:PORT; port 0 picks a free one, see port()) and listens.
+  // kInvalidArgument when it is not an address, kUnavailable when it cannot be bound.
+  Status Listen(const std::string& address) {
+    namespace asio = boost::asio;
+    auto split = protocol::SplitHostPort(address, errors_.address);
+    if (!split.ok()) return split.status();
+    boost::system::error_code ec;
+    auto ip = asio::ip::make_address(split->first, ec);
+    if (ec) return Status::InvalidArgument(errors_.address + " '" + address + "': not an IP address");
+    asio::ip::tcp::endpoint endpoint(ip, static_cast<unsigned short>(split->second));
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return Status::Unavailable(errors_.unavailable + " " + address + ": " + ec.message() + errors_.hint);
+    port_ = acceptor_.local_endpoint().port();
+    return Status::Ok();
+  }
+  // Starts the accept loop (AcceptLoop) on the acceptor's executor; each connection's
+  // session is spawned there too. REQUIRES: Listen succeeded.
+  void Start(Session session) {
+    namespace asio = boost::asio;
+    auto serve = [executor = acceptor_.get_executor(), session = std::move(session)](asio::ip::tcp::socket socket,
+                                                                           ConnectionSlot slot) {
+      asio::co_spawn(
+          executor,
+          [session, socket = std::move(socket), slot = std::move(slot)]() mutable {
+            return session(std::move(socket), std::move(slot));
+          },
+          asio::detached);
+    };
+    asio::co_spawn(acceptor_.get_executor(), AcceptLoop(acceptor_, options_, serve), asio::detached);
+  }
+  // Stops accepting; open connections go on.
+  void Stop() {
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+  }
+  int port() const { return port_; }
+
+ private:
+  boost::asio::ip::tcp::acceptor acceptor_;
+  ListenErrors errors_;
+  AcceptOptions options_;
+  int port_ = 0;
+};
 
 }  // namespace bakeoff::coordinator

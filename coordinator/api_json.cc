@@ -13,6 +13,9 @@ int HttpStatusFor(const Status& status) {
     default: return 500;
   }
 }
+
+ApiError ApiErrorFrom(const Status& status) { return ApiError{HttpStatusFor(status), status.message()}; }
+
 using nlohmann::json;
 
 json SweepJson(const metrics::SweepRecord& s) {

@@ -3,6 +3,7 @@
 // `GET /api/v1/sweeps/...` returns. Pure functions. Thread-safety: reentrant.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,14 @@ namespace bakeoff::coordinator {
 // API"): InvalidArgument 400, NotFound 404, ResourceExhausted 413, Unavailable and
 // IoError 503, Timeout 504, anything else 500.
 int HttpStatusFor(const Status& status);
+
+// An API call's failure, with the HTTP status it maps to.
+struct ApiError {
+  int http_status = 500;
+  std::string message;
+};
+// A failed Status as the API reports it (HttpStatusFor).
+ApiError ApiErrorFrom(const Status& status);
 
 // {"id","name","question","state","created_at","finished_at","variant_count",
 //  "trial_count","counts":{queued,assigned,running,finished,succeeded,unsuccessful}}

@@ -9,6 +9,8 @@
 namespace bakeoff::coordinator {
 using metrics::AddSample;
 using metrics::MakeFamily;
+using metrics::RegisterFamily;
+using metrics::RegisterSeries;
 using prometheus::MetricType;
 
 namespace {
@@ -41,31 +43,18 @@ std::vector<std::string> Segments(const std::string& path) {
 
 CoordinatorMetrics::CoordinatorMetrics()
     : registry_(std::make_shared<prometheus::Registry>()),
-      http_requests_(prometheus::BuildCounter()
-                         .Name("bakeoff_http_requests_total")
-                         .Help("HTTP API requests answered, by route pattern and status code.")
-                         .Register(*registry_)),
-      dispatch_latency_(prometheus::BuildHistogram()
-                            .Name("bakeoff_dispatch_latency_seconds")
-                            .Help("Time from a trial being queued (submitted or requeued) to its first rank "
-                                  "process starting on a worker.")
-                            .Register(*registry_)
+      http_requests_(RegisterFamily<prometheus::Counter>(*registry_, "bakeoff_http_requests_total",
+        "HTTP API requests answered, by route pattern and status code.")),
+      dispatch_latency_(RegisterFamily<prometheus::Histogram>(*registry_, "bakeoff_dispatch_latency_seconds",
+        "Time from a trial being queued (submitted or requeued) to its first rank process starting on a worker.")
                             .Add({}, kDispatchBuckets)),
-      store_write_(prometheus::BuildHistogram()
-                       .Name("bakeoff_store_write_seconds")
-                       .Help("Time of one results-store write (a committed SQLite transaction), by operation.")
-                       .Register(*registry_)),
-      requeues_(prometheus::BuildCounter()
-                    .Name("bakeoff_trials_requeued_total")
-                    .Help("Attempts lost (worker vanished) whose trial was queued again.")
-                    .Register(*registry_)
-                    .Add({})),
-      event_throttle_(prometheus::BuildCounter()
-                          .Name("bakeoff_worker_event_throttle_seconds_total")
-                          .Help("Time worker connections were read later because they sent trainer events "
-                                "over the per-worker rate limit.")
-                          .Register(*registry_)
-                          .Add({})) {}
+      store_write_(RegisterFamily<prometheus::Histogram>(*registry_, "bakeoff_store_write_seconds",
+        "Time of one results-store write (a committed SQLite transaction), by operation.")),
+      requeues_(RegisterSeries<prometheus::Counter>(*registry_, "bakeoff_trials_requeued_total",
+        "Attempts lost (worker vanished) whose trial was queued again.")),
+      event_throttle_(RegisterSeries<prometheus::Counter>(*registry_, "bakeoff_worker_event_throttle_seconds_total",
+        "Time worker connections were read later because they sent trainer events over the per-worker rate "
+        "limit.")) {}
 
 void CoordinatorMetrics::ObserveHttpRequest(const std::string& target, int status) {
   http_requests_.Add({{"route", RouteOf(target)}, {"code", std::to_string(status)}}).Increment();

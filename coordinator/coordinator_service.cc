@@ -9,8 +9,6 @@
 #include <boost/asio/post.hpp>
 
 #include "coordinator/api_json.h"
-#include "experiments/spec/sweep_expander.h"
-#include "experiments/spec/sweep_parser.h"
 #include "protocol/outcome.h"
 #include "protocol/token.h"
 #include "protocol/trainer_event.h"
@@ -24,24 +22,6 @@ namespace {
 
 void Log(const std::string& line) { fprintf(stderr, "bakeoff coordinator: %s\n", line.c_str()); }
 
-// The sequential design of a stored spec's adaptive repeats, if any (spec::ToJson).
-std::optional<metrics::SequentialDesign> AdaptiveDesign(const spec::SweepSpec& spec) {
-  if (!spec.adaptive) return std::nullopt;
-  metrics::SequentialDesign design;
-  design.min_pairs = spec.adaptive->min;
-  design.max_pairs = spec.adaptive->max;
-  design.ci_half_width = spec.adaptive->ci_half_width;
-  return design;
-}
-
-ApiError FromStatus(const Status& status) { return ApiError{HttpStatusFor(status), status.message()}; }
-
-// Why a sweep is refused while the store cannot write (503).
-ApiError NoNewSweeps(const metrics::ResultsStore& store) {
-  return ApiError{503, "the results database is not writable (" + store.health().message() +
-                           "); the coordinator accepts no new sweeps until it is fixed"};
-}
-
 }  // namespace
 
 CoordinatorService::CoordinatorService(asio::any_io_executor executor, CoordinatorConfig config,
@@ -51,94 +31,26 @@ CoordinatorService::CoordinatorService(asio::any_io_executor executor, Coordinat
       store_(store),
       clock_(clock),
       registry_(clock, config_.heartbeat_timeout),
-      tick_timer_(executor_) {}
+      tick_timer_(executor_),
+      events_(config_.max_worker_events_per_s, store_, metrics_) {}
 
 CoordinatorService::~CoordinatorService() { Stop(); }
 
 // ------------------------------------------------------------------ recovery
 
 Status CoordinatorService::Recover() {
-  auto active = store_.ListActiveTrials();
-  if (!active.ok()) return active.status().WithContext("recovery");
-  std::map<std::int64_t, metrics::TrialResult> by_id;
-  for (auto& t : *active) by_id[t.trial.id] = t;
-  auto sweeps = store_.ListSweeps(metrics::SweepState::kRunning);
-  if (!sweeps.ok()) return sweeps.status().WithContext("recovery");
-  for (const auto& record : *sweeps) {
-    BAKEOFF_RETURN_IF_ERROR(LoadSweep(record, by_id));
-  }
+  BAKEOFF_RETURN_IF_ERROR(table_.Recover(store_, clock_.Now(), config_.recovery_grace));
   std::size_t waiting = 0;
-  for (const auto& [id, t] : trials_) waiting += t.reclaim_deadline.has_value();
-  if (!sweeps_.empty()) {
-    Log("recovered " + std::to_string(sweeps_.size()) + " unfinished sweep(s); " +
+  for (const auto& [id, t] : table_.trials()) waiting += t.reclaim_deadline.has_value();
+  if (!table_.sweeps().empty()) {
+    Log("recovered " + std::to_string(table_.sweeps().size()) + " unfinished sweep(s); " +
         std::to_string(waiting) + " attempt(s) wait up to " +
         std::to_string(config_.recovery_grace.count()) + " ms for their workers");
   }
-  for (auto& [id, sweep] : sweeps_) {
+  for (auto& [id, sweep] : table_.sweeps()) {
     ApplyAdaptiveRepeats(id);  // a decision the previous process may not have carried out
     MaybeFinishSweep(id);
   }
-  return Status::Ok();
-}
-
-Status CoordinatorService::LoadSweep(const metrics::SweepRecord& record,
-                                     const std::map<std::int64_t, metrics::TrialResult>& active) {
-  SweepEntry sweep;
-  sweep.id = record.id;
-  sweep.name = record.name;
-  // Read back through the spec library, which wrote it (spec::ToJson).
-  auto stored = spec::SweepSpecFromJson(record.spec);
-  if (!stored.ok()) return stored.status().WithContext("sweep " + std::to_string(record.id));
-  sweep.timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(stored->limits.trial_timeout).count();
-  sweep.cuda = stored->resources.device == "cuda";
-  sweep.adaptive = AdaptiveDesign(*stored);
-  auto variants = store_.ListVariants(record.id);
-  if (!variants.ok()) return variants.status();
-  for (const auto& v : *variants) {
-    VariantInfo info;
-    info.config = spec::VariantConfig(v.trainer_config);
-    info.world_size = static_cast<int>(v.trainer_config.value("world_size", std::int64_t{1}));
-    info.counterpart_key = v.counterpart_excluded ? "" : v.counterpart_key;
-    info.is_baseline = v.is_baseline;
-    sweep.variants[v.key] = info;
-  }
-  auto trials = store_.ListTrials(record.id);
-  if (!trials.ok()) return trials.status();
-  for (const auto& t : *trials) {
-    TrialEntry entry;
-    entry.id = t.id;
-    entry.sweep_id = t.sweep_id;
-    entry.variant_key = t.variant_key;
-    entry.order_index = t.order_index;
-    const TrialState phase = t.state;
-    entry.machine = TrialStateMachine(static_cast<int>(t.max_attempts), static_cast<int>(t.attempts_used), phase);
-    if (phase == TrialState::kQueued) entry.queued_since = clock_.Now();  // this process queued it
-    if (phase == TrialState::kAssigned || phase == TrialState::kRunning) {
-      entry.reclaim_deadline = clock_.Now() + config_.recovery_grace;
-      awaiting_reclaim_.insert(t.id);
-      auto found = active.find(t.id);
-      if (found != active.end() && found->second.attempt) {
-        std::map<std::string, Part> parts;
-        for (const auto& r : found->second.attempt->ranks) {
-          Part& part = parts[r.worker_id];
-          part.worker_id = r.worker_id;
-          part.reclaimed = false;
-          protocol::RankSlot slot;
-          slot.rank = static_cast<int>(r.rank);
-          slot.local_rank = static_cast<int>(part.ranks.size());
-          if (r.device.rfind("cuda:", 0) == 0) {
-            part.cuda = true;
-            slot.cuda_devices = {std::atoi(r.device.c_str() + 5)};
-          }
-          part.ranks.push_back(slot);
-        }
-        for (auto& [wid, part] : parts) entry.parts.push_back(std::move(part));
-      }
-    }
-    sweep.trial_order.push_back(t.id);
-    trials_[t.id] = std::move(entry);
-  }
-  sweeps_[sweep.id] = std::move(sweep);
   return Status::Ok();
 }
 
@@ -186,10 +98,10 @@ void CoordinatorService::Tick() {
   const auto now = clock_.Now();
   // Only the attempts recovered after a restart have a reclaim deadline: walk those, not
   // every trial held.
-  for (auto waiting = awaiting_reclaim_.begin(); waiting != awaiting_reclaim_.end();) {
-    auto it = trials_.find(*waiting);
-    if (it == trials_.end() || !it->second.reclaim_deadline) {
-      waiting = awaiting_reclaim_.erase(waiting);
+  for (auto waiting = table_.awaiting_reclaim().begin(); waiting != table_.awaiting_reclaim().end();) {
+    auto it = table_.trials().find(*waiting);
+    if (it == table_.trials().end() || !it->second.reclaim_deadline) {
+      waiting = table_.awaiting_reclaim().erase(waiting);
       continue;
     }
     TrialEntry& trial = it->second;
@@ -197,7 +109,7 @@ void CoordinatorService::Tick() {
       ++waiting;
       continue;
     }
-    waiting = awaiting_reclaim_.erase(waiting);
+    waiting = table_.awaiting_reclaim().erase(waiting);
     trial.reclaim_deadline.reset();
     bool all_reclaimed = !trial.parts.empty();
     for (const auto& p : trial.parts) all_reclaimed = all_reclaimed && p.reclaimed;
@@ -206,7 +118,7 @@ void CoordinatorService::Tick() {
     }
   }
   // A finished sweep whose state the store could not take: try again.
-  for (auto& [sid, sweep] : sweeps_) {
+  for (auto& [sid, sweep] : table_.sweeps()) {
     if (sweep.done && !sweep.state_stored && store_.healthy()) StoreSweepState(sweep);
   }
   Schedule();
@@ -289,17 +201,13 @@ void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
   acked_.clear();
   after_commit_.clear();
   registry_.ReleaseAll();
-  trials_.clear();
-  sweeps_.clear();
-  awaiting_reclaim_.clear();
+  table_.Clear();
   history_.clear();
   schedule_wanted_ = false;
   Status recovered = Recover();
   if (!recovered.ok()) {
     Log("cannot reload from the store: " + recovered.ToString() + "; trying again at the next tick");
-    trials_.clear();
-    sweeps_.clear();
-    awaiting_reclaim_.clear();
+    table_.Clear();
     reload_needed_ = true;
   }
 }
@@ -308,7 +216,7 @@ void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
 
 std::size_t CoordinatorService::queued_trials() const {
   std::size_t n = 0;
-  for (const auto& [id, t] : trials_) n += t.machine.phase() == TrialState::kQueued;
+  for (const auto& [id, t] : table_.trials()) n += t.machine.phase() == TrialState::kQueued;
   return n;
 }
 
@@ -328,19 +236,19 @@ void CoordinatorService::Schedule() {
   }
   if (workers.empty()) return;
   std::vector<SchedulerSweep> sweeps;
-  for (auto& [sid, sweep] : sweeps_) {
+  for (auto& [sid, sweep] : table_.sweeps()) {
     if (sweep.done || sweep.cancelled) continue;
     SchedulerSweep s;
     s.sweep_id = sid;
     // Trials before queued_from are not queued (assigned, running or finished; a
     // requeue resets it): a long sweep's scan starts where its queue does.
     while (sweep.queued_from < sweep.trial_order.size() &&
-           trials_.at(sweep.trial_order[sweep.queued_from]).machine.phase() != TrialState::kQueued) {
+           table_.trials().at(sweep.trial_order[sweep.queued_from]).machine.phase() != TrialState::kQueued) {
       ++sweep.queued_from;
     }
     for (std::size_t i = sweep.queued_from; i < sweep.trial_order.size() && s.queue.size() < free_units; ++i) {
       const std::int64_t tid = sweep.trial_order[i];
-      const auto& trial = trials_.at(tid);
+      const auto& trial = table_.trials().at(tid);
       if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
       auto v = sweep.variants.find(trial.variant_key);
       s.queue.push_back(SchedulerTrial{tid, trial.variant_key,
@@ -366,8 +274,8 @@ void CoordinatorService::Schedule() {
 }
 
 Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
-  TrialEntry& trial = trials_.at(placement.trial_id);
-  SweepEntry& sweep = sweeps_.at(trial.sweep_id);
+  TrialEntry& trial = table_.trials().at(placement.trial_id);
+  SweepEntry& sweep = table_.sweeps().at(trial.sweep_id);
   const VariantInfo& variant = sweep.variants.at(trial.variant_key);
   const std::string& rank0_worker = placement.ranks.front().worker_id;
   WorkerInfo* rank0 = registry_.Find(rank0_worker);
@@ -402,11 +310,11 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
   trial.machine = next;
   const protocol::AttemptRef ref{trial.id, *attempt};
 
-  std::map<std::string, Part> parts;
+  std::map<std::string, TrialPart> parts;
   std::vector<std::string> order;
   for (const auto& r : placement.ranks) {
     if (!parts.count(r.worker_id)) order.push_back(r.worker_id);
-    Part& part = parts[r.worker_id];
+    TrialPart& part = parts[r.worker_id];
     part.worker_id = r.worker_id;
     part.cuda = r.cuda_device >= 0;
     protocol::RankSlot slot{r.rank, r.local_rank, {}};
@@ -416,7 +324,7 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
   const std::string store_address = rank0->host + ":" + std::to_string(registry_.NextStorePort(rank0_worker));
   trial.parts.clear();
   for (const auto& wid : order) {
-    Part& part = parts[wid];
+    TrialPart& part = parts[wid];
     std::vector<int> devices;
     for (const auto& s : part.ranks) devices.insert(devices.end(), s.cuda_devices.begin(), s.cuda_devices.end());
     registry_.Reserve(wid, ref, part.cuda ? 0 : static_cast<int>(part.ranks.size()), devices);
@@ -509,9 +417,9 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   // Reclaim: attempts this worker still runs (or has results for) stay; others stop.
   std::set<protocol::AttemptRef> claimed(message.running.begin(), message.running.end());
   for (const auto& ref : message.running) {
-    auto it = trials_.find(ref.trial_id);
-    Part* part = nullptr;
-    if (it != trials_.end() && it->second.machine.IsCurrent(ref.attempt)) {
+    auto it = table_.trials().find(ref.trial_id);
+    TrialPart* part = nullptr;
+    if (it != table_.trials().end() && it->second.machine.IsCurrent(ref.attempt)) {
       for (auto& p : it->second.parts) {
         if (p.worker_id == id) part = &p;
       }
@@ -530,7 +438,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
     }
   }
   // Attempts placed here that the worker no longer knows: it restarted; they are lost.
-  for (auto& [tid, trial] : trials_) {
+  for (auto& [tid, trial] : table_.trials()) {
     if (!trial.machine.IsCurrent(trial.machine.attempts_used())) continue;
     for (const auto& p : trial.parts) {
       if (p.worker_id == id && !p.finished &&
@@ -547,6 +455,23 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   return protocol::ToJson(reply);
 }
 
+template <typename Message>
+void CoordinatorService::HandleOutboxFrame(const std::string& worker_id, const json& frame, const char* action,
+                                           Status (CoordinatorService::*handle)(const std::string&,
+                                                                                const Message&)) {
+  auto message = protocol::Parse<Message>(frame);
+  if (!message.ok()) {
+    Log("malformed " + frame.value("type", "") + " from worker=" + worker_id + ": " + message.status().message());
+    return;
+  }
+  Status handled = (this->*handle)(worker_id, *message);
+  if (handled.ok()) {
+    Ack(worker_id, message->outbox_seq);
+  } else {
+    DropUnstored(worker_id, std::string("cannot ") + action + " from worker=" + worker_id + ": " + handled.ToString());
+  }
+}
+
 void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink* link, const json& frame) {
   CommitIfGroupIsOld();  // first: a reload after a lost group replaces the links checked below
   auto current = links_.find(worker_id);
@@ -559,30 +484,10 @@ void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink*
     auto hb = protocol::Parse<protocol::HeartbeatMessage>(frame);
     if (hb.ok()) HandleHeartbeat(worker_id, *hb);
   } else if (*type == protocol::kTypeEvents) {
-    auto events = protocol::Parse<protocol::EventsMessage>(frame);
-    if (!events.ok()) {
-      Log("malformed events from worker=" + worker_id + ": " + events.status().message());
-      return;
-    }
-    Status handled = HandleEvents(worker_id, *events);
-    if (handled.ok()) {
-      Ack(worker_id, events->outbox_seq);
-    } else {
-      DropUnstored(worker_id, "cannot store events from worker=" + worker_id + ": " + handled.ToString());
-    }
+    HandleOutboxFrame<protocol::EventsMessage>(worker_id, frame, "store events", &CoordinatorService::HandleEvents);
   } else if (*type == protocol::kTypeAttemptFinished) {
-    auto finished = protocol::Parse<protocol::AttemptFinishedMessage>(frame);
-    if (!finished.ok()) {
-      Log("malformed attempt_finished from worker=" + worker_id + ": " + finished.status().message());
-      return;
-    }
-    Status handled = HandleFinished(worker_id, *finished);
-    if (handled.ok()) {
-      Ack(worker_id, finished->outbox_seq);
-    } else {
-      DropUnstored(worker_id,
-                   "cannot record a finished attempt from worker=" + worker_id + ": " + handled.ToString());
-    }
+    HandleOutboxFrame<protocol::AttemptFinishedMessage>(worker_id, frame, "record a finished attempt",
+                                                        &CoordinatorService::HandleFinished);
   } else if (*type == protocol::kTypeDrain) {
     // The worker is leaving (Slurm's signal, docs/slurm.md): place nothing more on it
     // while it reports its stopped attempts, which are then requeued elsewhere.
@@ -609,24 +514,7 @@ void CoordinatorService::DropUnstored(const std::string& worker_id, const std::s
 }
 
 std::chrono::milliseconds CoordinatorService::EventsReadDelay(const std::string& worker_id, const json& frame) {
-  if (config_.max_worker_events_per_s == 0 || frame.value("type", "") != protocol::kTypeEvents) {
-    return std::chrono::milliseconds(0);
-  }
-  auto events = frame.find("events");
-  if (events == frame.end() || !events->is_array()) return std::chrono::milliseconds(0);
-  auto budget = event_budgets_.try_emplace(worker_id, EventBudget{EventRateLimiter(config_.max_worker_events_per_s)})
-                    .first;
-  const auto now = clock_.Now();
-  auto wait = budget->second.limiter.Take(events->size(), now);
-  if (wait.count() > 0) {
-    metrics_.CountEventThrottle(wait);
-    if (now - budget->second.last_logged > std::chrono::seconds(10)) {
-      budget->second.last_logged = now;
-      Log("worker=" + worker_id + " sends over " + std::to_string(config_.max_worker_events_per_s) +
-          " events/s; reading it more slowly (events are delayed, not dropped)");
-    }
-  }
-  return wait;
+  return events_.ReadDelay(worker_id, frame, clock_.Now());
 }
 
 void CoordinatorService::OnDisconnect(const std::string& worker_id, const WorkerLink* link) {
@@ -657,9 +545,9 @@ void CoordinatorService::HandleHeartbeat(const std::string& worker_id, const pro
   Status recorded = store_.RecordWorkerHeartbeat(worker_id);
   (void)recorded;  // a missed heartbeat row is harmless; the registry is authoritative
   for (const auto& ref : message.running) {
-    auto it = trials_.find(ref.trial_id);
+    auto it = table_.trials().find(ref.trial_id);
     bool current = false;
-    if (it != trials_.end() && it->second.machine.IsCurrent(ref.attempt)) {
+    if (it != table_.trials().end() && it->second.machine.IsCurrent(ref.attempt)) {
       for (const auto& p : it->second.parts) current = current || (p.worker_id == worker_id && !p.finished);
     }
     if (!current) Send(worker_id, protocol::ToJson(protocol::CancelMessage{ref, "stale attempt"}));
@@ -669,64 +557,13 @@ void CoordinatorService::HandleHeartbeat(const std::string& worker_id, const pro
 }
 
 Status CoordinatorService::HandleEvents(const std::string& worker_id, const protocol::EventsMessage& message) {
-  metrics::MetricsBatch batch;
-  std::set<std::int64_t> started;
-  std::size_t unreadable = 0;
-  std::string first_unreadable;
-  for (const auto& ev : message.events) {
-    auto it = trials_.find(ev.attempt.trial_id);
-    if (it == trials_.end() || !it->second.machine.IsCurrent(ev.attempt.attempt)) continue;  // stale
-    // Read once into its type, with the checks the worker applied to the trainer's line:
-    // an event that does not read (a worker that skipped them) is dropped, not stored.
-    auto read = protocol::TrainerEventFromJson(ev.event);
-    if (!read.ok()) {
-      if (unreadable++ == 0) first_unreadable = read.status().message();
-      continue;
-    }
-    protocol::TrainerEvent& e = *read;
-    if (const protocol::StepEvent* step = e.step()) {
-      metrics::StepMetric m;
-      m.trial_id = ev.attempt.trial_id;
-      m.attempt = ev.attempt.attempt;
-      m.rank = ev.rank;
-      m.step = step->step;
-      m.phase = step->phase;
-      m.step_s = step->step_s;
-      m.tokens = step->tokens;
-      m.loss = step->loss;
-      m.lr = step->lr;
-      m.peak_mem_bytes = step->peak_mem_bytes;
-      m.rss_bytes = step->rss_bytes;
-      m.comm_s = step->comm_s;
-      m.comm_bytes = step->comm_bytes;
-      batch.steps.push_back(std::move(m));
-    } else if (const protocol::SummaryEvent* summary = e.summary()) {
-      batch.summaries.push_back(
-          metrics::SummaryRecord{ev.attempt.trial_id, ev.attempt.attempt, ev.rank, *summary, std::move(e.body)});
-    } else {
-      metrics::EventRecord r;
-      r.trial_id = ev.attempt.trial_id;
-      r.attempt = ev.attempt.attempt;
-      r.rank = ev.rank;
-      r.kind = e.kind.empty() ? "unknown" : e.kind;
-      r.data = std::move(e.body);
-      if (e.at) r.at = *e.at;
-      if (ev.seq > 0) r.seq = ev.seq;
-      batch.events.push_back(std::move(r));
-      if (e.kind == "started" || e.kind == "ready") started.insert(ev.attempt.trial_id);
-    }
-  }
-  if (unreadable > 0) {
-    Log("dropped " + std::to_string(unreadable) + " unreadable event(s) from worker=" + worker_id + ": " +
-        first_unreadable);
-  }
-  if (!batch.steps.empty() || !batch.summaries.empty() || !batch.events.empty()) {
-    CoordinatorMetrics::StoreWriteTimer timer(metrics_, "append_events");
-    auto written = store_.AppendBatch(batch);
-    if (!written.ok()) return written.status();
-  }
-  for (std::int64_t tid : started) {
-    TrialEntry& trial = trials_.at(tid);
+  auto started = events_.Store(worker_id, message, [this](const protocol::AttemptRef& attempt) {
+    auto it = table_.trials().find(attempt.trial_id);
+    return it != table_.trials().end() && it->second.machine.IsCurrent(attempt.attempt);
+  });
+  if (!started.ok()) return started.status();
+  for (std::int64_t tid : *started) {
+    TrialEntry& trial = table_.trials().at(tid);
     if (trial.machine.phase() != TrialState::kAssigned) continue;
     auto marked = [&] {
       CoordinatorMetrics::StoreWriteTimer timer(metrics_, "mark_running");
@@ -744,12 +581,12 @@ Status CoordinatorService::HandleEvents(const std::string& worker_id, const prot
 
 Status CoordinatorService::HandleFinished(const std::string& worker_id,
                                           const protocol::AttemptFinishedMessage& message) {
-  auto it = trials_.find(message.attempt.trial_id);
-  if (it == trials_.end() || !it->second.machine.IsCurrent(message.attempt.attempt)) {
+  auto it = table_.trials().find(message.attempt.trial_id);
+  if (it == table_.trials().end() || !it->second.machine.IsCurrent(message.attempt.attempt)) {
     return Status::Ok();  // stale or duplicate: acknowledged, ignored
   }
   TrialEntry& trial = it->second;
-  Part* part = nullptr;
+  TrialPart* part = nullptr;
   for (auto& p : trial.parts) {
     if (p.worker_id == worker_id) part = &p;
   }
@@ -784,7 +621,7 @@ Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const 
   trial.machine = next;
   if (requeue) {
     trial.queued_since = clock_.Now();
-    sweeps_.at(trial.sweep_id).queued_from = 0;  // queued again, possibly before the cursor
+    table_.sweeps().at(trial.sweep_id).queued_from = 0;  // queued again, possibly before the cursor
     metrics_.CountRequeue();
   }
   Log(std::string(effect == TrialStateMachine::Effect::kRequeued ? "requeued" : "finished") +
@@ -820,7 +657,7 @@ void CoordinatorService::HandleWorkerLost(const std::string& worker_id, const st
     link->second->Close();
     links_.erase(link);
   }
-  for (auto& [tid, trial] : trials_) {
+  for (auto& [tid, trial] : table_.trials()) {
     if (!trial.machine.IsCurrent(trial.machine.attempts_used())) continue;
     bool involved = false;
     for (const auto& p : trial.parts) involved = involved || (p.worker_id == worker_id && !p.finished);
@@ -829,13 +666,13 @@ void CoordinatorService::HandleWorkerLost(const std::string& worker_id, const st
 }
 
 void CoordinatorService::MaybeFinishSweep(std::int64_t sweep_id) {
-  auto it = sweeps_.find(sweep_id);
-  if (it == sweeps_.end() || it->second.done) return;
+  auto it = table_.sweeps().find(sweep_id);
+  if (it == table_.sweeps().end() || it->second.done) return;
   // Finished is final: the finished prefix only grows, so each call resumes the scan
   // where the last stopped (a check per finished trial, not a walk of the whole sweep).
   SweepEntry& sweep = it->second;
   while (sweep.finished_prefix < sweep.trial_order.size() &&
-         trials_.at(sweep.trial_order[sweep.finished_prefix]).machine.phase() == TrialState::kFinished) {
+         table_.trials().at(sweep.trial_order[sweep.finished_prefix]).machine.phase() == TrialState::kFinished) {
     ++sweep.finished_prefix;
   }
   if (sweep.finished_prefix < sweep.trial_order.size()) return;
@@ -866,7 +703,7 @@ void CoordinatorService::StoreSweepState(SweepEntry& sweep) {
 
 void CoordinatorService::EvictFinishedSweeps() {
   std::size_t evicted_trials = 0;
-  for (auto it = sweeps_.begin(); it != sweeps_.end();) {
+  for (auto it = table_.sweeps().begin(); it != table_.sweeps().end();) {
     SweepEntry& sweep = it->second;
     if (!sweep.done || !sweep.state_stored) {
       ++it;
@@ -876,11 +713,11 @@ void CoordinatorService::EvictFinishedSweeps() {
     // else about it is read from the store, as after a restart.
     finished_sweeps_.push_back(SweepSnapshot(sweep));
     while (finished_sweeps_.size() > kFinishedSweepsShown) finished_sweeps_.pop_front();
-    for (std::int64_t tid : sweep.trial_order) trials_.erase(tid);
+    for (std::int64_t tid : sweep.trial_order) table_.trials().erase(tid);
     evicted_trials += sweep.trial_order.size();
     history_.erase(history_.lower_bound({sweep.id, std::string(), std::string()}),
                    history_.lower_bound({sweep.id + 1, std::string(), std::string()}));
-    it = sweeps_.erase(it);
+    it = table_.sweeps().erase(it);
   }
 #if defined(__GLIBC__)
   // A large sweep's entries (about 460 bytes a trial, docs/scale.md) go back to the
@@ -891,8 +728,8 @@ void CoordinatorService::EvictFinishedSweeps() {
 }
 
 void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
-  auto sit = sweeps_.find(sweep_id);
-  if (sit == sweeps_.end() || !sit->second.adaptive || sit->second.done || sit->second.cancelled) return;
+  auto sit = table_.sweeps().find(sweep_id);
+  if (sit == table_.sweeps().end() || !sit->second.adaptive || sit->second.done || sit->second.cancelled) return;
   SweepEntry& sweep = sit->second;
   const metrics::SequentialDesign& design = *sweep.adaptive;
   auto results = store_.ListTrialResults(sweep_id);
@@ -929,7 +766,7 @@ void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
   auto cancel_queued = [&](const std::string& key, const std::string& reason) {
     int cancelled = 0;
     for (std::int64_t tid : sweep.trial_order) {
-      TrialEntry& trial = trials_.at(tid);
+      TrialEntry& trial = table_.trials().at(tid);
       if (trial.variant_key != key || trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
       auto stored = [&] {
         CoordinatorMetrics::StoreWriteTimer timer(metrics_, "cancel_trials");
@@ -1007,14 +844,14 @@ std::set<std::string> CoordinatorService::OfferedTemplates(bool live_only) const
 }
 
 std::string CoordinatorService::WaitingReason(std::int64_t sweep_id) const {
-  auto it = sweeps_.find(sweep_id);
-  if (it == sweeps_.end() || it->second.done || it->second.cancelled) return "";
+  auto it = table_.sweeps().find(sweep_id);
+  if (it == table_.sweeps().end() || it->second.done || it->second.cancelled) return "";
   const SweepEntry& sweep = it->second;
   // The command templates of the queued trials (a sweep may compare executors).
   std::set<std::string> wanted;
   bool waiting = false;
   for (std::int64_t tid : sweep.trial_order) {
-    const TrialEntry& trial = trials_.at(tid);
+    const TrialEntry& trial = table_.trials().at(tid);
     if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
     auto v = sweep.variants.find(trial.variant_key);
     if (v != sweep.variants.end() && !v->second.CommandTemplate().empty()) wanted.insert(v->second.CommandTemplate());
@@ -1045,59 +882,12 @@ std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& 
 
 std::variant<SweepSubmission, ApiError> CoordinatorService::BeginSubmit() const {
   if (!store_.healthy()) return NoNewSweeps(store_);
-  // The coordinator's allowlist checks its templates' fields; a template only registered
-  // workers offer is accepted by name (the worker's script checks its fields).
-  SweepSubmission submission;
-  submission.executors = config_.executors;
-  for (const auto& name : OfferedTemplates(/*live_only=*/false)) {
-    if (submission.executors.Find(name) == nullptr) submission.executors.names_only.insert(name);
-  }
-  submission.max_trials = config_.max_trials_per_sweep;
-  return submission;
+  return MakeSubmission(config_, OfferedTemplates(/*live_only=*/false));
 }
 
 std::variant<PreparedSweep, ApiError> CoordinatorService::PrepareSweep(const SweepSubmission& submission,
                                                                        std::string yaml) {
-  // Over a limit (YAML size, nesting, nodes, trials per sweep): 413; otherwise 400.
-  auto rejected = [](const Status& s) {
-    return ApiError{s.code() == Status::Code::kResourceExhausted ? 413 : 400, s.message()};
-  };
-  auto spec = spec::ParseSweepText(yaml, "<submitted sweep>", {}, &submission.executors);
-  if (!spec.ok()) return rejected(spec.status());
-  spec::ExpandOptions options;
-  options.max_trials = submission.max_trials;
-  auto expanded = spec::Expand(*spec, options);
-  if (!expanded.ok()) return rejected(expanded.status());
-
-  PreparedSweep prepared;
-  metrics::SweepRecord& record = prepared.record;
-  record.name = spec->name;
-  record.question = spec->question;
-  record.yaml = std::move(yaml);
-  record.spec = spec::ToJson(*spec);
-  for (const auto& v : expanded->variants) {
-    metrics::VariantRecord vr;
-    vr.key = v.key;
-    vr.ordinal = static_cast<std::int64_t>(v.index);
-    vr.params = json::object();
-    for (const auto& [axis, value] : v.axis_values) vr.params[axis] = value;
-    vr.trainer_config = v.config.Merged();  // the stored row: the whole configuration
-    vr.counterpart_key = v.counterpart_key;
-    vr.is_baseline = v.is_baseline;
-    vr.counterpart_excluded = v.counterpart_excluded;
-    prepared.variants.push_back(std::move(vr));
-  }
-  for (const auto& t : expanded->trials) {
-    metrics::NewTrial nt;
-    nt.variant_key = expanded->variants[t.variant].key;
-    nt.repeat = t.repeat;
-    nt.order_index = static_cast<std::int64_t>(t.index);
-    nt.max_attempts = spec->limits.max_attempts;
-    prepared.trials.push_back(std::move(nt));
-  }
-  prepared.spec = std::move(spec).value();
-  prepared.expanded = std::move(expanded).value();
-  return prepared;
+  return PrepareSubmittedSweep(submission, std::move(yaml));
 }
 
 std::variant<json, ApiError> CoordinatorService::CommitSweep(PreparedSweep prepared) {
@@ -1111,41 +901,15 @@ std::variant<json, ApiError> CoordinatorService::CommitSweep(PreparedSweep prepa
     CoordinatorMetrics::StoreWriteTimer timer(metrics_, "create_sweep");
     return store_.CreateSweep(record, variants, trials);
   }();
-  if (!created.ok()) {
-    // A full or read-only disk is the server's condition, not a payload problem: 503.
-    if (!store_.healthy()) {
-      return ApiError{503, "the results database is not writable (" + created.status().message() +
-                               "); the sweep was not stored, earlier results are kept, and the coordinator "
-                               "accepts no new sweeps until it is fixed"};
-    }
-    return FromStatus(created.status());
-  }
-
-  SweepEntry sweep;
-  sweep.id = created->sweep_id;
-  sweep.name = spec->name;
-  sweep.timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(spec->limits.trial_timeout).count();
-  sweep.cuda = spec->resources.device == "cuda";
-  for (const auto& v : expanded->variants) {
-    sweep.variants[v.key] = VariantInfo{v.config, v.world_size, v.counterpart ? v.counterpart_key : "", v.is_baseline};
-  }
-  sweep.adaptive = AdaptiveDesign(*spec);
-  for (std::size_t i = 0; i < created->trial_ids.size(); ++i) {
-    TrialEntry entry;
-    entry.id = created->trial_ids[i];
-    entry.sweep_id = sweep.id;
-    entry.variant_key = trials[i].variant_key;
-    entry.order_index = trials[i].order_index;
-    entry.machine = TrialStateMachine(spec->limits.max_attempts);
-    entry.queued_since = clock_.Now();
-    sweep.trial_order.push_back(entry.id);
-    trials_[entry.id] = std::move(entry);
-  }
-  Log("sweep submitted id=" + std::to_string(sweep.id) + " name=" + sweep.name + " variants=" +
+  if (!created.ok()) return SweepNotCreated(store_, created.status());
+  SweepEntry sweep = SweepFromSpec(created->sweep_id, *spec, *expanded);
+  const std::int64_t sweep_id = sweep.id;
+  const std::string name = sweep.name;
+  table_.AddSubmitted(std::move(sweep), created->trial_ids, trials, spec->limits.max_attempts, clock_.Now());
+  Log("sweep submitted id=" + std::to_string(sweep_id) + " name=" + name + " variants=" +
       std::to_string(variants.size()) + " trials=" + std::to_string(trials.size()));
-  json out = {{"id", sweep.id}, {"name", sweep.name}, {"variant_count", variants.size()},
+  json out = {{"id", sweep_id}, {"name", name}, {"variant_count", variants.size()},
               {"trial_count", trials.size()}, {"state", "running"}};
-  sweeps_[sweep.id] = std::move(sweep);
   // The user hears of the sweep once it is durable (it may have joined this turn's group).
   if (Status committed = FinishGroup(); !committed.ok()) {
     return ApiError{503, "the sweep was not stored: " + committed.message() +
@@ -1157,9 +921,9 @@ std::variant<json, ApiError> CoordinatorService::CommitSweep(PreparedSweep prepa
 
 std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& id_or_name) {
   auto record = store_.FindSweep(id_or_name);
-  if (!record.ok()) return FromStatus(record.status());
-  auto it = sweeps_.find(record->id);
-  if (it == sweeps_.end() || it->second.done) {
+  if (!record.ok()) return ApiErrorFrom(record.status());
+  auto it = table_.sweeps().find(record->id);
+  if (it == table_.sweeps().end() || it->second.done) {
     return json{{"id", record->id}, {"name", record->name}, {"state", metrics::SweepStateName(record->state)},
                 {"cancelled_trials", 0}};
   }
@@ -1169,10 +933,10 @@ std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& 
     CoordinatorMetrics::StoreWriteTimer timer(metrics_, "cancel_trials");
     return store_.CancelQueuedTrials(sweep.id, "sweep cancelled");
   }();
-  if (!cancelled.ok()) return FromStatus(cancelled.status());
+  if (!cancelled.ok()) return ApiErrorFrom(cancelled.status());
   int stopping = 0;
   for (std::int64_t tid : sweep.trial_order) {
-    TrialEntry& trial = trials_.at(tid);
+    TrialEntry& trial = table_.trials().at(tid);
     if (trial.machine.phase() == TrialState::kQueued) {
       trial.machine.Cancel();
     } else if (trial.machine.phase() != TrialState::kFinished) {
@@ -1189,7 +953,7 @@ std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& 
   MaybeFinishSweep(sweep.id);
   json out{{"id", sweep.id}, {"name", sweep.name}, {"state", sweep.done ? "cancelled" : "cancelling"},
            {"cancelled_trials", *cancelled}, {"stopping_trials", stopping}};  // evicted later, not now
-  if (Status committed = FinishGroup(); !committed.ok()) return FromStatus(committed);
+  if (Status committed = FinishGroup(); !committed.ok()) return ApiErrorFrom(committed);
   return out;
 }
 
@@ -1202,7 +966,7 @@ std::variant<json, ApiError> CoordinatorService::DrainWorker(const std::string& 
   (void)s;
   Log("draining worker=" + worker_id + " with " + std::to_string(info->attempts.size()) + " running attempt(s)");
   json out{{"id", worker_id}, {"state", "draining"}, {"running", info->attempts.size()}};
-  if (Status committed = FinishGroup(); !committed.ok()) return FromStatus(committed);
+  if (Status committed = FinishGroup(); !committed.ok()) return ApiErrorFrom(committed);
   return out;
 }
 
@@ -1249,7 +1013,7 @@ CoordinatorSnapshot::Sweep CoordinatorService::SweepSnapshot(const SweepEntry& s
   s.name = sweep.name;
   s.active = !sweep.done;
   for (std::int64_t tid : sweep.trial_order) {
-    const TrialEntry& trial = trials_.at(tid);
+    const TrialEntry& trial = table_.trials().at(tid);
     switch (trial.machine.phase()) {
       case TrialState::kQueued:
         ++s.trials_by_state["queued"];
@@ -1272,7 +1036,7 @@ CoordinatorSnapshot::Sweep CoordinatorService::SweepSnapshot(const SweepEntry& s
 CoordinatorSnapshot CoordinatorService::MetricsSnapshot() const {
   CoordinatorSnapshot snapshot;
   for (const auto& finished : finished_sweeps_) snapshot.sweeps.push_back(finished);
-  for (const auto& [sid, sweep] : sweeps_) snapshot.sweeps.push_back(SweepSnapshot(sweep));
+  for (const auto& [sid, sweep] : table_.sweeps()) snapshot.sweeps.push_back(SweepSnapshot(sweep));
   for (auto& s : snapshot.sweeps) {
     snapshot.queue_depth += s.queue_depth;
     if (!config_.metrics_require_token) s.name.clear();  // the open /metrics names no sweep
@@ -1297,11 +1061,11 @@ std::string CoordinatorService::MetricsText() const {
 
 CapacityView CoordinatorService::Capacity(std::size_t max_queued) const {
   CapacityView view;
-  for (const auto& [sid, sweep] : sweeps_) {
+  for (const auto& [sid, sweep] : table_.sweeps()) {
     if (sweep.done || sweep.cancelled) continue;
     for (std::int64_t tid : sweep.trial_order) {
       if (view.queued.size() >= max_queued) break;
-      const TrialEntry& trial = trials_.at(tid);
+      const TrialEntry& trial = table_.trials().at(tid);
       if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
       auto v = sweep.variants.find(trial.variant_key);
       view.queued.push_back({v != sweep.variants.end() ? v->second.world_size : 1, sweep.cuda});

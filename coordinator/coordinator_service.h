@@ -17,6 +17,12 @@
 // ones wait `recovery_grace` for their workers to reconnect and reclaim them, and are
 // requeued as lost otherwise.
 //
+// What it decides on is translated elsewhere: a submitted or stored sweep into records
+// and an in-memory sweep (sweep_intake.h), the store's rows into the trial table it
+// holds (trial_table.h, recovery), and a worker's trainer events into store rows
+// (event_ingest.h). The decisions (state machine calls, scheduling and placement,
+// cancel, drain, adaptive repeats, group commit) stay here.
+//
 // Thread-safety: not thread-safe. Every method runs on the coordinator's io thread
 // (the one executor given to the constructor); the transports (WorkerServer,
 // HttpServer) call in from coroutines on that executor.
@@ -43,43 +49,17 @@
 #include "protocol/clock.h"
 #include "coordinator/coordinator_config.h"
 #include "coordinator/coordinator_metrics.h"
-#include "coordinator/event_rate_limiter.h"
+#include "coordinator/event_ingest.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/sweep_intake.h"
 #include "coordinator/trial_state_machine.h"
+#include "coordinator/trial_table.h"
 #include "coordinator/worker_link.h"
 #include "coordinator/worker_registry.h"
-#include "experiments/spec/executor_catalog.h"
-#include "experiments/spec/expanded_sweep.h"
-#include "experiments/spec/sweep_spec.h"
 #include "metrics/store/results_store.h"
-#include "metrics/report/statistics.h"
 #include "protocol/messages.h"
 
 namespace bakeoff::coordinator {
-
-// An API call's failure, with the HTTP status it maps to.
-struct ApiError {
-  int http_status = 500;
-  std::string message;
-};
-
-// What preparing a submitted sweep reads from the service, captured on its executor
-// (CoordinatorService::BeginSubmit) so that the preparation touches no service state.
-struct SweepSubmission {
-  // The coordinator's allowlist, plus by name the templates registered workers offer.
-  spec::ExecutorCatalog executors;
-  std::size_t max_trials = 0;  // CoordinatorConfig::max_trials_per_sweep
-};
-
-// A submitted sweep parsed, validated and expanded, with the records to store: what
-// CoordinatorService::CommitSweep needs. A plain value, built on any thread.
-struct PreparedSweep {
-  spec::SweepSpec spec;
-  spec::ExpandedSweep expanded;
-  metrics::SweepRecord record;  // holds the YAML as submitted
-  std::vector<metrics::VariantRecord> variants;
-  std::vector<metrics::NewTrial> trials;
-};
 
 // What a capacity provider (the Slurm provisioner, coordinator/slurm_provisioner.h)
 // reads to decide how many workers to ask for: the waiting trials and the live workers.
@@ -175,7 +155,7 @@ class CoordinatorService {
   std::size_t connected_workers() const { return links_.size(); }
   // Trials held in memory: those of unfinished sweeps only (a finished sweep's are
   // evicted once the store records it finished; reads go to the store).
-  std::size_t live_trials() const { return trials_.size(); }
+  std::size_t live_trials() const { return table_.trials().size(); }
 
   // Runs expiry, grace deadlines and scheduling now (the timer calls it every tick).
   void Tick();
@@ -184,63 +164,18 @@ class CoordinatorService {
   // The command templates registered workers offer (live_only: schedulable and linked).
   std::set<std::string> OfferedTemplates(bool live_only) const;
 
-  struct Part {
-    std::string worker_id;
-    std::vector<protocol::RankSlot> ranks;
-    bool cuda = false;
-    bool finished = false;
-    bool reclaimed = true;  // false after a restart until the worker reports it
-  };
-  struct TrialEntry {
-    std::int64_t id = 0;
-    std::int64_t sweep_id = 0;
-    std::string variant_key;
-    std::int64_t order_index = 0;
-    TrialStateMachine machine;
-    std::vector<Part> parts;  // the current attempt's placement
-    bool cancel_requested = false;
-    std::optional<Clock::TimePoint> reclaim_deadline;
-    // When the trial last entered the queue, until its first rank starts: the start of
-    // bakeoff_dispatch_latency_seconds.
-    std::optional<Clock::TimePoint> queued_since;
-  };
-  struct VariantInfo {
-    // Shares the sweep's workload with the other variants (built whole per assignment).
-    spec::VariantConfig config;
-    int world_size = 1;
-    std::string counterpart_key;  // the baseline counterpart; empty when none
-    bool is_baseline = false;
-    // The command template the variant runs (its config's command_template); "" = the
-    // native trainer. One sweep may compare executors (an `executor` axis).
-    std::string CommandTemplate() const {
-      const nlohmann::json& name = config["command_template"];
-      return name.is_string() ? name.get<std::string>() : std::string();
-    }
-  };
-  struct SweepEntry {
-    std::int64_t id = 0;
-    std::string name;
-    std::map<std::string, VariantInfo> variants;
-    std::vector<std::int64_t> trial_order;
-    std::int64_t timeout_ms = 0;
-    bool cuda = false;
-    // Adaptive repeats (docs/sweep.md): the sequential rule's design; every variant has
-    // adaptive->max_pairs trials, repeats 0..max-1.
-    std::optional<metrics::SequentialDesign> adaptive;
-    bool cancelled = false;
-    bool done = false;          // every trial finished
-    bool state_stored = false;  // the store has it finished or cancelled: evictable
-    // Scan cursors into trial_order: every trial before finished_prefix is finished;
-    // none before queued_from is queued (reset to 0 when a trial is requeued).
-    std::size_t finished_prefix = 0;
-    std::size_t queued_from = 0;
-  };
-
   void Schedule();
   Status ApplyPlacement(const TrialPlacement& placement);
   void HandleHeartbeat(const std::string& worker_id, const protocol::HeartbeatMessage& message);
+  // Stores the events (EventIngest) and marks running the trials that started.
   Status HandleEvents(const std::string& worker_id, const protocol::EventsMessage& message);
   Status HandleFinished(const std::string& worker_id, const protocol::AttemptFinishedMessage& message);
+  // A frame the worker keeps in its outbox until acknowledged (events, attempt_finished):
+  // parsed, handled, and acknowledged once stored; when the store cannot take it, the
+  // connection is closed (DropUnstored, "cannot <action> from worker=...").
+  template <typename Message>
+  void HandleOutboxFrame(const std::string& worker_id, const nlohmann::json& frame, const char* action,
+                         Status (CoordinatorService::*handle)(const std::string&, const Message&));
   // Ends the current attempt with `outcome` (requeue when lost and attempts remain),
   // persisting first; stops the attempt's other parts.
   Status EndAttempt(TrialEntry& trial, protocol::Outcome outcome, const std::string& reason);
@@ -255,7 +190,7 @@ class CoordinatorService {
   void MaybeFinishSweep(std::int64_t sweep_id);
   void StoreSweepState(SweepEntry& sweep);
   // Drops done sweeps whose state is stored, with their trials, keeping their last
-  // figures for /metrics. REQUIRES: no reference into sweeps_ or trials_ is held.
+  // figures for /metrics. REQUIRES: no reference into table_ is held.
   void EvictFinishedSweeps();
   CoordinatorSnapshot::Sweep SweepSnapshot(const SweepEntry& sweep) const;
   // Adaptive repeats: applies the sequential rule (metrics::SequentialWalk) to every
@@ -274,18 +209,16 @@ class CoordinatorService {
   // the turn, which commits it. Call before any store write made on the executor.
   void BeginWrites();
   // Schedules if asked to and commits the group when it has been open for
-  // group_commit_window. Called where no reference into sweeps_ or trials_ is held.
+  // group_commit_window. Called where no reference into table_ is held.
   void CommitIfGroupIsOld();
   void PostEndOfTurn();
   // Schedules if asked to, then commits the open group (FinishGroup).
   void EndOfTurn();
   // Commits the open group, then sends what waited for it; when the group is lost,
   // sends none of it and reloads (ReloadAfterLostGroup). Returns the commit's Status.
-  // REQUIRES: no reference into sweeps_ or trials_ is held (a reload clears them).
+  // REQUIRES: no reference into table_ is held (a reload clears them).
   Status FinishGroup();
   void ReloadAfterLostGroup(const Status& why);
-  Status LoadSweep(const metrics::SweepRecord& record,
-                   const std::map<std::int64_t, metrics::TrialResult>& active);
 
   boost::asio::any_io_executor executor_;
   CoordinatorConfig config_;
@@ -305,22 +238,14 @@ class CoordinatorService {
   Clock::TimePoint next_store_probe_{};  // when an unhealthy store is probed next (Tick)
   std::map<std::string, std::shared_ptr<WorkerLink>> links_;
   std::map<std::string, std::int64_t> acked_;  // highest outbox_seq handled, per worker
-  struct EventBudget {
-    EventRateLimiter limiter;
-    std::chrono::steady_clock::time_point last_logged{};
-  };
-  std::map<std::string, EventBudget> event_budgets_;  // per worker
   // Unfinished sweeps and their trials (finished ones are evicted: EvictFinishedSweeps).
-  std::map<std::int64_t, TrialEntry> trials_;
-  std::map<std::int64_t, SweepEntry> sweeps_;
-  // Trials recovered assigned or running, until reclaimed or past recovery_grace (Tick
-  // walks these, not every trial).
-  std::set<std::int64_t> awaiting_reclaim_;
+  TrialTable table_;
   // The last figures of the most recently finished sweeps, shown on /metrics.
   static constexpr std::size_t kFinishedSweepsShown = 16;
   std::deque<CoordinatorSnapshot::Sweep> finished_sweeps_;
   std::map<std::tuple<std::int64_t, std::string, std::string>, int> history_;
   CoordinatorMetrics metrics_;
+  EventIngest events_;  // after metrics_, which it uses
   std::string capacity_note_;
   std::function<std::string()> extra_metrics_;
 };

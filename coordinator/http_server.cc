@@ -120,40 +120,15 @@ HttpServer::HttpServer(asio::any_io_executor executor, CoordinatorService& servi
                        std::shared_ptr<protocol::TlsContext> tls)
     : executor_(executor),
       service_(service),
-      acceptor_(executor),
+      listener_(executor, {"HTTP listen address", "cannot listen for HTTP on", ""},
+                {"HTTP", service.config().max_http_connections}),
       tls_(std::move(tls)) {}
 
 HttpServer::~HttpServer() { blocking_pool_.join(); }
 
-Status HttpServer::Listen(const std::string& address) {
-  auto split = protocol::SplitHostPort(address, "HTTP listen address");
-  if (!split.ok()) return split.status();
-  boost::system::error_code ec;
-  auto ip = asio::ip::make_address(split->first, ec);
-  if (ec) return Status::InvalidArgument("HTTP listen address '" + address + "': not an IP address");
-  tcp::endpoint endpoint(ip, static_cast<unsigned short>(split->second));
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return Status::Unavailable("cannot listen for HTTP on " + address + ": " + ec.message());
-  port_ = acceptor_.local_endpoint().port();
-  return Status::Ok();
-}
-
 void HttpServer::Start() {
-  AcceptOptions options;
-  options.what = "HTTP";
-  options.max_connections = service_.config().max_http_connections;
-  auto serve = [this](tcp::socket socket, ConnectionSlot slot) {
-    asio::co_spawn(executor_, Session(std::move(socket), std::move(slot)), asio::detached);
-  };
-  asio::co_spawn(executor_, AcceptLoop(acceptor_, options, serve), asio::detached);
-}
-
-void HttpServer::Stop() {
-  boost::system::error_code ec;
-  acceptor_.close(ec);
+  listener_.Start(
+      [this](tcp::socket socket, ConnectionSlot slot) { return Session(std::move(socket), std::move(slot)); });
 }
 
 asio::awaitable<void> HttpServer::Session(tcp::socket socket, ConnectionSlot slot) {

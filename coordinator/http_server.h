@@ -69,10 +69,10 @@ class HttpServer {
              std::shared_ptr<protocol::TlsContext> tls = nullptr);
   ~HttpServer();  // waits for queries in flight (each bounded by query_timeout)
 
-  Status Listen(const std::string& address);
+  Status Listen(const std::string& address) { return listener_.Listen(address); }
   void Start();
-  void Stop();
-  int port() const { return port_; }
+  void Stop() { listener_.Stop(); }
+  int port() const { return listener_.port(); }
 
   // The refusal (401, 403) of a request with these headers, or nullopt when it may go on
   // to have its body read and be handled. Transport-free, like Handle.
@@ -101,9 +101,8 @@ class HttpServer {
 
   boost::asio::any_io_executor executor_;
   CoordinatorService& service_;
-  boost::asio::ip::tcp::acceptor acceptor_;
+  Listener listener_;
   std::shared_ptr<protocol::TlsContext> tls_;
-  int port_ = 0;
   // Reports queued or being built on blocking_pool_ (shared with the work items, which
   // may outlive a request's coroutine).
   std::shared_ptr<std::atomic<int>> reports_in_flight_ = std::make_shared<std::atomic<int>>(0);

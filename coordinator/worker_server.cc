@@ -36,37 +36,15 @@ class ConnectionLink : public WorkerLink {
 
 WorkerServer::WorkerServer(asio::any_io_executor executor, CoordinatorService& service,
                            std::shared_ptr<protocol::TlsContext> tls)
-    : executor_(executor), service_(service), acceptor_(executor), tls_(std::move(tls)) {}
-
-Status WorkerServer::Listen(const std::string& address) {
-  auto split = protocol::SplitHostPort(address, "worker listen address");
-  if (!split.ok()) return split.status();
-  boost::system::error_code ec;
-  auto ip = asio::ip::make_address(split->first, ec);
-  if (ec) return Status::InvalidArgument("worker listen address '" + address + "': not an IP address");
-  tcp::endpoint endpoint(ip, static_cast<unsigned short>(split->second));
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return Status::Unavailable("cannot listen for workers on " + address + ": " + ec.message());
-  port_ = acceptor_.local_endpoint().port();
-  return Status::Ok();
-}
+    : executor_(executor),
+      service_(service),
+      listener_(executor, {"worker listen address", "cannot listen for workers on", ""},
+                {"worker", service.config().max_worker_connections}),
+      tls_(std::move(tls)) {}
 
 void WorkerServer::Start() {
-  AcceptOptions options;
-  options.what = "worker";
-  options.max_connections = service_.config().max_worker_connections;
-  auto serve = [this](tcp::socket socket, ConnectionSlot slot) {
-    asio::co_spawn(executor_, Serve(std::move(socket), std::move(slot)), asio::detached);
-  };
-  asio::co_spawn(executor_, AcceptLoop(acceptor_, options, serve), asio::detached);
-}
-
-void WorkerServer::Stop() {
-  boost::system::error_code ec;
-  acceptor_.close(ec);
+  listener_.Start(
+      [this](tcp::socket socket, ConnectionSlot slot) { return Serve(std::move(socket), std::move(slot)); });
 }
 
 asio::awaitable<std::shared_ptr<protocol::FrameConnection>> WorkerServer::Open(tcp::socket socket) {

@@ -26,10 +26,10 @@ class WorkerServer {
                std::shared_ptr<protocol::TlsContext> tls = nullptr);
 
   // Binds host:port (port 0 picks a free port; see port()).
-  Status Listen(const std::string& address);
+  Status Listen(const std::string& address) { return listener_.Listen(address); }
   void Start();
-  void Stop();
-  int port() const { return port_; }
+  void Stop() { listener_.Stop(); }
+  int port() const { return listener_.port(); }
 
  private:
   boost::asio::awaitable<void> Serve(boost::asio::ip::tcp::socket socket, ConnectionSlot slot);
@@ -39,9 +39,8 @@ class WorkerServer {
 
   boost::asio::any_io_executor executor_;
   CoordinatorService& service_;
-  boost::asio::ip::tcp::acceptor acceptor_;
+  Listener listener_;
   std::shared_ptr<protocol::TlsContext> tls_;
-  int port_ = 0;
 };
 
 }  // namespace bakeoff::coordinator

@@ -19,53 +19,27 @@ constexpr std::chrono::seconds kIdleTimeout{60};
 }  // namespace
 
 MetricsHttpServer::MetricsHttpServer(asio::any_io_executor executor, std::function<std::string()> render)
-    : executor_(std::move(executor)), render_(std::move(render)), acceptor_(executor_) {}
+    : executor_(std::move(executor)), render_(std::move(render)),
+      listener_(executor_,
+                {"--metrics-listen", "worker: cannot serve /metrics on",
+                 "; pass another --metrics-listen HOST:PORT (port 0 picks a free one)"},
+                {"/metrics", 256, "bakeoff worker"}) {}
 
-Status MetricsHttpServer::Listen(const std::string& address) {
-  auto split = protocol::SplitHostPort(address, "--metrics-listen");
-  if (!split.ok()) return split.status();
-  boost::system::error_code ec;
-  auto ip = asio::ip::make_address(split->first, ec);
-  if (ec) return Status::InvalidArgument("--metrics-listen '" + address + "': not an IP address");
-  tcp::endpoint endpoint(ip, static_cast<unsigned short>(split->second));
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return Status::Unavailable("worker: cannot serve /metrics on " + address + ": " + ec.message() +
-                               "; pass another --metrics-listen HOST:PORT (port 0 picks a free one)");
-  }
-  port_ = acceptor_.local_endpoint().port();
-  return Status::Ok();
-}
+Status MetricsHttpServer::Listen(const std::string& address) { return listener_.Listen(address); }
 
 void MetricsHttpServer::Start() {
-  auto self = shared_from_this();
-  asio::co_spawn(executor_, [self]() { return self->AcceptLoop(); }, asio::detached);
+  // The accept loop and each session hold `self`.
+  listener_.Start([self = shared_from_this()](tcp::socket socket, coordinator::ConnectionSlot slot) {
+    return self->Session(std::move(socket), std::move(slot));
+  });
 }
 
 void MetricsHttpServer::Stop() {
   stopped_ = true;
-  boost::system::error_code ec;
-  acceptor_.close(ec);
+  listener_.Stop();
 }
 
-asio::awaitable<void> MetricsHttpServer::AcceptLoop() {
-  auto self = shared_from_this();
-  while (acceptor_.is_open()) {
-    boost::system::error_code ec;
-    tcp::socket socket = co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-      if (!acceptor_.is_open()) break;
-      continue;  // e.g. too many open files: keep serving the connections we have
-    }
-    asio::co_spawn(executor_, [self, s = std::move(socket)]() mutable { return self->Session(std::move(s)); },
-                   asio::detached);
-  }
-}
-
-asio::awaitable<void> MetricsHttpServer::Session(tcp::socket socket) {
+asio::awaitable<void> MetricsHttpServer::Session(tcp::socket socket, coordinator::ConnectionSlot slot) {
   auto self = shared_from_this();
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;

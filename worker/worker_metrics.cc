@@ -8,6 +8,9 @@
 #include "metrics/prometheus/prometheus_families.h"
 
 namespace bakeoff::worker {
+using metrics::RegisterFamily;
+using metrics::RegisterSeries;
+
 namespace {
 
 // Step times from a few milliseconds (tiny CPU models) to minutes (a compiling first
@@ -20,84 +23,42 @@ const prometheus::Histogram::BucketBoundaries kStepBuckets = {
 WorkerMetrics::WorkerMetrics(std::shared_ptr<NodeCollector> node)
     : registry_(std::make_shared<prometheus::Registry>()),
       node_(std::move(node)),
-      tokens_(prometheus::BuildCounter()
-                  .Name("bakeoff_trial_tokens_total")
-                  .Help("Tokens this rank processed in its steps (its share of each step's global tokens).")
-                  .Register(*registry_)),
-      tokens_per_second_(prometheus::BuildGauge()
-                             .Name("bakeoff_trial_tokens_per_second")
-                             .Help("This rank's share of the global tokens of its last step, over that step's time.")
-                             .Register(*registry_)),
-      step_seconds_(prometheus::BuildHistogram()
-                        .Name("bakeoff_trial_step_seconds")
-                        .Help("Time of each measured optimizer step (after warm-up), taken after a device sync.")
-                        .Register(*registry_)),
-      steps_(prometheus::BuildCounter()
-                 .Name("bakeoff_trial_steps_total")
-                 .Help("Optimizer steps this rank finished, by phase (warmup or measure).")
-                 .Register(*registry_)),
-      loss_(prometheus::BuildGauge()
-                .Name("bakeoff_trial_loss")
-                .Help("Global mean training loss of the last step.")
-                .Register(*registry_)),
-      peak_memory_(prometheus::BuildGauge()
-                       .Name("bakeoff_trial_peak_memory_bytes")
-                       .Help("Peak memory of the rank so far: peak allocated device bytes on CUDA, peak RSS on CPU.")
-                       .Register(*registry_)),
-      rss_(prometheus::BuildGauge()
-               .Name("bakeoff_trial_rss_bytes")
-               .Help("Resident set size of the rank process after its last step.")
-               .Register(*registry_)),
-      device_allocated_(prometheus::BuildGauge()
-                            .Name("bakeoff_trial_device_allocated_bytes")
-                            .Help("CUDA memory held by live tensors of the rank after its last step (CUDA ranks only).")
-                            .Register(*registry_)),
-      device_reserved_peak_(prometheus::BuildGauge()
-                                .Name("bakeoff_trial_device_reserved_peak_bytes")
-                                .Help("Peak CUDA memory reserved by the rank's caching allocator (CUDA ranks only).")
-                                .Register(*registry_)),
-      collective_seconds_(prometheus::BuildCounter()
-                              .Name("bakeoff_trial_collective_seconds_total")
-                              .Help("Seconds this rank spent in collectives (all-reduce, reduce-scatter, all-gather).")
-                              .Register(*registry_)),
-      collective_bytes_(prometheus::BuildCounter()
-                            .Name("bakeoff_trial_collective_bytes_total")
-                            .Help("Bytes this rank sent through collectives.")
-                            .Register(*registry_)),
-      connected_(prometheus::BuildGauge()
-                     .Name("bakeoff_worker_connected")
-                     .Help("1 while the worker is registered with the coordinator, else 0.")
-                     .Register(*registry_)
-                     .Add({})),
-      buffered_events_(prometheus::BuildGauge()
-                           .Name("bakeoff_worker_buffered_events")
-                           .Help("Trainer events held in the outbox until the coordinator acknowledges them.")
-                           .Register(*registry_)
-                           .Add({})),
-      running_trials_(prometheus::BuildGauge()
-                          .Name("bakeoff_worker_running_trials")
-                          .Help("Trial attempts running on this worker.")
-                          .Register(*registry_)
-                          .Add({})),
-      running_ranks_(prometheus::BuildGauge()
-                         .Name("bakeoff_worker_running_ranks")
-                         .Help("Rank processes of running attempts on this worker.")
-                         .Register(*registry_)
-                         .Add({})),
-      cpu_slots_(prometheus::BuildGauge()
-                     .Name("bakeoff_worker_cpu_slots")
-                     .Help("CPU rank slots this worker offers.")
-                     .Register(*registry_)
-                     .Add({})),
-      cuda_devices_(prometheus::BuildGauge()
-                        .Name("bakeoff_worker_cuda_devices")
-                        .Help("CUDA devices this worker offers.")
-                        .Register(*registry_)
-                        .Add({})),
-      finished_(prometheus::BuildCounter()
-                    .Name("bakeoff_worker_trials_finished_total")
-                    .Help("Trial attempts that ended on this worker, by outcome.")
-                    .Register(*registry_)) {}
+      tokens_(RegisterFamily<prometheus::Counter>(*registry_, "bakeoff_trial_tokens_total",
+        "Tokens this rank processed in its steps (its share of each step's global tokens).")),
+      tokens_per_second_(RegisterFamily<prometheus::Gauge>(*registry_, "bakeoff_trial_tokens_per_second",
+        "This rank's share of the global tokens of its last step, over that step's time.")),
+      step_seconds_(RegisterFamily<prometheus::Histogram>(*registry_, "bakeoff_trial_step_seconds",
+        "Time of each measured optimizer step (after warm-up), taken after a device sync.")),
+      steps_(RegisterFamily<prometheus::Counter>(*registry_, "bakeoff_trial_steps_total",
+        "Optimizer steps this rank finished, by phase (warmup or measure).")),
+      loss_(RegisterFamily<prometheus::Gauge>(*registry_, "bakeoff_trial_loss",
+        "Global mean training loss of the last step.")),
+      peak_memory_(RegisterFamily<prometheus::Gauge>(*registry_, "bakeoff_trial_peak_memory_bytes",
+        "Peak memory of the rank so far: peak allocated device bytes on CUDA, peak RSS on CPU.")),
+      rss_(RegisterFamily<prometheus::Gauge>(*registry_, "bakeoff_trial_rss_bytes",
+        "Resident set size of the rank process after its last step.")),
+      device_allocated_(RegisterFamily<prometheus::Gauge>(*registry_, "bakeoff_trial_device_allocated_bytes",
+        "CUDA memory held by live tensors of the rank after its last step (CUDA ranks only).")),
+      device_reserved_peak_(RegisterFamily<prometheus::Gauge>(*registry_, "bakeoff_trial_device_reserved_peak_bytes",
+        "Peak CUDA memory reserved by the rank's caching allocator (CUDA ranks only).")),
+      collective_seconds_(RegisterFamily<prometheus::Counter>(*registry_, "bakeoff_trial_collective_seconds_total",
+        "Seconds this rank spent in collectives (all-reduce, reduce-scatter, all-gather).")),
+      collective_bytes_(RegisterFamily<prometheus::Counter>(*registry_, "bakeoff_trial_collective_bytes_total",
+        "Bytes this rank sent through collectives.")),
+      connected_(RegisterSeries<prometheus::Gauge>(*registry_, "bakeoff_worker_connected",
+        "1 while the worker is registered with the coordinator, else 0.")),
+      buffered_events_(RegisterSeries<prometheus::Gauge>(*registry_, "bakeoff_worker_buffered_events",
+        "Trainer events held in the outbox until the coordinator acknowledges them.")),
+      running_trials_(RegisterSeries<prometheus::Gauge>(*registry_, "bakeoff_worker_running_trials",
+        "Trial attempts running on this worker.")),
+      running_ranks_(RegisterSeries<prometheus::Gauge>(*registry_, "bakeoff_worker_running_ranks",
+        "Rank processes of running attempts on this worker.")),
+      cpu_slots_(RegisterSeries<prometheus::Gauge>(*registry_, "bakeoff_worker_cpu_slots",
+        "CPU rank slots this worker offers.")),
+      cuda_devices_(RegisterSeries<prometheus::Gauge>(*registry_, "bakeoff_worker_cuda_devices",
+        "CUDA devices this worker offers.")),
+      finished_(RegisterFamily<prometheus::Counter>(*registry_, "bakeoff_worker_trials_finished_total",
+        "Trial attempts that ended on this worker, by outcome.")) {}
 
 void WorkerMetrics::SetCapacity(int cpu_slots, int cuda_devices) {
   cpu_slots_.Set(cpu_slots);

@@ -1,15 +1,22 @@
-// Helpers to build Prometheus metric families by hand, for collectors whose series are
-// computed at scrape time (node figures, the coordinator's trial and worker counts)
-// rather than kept in a prometheus::Registry. Names must follow docs/metrics.md.
+// Helpers to build Prometheus metric families: by hand, for collectors whose series are
+// computed at scrape time (node figures, the coordinator's trial and worker counts),
+// and registered in a prometheus::Registry for the series kept there (RegisterFamily,
+// RegisterSeries). Names must follow docs/metrics.md.
 // Thread-safety: pure functions on values.
 #pragma once
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
 #include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
 
 #include "protocol/version.h"
 
@@ -39,6 +46,25 @@ inline void AddSample(prometheus::MetricFamily& family, const LabelPairs& labels
     metric.untyped.value = value;
   }
   family.metric.push_back(std::move(metric));
+}
+
+// Registers the family `name` of Metric (prometheus::Counter, Gauge or Histogram) in
+// `registry`, with its help text (docs/metrics.md).
+template <typename Metric>
+prometheus::Family<Metric>& RegisterFamily(prometheus::Registry& registry, const std::string& name,
+                                           const std::string& help) {
+  auto builder = [] {
+    if constexpr (std::is_same_v<Metric, prometheus::Counter>) return prometheus::BuildCounter();
+    else if constexpr (std::is_same_v<Metric, prometheus::Gauge>) return prometheus::BuildGauge();
+    else return prometheus::BuildHistogram();
+  }();
+  return builder.Name(name).Help(help).Register(registry);
+}
+
+// A family with its one series, which has no labels (a counter or gauge).
+template <typename Metric>
+Metric& RegisterSeries(prometheus::Registry& registry, const std::string& name, const std::string& help) {
+  return RegisterFamily<Metric>(registry, name, help).Add({});
 }
 
 // bakeoff_build_info{component, version, commit} 1, as Prometheus exporters expose

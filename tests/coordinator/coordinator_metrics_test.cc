@@ -11,12 +11,15 @@
 #include "coordinator/coordinator_service.h"
 #include "coordinator/http_server.h"
 #include "protocol/version.h"
+#include "tests/coordinator/coordinator_test_util.h"
+#include "tests/coordinator/exposition_value.h"
 #include "tests/metrics/promtool_check.h"
 
 namespace bakeoff::coordinator {
 namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
+using testing::ExpositionValue;
 
 class NullLink : public WorkerLink {
  public:
@@ -28,15 +31,9 @@ class NullLink : public WorkerLink {
   std::vector<json> frames;
 };
 
-const char* kSweep = R"(name: live
+const std::string kSweep = std::string(R"(name: live
 question: do the live metrics count trials?
-workload:
-  executor: lora
-  model: tiny
-  seq_len: 16
-  warmup_steps: 1
-  steps: 2
-parameters:
+)") + testing::kTinyWorkload + R"(parameters:
   micro_batch: {values: [1, 2, 4]}
   world_size: {value: 1}
 baseline: {micro_batch: 1}
@@ -44,37 +41,18 @@ repeats: 1
 limits: {trial_timeout: 60s, max_attempts: 2}
 )";
 
-// The value of the exposition line that is exactly `series` followed by a value, or -1.
-double Value(const std::string& text, const std::string& series) {
-  std::size_t pos = 0;
-  while ((pos = text.find(series + " ", pos)) != std::string::npos) {
-    if (pos == 0 || text[pos - 1] == '\n') return std::stod(text.substr(pos + series.size() + 1));
-    pos += series.size();
-  }
-  return -1;
-}
-
 class CoordinatorMetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("bakeoff-cmetrics-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = testing::FreshTestDir("bakeoff-cmetrics");
     config_.submit_tokens = config_.worker_tokens = {"secret"};
     config_.heartbeat_timeout = 1000ms;
-    metrics::StoreOptions options;
-    options.path = (dir_ / "results.db").string();
-    auto store = metrics::ResultsStore::Open(options);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
+    ASSERT_NO_FATAL_FAILURE(testing::OpenTestStore(dir_, store_));
     Restart();
   }
   void Restart() {
     http_.reset();
-    service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
-    ASSERT_TRUE(service_->Recover().ok());
+    ASSERT_NO_FATAL_FAILURE(testing::StartService(service_, io_, config_, *store_, clock_));
     http_ = std::make_unique<HttpServer>(io_.get_executor(), *service_, nullptr);
   }
   void TearDown() override {
@@ -167,7 +145,7 @@ TEST_F(CoordinatorMetricsTest, SweepNamesAppearOnlyWhenMetricsNeedTheToken) {
   ASSERT_TRUE(std::holds_alternative<json>(submitted));
   const std::string sweep = std::to_string(std::get<json>(submitted)["id"].get<int>());
   HttpReply reply = http_->Handle("GET", "/metrics", "Bearer secret", "");
-  EXPECT_EQ(Value(reply.body, "bakeoff_sweep_info{active=\"true\",name=\"live\",sweep=\"" + sweep + "\"}"), 1);
+  EXPECT_EQ(ExpositionValue(reply.body, "bakeoff_sweep_info{active=\"true\",name=\"live\",sweep=\"" + sweep + "\"}"), 1);
 }
 
 TEST_F(CoordinatorMetricsTest, ServiceDiscoveryListsLiveWorkersWithMetricsEndpoints) {
@@ -202,26 +180,26 @@ TEST_F(CoordinatorMetricsTest, StateFiguresFollowTrialsAndWorkers) {
   const std::string sweep = std::to_string(std::get<json>(submitted)["id"].get<int>());
   Pump();
   std::string text = Metrics();
-  EXPECT_EQ(Value(text, "bakeoff_sweep_trials{state=\"queued\",sweep=\"" + sweep + "\"}"), 3);
-  EXPECT_EQ(Value(text, "bakeoff_trials{state=\"queued\"}"), 3);
-  EXPECT_EQ(Value(text, "bakeoff_queue_depth"), 3);
-  EXPECT_EQ(Value(text, "bakeoff_sweeps_active"), 1);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_sweep_trials{state=\"queued\",sweep=\"" + sweep + "\"}"), 3);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trials{state=\"queued\"}"), 3);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_queue_depth"), 3);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_sweeps_active"), 1);
   // The open /metrics names no sweep: the id only.
-  EXPECT_EQ(Value(text, "bakeoff_sweep_info{active=\"true\",sweep=\"" + sweep + "\"}"), 1);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_sweep_info{active=\"true\",sweep=\"" + sweep + "\"}"), 1);
   EXPECT_EQ(text.find("name=\"live\""), std::string::npos);
-  EXPECT_EQ(Value(text, "bakeoff_workers{state=\"alive\"}"), 0);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_workers{state=\"alive\"}"), 0);
 
   Register("w1", 9101, "", 2);
   Pump();
   auto assigns = Assigns("w1");
   ASSERT_EQ(assigns.size(), 2u) << "two slots, two trials";
   text = Metrics();
-  EXPECT_EQ(Value(text, "bakeoff_sweep_trials{state=\"assigned\",sweep=\"" + sweep + "\"}"), 2);
-  EXPECT_EQ(Value(text, "bakeoff_queue_depth"), 1);
-  EXPECT_EQ(Value(text, "bakeoff_workers{state=\"alive\"}"), 1);
-  EXPECT_EQ(Value(text, "bakeoff_workers_connected"), 1);
-  EXPECT_EQ(Value(text, "bakeoff_cluster_cpu_slots{state=\"used\"}"), 2);
-  EXPECT_EQ(Value(text, "bakeoff_cluster_cpu_slots{state=\"free\"}"), 0);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_sweep_trials{state=\"assigned\",sweep=\"" + sweep + "\"}"), 2);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_queue_depth"), 1);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_workers{state=\"alive\"}"), 1);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_workers_connected"), 1);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_cluster_cpu_slots{state=\"used\"}"), 2);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_cluster_cpu_slots{state=\"free\"}"), 0);
 
   // 2.5 s after submission the first rank starts: that is the dispatch latency.
   clock_.Advance(2500ms);
@@ -230,19 +208,16 @@ TEST_F(CoordinatorMetricsTest, StateFiguresFollowTrialsAndWorkers) {
   events.events.push_back({ref, 0, {{"event", "started"}, {"pid", 1}}, 1});
   events.outbox_seq = 1;
   Frame("w1", protocol::ToJson(events));
-  protocol::AttemptFinishedMessage done;
-  done.attempt = ref;
-  done.outcome = "oom";
-  done.outbox_seq = 2;
-  Frame("w1", protocol::ToJson(done));
+  const json done = testing::FinishedFrame(ref, "oom", 2);
+  Frame("w1", done);
   text = Metrics();
-  EXPECT_EQ(Value(text, "bakeoff_dispatch_latency_seconds_count"), 1);
-  EXPECT_DOUBLE_EQ(Value(text, "bakeoff_dispatch_latency_seconds_sum"), 2.5);
-  EXPECT_EQ(Value(text, "bakeoff_sweep_trial_outcomes{outcome=\"oom\",sweep=\"" + sweep + "\"}"), 1);
-  EXPECT_EQ(Value(text, "bakeoff_sweep_trials{state=\"finished\",sweep=\"" + sweep + "\"}"), 1);
-  EXPECT_GE(Value(text, "bakeoff_store_write_seconds_count{operation=\"create_sweep\"}"), 1);
-  EXPECT_GE(Value(text, "bakeoff_store_write_seconds_count{operation=\"assign_trial\"}"), 2);
-  EXPECT_GE(Value(text, "bakeoff_store_write_seconds_count{operation=\"finish_trial\"}"), 1);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_dispatch_latency_seconds_count"), 1);
+  EXPECT_DOUBLE_EQ(ExpositionValue(text, "bakeoff_dispatch_latency_seconds_sum"), 2.5);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_sweep_trial_outcomes{outcome=\"oom\",sweep=\"" + sweep + "\"}"), 1);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_sweep_trials{state=\"finished\",sweep=\"" + sweep + "\"}"), 1);
+  EXPECT_GE(ExpositionValue(text, "bakeoff_store_write_seconds_count{operation=\"create_sweep\"}"), 1);
+  EXPECT_GE(ExpositionValue(text, "bakeoff_store_write_seconds_count{operation=\"assign_trial\"}"), 2);
+  EXPECT_GE(ExpositionValue(text, "bakeoff_store_write_seconds_count{operation=\"finish_trial\"}"), 1);
 }
 
 TEST_F(CoordinatorMetricsTest, LostAttemptsCountAsRequeues) {
@@ -253,9 +228,9 @@ TEST_F(CoordinatorMetricsTest, LostAttemptsCountAsRequeues) {
   clock_.Advance(1500ms);  // no heartbeat: w1 is lost, its attempt requeued
   service_->Tick();
   std::string text = Metrics();
-  EXPECT_EQ(Value(text, "bakeoff_trials_requeued_total"), 1);
-  EXPECT_EQ(Value(text, "bakeoff_workers{state=\"lost\"}"), 1);
-  EXPECT_EQ(Value(text, "bakeoff_queue_depth"), 3);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trials_requeued_total"), 1);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_workers{state=\"lost\"}"), 1);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_queue_depth"), 3);
 }
 
 TEST_F(CoordinatorMetricsTest, HttpRequestsAreCountedByRouteAndCode) {
@@ -264,15 +239,15 @@ TEST_F(CoordinatorMetricsTest, HttpRequestsAreCountedByRouteAndCode) {
   m.ObserveHttpRequest("/api/v1/sweeps/def", 404);
   m.ObserveHttpRequest("/api/v1/sweeps", 200);
   const std::string text = Metrics();
-  EXPECT_EQ(Value(text, R"(bakeoff_http_requests_total{code="404",route="/api/v1/sweeps/{sweep}"})"), 2);
-  EXPECT_EQ(Value(text, R"(bakeoff_http_requests_total{code="200",route="/api/v1/sweeps"})"), 1);
+  EXPECT_EQ(ExpositionValue(text, R"(bakeoff_http_requests_total{code="404",route="/api/v1/sweeps/{sweep}"})"), 2);
+  EXPECT_EQ(ExpositionValue(text, R"(bakeoff_http_requests_total{code="200",route="/api/v1/sweeps"})"), 1);
 }
 
 TEST_F(CoordinatorMetricsTest, BuildInfoNamesThisBuildsVersionAndCommit) {
   const std::string text = Metrics();
   const std::string series = std::string("bakeoff_build_info{commit=\"") + kBakeoffGitCommit +
                              "\",component=\"coordinator\",version=\"" + kBakeoffVersion + "\"}";
-  EXPECT_EQ(Value(text, series), 1) << text;
+  EXPECT_EQ(ExpositionValue(text, series), 1) << text;
 }
 
 TEST_F(CoordinatorMetricsTest, ExpositionPassesPromtool) {

@@ -17,6 +17,7 @@
 #include "metrics/store/read_only_query.h"
 #include "metrics/report/report_builder.h"
 #include "metrics/report/report_loader.h"
+#include "tests/coordinator/coordinator_test_util.h"
 
 namespace bakeoff::coordinator {
 namespace {
@@ -41,15 +42,9 @@ class RecordingLink : public WorkerLink {
   bool closed = false;
 };
 
-const char* kSweep = R"(name: svc
+const std::string kSweep = std::string(R"(name: svc
 question: does the service work?
-workload:
-  executor: lora
-  model: tiny
-  seq_len: 16
-  warmup_steps: 1
-  steps: 2
-parameters:
+)") + testing::kTinyWorkload + R"(parameters:
   micro_batch: {values: [1, 2]}
   world_size: {value: 1}
 baseline: {micro_batch: 1}
@@ -68,30 +63,30 @@ HttpReply Complete(HttpReply reply) {
 class CoordinatorServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("bakeoff-svc-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = testing::FreshTestDir("bakeoff-svc");
     config_.submit_tokens = {"secret"};
     config_.read_tokens = {"reader"};
     config_.worker_tokens = {"worker-secret"};
     config_.heartbeat_timeout = 1000ms;
     config_.recovery_grace = 5000ms;
-    OpenStore();
-    service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
-    ASSERT_TRUE(service_->Recover().ok());
+    ASSERT_NO_FATAL_FAILURE(testing::OpenTestStore(dir_, store_));
+    ASSERT_NO_FATAL_FAILURE(RestartService());
   }
   void TearDown() override {
     service_.reset();
     store_.reset();
     std::filesystem::remove_all(dir_);
   }
-  void OpenStore() {
-    metrics::StoreOptions options;
-    options.path = (dir_ / "results.db").string();
-    auto store = metrics::ResultsStore::Open(options);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
+  // The coordinator (re)starts: a new service over the same store, with config_.
+  void RestartService() { testing::StartService(service_, io_, config_, *store_, clock_); }
+  // The coordinator restarts on its database capped `spare_pages` pages above its size
+  // now: a disk that fills up.
+  void RestartOnACappedStore(std::int64_t spare_pages) {
+    service_.reset();
+    store_.reset();
+    const auto pages = std::filesystem::file_size(dir_ / "results.db") / 4096;
+    ASSERT_NO_FATAL_FAILURE(testing::OpenTestStore(dir_, store_, static_cast<std::int64_t>(pages) + spare_pages));
+    RestartService();
   }
   std::shared_ptr<RecordingLink> Register(const std::string& name, std::vector<protocol::AttemptRef> running = {}) {
     auto link = std::make_shared<RecordingLink>();
@@ -110,7 +105,20 @@ class CoordinatorServiceTest : public ::testing::Test {
     Pump();  // the end of the turn: its group commits and what waited for it is sent
     return link;
   }
-  std::int64_t Submit(const char* yaml = kSweep) {
+  // Worker `name` (one slot) registers and kSweep is submitted: it gets the sweep's
+  // first trial, whose assignment goes to `assign`. Returns the worker's link;
+  // `sweep_id` gets the sweep's id.
+  std::shared_ptr<RecordingLink> RegisterAndSubmit(const std::string& name, json& assign,
+                                                   std::int64_t* sweep_id = nullptr) {
+    auto link = Register(name);
+    const auto id = Submit();
+    if (sweep_id) *sweep_id = id;
+    auto assigns = link->Take("assign");
+    EXPECT_EQ(assigns.size(), 1u);
+    assign = assigns.empty() ? json() : assigns[0];
+    return link;
+  }
+  std::int64_t Submit(const std::string& yaml = kSweep) {
     auto result = service_->SubmitSweep(yaml);
     EXPECT_TRUE(std::holds_alternative<json>(result))
         << (std::holds_alternative<ApiError>(result) ? std::get<ApiError>(result).message : "");
@@ -139,12 +147,8 @@ class CoordinatorServiceTest : public ::testing::Test {
     }
     events.outbox_seq = seq;
     Frame(worker, protocol::ToJson(events));
-    protocol::AttemptFinishedMessage done;
-    done.attempt = ref;
-    done.outcome = outcome;
-    done.reason = reason;
-    done.outbox_seq = seq + 1;
-    Frame(worker, protocol::ToJson(done));
+    const json done = testing::FinishedFrame(ref, outcome, seq + 1, reason);
+    Frame(worker, done);
   }
   metrics::TrialRecord Trial(std::int64_t id) { return store_->GetTrial(id).value(); }
   // Two one-slot workers and one two-rank trial: the gang is split across them. Returns
@@ -300,11 +304,10 @@ TEST_F(CoordinatorServiceTest, SweepRunsToTheEndAndIsAcknowledged) {
 // not read (a worker that skipped the checks) is dropped, the rest of the frame stored
 // and acknowledged; typed fields go to columns, the event as written to storage.
 TEST_F(CoordinatorServiceTest, AnUnreadableEventIsDroppedAndTheRestOfItsFrameStored) {
-  auto w1 = Register("w1");
-  const auto sweep_id = Submit();
-  auto assigns = w1->Take("assign");
-  ASSERT_EQ(assigns.size(), 1u);
-  protocol::AttemptRef ref{assigns[0]["trial_id"], assigns[0]["attempt"]};
+  json assign;
+  std::int64_t sweep_id = 0;
+  auto w1 = RegisterAndSubmit("w1", assign, &sweep_id);
+  protocol::AttemptRef ref{assign["trial_id"], assign["attempt"]};
   protocol::EventsMessage events;
   events.events.push_back({ref, 0, {{"event", "started"}, {"pid", 1}, {"at", 1234.5}, {"host", "n1"}}, 1});
   events.events.push_back({ref, 0, {{"event", "step"}, {"step", 0}, {"step_s", "fast"}}, 2});
@@ -344,11 +347,9 @@ TEST_F(CoordinatorServiceTest, AnUnreadableEventIsDroppedAndTheRestOfItsFrameSto
 // it is dropped on reading, so the rest of the frame is acknowledged rather than the
 // connection closed and the same frame resent forever.
 TEST_F(CoordinatorServiceTest, AStepOfAnUnknownPhaseDoesNotHoldItsFrameBack) {
-  auto w1 = Register("w1");
-  Submit();
-  auto assigns = w1->Take("assign");
-  ASSERT_EQ(assigns.size(), 1u);
-  protocol::AttemptRef ref{assigns[0]["trial_id"], assigns[0]["attempt"]};
+  json assign;
+  auto w1 = RegisterAndSubmit("w1", assign);
+  protocol::AttemptRef ref{assign["trial_id"], assign["attempt"]};
   protocol::EventsMessage events;
   events.events.push_back({ref, 0, {{"event", "step"}, {"step", 0}, {"phase", "eval"}, {"step_s", 0.1}}, 1});
   events.events.push_back({ref, 0, {{"event", "step"}, {"step", 1}, {"phase", "measure"}, {"step_s", 0.1}}, 2});
@@ -426,11 +427,9 @@ TEST_F(CoordinatorServiceTest, GangWorkerLostAfterTheOtherPartFinishedLosesTheAt
 }
 
 TEST_F(CoordinatorServiceTest, AWorkerThatSaysGoodbyeIsGoneNotLostAndItsAttemptIsRequeuedAtOnce) {
-  auto w1 = Register("w1");
-  Submit();
-  auto a = w1->Take("assign");
-  ASSERT_EQ(a.size(), 1u);
-  const std::int64_t trial = a[0]["trial_id"];
+  json a;
+  auto w1 = RegisterAndSubmit("w1", a);
+  const std::int64_t trial = a["trial_id"];
   Frame("w1", protocol::ToJson(protocol::GoodbyeMessage{}));
   EXPECT_TRUE(w1->closed);
   EXPECT_EQ(Trial(trial).state, metrics::TrialState::kQueued) << "requeued now, not after the heartbeat timeout";
@@ -449,11 +448,9 @@ TEST_F(CoordinatorServiceTest, AWorkerThatSaysGoodbyeIsGoneNotLostAndItsAttemptI
 }
 
 TEST_F(CoordinatorServiceTest, SilentWorkerIsLostAndItsTrialRequeuedElsewhere) {
-  auto w1 = Register("w1");
-  Submit();
-  auto a1 = w1->Take("assign");
-  ASSERT_EQ(a1.size(), 1u);
-  const std::int64_t trial = a1[0]["trial_id"];
+  json a1;
+  auto w1 = RegisterAndSubmit("w1", a1);
+  const std::int64_t trial = a1["trial_id"];
   auto w2 = Register("w2");
   Pump();
   w2->Take("assign");  // the second trial
@@ -472,10 +469,9 @@ TEST_F(CoordinatorServiceTest, SilentWorkerIsLostAndItsTrialRequeuedElsewhere) {
 }
 
 TEST_F(CoordinatorServiceTest, LostTwiceWithTwoAttemptsFinishesLost) {
-  auto w1 = Register("w1");
-  Submit();
-  auto a = w1->Take("assign");
-  const std::int64_t trial = a[0]["trial_id"];
+  json a;
+  auto w1 = RegisterAndSubmit("w1", a);
+  const std::int64_t trial = a["trial_id"];
   for (int i = 0; i < 2; ++i) {
     clock_.Advance(1500ms);
     service_->Tick();
@@ -491,10 +487,9 @@ TEST_F(CoordinatorServiceTest, LostTwiceWithTwoAttemptsFinishesLost) {
 }
 
 TEST_F(CoordinatorServiceTest, StaleAttemptEventsAndResultsAreIgnored) {
-  auto w1 = Register("w1");
-  Submit();
-  auto a = w1->Take("assign");
-  const std::int64_t trial = a[0]["trial_id"];
+  json a;
+  auto w1 = RegisterAndSubmit("w1", a);
+  const std::int64_t trial = a["trial_id"];
   clock_.Advance(1500ms);
   service_->Tick();
   Pump();
@@ -505,42 +500,33 @@ TEST_F(CoordinatorServiceTest, StaleAttemptEventsAndResultsAreIgnored) {
   // The old attempt's late result arrives through a reconnected w1: ignored.
   w1 = Register("w1", {{trial, 1}});
   EXPECT_FALSE(w1->Take("cancel").empty()) << "a stale attempt is told to stop";
-  protocol::AttemptFinishedMessage late;
-  late.attempt = {trial, 1};
-  late.outcome = "oom";
-  late.outbox_seq = 1;
-  Frame("w1", protocol::ToJson(late));
+  const json late = testing::FinishedFrame({trial, 1}, "oom", 1);
+  Frame("w1", late);
   EXPECT_NE(Trial(trial).state, metrics::TrialState::kFinished);
   EXPECT_FALSE(w1->Take("ack").empty()) << "stale results are acknowledged so they are not resent";
 }
 
 TEST_F(CoordinatorServiceTest, OomIsFinalNotRetried) {
-  auto w1 = Register("w1");
-  Submit();
-  auto a = w1->Take("assign");
-  protocol::AttemptFinishedMessage done;
-  done.attempt = {a[0]["trial_id"], a[0]["attempt"]};
-  done.outcome = "oom";
-  done.reason = "CUDA out of memory";
-  Frame("w1", protocol::ToJson(done));
-  auto t = Trial(a[0]["trial_id"]);
+  json a;
+  auto w1 = RegisterAndSubmit("w1", a);
+  const json done = testing::FinishedFrame({a["trial_id"], a["attempt"]}, "oom", 0, "CUDA out of memory");
+  Frame("w1", done);
+  auto t = Trial(a["trial_id"]);
   EXPECT_EQ(t.state, metrics::TrialState::kFinished);
   EXPECT_EQ(t.outcome, metrics::Outcome::kOom);
   EXPECT_EQ(t.reason, "CUDA out of memory");
 }
 
 TEST_F(CoordinatorServiceTest, CancelStopsRunningAndCancelsQueued) {
-  auto w1 = Register("w1");
-  const auto sweep_id = Submit();
-  auto a = w1->Take("assign");
+  json a;
+  std::int64_t sweep_id = 0;
+  auto w1 = RegisterAndSubmit("w1", a, &sweep_id);
   auto result = service_->CancelSweep("svc");
   ASSERT_TRUE(std::holds_alternative<json>(result));
   auto cancels = w1->Take("cancel");
   ASSERT_EQ(cancels.size(), 1u);
-  protocol::AttemptFinishedMessage done;
-  done.attempt = {a[0]["trial_id"], a[0]["attempt"]};
-  done.outcome = "cancelled";
-  Frame("w1", protocol::ToJson(done));
+  const json done = testing::FinishedFrame({a["trial_id"], a["attempt"]}, "cancelled");
+  Frame("w1", done);
   EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kCancelled);
   const auto trials = store_->ListTrials(sweep_id).value();  // a temporary's value() would dangle in the loop
   for (const auto& t : trials) EXPECT_EQ(t.outcome, metrics::Outcome::kCancelled);
@@ -555,8 +541,7 @@ TEST_F(CoordinatorServiceTest, RestartReclaimsReportedAttemptsAndRequeuesTheRest
   const std::int64_t t1 = a1[0]["trial_id"];
   const std::int64_t t2 = a2[0]["trial_id"];
   // The coordinator restarts: a new service over the same store.
-  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
-  ASSERT_TRUE(service_->Recover().ok());
+  ASSERT_NO_FATAL_FAILURE(RestartService());
   w1 = Register("w1", {{t1, 1}});  // w1 reclaims its attempt; w2 never comes back
   clock_.Advance(6000ms);          // past the recovery grace
   Frame("w1", protocol::ToJson(protocol::HeartbeatMessage{{{t1, 1}}}));
@@ -860,22 +845,9 @@ TEST_F(CoordinatorServiceTest, FullDatabaseRefusesNewSweepsAndKeepsWhatItStored)
   // A database capped a little above its size now stands for a disk that fills up.
   service_.reset();
   store_.reset();
-  {
-    metrics::StoreOptions options;
-    options.path = (dir_ / "results.db").string();
-    auto probe = metrics::ResultsStore::Open(options);
-    ASSERT_TRUE(probe.ok());
-  }
-  const auto pages = std::filesystem::file_size(dir_ / "results.db") / 4096;
-  metrics::StoreOptions options;
-  options.path = (dir_ / "results.db").string();
-  options.max_page_count = static_cast<std::int64_t>(pages) + 40;
-  auto capped = metrics::ResultsStore::Open(options);
-  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
-  store_ = std::move(capped).value();
+  ASSERT_NO_FATAL_FAILURE(testing::OpenTestStore(dir_, store_));  // opened and closed once more first
   config_.store_probe_interval = 0ms;
-  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
-  ASSERT_TRUE(service_->Recover().ok());
+  ASSERT_NO_FATAL_FAILURE(RestartOnACappedStore(40));
   HttpServer http(io_.get_executor(), *service_, nullptr);
 
   // Sweeps of many trials fill it; the first refusal says why and what is kept.
@@ -911,8 +883,7 @@ TEST_F(CoordinatorServiceTest, FullDatabaseRefusesNewSweepsAndKeepsWhatItStored)
 
 TEST_F(CoordinatorServiceTest, EventsOverTheRateAreReadLaterNotDropped) {
   config_.max_worker_events_per_s = 1000;
-  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
-  ASSERT_TRUE(service_->Recover().ok());
+  ASSERT_NO_FATAL_FAILURE(RestartService());
   auto w1 = Register("w1");
   Submit();
   auto assign = w1->Take("assign").at(0);
@@ -950,17 +921,7 @@ TEST_F(CoordinatorServiceTest, AFrameTheStoreCannotTakeClosesTheConnectionInstea
   Submit();
   auto assign = w1->Take("assign").at(0);
   protocol::AttemptRef ref{assign["trial_id"], assign["attempt"]};
-  service_.reset();
-  store_.reset();
-  const auto pages = std::filesystem::file_size(dir_ / "results.db") / 4096;
-  metrics::StoreOptions options;
-  options.path = (dir_ / "results.db").string();
-  options.max_page_count = static_cast<std::int64_t>(pages) + 30;
-  auto capped = metrics::ResultsStore::Open(options);
-  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
-  store_ = std::move(capped).value();
-  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
-  ASSERT_TRUE(service_->Recover().ok());
+  ASSERT_NO_FATAL_FAILURE(RestartOnACappedStore(30));
   w1 = Register("w1", {ref});
   w1->frames.clear();
   std::int64_t failed_seq = 0;
@@ -997,14 +958,11 @@ TEST_F(CoordinatorServiceTest, AcksAndTheNextAssignmentLeaveOnlyAfterTheTurnsGro
   protocol::EventsMessage second;
   second.events.push_back({ref, 0, {{"event", "summary"}, {"tokens_per_s", 160.0}, {"step_s_median", 0.1}}, 3});
   second.outbox_seq = 2;
-  protocol::AttemptFinishedMessage done;
-  done.attempt = ref;
-  done.outcome = "succeeded";
-  done.outbox_seq = 3;
+  const json done = testing::FinishedFrame(ref, "succeeded", 3);
   // Three frames read in one pass of the event loop, before the turn ends.
   service_->OnFrame("w1", links_["w1"].get(), protocol::ToJson(first));
   service_->OnFrame("w1", links_["w1"].get(), protocol::ToJson(second));
-  service_->OnFrame("w1", links_["w1"].get(), protocol::ToJson(done));
+  service_->OnFrame("w1", links_["w1"].get(), done);
   EXPECT_TRUE(w1->frames.empty()) << "nothing leaves before the group commits: " << json(w1->frames).dump();
   EXPECT_EQ(count("SELECT COUNT(*) FROM step_metrics"), 0) << "not committed yet";
   EXPECT_EQ(count("SELECT COUNT(*) FROM trials WHERE state = 'finished'"), 0);
@@ -1036,18 +994,8 @@ TEST_F(CoordinatorServiceTest, ALostGroupAcknowledgesNothingAndTheResentFramesAr
   auto assign2 = w2->Take("assign").at(0);
   protocol::AttemptRef ref{assign1["trial_id"], assign1["attempt"]};
   protocol::AttemptRef other{assign2["trial_id"], assign2["attempt"]};
-  service_.reset();
-  store_.reset();
-  const auto pages = std::filesystem::file_size(dir_ / "results.db") / 4096;
-  metrics::StoreOptions options;
-  options.path = (dir_ / "results.db").string();
-  options.max_page_count = static_cast<std::int64_t>(pages) + 30;
-  auto capped = metrics::ResultsStore::Open(options);
-  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
-  store_ = std::move(capped).value();
   config_.store_probe_interval = 0ms;
-  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
-  ASSERT_TRUE(service_->Recover().ok());
+  ASSERT_NO_FATAL_FAILURE(RestartOnACappedStore(30));
   w1 = Register("w1", {ref});
   w2 = Register("w2", {other});
   w1->frames.clear();
@@ -1086,11 +1034,8 @@ TEST_F(CoordinatorServiceTest, ALostGroupAcknowledgesNothingAndTheResentFramesAr
   w1 = Register("w1", {ref});
   EXPECT_TRUE(w1->Take("cancel").empty()) << "its attempt is reclaimed, not cancelled";
   Frame("w1", protocol::ToJson(fits));
-  protocol::AttemptFinishedMessage done;
-  done.attempt = ref;
-  done.outcome = "succeeded";
-  done.outbox_seq = 2;
-  Frame("w1", protocol::ToJson(done));
+  const json done = testing::FinishedFrame(ref, "succeeded", 2);
+  Frame("w1", done);
   auto acks = w1->Take("ack");
   ASSERT_FALSE(acks.empty());
   EXPECT_EQ(acks.back()["outbox_seq"], 2);
@@ -1115,15 +1060,9 @@ TEST_F(CoordinatorServiceTest, RegisteredIsTheFirstFrameEvenWhenTheRegistrationC
 
 // Adaptive repeats: micro_batch=1 is the baseline; micro_batch=2 is twice as fast (it
 // stops at min pairs), micro_batch=4 is the baseline again (A/A: it runs to max).
-const char* kAdaptiveSweep = R"(name: adaptive
+const std::string kAdaptiveSweep = std::string(R"(name: adaptive
 question: do adaptive repeats stop early?
-workload:
-  executor: lora
-  model: tiny
-  seq_len: 16
-  warmup_steps: 1
-  steps: 2
-parameters:
+)") + testing::kTinyWorkload + R"(parameters:
   micro_batch: {values: [1, 2, 4]}
 baseline: {micro_batch: 1}
 repeats: {min: 3, max: 6, until: {ci_half_width: 0.001}}
@@ -1248,8 +1187,7 @@ TEST_F(AdaptiveRepeatsTest, ARestartedCoordinatorReachesTheSameDecisionFromTheSt
     ASSERT_TRUE(store_->RecordSummary(summary).ok());
     ASSERT_TRUE(store_->FinishTrial(t.id, 1, metrics::Outcome::kSucceeded, "").ok());
   }
-  service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
-  ASSERT_TRUE(service_->Recover().ok());
+  ASSERT_NO_FATAL_FAILURE(RestartService());
   auto by_variant = ByVariant(sweep_id);
   for (const auto& t : by_variant["micro_batch=2"]) {
     if (t.repeat >= 3) {

@@ -7,6 +7,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include "tests/coordinator/coordinator_test_util.h"
+
 namespace bakeoff::coordinator {
 namespace {
 
@@ -66,16 +68,9 @@ repeats: 1
 class SlurmProvisionerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("bakeoff-slurmprov-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    metrics::StoreOptions options;
-    options.path = (dir_ / "results.db").string();
-    store_ = std::move(metrics::ResultsStore::Open(options)).value();
-    service_ = std::make_unique<CoordinatorService>(io_.get_executor(), config_, *store_, clock_);
-    ASSERT_TRUE(service_->Recover().ok());
+    dir_ = testing::FreshTestDir("bakeoff-slurmprov");
+    ASSERT_NO_FATAL_FAILURE(testing::OpenTestStore(dir_, store_));
+    ASSERT_NO_FATAL_FAILURE(testing::StartService(service_, io_, config_, *store_, clock_));
     slurm_.partition = "gpu";
     slurm_.gpus_per_node = 0;
     slurm_.slots_per_node = 2;  // world size 2 fits one node
@@ -128,11 +123,8 @@ class SlurmProvisionerTest : public ::testing::Test {
     std::int64_t seq = 0;
     for (const auto& w : service_->WorkersJson()) {
       for (const auto& a : w["running"]) {
-        protocol::AttemptFinishedMessage done;
-        done.attempt = {a["trial_id"], a["attempt"]};
-        done.outcome = outcome;
-        done.outbox_seq = ++seq;
-        service_->OnFrame(w["id"], links_[w["id"]].get(), protocol::ToJson(done));
+        const json done = testing::FinishedFrame({a["trial_id"], a["attempt"]}, outcome, ++seq);
+        service_->OnFrame(w["id"], links_[w["id"]].get(), done);
       }
     }
     Pump();

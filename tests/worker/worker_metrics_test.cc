@@ -5,10 +5,12 @@
 #include <limits>
 
 #include "protocol/version.h"
+#include "tests/coordinator/exposition_value.h"
 #include "tests/metrics/promtool_check.h"
 
 namespace bakeoff::worker {
 namespace {
+using testing::ExpositionValue;
 using nlohmann::json;
 
 protocol::AssignMessage Assign(std::int64_t trial, std::vector<protocol::RankSlot> ranks, int world_size) {
@@ -38,16 +40,6 @@ protocol::TrainerEvent Step(int step, double step_s, const char* phase = "measur
   return Typed(StepJson(step, step_s, phase));
 }
 
-// The value of the exposition line that starts with `series` (name{labels}), or -1.
-double Value(const std::string& text, const std::string& series) {
-  std::size_t pos = 0;
-  while ((pos = text.find(series + " ", pos)) != std::string::npos) {
-    if (pos == 0 || text[pos - 1] == '\n') return std::stod(text.substr(pos + series.size() + 1));
-    pos += series.size();
-  }
-  return -1;
-}
-
 const std::string kRank0 =
     R"({rank="0",sweep="7",trial="12",variant="compile_mode=jit,micro_batch=4"})";
 const std::string kRank1 =
@@ -61,21 +53,21 @@ TEST(WorkerMetricsTest, StepEventsBecomePerRankSeries) {
   metrics.ObserveEvent({12, 1}, 1, Step(0, 0.25));
   const std::string text = metrics.Render();
   // Each rank counts its share (512 global tokens / 2 ranks) of every step.
-  EXPECT_EQ(Value(text, "bakeoff_trial_tokens_total" + kRank0), 512.0);
-  EXPECT_EQ(Value(text, "bakeoff_trial_tokens_per_second" + kRank0), 256 / 0.5);
-  EXPECT_EQ(Value(text, "bakeoff_trial_tokens_per_second" + kRank1), 256 / 0.25);
-  EXPECT_EQ(Value(text, "bakeoff_trial_loss" + kRank0), 4.5);
-  EXPECT_EQ(Value(text, "bakeoff_trial_peak_memory_bytes" + kRank0), 3000);
-  EXPECT_EQ(Value(text, "bakeoff_trial_rss_bytes" + kRank0), 2000);
-  EXPECT_EQ(Value(text, "bakeoff_trial_collective_seconds_total" + kRank0), 0.5);
-  EXPECT_EQ(Value(text, "bakeoff_trial_collective_bytes_total" + kRank0), 2048);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trial_tokens_total" + kRank0), 512.0);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trial_tokens_per_second" + kRank0), 256 / 0.5);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trial_tokens_per_second" + kRank1), 256 / 0.25);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trial_loss" + kRank0), 4.5);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trial_peak_memory_bytes" + kRank0), 3000);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trial_rss_bytes" + kRank0), 2000);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trial_collective_seconds_total" + kRank0), 0.5);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trial_collective_bytes_total" + kRank0), 2048);
   // The histogram holds measured steps only: the 2 s warm-up step is not in it.
-  EXPECT_EQ(Value(text, "bakeoff_trial_step_seconds_count" + kRank0), 1);
-  EXPECT_EQ(Value(text, "bakeoff_trial_step_seconds_sum" + kRank0), 0.5);
-  EXPECT_EQ(Value(text, R"(bakeoff_trial_steps_total{phase="warmup",rank="0",sweep="7",trial="12",variant="compile_mode=jit,micro_batch=4"})"), 1);
-  EXPECT_EQ(Value(text, R"(bakeoff_trial_steps_total{phase="measure",rank="0",sweep="7",trial="12",variant="compile_mode=jit,micro_batch=4"})"), 1);
-  EXPECT_EQ(Value(text, "bakeoff_worker_running_trials"), 1);
-  EXPECT_EQ(Value(text, "bakeoff_worker_running_ranks"), 2);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trial_step_seconds_count" + kRank0), 1);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trial_step_seconds_sum" + kRank0), 0.5);
+  EXPECT_EQ(ExpositionValue(text, R"(bakeoff_trial_steps_total{phase="warmup",rank="0",sweep="7",trial="12",variant="compile_mode=jit,micro_batch=4"})"), 1);
+  EXPECT_EQ(ExpositionValue(text, R"(bakeoff_trial_steps_total{phase="measure",rank="0",sweep="7",trial="12",variant="compile_mode=jit,micro_batch=4"})"), 1);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_worker_running_trials"), 1);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_worker_running_ranks"), 2);
 }
 
 TEST(WorkerMetricsTest, OnlyCudaRanksGetDeviceMemorySeries) {
@@ -84,9 +76,9 @@ TEST(WorkerMetricsTest, OnlyCudaRanksGetDeviceMemorySeries) {
   metrics.ObserveEvent({12, 1}, 0, Step(0, 0.5));
   metrics.ObserveEvent({12, 1}, 1, Step(0, 0.5));
   const std::string text = metrics.Render();
-  EXPECT_EQ(Value(text, "bakeoff_trial_device_allocated_bytes" + kRank0), 1500);
-  EXPECT_EQ(Value(text, "bakeoff_trial_device_reserved_peak_bytes" + kRank0), 4096);
-  EXPECT_EQ(Value(text, "bakeoff_trial_device_allocated_bytes" + kRank1), -1) << "rank 1 runs on CPU";
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trial_device_allocated_bytes" + kRank0), 1500);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trial_device_reserved_peak_bytes" + kRank0), 4096);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trial_device_allocated_bytes" + kRank1), -1) << "rank 1 runs on CPU";
 }
 
 TEST(WorkerMetricsTest, SeriesOfAnEndedTrialAreRemovedAndItsOutcomeCounted) {
@@ -100,8 +92,8 @@ TEST(WorkerMetricsTest, SeriesOfAnEndedTrialAreRemovedAndItsOutcomeCounted) {
   const std::string text = metrics.Render();
   EXPECT_EQ(text.find(R"(trial="12")"), std::string::npos) << text;
   EXPECT_NE(text.find(R"(trial="13")"), std::string::npos) << "the other trial keeps its series";
-  EXPECT_EQ(Value(text, R"(bakeoff_worker_trials_finished_total{outcome="succeeded"})"), 1);
-  EXPECT_EQ(Value(text, "bakeoff_worker_running_trials"), 1);
+  EXPECT_EQ(ExpositionValue(text, R"(bakeoff_worker_trials_finished_total{outcome="succeeded"})"), 1);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_worker_running_trials"), 1);
   // A line that arrives after the end creates nothing.
   metrics.ObserveEvent({12, 1}, 0, Step(1, 0.5));
   EXPECT_EQ(metrics.Render().find(R"(trial="12")"), std::string::npos);
@@ -123,9 +115,9 @@ TEST(WorkerMetricsTest, NonStepEventsAndNonFiniteValuesLeaveSeriesAlone) {
   metrics.ObserveEvent({12, 1}, 0, Typed(bad));
   const std::string text = metrics.Render();
   const std::string rank0 = R"({rank="0",sweep="7",trial="12",variant="compile_mode=jit,micro_batch=4"})";
-  EXPECT_EQ(Value(text, "bakeoff_trial_loss" + rank0), 4.5);
-  EXPECT_EQ(Value(text, "bakeoff_trial_tokens_total" + rank0), 512);
-  EXPECT_EQ(Value(text, "bakeoff_trial_step_seconds_count" + rank0), 1);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trial_loss" + rank0), 4.5);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trial_tokens_total" + rank0), 512);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_trial_step_seconds_count" + rank0), 1);
 }
 
 TEST(WorkerMetricsTest, ExpositionPassesPromtool) {
@@ -138,12 +130,12 @@ TEST(WorkerMetricsTest, ExpositionPassesPromtool) {
   metrics.StartTrial(Assign(14, {{0, 0, {}}}, 1));
   metrics.EndTrial({14, 1}, "oom");
   const std::string text = metrics.Render();
-  EXPECT_EQ(Value(text, std::string("bakeoff_build_info{commit=\"") + kBakeoffGitCommit +
+  EXPECT_EQ(ExpositionValue(text, std::string("bakeoff_build_info{commit=\"") + kBakeoffGitCommit +
                             "\",component=\"worker\",version=\"" + kBakeoffVersion + "\"}"),
             1);
-  EXPECT_EQ(Value(text, "bakeoff_worker_buffered_events"), 17);
-  EXPECT_EQ(Value(text, "bakeoff_worker_connected"), 1);
-  EXPECT_GT(Value(text, "bakeoff_node_cpus"), 0);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_worker_buffered_events"), 17);
+  EXPECT_EQ(ExpositionValue(text, "bakeoff_worker_connected"), 1);
+  EXPECT_GT(ExpositionValue(text, "bakeoff_node_cpus"), 0);
   auto lint = testing::PromtoolCheckMetrics(text);
   EXPECT_EQ(lint.exit_code, 0) << lint.output << "\n" << text;
 }

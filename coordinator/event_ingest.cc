@@ -1,0 +1,100 @@
+#include "coordinator/event_ingest.h"
+
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "protocol/trainer_event.h"
+
+namespace bakeoff::coordinator {
+namespace {
+
+void Log(const std::string& line) { fprintf(stderr, "bakeoff coordinator: %s\n", line.c_str()); }
+
+}  // namespace
+
+EventIngest::EventIngest(std::size_t max_events_per_s, metrics::ResultsStore& store, CoordinatorMetrics& metrics)
+    : max_events_per_s_(max_events_per_s), store_(store), metrics_(metrics) {}
+
+Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
+                                                  const protocol::EventsMessage& message,
+                                                  const IsCurrent& is_current) {
+  metrics::MetricsBatch batch;
+  std::set<std::int64_t> started;
+  std::size_t unreadable = 0;
+  std::string first_unreadable;
+  for (const auto& ev : message.events) {
+    if (!is_current(ev.attempt)) continue;  // stale
+    // Read once into its type, with the checks the worker applied to the trainer's line:
+    // an event that does not read (a worker that skipped them) is dropped, not stored.
+    auto read = protocol::TrainerEventFromJson(ev.event);
+    if (!read.ok()) {
+      if (unreadable++ == 0) first_unreadable = read.status().message();
+      continue;
+    }
+    protocol::TrainerEvent& e = *read;
+    if (const protocol::StepEvent* step = e.step()) {
+      metrics::StepMetric m;
+      m.trial_id = ev.attempt.trial_id;
+      m.attempt = ev.attempt.attempt;
+      m.rank = ev.rank;
+      m.step = step->step;
+      m.phase = step->phase;
+      m.step_s = step->step_s;
+      m.tokens = step->tokens;
+      m.loss = step->loss;
+      m.lr = step->lr;
+      m.peak_mem_bytes = step->peak_mem_bytes;
+      m.rss_bytes = step->rss_bytes;
+      m.comm_s = step->comm_s;
+      m.comm_bytes = step->comm_bytes;
+      batch.steps.push_back(std::move(m));
+    } else if (const protocol::SummaryEvent* summary = e.summary()) {
+      batch.summaries.push_back(
+          metrics::SummaryRecord{ev.attempt.trial_id, ev.attempt.attempt, ev.rank, *summary, std::move(e.body)});
+    } else {
+      metrics::EventRecord r;
+      r.trial_id = ev.attempt.trial_id;
+      r.attempt = ev.attempt.attempt;
+      r.rank = ev.rank;
+      r.kind = e.kind.empty() ? "unknown" : e.kind;
+      r.data = std::move(e.body);
+      if (e.at) r.at = *e.at;
+      if (ev.seq > 0) r.seq = ev.seq;
+      batch.events.push_back(std::move(r));
+      if (e.kind == "started" || e.kind == "ready") started.insert(ev.attempt.trial_id);
+    }
+  }
+  if (unreadable > 0) {
+    Log("dropped " + std::to_string(unreadable) + " unreadable event(s) from worker=" + worker_id + ": " +
+        first_unreadable);
+  }
+  if (!batch.steps.empty() || !batch.summaries.empty() || !batch.events.empty()) {
+    CoordinatorMetrics::StoreWriteTimer timer(metrics_, "append_events");
+    auto written = store_.AppendBatch(batch);
+    if (!written.ok()) return written.status();
+  }
+  return started;
+}
+
+std::chrono::milliseconds EventIngest::ReadDelay(const std::string& worker_id, const nlohmann::json& frame,
+                                                 Clock::TimePoint now) {
+  if (max_events_per_s_ == 0 || frame.value("type", "") != protocol::kTypeEvents) {
+    return std::chrono::milliseconds(0);
+  }
+  auto events = frame.find("events");
+  if (events == frame.end() || !events->is_array()) return std::chrono::milliseconds(0);
+  auto budget = budgets_.try_emplace(worker_id, Budget{EventRateLimiter(max_events_per_s_)}).first;
+  auto wait = budget->second.limiter.Take(events->size(), now);
+  if (wait.count() > 0) {
+    metrics_.CountEventThrottle(wait);
+    if (now - budget->second.last_logged > std::chrono::seconds(10)) {
+      budget->second.last_logged = now;
+      Log("worker=" + worker_id + " sends over " + std::to_string(max_events_per_s_) +
+          " events/s; reading it more slowly (events are delayed, not dropped)");
+    }
+  }
+  return wait;
+}
+
+}  // namespace bakeoff::coordinator

@@ -1,0 +1,67 @@
+// EventIngest: how the events a worker relays (the trainer's typed events, protocol/
+// trainer_event.h) become rows of the results store, and how fast a worker's events are
+// read. Each event of a current attempt is read once into its type: a step becomes a
+// step row, a summary a summary row, anything else an event row; an event that does not
+// read (a worker that skipped the checks) is dropped and logged, not stored. One frame's
+// rows are appended as one batch (timed as the `append_events` store write). The trials
+// whose first rank said `started` or `ready` are returned: marking them running is the
+// caller's decision (CoordinatorService).
+//
+// Reading: each worker has a budget of `max_worker_events_per_s`; a frame over it is
+// read later, not dropped (ReadDelay), counted in the coordinator's metrics and logged
+// at most every 10 s per worker.
+//
+// Thread-safety: not thread-safe; owned by CoordinatorService and used on its executor.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "coordinator/clock.h"
+#include "coordinator/coordinator_metrics.h"
+#include "coordinator/event_rate_limiter.h"
+#include "metrics/store/results_store.h"
+#include "protocol/messages.h"
+#include "protocol/status.h"
+
+namespace bakeoff::coordinator {
+
+class EventIngest {
+ public:
+  // Whether an event of this attempt is current (stale ones are skipped).
+  using IsCurrent = std::function<bool(const protocol::AttemptRef& attempt)>;
+
+  // `max_events_per_s` 0: no limit. The references must outlive this object.
+  EventIngest(std::size_t max_events_per_s, metrics::ResultsStore& store, CoordinatorMetrics& metrics);
+
+  // Stores the events of `message` from `worker_id` that `is_current` accepts. Returns
+  // the ids of the trials that reported started or ready, or the store's error (nothing
+  // of the frame is stored then).
+  Result<std::set<std::int64_t>> Store(const std::string& worker_id, const protocol::EventsMessage& message,
+                                       const IsCurrent& is_current);
+
+  // How long to wait before reading `frame` from `worker_id`: zero unless it is an
+  // events frame over the worker's budget at `now`.
+  std::chrono::milliseconds ReadDelay(const std::string& worker_id, const nlohmann::json& frame,
+                                      Clock::TimePoint now);
+
+ private:
+  struct Budget {
+    EventRateLimiter limiter;
+    std::chrono::steady_clock::time_point last_logged{};
+  };
+
+  std::size_t max_events_per_s_;
+  metrics::ResultsStore& store_;
+  CoordinatorMetrics& metrics_;
+  std::map<std::string, Budget> budgets_;  // per worker
+};
+
+}  // namespace bakeoff::coordinator

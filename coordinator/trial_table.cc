@@ -1,0 +1,91 @@
+#include "coordinator/trial_table.h"
+
+#include <cstdlib>
+
+#include "coordinator/sweep_intake.h"
+
+namespace bakeoff::coordinator {
+
+Status TrialTable::Recover(metrics::ResultsStore& store, Clock::TimePoint now,
+                           std::chrono::milliseconds recovery_grace) {
+  auto active = store.ListActiveTrials();
+  if (!active.ok()) return active.status().WithContext("recovery");
+  std::map<std::int64_t, metrics::TrialResult> by_id;
+  for (auto& t : *active) by_id[t.trial.id] = t;
+  auto sweeps = store.ListSweeps(metrics::SweepState::kRunning);
+  if (!sweeps.ok()) return sweeps.status().WithContext("recovery");
+  for (const auto& record : *sweeps) {
+    BAKEOFF_RETURN_IF_ERROR(LoadSweep(store, record, by_id, now, recovery_grace));
+  }
+  return Status::Ok();
+}
+
+Status TrialTable::LoadSweep(metrics::ResultsStore& store, const metrics::SweepRecord& record,
+                             const std::map<std::int64_t, metrics::TrialResult>& active, Clock::TimePoint now,
+                             std::chrono::milliseconds recovery_grace) {
+  auto loaded = SweepFromStore(record, store);
+  if (!loaded.ok()) return loaded.status();
+  SweepEntry sweep = std::move(loaded).value();
+  auto trials = store.ListTrials(record.id);
+  if (!trials.ok()) return trials.status();
+  for (const auto& t : *trials) {
+    TrialEntry entry;
+    entry.id = t.id;
+    entry.sweep_id = t.sweep_id;
+    entry.variant_key = t.variant_key;
+    entry.order_index = t.order_index;
+    const TrialState phase = t.state;
+    entry.machine = TrialStateMachine(static_cast<int>(t.max_attempts), static_cast<int>(t.attempts_used), phase);
+    if (phase == TrialState::kQueued) entry.queued_since = now;  // this process queued it
+    if (phase == TrialState::kAssigned || phase == TrialState::kRunning) {
+      entry.reclaim_deadline = now + recovery_grace;
+      awaiting_reclaim_.insert(t.id);
+      auto found = active.find(t.id);
+      if (found != active.end() && found->second.attempt) {
+        std::map<std::string, TrialPart> parts;
+        for (const auto& r : found->second.attempt->ranks) {
+          TrialPart& part = parts[r.worker_id];
+          part.worker_id = r.worker_id;
+          part.reclaimed = false;
+          protocol::RankSlot slot;
+          slot.rank = static_cast<int>(r.rank);
+          slot.local_rank = static_cast<int>(part.ranks.size());
+          if (r.device.rfind("cuda:", 0) == 0) {
+            part.cuda = true;
+            slot.cuda_devices = {std::atoi(r.device.c_str() + 5)};
+          }
+          part.ranks.push_back(slot);
+        }
+        for (auto& [wid, part] : parts) entry.parts.push_back(std::move(part));
+      }
+    }
+    sweep.trial_order.push_back(t.id);
+    trials_[t.id] = std::move(entry);
+  }
+  sweeps_[sweep.id] = std::move(sweep);
+  return Status::Ok();
+}
+
+void TrialTable::AddSubmitted(SweepEntry sweep, const std::vector<std::int64_t>& trial_ids,
+                              const std::vector<metrics::NewTrial>& trials, int max_attempts, Clock::TimePoint now) {
+  for (std::size_t i = 0; i < trial_ids.size(); ++i) {
+    TrialEntry entry;
+    entry.id = trial_ids[i];
+    entry.sweep_id = sweep.id;
+    entry.variant_key = trials[i].variant_key;
+    entry.order_index = trials[i].order_index;
+    entry.machine = TrialStateMachine(max_attempts);
+    entry.queued_since = now;
+    sweep.trial_order.push_back(entry.id);
+    trials_[entry.id] = std::move(entry);
+  }
+  sweeps_[sweep.id] = std::move(sweep);
+}
+
+void TrialTable::Clear() {
+  trials_.clear();
+  sweeps_.clear();
+  awaiting_reclaim_.clear();
+}
+
+}  // namespace bakeoff::coordinator

@@ -1,0 +1,123 @@
+// TrialTable: the coordinator's in-memory view of its unfinished sweeps and their trials,
+// and how it is rebuilt from the results store (recovery after a restart or a lost store
+// group). It holds what CoordinatorService decides on; it decides nothing itself: the
+// service changes the entries (state machine, placement, cancel) and persists first.
+//
+// Recovery reads the store's rows into entries: queued trials are queued again (since
+// now); assigned and running ones get a reclaim deadline (now + recovery_grace) and the
+// placement their attempt had, marked not yet reclaimed, until their worker reconnects.
+// A finished trial keeps its phase only (its outcome is in the store).
+//
+// Thread-safety: not thread-safe; owned by CoordinatorService and used on its executor.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "coordinator/clock.h"
+#include "coordinator/trial_state_machine.h"
+#include "experiments/spec/variant_config.h"
+#include "metrics/report/statistics.h"
+#include "metrics/store/results_store.h"
+#include "protocol/messages.h"
+#include "protocol/status.h"
+
+namespace bakeoff::coordinator {
+
+// The share of one trial's attempt placed on one worker.
+struct TrialPart {
+  std::string worker_id;
+  std::vector<protocol::RankSlot> ranks;
+  bool cuda = false;
+  bool finished = false;
+  bool reclaimed = true;  // false after a restart until the worker reports it
+};
+
+struct TrialEntry {
+  std::int64_t id = 0;
+  std::int64_t sweep_id = 0;
+  std::string variant_key;
+  std::int64_t order_index = 0;
+  TrialStateMachine machine;
+  std::vector<TrialPart> parts;  // the current attempt's placement
+  bool cancel_requested = false;
+  std::optional<Clock::TimePoint> reclaim_deadline;
+  // When the trial last entered the queue, until its first rank starts: the start of
+  // bakeoff_dispatch_latency_seconds.
+  std::optional<Clock::TimePoint> queued_since;
+};
+
+struct VariantInfo {
+  // Shares the sweep's workload with the other variants (built whole per assignment).
+  spec::VariantConfig config;
+  int world_size = 1;
+  std::string counterpart_key;  // the baseline counterpart; empty when none
+  bool is_baseline = false;
+  // The command template the variant runs (its config's command_template); "" = the
+  // native trainer. One sweep may compare executors (an `executor` axis).
+  std::string CommandTemplate() const {
+    const nlohmann::json& name = config["command_template"];
+    return name.is_string() ? name.get<std::string>() : std::string();
+  }
+};
+
+struct SweepEntry {
+  std::int64_t id = 0;
+  std::string name;
+  std::map<std::string, VariantInfo> variants;
+  std::vector<std::int64_t> trial_order;
+  std::int64_t timeout_ms = 0;
+  bool cuda = false;
+  // Adaptive repeats (docs/sweep.md): the sequential rule's design; every variant has
+  // adaptive->max_pairs trials, repeats 0..max-1.
+  std::optional<metrics::SequentialDesign> adaptive;
+  bool cancelled = false;
+  bool done = false;          // every trial finished
+  bool state_stored = false;  // the store has it finished or cancelled: evictable
+  // Scan cursors into trial_order: every trial before finished_prefix is finished;
+  // none before queued_from is queued (reset to 0 when a trial is requeued).
+  std::size_t finished_prefix = 0;
+  std::size_t queued_from = 0;
+};
+
+class TrialTable {
+ public:
+  // Loads every running sweep of `store` with its trials (see above). On an error the
+  // table may hold the sweeps loaded before it: the caller clears it or gives up.
+  Status Recover(metrics::ResultsStore& store, Clock::TimePoint now, std::chrono::milliseconds recovery_grace);
+  // Adds a sweep the store has just created: `trial_ids[i]` is the id of `trials[i]`;
+  // every trial is queued since `now`, with `max_attempts`.
+  // REQUIRES: trial_ids.size() == trials.size(), and `sweep` holds no trials yet.
+  void AddSubmitted(SweepEntry sweep, const std::vector<std::int64_t>& trial_ids,
+                    const std::vector<metrics::NewTrial>& trials, int max_attempts, Clock::TimePoint now);
+  // Forgets everything (before a reload from the store).
+  void Clear();
+
+  // Unfinished sweeps and their trials, by id.
+  std::map<std::int64_t, TrialEntry>& trials() { return trials_; }
+  const std::map<std::int64_t, TrialEntry>& trials() const { return trials_; }
+  std::map<std::int64_t, SweepEntry>& sweeps() { return sweeps_; }
+  const std::map<std::int64_t, SweepEntry>& sweeps() const { return sweeps_; }
+  // Trials recovered assigned or running, until reclaimed or past their deadline (the
+  // service walks these, not every trial).
+  std::set<std::int64_t>& awaiting_reclaim() { return awaiting_reclaim_; }
+
+ private:
+  Status LoadSweep(metrics::ResultsStore& store, const metrics::SweepRecord& record,
+                   const std::map<std::int64_t, metrics::TrialResult>& active, Clock::TimePoint now,
+                   std::chrono::milliseconds recovery_grace);
+
+  std::map<std::int64_t, TrialEntry> trials_;
+  std::map<std::int64_t, SweepEntry> sweeps_;
+  std::set<std::int64_t> awaiting_reclaim_;
+};
+
+}  // namespace bakeoff::coordinator
