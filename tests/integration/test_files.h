@@ -1,5 +1,5 @@
 // Files shared by the integration suites: a fresh per-test directory, reading a file
-// whole, and the trainer binary the real-trainer tests run. Thread-safety: functions.
+// whole (and looking for text in it), and the trainer binary the real-trainer tests run. Thread-safety: functions.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -35,5 +35,8 @@ inline std::string RealTrainerPath() {
   const char* override_path = std::getenv("BAKEOFF_TEST_TRAINER");
   return override_path ? override_path : std::string(BAKEOFF_BINARY_DIR) + "/bakeoff-trainer";
 }
+
+// Whether `part` occurs in `text`.
+inline bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace bakeoff::testing
