@@ -34,11 +34,7 @@ class CredentialsTest : public testing::ClusterTest {
 
   // `bakeoff ARGS` with no BAKEOFF_TOKEN; its exit code (-1: did not exit within 60 s).
   int RunCli(const std::string& name, std::vector<std::string> args) {
-    args.insert(args.begin(), std::string(BAKEOFF_BINARY_DIR) + "/bakeoff");
-    ProcessGuard cli(args, {"BAKEOFF_TOKEN="}, log(name));
-    auto code = cli.WaitExit(60s);
-    EXPECT_TRUE(code.has_value()) << name << " did not exit";
-    return code.value_or(-1);
+    return testing::RunBakeoffCli(std::move(args), log(name));
   }
   std::string log(const std::string& name) const { return (dir_ / (name + ".log")).string(); }
   std::string Log(const std::string& name) const { return testing::ReadFile(log(name)); }

@@ -18,7 +18,6 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 using testing::Contains;
-using testing::ProcessGuard;
 using testing::WaitFor;
 
 const std::string kToken = "tls-secret";
@@ -52,12 +51,7 @@ class TlsEndToEndTest : public testing::LoopbackClusterTest {
 
   // Runs a `bakeoff` CLI command to its end; its exit code, output in log(name).
   int RunCli(const std::string& name, std::vector<std::string> args, std::vector<std::string> env = {}) {
-    args.insert(args.begin(), kBin + "/bakeoff");
-    env.push_back("BAKEOFF_TOKEN=");
-    ProcessGuard cli(args, env, log(name));
-    auto code = cli.WaitExit(60s);
-    EXPECT_TRUE(code.has_value()) << name << " did not exit";
-    return code.value_or(-1);
+    return testing::RunBakeoffCli(std::move(args), log(name), std::move(env));
   }
 
   std::string https_url() const { return "https://127.0.0.1:" + std::to_string(http_port_); }
