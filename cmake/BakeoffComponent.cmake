@@ -21,6 +21,43 @@ function(bakeoff_component_library name dir)
   endif()
 endfunction()
 
+# bakeoff_register_test(NAME SOURCE DISCOVERY_TIMEOUT): what every test executable gets,
+# here and in tests/experiments/trainer: where the built binaries and the source tree
+# are, and its ctest registration with its labels.
+function(bakeoff_register_test test_name test_source discovery_timeout)
+  # Tests find the built binaries and the source tree through these.
+  target_compile_definitions(${test_name} PRIVATE
+    BAKEOFF_BINARY_DIR="${CMAKE_BINARY_DIR}" BAKEOFF_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  # Tests name the fields they set with designated initializers and leave the rest to
+  # their defaults on purpose; GCC 12 warns about each one left out.
+  target_compile_options(${test_name} PRIVATE -Wno-missing-field-initializers)
+  # One label per test (gtest_discover_tests cannot pass a list value). Slow suites
+  # start coordinators, workers and rank processes on loopback ports (some from fixed
+  # ranges): they take turns, while fast suites run in parallel.
+  set(properties LABELS fast)
+  if(test_name MATCHES "_slow_test$")
+    set(properties LABELS slow RESOURCE_LOCK bakeoff_loopback_processes)
+  endif()
+  if(test_name MATCHES "^slurm_.*_slow_test$")
+    # Tests against a real slurmctld and slurmd that the test configures and starts
+    # itself (tests/integration/slurm_cluster.h): slow and slurm. A GTEST_SKIP (not
+    # root, Slurm or munge not installed) shows as skipped.
+    gtest_add_tests(TARGET ${test_name} SOURCES ${test_source} TEST_LIST listed)
+    set_tests_properties(${listed} PROPERTIES LABELS "slow;slurm"
+      RESOURCE_LOCK bakeoff_loopback_processes SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+  elseif(test_name MATCHES "^multihost_")
+    # Tests on network-namespace hosts (tests/integration/test_hosts.h) carry two labels,
+    # slow and multihost; gtest_discover_tests cannot pass a list, so their names are
+    # read from the source instead. A GTEST_SKIP (not root, no `ip netns`) shows as
+    # skipped.
+    gtest_add_tests(TARGET ${test_name} SOURCES ${test_source} TEST_LIST listed)
+    set_tests_properties(${listed} PROPERTIES LABELS "slow;multihost"
+      RESOURCE_LOCK bakeoff_loopback_processes SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+  else()
+    gtest_discover_tests(${test_name} PROPERTIES ${properties} DISCOVERY_TIMEOUT ${discovery_timeout})
+  endif()
+endfunction()
+
 # bakeoff_component_tests(DIR LIBS...): one gtest executable per *_test.cc in DIR.
 function(bakeoff_component_tests dir)
   file(GLOB tests CONFIGURE_DEPENDS ${dir}/*_test.cc)
@@ -29,33 +66,6 @@ function(bakeoff_component_tests dir)
     add_executable(${test_name} ${test_source})
     target_link_libraries(${test_name} PRIVATE GTest::gtest_main GTest::gmock ${ARGN})
     target_include_directories(${test_name} PRIVATE ${PROJECT_SOURCE_DIR})
-    # Tests find the built binaries and the source tree through these.
-    target_compile_definitions(${test_name} PRIVATE
-      BAKEOFF_BINARY_DIR="${CMAKE_BINARY_DIR}" BAKEOFF_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-    # One label per test (gtest_discover_tests cannot pass a list value). Slow suites
-    # start coordinators, workers and rank processes on loopback ports (some from fixed
-    # ranges): they take turns, while fast suites run in parallel.
-    set(properties LABELS fast)
-    if(test_name MATCHES "_slow_test$")
-      set(properties LABELS slow RESOURCE_LOCK bakeoff_loopback_processes)
-    endif()
-    if(test_name MATCHES "^slurm_.*_slow_test$")
-      # Tests against a real slurmctld and slurmd that the test configures and starts
-      # itself (tests/integration/slurm_cluster.h): slow and slurm. A GTEST_SKIP (not
-      # root, Slurm or munge not installed) shows as skipped.
-      gtest_add_tests(TARGET ${test_name} SOURCES ${test_source} TEST_LIST listed)
-      set_tests_properties(${listed} PROPERTIES LABELS "slow;slurm"
-        RESOURCE_LOCK bakeoff_loopback_processes SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
-    elseif(test_name MATCHES "^multihost_")
-      # Tests on network-namespace hosts (tests/integration/test_hosts.h) carry two labels,
-      # slow and multihost; gtest_discover_tests cannot pass a list, so their names are
-      # read from the source instead. A GTEST_SKIP (not root, no `ip netns`) shows as
-      # skipped.
-      gtest_add_tests(TARGET ${test_name} SOURCES ${test_source} TEST_LIST listed)
-      set_tests_properties(${listed} PROPERTIES LABELS "slow;multihost"
-        RESOURCE_LOCK bakeoff_loopback_processes SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
-    else()
-      gtest_discover_tests(${test_name} PROPERTIES ${properties} DISCOVERY_TIMEOUT 60)
-    endif()
+    bakeoff_register_test(${test_name} ${test_source} 60)
   endforeach()
 endfunction()

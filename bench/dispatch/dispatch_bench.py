@@ -154,6 +154,16 @@ class Cluster:
             p.wait()
 
 
+def run_many_trials(cluster, name, trials, steps):
+    """Runs about `trials` trials of SWEEP, as 10 variants or more where a sweep's repeats
+    (at most 1000) need it; returns the sweep's id once it finished."""
+    variants = max(10, -(-trials // 1000))
+    repeats = max(1, trials // variants)
+    return cluster.run_sweep(SWEEP.format(name=name, steps=steps,
+                                          values=", ".join(str(v) for v in range(1, variants + 1)),
+                                          repeats=repeats))
+
+
 def first_start_latency(db, sweep_id):
     con = sqlite3.connect(db)
     created = con.execute("SELECT created_at FROM sweeps WHERE id=?", (sweep_id,)).fetchone()[0]
@@ -249,12 +259,7 @@ def main():
         lat.sort()
         rss_before, _ = cluster.rss()
         writes_before = cluster.store_writes()
-        # 10 variants, or more where a sweep's repeats (at most 1000) need it.
-        variants = max(10, -(-args.trials // 1000))
-        repeats = max(1, args.trials // variants)
-        sid = cluster.run_sweep(SWEEP.format(name="throughput", steps=args.steps,
-                                             values=", ".join(str(v) for v in range(1, variants + 1)),
-                                             repeats=repeats))
+        sid = run_many_trials(cluster, "throughput", args.trials, args.steps)
         n, seconds, simulated = throughput(cluster.db, sid)
         rss_after, _ = cluster.rss()
         writes_after = cluster.store_writes()
@@ -267,12 +272,7 @@ def main():
         step_figures = None
         if args.step_trials > 0:
             # Step-heavy trials, 0 ms a step: the store's step-row rate end to end.
-            cluster_step = cluster
-            svariants = max(10, -(-args.step_trials // 1000))
-            srep = max(1, args.step_trials // svariants)
-            ssid = cluster_step.run_sweep(SWEEP.format(name="step-rows", steps=args.step_steps,
-                                                       values=", ".join(str(v) for v in range(1, svariants + 1)),
-                                                       repeats=srep))
+            ssid = run_many_trials(cluster, "step-rows", args.step_trials, args.step_steps)
             sn, sseconds, _ = throughput(cluster.db, ssid)
             rows = step_rows(cluster.db, ssid)
             step_rate = rows / sseconds

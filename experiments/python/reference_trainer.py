@@ -17,6 +17,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from bakeoff_workloads.llama_ops import rms_norm, rotary
+
 PRESETS = {
     "tiny": dict(dim=64, layers=2, heads=4, kv_heads=2, ffn_dim=172, vocab=256),
     "small": dict(dim=768, layers=12, heads=12, kv_heads=4, ffn_dim=2048, vocab=16000),
@@ -31,16 +33,6 @@ def shapes(d):
     kv = d["kv_heads"] * hd
     return {"q": (d["dim"], d["dim"]), "k": (d["dim"], kv), "v": (d["dim"], kv), "o": (d["dim"], d["dim"]),
             "gate": (d["dim"], d["ffn_dim"]), "up": (d["dim"], d["ffn_dim"]), "down": (d["ffn_dim"], d["dim"])}
-
-
-def rms_norm(x, w, eps=1e-5):
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
-
-
-def rotary(x, cos, sin):
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
 
 
 class LoraModel(torch.nn.Module):

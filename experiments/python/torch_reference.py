@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bakeoff_report  # noqa: E402
 from bakeoff_workloads import common  # noqa: E402
+from bakeoff_workloads.llama_ops import rms_norm, rotary  # noqa: E402
 
 run = bakeoff_report.init()
 if run.config.get("compile_cache") == "cold":
@@ -35,16 +36,6 @@ if run.config.get("compile_cache") == "cold":
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-
-
-def rms_norm(x, w, eps=1e-5):
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
-
-
-def rotary(x, cos, sin):
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
 
 
 class Adapter(torch.nn.Module):

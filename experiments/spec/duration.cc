@@ -2,8 +2,17 @@
 
 #include <cctype>
 #include <cstdint>
+#include <map>
+#include <string>
 
 namespace bakeoff::spec {
+namespace {
+
+// The units a duration may use, in milliseconds.
+const std::map<std::string, int64_t> kMsPerUnit = {
+    {"ms", 1}, {"s", 1000}, {"m", 60 * 1000}, {"h", 3600 * 1000}, {"d", 24 * 3600 * 1000}};
+
+}  // namespace
 
 Result<std::chrono::seconds> ParseDuration(const std::string& text) {
   auto invalid = [&text] {
@@ -25,24 +34,10 @@ Result<std::chrono::seconds> ParseDuration(const std::string& text) {
     }
     std::string unit;
     while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) unit += text[i++];
-    int64_t ms_per_unit = 0;
-    if (unit.empty()) {
-      if (i != text.size() || total_ms != 0) return invalid();  // bare number: seconds, alone
-      ms_per_unit = 1000;
-    } else if (unit == "ms") {
-      ms_per_unit = 1;
-    } else if (unit == "s") {
-      ms_per_unit = 1000;
-    } else if (unit == "m") {
-      ms_per_unit = 60 * 1000;
-    } else if (unit == "h") {
-      ms_per_unit = 3600 * 1000;
-    } else if (unit == "d") {
-      ms_per_unit = 24 * 3600 * 1000;
-    } else {
-      return invalid();
-    }
-    total_ms += number * ms_per_unit;
+    if (unit.empty() && (i != text.size() || total_ms != 0)) return invalid();  // bare number: seconds, alone
+    const auto ms_per_unit = kMsPerUnit.find(unit.empty() ? "s" : unit);
+    if (ms_per_unit == kMsPerUnit.end()) return invalid();
+    total_ms += number * ms_per_unit->second;
     if (total_ms > kMaxMs) {
       return Status::InvalidArgument("duration '" + text + "' is over the 30-day maximum");
     }

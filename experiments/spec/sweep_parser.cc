@@ -631,18 +631,12 @@ class SweepParser {
     bool ok = true, saw_min = false, saw_max = false, saw_until = false;
     for (const auto& entry : *entries) {
       std::string path = JoinPath("repeats", entry.key);
-      if (entry.key == "min") {
-        saw_min = true;
-        min_entry = &entry;
+      if (entry.key == "min" || entry.key == "max") {
+        const bool is_min = entry.key == "min";
+        (is_min ? saw_min : saw_max) = true;
+        if (is_min) min_entry = &entry;
         if (auto v = ReadInt(entry.value, path, 2, kMaxRepeats)) {
-          adaptive.min = static_cast<int>(*v);
-        } else {
-          ok = false;
-        }
-      } else if (entry.key == "max") {
-        saw_max = true;
-        if (auto v = ReadInt(entry.value, path, 2, kMaxRepeats)) {
-          adaptive.max = static_cast<int>(*v);
+          (is_min ? adaptive.min : adaptive.max) = static_cast<int>(*v);
         } else {
           ok = false;
         }

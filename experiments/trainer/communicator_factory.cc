@@ -37,24 +37,21 @@ Result<std::unique_ptr<Communicator>> CreateCommunicator(const TrainerConfig& c,
     bind_address = protocol::LocalAddressToward(host);
     if (bind_address.empty()) bind_address = host;
   }
-  const auto rendezvous = std::chrono::milliseconds(static_cast<int64_t>(c.rendezvous_timeout_s * 1000));
-  const auto collective = std::chrono::milliseconds(static_cast<int64_t>(c.collective_timeout_s * 1000));
-  StoreOptions store;
-  store.host = host;
-  store.port = port;
-  store.rank = static_cast<int>(c.rank);
-  store.world_size = static_cast<int>(c.world_size);
-  store.agent_hosts_store = c.agent_store;
-  store.attempt = c.restart_count;
-  store.timeout = rendezvous;
+  GroupOptions group;
+  group.store.host = host;
+  group.store.port = port;
+  group.store.rank = static_cast<int>(c.rank);
+  group.store.world_size = static_cast<int>(c.world_size);
+  group.store.agent_hosts_store = c.agent_store;
+  group.store.attempt = c.restart_count;
+  group.store.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.rendezvous_timeout_s * 1000));
+  group.bind_address = bind_address;
+  group.bind_interface = bind_interface;
+  group.collective_timeout = std::chrono::milliseconds(static_cast<int64_t>(c.collective_timeout_s * 1000));
   if (device.is_cuda()) {
 #ifdef BAKEOFF_WITH_NCCL
-    NcclCommunicator::Options o;
-    o.store = store;
-    o.device_index = device.index();
-    o.collective_timeout = collective;
-    o.bind_interface = bind_interface.empty() ? protocol::InterfaceHolding(bind_address) : bind_interface;
-    o.bind_address = bind_address;
+    NcclCommunicator::Options o{group, device.index()};
+    if (o.bind_interface.empty()) o.bind_interface = protocol::InterfaceHolding(bind_address);
     auto nccl = NcclCommunicator::Create(o);
     if (!nccl.ok()) return nccl.status();
     return std::unique_ptr<Communicator>(std::move(nccl).value());
@@ -63,12 +60,7 @@ Result<std::unique_ptr<Communicator>> CreateCommunicator(const TrainerConfig& c,
 #endif
   }
 #ifdef BAKEOFF_WITH_GLOO
-  GlooCommunicator::Options o;
-  o.store = store;
-  o.bind_address = bind_address;
-  o.bind_interface = bind_interface;
-  o.collective_timeout = collective;
-  auto gloo = GlooCommunicator::Create(o);
+  auto gloo = GlooCommunicator::Create(group);
   if (!gloo.ok()) return gloo.status();
   return std::unique_ptr<Communicator>(std::move(gloo).value());
 #else

@@ -22,15 +22,9 @@ namespace bakeoff::trainer {
 
 class GlooCommunicator : public Communicator {
  public:
-  struct Options {
-    // The store's address, this rank, the group's size and the rendezvous timeout.
-    StoreOptions store;
-    // Where this rank's Gloo sockets bind: an address of this host, else (when empty) an
-    // interface; one of the two is required (communicator_factory.h chooses).
-    std::string bind_address;
-    std::string bind_interface;
-    std::chrono::milliseconds collective_timeout{120000};
-  };
+  // This rank's Gloo sockets bind to bind_address, else (when empty) to bind_interface;
+  // one of the two is required (communicator_factory.h chooses).
+  using Options = GroupOptions;
   // Rendezvous: blocks until every rank has joined or the rendezvous timeout passes.
   static Result<std::unique_ptr<GlooCommunicator>> Create(const Options& options);
   ~GlooCommunicator() override;

@@ -3,7 +3,9 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "experiments/trainer/lora_model.h"
 #include "experiments/trainer/torch_compat.h"
+#include "experiments/trainer/zero_optimizer.h"
 
 namespace bakeoff::trainer {
 namespace {
@@ -26,6 +28,17 @@ std::string Shape(const torch::Tensor& t) {
 }
 
 }  // namespace
+
+std::function<torch::Tensor(const torch::Tensor&)> MicroBatchForwardBackward(LoraModel* model,
+                                                                             ZeroOptimizer* optimizer,
+                                                                             int64_t grad_accum) {
+  return [model, optimizer, grad_accum](const torch::Tensor& tokens) {
+    auto loss = model->Loss(tokens);
+    optimizer->BeforeBackward();
+    (loss / static_cast<double>(grad_accum)).backward();
+    return loss.detach();
+  };
+}
 
 std::unique_ptr<StepGraph> MakeCudaStepGraph(const torch::Device& device) {
   return std::make_unique<CudaStepGraph>(device);

@@ -17,6 +17,18 @@
 
 namespace bakeoff::trainer {
 
+class LoraModel;
+class ZeroOptimizer;
+
+// One micro-batch's forward and backward, as the training step runs it eagerly and as a
+// GraphedMicroBatch captures it: `model`'s loss on the tokens, the optimizer's hook before
+// backward, and backward of the loss scaled by 1/`grad_accum` (gradients accumulate over
+// the step's micro-batches). Returns the unscaled loss, detached. `model` and `optimizer`
+// must outlive the function.
+std::function<torch::Tensor(const torch::Tensor&)> MicroBatchForwardBackward(LoraModel* model,
+                                                                             ZeroOptimizer* optimizer,
+                                                                             int64_t grad_accum);
+
 // What a captured graph must do (compat::CudaGraph on a GPU; a deferring fake in tests).
 class StepGraph {
  public:

@@ -88,40 +88,37 @@ Status NcclCommunicator::Finish(const char* what, int result, std::chrono::stead
   return Status::Ok();
 }
 
-Status NcclCommunicator::AllReduceSum(torch::Tensor& t) {
+template <typename Fn>
+Status NcclCommunicator::Collective(const char* what, const torch::Tensor& typed, int64_t bytes, Fn&& enqueue) {
   if (comm_ == nullptr) return Status::Unavailable("nccl: communicator aborted after an earlier failure");
-  auto type = NcclType(t);
+  auto type = NcclType(typed);
   if (!type.ok()) return type.status();
   const auto start = std::chrono::steady_clock::now();
-  int r = ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), *type, ncclSum, comm_, nullptr);
-  return Finish("all-reduce", r, start, t.nbytes());
+  return Finish(what, enqueue(*type), start, bytes);
+}
+
+Status NcclCommunicator::AllReduceSum(torch::Tensor& t) {
+  return Collective("all-reduce", t, t.nbytes(), [&](ncclDataType_t type) {
+    return ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), type, ncclSum, comm_, nullptr);
+  });
 }
 
 Status NcclCommunicator::ReduceScatterSum(const torch::Tensor& in, torch::Tensor& out) {
-  if (comm_ == nullptr) return Status::Unavailable("nccl: communicator aborted after an earlier failure");
-  auto type = NcclType(in);
-  if (!type.ok()) return type.status();
-  const auto start = std::chrono::steady_clock::now();
-  int r = ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), *type, ncclSum, comm_, nullptr);
-  return Finish("reduce-scatter", r, start, in.nbytes());
+  return Collective("reduce-scatter", in, in.nbytes(), [&](ncclDataType_t type) {
+    return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), type, ncclSum, comm_, nullptr);
+  });
 }
 
 Status NcclCommunicator::AllGather(const torch::Tensor& in, torch::Tensor& out) {
-  if (comm_ == nullptr) return Status::Unavailable("nccl: communicator aborted after an earlier failure");
-  auto type = NcclType(in);
-  if (!type.ok()) return type.status();
-  const auto start = std::chrono::steady_clock::now();
-  int r = ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), *type, comm_, nullptr);
-  return Finish("all-gather", r, start, out.nbytes());
+  return Collective("all-gather", in, out.nbytes(), [&](ncclDataType_t type) {
+    return ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), type, comm_, nullptr);
+  });
 }
 
 Status NcclCommunicator::Broadcast(torch::Tensor& t, int root) {
-  if (comm_ == nullptr) return Status::Unavailable("nccl: communicator aborted after an earlier failure");
-  auto type = NcclType(t);
-  if (!type.ok()) return type.status();
-  const auto start = std::chrono::steady_clock::now();
-  int r = ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), *type, root, comm_, nullptr);
-  return Finish("broadcast", r, start, t.nbytes());
+  return Collective("broadcast", t, t.nbytes(), [&](ncclDataType_t type) {
+    return ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), type, root, comm_, nullptr);
+  });
 }
 
 Status NcclCommunicator::Barrier() {

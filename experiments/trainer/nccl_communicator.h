@@ -22,17 +22,13 @@ namespace bakeoff::trainer {
 
 class NcclCommunicator : public Communicator {
  public:
-  struct Options {
-    // The store's address, this rank, the group's size and the rendezvous timeout.
-    StoreOptions store;
+  // bind_address is this rank's own address and bind_interface the interface holding it
+  // ("" when unknown). NCCL picks its bootstrap and socket interface from
+  // NCCL_SOCKET_IFNAME; unless the operator set it, Create sets it to bind_interface
+  // before the first NCCL call (rank 0's unique id carries the address its bootstrap
+  // listens on).
+  struct Options : GroupOptions {
     int device_index = 0;
-    // This rank's own address and the interface holding it ("" when unknown). NCCL picks
-    // its bootstrap and socket interface from NCCL_SOCKET_IFNAME; unless the operator set
-    // it, Create sets it to bind_interface before the first NCCL call (rank 0's unique id
-    // carries the address its bootstrap listens on).
-    std::string bind_address;
-    std::string bind_interface;
-    std::chrono::milliseconds collective_timeout{120000};
   };
   static Result<std::unique_ptr<NcclCommunicator>> Create(const Options& options);
   ~NcclCommunicator() override;
@@ -53,6 +49,10 @@ class NcclCommunicator : public Communicator {
   // Waits for the collective just enqueued; aborts the communicator on timeout.
   Status Finish(const char* what, int result, std::chrono::steady_clock::time_point start,
                 int64_t bytes);
+  // One collective on `typed`'s NCCL data type: `enqueue(type)` starts it and returns its
+  // ncclResult_t; then Finish waits for it, counting `bytes`.
+  template <typename Fn>
+  Status Collective(const char* what, const torch::Tensor& typed, int64_t bytes, Fn&& enqueue);
 
   Options options_;
   c10::intrusive_ptr<c10d::Store> store_;

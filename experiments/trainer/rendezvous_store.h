@@ -32,6 +32,17 @@ struct StoreOptions {
   std::chrono::milliseconds timeout{60000};
 };
 
+// What a rank of a process group needs whatever the backend: where the group meets (the
+// store's address, this rank, the group's size and the rendezvous timeout), where this
+// rank's own sockets bind (an address of this host, else an interface; the backend's
+// header says which it needs), and how long a collective may take.
+struct GroupOptions {
+  StoreOptions store;
+  std::string bind_address;
+  std::string bind_interface;
+  std::chrono::milliseconds collective_timeout{120000};
+};
+
 // Hosts or connects to the store. Fails (Unavailable) when the port cannot be bound or
 // the store does not answer in time; the message says which rank, what it tried, how long
 // it actually waited and the configured timeout (a bind failure is immediate, not a

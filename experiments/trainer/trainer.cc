@@ -199,12 +199,7 @@ int Trainer::RunOrThrow() {
   const ParameterCounts counts = CountParameters(c.dims, c.lora_rank, c.lora_targets);
   const double flops_per_token = TrainingFlopsPerToken(c.dims, counts, c.seq_len);
   // One micro-batch's forward and backward: run as is, or captured and replayed.
-  auto forward_backward = [&](const torch::Tensor& tokens) {
-    auto loss = model.Loss(tokens);
-    optimizer.BeforeBackward();
-    (loss / static_cast<double>(c.grad_accum)).backward();
-    return loss.detach();
-  };
+  const auto forward_backward = MicroBatchForwardBackward(&model, &optimizer, c.grad_accum);
   std::unique_ptr<GraphedMicroBatch> graphed;
   if (c.uses_cudagraph()) graphed = std::make_unique<GraphedMicroBatch>(MakeCudaStepGraph(device), forward_backward);
   const BlasInfo blas = DetectBlas();

@@ -29,12 +29,19 @@ json DefaultOf(T C::*member) {
   return json(value);
 }
 
-TrainerField Int(const std::string& name, int64_t C::*member, double min, double max = kMaxInt) {
+// A field of `kind` setting `member`, with the member's default.
+template <typename T>
+TrainerField Field(const std::string& name, Kind kind, T C::*member) {
   TrainerField f;
   f.name = name;
-  f.kind = Kind::kInt;
+  f.kind = kind;
   f.member = member;
   f.default_value = DefaultOf(member);
+  return f;
+}
+
+TrainerField Int(const std::string& name, int64_t C::*member, double min, double max = kMaxInt) {
+  TrainerField f = Field(name, Kind::kInt, member);
   f.min = min;
   f.max = max;
   return f;
@@ -42,11 +49,7 @@ TrainerField Int(const std::string& name, int64_t C::*member, double min, double
 
 TrainerField Number(const std::string& name, double C::*member, double min, double max,
                     bool min_exclusive = false, bool max_exclusive = false) {
-  TrainerField f;
-  f.name = name;
-  f.kind = Kind::kNumber;
-  f.member = member;
-  f.default_value = DefaultOf(member);
+  TrainerField f = Field(name, Kind::kNumber, member);
   f.min = min;
   f.max = max;
   f.min_exclusive = min_exclusive;
@@ -56,40 +59,18 @@ TrainerField Number(const std::string& name, double C::*member, double min, doub
 
 template <typename T>
 TrainerField Choice(const std::string& name, Kind kind, T C::*member, std::vector<std::string> choices) {
-  TrainerField f;
-  f.name = name;
-  f.kind = kind;
-  f.member = member;
-  f.default_value = DefaultOf(member);
+  TrainerField f = Field(name, kind, member);
   f.choices = std::move(choices);
   return f;
 }
 
 // Free text with no default (unset unless given).
-TrainerField Text(const std::string& name, std::string C::*member) {
-  TrainerField f;
-  f.name = name;
-  f.kind = Kind::kString;
-  f.member = member;
-  f.default_value = DefaultOf(member);
-  return f;
-}
+TrainerField Text(const std::string& name, std::string C::*member) { return Field(name, Kind::kString, member); }
 
 // A file the trainer writes, named inside its output directory.
-TrainerField Output(const std::string& name, std::string C::*member) {
-  TrainerField f = Text(name, member);
-  f.kind = Kind::kOutput;
-  return f;
-}
+TrainerField Output(const std::string& name, std::string C::*member) { return Field(name, Kind::kOutput, member); }
 
-TrainerField Bool(const std::string& name, bool C::*member) {
-  TrainerField f;
-  f.name = name;
-  f.kind = Kind::kBool;
-  f.member = member;
-  f.default_value = DefaultOf(member);
-  return f;
-}
+TrainerField Bool(const std::string& name, bool C::*member) { return Field(name, Kind::kBool, member); }
 
 TrainerField Launcher(TrainerField f) {
   f.launcher_only = true;

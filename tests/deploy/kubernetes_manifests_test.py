@@ -722,12 +722,18 @@ class ManifestArgumentsStartTest(unittest.TestCase):
     def log(self, name):
         return (self.tmp / f"{name}.log").read_text()
 
-    def test_the_coordinator_and_a_worker_start_with_the_manifest_arguments(self):
+    def start_coordinator(self):
+        """The coordinator of the StatefulSet's arguments, on ports it writes to a file;
+        returns (its StatefulSet, the process, its ports)."""
         sts = find(self.objects, "StatefulSet", "bakeoff-coordinator")
         ports_file = self.tmp / "ports.json"
         coordinator = self.start(sts, {}, {"--ports-file": str(ports_file)})
         ports = wait_for(lambda: self.running(coordinator, "coordinator") and ports_file.exists()
                          and json.loads(ports_file.read_text()), "the coordinator's ports file")
+        return sts, coordinator, ports
+
+    def test_the_coordinator_and_a_worker_start_with_the_manifest_arguments(self):
+        sts, coordinator, ports = self.start_coordinator()
         (coord,) = sts["spec"]["template"]["spec"]["containers"]
         scheme = coord["readinessProbe"]["httpGet"].get("scheme", "HTTP").lower()
         self.assertEqual(scheme == "https", "tls" in self.components)
@@ -771,11 +777,7 @@ class ManifestArgumentsStartWithTlsTest(ManifestArgumentsStartTest):
     components = ("tls",)
 
     def test_a_plain_http_client_gets_no_answer(self):
-        sts = find(self.objects, "StatefulSet", "bakeoff-coordinator")
-        ports_file = self.tmp / "ports.json"
-        coordinator = self.start(sts, {}, {"--ports-file": str(ports_file)})
-        ports = wait_for(lambda: self.running(coordinator, "coordinator") and ports_file.exists()
-                         and json.loads(ports_file.read_text()), "the coordinator's ports file")
+        _, _, ports = self.start_coordinator()
         self.assertNotEqual(http_get(f"http://127.0.0.1:{ports['http_port']}/healthz")[0], 200)
         self.assertEqual(http_get(f"https://127.0.0.1:{ports['http_port']}/healthz", ca_file=self.ca_file)[0], 200)
 

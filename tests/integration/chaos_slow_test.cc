@@ -28,21 +28,12 @@ constexpr int kFaults = 6;   // N
 constexpr int kTrials = 8;   // M
 constexpr int kWorkers = 3;  // one CPU slot each
 
-const char* kSweep =
-    "name: chaos\n"
-    "question: does every trial end exactly once whatever is killed?\n"
-    "workload:\n"
-    "  executor: lora\n"
-    "  model: tiny\n"
-    "  seq_len: 64\n"
-    "  warmup_steps: 1\n"
-    "  steps: 200\n"
-    "  threads: 1\n"
-    "parameters:\n"
-    "  micro_batch: {values: [1, 2]}\n"
-    "baseline: {micro_batch: 1}\n"
-    "repeats: 4\n"
-    "limits: {trial_timeout: 5m, max_attempts: 10}\n";
+// Two variants of kTrials / 2 repeats each.
+const std::string kSweep = testing::TinyLoraSweep{.name = "chaos",
+                                                  .question = "does every trial end exactly once whatever is killed?",
+                                                  .seq_len = 64, .steps = 200, .repeats = kTrials / 2,
+                                                  .max_attempts = 10}
+                               .Yaml();
 
 const std::vector<std::string> kArgs = {"--heartbeat-timeout", "2s", "--recovery-grace", "5s"};
 
@@ -67,6 +58,35 @@ std::uint64_t ChaosSeed() {
   const std::uint64_t seed = seed_env ? std::strtoull(seed_env, nullptr, 10) : 20261130;
   std::printf("chaos seed %llu\n", static_cast<unsigned long long>(seed));
   return seed;
+}
+
+// What InjectFaults struck.
+struct Faults {
+  int injected = 0;
+  int coordinator_kills = 0;
+};
+
+// Up to `faults` times, after a random gap of `min_gap_ms` to `max_gap_ms`, SIGKILLs and
+// restarts the coordinator or one of the workers w1..w`workers`, picked at random; the
+// schedule is `seed`'s. Stops once the sweep has finished; fails the test when the
+// coordinator does not come back.
+void InjectFaults(TestCluster& c, std::uint64_t seed, int faults, int workers, int min_gap_ms, int max_gap_ms,
+                  Faults* struck) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> gap_ms(min_gap_ms, max_gap_ms);
+  std::uniform_int_distribution<int> target(0, workers);  // 0: the coordinator
+  for (int i = 0; i < faults; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms(rng)));
+    const int victim = target(rng);
+    if (c.SweepFinished()) break;
+    if (victim == 0) {
+      ASSERT_TRUE(c.RestartCoordinator());
+      ++struck->coordinator_kills;
+    } else {
+      c.RestartWorker("w" + std::to_string(victim));
+    }
+    ++struck->injected;
+  }
 }
 
 class ChaosTest : public ::testing::Test {
@@ -114,22 +134,8 @@ TEST_F(ChaosTest, RandomKillsOfWorkersAndCoordinatorLoseNoTrialAndChangeNoResult
   auto c = StartCluster("chaos");
   ASSERT_TRUE(c);
   const auto started = std::chrono::steady_clock::now();
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> gap_ms(500, 2500);
-  std::uniform_int_distribution<int> target(0, kWorkers);  // 0: the coordinator
-  int injected = 0, coordinator_kills = 0;
-  for (int i = 0; i < kFaults; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms(rng)));
-    const int victim = target(rng);
-    if (c->SweepFinished()) break;
-    if (victim == 0) {
-      ASSERT_TRUE(c->RestartCoordinator());
-      ++coordinator_kills;
-    } else {
-      c->RestartWorker("w" + std::to_string(victim));
-    }
-    ++injected;
-  }
+  Faults struck;
+  ASSERT_NO_FATAL_FAILURE(InjectFaults(*c, seed, kFaults, kWorkers, 500, 2500, &struck));
   ASSERT_TRUE(WaitFor([&] { return c->SweepFinished(); }, 300s)) << c->Trials().dump();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
@@ -139,8 +145,9 @@ TEST_F(ChaosTest, RandomKillsOfWorkersAndCoordinatorLoseNoTrialAndChangeNoResult
                        std::to_string(c->sweep_id()) + " AND a.outcome = 'lost'");
   std::printf("chaos: %d faults injected (%d of the coordinator) over %d trials, %lld attempts lost and rerun, "
               "sweep done in %.1f s\n",
-              injected, coordinator_kills, kTrials, static_cast<long long>(lost[0][0].get<std::int64_t>()), seconds);
-  EXPECT_GE(injected, kFaults / 2) << "the sweep ended before most faults: nothing was tested";
+              struck.injected, struck.coordinator_kills, kTrials, static_cast<long long>(lost[0][0].get<std::int64_t>()),
+              seconds);
+  EXPECT_GE(struck.injected, kFaults / 2) << "the sweep ended before most faults: nothing was tested";
 
   // Results equal the fault-free run's in everything but timing.
   Results chaos = FinalResults(*c);
@@ -159,20 +166,15 @@ constexpr int kScaleWorkers = 4;         // one slot each
 constexpr int kScaleWarmupSteps = 2;
 constexpr int kScaleSteps = 30;
 
-const char* kScaleSweep =
-    "name: chaos-at-scale\n"
-    "question: does every trial end exactly once, every event stored once, under 50 kills?\n"
-    "workload:\n"
-    "  executor: lora\n"
-    "  model: tiny\n"
-    "  seq_len: 64\n"
-    "  warmup_steps: 2\n"
-    "  steps: 30\n"
-    "parameters:\n"
-    "  micro_batch: {values: [1, 2, 3, 4]}\n"
-    "baseline: {micro_batch: 1}\n"
-    "repeats: 60\n"
-    "limits: {trial_timeout: 5m, max_attempts: 10}\n";
+const std::string kScaleSweep =
+    testing::TinyLoraSweep{.name = "chaos-at-scale",
+                           .question = "does every trial end exactly once, every event stored once, under 50 kills?",
+                           .seq_len = 64, .warmup_steps = kScaleWarmupSteps, .steps = kScaleSteps,
+                           .one_thread = false,
+                           .parameters = {"micro_batch: {values: [1, 2, 3, 4]}"},
+                           .repeats = kScaleTrials / 4,
+                           .max_attempts = 10}
+        .Yaml();
 
 // 20 ms a simulated step: a trial takes about 0.7 s, the fault-free sweep about 45 s.
 const testing::WorkerHost kSimulatedWorker{{}, "127.0.0.1", {"--simulate", "--simulate-step-ms", "20"}};
@@ -187,22 +189,8 @@ TEST(SimulatedChaosTest, FiftyKillsOfWorkersAndCoordinatorLeaveEveryTrialAndEven
   ASSERT_NE(c.Submit(kScaleSweep), 0);
 
   const auto started = std::chrono::steady_clock::now();
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> gap_ms(300, 1300);
-  std::uniform_int_distribution<int> target(0, kScaleWorkers);  // 0: the coordinator
-  int injected = 0, coordinator_kills = 0;
-  for (int i = 0; i < kScaleFaults; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms(rng)));
-    const int victim = target(rng);
-    if (c.SweepFinished()) break;
-    if (victim == 0) {
-      ASSERT_TRUE(c.RestartCoordinator());
-      ++coordinator_kills;
-    } else {
-      c.RestartWorker("w" + std::to_string(victim));
-    }
-    ++injected;
-  }
+  Faults struck;
+  ASSERT_NO_FATAL_FAILURE(InjectFaults(c, seed, kScaleFaults, kScaleWorkers, 300, 1300, &struck));
   ASSERT_TRUE(WaitFor([&] { return c.SweepFinished(); }, 600s)) << c.Trials().dump();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
@@ -221,11 +209,11 @@ TEST(SimulatedChaosTest, FiftyKillsOfWorkersAndCoordinatorLeaveEveryTrialAndEven
                       "ON t.id = a.trial_id WHERE t.sweep_id = " + sweep + " AND a.outcome = 'lost'");
   std::printf("chaos at scale: %d faults injected (%d of the coordinator) over %d trials on %d simulated workers, "
               "%lld attempts lost and rerun (at most %lld attempts for one trial), sweep done in %.1f s\n",
-              injected, coordinator_kills, kScaleTrials, kScaleWorkers,
+              struck.injected, struck.coordinator_kills, kScaleTrials, kScaleWorkers,
               static_cast<long long>(lost[0][0].get<std::int64_t>()),
               static_cast<long long>(lost[0][1].get<std::int64_t>()), seconds);
-  EXPECT_GE(injected, kScaleFaultsStruck) << "the sweep ended before enough faults: too little was tested";
-  EXPECT_GE(coordinator_kills, 1) << "no coordinator kill in this schedule";
+  EXPECT_GE(struck.injected, kScaleFaultsStruck) << "the sweep ended before enough faults: too little was tested";
+  EXPECT_GE(struck.coordinator_kills, 1) << "no coordinator kill in this schedule";
   if (!HasFailure()) std::filesystem::remove_all(dir);
 }
 

@@ -20,6 +20,7 @@
 #include "experiments/spec/sweep_parser.h"
 #include "metrics/store/results_store.h"
 #include "protocol/frame_codec.h"
+#include "tests/integration/raw_connection.h"
 #include "tests/integration/test_cluster.h"
 
 namespace bakeoff {
@@ -109,18 +110,12 @@ std::int64_t PeakRssBytes(pid_t pid) {
   return -1;
 }
 
-class CoordinatorBoundsTest : public ::testing::Test {
+class CoordinatorBoundsTest : public testing::ClusterTest {
  protected:
-  void SetUp() override {
-    dir_ = testing::FreshTestDir("bakeoff-bounds");
-    cluster_ = std::make_unique<TestCluster>(dir_, testing::RealTrainerPath());
-  }
+  CoordinatorBoundsTest() : ClusterTest("bakeoff-bounds") {}
   void TearDown() override {
-    if (started_) {
-      EXPECT_FALSE(cluster_->coordinator().WaitExit(0ms).has_value()) << "the coordinator died";
-    }
-    cluster_.reset();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
+    ExpectCoordinatorAlive();
+    ClusterTest::TearDown();
   }
   // A client of its own: a request in flight on another thread does not share its socket.
   cli::CoordinatorClient Client(std::chrono::milliseconds timeout) {
@@ -128,10 +123,7 @@ class CoordinatorBoundsTest : public ::testing::Test {
     EXPECT_TRUE(client.ok());
     return *client;
   }
-  bool Start() { return started_ = cluster_->StartCoordinator(); }
-  std::filesystem::path dir_;
-  std::unique_ptr<TestCluster> cluster_;
-  bool started_ = false;
+  bool Start() { return cluster_->StartCoordinator(); }
 };
 
 // 61 one-repeat variants of 100 measured steps: 60 comparisons x 200 steps = 12,000
@@ -207,34 +199,20 @@ TEST_F(CoordinatorBoundsTest, AMillionPointGridIsRefusedAtTheCapWithBoundedMemor
 // Sends one register frame on the worker port and returns what came back until close
 // (or `wait` passed).
 std::string RegisterRaw(int port, const json& reg, std::chrono::seconds wait) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "";
-  }
-  timeval timeout{static_cast<time_t>(wait.count()), 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  testing::RawConnection connection(port, wait);
   auto frame = protocol::EncodeFrame(reg);
-  std::string got;
-  if (frame.ok()) {
-    (void)!send(fd, frame->data(), frame->size(), MSG_NOSIGNAL);
-    char buffer[4096];
-    ssize_t n;
-    while ((n = recv(fd, buffer, sizeof(buffer), 0)) > 0) got.append(buffer, static_cast<size_t>(n));
-  }
-  close(fd);
-  return got;
+  if (!connection.connected() || !frame.ok()) return "";
+  connection.Write(*frame);
+  bool closed = false;
+  return connection.ReadUntilClosed(&closed);
 }
 
 json Registration(const std::string& name, const std::string& metrics_host) {
-  return {{"type", "register"}, {"token", testing::TestCluster::kWorkerToken}, {"worker_name", name}, {"host", "127.0.0.1"},
-          {"resources", {{"cpu_slots", 1}, {"cuda_devices", json::array()}}},
-          {"store_ports", {{"first", 30000}, {"last", 30010}}}, {"running", json::array()},
-          {"metrics_port", 80}, {"metrics_host", metrics_host}, {"protocol_version", 1}};
+  json reg = testing::RegisterMessage(name);
+  reg["store_ports"] = {{"first", 30000}, {"last", 30010}};
+  reg["metrics_port"] = 80;
+  reg["metrics_host"] = metrics_host;
+  return reg;
 }
 
 // A worker credential must not point Prometheus at the cloud metadata address (or

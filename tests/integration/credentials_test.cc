@@ -15,41 +15,26 @@ namespace bakeoff {
 namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
+using testing::Contains;
 using testing::ProcessGuard;
 using testing::RawConnection;
 using testing::TestCluster;
 using testing::WaitFor;
 
-const char* kSweep =
-    "name: scoped\n"
-    "workload: {executor: lora, model: tiny, steps: 3, warmup_steps: 0, seq_len: 16}\n"
-    "parameters:\n"
-    "  micro_batch: {values: [1, 2]}\n"
-    "baseline: {micro_batch: 1}\n"
-    "repeats: 1\n";
+const std::string kSweep = testing::QuickSweep("scoped", 3);
 
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-class CredentialsTest : public ::testing::Test {
+class CredentialsTest : public testing::ClusterTest {
  protected:
+  CredentialsTest() : ClusterTest("bakeoff-credentials") {}
   void SetUp() override {
-    dir_ = testing::FreshTestDir("bakeoff-credentials");
-    cluster_ = std::make_unique<TestCluster>(dir_, testing::RealTrainerPath());
+    ASSERT_NO_FATAL_FAILURE(ClusterTest::SetUp());
     std::ofstream(dir_ / "read-token") << "# the dashboards' token\nreader-secret\n";
     ASSERT_TRUE(cluster_->StartCoordinator({"--read-token-file", (dir_ / "read-token").string()}));
-  }
-  void TearDown() override {
-    cluster_.reset();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
 
   // `bakeoff ARGS` with no BAKEOFF_TOKEN; its exit code (-1: did not exit within 60 s).
   int RunCli(const std::string& name, std::vector<std::string> args) {
-    args.insert(args.begin(), std::string(BAKEOFF_BINARY_DIR) + "/bakeoff");
-    ProcessGuard cli(args, {"BAKEOFF_TOKEN="}, log(name));
-    auto code = cli.WaitExit(60s);
-    EXPECT_TRUE(code.has_value()) << name << " did not exit";
-    return code.value_or(-1);
+    return testing::RunBakeoffCli(std::move(args), log(name));
   }
   std::string log(const std::string& name) const { return (dir_ / (name + ".log")).string(); }
   std::string Log(const std::string& name) const { return testing::ReadFile(log(name)); }
@@ -60,9 +45,6 @@ class CredentialsTest : public ::testing::Test {
     host.extra_args = {"--simulate", "--simulate-step-ms", "1"};
     cluster_->StartWorker(name, index, 0, host);
   }
-
-  std::filesystem::path dir_;
-  std::unique_ptr<TestCluster> cluster_;
 };
 
 // Done-when of issue 13: `--token-file` with a read token can report and show status
@@ -113,10 +95,7 @@ TEST_F(CredentialsTest, AnApiTokenCannotRegisterAWorker) {
   EXPECT_TRUE(Contains(Log("api-token-worker"), "wrong worker token")) << Log("api-token-worker");
   // The read token neither.
   RawConnection raw(cluster_->worker_port());
-  json reg = {{"type", "register"}, {"token", "reader-secret"}, {"worker_name", "reader"}, {"host", "127.0.0.1"},
-              {"resources", {{"cpu_slots", 1}, {"cuda_devices", json::array()}}}, {"running", json::array()},
-              {"protocol_version", 1}};
-  raw.Write(*protocol::EncodeFrame(reg));
+  raw.Write(*protocol::EncodeFrame(testing::RegisterMessage("reader", "reader-secret")));
   bool closed = false;
   EXPECT_TRUE(Contains(raw.ReadUntilClosed(&closed), "wrong worker token"));
   EXPECT_TRUE(closed);
@@ -151,9 +130,8 @@ TEST_F(CredentialsTest, ASecondProcessWithALiveWorkersNameDoesNotDisconnectIt) {
   ASSERT_TRUE(WaitFor([&] { return cluster_->WorkersConnected(1); }, 30s)) << Log("w1-1");
   {
     RawConnection impostor(cluster_->worker_port());
-    json reg = {{"type", "register"}, {"token", TestCluster::kWorkerToken}, {"worker_name", "w1"},
-                {"host", "127.0.0.1"}, {"resources", {{"cpu_slots", 64}, {"cuda_devices", json::array()}}},
-                {"running", json::array()}, {"protocol_version", 1}};
+    json reg = testing::RegisterMessage("w1");
+    reg["resources"]["cpu_slots"] = 64;
     impostor.Write(*protocol::EncodeFrame(reg));
     bool closed = false;
     const std::string reply = impostor.ReadUntilClosed(&closed);

@@ -22,55 +22,47 @@ using testing::TestCluster;
 using testing::WaitFor;
 
 // Two gang trials of two ranks (Gloo), each rank on a different one-slot worker.
-const char* kGangSweep =
-    "name: gang-faults\n"
-    "question: are a lost gang's other ranks stopped?\n"
-    "workload:\n"
-    "  executor: lora\n"
-    "  model: tiny\n"
-    "  seq_len: 64\n"
-    "  warmup_steps: 1\n"
-    "  steps: 400\n"
-    "  threads: 1\n"
-    "parameters:\n"
-    "  micro_batch: {values: [1, 2]}\n"
-    "  world_size: {value: 2}\n"
-    "baseline: {micro_batch: 1}\n"
-    "repeats: 1\n"
-    "limits: {trial_timeout: 5m, max_attempts: 3}\n";
+const std::string kGangSweep = testing::TinyLoraSweep{.name = "gang-faults",
+                                                      .question = "are a lost gang's other ranks stopped?",
+                                                      .seq_len = 64,
+                                                      .steps = 400,
+                                                      .parameters = {"micro_batch: {values: [1, 2]}",
+                                                                     "world_size: {value: 2}"},
+                                                      .repeats = 1,
+                                                      .max_attempts = 3}
+                                   .Yaml();
 
-class FaultToleranceTest : public ::testing::Test {
+class FaultToleranceTest : public testing::ClusterTest {
  protected:
-  void SetUp() override {
-    const std::string trainer = testing::RealTrainerPath();
-    if (!std::filesystem::exists(trainer)) GTEST_SKIP() << "bakeoff-trainer is not built";
-    dir_ = testing::FreshTestDir("bakeoff-faults");
-    cluster_ = std::make_unique<TestCluster>(dir_, trainer);
-  }
-  void TearDown() override {
-    cluster_.reset();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
-  }
+  FaultToleranceTest() : ClusterTest("bakeoff-faults", testing::RealTrainerPath(), /*skip_without_trainer=*/true) {}
 
   // The coordinator (heartbeat timeout 2 s), one-slot workers w1..wN, then the sweep.
-  void StartAndSubmit(int workers, const char* sweep) {
-    ASSERT_TRUE(cluster_->StartCoordinator(testing::kFastFailureArgs));
-    for (int w = 1; w <= workers; ++w) cluster_->StartWorker("w" + std::to_string(w), w);
-    ASSERT_TRUE(WaitFor([&] { return cluster_->WorkersConnected(workers); }, 30s)) << "workers did not register";
+  void StartAndSubmit(int workers, const std::string& sweep) {
+    ASSERT_NO_FATAL_FAILURE(StartCluster(workers, testing::kFastFailureArgs));
     cluster_->Submit(sweep);
   }
 
-  std::filesystem::path dir_;
-  std::unique_ptr<TestCluster> cluster_;
+  // `trial` ran twice: its first attempt lost on w1 (`reason` in its reason), its second
+  // succeeded on w2.
+  void ExpectLostOnW1AndSucceededOnW2(int trial, const std::string& reason = "") {
+    auto attempts = cluster_->Query("SELECT attempt, outcome, worker_id, reason FROM attempts WHERE trial_id = " +
+                                    std::to_string(trial) + " ORDER BY attempt");
+    ASSERT_EQ(attempts.size(), 2u);
+    EXPECT_EQ(attempts[0][1], "lost");
+    EXPECT_EQ(attempts[0][2], "w1");
+    if (!reason.empty()) {
+      EXPECT_NE(attempts[0][3].get<std::string>().find(reason), std::string::npos) << attempts[0][3];
+    }
+    EXPECT_EQ(attempts[1][1], "succeeded");
+    EXPECT_EQ(attempts[1][2], "w2");
+  }
 };
 
 TEST_F(FaultToleranceTest, WorkerKilledMidTrialIsLostAndTheTrialRunsAgainElsewhere) {
   ASSERT_NO_FATAL_FAILURE(StartAndSubmit(2, testing::kFourTrialSweep));
   TestCluster& c = *cluster_;
-  int victim_trial = -1;
-  ASSERT_TRUE(WaitFor([&] { return (victim_trial = c.RunningOn("w1")) >= 0 && !c.RankPids(victim_trial, 1).empty(); },
-                      60s))
-      << "nothing ran on w1";
+  const int victim_trial = c.WaitForTrialStartedOn("w1");
+  ASSERT_GE(victim_trial, 0) << "nothing ran on w1";
   const int rank_pid = c.RankPids(victim_trial, 1).at(0);
   ASSERT_TRUE(TestCluster::Alive(rank_pid));
   c.worker("w1").Kill(SIGKILL);
@@ -82,16 +74,9 @@ TEST_F(FaultToleranceTest, WorkerKilledMidTrialIsLostAndTheTrialRunsAgainElsewhe
   ASSERT_TRUE(WaitFor([&] { return c.WorkerState("w1") == "lost"; }, 15s));
   EXPECT_LT(std::chrono::steady_clock::now() - killed_at, 6s) << "the loss was noticed late";
 
-  ASSERT_TRUE(WaitFor([&] { return c.SweepFinished(); }, 240s)) << c.Trials().dump();
-  c.ExpectEveryTrialSucceededOnce(4);
+  ASSERT_NO_FATAL_FAILURE(c.ExpectSweepToFinishWithEveryTrialSucceededOnce(4));
   // The victim's first attempt is lost (on w1); it succeeded on its second, on w2.
-  auto attempts = c.Query("SELECT attempt, outcome, worker_id FROM attempts WHERE trial_id = " +
-                          std::to_string(victim_trial) + " ORDER BY attempt");
-  ASSERT_EQ(attempts.size(), 2u);
-  EXPECT_EQ(attempts[0][1], "lost");
-  EXPECT_EQ(attempts[0][2], "w1");
-  EXPECT_EQ(attempts[1][1], "succeeded");
-  EXPECT_EQ(attempts[1][2], "w2");
+  ExpectLostOnW1AndSucceededOnW2(victim_trial);
   // Nothing else ran twice.
   auto retried = c.Query("SELECT count(*) FROM trials WHERE attempts_used > 1 AND sweep_id = " +
                          std::to_string(c.sweep_id()));
@@ -110,22 +95,12 @@ TEST_F(FaultToleranceTest, AWorkerToldToRequeueOnSigtermHandsItsTrialBackToRunEl
   c.StartWorker("w2", 2);
   ASSERT_TRUE(WaitFor([&] { return c.WorkersConnected(2); }, 30s)) << "workers did not register";
   c.Submit(testing::kFourTrialSweep);
-  int victim_trial = -1;
-  ASSERT_TRUE(WaitFor([&] { return (victim_trial = c.RunningOn("w1")) >= 0 && !c.RankPids(victim_trial, 1).empty(); },
-                      60s))
-      << "nothing ran on w1";
+  const int victim_trial = c.WaitForTrialStartedOn("w1");
+  ASSERT_GE(victim_trial, 0) << "nothing ran on w1";
   c.worker("w1").Kill(SIGTERM);
 
-  ASSERT_TRUE(WaitFor([&] { return c.SweepFinished(); }, 240s)) << c.Trials().dump();
-  c.ExpectEveryTrialSucceededOnce(4);
-  auto attempts = c.Query("SELECT attempt, outcome, worker_id, reason FROM attempts WHERE trial_id = " +
-                          std::to_string(victim_trial) + " ORDER BY attempt");
-  ASSERT_EQ(attempts.size(), 2u);
-  EXPECT_EQ(attempts[0][1], "lost");
-  EXPECT_EQ(attempts[0][2], "w1");
-  EXPECT_NE(attempts[0][3].get<std::string>().find("SIGTERM"), std::string::npos) << attempts[0][3];
-  EXPECT_EQ(attempts[1][1], "succeeded");
-  EXPECT_EQ(attempts[1][2], "w2");
+  ASSERT_NO_FATAL_FAILURE(c.ExpectSweepToFinishWithEveryTrialSucceededOnce(4));
+  ExpectLostOnW1AndSucceededOnW2(victim_trial, "SIGTERM");
 }
 
 TEST_F(FaultToleranceTest, GangRanksOnOtherWorkersAreStoppedWhenOneWorkerIsLost) {
@@ -168,13 +143,8 @@ TEST_F(FaultToleranceTest, GangRanksOnOtherWorkersAreStoppedWhenOneWorkerIsLost)
   c.worker(victim).Kill(SIGKILL);  // its stopped rank dies with it
 
   // The trial runs again on the two live workers; the sweep completes.
-  ASSERT_TRUE(WaitFor([&] { return c.SweepFinished(); }, 240s)) << c.Trials().dump();
-  c.ExpectEveryTrialSucceededOnce(2);
-  auto attempts = c.Query("SELECT attempt, outcome FROM attempts WHERE trial_id = " + std::to_string(trial) +
-                          " ORDER BY attempt");
-  ASSERT_EQ(attempts.size(), 2u);
-  EXPECT_EQ(attempts[0][1], "lost");
-  EXPECT_EQ(attempts[1][1], "succeeded");
+  ASSERT_NO_FATAL_FAILURE(c.ExpectSweepToFinishWithEveryTrialSucceededOnce(2));
+  EXPECT_EQ(c.AttemptOutcomes(trial), (std::vector<std::string>{"lost", "succeeded"}));
 }
 
 TEST_F(FaultToleranceTest, CoordinatorKilledMidSweepIsRestartedAndWorkersReclaimTheirTrials) {
@@ -190,8 +160,7 @@ TEST_F(FaultToleranceTest, CoordinatorKilledMidSweepIsRestartedAndWorkersReclaim
   const std::string reclaimed = "reclaimed trial=" + std::to_string(running) + " attempt=1";
   ASSERT_TRUE(WaitFor([&] { return ReadFile(c.CoordinatorLog()).find(reclaimed) != std::string::npos; }, 30s))
       << ReadFile(c.CoordinatorLog());
-  ASSERT_TRUE(WaitFor([&] { return c.SweepFinished(); }, 240s)) << c.Trials().dump();
-  c.ExpectEveryTrialSucceededOnce(4);
+  ASSERT_NO_FATAL_FAILURE(c.ExpectSweepToFinishWithEveryTrialSucceededOnce(4));
   // The trial running during the outage was reclaimed, not run again.
   auto attempts = c.Query("SELECT attempt, outcome FROM attempts WHERE trial_id = " + std::to_string(running));
   ASSERT_EQ(attempts.size(), 1u) << "the running trial ran twice";

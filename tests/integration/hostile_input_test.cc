@@ -16,38 +16,26 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 using testing::RawConnection;
-using testing::TestCluster;
 
-const char* kSmallSweep =
-    "name: kept\n"
-    "workload: {executor: lora, model: tiny, steps: 2, warmup_steps: 0, seq_len: 16}\n"
-    "parameters:\n"
-    "  micro_batch: {values: [1, 2]}\n"
-    "baseline: {micro_batch: 1}\n"
-    "repeats: 1\n";
-
-class HostileInputTest : public ::testing::Test {
+class HostileInputTest : public testing::ClusterTest {
  protected:
+  HostileInputTest() : ClusterTest("bakeoff-hostile") {}
   void SetUp() override {
-    dir_ = testing::FreshTestDir("bakeoff-hostile");
-    cluster_ = std::make_unique<TestCluster>(dir_, testing::RealTrainerPath());
+    ASSERT_NO_FATAL_FAILURE(ClusterTest::SetUp());
     ASSERT_TRUE(cluster_->StartCoordinator({"--max-trials", "10"}));
-    ASSERT_NE(cluster_->Submit(kSmallSweep), 0);
+    ASSERT_NE(cluster_->Submit(testing::QuickSweep("kept", 2)), 0);
   }
   void TearDown() override {
     // Still alive, still serving, and the sweep stored first is still there.
-    EXPECT_FALSE(cluster_->coordinator().WaitExit(0ms).has_value()) << "the coordinator died";
+    ExpectCoordinatorAlive();
     auto health = cluster_->client().Get("/healthz");
     ASSERT_TRUE(health.ok());
     EXPECT_EQ(health->status, 200);
     auto kept = cluster_->client().GetJson("/api/v1/sweeps/kept");
     ASSERT_TRUE(kept.ok()) << kept.status().ToString();
     EXPECT_EQ((*kept)["trial_count"], 2);
-    cluster_.reset();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
+    ClusterTest::TearDown();
   }
-  std::filesystem::path dir_;
-  std::unique_ptr<TestCluster> cluster_;
 };
 
 TEST_F(HostileInputTest, RequestBodyOverTheLimitIs413) {
@@ -58,9 +46,7 @@ TEST_F(HostileInputTest, RequestBodyOverTheLimitIs413) {
 }
 
 TEST_F(HostileInputTest, SweepOverTheTrialCapIs413WithTheCount) {
-  std::string big = kSmallSweep;
-  big.replace(big.find("name: kept"), 10, "name: big");
-  big.replace(big.find("repeats: 1"), 10, "repeats: 6");  // 12 trials, cap 10
+  const std::string big = testing::QuickSweep("big", 2, /*repeats=*/6);  // 12 trials, cap 10
   auto reply = cluster_->client().Post("/api/v1/sweeps", big, "application/yaml");
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   EXPECT_EQ(reply->status, 413);
@@ -82,9 +68,7 @@ TEST_F(HostileInputTest, YamlNestedPastTheDepthLimitIs413WithItsLocation) {
 TEST_F(HostileInputTest, SweepNamingAPathOutsideTheWorkersRootsIs400WithTheField) {
   for (const std::string field : {"adapters_out: /etc/bakeoff-probe.bin", "adapters_out: ../../x",
                                   "dataset: /etc/passwd", "dataset: data/../../../etc/passwd"}) {
-    std::string sweep = kSmallSweep;
-    sweep.replace(sweep.find("name: kept"), 10, "name: escape");
-    sweep.replace(sweep.find("seq_len: 16}"), 12, "seq_len: 16, " + field + "}");
+    const std::string sweep = testing::QuickSweep("escape", 2, 1, ", " + field);
     auto reply = cluster_->client().Post("/api/v1/sweeps", sweep, "application/yaml");
     ASSERT_TRUE(reply.ok()) << reply.status().ToString();
     EXPECT_EQ(reply->status, 400) << field << ": " << reply->body;
@@ -110,10 +94,7 @@ TEST_F(HostileInputTest, MalformedQueryBodyIs400) {
 TEST_F(HostileInputTest, AFrameNestedPastTheDepthLimitClosesOnlyItsConnection) {
   RawConnection deep(cluster_->worker_port());
   ASSERT_TRUE(deep.connected());
-  json reg = {{"type", "register"}, {"token", TestCluster::kWorkerToken}, {"worker_name", "deep"},
-              {"host", "127.0.0.1"}, {"resources", {{"cpu_slots", 1}, {"cuda_devices", json::array()}}},
-              {"running", json::array()}, {"protocol_version", 1}};
-  auto frame = protocol::EncodeFrame(reg);
+  auto frame = protocol::EncodeFrame(testing::RegisterMessage("deep"));
   ASSERT_TRUE(frame.ok());
   const std::string payload = "{\"type\":\"events\",\"x\":" + std::string(2000000, '[') + std::string(2000000, ']') + "}";
   const std::uint32_t length = htonl(static_cast<std::uint32_t>(payload.size()));
@@ -150,10 +131,9 @@ TEST_F(HostileInputTest, GarbageOversizedAndUnauthenticatedFramesCloseOnlyTheirC
   {
     RawConnection intruder(port);
     ASSERT_TRUE(intruder.connected());
-    json reg = {{"type", "register"}, {"token", "guess"}, {"worker_name", "intruder"}, {"host", "127.0.0.1"},
-                {"resources", {{"cpu_slots", 64}, {"cuda_devices", json::array()}}},
-                {"store_ports", {{"first", 30000}, {"last", 30010}}}, {"running", json::array()},
-                {"protocol_version", 1}};
+    json reg = testing::RegisterMessage("intruder", "guess");
+    reg["resources"]["cpu_slots"] = 64;
+    reg["store_ports"] = {{"first", 30000}, {"last", 30010}};
     auto frame = protocol::EncodeFrame(reg);
     ASSERT_TRUE(frame.ok());
     intruder.Write(*frame);

@@ -18,51 +18,38 @@
 #include <set>
 #include <sstream>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-
 #include "cli/coordinator_client.h"
 #include "tests/dashboards/dashboard_files.h"
-#include "tests/integration/process_guard.h"
-#include "tests/integration/test_files.h"
+#include "tests/integration/loopback_cluster_test.h"
+#include "tests/integration/loopback_port.h"
+#include "tests/integration/test_sweeps.h"
 #include "tests/metrics/promtool_check.h"
 
 namespace bakeoff {
 namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
+using testing::FreeLoopbackPort;
 using testing::ProcessGuard;
 using testing::WaitFor;
 
-const std::string kBin = BAKEOFF_BINARY_DIR;
 const std::string kToken = "metrics-e2e-secret";
 
 // Two variants, two repeats, world size 2 over two one-GPU workers: every trial is a
 // gang across both workers, so both serve per-rank series and collective figures.
 // 800 steps of the stand-in trainer's 5 ms make each trial run about 4 s, several
 // one-second scrapes.
-const char* kSweep = R"(name: live-metrics
-question: can a sweep be watched live?
-workload:
-  executor: lora
-  model: tiny
-  seq_len: 16
-  warmup_steps: 0
-  steps: 800
-parameters:
-  micro_batch: {values: [1, 2]}
-  world_size: {value: 2}
-baseline: {micro_batch: 1}
-repeats: 2
-resources: {device: cuda}
-limits: {trial_timeout: 2m, max_attempts: 1}
-)";
-
-int FreeLoopbackPort() {
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
-  return acceptor.local_endpoint().port();
-}
+const std::string kSweep = testing::TinyLoraSweep{.name = "live-metrics",
+                                                  .question = "can a sweep be watched live?",
+                                                  .warmup_steps = 0,
+                                                  .steps = 800,
+                                                  .one_thread = false,
+                                                  .parameters = {"micro_batch: {values: [1, 2]}",
+                                                                 "world_size: {value: 2}"},
+                                                  .more = "resources: {device: cuda}\n",
+                                                  .trial_timeout = "2m",
+                                                  .max_attempts = 1}
+                               .Yaml();
 
 std::string ReplaceAll(std::string text, const std::string& from, const std::string& to, int* count) {
   *count = 0;
@@ -84,49 +71,25 @@ std::string RegexEscape(const std::string& text) {
   return out;
 }
 
-class MetricsEndToEndTest : public ::testing::Test {
+class MetricsEndToEndTest : public testing::LoopbackClusterTest {
  protected:
-  void SetUp() override {
-    dir_ = testing::FreshTestDir("bakeoff-metrics-e2e");
-    std::ofstream(dir_ / "token") << kToken << "\n";
-    std::ofstream(dir_ / "worker-token") << kToken << "-worker\n";
-  }
+  MetricsEndToEndTest() : LoopbackClusterTest("bakeoff-metrics-e2e", kToken) {}
   void TearDown() override {
     prometheus_.reset();
-    workers_.clear();
-    coordinator_.reset();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
+    LoopbackClusterTest::TearDown();
   }
 
   void StartCluster() {
-    const std::string ports = (dir_ / "ports.json").string();
-    coordinator_ = std::make_unique<ProcessGuard>(
-        std::vector<std::string>{kBin + "/bakeoff", "coordinator", "--listen", "127.0.0.1:0", "--worker-listen",
-                                 "127.0.0.1:0", "--db", (dir_ / "results.db").string(), "--ports-file", ports,
-                                 "--worker-token-file", (dir_ / "worker-token").string()},
-        std::vector<std::string>{"BAKEOFF_TOKEN=" + kToken}, (dir_ / "coordinator.log").string());
-    ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(ports); }, 30s)) << "coordinator did not start";
-    json p = json::parse(std::ifstream(ports));
-    http_port_ = p["http_port"];
-    const int worker_port = p["worker_port"];
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator());
     for (int i = 1; i <= 2; ++i) {
-      const std::string name = "w" + std::to_string(i);
-      workers_.push_back(std::make_unique<ProcessGuard>(
-          std::vector<std::string>{kBin + "/bakeoff", "worker", "--coordinator",
-                                   "127.0.0.1:" + std::to_string(worker_port), "--slots", "1", "--cuda-devices", "0",
-                                   "--name", name, "--token-file", (dir_ / "worker-token").string(), "--trainer",
-                                   kBin + "/bakeoff-fake-trainer", "--store-ports",
-                                   std::to_string(29300 + 50 * i) + "-" + std::to_string(29349 + 50 * i),
-                                   "--work-dir", (dir_ / name).string(), "--metrics-listen", "127.0.0.1:0",
-                                   "--nvml-library", BAKEOFF_FAKE_NVML},
-          std::vector<std::string>{"BAKEOFF_TOKEN="}, (dir_ / (name + ".log")).string()));
+      StartWorker("w" + std::to_string(i), 1, kBin + "/bakeoff-fake-trainer",
+                  std::to_string(29300 + 50 * i) + "-" + std::to_string(29349 + 50 * i),
+                  {"--cuda-devices", "0", "--metrics-listen", "127.0.0.1:0", "--nvml-library", BAKEOFF_FAKE_NVML});
     }
-    auto client = cli::CoordinatorClient::Create("127.0.0.1:" + std::to_string(http_port_), kToken, 10s);
-    ASSERT_TRUE(client.ok());
-    coordinator_client_ = std::make_unique<cli::CoordinatorClient>(*client);
+    ASSERT_NO_FATAL_FAILURE(Connect("127.0.0.1:" + std::to_string(http_port_)));
     ASSERT_TRUE(WaitFor(
         [&] {
-          auto sd = coordinator_client_->GetJson("/api/v1/sd");
+          auto sd = client_->GetJson("/api/v1/sd");
           return sd.ok() && sd->size() == 2;
         },
         30s))
@@ -181,7 +144,7 @@ class MetricsEndToEndTest : public ::testing::Test {
 
   std::vector<std::string> WorkerMetricsUrls() {
     std::vector<std::string> out;
-    auto sd = coordinator_client_->GetJson("/api/v1/sd");
+    auto sd = client_->GetJson("/api/v1/sd");
     if (!sd.ok()) return out;
     for (const auto& group : *sd) out.push_back(group["targets"][0]);
     return out;
@@ -194,13 +157,8 @@ class MetricsEndToEndTest : public ::testing::Test {
     return text.ok() ? *text : "";
   }
 
-  std::filesystem::path dir_;
-  std::unique_ptr<ProcessGuard> coordinator_;
-  std::vector<std::unique_ptr<ProcessGuard>> workers_;
   std::unique_ptr<ProcessGuard> prometheus_;
-  std::unique_ptr<cli::CoordinatorClient> coordinator_client_;
   std::unique_ptr<cli::CoordinatorClient> prometheus_client_;
-  int http_port_ = 0;
   int prometheus_port_ = 0;
 };
 
@@ -233,7 +191,7 @@ TEST_F(MetricsEndToEndTest, PrometheusScrapesASweepAndEveryDashboardQueryHasData
 
   const auto start = std::chrono::system_clock::now();
 
-  auto created = coordinator_client_->PostJson("/api/v1/sweeps", kSweep, "application/yaml");
+  auto created = client_->PostJson("/api/v1/sweeps", kSweep, "application/yaml");
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   const std::string sweep_id = std::to_string((*created)["id"].get<int>());
 
@@ -255,7 +213,7 @@ TEST_F(MetricsEndToEndTest, PrometheusScrapesASweepAndEveryDashboardQueryHasData
   std::string coordinator_text;
   EXPECT_TRUE(WaitFor(
       [&] {
-        auto got = coordinator_client_->GetText("/metrics");
+        auto got = client_->GetText("/metrics");
         coordinator_text = got.ok() ? *got : "";
         return coordinator_text.find("bakeoff_sweep_trials{state=\"running\",sweep=\"" + sweep_id + "\"} 1") !=
                std::string::npos;
@@ -265,15 +223,7 @@ TEST_F(MetricsEndToEndTest, PrometheusScrapesASweepAndEveryDashboardQueryHasData
   auto coordinator_lint = testing::PromtoolCheckMetrics(coordinator_text);
   EXPECT_EQ(coordinator_lint.exit_code, 0) << coordinator_lint.output;
 
-  json sweep;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto got = coordinator_client_->GetJson("/api/v1/sweeps/" + sweep_id);
-        if (got.ok()) sweep = *got;
-        return got.ok() && sweep.value("state", "") != "running";
-      },
-      90s))
-      << "sweep did not finish: " << sweep.dump();
+  const json sweep = WaitForSweepEnd(sweep_id, 90s);
   ASSERT_EQ(sweep.value("state", ""), "finished") << sweep.dump();
   EXPECT_EQ(sweep["counts"]["succeeded"], 4) << sweep.dump();
 
@@ -286,7 +236,7 @@ TEST_F(MetricsEndToEndTest, PrometheusScrapesASweepAndEveryDashboardQueryHasData
   }
 
   // Template variables as Grafana would fill them for this sweep.
-  auto trials = coordinator_client_->GetJson("/api/v1/sweeps/" + sweep_id + "/trials");
+  auto trials = client_->GetJson("/api/v1/sweeps/" + sweep_id + "/trials");
   ASSERT_TRUE(trials.ok() && !trials->empty());
   std::set<std::string> variants;
   for (const auto& t : *trials) variants.insert(t["variant_key"].get<std::string>());

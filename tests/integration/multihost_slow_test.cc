@@ -30,38 +30,26 @@ using testing::WaitFor;
 const std::string kBin = BAKEOFF_BINARY_DIR;
 
 // ZeRO 0-3 at world sizes 2 and 3: eight short gang trials (tiny model, 3 steps).
-const char* kSpanningSweep =
-    "name: multihost\n"
-    "question: do gang trials span hosts with their own addresses?\n"
-    "workload:\n"
-    "  executor: lora\n"
-    "  model: tiny\n"
-    "  seq_len: 16\n"
-    "  warmup_steps: 1\n"
-    "  steps: 3\n"
-    "  threads: 1\n"
-    "parameters:\n"
-    "  zero_stage: {values: [0, 1, 2, 3]}\n"
-    "  world_size: {values: [2, 3]}\n"
-    "baseline: {zero_stage: 0}\n"
-    "repeats: 1\n"
-    "limits: {trial_timeout: 2m, max_attempts: 2}\n";
+const std::string kSpanningSweep =
+    testing::TinyLoraSweep{.name = "multihost",
+                           .question = "do gang trials span hosts with their own addresses?",
+                           .parameters = {"zero_stage: {values: [0, 1, 2, 3]}", "world_size: {values: [2, 3]}"},
+                           .baseline = "{zero_stage: 0}",
+                           .repeats = 1,
+                           .trial_timeout = "2m"}
+        .Yaml();
 
 // One world-size-3 trial, long enough to be cut off in the middle (a few seconds).
-const char* kThreeHostSweep =
-    "name: multihost-cut\n"
-    "question: does a trial whose host was cut off complete once it is back?\n"
-    "workload:\n"
-    "  executor: lora\n"
-    "  model: tiny\n"
-    "  seq_len: 16\n"
-    "  warmup_steps: 1\n"
-    "  steps: 600\n"
-    "  threads: 1\n"
-    "parameters:\n"
-    "  world_size: {value: 3}\n"
-    "repeats: 1\n"
-    "limits: {trial_timeout: 3m, max_attempts: 3}\n";
+const std::string kThreeHostSweep =
+    testing::TinyLoraSweep{.name = "multihost-cut",
+                           .question = "does a trial whose host was cut off complete once it is back?",
+                           .steps = 600,
+                           .parameters = {"world_size: {value: 3}"},
+                           .baseline = "",
+                           .repeats = 1,
+                           .trial_timeout = "3m",
+                           .max_attempts = 3}
+        .Yaml();
 
 class MultiHostTest : public ::testing::Test {
  protected:

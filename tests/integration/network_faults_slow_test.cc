@@ -18,13 +18,12 @@ using testing::TcpProxy;
 using testing::TestCluster;
 using testing::WaitFor;
 
-class NetworkFaultsTest : public ::testing::Test {
+class NetworkFaultsTest : public testing::ClusterTest {
  protected:
+  NetworkFaultsTest() : ClusterTest("bakeoff-netfaults", testing::RealTrainerPath(), /*skip_without_trainer=*/true) {}
   void SetUp() override {
-    const std::string trainer = testing::RealTrainerPath();
-    if (!std::filesystem::exists(trainer)) GTEST_SKIP() << "bakeoff-trainer is not built";
-    dir_ = testing::FreshTestDir("bakeoff-netfaults");
-    cluster_ = std::make_unique<TestCluster>(dir_, trainer);
+    ASSERT_NO_FATAL_FAILURE(ClusterTest::SetUp());
+    if (IsSkipped()) return;
     ASSERT_TRUE(cluster_->StartCoordinator(testing::kFastFailureArgs));
     // w1 reaches the coordinator only through the proxy; w2 directly.
     proxy_ = std::make_unique<TcpProxy>(cluster_->worker_port());
@@ -34,17 +33,12 @@ class NetworkFaultsTest : public ::testing::Test {
     cluster_->Submit(testing::kFourTrialSweep);
   }
   void TearDown() override {
-    cluster_.reset();
+    ClusterTest::TearDown();  // the cluster first, then the proxy it talks through
     proxy_.reset();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
 
   // A trial running on w1 whose rank has started, or -1 after a minute.
-  int TrialRunningOnW1() {
-    int trial = -1;
-    WaitFor([&] { return (trial = cluster_->RunningOn("w1")) >= 0 && !cluster_->RankPids(trial, 1).empty(); }, 60s);
-    return trial;
-  }
+  int TrialRunningOnW1() { return cluster_->WaitForTrialStartedOn("w1"); }
 
   // Step rows stored for each trial's final attempt.
   std::map<std::int64_t, int> StepRowsPerTrial() {
@@ -58,8 +52,6 @@ class NetworkFaultsTest : public ::testing::Test {
     return rows;
   }
 
-  std::filesystem::path dir_;
-  std::unique_ptr<TestCluster> cluster_;
   std::unique_ptr<TcpProxy> proxy_;
 };
 
@@ -71,8 +63,7 @@ TEST_F(NetworkFaultsTest, ConnectionCutMidTrialIsRepairedAndTheTrialReclaimedWit
   // The worker reconnects (backoff from 200 ms) well within the heartbeat timeout.
   ASSERT_TRUE(WaitFor([&] { return proxy_->connections_accepted() >= 2 && c.WorkersConnected(2); }, 20s))
       << ReadFile(c.WorkerLog("w1"));
-  ASSERT_TRUE(WaitFor([&] { return c.SweepFinished(); }, 240s)) << c.Trials().dump();
-  c.ExpectEveryTrialSucceededOnce(4);
+  ASSERT_NO_FATAL_FAILURE(c.ExpectSweepToFinishWithEveryTrialSucceededOnce(4));
   // Nothing was lost, so nothing ran twice, and the cut trial kept its only attempt.
   auto attempts = c.Query("SELECT attempt, outcome, worker_id FROM attempts WHERE trial_id = " +
                           std::to_string(trial));
@@ -103,15 +94,13 @@ TEST_F(NetworkFaultsTest, PartitionPastTheHeartbeatTimeoutLosesTheAttemptOnceAnd
   proxy_->SetPartitioned(false);
   ASSERT_TRUE(WaitFor([&] { return c.WorkersConnected(2); }, 30s)) << ReadFile(c.WorkerLog("w1"));
 
-  ASSERT_TRUE(WaitFor([&] { return c.SweepFinished(); }, 240s)) << c.Trials().dump();
-  c.ExpectEveryTrialSucceededOnce(4);
+  ASSERT_NO_FATAL_FAILURE(c.ExpectSweepToFinishWithEveryTrialSucceededOnce(4));
   // The partitioned attempt stays lost whatever w1 reported after healing; the trial's
   // one result is its second attempt's.
-  auto attempts = c.Query("SELECT attempt, outcome FROM attempts WHERE trial_id = " + std::to_string(trial) +
-                          " ORDER BY attempt");
-  ASSERT_GE(attempts.size(), 2u);
-  EXPECT_EQ(attempts[0][1], "lost");
-  EXPECT_EQ(attempts.back()[1], "succeeded");
+  const auto outcomes = c.AttemptOutcomes(trial);
+  ASSERT_GE(outcomes.size(), 2u);
+  EXPECT_EQ(outcomes.front(), "lost");
+  EXPECT_EQ(outcomes.back(), "succeeded");
   auto stale_summaries = c.Query("SELECT count(*) FROM trial_summaries WHERE trial_id = " + std::to_string(trial) +
                                  " AND attempt = 1");
   EXPECT_EQ(stale_summaries[0][0], 0) << "the lost attempt's late summary was stored";

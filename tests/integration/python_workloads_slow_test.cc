@@ -24,6 +24,14 @@ using testing::ProcessGuard;
 
 const std::string kBin = BAKEOFF_BINARY_DIR;
 
+// A workload on the tiny model with 32 tokens a sequence, one warmup step and `steps`
+// measured: `executor` (its lines, "" when an axis picks it), then `more` lines.
+std::string TinyWorkload(const std::string& executor, int steps, const std::string& more) {
+  return "workload:\n" + executor + "  model: tiny\n  seq_len: 32\n  warmup_steps: 1\n  steps: " +
+         std::to_string(steps) + "\n" + more;
+}
+const std::string kTorchReference = "  executor: command\n  command: {template: torch-reference}\n";
+
 class PythonWorkloadsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -35,16 +43,21 @@ class PythonWorkloadsTest : public ::testing::Test {
   void TearDown() override {
     if (!HasFailure() && !dir_.empty()) std::filesystem::remove_all(dir_);
   }
-  // Runs `yaml` with `bakeoff local` (two one-slot workers) and returns its exit code.
-  // The workers use the default {cache}, where scripts/setup built DeepSpeed's op.
-  int RunLocal(const std::string& yaml, std::chrono::seconds limit) {
-    std::ofstream(dir_ / "sweep.yaml") << yaml;
+  // Runs the one-repeat sweep `name` (`body`: its workload and axes, each attempt limited
+  // to 15 minutes) with `bakeoff local` (two one-slot workers), expects exit code
+  // `expected_code`, and returns the summaries. The workers use the default {cache},
+  // where scripts/setup built DeepSpeed's op.
+  std::map<std::string, std::vector<json>> RunLocal(const std::string& name, const std::string& body,
+                                                    int expected_code = 0) {
+    std::ofstream(dir_ / "sweep.yaml") << "name: " << name << "\n"
+                                       << body << "repeats: 1\nlimits: {trial_timeout: 15m, max_attempts: 1}\n";
     ProcessGuard local({kBin + "/bakeoff", "local", (dir_ / "sweep.yaml").string(), "--workers", "2", "--db", db(),
                         "--work-dir", (dir_ / "work").string(), "--output", (dir_ / "report.txt").string()},
                        {}, (dir_ / "local.log").string());
-    auto code = local.WaitExit(limit);
+    auto code = local.WaitExit(1200s);
     EXPECT_TRUE(code.has_value()) << "bakeoff local did not finish; see " << dir_;
-    return code.value_or(-1);
+    EXPECT_EQ(code.value_or(-1), expected_code) << "see " << dir_;
+    return Summaries();
   }
   std::vector<std::vector<json>> Query(const std::string& sql) {
     auto result = metrics::RunReadOnlyQuery(db(), sql);
@@ -71,28 +84,24 @@ class PythonWorkloadsTest : public ::testing::Test {
     return out;
   }
 
+  // Variant `base` has `steps` losses (warmup and measured), and variant `other` the same
+  // ones within `relative` of each.
+  void ExpectSameLosses(const std::string& base, const std::string& other, std::size_t steps, double relative) {
+    auto losses = Losses();
+    ASSERT_EQ(losses[base].size(), steps) << "see " << dir_;
+    for (const auto& [step, loss] : losses[base]) {
+      ASSERT_TRUE(losses[other].count(step)) << other << " step " << step;
+      EXPECT_NEAR(losses[other][step], loss, relative * std::abs(loss)) << other << " step " << step;
+    }
+  }
   std::filesystem::path dir_;
 };
 
 TEST_F(PythonWorkloadsTest, TorchCompileAgainstEagerOnTwoRanksShowsGraphsALongerFirstStepAndTheSameLosses) {
-  const int code = RunLocal(
-      "name: compile-vs-eager\n"
-      "workload:\n"
-      "  executor: command\n"
-      "  command: {template: torch-reference}\n"
-      "  model: tiny\n"
-      "  seq_len: 32\n"
-      "  warmup_steps: 1\n"
-      "  steps: 6\n"
-      "  world_size: 2\n"
-      "parameters:\n"
-      "  compile_mode: {values: [eager, default]}\n"
-      "baseline: {compile_mode: eager}\n"
-      "repeats: 1\n"
-      "limits: {trial_timeout: 15m, max_attempts: 1}\n",
-      1200s);
-  EXPECT_EQ(code, 0) << "see " << dir_;
-  auto summaries = Summaries();
+  auto summaries = RunLocal("compile-vs-eager", TinyWorkload(kTorchReference, 6, "  world_size: 2\n") +
+                                                     "parameters:\n"
+                                                     "  compile_mode: {values: [eager, default]}\n"
+                                                     "baseline: {compile_mode: eager}\n");
   ASSERT_EQ(summaries["compile_mode=eager"].size(), 1u);
   ASSERT_EQ(summaries["compile_mode=default"].size(), 1u);
   const json& eager = summaries["compile_mode=eager"][0];
@@ -103,30 +112,12 @@ TEST_F(PythonWorkloadsTest, TorchCompileAgainstEagerOnTwoRanksShowsGraphsALonger
   EXPECT_GT(compiled["first_step_s"].get<double>(), eager["first_step_s"].get<double>());
   EXPECT_EQ(eager["environment"]["torch_version"].get<std::string>().substr(0, 2), "2.");
   // Same seed, same data: the compiled losses are eager's within 1%.
-  auto losses = Losses();
-  ASSERT_EQ(losses["compile_mode=eager"].size(), 7u);
-  for (const auto& [step, loss] : losses["compile_mode=eager"]) {
-    ASSERT_TRUE(losses["compile_mode=default"].count(step));
-    EXPECT_NEAR(losses["compile_mode=default"][step], loss, 0.01 * std::abs(loss)) << "step " << step;
-  }
+  ExpectSameLosses("compile_mode=eager", "compile_mode=default", 7, 0.01);
 }
 
 TEST_F(PythonWorkloadsTest, ReduceOverheadOnACpuIsReportedAsFallenBackNeverAsCudaGraphs) {
-  const int code = RunLocal(
-      "name: reduce-overhead-cpu\n"
-      "workload:\n"
-      "  executor: command\n"
-      "  command: {template: torch-reference}\n"
-      "  model: tiny\n"
-      "  seq_len: 32\n"
-      "  warmup_steps: 1\n"
-      "  steps: 3\n"
-      "  compile_mode: reduce-overhead\n"
-      "repeats: 1\n"
-      "limits: {trial_timeout: 15m, max_attempts: 1}\n",
-      1200s);
-  EXPECT_EQ(code, 0) << "see " << dir_;
-  auto summaries = Summaries();
+  auto summaries =
+      RunLocal("reduce-overhead-cpu", TinyWorkload(kTorchReference, 3, "  compile_mode: reduce-overhead\n"));
   ASSERT_EQ(summaries["default"].size(), 1u) << "see " << dir_;
   const json& applied = summaries["default"][0]["applied"];
   EXPECT_TRUE(applied.value("cuda_graphs_requested", false)) << applied;
@@ -140,32 +131,21 @@ TEST_F(PythonWorkloadsTest, ReduceOverheadOnACpuIsReportedAsFallenBackNeverAsCud
 // Every ZeRO stage runs on a CPU (DeepSpeed's CPU accelerator, Gloo); optimizer offload
 // ends unsupported with the reason (the partitions are in host memory already).
 TEST_F(PythonWorkloadsTest, HfPeftRunsEveryDeepSpeedZeroStageOnTwoRanksAndOffloadEndsUnsupported) {
-  const int code = RunLocal(
-      "name: hf-peft-zero\n"
-      "workload:\n"
-      "  executor: command\n"
-      "  command: {template: hf-peft}\n"
-      "  model: tiny\n"
-      "  seq_len: 32\n"
-      "  warmup_steps: 1\n"
-      "  steps: 4\n"
-      "  precision: bf16\n"
-      "  world_size: 2\n"
-      "  threads: 1\n"
-      "  lora: {rank: 4, targets: [q, v]}\n"
-      "parameters:\n"
-      "  zero_stage: {values: [0, 1, 2, 3]}\n"
-      "  offload: {values: [none, optimizer]}\n"
-      "exclude:\n"
-      "  - {zero_stage: 0, offload: optimizer}\n"
-      "  - {zero_stage: 1, offload: optimizer}\n"
-      "  - {zero_stage: 3, offload: optimizer}\n"
-      "baseline: {zero_stage: 0, offload: none}\n"
-      "repeats: 1\n"
-      "limits: {trial_timeout: 15m, max_attempts: 1}\n",
-      1200s);
-  EXPECT_EQ(code, 4) << "the offload trial ends unsupported; see " << dir_;
-  auto summaries = Summaries();
+  auto summaries = RunLocal("hf-peft-zero",
+                            TinyWorkload("  executor: command\n  command: {template: hf-peft}\n", 4,
+                                         "  precision: bf16\n"
+                                         "  world_size: 2\n"
+                                         "  threads: 1\n"
+                                         "  lora: {rank: 4, targets: [q, v]}\n") +
+                                "parameters:\n"
+                                "  zero_stage: {values: [0, 1, 2, 3]}\n"
+                                "  offload: {values: [none, optimizer]}\n"
+                                "exclude:\n"
+                                "  - {zero_stage: 0, offload: optimizer}\n"
+                                "  - {zero_stage: 1, offload: optimizer}\n"
+                                "  - {zero_stage: 3, offload: optimizer}\n"
+                                "baseline: {zero_stage: 0, offload: none}\n",
+                            /*expected_code=*/4);  // the offload trial ends unsupported
   for (int stage : {0, 1, 2, 3}) {
     const std::string key = "zero_stage=" + std::to_string(stage) + ",offload=none";
     ASSERT_EQ(summaries[key].size(), 1u) << key << "; see " << dir_;
@@ -180,15 +160,8 @@ TEST_F(PythonWorkloadsTest, HfPeftRunsEveryDeepSpeedZeroStageOnTwoRanksAndOffloa
   EXPECT_EQ(offload[0][0], "unsupported");
   EXPECT_NE(offload[0][1].get<std::string>().find("host memory already"), std::string::npos) << offload[0][1];
   // ZeRO partitions the optimizer (1, 2) and the weights (3); the losses stay ZeRO-0's.
-  auto losses = Losses();
-  const auto& base = losses["zero_stage=0,offload=none"];
-  ASSERT_EQ(base.size(), 5u) << "see " << dir_;
   for (int stage : {1, 2, 3}) {
-    const auto& other = losses["zero_stage=" + std::to_string(stage) + ",offload=none"];
-    for (const auto& [step, loss] : base) {
-      ASSERT_TRUE(other.count(step)) << "stage " << stage << " step " << step;
-      EXPECT_NEAR(other.at(step), loss, 0.01 * std::abs(loss)) << "stage " << stage << " step " << step;
-    }
+    ExpectSameLosses("zero_stage=0,offload=none", "zero_stage=" + std::to_string(stage) + ",offload=none", 5, 0.01);
   }
 }
 
@@ -196,33 +169,17 @@ TEST_F(PythonWorkloadsTest, HfPeftRunsEveryDeepSpeedZeroStageOnTwoRanksAndOffloa
 // (the same model, weights, data and step in plain PyTorch) on two ranks. Both succeed
 // and train the same loss curve, step for step.
 TEST_F(PythonWorkloadsTest, AnExecutorAxisComparesTheNativeTrainerWithTorchReferenceAtTheSameLosses) {
-  const int code = RunLocal(
-      "name: native-vs-python\n"
-      "workload:\n"
-      "  model: tiny\n"
-      "  seq_len: 32\n"
-      "  warmup_steps: 1\n"
-      "  steps: 6\n"
-      "  world_size: 2\n"
-      "  threads: 1\n"
-      "  lora: {rank: 4, targets: [q, v, down]}\n"
-      "parameters:\n"
-      "  executor: {values: [lora, torch-reference]}\n"
-      "baseline: {executor: lora}\n"
-      "repeats: 1\n"
-      "limits: {trial_timeout: 15m, max_attempts: 1}\n",
-      1200s);
-  EXPECT_EQ(code, 0) << "see " << dir_;
-  auto summaries = Summaries();
+  auto summaries = RunLocal("native-vs-python", TinyWorkload("", 6,
+                                                              "  world_size: 2\n"
+                                                              "  threads: 1\n"
+                                                              "  lora: {rank: 4, targets: [q, v, down]}\n") +
+                                                     "parameters:\n"
+                                                     "  executor: {values: [lora, torch-reference]}\n"
+                                                     "baseline: {executor: lora}\n");
   ASSERT_EQ(summaries["executor=lora"].size(), 1u) << "see " << dir_;
   ASSERT_EQ(summaries["executor=torch-reference"].size(), 1u) << "see " << dir_;
   EXPECT_EQ(summaries["executor=torch-reference"][0]["applied"].value("compile_mode", ""), "eager");
-  auto losses = Losses();
-  ASSERT_EQ(losses["executor=lora"].size(), 7u) << "see " << dir_;
-  for (const auto& [step, loss] : losses["executor=lora"]) {
-    ASSERT_TRUE(losses["executor=torch-reference"].count(step)) << "step " << step;
-    EXPECT_NEAR(losses["executor=torch-reference"][step], loss, 1e-4 * std::abs(loss)) << "step " << step;
-  }
+  ExpectSameLosses("executor=lora", "executor=torch-reference", 7, 1e-4);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // RawConnection: a plain TCP connection to a coordinator port on loopback, for what a
 // broken or hostile client sends (bytes the real clients never would). Reads time out
-// after 15 s. Thread-safety: one owner.
+// (after 15 s unless told otherwise). Thread-safety: one owner.
 #pragma once
 
 #include <arpa/inet.h>
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -17,14 +18,14 @@ namespace bakeoff::testing {
 
 class RawConnection {
  public:
-  explicit RawConnection(int port) {
+  explicit RawConnection(int port, std::chrono::seconds read_timeout = std::chrono::seconds(15)) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    timeval timeout{15, 0};
+    timeval timeout{static_cast<time_t>(read_timeout.count()), 0};
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   }
   ~RawConnection() { Close(); }
@@ -33,7 +34,8 @@ class RawConnection {
 
   bool connected() const { return connected_; }
   void Write(const std::string& bytes) { (void)!send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
-  // Everything the peer sends until it closes (or 15 s pass: then `closed` is false).
+  // Everything the peer sends until it closes (or the read timeout passes: then `closed`
+  // is false).
   std::string ReadUntilClosed(bool* closed) {
     std::string got;
     char buffer[4096];

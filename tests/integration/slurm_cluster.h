@@ -12,8 +12,6 @@
 // Thread-safety: one owner.
 #pragma once
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -26,6 +24,7 @@
 #include <vector>
 
 #include "coordinator/process_slurm_client.h"
+#include "tests/integration/loopback_port.h"
 #include "tests/integration/process_guard.h"
 #include "tests/integration/test_files.h"
 
@@ -96,7 +95,7 @@ class SlurmCluster {
     gethostname(host, sizeof(host) - 1);
     node_ = host;
     node_ = node_.substr(0, node_.find('.'));  // slurmd and slurmctld go by the short name
-    const int ctld_port = FreePort(), slurmd_port = FreePort();
+    const int ctld_port = FreeLoopbackPort(), slurmd_port = FreeLoopbackPort();
     std::ofstream conf(conf_path());
     conf << "ClusterName=bakeofftest\n"
          << "SlurmctldHost=" << node_ << "(127.0.0.1)\n"
@@ -172,19 +171,6 @@ class SlurmCluster {
   }
 
  private:
-  static int FreePort() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    socklen_t len = sizeof(a);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    close(fd);
-    return ntohs(a.sin_port);
-  }
-
   std::filesystem::path dir_;
   int cpus_;
   std::string node_;

@@ -33,20 +33,11 @@ constexpr int kWarmupSteps = 2;
 constexpr int kSteps = 40;
 constexpr int kWorkers = 2;
 
-const char* kSweep =
-    "name: store-faults\n"
-    "question: does a sweep survive its database failing?\n"
-    "workload:\n"
-    "  executor: lora\n"
-    "  model: tiny\n"
-    "  seq_len: 64\n"
-    "  warmup_steps: 2\n"
-    "  steps: 40\n"
-    "parameters:\n"
-    "  micro_batch: {values: [1, 2]}\n"
-    "baseline: {micro_batch: 1}\n"
-    "repeats: 12\n"
-    "limits: {trial_timeout: 5m, max_attempts: 10}\n";
+const std::string kSweep = testing::TinyLoraSweep{.name = "store-faults",
+                                                  .question = "does a sweep survive its database failing?",
+                                                  .seq_len = 64, .warmup_steps = kWarmupSteps, .steps = kSteps,
+                                                  .one_thread = false, .repeats = kTrials / 2, .max_attempts = 10}
+                               .Yaml();
 
 const testing::WorkerHost kSimulatedWorker{{}, "127.0.0.1", {"--simulate", "--simulate-step-ms", "20"}};
 

@@ -11,8 +11,8 @@
 
 #include "cli/coordinator_client.h"
 #include "metrics/store/results_store.h"
-#include "tests/integration/process_guard.h"
-#include "tests/integration/test_files.h"
+#include "tests/integration/loopback_cluster_test.h"
+#include "tests/integration/test_sweeps.h"
 
 namespace bakeoff {
 namespace {
@@ -21,100 +21,28 @@ using nlohmann::json;
 using testing::ProcessGuard;
 using testing::WaitFor;
 
-const std::string kBin = BAKEOFF_BINARY_DIR;
-
 std::string GangSweep(int steps, int repeats) {
-  return "name: e2e-gang\n"
-         "question: does a sweep run end to end?\n"
-         "workload:\n"
-         "  executor: lora\n"
-         "  model: tiny\n"
-         "  seq_len: 16\n"
-         "  warmup_steps: 1\n"
-         "  steps: " + std::to_string(steps) + "\n"
-         "  threads: 1\n"
-         "parameters:\n"
-         "  micro_batch: {values: [1, 2]}\n"
-         "  world_size: {value: 2}\n"
-         "baseline: {micro_batch: 1}\n"
-         "repeats: " + std::to_string(repeats) + "\n"
-         "limits: {trial_timeout: 5m, max_attempts: 2}\n";
+  return testing::TinyLoraSweep{.name = "e2e-gang",
+                                .question = "does a sweep run end to end?",
+                                .steps = steps,
+                                .parameters = {"micro_batch: {values: [1, 2]}", "world_size: {value: 2}"},
+                                .repeats = repeats}
+      .Yaml();
 }
 
-class SweepEndToEndTest : public ::testing::Test {
+class SweepEndToEndTest : public testing::LoopbackClusterTest {
  protected:
-  void SetUp() override {
-    dir_ = testing::FreshTestDir("bakeoff-e2e");
-    std::ofstream(dir_ / "token") << "e2e-secret\n";
-    std::ofstream(dir_ / "worker-token") << "e2e-worker-secret\n";
-  }
-  void TearDown() override {
-    workers_.clear();
-    coordinator_.reset();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
-  }
+  SweepEndToEndTest() : LoopbackClusterTest("bakeoff-e2e", "e2e-secret") {}
 
   void StartCluster(const std::string& trainer) {
-    const std::string ports = (dir_ / "ports.json").string();
-    coordinator_ = std::make_unique<ProcessGuard>(
-        std::vector<std::string>{kBin + "/bakeoff", "coordinator", "--listen", "127.0.0.1:0", "--worker-listen",
-                                 "127.0.0.1:0", "--db", db(), "--ports-file", ports, "--worker-token-file",
-                                 (dir_ / "worker-token").string()},
-        std::vector<std::string>{"BAKEOFF_TOKEN=e2e-secret"}, (dir_ / "coordinator.log").string());
-    ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(ports); }, 30s)) << "coordinator did not start";
-    json p = json::parse(std::ifstream(ports));
-    http_port_ = p["http_port"];
-    const int worker_port = p["worker_port"];
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator());
     for (int i = 1; i <= 2; ++i) {
-      const std::string name = "w" + std::to_string(i);
-      workers_.push_back(std::make_unique<ProcessGuard>(
-          std::vector<std::string>{kBin + "/bakeoff", "worker", "--coordinator",
-                                   "127.0.0.1:" + std::to_string(worker_port), "--slots", "1", "--name", name,
-                                   "--token-file", (dir_ / "worker-token").string(), "--trainer", trainer, "--store-ports",
-                                   std::to_string(29700 + 50 * i) + "-" + std::to_string(29749 + 50 * i),
-                                   "--work-dir", (dir_ / name).string()},
-          std::vector<std::string>{"BAKEOFF_TOKEN="}, (dir_ / (name + ".log")).string()));
+      StartWorker("w" + std::to_string(i), 1, trainer,
+                  std::to_string(29700 + 50 * i) + "-" + std::to_string(29749 + 50 * i));
     }
-    auto client = cli::CoordinatorClient::Create("http://127.0.0.1:" + std::to_string(http_port_), "e2e-secret", 10s);
-    ASSERT_TRUE(client.ok());
-    client_ = std::make_unique<cli::CoordinatorClient>(*client);
-    ASSERT_TRUE(WaitFor(
-        [&] {
-          auto w = client_->GetJson("/api/v1/workers");
-          if (!w.ok()) return false;
-          int connected = 0;
-          for (const auto& x : *w) connected += x.value("connected", false);
-          return connected == 2;
-        },
-        30s))
-        << "workers did not register";
+    ASSERT_NO_FATAL_FAILURE(Connect("http://127.0.0.1:" + std::to_string(http_port_)));
+    ASSERT_TRUE(WaitFor([&] { return ConnectedWorkers() == 2; }, 30s)) << "workers did not register";
   }
-
-  // Submits over HTTP and waits for the sweep to leave "running".
-  json RunSweep(const std::string& yaml, std::chrono::seconds timeout) {
-    auto created = client_->PostJson("/api/v1/sweeps", yaml, "application/yaml");
-    EXPECT_TRUE(created.ok()) << created.status().ToString();
-    if (!created.ok()) return {};
-    const std::string id = std::to_string((*created)["id"].get<int>());
-    json sweep;
-    EXPECT_TRUE(WaitFor(
-        [&] {
-          auto got = client_->GetJson("/api/v1/sweeps/" + id);
-          if (got.ok()) sweep = *got;
-          return got.ok() && sweep.value("state", "") != "running";
-        },
-        timeout))
-        << "sweep did not finish: " << sweep.dump();
-    return sweep;
-  }
-
-  std::string db() const { return (dir_ / "results.db").string(); }
-
-  std::filesystem::path dir_;
-  std::unique_ptr<ProcessGuard> coordinator_;
-  std::vector<std::unique_ptr<ProcessGuard>> workers_;
-  std::unique_ptr<cli::CoordinatorClient> client_;
-  int http_port_ = 0;
 };
 
 void ExpectEveryTrialSucceededAcrossBothWorkers(const std::string& db, std::int64_t sweep_id, int trials) {

@@ -21,25 +21,9 @@
 #include "metrics/store/read_only_query.h"
 #include "tests/integration/process_guard.h"
 #include "tests/integration/test_files.h"
+#include "tests/integration/test_sweeps.h"
 
 namespace bakeoff::testing {
-
-// Four one-rank trials of the real trainer, each a few seconds long on a 2-core machine.
-inline const char* kFourTrialSweep =
-    "name: faults\n"
-    "question: does every trial end exactly once?\n"
-    "workload:\n"
-    "  executor: lora\n"
-    "  model: tiny\n"
-    "  seq_len: 64\n"
-    "  warmup_steps: 1\n"
-    "  steps: 300\n"
-    "  threads: 1\n"
-    "parameters:\n"
-    "  micro_batch: {values: [1, 2]}\n"
-    "baseline: {micro_batch: 1}\n"
-    "repeats: 2\n"
-    "limits: {trial_timeout: 5m, max_attempts: 3}\n";
 
 // Heartbeat timeout short enough that a loss is noticed within seconds.
 inline const std::vector<std::string> kFastFailureArgs = {"--heartbeat-timeout", "2s", "--recovery-grace", "20s"};
@@ -181,6 +165,14 @@ class TestCluster {
     }
     return -1;
   }
+  // A trial running on `worker` whose first attempt's ranks have started, waited for up
+  // to a minute; -1 when none did.
+  int WaitForTrialStartedOn(const std::string& worker) {
+    int trial = -1;
+    WaitFor([&] { return (trial = RunningOn(worker)) >= 0 && !RankPids(trial, 1).empty(); },
+            std::chrono::seconds(60));
+    return trial;
+  }
   bool SweepFinished() {
     auto got = client_->GetJson("/api/v1/sweeps/" + std::to_string(sweep_id_));
     return got.ok() && got->value("state", "") == "finished";
@@ -210,6 +202,23 @@ class TestCluster {
     auto succeeded = Query("SELECT a.trial_id, count(*) FROM attempts a JOIN trials t ON t.id = a.trial_id "
                            "WHERE t.sweep_id = " + sweep + " AND a.outcome = 'succeeded' GROUP BY a.trial_id");
     for (const auto& r : succeeded) EXPECT_EQ(r[1], 1) << "trial " << r[0] << " succeeded more than once";
+  }
+
+  // Waits up to `timeout` for the sweep to finish (a fatal failure when it does not), then
+  // ExpectEveryTrialSucceededOnce(`trials`).
+  void ExpectSweepToFinishWithEveryTrialSucceededOnce(std::size_t trials,
+                                                      std::chrono::seconds timeout = std::chrono::seconds(240)) {
+    ASSERT_TRUE(WaitFor([&] { return SweepFinished(); }, timeout)) << Trials().dump();
+    ExpectEveryTrialSucceededOnce(trials);
+  }
+  // The outcomes of `trial`'s attempts, the first attempt's first.
+  std::vector<std::string> AttemptOutcomes(std::int64_t trial) {
+    std::vector<std::string> out;
+    for (const auto& r : Query("SELECT outcome FROM attempts WHERE trial_id = " + std::to_string(trial) +
+                               " ORDER BY attempt")) {
+      out.push_back(r[0].is_string() ? r[0].get<std::string>() : "");
+    }
+    return out;
   }
 
   // Every stored event of the sweep is there once and none of a final attempt is
@@ -341,6 +350,63 @@ class TestCluster {
   int http_port_ = 0, worker_port_ = 0, coordinator_starts_ = 0;
   std::int64_t sweep_id_ = 0;
   std::string db_;
+};
+
+// A worker's register message (docs/protocol.md) as `worker_name` with `token` (the
+// cluster's worker credential unless given): one CPU slot, no GPU, on 127.0.0.1, running
+// nothing. Tests change the fields they are about and send it with a RawConnection.
+inline nlohmann::json RegisterMessage(const std::string& worker_name,
+                                      const std::string& token = TestCluster::kWorkerToken) {
+  return {{"type", "register"},
+          {"token", token},
+          {"worker_name", worker_name},
+          {"host", "127.0.0.1"},
+          {"resources", {{"cpu_slots", 1}, {"cuda_devices", nlohmann::json::array()}}},
+          {"running", nlohmann::json::array()},
+          {"protocol_version", 1}};
+}
+
+// A test with a fresh directory of its own (FreshTestDir(`dir_prefix`)) and a
+// TestCluster in it, running `trainer`; the directory is removed when the test passed.
+// With `skip_without_trainer`, a test whose trainer is not built is skipped. Suites
+// derive from it, naming their directory in their constructor.
+class ClusterTest : public ::testing::Test {
+ protected:
+  explicit ClusterTest(std::string dir_prefix, std::string trainer = RealTrainerPath(),
+                       bool skip_without_trainer = false)
+      : dir_prefix_(std::move(dir_prefix)), trainer_(std::move(trainer)), skip_without_trainer_(skip_without_trainer) {}
+  void SetUp() override {
+    if (skip_without_trainer_ && !std::filesystem::exists(trainer_)) GTEST_SKIP() << trainer_ << " is not built";
+    dir_ = FreshTestDir(dir_prefix_);
+    cluster_ = std::make_unique<TestCluster>(dir_, trainer_);
+  }
+  void TearDown() override {
+    cluster_.reset();
+    if (!HasFailure() && !dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  // The coordinator (with `coordinator_args`) and one-slot workers w1..w`workers`, all
+  // registered.
+  void StartCluster(int workers, const std::vector<std::string>& coordinator_args = {}) {
+    ASSERT_TRUE(cluster_->StartCoordinator(coordinator_args));
+    for (int w = 1; w <= workers; ++w) cluster_->StartWorker("w" + std::to_string(w), w);
+    ASSERT_TRUE(WaitFor([&] { return cluster_->WorkersConnected(workers); }, std::chrono::seconds(30)))
+        << "workers did not register";
+  }
+  // Fails the test when the coordinator, once started, is no longer running.
+  void ExpectCoordinatorAlive() {
+    if (cluster_ && cluster_->http_port() != 0) {
+      EXPECT_FALSE(cluster_->coordinator().WaitExit(std::chrono::milliseconds(0)).has_value())
+          << "the coordinator died";
+    }
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<TestCluster> cluster_;
+
+ private:
+  std::string dir_prefix_;
+  std::string trainer_;
+  bool skip_without_trainer_;
 };
 
 }  // namespace bakeoff::testing

@@ -1,5 +1,6 @@
 // Files shared by the integration suites: a fresh per-test directory, reading a file
-// whole, and the trainer binary the real-trainer tests run. Thread-safety: functions.
+// whole (and looking for text in it), running the CLI with its output in a file, and the
+// trainer binary the real-trainer tests run. Thread-safety: functions.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +11,9 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
+
+#include "tests/integration/process_guard.h"
 
 namespace bakeoff::testing {
 
@@ -35,5 +39,20 @@ inline std::string RealTrainerPath() {
   const char* override_path = std::getenv("BAKEOFF_TEST_TRAINER");
   return override_path ? override_path : std::string(BAKEOFF_BINARY_DIR) + "/bakeoff-trainer";
 }
+
+// Runs `bakeoff ARGS` (the binary next to the tests) to its end with no BAKEOFF_TOKEN,
+// `env` added, its output in `log`; its exit code, or -1 (and a failure) when it did not
+// exit within 60 s.
+inline int RunBakeoffCli(std::vector<std::string> args, const std::string& log, std::vector<std::string> env = {}) {
+  args.insert(args.begin(), std::string(BAKEOFF_BINARY_DIR) + "/bakeoff");
+  env.push_back("BAKEOFF_TOKEN=");
+  ProcessGuard cli(args, env, log);
+  auto code = cli.WaitExit(std::chrono::seconds(60));
+  EXPECT_TRUE(code.has_value()) << log << ": the command did not exit";
+  return code.value_or(-1);
+}
+
+// Whether `part` occurs in `text`.
+inline bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace bakeoff::testing

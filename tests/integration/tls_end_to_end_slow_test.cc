@@ -9,132 +9,65 @@
 #include <fstream>
 
 #include "cli/coordinator_client.h"
-#include "tests/integration/process_guard.h"
-#include "tests/integration/test_files.h"
+#include "tests/integration/loopback_cluster_test.h"
+#include "tests/integration/test_sweeps.h"
 #include "tests/protocol/test_certificates.h"
 
 namespace bakeoff {
 namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
-using testing::ProcessGuard;
+using testing::Contains;
 using testing::WaitFor;
 
-const std::string kBin = BAKEOFF_BINARY_DIR;
 const std::string kToken = "tls-secret";
 
 std::string Sweep() {
-  return "name: tls-e2e\n"
-         "question: does a sweep run over TLS?\n"
-         "workload:\n"
-         "  executor: lora\n"
-         "  model: tiny\n"
-         "  seq_len: 16\n"
-         "  warmup_steps: 1\n"
-         "  steps: 3\n"
-         "  threads: 1\n"
-         "parameters:\n"
-         "  micro_batch: {values: [1, 2]}\n"
-         "baseline: {micro_batch: 1}\n"
-         "repeats: 2\n"
-         "limits: {trial_timeout: 5m, max_attempts: 2}\n";
+  return testing::TinyLoraSweep{.name = "tls-e2e", .question = "does a sweep run over TLS?"}.Yaml();
 }
 
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-class TlsEndToEndTest : public ::testing::Test {
+class TlsEndToEndTest : public testing::LoopbackClusterTest {
  protected:
+  TlsEndToEndTest() : LoopbackClusterTest("bakeoff-tls-e2e", kToken) {}
   void SetUp() override {
-    dir_ = testing::FreshTestDir("bakeoff-tls-e2e");
-    std::ofstream(dir_ / "token") << kToken << "\n";
-    std::ofstream(dir_ / "worker-token") << kToken << "-worker\n";
+    ASSERT_NO_FATAL_FAILURE(LoopbackClusterTest::SetUp());
     auto certs = testing::MakeTestCertificates(dir_ / "certs");
     ASSERT_TRUE(certs.ok()) << certs.status().message();
     certs_ = *certs;
   }
-  void TearDown() override {
-    workers_.clear();
-    coordinator_.reset();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
+
+  // A coordinator with TLS on both listeners; fills the ports, and client_ over HTTPS.
+  void StartTlsCoordinator() {
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator({"--tls-cert", certs_.server_cert, "--tls-key", certs_.server_key}));
+    ASSERT_NO_FATAL_FAILURE(Connect(https_url(), certs_.ca_cert));
   }
 
-  // A coordinator with TLS on both listeners; fills the ports.
-  void StartCoordinator() {
-    const std::string ports = (dir_ / "ports.json").string();
-    coordinator_ = std::make_unique<ProcessGuard>(
-        std::vector<std::string>{kBin + "/bakeoff", "coordinator", "--listen", "127.0.0.1:0", "--worker-listen",
-                                 "127.0.0.1:0", "--db", (dir_ / "results.db").string(), "--ports-file", ports,
-                                 "--worker-token-file", (dir_ / "worker-token").string(), "--tls-cert", certs_.server_cert, "--tls-key", certs_.server_key},
-        std::vector<std::string>{"BAKEOFF_TOKEN=" + kToken}, log("coordinator"));
-    ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(ports); }, 30s)) << "coordinator did not start";
-    json p = json::parse(std::ifstream(ports));
-    http_port_ = p["http_port"];
-    worker_port_ = p["worker_port"];
-    auto client = cli::CoordinatorClient::Create(https_url(), kToken, 10s, certs_.ca_cert);
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
-    client_ = std::make_unique<cli::CoordinatorClient>(*client);
-  }
-
-  // A worker; `tls_flags` picks how it connects ({} = plain).
-  void StartWorker(const std::string& name, const std::vector<std::string>& tls_flags) {
-    std::vector<std::string> argv{kBin + "/bakeoff", "worker", "--coordinator",
-                                  "127.0.0.1:" + std::to_string(worker_port_), "--slots", "2", "--name", name,
-                                  "--token-file", (dir_ / "worker-token").string(), "--trainer",
-                                  kBin + "/bakeoff-fake-trainer", "--store-ports", "29900-29949", "--work-dir",
-                                  (dir_ / name).string(), "--metrics-listen", "off"};
-    argv.insert(argv.end(), tls_flags.begin(), tls_flags.end());
-    workers_.push_back(std::make_unique<ProcessGuard>(argv, std::vector<std::string>{"BAKEOFF_TOKEN="}, log(name)));
-  }
-
-  int ConnectedWorkers() const {
-    auto workers = client_->GetJson("/api/v1/workers");
-    if (!workers.ok()) return -1;
-    int connected = 0;
-    for (const auto& w : *workers) connected += w.value("connected", false);
-    return connected;
+  // A worker with the stand-in trainer; `tls_flags` picks how it connects ({} = plain).
+  void StartWorkerWith(const std::string& name, const std::vector<std::string>& tls_flags) {
+    std::vector<std::string> flags{"--metrics-listen", "off"};
+    flags.insert(flags.end(), tls_flags.begin(), tls_flags.end());
+    StartWorker(name, 2, kBin + "/bakeoff-fake-trainer", "29900-29949", flags);
   }
 
   // Runs a `bakeoff` CLI command to its end; its exit code, output in log(name).
   int RunCli(const std::string& name, std::vector<std::string> args, std::vector<std::string> env = {}) {
-    args.insert(args.begin(), kBin + "/bakeoff");
-    env.push_back("BAKEOFF_TOKEN=");
-    ProcessGuard cli(args, env, log(name));
-    auto code = cli.WaitExit(60s);
-    EXPECT_TRUE(code.has_value()) << name << " did not exit";
-    return code.value_or(-1);
+    return testing::RunBakeoffCli(std::move(args), log(name), std::move(env));
   }
 
-  std::string log(const std::string& name) const { return (dir_ / (name + ".log")).string(); }
   std::string https_url() const { return "https://127.0.0.1:" + std::to_string(http_port_); }
 
-  std::filesystem::path dir_;
   testing::TestCertificates certs_;
-  std::unique_ptr<ProcessGuard> coordinator_;
-  std::vector<std::unique_ptr<ProcessGuard>> workers_;
-  std::unique_ptr<cli::CoordinatorClient> client_;
-  int http_port_ = 0;
-  int worker_port_ = 0;
 };
 
 TEST_F(TlsEndToEndTest, SweepRunsOverTlsOnBothListeners) {
-  StartCoordinator();
-  StartWorker("tls-w1", {"--tls", "--tls-ca", certs_.ca_cert});
+  StartTlsCoordinator();
+  StartWorkerWith("tls-w1", {"--tls", "--tls-ca", certs_.ca_cert});
   ASSERT_TRUE(WaitFor([&] { return ConnectedWorkers() == 1; }, 30s))
       << "the TLS worker did not register; see " << log("tls-w1");
 
-  auto created = client_->PostJson("/api/v1/sweeps", Sweep(), "application/yaml");
-  ASSERT_TRUE(created.ok()) << created.status().ToString();
-  const int id = (*created)["id"];
-  json sweep;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto got = client_->GetJson("/api/v1/sweeps/" + std::to_string(id));
-        if (got.ok()) sweep = *got;
-        return got.ok() && sweep.value("state", "") != "running";
-      },
-      120s))
-      << "sweep did not finish: " << sweep.dump();
-  EXPECT_EQ(sweep.value("state", ""), "finished");
+  const json sweep = RunSweep(Sweep(), 120s);
+  ASSERT_EQ(sweep.value("state", ""), "finished") << sweep.dump();
+  const int id = sweep["id"];
   EXPECT_EQ(sweep["counts"]["succeeded"], 4) << sweep.dump();
 
   // The CLI over https://, the CA from the flag, then from BAKEOFF_TLS_CA with the
@@ -158,8 +91,8 @@ TEST_F(TlsEndToEndTest, SweepRunsOverTlsOnBothListeners) {
 }
 
 TEST_F(TlsEndToEndTest, PlainClientsOnTheTlsPortsFailCleanly) {
-  StartCoordinator();
-  StartWorker("tls-w1", {"--tls-ca", certs_.ca_cert});  // --tls-ca implies --tls
+  StartTlsCoordinator();
+  StartWorkerWith("tls-w1", {"--tls-ca", certs_.ca_cert});  // --tls-ca implies --tls
   ASSERT_TRUE(WaitFor([&] { return ConnectedWorkers() == 1; }, 30s))
       << "the TLS worker did not register; see " << log("tls-w1");
 
@@ -186,7 +119,7 @@ TEST_F(TlsEndToEndTest, PlainClientsOnTheTlsPortsFailCleanly) {
   EXPECT_TRUE(Contains(testing::ReadFile(log("status-bad-ca")), missing)) << testing::ReadFile(log("status-bad-ca"));
 
   // A plain worker on the TLS worker port never registers.
-  StartWorker("plain-w2", {});
+  StartWorkerWith("plain-w2", {});
   ASSERT_TRUE(WaitFor([&] { return Contains(testing::ReadFile(log("coordinator")), "worker connection from"); }, 10s))
       << testing::ReadFile(log("coordinator"));
 
@@ -204,17 +137,8 @@ TEST_F(TlsEndToEndTest, PlainClientsOnTheTlsPortsFailCleanly) {
 }
 
 TEST_F(TlsEndToEndTest, TlsWorkerAgainstAPlainCoordinatorSaysSo) {
-  const std::string ports = (dir_ / "ports.json").string();
-  coordinator_ = std::make_unique<ProcessGuard>(
-      std::vector<std::string>{kBin + "/bakeoff", "coordinator", "--listen", "127.0.0.1:0", "--worker-listen",
-                               "127.0.0.1:0", "--db", (dir_ / "results.db").string(), "--ports-file", ports,
-                               "--worker-token-file", (dir_ / "worker-token").string()},
-      std::vector<std::string>{"BAKEOFF_TOKEN=" + kToken}, log("coordinator"));
-  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(ports); }, 30s)) << "coordinator did not start";
-  json p = json::parse(std::ifstream(ports));
-  http_port_ = p["http_port"];
-  worker_port_ = p["worker_port"];
-  StartWorker("tls-w1", {"--tls-ca", certs_.ca_cert});
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator());
+  StartWorkerWith("tls-w1", {"--tls-ca", certs_.ca_cert});
   ASSERT_TRUE(WaitFor([&] { return Contains(testing::ReadFile(log("coordinator")), "speaks TLS"); }, 10s))
       << testing::ReadFile(log("coordinator"));
   ASSERT_TRUE(WaitFor([&] { return Contains(testing::ReadFile(log("tls-w1")), "TLS handshake failed"); }, 10s))

@@ -18,8 +18,8 @@ namespace bakeoff {
 namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
+using testing::Contains;
 using testing::RawConnection;
-using testing::TestCluster;
 using testing::WaitFor;
 
 constexpr int kConnections = 100;
@@ -34,25 +34,14 @@ long ProcStatusKib(int pid, const std::string& field) {
   return at == std::string::npos ? -1 : std::atol(status.c_str() + at + field.size() + 1);
 }
 
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-class UnauthenticatedLimitsTest : public ::testing::Test {
+class UnauthenticatedLimitsTest : public testing::ClusterTest {
  protected:
-  void SetUp() override {
-    dir_ = testing::FreshTestDir("bakeoff-unauthenticated");
-    cluster_ = std::make_unique<TestCluster>(dir_, testing::RealTrainerPath());
-  }
+  UnauthenticatedLimitsTest() : ClusterTest("bakeoff-unauthenticated") {}
   void TearDown() override {
-    if (cluster_ && cluster_->http_port() != 0) {
-      EXPECT_FALSE(cluster_->coordinator().WaitExit(0ms).has_value()) << "the coordinator died";
-    }
-    cluster_.reset();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
+    ExpectCoordinatorAlive();
+    ClusterTest::TearDown();
   }
   int pid() { return cluster_->coordinator().pid(); }
-
-  std::filesystem::path dir_;
-  std::unique_ptr<TestCluster> cluster_;
 };
 
 // 100 connections announcing 4 MiB register frames once cost the coordinator 400 MB
@@ -79,9 +68,9 @@ TEST_F(UnauthenticatedLimitsTest, AnnouncingLargeFramesWithoutATokenAllocatesNot
   EXPECT_LT(ProcStatusKib(pid(), "VmRSS"), peak_before + kMaxGrowthKib);
   // A register frame just over the pre-authentication limit is refused the same way.
   RawConnection big(cluster_->worker_port());
-  json reg = {{"type", "register"}, {"token", TestCluster::kWorkerToken}, {"worker_name", "big"},
-              {"host", std::string(protocol::kMaxPreAuthFrameBytes, 'h')},
-              {"resources", {{"cpu_slots", 1}, {"cuda_devices", json::array()}}}, {"protocol_version", 1}};
+  json reg = testing::RegisterMessage("big");
+  reg["host"] = std::string(protocol::kMaxPreAuthFrameBytes, 'h');
+  reg.erase("running");
   big.Write(*protocol::EncodeFrame(reg));
   bool closed = false;
   EXPECT_EQ(big.ReadUntilClosed(&closed), "") << "refused at its header, unanswered";
@@ -146,9 +135,8 @@ TEST_F(UnauthenticatedLimitsTest, TheConnectionCapRefusesTheExtraConnection) {
   }
   {
     RawConnection extra(cluster_->worker_port());
-    json reg = {{"type", "register"}, {"token", TestCluster::kWorkerToken}, {"worker_name", "extra"},
-                {"host", "127.0.0.1"}, {"resources", {{"cpu_slots", 1}, {"cuda_devices", json::array()}}},
-                {"protocol_version", 1}};
+    json reg = testing::RegisterMessage("extra");
+    reg.erase("running");
     extra.Write(*protocol::EncodeFrame(reg));
     bool closed = false;
     EXPECT_EQ(extra.ReadUntilClosed(&closed), "") << "the ninth worker connection was served";

@@ -39,6 +39,11 @@ def run_script(body, config=None, extra_env=None):
         return proc.returncode, [json.loads(l) for l in lines], stdout.decode()
 
 
+def run_guarded(body):
+    """run_script of `body` (lines indented once) inside `run.guard()` of an initialised run."""
+    return run_script("run = bakeoff_report.init()\nwith run.guard():\n" + body)
+
+
 class ReportingLibraryTest(unittest.TestCase):
     def test_a_training_loop_reports_ready_steps_and_summary_on_the_event_channel(self):
         code, events, stdout = run_script(
@@ -75,22 +80,13 @@ class ReportingLibraryTest(unittest.TestCase):
             self.assertEqual(events, [{"event": "error", "kind": kind, "message": "why"}])
 
     def test_an_escaping_exception_is_classified_and_its_traceback_kept_out_of_the_event(self):
-        code, events, _ = run_script(
-            "run = bakeoff_report.init()\n"
-            "with run.guard():\n"
-            "    raise MemoryError('cannot allocate 4 GiB')\n")
+        code, events, _ = run_guarded("    raise MemoryError('cannot allocate 4 GiB')\n")
         self.assertEqual(code, 3)
         self.assertEqual(events[-1]["kind"], "oom")
         self.assertEqual(events[-1]["message"], "MemoryError: cannot allocate 4 GiB")
-        code, events, _ = run_script(
-            "run = bakeoff_report.init()\n"
-            "with run.guard():\n"
-            "    raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')\n")
+        code, events, _ = run_guarded("    raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')\n")
         self.assertEqual(code, 3)
-        code, events, _ = run_script(
-            "run = bakeoff_report.init()\n"
-            "with run.guard():\n"
-            "    raise ValueError('bad shape')\n")
+        code, events, _ = run_guarded("    raise ValueError('bad shape')\n")
         self.assertEqual((code, events[-1]["kind"]), (1, "failed"))
 
     def test_a_non_finite_loss_ends_the_run_as_diverged(self):
@@ -103,9 +99,7 @@ class ReportingLibraryTest(unittest.TestCase):
         self.assertIsNone(events[-2]["loss"])  # JSON has no NaN: the step says null
 
     def test_a_step_of_another_phase_is_refused_where_it_is_written(self):
-        code, events, _ = run_script(
-            "run = bakeoff_report.init()\n"
-            "with run.guard():\n"
+        code, events, _ = run_guarded(
             "    with run.step(tokens=1, phase='eval') as s:\n"
             "        s.loss = 1.0\n")
         self.assertEqual(code, 1)

@@ -27,6 +27,13 @@ const char* kCatalog =
     "    args:\n"
     "      extra: {type: int, min: 1, max: 10, default: 3}\n";
 
+// A sweep named s of these workload fields and axes (YAML lines under their section,
+// each ending in "\n"), with `baseline` when given.
+std::string Sweep(const std::string& workload, const std::string& parameters, const std::string& baseline = "") {
+  return "name: s\nworkload:\n" + workload + "parameters:\n" + parameters +
+         (baseline.empty() ? "" : "baseline: " + baseline + "\n");
+}
+
 ExecutorCatalog Demo() {
   auto catalog = ParseExecutorCatalog(kCatalog, "demo.yaml", "/opt/demo");
   EXPECT_TRUE(catalog.ok()) << catalog.status().ToString();
@@ -111,15 +118,8 @@ TEST(ExecutorCatalogTest, TemplateFieldsReplaceTheTrainersChoices) {
 
 TEST(ExecutorCatalogTest, SweepParserChecksCommandSweepsAgainstTheCatalog) {
   ExecutorCatalog catalog = Demo();
-  const std::string good =
-      "name: s\n"
-      "workload:\n"
-      "  executor: command\n"
-      "  command: {template: demo, args: {extra: 2}}\n"
-      "  model: tiny\n"
-      "parameters:\n"
-      "  compile_mode: {values: [eager, default]}\n"
-      "baseline: {compile_mode: eager}\n";
+  const std::string good = Sweep("  executor: command\n  command: {template: demo, args: {extra: 2}}\n  model: tiny\n",
+                                 "  compile_mode: {values: [eager, default]}\n", "{compile_mode: eager}");
   auto spec = ParseSweepText(good, "s.yaml", {}, &catalog);
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_EQ(spec->workload.command_template, "demo");
@@ -154,14 +154,8 @@ TEST(ExecutorCatalogTest, SweepParserChecksCommandSweepsAgainstTheCatalog) {
 TEST(ExecutorCatalogTest, AnExecutorAxisComparesTheNativeTrainerAndTemplatesInOneSweep) {
   ExecutorCatalog catalog = Demo();
   const std::string sweep =
-      "name: s\n"
-      "workload:\n"
-      "  model: tiny\n"
-      "  seq_len: 32\n"
-      "parameters:\n"
-      "  executor: {values: [lora, demo]}\n"
-      "  micro_batch: {values: [1, 2]}\n"
-      "baseline: {executor: lora, micro_batch: 1}\n";
+      Sweep("  model: tiny\n  seq_len: 32\n", "  executor: {values: [lora, demo]}\n  micro_batch: {values: [1, 2]}\n",
+            "{executor: lora, micro_batch: 1}");
   auto spec = ParseSweepText(sweep, "s.yaml", {}, &catalog);
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_TRUE(spec->ComparesExecutors());
@@ -182,14 +176,8 @@ TEST(ExecutorCatalogTest, AnExecutorAxisChecksEveryFieldForEveryExecutorAndSaysW
   ExecutorCatalog catalog = Demo();
   // compile_mode: default is a torch.compile mode of demo, not a native trainer mode;
   // zero_stage is the native trainer's, not a field of demo.
-  const std::string sweep =
-      "name: s\n"
-      "workload:\n"
-      "  model: tiny\n"
-      "  zero_stage: 2\n"
-      "parameters:\n"
-      "  executor: {values: [lora, demo]}\n"
-      "  compile_mode: {values: [eager, default]}\n";
+  const std::string sweep = Sweep("  model: tiny\n  zero_stage: 2\n",
+                                  "  executor: {values: [lora, demo]}\n  compile_mode: {values: [eager, default]}\n");
   auto refused = ParseSweepText(sweep, "s.yaml", {}, &catalog);
   ASSERT_FALSE(refused.ok());
   const std::string& m = refused.status().message();

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace bakeoff::spec {
 namespace {
@@ -42,6 +43,42 @@ std::string ErrorOf(const std::string& text, const ParseLimits& limits = {}) {
   auto result = Parse(text, limits);
   EXPECT_FALSE(result.ok()) << "expected an error for:\n" << text;
   return result.ok() ? "" : result.status().message();
+}
+
+// The smallest sweep the parser takes, which the error cases below extend: as it is, and
+// opening its parameters.
+const std::string kMinimal = "name: s\nworkload: {}\n";
+const std::string kAxes = kMinimal + "parameters:\n";
+
+// A sweep text, and a part of the error it is refused with.
+struct Refused {
+  std::string text;
+  std::string error;
+};
+
+void ExpectRefused(const std::vector<Refused>& cases) {
+  for (const auto& [text, error] : cases) EXPECT_THAT(ErrorOf(text), HasSubstr(error)) << text;
+}
+// The same, each text after `base`.
+void ExpectRefused(const std::string& base, const std::vector<Refused>& cases) {
+  for (const auto& [text, error] : cases) EXPECT_THAT(ErrorOf(base + text), HasSubstr(error)) << base + text;
+}
+
+// The message of the kResourceExhausted error `text` is refused with ("" when it parses).
+std::string ExhaustedErrorOf(const std::string& text, const ParseLimits& limits = {}) {
+  auto result = Parse(text, limits);
+  EXPECT_FALSE(result.ok()) << "expected an error for:\n" << text;
+  if (result.ok()) return "";
+  EXPECT_EQ(result.status().code(), Status::Code::kResourceExhausted) << result.status().ToString();
+  return result.status().message();
+}
+
+// `text` parses, with one warning, which contains `part`.
+void ExpectOneWarning(const std::string& text, const std::string& part) {
+  auto spec = Parse(text);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_EQ(spec->warnings.size(), 1u);
+  EXPECT_THAT(spec->warnings[0], HasSubstr(part));
 }
 
 TEST(SweepParserTest, ParsesEveryFieldOfAValidSweep) {
@@ -105,15 +142,15 @@ TEST(SweepParserTest, DefaultsWhenOptionalSectionsAreOmitted) {
 
 TEST(SweepParserTest, QuotedNumbersStayStrings) {
   // micro_batch must be an integer; "2" in quotes is a string and is rejected.
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, \"2\"]}\n"),
+  EXPECT_THAT(ErrorOf(kAxes + "  micro_batch: {values: [1, \"2\"]}\n"),
               HasSubstr("test.yaml:4:29: parameters.micro_batch.values[1]: expected an integer >= 1, got \"2\""));
 }
 
 TEST(SweepParserTest, ReportsSyntaxErrorsWithLineAndColumn) {
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {model: tiny\nparameters: {}\n"),
-              HasSubstr("test.yaml:3:"));
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {model: tiny\nparameters: {}\n"),
-              HasSubstr("not valid YAML"));
+  ExpectRefused({
+      {"name: s\nworkload: {model: tiny\nparameters: {}\n", "test.yaml:3:"},
+      {"name: s\nworkload: {model: tiny\nparameters: {}\n", "not valid YAML"},
+  });
 }
 
 TEST(SweepParserTest, RejectsTextThatIsNotUtf8) {
@@ -124,8 +161,10 @@ TEST(SweepParserTest, RejectsTextThatIsNotUtf8) {
 }
 
 TEST(SweepParserTest, RejectsATopLevelThatIsNotAMapping) {
-  EXPECT_THAT(ErrorOf("- a\n- b\n"), HasSubstr("test.yaml:1:1: expected a mapping"));
-  EXPECT_THAT(ErrorOf(""), HasSubstr("test.yaml: expected a mapping"));
+  ExpectRefused({
+      {"- a\n- b\n", "test.yaml:1:1: expected a mapping"},
+      {"", "test.yaml: expected a mapping"},
+  });
 }
 
 TEST(SweepParserTest, UnknownTopLevelFieldSuggestsTheClosestName) {
@@ -165,7 +204,7 @@ TEST(SweepParserTest, DeviceBelongsToResources) {
 }
 
 TEST(SweepParserTest, RankFieldsBelongToTheWorker) {
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  rank: {values: [0, 1]}\n"),
+  EXPECT_THAT(ErrorOf(kAxes + "  rank: {values: [0, 1]}\n"),
               HasSubstr("test.yaml:4:3: parameters.rank: set by the worker for each rank process"));
 }
 
@@ -187,7 +226,7 @@ TEST(SweepParserTest, ReportsEveryProblemInOnePass) {
 }
 
 TEST(SweepParserTest, StopsListingAfterMaxErrors) {
-  std::string text = "name: s\nworkload: {}\nparameters:\n";
+  std::string text = kAxes;
   for (int i = 0; i < 30; ++i) text += "  bogus_" + std::to_string(i) + ": {value: 1}\n";
   ParseLimits limits;
   limits.max_errors = 5;
@@ -197,48 +236,50 @@ TEST(SweepParserTest, StopsListingAfterMaxErrors) {
 }
 
 TEST(SweepParserTest, RejectsBadValuesWithTheirPath) {
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, 2, 0]}\n"),
-              HasSubstr("test.yaml:4:32: parameters.micro_batch.values[2]: expected an integer >= 1, got 0"));
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  lora_dropout: {value: 1.0}\n"),
-              HasSubstr("parameters.lora_dropout.value: expected a number >= 0 and < 1, got 1.0"));
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {lora: {targets: [q, q]}}\n"),
-              HasSubstr("workload.lora.targets: expected a non-empty list of distinct modules"));
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {model: huge}\n"),
-              HasSubstr("test.yaml:2:19: workload.model: expected a preset (tiny, small, llama-7b, llama-13b)"));
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {model: {dim: 256, layers: 2, heads: 3, kv_heads: 1, ffn_dim: 8, vocab: 8}}\n"),
-              HasSubstr("model.heads: dim (256) must be divisible by heads (3)"));
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {model: {dim: 256}}\n"),
-              HasSubstr("model: missing 'layers'"));
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {grad_checkpointing: yes}\n"),
-              HasSubstr("workload.grad_checkpointing: expected true or false, got \"yes\""));
+  ExpectRefused({
+      {kAxes + "  micro_batch: {values: [1, 2, 0]}\n",
+       "test.yaml:4:32: parameters.micro_batch.values[2]: expected an integer >= 1, got 0"},
+      {kAxes + "  lora_dropout: {value: 1.0}\n",
+       "parameters.lora_dropout.value: expected a number >= 0 and < 1, got 1.0"},
+      {"name: s\nworkload: {lora: {targets: [q, q]}}\n",
+       "workload.lora.targets: expected a non-empty list of distinct modules"},
+      {"name: s\nworkload: {model: huge}\n",
+       "test.yaml:2:19: workload.model: expected a preset (tiny, small, llama-7b, llama-13b)"},
+      {"name: s\nworkload: {model: {dim: 256, layers: 2, heads: 3, kv_heads: 1, ffn_dim: 8, vocab: 8}}\n",
+       "model.heads: dim (256) must be divisible by heads (3)"},
+      {"name: s\nworkload: {model: {dim: 256}}\n", "model: missing 'layers'"},
+      {"name: s\nworkload: {grad_checkpointing: yes}\n",
+       "workload.grad_checkpointing: expected true or false, got \"yes\""},
+  });
 }
 
 TEST(SweepParserTest, RejectsRepeatedAxisValues) {
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1, 2, 1]}\n"),
+  EXPECT_THAT(ErrorOf(kAxes + "  micro_batch: {values: [1, 2, 1]}\n"),
               HasSubstr("parameters.micro_batch.values[2]: 1 repeats values[0]"));
 }
 
 TEST(SweepParserTest, RejectsEmptyOrMalformedAxes) {
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: []}\n"),
-              HasSubstr("test.yaml:4:25: parameters.micro_batch.values: expected a non-empty list"));
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  micro_batch: [1, 2]\n"),
-              HasSubstr("test.yaml:4:16: parameters.micro_batch: expected a mapping {values: [...]}, {value: x}"));
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  micro_batch: {values: [1], value: 2}\n"),
-              HasSubstr("give only one of values, value and distribution"));
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  micro_batch: {valeus: [1]}\n"),
-              HasSubstr("parameters.micro_batch.valeus: unknown field; did you mean values?"));
+  ExpectRefused({
+      {kAxes + "  micro_batch: {values: []}\n",
+       "test.yaml:4:25: parameters.micro_batch.values: expected a non-empty list"},
+      {kAxes + "  micro_batch: [1, 2]\n",
+       "test.yaml:4:16: parameters.micro_batch: expected a mapping {values: [...]}, {value: x}"},
+      {kAxes + "  micro_batch: {values: [1], value: 2}\n", "give only one of values, value and distribution"},
+      {kAxes + "  micro_batch: {valeus: [1]}\n", "parameters.micro_batch.valeus: unknown field; did you mean values?"},
+  });
 }
 
 TEST(SweepParserTest, RejectsDuplicateKeys) {
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nname: t\n"),
+  EXPECT_THAT(ErrorOf(kMinimal + "name: t\n"),
               HasSubstr("test.yaml:3:1: name: written twice"));
 }
 
 TEST(SweepParserTest, ValidatesTheName) {
-  EXPECT_THAT(ErrorOf("name: has space\nworkload: {}\n"),
-              HasSubstr("test.yaml:1:7: name: expected letters, digits"));
-  EXPECT_THAT(ErrorOf("name: 42\nworkload: {}\n"),
-              HasSubstr("test.yaml:1:7: name: expected letters, digits, '.', '_' and '-', starting with a letter"));
+  ExpectRefused({
+      {"name: has space\nworkload: {}\n", "test.yaml:1:7: name: expected letters, digits"},
+      {"name: 42\nworkload: {}\n",
+       "test.yaml:1:7: name: expected letters, digits, '.', '_' and '-', starting with a letter"},
+  });
 }
 
 TEST(SweepParserTest, BaselineMustNameAnAxisAndOneOfItsValues) {
@@ -253,41 +294,34 @@ TEST(SweepParserTest, BaselineMustNameAnAxisAndOneOfItsValues) {
 }
 
 TEST(SweepParserTest, ExcludeRulesAreValidated) {
-  std::string base = "name: s\nworkload: {}\nparameters:\n  zero_stage: {values: [0, 2]}\n";
-  EXPECT_THAT(ErrorOf(base + "exclude:\n  - {zero_stage: 0, ofload: optimizer}\n"),
-              HasSubstr("test.yaml:6:21: exclude[0].ofload: not a parameter axis, workload field or "
-                        "trainer field; did you mean offload?"));
-  EXPECT_THAT(ErrorOf(base + "exclude:\n  - {}\n"),
-              HasSubstr("test.yaml:6:5: exclude[0]: an empty rule would exclude every variant"));
-  EXPECT_THAT(ErrorOf(base + "exclude: {zero_stage: 0}\n"),
-              HasSubstr("test.yaml:5:10: exclude: expected a list of rules"));
-  EXPECT_THAT(ErrorOf(base + "exclude:\n  - {zero_stage: 5}\n"),
-              HasSubstr("exclude[0].zero_stage: expected an integer from 0 to 3, got 5"));
+  ExpectRefused(kAxes + "  zero_stage: {values: [0, 2]}\n",
+                {
+                    {"exclude:\n  - {zero_stage: 0, ofload: optimizer}\n",
+                     "test.yaml:6:21: exclude[0].ofload: not a parameter axis, workload field or "
+                     "trainer field; did you mean offload?"},
+                    {"exclude:\n  - {}\n", "test.yaml:6:5: exclude[0]: an empty rule would exclude every variant"},
+                    {"exclude: {zero_stage: 0}\n", "test.yaml:5:10: exclude: expected a list of rules"},
+                    {"exclude:\n  - {zero_stage: 5}\n",
+                     "exclude[0].zero_stage: expected an integer from 0 to 3, got 5"},
+                });
 }
 
 TEST(SweepParserTest, WarnsAboutAnExcludeRuleThatNeverMatches) {
-  auto spec = Parse(
-      "name: s\nworkload: {}\nparameters:\n  zero_stage: {values: [0, 2]}\n"
-      "exclude:\n  - {zero_stage: 0, offload: optimizer}\nbaseline: {zero_stage: 0}\n");
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  ASSERT_EQ(spec->warnings.size(), 1u);
-  EXPECT_THAT(spec->warnings[0], HasSubstr("test.yaml:6:5: exclude[0] never matches: offload is none"));
+  ExpectOneWarning(kAxes + "  zero_stage: {values: [0, 2]}\n"
+                   "exclude:\n  - {zero_stage: 0, offload: optimizer}\nbaseline: {zero_stage: 0}\n",
+                   "test.yaml:6:5: exclude[0] never matches: offload is none");
 }
 
 TEST(SweepParserTest, WarnsAboutCudaOnlySettingsOnACpu) {
-  auto spec = Parse(
-      "name: s\nworkload: {}\nparameters:\n  compile_mode: {values: [eager, cudagraph]}\n"
-      "baseline: {compile_mode: eager}\n");
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  ASSERT_EQ(spec->warnings.size(), 1u);
-  EXPECT_THAT(spec->warnings[0], HasSubstr("cudagraph is CUDA only"));
+  ExpectOneWarning(kAxes + "  compile_mode: {values: [eager, cudagraph]}\nbaseline: {compile_mode: eager}\n",
+                   "cudagraph is CUDA only");
 }
 
 TEST(SweepParserTest, RandomMethodNeedsCountAndAcceptsDistributions) {
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nmethod: random\nparameters:\n  lora_rank: {values: [8, 16]}\n"),
+  EXPECT_THAT(ErrorOf(kMinimal + "method: random\nparameters:\n  lora_rank: {values: [8, 16]}\n"),
               HasSubstr("test.yaml:3:9: count: missing; method: random needs count"));
   auto spec = Parse(
-      "name: s\nworkload: {}\nmethod: random\ncount: 5\nseed: 7\nparameters:\n"
+      kMinimal + "method: random\ncount: 5\nseed: 7\nparameters:\n"
       "  lora_rank: {distribution: log_uniform, min: 4, max: 256}\n"
       "  lr: {distribution: uniform, min: 0.0001, max: 0.01}\n"
       "  micro_batch: {distribution: int_uniform, min: 1, max: 8}\n");
@@ -300,51 +334,47 @@ TEST(SweepParserTest, RandomMethodNeedsCountAndAcceptsDistributions) {
 }
 
 TEST(SweepParserTest, DistributionErrors) {
-  std::string random = "name: s\nworkload: {}\nmethod: random\ncount: 2\nparameters:\n";
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\nparameters:\n  lr: {distribution: uniform, min: 0.1, max: 1}\n"),
-              HasSubstr("test.yaml:4:8: parameters.lr.distribution: needs method: random"));
-  EXPECT_THAT(ErrorOf(random + "  lr: {distribution: uniform, min: 0.1}\n"),
-              HasSubstr("a distribution needs both min and max"));
-  EXPECT_THAT(ErrorOf(random + "  lr: {distribution: uniform, min: 1, max: 0.5}\n"),
-              HasSubstr("parameters.lr.max: must be greater than min"));
-  EXPECT_THAT(ErrorOf(random + "  micro_batch: {distribution: uniform, min: 1, max: 4}\n"),
-              HasSubstr("micro_batch is an integer field; use int_uniform or log_uniform"));
-  EXPECT_THAT(ErrorOf(random + "  precision: {distribution: uniform, min: 1, max: 4}\n"),
-              HasSubstr("precision is not numeric"));
-  EXPECT_THAT(ErrorOf(random + "  lr: {distribution: normal, min: 1, max: 4}\n"),
-              HasSubstr("expected one of int_uniform, uniform, log_uniform, got 'normal'"));
-  EXPECT_THAT(ErrorOf(random + "  micro_batch: {distribution: int_uniform, min: 0, max: 4}\n"),
-              HasSubstr("parameters.micro_batch.min: expected an integer >= 1, got 0"));
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {}\ncount: 3\n"),
-              HasSubstr("test.yaml:3:1: count: applies to method: random only"));
+  std::string random = kMinimal + "method: random\ncount: 2\nparameters:\n";
+  ExpectRefused({
+      {kAxes + "  lr: {distribution: uniform, min: 0.1, max: 1}\n",
+       "test.yaml:4:8: parameters.lr.distribution: needs method: random"},
+      {random + "  lr: {distribution: uniform, min: 0.1}\n", "a distribution needs both min and max"},
+      {random + "  lr: {distribution: uniform, min: 1, max: 0.5}\n", "parameters.lr.max: must be greater than min"},
+      {random + "  micro_batch: {distribution: uniform, min: 1, max: 4}\n",
+       "micro_batch is an integer field; use int_uniform or log_uniform"},
+      {random + "  precision: {distribution: uniform, min: 1, max: 4}\n", "precision is not numeric"},
+      {random + "  lr: {distribution: normal, min: 1, max: 4}\n",
+       "expected one of int_uniform, uniform, log_uniform, got 'normal'"},
+      {random + "  micro_batch: {distribution: int_uniform, min: 0, max: 4}\n",
+       "parameters.micro_batch.min: expected an integer >= 1, got 0"},
+      {kMinimal + "count: 3\n", "test.yaml:3:1: count: applies to method: random only"},
+  });
 }
 
 TEST(SweepParserTest, OrderResourcesAndLimitsErrors) {
-  std::string base = "name: s\nworkload: {}\n";
-  EXPECT_THAT(ErrorOf(base + "order: interleave\n"),
-              HasSubstr("test.yaml:3:8: order: expected one of interleaved, sequential, random, got "
-                        "'interleave'; did you mean interleaved?"));
-  EXPECT_THAT(ErrorOf(base + "resources: {device: tpu}\n"),
-              HasSubstr("test.yaml:3:21: resources.device: expected one of cpu, cuda"));
-  EXPECT_THAT(ErrorOf(base + "resources: {device: cpu, gpu_type: A100}\n"),
-              HasSubstr("resources.gpu_type: needs device: cuda"));
-  EXPECT_THAT(ErrorOf(base + "resources: {gpus: 8}\n"),
-              HasSubstr("test.yaml:3:13: resources.gpus: unknown field"));
-  EXPECT_THAT(ErrorOf(base + "limits: {trial_timeout: 10 minutes}\n"),
-              HasSubstr("test.yaml:3:25: limits.trial_timeout: '10 minutes' is not a duration"));
-  EXPECT_THAT(ErrorOf(base + "limits: {max_attempts: 0}\n"),
-              HasSubstr("limits.max_attempts: expected an integer from 1 to 100, got '0'"));
-  auto spec = Parse(base + "resources: {device: cuda, gpu_type: A100}\nlimits: {trial_timeout: 1h30m}\n");
+  ExpectRefused({
+      {kMinimal + "order: interleave\n",
+       "test.yaml:3:8: order: expected one of interleaved, sequential, random, got "
+       "'interleave'; did you mean interleaved?"},
+      {kMinimal + "resources: {device: tpu}\n", "test.yaml:3:21: resources.device: expected one of cpu, cuda"},
+      {kMinimal + "resources: {device: cpu, gpu_type: A100}\n", "resources.gpu_type: needs device: cuda"},
+      {kMinimal + "resources: {gpus: 8}\n", "test.yaml:3:13: resources.gpus: unknown field"},
+      {kMinimal + "limits: {trial_timeout: 10 minutes}\n",
+       "test.yaml:3:25: limits.trial_timeout: '10 minutes' is not a duration"},
+      {kMinimal + "limits: {max_attempts: 0}\n", "limits.max_attempts: expected an integer from 1 to 100, got '0'"},
+  });
+  auto spec = Parse(kMinimal + "resources: {device: cuda, gpu_type: A100}\nlimits: {trial_timeout: 1h30m}\n");
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_EQ(spec->resources.gpu_type, "A100");
   EXPECT_EQ(spec->limits.trial_timeout.count(), 5400);
 }
 
 TEST(SweepParserTest, CommandExecutorNeedsATemplateAndAcceptsItsOwnFields) {
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {executor: command}\n"),
-              HasSubstr("workload.command: missing; executor: command needs command: {template"));
-  EXPECT_THAT(ErrorOf("name: s\nworkload: {command: {template: x}}\n"),
-              HasSubstr("workload.command: applies to executor: command only"));
+  ExpectRefused({
+      {"name: s\nworkload: {executor: command}\n",
+       "workload.command: missing; executor: command needs command: {template"},
+      {"name: s\nworkload: {command: {template: x}}\n", "workload.command: applies to executor: command only"},
+  });
   auto spec = Parse(
       "name: s\nworkload:\n  executor: command\n  command: {template: torch-compile, args: {script: train.py}}\n"
       "  compile: default\n  micro_batch: 2\nparameters:\n  compile: {values: [none, default, max-autotune]}\n"
@@ -366,37 +396,26 @@ TEST(SweepParserTest, CommandExecutorNeedsATemplateAndAcceptsItsOwnFields) {
 TEST(SweepParserLimitsTest, RejectsTextOverTheSizeLimit) {
   ParseLimits limits;
   limits.max_yaml_bytes = 64;
-  auto result = Parse(kValid, limits);
-  ASSERT_FALSE(result.ok());
-  EXPECT_EQ(result.status().code(), Status::Code::kResourceExhausted);
-  EXPECT_THAT(result.status().message(), HasSubstr("test.yaml: "));
-  EXPECT_THAT(result.status().message(), HasSubstr("over the limit of 64 bytes"));
+  const std::string message = ExhaustedErrorOf(kValid, limits);
+  EXPECT_THAT(message, HasSubstr("test.yaml: "));
+  EXPECT_THAT(message, HasSubstr("over the limit of 64 bytes"));
 }
 
 TEST(SweepParserLimitsTest, RejectsDeepFlowNesting) {
-  std::string text = "name: s\nworkload: {}\nquestion: " + std::string(40, '[') + std::string(40, ']') + "\n";
-  auto result = Parse(text);
-  ASSERT_FALSE(result.ok());
-  EXPECT_EQ(result.status().code(), Status::Code::kResourceExhausted);
-  EXPECT_THAT(result.status().message(), HasSubstr("test.yaml:3:43: nesting deeper than 32 levels"));
+  EXPECT_THAT(ExhaustedErrorOf(kMinimal + "question: " + std::string(40, '[') + std::string(40, ']') + "\n"),
+              HasSubstr("test.yaml:3:43: nesting deeper than 32 levels"));
 }
 
 TEST(SweepParserLimitsTest, RejectsDeepBlockNesting) {
-  std::string text = "name: s\nworkload: {}\nquestion:\n";
+  std::string text = kMinimal + "question:\n";
   for (int depth = 1; depth <= 10; ++depth) text += std::string(depth * 2, ' ') + "k:\n";
   ParseLimits limits;
   limits.max_depth = 5;
-  auto result = Parse(text, limits);
-  ASSERT_FALSE(result.ok());
-  EXPECT_EQ(result.status().code(), Status::Code::kResourceExhausted);
-  EXPECT_THAT(result.status().message(), HasSubstr("nesting deeper than 5 levels"));
+  EXPECT_THAT(ExhaustedErrorOf(text, limits), HasSubstr("nesting deeper than 5 levels"));
 }
 
 TEST(SweepParserLimitsTest, SurvivesHugeFlowNestingWithoutRecursingIntoIt) {
-  std::string text = "x: " + std::string(200000, '[');
-  auto result = Parse(text);
-  ASSERT_FALSE(result.ok());
-  EXPECT_EQ(result.status().code(), Status::Code::kResourceExhausted);
+  ExhaustedErrorOf("x: " + std::string(200000, '['));
 }
 
 TEST(SweepParserLimitsTest, CountsAliasExpansionAgainstTheNodeLimit) {
@@ -409,18 +428,18 @@ TEST(SweepParserLimitsTest, CountsAliasExpansionAgainstTheNodeLimit) {
     text += "]\n";
     prev = std::string(1, c);
   }
-  auto result = Parse(text);
-  ASSERT_FALSE(result.ok());
-  EXPECT_EQ(result.status().code(), Status::Code::kResourceExhausted);
-  EXPECT_THAT(result.status().message(), HasSubstr("YAML nodes"));
+  EXPECT_THAT(ExhaustedErrorOf(text), HasSubstr("YAML nodes"));
+}
+
+// Writes `content` to the test's temporary file `name`; returns its path.
+std::string WriteTempFile(const std::string& name, const std::string& content) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << content;
+  return path;
 }
 
 TEST(SweepParserFileTest, ReadsAFileAndNamesItInErrors) {
-  std::string path = ::testing::TempDir() + "sweep_parser_test.yaml";
-  {
-    std::ofstream out(path);
-    out << "name: s\nworkload: {steps: -1}\n";
-  }
+  const std::string path = WriteTempFile("sweep_parser_test.yaml", "name: s\nworkload: {steps: -1}\n");
   auto result = ParseSweepFile(path);
   ASSERT_FALSE(result.ok());
   EXPECT_THAT(result.status().message(), HasSubstr(path + ":2:19: workload.steps"));
@@ -435,11 +454,8 @@ TEST(SweepParserFileTest, MissingFileIsNotFound) {
 }
 
 TEST(SweepParserFileTest, FileOverTheSizeLimitIsRejectedBeforeParsing) {
-  std::string path = ::testing::TempDir() + "sweep_parser_big.yaml";
-  {
-    std::ofstream out(path);
-    out << "name: s\nquestion: " << std::string(2000, 'x') << "\n";
-  }
+  const std::string path =
+      WriteTempFile("sweep_parser_big.yaml", "name: s\nquestion: " + std::string(2000, 'x') + "\n");
   ParseLimits limits;
   limits.max_yaml_bytes = 1000;
   auto result = ParseSweepFile(path, limits);
@@ -497,22 +513,25 @@ TEST(SweepParserTest, PlainRepeatsAreNotAdaptive) {
 }
 
 TEST(SweepParserTest, AdaptiveRepeatsOutOfRangeAreErrorsAtTheirLine) {
-  EXPECT_THAT(ErrorOf(WithRepeats("repeats: {min: 1, max: 20, until: {ci_half_width: 0.02}}\n")),
-              HasSubstr("test.yaml:15:16: repeats.min: expected an integer from 2 to 1000, got '1'"));
-  EXPECT_THAT(ErrorOf(WithRepeats("repeats: {min: 5, max: 4, until: {ci_half_width: 0.02}}\n")),
-              HasSubstr("test.yaml:15:16: repeats.min: must not exceed max (4), got 5"));
-  EXPECT_THAT(ErrorOf(WithRepeats("repeats: {min: 3, max: 1001, until: {ci_half_width: 0.02}}\n")),
-              HasSubstr("test.yaml:15:24: repeats.max: expected an integer from 2 to 1000, got '1001'"));
+  ExpectRefused({
+      {WithRepeats("repeats: {min: 1, max: 20, until: {ci_half_width: 0.02}}\n"),
+       "test.yaml:15:16: repeats.min: expected an integer from 2 to 1000, got '1'"},
+      {WithRepeats("repeats: {min: 5, max: 4, until: {ci_half_width: 0.02}}\n"),
+       "test.yaml:15:16: repeats.min: must not exceed max (4), got 5"},
+      {WithRepeats("repeats: {min: 3, max: 1001, until: {ci_half_width: 0.02}}\n"),
+       "test.yaml:15:24: repeats.max: expected an integer from 2 to 1000, got '1001'"},
+  });
   for (const char* width : {"0", "1", "1.5", "-0.1", "wide", "'0.02'"}) {
     EXPECT_THAT(ErrorOf(WithRepeats(std::string("repeats: {min: 3, max: 20, until: {ci_half_width: ") +
                                     width + "}}\n")),
                 HasSubstr("test.yaml:15:51: repeats.until.ci_half_width: expected a number between 0 and 1"))
         << width;
   }
-  EXPECT_THAT(ErrorOf(WithRepeats("repeats: {min: 3, max: 20}\n")),
-              HasSubstr("test.yaml:15:10: repeats.until: missing"));
-  EXPECT_THAT(ErrorOf(WithRepeats("repeats: {min: 3, max: 20, until: {ci_half_width: 0.02}, mx: 4}\n")),
-              HasSubstr("repeats.mx: unknown field; did you mean max?"));
+  ExpectRefused({
+      {WithRepeats("repeats: {min: 3, max: 20}\n"), "test.yaml:15:10: repeats.until: missing"},
+      {WithRepeats("repeats: {min: 3, max: 20, until: {ci_half_width: 0.02}, mx: 4}\n"),
+       "repeats.mx: unknown field; did you mean max?"},
+  });
 }
 
 TEST(SweepParserTest, AdaptiveRepeatsNeedInterleavedOrderAndABaseline) {

@@ -29,12 +29,7 @@ class DeferringGraph : public StepGraph {
 };
 
 TrainerConfig Small() {
-  TrainerConfig c;
-  c.seq_len = 8;
-  c.micro_batch = 2;
-  c.grad_accum = 4;
-  c.threads = 1;
-  c.lora_targets = {"q", "v", "down"};
+  TrainerConfig c{.seq_len = 8, .micro_batch = 2, .grad_accum = 4, .lora_targets = {"q", "v", "down"}, .threads = 1};
   EXPECT_TRUE(FinalizeConfig(&c).ok());
   return c;
 }
@@ -55,12 +50,7 @@ Trajectory Train(const TrainerConfig& c, int steps, bool graphed_mode, int* capt
   LocalCommunicator comm;
   LoraModel model(c, torch::kCPU, &comm);
   ZeroOptimizer optimizer(c, &model.adapters(), &comm);
-  auto forward_backward = [&](const torch::Tensor& tokens) {
-    auto loss = model.Loss(tokens);
-    optimizer.BeforeBackward();
-    (loss / static_cast<double>(c.grad_accum)).backward();
-    return loss.detach();
-  };
+  const auto forward_backward = MicroBatchForwardBackward(&model, &optimizer, c.grad_accum);
   std::unique_ptr<GraphedMicroBatch> graphed;
   if (graphed_mode) graphed = std::make_unique<GraphedMicroBatch>(std::make_unique<DeferringGraph>(captures), forward_backward);
   Trajectory t;

@@ -2,34 +2,27 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace bakeoff::trainer {
 namespace {
 
+// /proc/cpuinfo as Linux lists it, for logical CPUs 0, 1, ... on the cores `core_ids`
+// (socket 0) of one Sapphire Rapids model.
+std::string CpuInfoText(const std::vector<int>& core_ids) {
+  std::string text;
+  for (std::size_t cpu = 0; cpu < core_ids.size(); ++cpu) {
+    text += (cpu == 0 ? "processor\t: " : "\nprocessor\t: ") + std::to_string(cpu) +
+            "\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\nphysical id\t: 0\ncore id\t\t: " +
+            std::to_string(core_ids[cpu]) +
+            "\nflags\t\t: fpu sse avx2 fma avx512f avx512_bf16 amx_tile amx_bf16 amx_int8\n";
+  }
+  return text;
+}
+
 // Two logical CPUs per core (hyper-threads), two cores, as Linux lists them.
-const char* kSmtCpuInfo = R"(processor	: 0
-model name	: Intel(R) Xeon(R) Platinum 8480+
-physical id	: 0
-core id		: 0
-flags		: fpu sse avx2 fma avx512f avx512_bf16 amx_tile amx_bf16 amx_int8
-
-processor	: 1
-model name	: Intel(R) Xeon(R) Platinum 8480+
-physical id	: 0
-core id		: 1
-flags		: fpu sse avx2 fma avx512f avx512_bf16 amx_tile amx_bf16 amx_int8
-
-processor	: 2
-model name	: Intel(R) Xeon(R) Platinum 8480+
-physical id	: 0
-core id		: 0
-flags		: fpu sse avx2 fma avx512f avx512_bf16 amx_tile amx_bf16 amx_int8
-
-processor	: 3
-model name	: Intel(R) Xeon(R) Platinum 8480+
-physical id	: 0
-core id		: 1
-flags		: fpu sse avx2 fma avx512f avx512_bf16 amx_tile amx_bf16 amx_int8
-)";
+const std::string kSmtCpuInfo = CpuInfoText({0, 1, 0, 1});
 
 CpuInfo Avx2Only() {
   CpuInfo cpu;

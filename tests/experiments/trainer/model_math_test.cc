@@ -16,16 +16,7 @@
 namespace bakeoff::trainer {
 namespace {
 
-ModelDims TinyDims() {
-  ModelDims d;
-  d.dim = 16;
-  d.layers = 1;
-  d.heads = 4;
-  d.kv_heads = 2;
-  d.ffn_dim = 24;
-  d.vocab = 11;
-  return d;
-}
+ModelDims TinyDims() { return {.dim = 16, .layers = 1, .heads = 4, .kv_heads = 2, .ffn_dim = 24, .vocab = 11}; }
 
 BlockWeights RandomBlock(const ModelDims& d, torch::ScalarType dtype) {
   BlockWeights w;
@@ -52,34 +43,47 @@ std::array<LoraPair, kNumProjections> RandomLora(const ModelDims& d, int64_t ran
   return lora;
 }
 
+// One eager decoder block of TinyDims() with LoRA scale `lora_scale`, and what it runs
+// on: attention tables for `seq_len` positions, a random batch of two inputs and random
+// block weights, all in `dtype` (drawn in that order from the current seed).
+struct TinyBlock {
+  TinyBlock(double lora_scale, int64_t seq_len, torch::ScalarType dtype)
+      : math({d, lora_scale, 0.0, true}, &runner),
+        tables(MakeAttentionTables(d, seq_len, dtype, torch::kCPU)),
+        x(torch::randn({2, seq_len, d.dim}, dtype)),
+        w(RandomBlock(d, dtype)) {}
+
+  // The block's output for x with the adapters `lora`.
+  torch::Tensor Run(const std::array<LoraPair, kNumProjections>& lora) const { return math.Block(x, w, lora, tables); }
+
+  const ModelDims d = TinyDims();
+  UnitRunner runner{false, "full"};
+  ModelMath math;
+  AttentionTables tables;
+  torch::Tensor x;
+  BlockWeights w;
+};
+
 TEST(ModelMathTest, LoraWithZeroBLeavesTheBaseModelOutputUnchanged) {
   torch::manual_seed(1);
-  const ModelDims d = TinyDims();
-  UnitRunner runner(false, "full");
-  ModelMath math({d, 2.0, 0.0, true}, &runner);
-  auto tables = MakeAttentionTables(d, 8, torch::kFloat32, torch::kCPU);
-  auto x = torch::randn({2, 8, d.dim});
-  auto w = RandomBlock(d, torch::kFloat32);
-  auto with_adapters = math.Block(x, w, RandomLora(d, 4, torch::kFloat32, /*zero_b=*/true), tables);
-  auto base = math.Block(x, w, {}, tables);
+  TinyBlock block(2.0, 8, torch::kFloat32);
+  const ModelDims& d = block.d;
+  auto with_adapters = block.Run(RandomLora(d, 4, torch::kFloat32, /*zero_b=*/true));
+  auto base = block.Run({});
   EXPECT_TRUE(torch::equal(with_adapters, base));
   // And a nonzero B does change it, so the comparison above can fail.
-  auto changed = math.Block(x, w, RandomLora(d, 4, torch::kFloat32, false), tables);
+  auto changed = block.Run(RandomLora(d, 4, torch::kFloat32, false));
   EXPECT_FALSE(torch::allclose(changed, base));
 }
 
 TEST(ModelMathTest, AdapterGradientsMatchCentralFiniteDifferences) {
   torch::manual_seed(2);
-  const ModelDims d = TinyDims();
-  UnitRunner runner(false, "full");
-  ModelMath math({d, 1.5, 0.0, true}, &runner);
-  auto tables = MakeAttentionTables(d, 6, torch::kFloat64, torch::kCPU);
-  auto x = torch::randn({2, 6, d.dim}, torch::kFloat64);
-  auto w = RandomBlock(d, torch::kFloat64);
+  TinyBlock block(1.5, 6, torch::kFloat64);
+  const ModelDims& d = block.d;
   auto lora = RandomLora(d, 3, torch::kFloat64, false);
   HeadWeights head{1 + 0.1 * torch::randn({d.dim}, torch::kFloat64), torch::randn({d.vocab, d.dim}, torch::kFloat64)};
   auto targets = torch::randint(d.vocab, {2, 6}, torch::kInt64);
-  auto loss_fn = [&] { return math.HeadLoss(math.Block(x, w, lora, tables), head, targets); };
+  auto loss_fn = [&] { return block.math.HeadLoss(block.Run(lora), head, targets); };
 
   loss_fn().backward();
   const double eps = 1e-6;
@@ -130,14 +134,21 @@ std::vector<double> Losses(const std::vector<nlohmann::json>& events) {
 }
 
 TrainerConfig SmallRun() {
-  TrainerConfig c;
-  c.seq_len = 16;
-  c.micro_batch = 2;
-  c.warmup_steps = 0;
-  c.steps = 10;
-  c.threads = 1;
-  c.lora_targets = {"q", "k", "v", "o", "gate", "up", "down"};
-  c.lr = 1e-2;
+  return {.seq_len = 16,
+          .micro_batch = 2,
+          .steps = 10,
+          .warmup_steps = 0,
+          .lora_targets = {"q", "k", "v", "o", "gate", "up", "down"},
+          .lr = 1e-2,
+          .threads = 1};
+}
+
+// SmallRun() in bf16 for `steps` steps, its matrix products run as `bf16_matmul` says.
+TrainerConfig Bf16Run(int64_t steps, const std::string& bf16_matmul = "auto") {
+  TrainerConfig c = SmallRun();
+  c.precision = "bf16";
+  c.steps = steps;
+  c.bf16_matmul = bf16_matmul;
   return c;
 }
 
@@ -205,10 +216,8 @@ TEST(TrainerNumericsTest, LossFallsOnALearnableTask) {
 }
 
 TEST(TrainerNumericsTest, Bf16TrainsWithFp32MasterAdapters) {
-  TrainerConfig c = SmallRun();
-  c.precision = "bf16";
+  TrainerConfig c = Bf16Run(20);
   c.dataset = "repeat";
-  c.steps = 20;
   auto events = RunTrainerInProcess(c);
   const auto losses = Losses(events);
   ASSERT_EQ(losses.size(), 20u);
@@ -255,10 +264,7 @@ TEST(ModelMathTest, MatmulViaFp32MatchesTheWidenedProductAndItsGradients) {
 }
 
 TEST(TrainerNumericsTest, Bf16ThroughTheFp32BlasMatchesNativeBf16Training) {
-  TrainerConfig c = SmallRun();
-  c.precision = "bf16";
-  c.steps = 5;
-  c.bf16_matmul = "native";
+  TrainerConfig c = Bf16Run(5, "native");
   auto native = RunTrainerInProcess(c);
   c.bf16_matmul = "fp32";
   auto via_fp32 = RunTrainerInProcess(c);
@@ -274,10 +280,7 @@ TEST(TrainerNumericsTest, Bf16ThroughTheFp32BlasMatchesNativeBf16Training) {
 }
 
 TEST(TrainerNumericsTest, AutoBf16IsCalibratedOnThisMachineAndRecordedWithItsReason) {
-  TrainerConfig c = SmallRun();
-  c.precision = "bf16";
-  c.steps = 1;
-  c.bf16_matmul = "auto";
+  TrainerConfig c = Bf16Run(1, "auto");
   auto events = RunTrainerInProcess(c);
   ASSERT_FALSE(events.empty());
   const auto& summary = events.back();

@@ -4,10 +4,8 @@
 #pragma once
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +15,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "tests/integration/loopback_port.h"
 
 namespace bakeoff::testing {
 
@@ -122,19 +122,5 @@ class TrainerProcess {
   std::string partial_;
   std::vector<nlohmann::json> events_;
 };
-
-// A loopback TCP port that was free a moment ago (bound to 0, read back, closed).
-inline int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 }  // namespace bakeoff::testing
