@@ -24,10 +24,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "coordinator/clock.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/event_rate_limiter.h"
 #include "metrics/store/results_store.h"
+#include "protocol/clock.h"
 #include "protocol/messages.h"
 #include "protocol/status.h"
 
@@ -51,6 +51,9 @@ class EventIngest {
   // events frame over the worker's budget at `now`.
   std::chrono::milliseconds ReadDelay(const std::string& worker_id, const nlohmann::json& frame,
                                       Clock::TimePoint now);
+
+  // Drops the budgets of the workers `forgotten` names (the registry forgot them).
+  void ForgetWorkers(const std::function<bool(const std::string& worker_id)>& forgotten);
 
  private:
   struct Budget {

@@ -22,11 +22,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "coordinator/clock.h"
 #include "coordinator/trial_state_machine.h"
 #include "experiments/spec/variant_config.h"
 #include "metrics/report/statistics.h"
 #include "metrics/store/results_store.h"
+#include "protocol/clock.h"
 #include "protocol/messages.h"
 #include "protocol/status.h"
 

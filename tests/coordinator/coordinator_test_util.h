@@ -14,10 +14,10 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "coordinator/clock.h"
 #include "coordinator/coordinator_config.h"
 #include "coordinator/coordinator_service.h"
 #include "metrics/store/results_store.h"
+#include "protocol/clock.h"
 #include "protocol/messages.h"
 #include "tests/integration/test_files.h"  // FreshTestDir
 
@@ -45,7 +45,7 @@ inline void OpenTestStore(const std::filesystem::path& dir, std::unique_ptr<metr
 
 // Starts `service` anew over `store` (a coordinator start or restart) and recovers it.
 inline void StartService(std::unique_ptr<coordinator::CoordinatorService>& service, boost::asio::io_context& io,
-                         const coordinator::CoordinatorConfig& config, metrics::ResultsStore& store, const coordinator::Clock& clock) {
+                         const coordinator::CoordinatorConfig& config, metrics::ResultsStore& store, const Clock& clock) {
   service = std::make_unique<coordinator::CoordinatorService>(io.get_executor(), config, store, clock);
   ASSERT_TRUE(service->Recover().ok());
 }
