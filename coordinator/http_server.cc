@@ -128,10 +128,10 @@ HttpServer::~HttpServer() { blocking_pool_.join(); }
 
 void HttpServer::Start() {
   listener_.Start(
-      [this](tcp::socket socket, ConnectionSlot slot) { return Session(std::move(socket), std::move(slot)); });
+      [this](tcp::socket socket, protocol::ConnectionSlot slot) { return Session(std::move(socket), std::move(slot)); });
 }
 
-asio::awaitable<void> HttpServer::Session(tcp::socket socket, ConnectionSlot slot) {
+asio::awaitable<void> HttpServer::Session(tcp::socket socket, protocol::ConnectionSlot slot) {
   if (!tls_) {
     beast::tcp_stream stream(std::move(socket));
     co_await ServeRequests(stream);

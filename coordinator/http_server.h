@@ -7,7 +7,7 @@
 // checked before the body is read: an unauthenticated or unauthorised request is
 // answered without reading its body. Bodies are limited (413 past
 // CoordinatorConfig::max_request_body_bytes, also checked before reading), and so are
-// connections (max_http_connections, accept_loop.h).
+// connections (max_http_connections, protocol/listener.h).
 // Errors are JSON: {"error": "..."}. POST /api/v1/query runs read-only SQL (bounded
 // rows and time) and GET .../report builds a report (bounded bootstrap work, at most
 // kMaxReportsInFlight at once) on a small thread pool, never on the service's executor;
@@ -30,7 +30,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 
-#include "coordinator/accept_loop.h"
+#include "protocol/listener.h"
 #include "coordinator/coordinator_service.h"
 
 namespace bakeoff::coordinator {
@@ -93,7 +93,7 @@ class HttpServer {
  private:
   HttpReply Route(const std::string& method, const std::string& target, const std::string& body);
   HttpReply QueryRoute(const std::string& body) const;
-  boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket, ConnectionSlot slot);
+  boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket, protocol::ConnectionSlot slot);
   // Requests and replies until the client is done; Stream: beast::tcp_stream or
   // beast::ssl_stream<beast::tcp_stream>.
   template <typename Stream>
@@ -101,7 +101,7 @@ class HttpServer {
 
   boost::asio::any_io_executor executor_;
   CoordinatorService& service_;
-  Listener listener_;
+  protocol::Listener listener_;
   std::shared_ptr<protocol::TlsContext> tls_;
   // Reports queued or being built on blocking_pool_ (shared with the work items, which
   // may outlive a request's coroutine).

@@ -44,7 +44,7 @@ WorkerServer::WorkerServer(asio::any_io_executor executor, CoordinatorService& s
 
 void WorkerServer::Start() {
   listener_.Start(
-      [this](tcp::socket socket, ConnectionSlot slot) { return Serve(std::move(socket), std::move(slot)); });
+      [this](tcp::socket socket, protocol::ConnectionSlot slot) { return Serve(std::move(socket), std::move(slot)); });
 }
 
 asio::awaitable<std::shared_ptr<protocol::FrameConnection>> WorkerServer::Open(tcp::socket socket) {
@@ -59,7 +59,7 @@ asio::awaitable<std::shared_ptr<protocol::FrameConnection>> WorkerServer::Open(t
   co_return std::make_shared<protocol::FrameConnection>(std::move(stream).value(), options);
 }
 
-asio::awaitable<void> WorkerServer::Serve(tcp::socket socket, ConnectionSlot slot) {
+asio::awaitable<void> WorkerServer::Serve(tcp::socket socket, protocol::ConnectionSlot slot) {
   auto conn = co_await Open(std::move(socket));
   if (!conn) co_return;
   // Not authenticated yet: a small frame limit, so that announcing a large frame costs

@@ -3,7 +3,7 @@
 // CoordinatorService: the first frame must be `register` (within 10 s, at most
 // protocol::kMaxPreAuthFrameBytes: nothing larger is allocated before the worker has
 // authenticated); every later frame (up to max_frame_bytes) goes to OnFrame until the
-// connection ends. At most max_worker_connections at once (accept_loop.h).
+// connection ends. At most max_worker_connections at once (protocol/listener.h).
 // Thread-safety: runs on the service's single-threaded executor.
 #pragma once
 
@@ -14,7 +14,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
-#include "coordinator/accept_loop.h"
+#include "protocol/listener.h"
 #include "coordinator/coordinator_service.h"
 
 namespace bakeoff::coordinator {
@@ -32,14 +32,14 @@ class WorkerServer {
   int port() const { return listener_.port(); }
 
  private:
-  boost::asio::awaitable<void> Serve(boost::asio::ip::tcp::socket socket, ConnectionSlot slot);
+  boost::asio::awaitable<void> Serve(boost::asio::ip::tcp::socket socket, protocol::ConnectionSlot slot);
   // The connection over `socket`, after the TLS handshake when there is one; null (and
   // a log line) when the handshake fails.
   boost::asio::awaitable<std::shared_ptr<protocol::FrameConnection>> Open(boost::asio::ip::tcp::socket socket);
 
   boost::asio::any_io_executor executor_;
   CoordinatorService& service_;
-  Listener listener_;
+  protocol::Listener listener_;
   std::shared_ptr<protocol::TlsContext> tls_;
 };
 

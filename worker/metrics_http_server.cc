@@ -29,7 +29,7 @@ Status MetricsHttpServer::Listen(const std::string& address) { return listener_.
 
 void MetricsHttpServer::Start() {
   // The accept loop and each session hold `self`.
-  listener_.Start([self = shared_from_this()](tcp::socket socket, coordinator::ConnectionSlot slot) {
+  listener_.Start([self = shared_from_this()](tcp::socket socket, protocol::ConnectionSlot slot) {
     return self->Session(std::move(socket), std::move(slot));
   });
 }
@@ -39,7 +39,7 @@ void MetricsHttpServer::Stop() {
   listener_.Stop();
 }
 
-asio::awaitable<void> MetricsHttpServer::Session(tcp::socket socket, coordinator::ConnectionSlot slot) {
+asio::awaitable<void> MetricsHttpServer::Session(tcp::socket socket, protocol::ConnectionSlot slot) {
   auto self = shared_from_this();
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;

@@ -4,7 +4,7 @@
 // 405. No authentication (docs/metrics.md: bind it where only monitoring reaches).
 // Served on the worker's own executor rather than prometheus-cpp's civetweb exposer,
 // whose shutdown waits up to two seconds and which would add threads to the agent.
-// Accepts through the listener the coordinator's listeners use (coordinator/accept_loop.h,
+// Accepts through the listener the coordinator's listeners use (protocol/listener.h,
 // header-only): at most 256 scrapers at once, and back-off when descriptors run out.
 // Thread-safety: not thread-safe; every method and `render` run on `executor`
 // (single-threaded). Sessions keep the server alive until they end.
@@ -19,7 +19,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
-#include "coordinator/accept_loop.h"
+#include "protocol/listener.h"
 #include "protocol/status.h"
 
 namespace bakeoff::worker {
@@ -38,11 +38,11 @@ class MetricsHttpServer : public std::enable_shared_from_this<MetricsHttpServer>
   int port() const { return listener_.port(); }
 
  private:
-  boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket, coordinator::ConnectionSlot slot);
+  boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket, protocol::ConnectionSlot slot);
 
   boost::asio::any_io_executor executor_;
   std::function<std::string()> render_;
-  coordinator::Listener listener_;
+  protocol::Listener listener_;
   bool stopped_ = false;
 };
 

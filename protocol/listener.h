@@ -7,8 +7,7 @@
 //    ENOMEM): the loop sleeps 50, 100, ... up to 500 ms (±20% jitter) instead of
 //    spinning, and accepts again once descriptors are free.
 // Refusals and failures are logged once per streak, not once per connection.
-// Header-only (it depends on protocol/ alone), so that the worker shares it without
-// linking the coordinator.
+// Header-only, in protocol/ so that the coordinator and the worker share it.
 // Thread-safety: runs on the listener's single-threaded executor; a ConnectionSlot is
 // released on that executor too.
 #pragma once
@@ -36,7 +35,7 @@
 #include "protocol/backoff.h"
 #include "protocol/status.h"
 
-namespace bakeoff::coordinator {
+namespace bakeoff::protocol {
 
 // One served connection's place under the cap; released when destroyed.
 class ConnectionSlot {
@@ -181,4 +180,4 @@ class Listener {
   int port_ = 0;
 };
 
-}  // namespace bakeoff::coordinator
+}  // namespace bakeoff::protocol
