@@ -92,9 +92,10 @@ void CoordinatorService::Tick() {
                                     std::to_string(config_.heartbeat_timeout.count()) + " ms");
   }
   // What the registry forgot (long-departed workers), the per-worker counters forget too.
-  const auto forgotten = [this](const std::string& worker_id) { return registry_.Find(worker_id) == nullptr; };
-  std::erase_if(acked_, [&](const auto& entry) { return forgotten(entry.first); });
-  events_.ForgetWorkers(forgotten);
+  for (const auto& worker_id : registry_.TakeForgotten()) {
+    acked_.erase(worker_id);
+    events_.ForgetWorker(worker_id);
+  }
   const auto now = clock_.Now();
   // Only the attempts recovered after a restart have a reclaim deadline: walk those, not
   // every trial held.

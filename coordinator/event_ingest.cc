@@ -97,8 +97,4 @@ std::chrono::milliseconds EventIngest::ReadDelay(const std::string& worker_id, c
   return wait;
 }
 
-void EventIngest::ForgetWorkers(const std::function<bool(const std::string& worker_id)>& forgotten) {
-  std::erase_if(budgets_, [&](const auto& entry) { return forgotten(entry.first); });
-}
-
 }  // namespace bakeoff::coordinator

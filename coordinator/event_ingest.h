@@ -52,8 +52,8 @@ class EventIngest {
   std::chrono::milliseconds ReadDelay(const std::string& worker_id, const nlohmann::json& frame,
                                       Clock::TimePoint now);
 
-  // Drops the budgets of the workers `forgotten` names (the registry forgot them).
-  void ForgetWorkers(const std::function<bool(const std::string& worker_id)>& forgotten);
+  // Drops the budget of a worker the registry forgot.
+  void ForgetWorker(const std::string& worker_id) { budgets_.erase(worker_id); }
 
  private:
   struct Budget {

@@ -87,6 +87,7 @@ std::vector<std::string> WorkerRegistry::Expire() {
     WorkerInfo& info = it->second;
     if (info.departed()) {
       if (info.attempts.empty() && now - info.departed_at > departed_retention_) {
+        forgotten_.push_back(it->first);
         it = workers_.erase(it);
         continue;
       }

@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "protocol/clock.h"
@@ -83,8 +84,11 @@ class WorkerRegistry {
 
   // Workers whose last heartbeat is older than the TTL become lost; returns those that
   // just did (each once). A gone worker is never lost. Also forgets the workers departed
-  // longer than the retention that hold no attempt.
+  // longer than the retention that hold no attempt (TakeForgotten names them).
   std::vector<std::string> Expire();
+  // The workers Expire forgot since the last call, so that per-worker state kept
+  // elsewhere is dropped with them.
+  std::vector<std::string> TakeForgotten() { return std::exchange(forgotten_, {}); }
 
   // Reserve / release what one attempt's ranks on this worker hold: `cpu_slots` CPU
   // slots (0 for ranks on GPUs) and the `cuda_devices` ordinals (empty for CPU ranks).
@@ -112,6 +116,7 @@ class WorkerRegistry {
   std::function<std::string()> new_secret_;
   std::chrono::milliseconds departed_retention_;
   std::map<std::string, WorkerInfo> workers_;
+  std::vector<std::string> forgotten_;
 };
 
 }  // namespace bakeoff::coordinator

@@ -98,6 +98,8 @@ TEST(WorkerRegistryTest, DepartedWorkersHoldingNothingAreForgottenAfterTheRetent
   registry.Heartbeat("alive");
   registry.Expire();
   EXPECT_EQ(registry.Find("gone"), nullptr) << "gone 11 s ago, retention 10 s";
+  EXPECT_EQ(registry.TakeForgotten(), std::vector<std::string>{"gone"});
+  EXPECT_TRUE(registry.TakeForgotten().empty()) << "each forgotten worker is named once";
   ASSERT_NE(registry.Find("lost"), nullptr) << "lost 9 s ago";
   clock.Advance(2000ms);
   registry.Heartbeat("alive");
