@@ -31,7 +31,7 @@ constexpr int kWorkers = 3;  // one CPU slot each
 // Two variants of kTrials / 2 repeats each.
 const std::string kSweep = testing::TinyLoraSweep{.name = "chaos",
                                                   .question = "does every trial end exactly once whatever is killed?",
-                                                  .seq_len = 64, .steps = 200, .repeats = kTrials / 2,
+                                                  .seq_len = 64, .steps = 600, .repeats = kTrials / 2,
                                                   .max_attempts = 10}
                                .Yaml();
 
@@ -135,7 +135,7 @@ TEST_F(ChaosTest, RandomKillsOfWorkersAndCoordinatorLoseNoTrialAndChangeNoResult
   ASSERT_TRUE(c);
   const auto started = std::chrono::steady_clock::now();
   Faults struck;
-  ASSERT_NO_FATAL_FAILURE(InjectFaults(*c, seed, kFaults, kWorkers, 500, 2500, &struck));
+  ASSERT_NO_FATAL_FAILURE(InjectFaults(*c, seed, kFaults, kWorkers, 300, 1500, &struck));
   ASSERT_TRUE(WaitFor([&] { return c->SweepFinished(); }, 300s)) << c->Trials().dump();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
