@@ -31,6 +31,7 @@ struct CoordinatorFlags {
   std::string heartbeat_timeout = "10s";
   std::string db_max_size;  // empty: no cap
   std::string recovery_grace = "30s";
+  std::string group_commit_window = "50ms";
   std::string ports_file;
   SlurmFlags slurm;  // --slurm-* (cli/slurm_flags.h)
 };
@@ -112,10 +113,13 @@ int RunCoordinator(CoordinatorFlags& flags) {
   }
   auto hb = spec::ParseDuration(flags.heartbeat_timeout);
   auto grace = spec::ParseDuration(flags.recovery_grace);
-  if (!hb.ok() || !grace.ok()) {
-    std::cerr << "bakeoff coordinator: " << (!hb.ok() ? hb.status() : grace.status()).message() << "\n";
+  auto window = spec::ParseDurationMs(flags.group_commit_window);
+  if (!hb.ok() || !grace.ok() || !window.ok()) {
+    std::cerr << "bakeoff coordinator: "
+              << (!hb.ok() ? hb.status() : !grace.ok() ? grace.status() : window.status()).message() << "\n";
     return kExitUsage;
   }
+  flags.config.group_commit_window = *window;
   flags.config.heartbeat_timeout = *hb;
   flags.config.heartbeat_interval = std::max(std::chrono::milliseconds(100), flags.config.heartbeat_timeout / 10);
   flags.config.recovery_grace = *grace;
@@ -213,6 +217,10 @@ void Setup(CLI::App& root, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--recovery-grace", flags->recovery_grace,
                   "after a restart, how long running trials wait for their workers")
+      ->capture_default_str();
+  cmd->add_option("--group-commit-window", flags->group_commit_window,
+                  "under load, a group of store writes open this long is committed before the next frame is "
+                  "read (docs/scale.md)")
       ->capture_default_str();
   cmd->add_option("--db-max-size", flags->db_max_size,
                   "cap on the results database (e.g. 20GiB); at the cap new sweeps are refused (503) "

@@ -14,7 +14,7 @@ const std::map<std::string, int64_t> kMsPerUnit = {
 
 }  // namespace
 
-Result<std::chrono::seconds> ParseDuration(const std::string& text) {
+Result<std::chrono::milliseconds> ParseDurationMs(const std::string& text) {
   auto invalid = [&text] {
     return Status::InvalidArgument("'" + text +
                                    "' is not a duration; write seconds (90, 90s), minutes (10m), "
@@ -43,7 +43,13 @@ Result<std::chrono::seconds> ParseDuration(const std::string& text) {
     }
   }
   if (total_ms <= 0) return Status::InvalidArgument("duration '" + text + "' must be positive");
-  return std::chrono::seconds((total_ms + 999) / 1000);
+  return std::chrono::milliseconds(total_ms);
+}
+
+Result<std::chrono::seconds> ParseDuration(const std::string& text) {
+  auto ms = ParseDurationMs(text);
+  if (!ms.ok()) return ms.status();
+  return std::chrono::seconds((ms->count() + 999) / 1000);
 }
 
 std::string FormatDuration(std::chrono::seconds duration) {

@@ -12,6 +12,8 @@ namespace bakeoff::spec {
 // InvalidArgument (saying what a duration looks like) for anything else, for negative
 // or zero durations, and above 30 days.
 Result<std::chrono::seconds> ParseDuration(const std::string& text);
+// The same, not rounded: for flags below a second ("5ms").
+Result<std::chrono::milliseconds> ParseDurationMs(const std::string& text);
 
 // The inverse for messages and JSON: "1h30m", "10m", "45s".
 std::string FormatDuration(std::chrono::seconds duration);

@@ -16,6 +16,13 @@ TEST(DurationTest, ParsesUnitsAndSums) {
   EXPECT_EQ(ParseDuration("1500ms")->count(), 2);  // rounded up
 }
 
+TEST(DurationTest, MillisecondsAreKeptWhereAFlagAsksForThem) {
+  EXPECT_EQ(ParseDurationMs("5ms")->count(), 5);
+  EXPECT_EQ(ParseDurationMs("1s500ms")->count(), 1500);
+  EXPECT_EQ(ParseDurationMs("2")->count(), 2000);  // a bare number is seconds
+  EXPECT_FALSE(ParseDurationMs("0ms").ok());
+}
+
 TEST(DurationTest, RejectsWhatIsNotADuration) {
   for (const char* bad : {"", "10 m", "m", "10x", "-5s", "1h30", "0s", "31d"}) {
     auto d = ParseDuration(bad);
