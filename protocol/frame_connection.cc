@@ -21,6 +21,9 @@ using boost::system::error_code;
 
 namespace {
 
+// What one TLS read asks for at least: a whole TLS record (16 KiB of plaintext).
+constexpr std::size_t kTlsReadBytes = 16 * 1024;
+
 // Cancels the socket's pending operations when the deadline passes. The handler holds
 // only a weak reference, so a connection that is gone is never touched.
 class Deadline {
@@ -80,6 +83,9 @@ void FrameConnection::Init() {
   auto endpoint = socket().remote_endpoint(ec);
   if (!ec) remote_address_ = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
   socket().set_option(asio::ip::tcp::no_delay(true), ec);
+  // For WriteNow: a synchronous write on a plain socket must never block the loop.
+  // (Asio's own asynchronous operations work the same in either mode.)
+  if (!tls()) socket().non_blocking(true, ec);
 }
 
 FrameConnection::Socket& FrameConnection::socket() {
@@ -87,10 +93,30 @@ FrameConnection::Socket& FrameConnection::socket() {
   return std::get<Socket>(stream_);
 }
 
-awaitable<std::size_t> FrameConnection::ReadExactly(asio::mutable_buffer buffer, error_code& ec) {
-  return std::visit(
-      [&](auto& stream) { return asio::async_read(stream, buffer, asio::redirect_error(use_awaitable, ec)); },
-      stream_);
+awaitable<std::size_t> FrameConnection::ReadMore(std::size_t need, error_code& ec) {
+  const std::size_t old_size = read_buffer_.size();
+  std::size_t n = 0;
+  if (auto* tls = std::get_if<TlsSocket>(&stream_)) {
+    // What TLS has decrypted is not visible before the read: one record's worth at least.
+    read_buffer_.resize(old_size + std::max(need, kTlsReadBytes));
+    n = co_await tls->async_read_some(asio::buffer(read_buffer_.data() + old_size, read_buffer_.size() - old_size),
+                                      asio::redirect_error(use_awaitable, ec));
+  } else {
+    // Wait for readable without a buffer (a thousand idle connections hold none), then
+    // take all the socket has: a batch of small frames is one completion, not one each.
+    while (true) {
+      co_await socket().async_wait(asio::socket_base::wait_read, asio::redirect_error(use_awaitable, ec));
+      if (ec) break;
+      const std::size_t available = socket().available(ec);
+      if (ec) break;
+      read_buffer_.resize(old_size + std::max<std::size_t>(available, 1));
+      n = socket().read_some(asio::buffer(read_buffer_.data() + old_size, read_buffer_.size() - old_size), ec);
+      if (ec != asio::error::would_block) break;  // data, the end, or an error; else a spurious wake
+      ec = {};
+    }
+  }
+  read_buffer_.resize(old_size + n);
+  co_return n;
 }
 
 awaitable<std::size_t> FrameConnection::WriteAll(asio::const_buffer buffer, error_code& ec) {
@@ -117,37 +143,65 @@ awaitable<Result<nlohmann::json>> FrameConnection::Read(
     std::optional<std::chrono::milliseconds> timeout, std::optional<std::size_t> max_frame_bytes) {
   auto self = shared_from_this();
   if (!open_) co_return Status::Unavailable("read: connection closed");
-  Deadline deadline(self, socket(), timeout);
-  unsigned char header[kFrameHeaderBytes];
-  error_code ec;
-  co_await ReadExactly(asio::buffer(header), ec);
-  if (ec) {
-    Close();
-    if (deadline.fired()) co_return Status::Timeout("no frame within the read deadline");
-    co_return SocketError(ec, "read");
-  }
-  // The length is checked before anything is allocated for the payload.
-  auto length = DecodeFrameHeader(header, std::min(options_.max_frame_bytes,
-                                                   max_frame_bytes.value_or(options_.max_frame_bytes)));
-  if (!length.ok()) {
-    Close();
-    if (!tls() && LooksLikeTlsRecord(header, sizeof(header))) {
-      // Unavailable, not a bad frame: a worker keeps retrying while its flags are fixed.
-      co_return Status::Unavailable("the peer speaks TLS and this side does not (a worker with --tls and "
-                                    "a coordinator without --tls-cert, or the other way round)");
+  const std::size_t limit = std::min(options_.max_frame_bytes, max_frame_bytes.value_or(options_.max_frame_bytes));
+  // Created on the first wait: a frame already in the buffer costs no timer.
+  std::optional<Deadline> deadline;
+  std::optional<std::size_t> frame_bytes;  // header and payload, once the header is read
+  while (true) {
+    const std::size_t buffered = read_buffer_.size() - read_pos_;
+    if (!frame_bytes && buffered >= kFrameHeaderBytes) {
+      // The length is checked before anything is allocated for the payload.
+      const auto* header = reinterpret_cast<const unsigned char*>(read_buffer_.data() + read_pos_);
+      auto length = DecodeFrameHeader(header, limit);
+      if (!length.ok()) {
+        const bool tls_record = !tls() && LooksLikeTlsRecord(header, kFrameHeaderBytes);
+        Close();
+        if (tls_record) {
+          // Unavailable, not a bad frame: a worker keeps retrying while its flags are fixed.
+          co_return Status::Unavailable("the peer speaks TLS and this side does not (a worker with --tls and "
+                                        "a coordinator without --tls-cert, or the other way round)");
+        }
+        co_return length.status();
+      }
+      frame_bytes = kFrameHeaderBytes + *length;
     }
-    co_return length.status();
+    if (frame_bytes && buffered >= *frame_bytes) {
+      auto message = DecodeFramePayload(
+          std::string_view(read_buffer_).substr(read_pos_ + kFrameHeaderBytes, *frame_bytes - kFrameHeaderBytes));
+      read_pos_ += *frame_bytes;
+      if (read_pos_ == read_buffer_.size()) {
+        // Nothing is kept between batches: an idle connection holds no buffer.
+        std::string().swap(read_buffer_);
+        read_pos_ = 0;
+      }
+      if (!message.ok()) Close();
+      co_return message;
+    }
+    // Not a whole frame yet: read what the socket has, at least what the frame needs.
+    if (read_pos_ > 0) {
+      read_buffer_.erase(0, read_pos_);
+      read_pos_ = 0;
+    }
+    if (!deadline) deadline.emplace(self, socket(), timeout);
+    error_code ec;
+    co_await ReadMore(frame_bytes.value_or(kFrameHeaderBytes) - buffered, ec);
+    if (ec) {
+      Close();
+      if (deadline->fired()) {
+        co_return Status::Timeout(frame_bytes ? "frame body not received within the deadline"
+                                              : "no frame within the read deadline");
+      }
+      co_return SocketError(ec, "read");
+    }
   }
-  std::string payload(*length, '\0');
-  co_await ReadExactly(asio::buffer(payload), ec);
-  if (ec) {
-    Close();
-    if (deadline.fired()) co_return Status::Timeout("frame body not received within the deadline");
-    co_return SocketError(ec, "read");
-  }
-  auto message = DecodeFramePayload(payload);
-  if (!message.ok()) Close();
-  co_return message;
+}
+
+void FrameConnection::WriteNow(std::string& frame) {
+  error_code ec;
+  const std::size_t n = socket().write_some(asio::buffer(frame), ec);
+  // would_block (the socket's buffer is full) and real errors alike leave the rest to
+  // the asynchronous writer, which reports errors and closes.
+  if (!ec) frame.erase(0, n);
 }
 
 Status FrameConnection::Send(const nlohmann::json& message) {
@@ -157,6 +211,10 @@ Status FrameConnection::Send(const nlohmann::json& message) {
   if (queued_bytes_ + frame->size() > options_.max_queued_bytes) {
     return Status::ResourceExhausted("send queue over " + std::to_string(options_.max_queued_bytes) +
                                      " bytes: the peer is not reading");
+  }
+  if (!writing_ && queue_.empty() && !tls()) {
+    WriteNow(*frame);
+    if (frame->empty()) return Status::Ok();
   }
   queued_bytes_ += frame->size();
   queue_.push_back(std::move(frame).value());
@@ -172,9 +230,14 @@ awaitable<void> FrameConnection::WriteLoop() {
   // `self` keeps the connection alive while frames are in flight.
   auto self = shared_from_this();
   while (open_ && !queue_.empty()) {
+    // Everything queued leaves in one write.
     std::string frame = std::move(queue_.front());
     queue_.pop_front();
-    queued_bytes_ -= frame.size();
+    while (!queue_.empty()) {
+      frame += queue_.front();
+      queue_.pop_front();
+    }
+    queued_bytes_ = 0;
     Deadline deadline(self, socket(), options_.write_timeout);
     error_code ec;
     co_await WriteAll(asio::buffer(frame), ec);

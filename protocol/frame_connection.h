@@ -2,6 +2,11 @@
 // reads whole frames with a deadline and sends frames through an ordered queue, so that
 // the heartbeat loop, the event forwarder and message handlers can all send without
 // interleaving bytes. A read or write that passes its deadline closes the connection.
+// Each completion of an asynchronous operation waits behind every handler already queued
+// on the event loop, which under load is a whole pass of it (docs/scale.md), so the
+// common cases skip it: Read reads what the socket has into a buffer and returns the
+// frames already there without waiting, and Send on a plain connection with nothing
+// queued writes at once (a non-blocking write); only what the socket does not take waits.
 // The framing is the same on both transports; a TLS stream arrives handshaken
 // (protocol/tls.h).
 // Thread-safety: not thread-safe; every method runs on the connection's executor, which
@@ -57,8 +62,10 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
       std::optional<std::chrono::milliseconds> timeout = std::nullopt,
       std::optional<std::size_t> max_frame_bytes = std::nullopt);
 
-  // Queues a frame for sending in order; returns at once. Fails when the frame cannot
-  // be encoded, is over the size limit, the queue is full, or the connection is closed.
+  // Sends a frame in order: written at once when nothing waits before it and the socket
+  // takes it (plain TCP), else queued; returns at once either way. Fails when the frame
+  // cannot be encoded, is over the size limit, the queue is full, or the connection is
+  // closed.
   Status Send(const nlohmann::json& message);
 
   // Completes when every frame queued so far is written (or the connection closed).
@@ -72,15 +79,20 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
  private:
   void Init();
   Socket& socket();  // the TCP layer, under TLS or not
-  // The only places that touch the transport: whole buffers in, whole buffers out.
-  boost::asio::awaitable<std::size_t> ReadExactly(boost::asio::mutable_buffer buffer,
-                                                  boost::system::error_code& ec);
+  // The only places that touch the transport: some bytes in, whole buffers out.
+  // Appends what the transport has (at least one byte, up to `need` or more) to read_buffer_.
+  boost::asio::awaitable<std::size_t> ReadMore(std::size_t need, boost::system::error_code& ec);
   boost::asio::awaitable<std::size_t> WriteAll(boost::asio::const_buffer buffer,
                                                boost::system::error_code& ec);
   boost::asio::awaitable<void> WriteLoop();
+  // Writes what a plain socket takes now, without blocking; the rest of `frame` is left.
+  void WriteNow(std::string& frame);
 
   std::variant<Socket, TlsSocket> stream_;
   FrameConnectionOptions options_;
+  // Bytes read and not yet returned as frames: read_buffer_[read_pos_, size()).
+  std::string read_buffer_;
+  std::size_t read_pos_ = 0;
   std::deque<std::string> queue_;
   std::size_t queued_bytes_ = 0;
   bool writing_ = false;

@@ -46,6 +46,54 @@ TEST(FrameConnectionTest, SendsAndReadsFramesInOrder) {
   }
 }
 
+// Send writes at once on an idle plain connection: the frame is on the wire before the
+// event loop runs a single handler (it used to wait for the writer's turn of the loop).
+TEST(FrameConnectionTest, ASendOnAnIdleConnectionIsWrittenBeforeTheEventLoopRuns) {
+  SocketPair pair;
+  auto a = std::make_shared<FrameConnection>(std::move(pair.client));
+  ASSERT_TRUE(a->Send({{"type", "now"}}).ok());
+  pair.server.non_blocking(true);
+  std::string expected = *EncodeFrame({{"type", "now"}});
+  std::string got(expected.size(), '\0');
+  boost::system::error_code ec;
+  const std::size_t n = pair.server.read_some(asio::buffer(got), ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(got.substr(0, n), expected);
+}
+
+// A frame larger than the socket takes at once is written partly at once and the rest
+// by the asynchronous writer; frames sent after it keep their order.
+TEST(FrameConnectionTest, AFrameTheSocketTakesOnlyInPartKeepsItsOrder) {
+  SocketPair pair;
+  auto a = std::make_shared<FrameConnection>(std::move(pair.client));
+  auto b = std::make_shared<FrameConnection>(std::move(pair.server));
+  ASSERT_TRUE(a->Send({{"type", "big"}, {"payload", std::string(3 << 20, 'z')}}).ok());
+  ASSERT_TRUE(a->Send({{"type", "after"}}).ok());
+  auto big = RunUntilDone(pair.io, b->Read(5000ms));
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_EQ((*big)["payload"].get<std::string>().size(), 3u << 20);
+  auto after = RunUntilDone(pair.io, b->Read(5000ms));
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ((*after)["type"], "after");
+}
+
+// Frames read ahead into the buffer: pieces that cut through headers and payloads of
+// consecutive frames.
+TEST(FrameConnectionTest, ReadsConsecutiveFramesCutAcrossTheirHeaders) {
+  SocketPair pair;
+  auto b = std::make_shared<FrameConnection>(std::move(pair.server));
+  std::string bytes;
+  for (int i = 0; i < 20; ++i) bytes += *EncodeFrame({{"type", "x"}, {"i", i}});
+  for (std::size_t off = 0; off < bytes.size(); off += 3) {
+    asio::write(pair.client, asio::buffer(bytes.data() + off, std::min<std::size_t>(3, bytes.size() - off)));
+  }
+  for (int i = 0; i < 20; ++i) {
+    auto frame = RunUntilDone(pair.io, b->Read(5000ms));
+    ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+    EXPECT_EQ((*frame)["i"], i);
+  }
+}
+
 TEST(FrameConnectionTest, ReadsAFrameWrittenInSmallPieces) {
   SocketPair pair;
   auto b = std::make_shared<FrameConnection>(std::move(pair.server));
