@@ -1,8 +1,10 @@
 #include "coordinator/scheduler.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 namespace bakeoff::coordinator {
 namespace {
@@ -17,13 +19,13 @@ int Capacity(const SchedulerWorker& w, const SchedulerTrial& trial) {
   return trial.cuda ? static_cast<int>(w.free_cuda_devices.size()) : w.free_cpu_slots;
 }
 
+// `workers` are sorted by id, so the index breaks ties as the id would; `runs[i]` is
+// how often workers[i] ran the trial's variant.
 std::optional<TrialPlacement> Place(std::int64_t sweep_id, const SchedulerTrial& trial,
-                                    std::vector<SchedulerWorker>& workers,
-                                    const Scheduler::HistoryFn& history) {
+                                    std::vector<SchedulerWorker>& workers, const std::vector<int>& runs_of) {
   const int need = std::max(1, trial.world_size);
-  auto runs = [&](const SchedulerWorker& w) {
-    return history ? history(sweep_id, trial.variant_key, w.id) : 0;
-  };
+  auto index = [&](const SchedulerWorker& w) { return static_cast<std::size_t>(&w - workers.data()); };
+  auto runs = [&](const SchedulerWorker& w) { return runs_of[index(w)]; };
   // (worker index, ranks on it), rank 0's worker first.
   std::vector<std::pair<std::size_t, int>> parts;
   std::optional<std::size_t> single;
@@ -35,8 +37,8 @@ std::optional<TrialPlacement> Place(std::int64_t sweep_id, const SchedulerTrial&
     }
     const auto& a = workers[i];
     const auto& b = workers[*single];
-    auto key_a = std::make_tuple(runs(a), -Capacity(a, trial), a.id);
-    auto key_b = std::make_tuple(runs(b), -Capacity(b, trial), b.id);
+    auto key_a = std::make_tuple(runs(a), -Capacity(a, trial), i);
+    auto key_b = std::make_tuple(runs(b), -Capacity(b, trial), *single);
     if (key_a < key_b) single = i;
   }
   if (single) {
@@ -54,8 +56,7 @@ std::optional<TrialPlacement> Place(std::int64_t sweep_id, const SchedulerTrial&
     std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
       const auto& a = workers[x];
       const auto& b = workers[y];
-      return std::make_tuple(-Capacity(a, trial), runs(a), a.id) <
-             std::make_tuple(-Capacity(b, trial), runs(b), b.id);
+      return std::make_tuple(-Capacity(a, trial), runs(a), x) < std::make_tuple(-Capacity(b, trial), runs(b), y);
     });
     int left = need;
     for (std::size_t i : order) {
@@ -95,6 +96,19 @@ std::vector<TrialPlacement> Scheduler::Schedule(const std::vector<SchedulerSweep
                                                 const HistoryFn& history) {
   std::vector<TrialPlacement> out;
   if (sweeps_in.empty() || workers.empty()) return out;
+  auto by_id = [](const SchedulerWorker& a, const SchedulerWorker& b) { return a.id < b.id; };
+  if (!std::is_sorted(workers.begin(), workers.end(), by_id)) std::sort(workers.begin(), workers.end(), by_id);
+  // Each variant's history on every worker, looked up once per call: a placement compares
+  // every free worker, and a thousand free workers made that a million lookups.
+  std::map<std::pair<std::int64_t, std::string>, std::vector<int>> runs;
+  auto runs_of = [&](std::int64_t sweep_id, const std::string& variant) -> const std::vector<int>& {
+    auto [it, added] = runs.try_emplace({sweep_id, variant});
+    if (added) {
+      it->second.reserve(workers.size());
+      for (const auto& w : workers) it->second.push_back(history ? history(sweep_id, variant, w.id) : 0);
+    }
+    return it->second;
+  };
   std::vector<const SchedulerSweep*> sweeps;
   for (const auto& s : sweeps_in) sweeps.push_back(&s);
   std::sort(sweeps.begin(), sweeps.end(),
@@ -112,7 +126,8 @@ std::vector<TrialPlacement> Scheduler::Schedule(const std::vector<SchedulerSweep
     for (std::size_t k = 0; k < n; ++k) {
       const std::size_t s = (start + k) % n;
       if (blocked[s] || cursor[s] >= sweeps[s]->queue.size()) continue;
-      auto placed = Place(sweeps[s]->sweep_id, sweeps[s]->queue[cursor[s]], workers, history);
+      const SchedulerTrial& head = sweeps[s]->queue[cursor[s]];
+      auto placed = Place(sweeps[s]->sweep_id, head, workers, runs_of(sweeps[s]->sweep_id, head.variant_key));
       if (!placed) {
         blocked[s] = true;  // strict order: this sweep waits for its head
         continue;

@@ -105,6 +105,8 @@ void TrialRunner::Start() {
     });
   }
   if (config_.simulate) {
+    // `started` now, as a real rank's is once its process is spawned; the steps on timers.
+    EmitSimulated({{"event", "started"}, {"pid", 0}, {"at", WallSeconds(clock_)}});
     asio::co_spawn(executor_, [self]() { return self->Simulate(); }, asio::detached);
     return;
   }
@@ -424,6 +426,15 @@ void TrialRunner::Finish(Outcome outcome, const std::string& reason) {
   });
 }
 
+void TrialRunner::EmitSimulated(const nlohmann::json& event) {
+  for (const auto& r : ranks_) {
+    nlohmann::json e = event;
+    e["simulated"] = true;
+    e["rank"] = r.rank;
+    if (callbacks_.on_event) callbacks_.on_event(r.rank, OwnEvent(std::move(e)));
+  }
+}
+
 asio::awaitable<void> TrialRunner::Simulate() {
   auto self = shared_from_this();
   const auto& cfg = assign_.config;
@@ -436,15 +447,7 @@ asio::awaitable<void> TrialRunner::Simulate() {
   const std::int64_t tokens = get_int("micro_batch", 1) * get_int("seq_len", 128) *
                               get_int("grad_accum", 1) * assign_.world_size;
   const double step_s = std::chrono::duration<double>(config_.simulate_step).count();
-  auto emit = [&](nlohmann::json event) {
-    event["simulated"] = true;
-    for (const auto& r : ranks_) {
-      nlohmann::json e = event;
-      e["rank"] = r.rank;
-      if (callbacks_.on_event) callbacks_.on_event(r.rank, OwnEvent(std::move(e)));
-    }
-  };
-  emit({{"event", "started"}, {"pid", 0}, {"at", WallSeconds(clock_)}});
+  auto emit = [this](const nlohmann::json& event) { EmitSimulated(event); };
   emit({{"event", "ready"}, {"world_size", assign_.world_size}, {"config", cfg}});
   asio::steady_timer timer(executor_);
   for (std::int64_t s = 0; s < warmup + steps; ++s) {

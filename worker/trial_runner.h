@@ -86,6 +86,8 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
   // not hold the attempt back); then closes the log.
   boost::asio::awaitable<void> DrainLog(std::size_t index);
   boost::asio::awaitable<void> Simulate();
+  // One simulated event for every rank, marked "simulated": true.
+  void EmitSimulated(const nlohmann::json& event);
   void HandleLine(Rank& rank, const std::string& line);
   // The argument vector and environment of an allowlisted command's rank.
   Status PrepareCommand(const spec::ExecutorTemplate& command, const std::string& config_path,

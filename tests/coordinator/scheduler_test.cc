@@ -111,6 +111,33 @@ TEST(SchedulerTest, RepeatsSpreadAcrossWorkers) {
   EXPECT_EQ(placed[0].ranks[0].worker_id, "w2") << "w1 already ran variant a";
 }
 
+// Equal history and room: the worker with the smaller id, whatever order they come in.
+TEST(SchedulerTest, TiesGoToTheSmallestWorkerIdInAnyInputOrder) {
+  Scheduler scheduler;
+  auto placed = scheduler.Schedule({{1, {T(1, "a"), T(2, "a")}}}, {W("w3", 1), W("w1", 1), W("w2", 1)}, nullptr);
+  ASSERT_EQ(placed.size(), 2u);
+  EXPECT_EQ(placed[0].ranks[0].worker_id, "w1");
+  EXPECT_EQ(placed[1].ranks[0].worker_id, "w2");
+}
+
+// A thousand free workers and a thousand queued trials: each variant's history is read
+// once per worker, not once per comparison (that was two million lookups a call).
+TEST(SchedulerTest, HistoryIsReadOncePerVariantAndWorkerInACall) {
+  Scheduler scheduler;
+  std::vector<SchedulerWorker> workers;
+  for (int i = 0; i < 1000; ++i) workers.push_back(W("w" + std::to_string(1000 + i), 1));
+  SchedulerSweep sweep{1, {}};
+  for (int i = 0; i < 1000; ++i) sweep.queue.push_back(T(i + 1, i % 2 == 0 ? "a" : "b"));
+  int lookups = 0;
+  auto history = [&](std::int64_t, const std::string&, const std::string&) {
+    ++lookups;
+    return 0;
+  };
+  auto placed = scheduler.Schedule({sweep}, workers, history);
+  EXPECT_EQ(placed.size(), 1000u);
+  EXPECT_EQ(lookups, 2 * 1000);
+}
+
 TEST(SchedulerTest, CudaTrialsTakeDistinctDevices) {
   Scheduler scheduler;
   SchedulerWorker gpu{"g", 0, {0, 1, 2}};
