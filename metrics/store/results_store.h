@@ -31,12 +31,15 @@
 // the same time (WAL mode), e.g. `bakeoff query` or `sqlite3 results.db`.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "metrics/store/read_only_query.h"
@@ -77,6 +80,14 @@ struct StoreOptions {
   // and never call the store from it.
   std::function<void(const char* operation, const Status& status, double seconds)>
       write_observer;
+  // WAL checkpoints on a thread of the store's own, with a connection of its own, instead
+  // of inside the commit that crosses SQLite's 1,000-page mark: a checkpoint copies pages
+  // into the database and fsyncs it twice, which stalled the coordinator's event loop for
+  // 10-25 ms every second or two under load (docs/scale.md). Off: SQLite's automatic
+  // checkpoint in the writer's commit (tests that inject disk faults count on it).
+  bool background_checkpoint = true;
+  // How often the checkpoint thread looks at the WAL.
+  std::chrono::milliseconds checkpoint_interval{200};
 };
 
 // What a compare-and-set transition did. applied=false is not an error: the trial was
@@ -220,11 +231,14 @@ class ResultsStore {
   // --- Read side ------------------------------------------------------------------
   // Newest first. `state` filters when given.
   Result<std::vector<SweepRecord>> ListSweeps(std::optional<SweepState> state = std::nullopt);
-  Result<SweepRecord> GetSweep(int64_t sweep_id);
+  // `counts` (SweepRecord::counts) are read from the sweep's trials unless the caller
+  // knows them (a coordinator running the sweep): kSkip leaves them zero.
+  enum class Counts { kRead, kSkip };
+  Result<SweepRecord> GetSweep(int64_t sweep_id, Counts counts = Counts::kRead);
   // The newest sweep with this name (names need not be unique).
-  Result<SweepRecord> GetSweepByName(const std::string& name);
+  Result<SweepRecord> GetSweepByName(const std::string& name, Counts counts = Counts::kRead);
   // A decimal string is tried as an id first, then as a name.
-  Result<SweepRecord> FindSweep(const std::string& id_or_name);
+  Result<SweepRecord> FindSweep(const std::string& id_or_name, Counts counts = Counts::kRead);
   // In expansion order.
   Result<std::vector<VariantRecord>> ListVariants(int64_t sweep_id);
   // In order_index order.
@@ -288,6 +302,15 @@ class ResultsStore {
   StoreOptions options_;
   mutable std::mutex mutex_;
   std::unique_ptr<SqliteConnection> db_;  // guarded by mutex_
+  // The background checkpoint (StoreOptions::background_checkpoint): its thread, and how
+  // it is told to stop.
+  void CheckpointLoop();
+  std::thread checkpointer_;
+  std::mutex checkpoint_mutex_;
+  std::condition_variable checkpoint_wake_;
+  bool checkpoint_stop_ = false;  // guarded by checkpoint_mutex_
+  // When the writer's current wait for a lock began (its busy handler).
+  std::chrono::steady_clock::time_point busy_since_{};
   Status health_;                         // guarded by mutex_
   bool synchronous_full_ = false;         // the connection's current setting
   bool normal_set_ = false;               // !options_.durable: NORMAL was set

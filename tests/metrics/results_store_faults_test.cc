@@ -168,6 +168,8 @@ class ResultsStoreFaultTest : public ::testing::Test {
     RegisterFaultVfsOnce();
     StoreOptions options;
     options.vfs = kFaultVfsName;
+    // The faults count the writer's writes: no second connection writing beside it.
+    options.background_checkpoint = false;
     return OpenAndStart(options);
   }
 

@@ -874,6 +874,64 @@ TEST_F(ResultsStoreTest, WriteObserverSeesEveryWriteWithItsOperationAndOutcome) 
 
 // --- Group commit --------------------------------------------------------------------
 
+// --- Checkpoints ------------------------------------------------------------------------
+
+// Writes 200,000 step rows (about 12 MB of pages) to `trial` in ten commits, steps from
+// `first_step` on.
+void WriteManyPages(ResultsStore& store, int64_t trial, int64_t first_step = 0) {
+  for (int batch = 0; batch < 10; ++batch) {
+    MetricsBatch rows;
+    for (int i = 0; i < 20000; ++i) rows.steps.push_back(Step(trial, 1, 0, first_step + batch * 20000 + i));
+    ASSERT_TRUE(store.AppendBatch(rows).ok());
+  }
+}
+
+std::uintmax_t FileBytes(const std::string& path) {
+  std::error_code ec;
+  auto bytes = std::filesystem::file_size(path, ec);
+  return ec ? 0 : bytes;
+}
+
+// The writer's commits leave the WAL to the checkpoint thread: SQLite's automatic
+// checkpoint (at 1,000 pages, inside the commit) copied pages and fsync'd the database
+// on the coordinator's event loop.
+TEST_F(ResultsStoreTest, CommitsLeaveCheckpointsToTheStoresThread) {
+  StoreOptions options;
+  options.path = db_path_;
+  options.checkpoint_interval = std::chrono::hours(1);  // the thread waits: only commits run
+  auto store = ResultsStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const int64_t trial = AssignFirstTrial(**store);
+  ASSERT_TRUE((*store)->MarkRunning(trial, 1)->applied);
+  const auto before = FileBytes(db_path_);
+  WriteManyPages(**store, trial);
+  EXPECT_EQ(FileBytes(db_path_), before) << "a commit checkpointed into the database file";
+  EXPECT_GT(FileBytes(db_path_ + "-wal"), 8u << 20);
+}
+
+// The thread copies the WAL into the database and keeps the WAL from growing for good.
+TEST_F(ResultsStoreTest, TheCheckpointThreadCopiesTheWalIntoTheDatabaseAndReusesIt) {
+  StoreOptions options;
+  options.path = db_path_;
+  options.checkpoint_interval = std::chrono::milliseconds(10);
+  auto store = ResultsStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const int64_t trial = AssignFirstTrial(**store);
+  ASSERT_TRUE((*store)->MarkRunning(trial, 1)->applied);
+  WriteManyPages(**store, trial);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (FileBytes(db_path_) < (8u << 20) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GE(FileBytes(db_path_), 8u << 20) << "the rows never reached the database file";
+  // Reused from its start (RESTART), the WAL does not grow by another 12 MB.
+  const auto wal = FileBytes(db_path_ + "-wal");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  WriteManyPages(**store, trial, 200000);
+  EXPECT_LT(FileBytes(db_path_ + "-wal"), wal + (8u << 20));
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 400000);
+}
+
 TEST_F(ResultsStoreTest, GroupedWritesAreInvisibleToOtherConnectionsUntilTheGroupCommits) {
   auto store = OpenStore();
   CreatedSweep sweep = CreateSample(*store);
