@@ -1,5 +1,6 @@
 #include "coordinator/coordinator_service.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #if defined(__GLIBC__)
@@ -848,15 +849,20 @@ std::string CoordinatorService::WaitingReason(std::int64_t sweep_id) const {
   auto it = table_.sweeps().find(sweep_id);
   if (it == table_.sweeps().end() || it->second.done || it->second.cancelled) return "";
   const SweepEntry& sweep = it->second;
-  // The command templates of the queued trials (a sweep may compare executors).
+  // The command templates of the queued trials (a sweep may compare executors). Only
+  // trials from the queue cursor on can be queued; without templates, the first queued
+  // trial answers (a status read of a 20,000-trial sweep walked all of them).
+  bool any_template = false;
+  for (const auto& [key, variant] : sweep.variants) any_template = any_template || !variant.CommandTemplate().empty();
   std::set<std::string> wanted;
   bool waiting = false;
-  for (std::int64_t tid : sweep.trial_order) {
-    const TrialEntry& trial = table_.trials().at(tid);
+  for (std::size_t i = sweep.queued_from; i < sweep.trial_order.size(); ++i) {
+    const TrialEntry& trial = table_.trials().at(sweep.trial_order[i]);
     if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
+    waiting = true;
+    if (!any_template) break;
     auto v = sweep.variants.find(trial.variant_key);
     if (v != sweep.variants.end() && !v->second.CommandTemplate().empty()) wanted.insert(v->second.CommandTemplate());
-    waiting = true;
   }
   // Capacity a provider is obtaining (Slurm jobs pending), when nothing else holds it.
   const std::string capacity = waiting ? capacity_note_ : std::string();
@@ -871,6 +877,35 @@ std::string CoordinatorService::WaitingReason(std::int64_t sweep_id) const {
   for (const auto& n : offered) list += (list.empty() ? "" : ", ") + n;
   return "no live worker offers command template " + missing + " (live workers offer: " +
          (list.empty() ? "none" : list) + "); start a worker whose --executors file has it";
+}
+
+std::optional<metrics::TrialCounts> CoordinatorService::LiveTrialCounts(std::int64_t sweep_id) const {
+  auto it = table_.sweeps().find(sweep_id);
+  if (it == table_.sweeps().end() || it->second.done) return std::nullopt;
+  const SweepEntry& sweep = it->second;
+  if (sweep.trial_order.empty()) return std::nullopt;
+  // A sweep's trial ids are one range (stored together): walk that range of the id-ordered
+  // table instead of looking each trial up.
+  const auto [lo, hi] = std::minmax_element(sweep.trial_order.begin(), sweep.trial_order.end());
+  metrics::TrialCounts counts;
+  std::size_t seen = 0;
+  for (auto t = table_.trials().lower_bound(*lo); t != table_.trials().end() && t->first <= *hi; ++t) {
+    const TrialEntry& trial = t->second;
+    if (trial.sweep_id != sweep_id) continue;
+    ++seen;
+    switch (trial.machine.phase()) {
+      case TrialState::kQueued: ++counts.queued; break;
+      case TrialState::kAssigned: ++counts.assigned; break;
+      case TrialState::kRunning: ++counts.running; break;
+      case TrialState::kFinished:
+        ++counts.finished;
+        ++(trial.machine.outcome() == Outcome::kSucceeded ? counts.succeeded : counts.unsuccessful);
+        break;
+    }
+  }
+  // Every trial of the sweep is held while it runs; if not, the store counts.
+  if (seen != sweep.trial_order.size()) return std::nullopt;
+  return counts;
 }
 
 std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& yaml) {

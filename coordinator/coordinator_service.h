@@ -133,6 +133,10 @@ class CoordinatorService {
   // Why sweep `sweep_id`'s queued trials cannot start now ("" when they can or none
   // wait): e.g. no live worker offers its command template.
   std::string WaitingReason(std::int64_t sweep_id) const;
+  // The trial counts of a sweep this coordinator runs (held in memory, not finished),
+  // from its trial table; nullopt otherwise (the store counts those). Call after a store
+  // read, which commits the open group: memory then says what the store holds.
+  std::optional<metrics::TrialCounts> LiveTrialCounts(std::int64_t sweep_id) const;
   // Cancels queued trials and stops running ones. Returns the sweep's JSON.
   std::variant<nlohmann::json, ApiError> CancelSweep(const std::string& id_or_name);
   // Live workers with their resources, usage and attempts.

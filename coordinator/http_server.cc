@@ -400,7 +400,16 @@ HttpReply HttpServer::Route(const std::string& method, const std::string& target
     return JsonReply(200, std::get<json>(result));
   }
   if (method != "GET") return Error(405, "use GET " + path);
-  auto sweep = store.FindSweep(sweep_name);
+  // A sweep this coordinator runs is counted from its trial table (after the read, which
+  // commits the open group); the store counts the others.
+  auto sweep = store.FindSweep(sweep_name, metrics::ResultsStore::Counts::kSkip);
+  if (sweep.ok()) {
+    if (auto live = service_.LiveTrialCounts(sweep->id)) {
+      sweep->counts = *live;
+    } else {
+      sweep = store.GetSweep(sweep->id);
+    }
+  }
   if (!sweep.ok()) {
     return sweep.status().code() == Status::Code::kNotFound
                ? Error(404, "no sweep with id or name '" + sweep_name + "'")

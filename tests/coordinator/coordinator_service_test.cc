@@ -300,6 +300,43 @@ TEST_F(CoordinatorServiceTest, SweepRunsToTheEndAndIsAcknowledged) {
   EXPECT_NE(results[0].attempt->worker_id, results[1].attempt->worker_id);
 }
 
+// A running sweep's counts come from the trial table (a status read of a large sweep
+// counted every trial in the store): they must say what the store says at every step.
+TEST_F(CoordinatorServiceTest, LiveTrialCountsAgreeWithTheStoresCounts) {
+  auto expect_same = [&](std::int64_t sweep_id, const char* when) {
+    auto stored = store_->GetSweep(sweep_id);
+    ASSERT_TRUE(stored.ok());
+    auto live = service_->LiveTrialCounts(sweep_id);
+    ASSERT_TRUE(live.has_value()) << when;
+    EXPECT_EQ(live->queued, stored->counts.queued) << when;
+    EXPECT_EQ(live->assigned, stored->counts.assigned) << when;
+    EXPECT_EQ(live->running, stored->counts.running) << when;
+    EXPECT_EQ(live->finished, stored->counts.finished) << when;
+    EXPECT_EQ(live->succeeded, stored->counts.succeeded) << when;
+    EXPECT_EQ(live->unsuccessful, stored->counts.unsuccessful) << when;
+  };
+  auto w1 = Register("w1");
+  auto w2 = Register("w2");
+  std::string yaml = kSweep;
+  yaml.replace(yaml.find("repeats: 1"), 10, "repeats: 3");  // 6 trials: some stay queued
+  const auto sweep_id = Submit(yaml);
+  auto a1 = w1->Take("assign");
+  auto a2 = w2->Take("assign");
+  ASSERT_EQ(a1.size(), 1u);
+  ASSERT_EQ(a2.size(), 1u);
+  expect_same(sweep_id, "two assigned, four queued");
+  ASSERT_TRUE(service_->LiveTrialCounts(sweep_id).has_value());
+  EXPECT_EQ(service_->LiveTrialCounts(sweep_id)->assigned, 2);
+  EXPECT_EQ(service_->LiveTrialCounts(sweep_id)->queued, 4);
+  Succeed("w1", a1[0], 1);
+  expect_same(sweep_id, "one succeeded, the next assigned");
+  Succeed("w2", a2[0], 1, 0, "failed", "the trainer crashed");
+  expect_same(sweep_id, "one failed");
+  ASSERT_TRUE(service_->LiveTrialCounts(sweep_id).has_value());
+  EXPECT_EQ(service_->LiveTrialCounts(sweep_id)->succeeded, 1);
+  EXPECT_EQ(service_->LiveTrialCounts(sweep_id)->finished, 2);
+}
+
 // Events arrive as JSON in a frame and are read into their types once: one that does
 // not read (a worker that skipped the checks) is dropped, the rest of the frame stored
 // and acknowledged; typed fields go to columns, the event as written to storage.
