@@ -31,7 +31,7 @@ struct CoordinatorFlags {
   std::string heartbeat_timeout = "10s";
   std::string db_max_size;  // empty: no cap
   std::string recovery_grace = "30s";
-  std::string group_commit_window = "50ms";
+  std::string group_commit_window = "5ms";
   std::string ports_file;
   SlurmFlags slurm;  // --slurm-* (cli/slurm_flags.h)
 };

@@ -69,10 +69,11 @@ struct CoordinatorConfig {
   // Group commit (docs/scale.md): the store writes of one event-loop turn are committed
   // together at its end; under load a turn grows, so a group open this long is committed
   // (with the scheduling it asked for) before the next frame is handled. Bounds how long
-  // an ack or an assignment waits for its commit (each FULL commit blocks the loop for its
-  // fsync, about 5 ms on the benchmark VM: a shorter window costs throughput). 0: only
-  // at the end of a turn.
-  std::chrono::milliseconds group_commit_window{50};
+  // an ack or an assignment waits for its commit: under load the dispatch latency's
+  // median is about this window plus one commit. Each FULL commit blocks the loop for its
+  // fsync (1-2 ms on the benchmark VM): 5 ms is about 110 commits a second at 1,000 busy
+  // workers, 15% of the loop (bench/README.md). 0: only at the end of a turn.
+  std::chrono::milliseconds group_commit_window{5};
 
   std::size_t max_request_body_bytes = 1u << 20;  // POST bodies (a sweep's YAML)
   std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
