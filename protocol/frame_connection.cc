@@ -23,6 +23,9 @@ namespace {
 
 // What one TLS read asks for at least: a whole TLS record (16 KiB of plaintext).
 constexpr std::size_t kTlsReadBytes = 16 * 1024;
+// What one plain read takes at most beyond the frame it completes: a batch of small
+// frames, while a peer's backlog waits in the socket rather than in memory.
+constexpr std::size_t kReadChunkBytes = 16 * 1024;
 
 // Cancels the socket's pending operations when the deadline passes. The handler holds
 // only a weak reference, so a connection that is gone is never touched.
@@ -109,7 +112,8 @@ awaitable<std::size_t> FrameConnection::ReadMore(std::size_t need, error_code& e
       if (ec) break;
       const std::size_t available = socket().available(ec);
       if (ec) break;
-      read_buffer_.resize(old_size + std::max<std::size_t>(available, 1));
+      // At most a chunk beyond what the frame needs: a backlog stays in the socket, not here.
+      read_buffer_.resize(old_size + std::clamp<std::size_t>(available, 1, std::max(need, kReadChunkBytes)));
       n = socket().read_some(asio::buffer(read_buffer_.data() + old_size, read_buffer_.size() - old_size), ec);
       if (ec != asio::error::would_block) break;  // data, the end, or an error; else a spurious wake
       ec = {};
