@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Dispatch latency and coordinator throughput of Bakeoff (bench/README.md, Orchestration).
 
-Starts a real `bakeoff coordinator` and W simulated workers on loopback (by default in
-one `bakeoff worker --simulate --simulated-workers W` process: each a registered worker
-with its own name and connection; --processes P spreads them over P processes), submits
-sweeps over HTTP, and reads the timings back from the results database:
+Starts a real `bakeoff coordinator` and W simulated workers on loopback, in `bakeoff
+worker --simulate --simulated-workers N` processes (each simulated worker a registered
+worker with its own name and connection; by default one process per 250 workers, so
+that one process's event loop does not serialize a thousand workers' bursts, which on a
+real cluster run on a thousand machines; --processes P sets it), submits sweeps over
+HTTP, and reads the timings back from the results database:
 
   latency    submission (sweeps.created_at) to the first rank process started (the
              worker's `started` event) of the sweep's first trial, over K one-trial
@@ -227,11 +229,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bakeoff", default=os.path.join(os.path.dirname(__file__), "../../build/bakeoff"))
     ap.add_argument("--workers", type=int, default=8, help="simulated workers (1 slot each)")
-    ap.add_argument("--processes", type=int, default=1,
-                    help="worker processes the simulated workers are spread over")
+    ap.add_argument("--processes", type=int, default=0,
+                    help="worker processes the simulated workers are spread over (0: one per 250 workers)")
     ap.add_argument("--latency-sweeps", type=int, default=20, help="one-trial sweeps for the idle latency figure")
     ap.add_argument("--trials", type=int, default=1000, help="trials of the throughput sweep")
-    ap.add_argument("--steps", type=int, default=2, help="simulated steps per trial")
+    ap.add_argument("--steps", type=int, default=1, help="simulated steps per trial")
     ap.add_argument("--simulate-step-ms", type=int, default=1)
     ap.add_argument("--step-trials", type=int, default=0,
                     help="trials of the step-rows sweep (0: skip it; step_rows_per_s is then null)")
@@ -242,6 +244,8 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the work directory (results.db, logs)")
     ap.add_argument("--pid-file", help="write the coordinator's pid here once it runs (for perf record -p)")
     args = ap.parse_args()
+    if args.processes <= 0:
+        args.processes = max(1, -(-args.workers // 250))
 
     workdir = tempfile.mkdtemp(prefix="bakeoff-dispatch-")
     started_at = time.time()
