@@ -426,6 +426,11 @@ ResultsStore::~ResultsStore() {
   }
 }
 
+namespace {
+// Where the writer's own (PASSIVE) checkpoint runs with the thread on: 16 MB of WAL.
+constexpr int kWriterCheckpointFrames = 4000;
+}  // namespace
+
 void ResultsStore::CheckpointLoop() {
   // A connection of its own: the checkpoint never takes the store's mutex, so the
   // writer's transactions go on while pages are copied and the database is fsync'd.
@@ -435,23 +440,13 @@ void ResultsStore::CheckpointLoop() {
   // The checkpoint's fsyncs follow this connection's setting: the database file is synced
   // before the WAL is reused.
   (void)(*db)->Exec("PRAGMA synchronous = FULL");
-  // RESTART waits for the writer's current transaction to end (one group, milliseconds).
-  sqlite3_busy_timeout(handle, 1000);
-  // SQLite's own threshold for its automatic checkpoint.
-  constexpr int kRestartFrames = 1000;
   std::unique_lock<std::mutex> lock(checkpoint_mutex_);
   while (!checkpoint_wake_.wait_for(lock, options_.checkpoint_interval, [this] { return checkpoint_stop_; })) {
     lock.unlock();
-    // PASSIVE copies what it can without blocking the writer. The WAL is only reused once
-    // a checkpoint caught up with it, which under steady writes a passive one seldom does:
-    // past the threshold, RESTART copies the few frames written meanwhile, holding the
-    // write lock that long, and the next write starts the WAL from its beginning.
-    int log_frames = 0;
-    int copied = 0;
-    int rc = sqlite3_wal_checkpoint_v2(handle, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log_frames, &copied);
-    if (rc == SQLITE_OK && log_frames >= kRestartFrames) {
-      (void)sqlite3_wal_checkpoint_v2(handle, nullptr, SQLITE_CHECKPOINT_RESTART, &log_frames, &copied);
-    }
+    // PASSIVE: copies what it can and never waits, neither for the writer nor for a
+    // reader (a long report or query). Never RESTART here: it holds the write lock while
+    // it waits for readers, which would stall the coordinator behind a user's query.
+    (void)sqlite3_wal_checkpoint_v2(handle, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
     // Failures (a full disk, a busy writer) are left to the next round; the writer
     // reports disk faults itself.
     lock.lock();
@@ -475,20 +470,7 @@ Result<std::unique_ptr<ResultsStore>> ResultsStore::Open(StoreOptions options) {
   if (!db.ok()) return db.status();
   store->db_ = std::move(*db);
   SqliteConnection& conn = *store->db_;
-  // The checkpoint thread's RESTART holds the write lock for a few milliseconds; SQLite's
-  // own busy handler sleeps 1, 2, 5, 10, 15... ms between tries, which turned those into
-  // stalls of 10 ms and more on the coordinator's event loop. Tries every 0.2 ms instead.
-  sqlite3_busy_handler(
-      conn.handle(),
-      [](void* arg, int tries) -> int {
-        auto* store = static_cast<ResultsStore*>(arg);
-        const auto now = std::chrono::steady_clock::now();
-        if (tries == 0) store->busy_since_ = now;
-        if (now - store->busy_since_ >= std::chrono::milliseconds(store->options_.busy_timeout_ms)) return 0;
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-        return 1;
-      },
-      store.get());
+  sqlite3_busy_timeout(conn.handle(), store->options_.busy_timeout_ms);
 
   std::string mode;
   {
@@ -513,7 +495,12 @@ Result<std::unique_ptr<ResultsStore>> ResultsStore::Open(StoreOptions options) {
   }
   BAKEOFF_RETURN_IF_ERROR(MigrateSchema(conn, store->Now()));
   if (store->options_.background_checkpoint) {
-    BAKEOFF_RETURN_IF_ERROR(conn.Exec("PRAGMA wal_autocheckpoint = 0"));
+    // The writer still checkpoints past kWriterCheckpointFrames, so that the WAL is reused
+    // (it is reused only after a checkpoint caught up with it, which under steady writes
+    // the thread's rarely does); the thread has copied nearly all of it by then, so that
+    // commit copies what the last 200 ms wrote instead of 1,000 pages.
+    BAKEOFF_RETURN_IF_ERROR(
+        conn.Exec("PRAGMA wal_autocheckpoint = " + std::to_string(kWriterCheckpointFrames)));
     ResultsStore* raw = store.get();
     store->checkpointer_ = std::thread([raw] { raw->CheckpointLoop(); });
   }

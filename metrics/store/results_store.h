@@ -80,11 +80,13 @@ struct StoreOptions {
   // and never call the store from it.
   std::function<void(const char* operation, const Status& status, double seconds)>
       write_observer;
-  // WAL checkpoints on a thread of the store's own, with a connection of its own, instead
-  // of inside the commit that crosses SQLite's 1,000-page mark: a checkpoint copies pages
-  // into the database and fsyncs it twice, which stalled the coordinator's event loop for
-  // 10-25 ms every second or two under load (docs/scale.md). Off: SQLite's automatic
-  // checkpoint in the writer's commit (tests that inject disk faults count on it).
+  // WAL checkpoints on a thread of the store's own, with a connection of its own (PASSIVE,
+  // every checkpoint_interval), instead of inside the commit that crosses SQLite's
+  // 1,000-page mark: a checkpoint copies pages into the database and fsyncs it, which
+  // stalled the coordinator's event loop for 8-22 ms every second or two under load
+  // (docs/scale.md). The writer then checkpoints only past 4,000 pages, copying what the
+  // thread has not (so that the WAL is reused). Off: SQLite's automatic checkpoint in the
+  // writer's commit (tests that inject disk faults count on it).
   bool background_checkpoint = true;
   // How often the checkpoint thread looks at the WAL.
   std::chrono::milliseconds checkpoint_interval{200};
@@ -309,8 +311,6 @@ class ResultsStore {
   std::mutex checkpoint_mutex_;
   std::condition_variable checkpoint_wake_;
   bool checkpoint_stop_ = false;  // guarded by checkpoint_mutex_
-  // When the writer's current wait for a lock began (its busy handler).
-  std::chrono::steady_clock::time_point busy_since_{};
   Status health_;                         // guarded by mutex_
   bool synchronous_full_ = false;         // the connection's current setting
   bool normal_set_ = false;               // !options_.durable: NORMAL was set

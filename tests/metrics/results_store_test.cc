@@ -892,9 +892,9 @@ std::uintmax_t FileBytes(const std::string& path) {
   return ec ? 0 : bytes;
 }
 
-// The writer's commits leave the WAL to the checkpoint thread: SQLite's automatic
-// checkpoint (at 1,000 pages, inside the commit) copied pages and fsync'd the database
-// on the coordinator's event loop.
+// The writer's commits leave the WAL to the checkpoint thread below 4,000 pages: SQLite's
+// automatic checkpoint (at 1,000 pages, inside the commit) copied pages and fsync'd the
+// database on the coordinator's event loop.
 TEST_F(ResultsStoreTest, CommitsLeaveCheckpointsToTheStoresThread) {
   StoreOptions options;
   options.path = db_path_;
@@ -909,7 +909,7 @@ TEST_F(ResultsStoreTest, CommitsLeaveCheckpointsToTheStoresThread) {
   EXPECT_GT(FileBytes(db_path_ + "-wal"), 8u << 20);
 }
 
-// The thread copies the WAL into the database and keeps the WAL from growing for good.
+// The thread copies the WAL into the database, and the WAL is reused once it caught up.
 TEST_F(ResultsStoreTest, TheCheckpointThreadCopiesTheWalIntoTheDatabaseAndReusesIt) {
   StoreOptions options;
   options.path = db_path_;
@@ -924,7 +924,7 @@ TEST_F(ResultsStoreTest, TheCheckpointThreadCopiesTheWalIntoTheDatabaseAndReuses
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_GE(FileBytes(db_path_), 8u << 20) << "the rows never reached the database file";
-  // Reused from its start (RESTART), the WAL does not grow by another 12 MB.
+  // Reused from its start, the WAL does not grow by another 12 MB.
   const auto wal = FileBytes(db_path_ + "-wal");
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   WriteManyPages(**store, trial, 200000);
