@@ -24,8 +24,6 @@ int Capacity(const SchedulerWorker& w, const SchedulerTrial& trial) {
 std::optional<TrialPlacement> Place(std::int64_t sweep_id, const SchedulerTrial& trial,
                                     std::vector<SchedulerWorker>& workers, const std::vector<int>& runs_of) {
   const int need = std::max(1, trial.world_size);
-  auto index = [&](const SchedulerWorker& w) { return static_cast<std::size_t>(&w - workers.data()); };
-  auto runs = [&](const SchedulerWorker& w) { return runs_of[index(w)]; };
   // (worker index, ranks on it), rank 0's worker first.
   std::vector<std::pair<std::size_t, int>> parts;
   std::optional<std::size_t> single;
@@ -37,8 +35,8 @@ std::optional<TrialPlacement> Place(std::int64_t sweep_id, const SchedulerTrial&
     }
     const auto& a = workers[i];
     const auto& b = workers[*single];
-    auto key_a = std::make_tuple(runs(a), -Capacity(a, trial), i);
-    auto key_b = std::make_tuple(runs(b), -Capacity(b, trial), *single);
+    auto key_a = std::make_tuple(runs_of[i], -Capacity(a, trial), i);
+    auto key_b = std::make_tuple(runs_of[*single], -Capacity(b, trial), *single);
     if (key_a < key_b) single = i;
   }
   if (single) {
@@ -56,7 +54,7 @@ std::optional<TrialPlacement> Place(std::int64_t sweep_id, const SchedulerTrial&
     std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
       const auto& a = workers[x];
       const auto& b = workers[y];
-      return std::make_tuple(-Capacity(a, trial), runs(a), x) < std::make_tuple(-Capacity(b, trial), runs(b), y);
+      return std::make_tuple(-Capacity(a, trial), runs_of[x], x) < std::make_tuple(-Capacity(b, trial), runs_of[y], y);
     });
     int left = need;
     for (std::size_t i : order) {
