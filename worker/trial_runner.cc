@@ -447,15 +447,14 @@ asio::awaitable<void> TrialRunner::Simulate() {
   const std::int64_t tokens = get_int("micro_batch", 1) * get_int("seq_len", 128) *
                               get_int("grad_accum", 1) * assign_.world_size;
   const double step_s = std::chrono::duration<double>(config_.simulate_step).count();
-  auto emit = [this](const nlohmann::json& event) { EmitSimulated(event); };
-  emit({{"event", "ready"}, {"world_size", assign_.world_size}, {"config", cfg}});
+  EmitSimulated({{"event", "ready"}, {"world_size", assign_.world_size}, {"config", cfg}});
   asio::steady_timer timer(executor_);
   for (std::int64_t s = 0; s < warmup + steps; ++s) {
     timer.expires_after(config_.simulate_step);
     error_code ec;
     co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     if (cancelled_ || timed_out_ || finished_) break;
-    emit({{"event", "step"}, {"step", s < warmup ? s : s - warmup},
+    EmitSimulated({{"event", "step"}, {"step", s < warmup ? s : s - warmup},
           {"phase", s < warmup ? "warmup" : "measure"}, {"step_s", step_s},
           {"tokens", tokens}, {"loss", 10.0 / (1.0 + static_cast<double>(s))}});
   }
@@ -468,7 +467,7 @@ asio::awaitable<void> TrialRunner::Simulate() {
   } else if (timed_out_) {
     Finish(Outcome::kTimeout, "the simulated trial ran past its timeout");
   } else if (!finished_) {
-    emit({{"event", "summary"}, {"startup_s", 0.0}, {"first_step_s", step_s},
+    EmitSimulated({{"event", "summary"}, {"startup_s", 0.0}, {"first_step_s", step_s},
           {"warmup_s", step_s * warmup}, {"step_s_median", step_s}, {"step_s_p10", step_s},
           {"step_s_p90", step_s}, {"tokens_per_s", step_s > 0 ? tokens / step_s : 0.0},
           {"peak_mem_bytes", 0}});
