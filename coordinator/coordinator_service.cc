@@ -370,10 +370,11 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
     Log("refused a worker registration for name=" + message.worker_name + ": the name is held by a live worker");
     return protocol::ToJson(protocol::RejectedMessage{identity.message(), config_.heartbeat_timeout.count()});
   }
-  if (message.protocol_version != protocol::kProtocolVersion) {
+  if (message.protocol_version < protocol::kMinProtocolVersion ||
+      message.protocol_version > protocol::kProtocolVersion) {
     return protocol::ToJson(protocol::RejectedMessage{
         "protocol version " + std::to_string(message.protocol_version) + " is not supported; this coordinator speaks " +
-        std::to_string(protocol::kProtocolVersion)});
+        std::to_string(protocol::kMinProtocolVersion) + " to " + std::to_string(protocol::kProtocolVersion)});
   }
   // The scrape address goes verbatim into /api/v1/sd: never a link-local (cloud
   // metadata) address or something that is not a host.

@@ -34,21 +34,9 @@ Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
     }
     protocol::TrainerEvent& e = *read;
     if (const protocol::StepEvent* step = e.step()) {
-      metrics::StepMetric m;
-      m.trial_id = ev.attempt.trial_id;
-      m.attempt = ev.attempt.attempt;
-      m.rank = ev.rank;
-      m.step = step->step;
-      m.phase = step->phase;
-      m.step_s = step->step_s;
-      m.tokens = step->tokens;
-      m.loss = step->loss;
-      m.lr = step->lr;
-      m.peak_mem_bytes = step->peak_mem_bytes;
-      m.rss_bytes = step->rss_bytes;
-      m.comm_s = step->comm_s;
-      m.comm_bytes = step->comm_bytes;
-      batch.steps.push_back(std::move(m));
+      // A step outside a block (a sender of protocol 1's form): a block of one.
+      batch.step_blocks.push_back(metrics::StepBlockRecord{ev.attempt.trial_id, ev.attempt.attempt, ev.rank,
+                                                           step->phase, {protocol::StepRowOf(*step)}});
     } else if (const protocol::SummaryEvent* summary = e.summary()) {
       batch.summaries.push_back(
           metrics::SummaryRecord{ev.attempt.trial_id, ev.attempt.attempt, ev.rank, *summary, std::move(e.body)});
@@ -65,11 +53,20 @@ Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
       if (e.kind == "started" || e.kind == "ready") started.insert(ev.attempt.trial_id);
     }
   }
+  for (const auto& block : message.steps) {
+    if (!is_current(block.attempt)) continue;  // stale
+    batch.step_blocks.push_back(
+        metrics::StepBlockRecord{block.attempt.trial_id, block.attempt.attempt, block.rank, block.phase, block.rows});
+  }
+  if (!message.unreadable_steps.empty()) {
+    if (unreadable == 0) first_unreadable = message.unreadable_steps.front();
+    unreadable += message.unreadable_steps.size();
+  }
   if (unreadable > 0) {
-    Log("dropped " + std::to_string(unreadable) + " unreadable event(s) from worker=" + worker_id + ": " +
+    Log("dropped " + std::to_string(unreadable) + " unreadable event(s) or step block(s) from worker=" + worker_id + ": " +
         first_unreadable);
   }
-  if (!batch.steps.empty() || !batch.summaries.empty() || !batch.events.empty()) {
+  if (!batch.step_blocks.empty() || !batch.summaries.empty() || !batch.events.empty()) {
     CoordinatorMetrics::StoreWriteTimer timer(metrics_, "append_events");
     auto written = store_.AppendBatch(batch);
     if (!written.ok()) return written.status();
@@ -82,10 +79,18 @@ std::chrono::milliseconds EventIngest::ReadDelay(const std::string& worker_id, c
   if (max_events_per_s_ == 0 || frame.value("type", "") != protocol::kTypeEvents) {
     return std::chrono::milliseconds(0);
   }
-  auto events = frame.find("events");
-  if (events == frame.end() || !events->is_array()) return std::chrono::milliseconds(0);
+  // Each step of a step block counts as an event.
+  std::size_t count = 0;
+  if (auto events = frame.find("events"); events != frame.end() && events->is_array()) count += events->size();
+  if (auto steps = frame.find("steps"); steps != frame.end() && steps->is_array()) {
+    for (const auto& block : *steps) {
+      auto rows = block.is_object() ? block.find("rows") : block.end();
+      if (rows != block.end() && rows->is_array()) count += rows->size();
+    }
+  }
+  if (count == 0) return std::chrono::milliseconds(0);
   auto budget = budgets_.try_emplace(worker_id, Budget{EventRateLimiter(max_events_per_s_)}).first;
-  auto wait = budget->second.limiter.Take(events->size(), now);
+  auto wait = budget->second.limiter.Take(count, now);
   if (wait.count() > 0) {
     metrics_.CountEventThrottle(wait);
     if (now - budget->second.last_logged > std::chrono::seconds(10)) {

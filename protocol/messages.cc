@@ -137,6 +137,29 @@ Result<T> Guarded(const json& frame, const char* type, F parse) {
   }
 }
 
+// The rows of a step block: 1 to kMaxStepBlockRows rows that read (ReadStepRow), in
+// strictly increasing step order, of phase warmup or measure.
+Status ReadStepBlockRows(const json& rows, StepBlock& block) {
+  if (block.phase != "warmup" && block.phase != "measure") {
+    return Status::InvalidArgument("step block: phase must be \"warmup\" or \"measure\"");
+  }
+  if (!rows.is_array() || rows.empty() || rows.size() > kMaxStepBlockRows) {
+    return Status::InvalidArgument("step block: rows must be an array of 1 to " +
+                                   std::to_string(kMaxStepBlockRows) + " rows");
+  }
+  block.rows.reserve(rows.size());
+  for (const auto& row : rows) {
+    Result<StepRow> read = ReadStepRow(row);
+    if (!read.ok()) return read.status();
+    if (!block.rows.empty() && read->step <= block.rows.back().step) {
+      return Status::InvalidArgument("step block: steps must increase (step " + std::to_string(read->step) +
+                                     " after " + std::to_string(block.rows.back().step) + ")");
+    }
+    block.rows.push_back(*read);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 json ToJson(const RegisterMessage& m) {
@@ -211,6 +234,15 @@ json ToJson(const EventsMessage& m) {
     event["seq"] = e.seq;
     return event;
   });
+  if (!m.steps.empty()) {
+    j["steps"] = JsonArray(m.steps, [](const StepBlock& b) {
+      json block = AttemptJson(b.attempt);
+      block["rank"] = b.rank;
+      block["phase"] = b.phase;
+      block["rows"] = JsonArray(b.rows, StepRowToJson);
+      return block;
+    });
+  }
   j["outbox_seq"] = m.outbox_seq;
   return j;
 }
@@ -368,6 +400,22 @@ Result<EventsMessage> Parse<EventsMessage>(const json& frame) {
       ev.seq = e.value("seq", std::int64_t{0});
       if (!ev.event.is_object()) return Status::InvalidArgument("events: an 'event' is not an object");
       m.events.push_back(std::move(ev));
+    }
+    if (auto steps = j.find("steps"); steps != j.end()) {
+      for (const auto& b : steps->get_ref<const json::array_t&>()) {
+        StepBlock block;
+        block.attempt = ReadAttempt(b);
+        block.rank = b.at("rank").get<int>();
+        block.phase = b.at("phase").get<std::string>();
+        Status read = ReadStepBlockRows(b.at("rows"), block);
+        if (read.ok()) {
+          m.steps.push_back(std::move(block));
+        } else {
+          m.unreadable_steps.push_back("trial " + std::to_string(block.attempt.trial_id) + " attempt " +
+                                       std::to_string(block.attempt.attempt) + " rank " +
+                                       std::to_string(block.rank) + ": " + read.message());
+        }
+      }
     }
     m.outbox_seq = j.value("outbox_seq", std::int64_t{0});
     return m;

@@ -12,10 +12,15 @@
 #include <nlohmann/json.hpp>
 
 #include "protocol/status.h"
+#include "protocol/trainer_event.h"
 
 namespace bakeoff::protocol {
 
-inline constexpr int kProtocolVersion = 1;
+// 2: events frames carry a rank's steps as step blocks (docs/protocol.md). A coordinator
+// of version 2 also takes workers of version 1 (their steps are single events); one of
+// version 1 refuses a version 2 worker, whose steps it would not read.
+inline constexpr int kProtocolVersion = 2;
+inline constexpr int kMinProtocolVersion = 1;
 
 // A worker name: 1-64 letters, digits, '.', '_' or '-' (it appears in log lines, metric
 // labels and the database). The coordinator refuses a registration with any other.
@@ -156,9 +161,24 @@ struct TrialEvent {
   std::int64_t seq = 0;
 };
 
-// worker -> coordinator: a batch of events, oldest first.
+// Consecutive steps of one rank and phase, in increasing step order (docs/protocol.md,
+// "Step blocks"): a worker sends a block once as it was formed, and again unchanged
+// after a reconnect, so the store keeps it once.
+struct StepBlock {
+  AttemptRef attempt;
+  int rank = 0;
+  std::string phase = "measure";  // "warmup" or "measure"
+  std::vector<StepRow> rows;
+};
+inline constexpr std::size_t kMaxStepBlockRows = 1000;
+
+// worker -> coordinator: a batch of events, oldest first, and step blocks.
 struct EventsMessage {
   std::vector<TrialEvent> events;
+  std::vector<StepBlock> steps;
+  // Blocks left out while parsing because a row did not read (a worker that skipped
+  // the checks), with why; the rest of the frame stands.
+  std::vector<std::string> unreadable_steps;
   std::int64_t outbox_seq = 0;  // acknowledged by an `ack` once handled (0 = no ack wanted)
 };
 

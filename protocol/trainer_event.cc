@@ -1,7 +1,9 @@
 #include "protocol/trainer_event.h"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "protocol/json_limits.h"
@@ -248,6 +250,124 @@ Result<TrainerEvent> TrainerEventFromJson(json object) {
     event.at = at->get<double>();
   }
   return event;
+}
+
+StepRow StepRowOf(const StepEvent& step) {
+  return StepRow{step.step,           step.step_s,    step.tokens, step.loss,      step.lr,
+                 step.peak_mem_bytes, step.rss_bytes, step.comm_s, step.comm_bytes};
+}
+
+namespace {
+
+template <typename T>
+json OptionalJson(const std::optional<T>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+void AppendInt(std::int64_t value, std::string& out) {
+  char buffer[24];
+  auto end = std::to_chars(buffer, buffer + sizeof(buffer), value).ptr;
+  out.append(buffer, end);
+}
+
+void AppendDouble(double value, std::string& out) {
+  char buffer[32];
+  auto end = std::to_chars(buffer, buffer + sizeof(buffer), value).ptr;
+  std::string_view text(buffer, static_cast<std::size_t>(end - buffer));
+  out.append(text);
+  if (text.find_first_of(".e") == std::string_view::npos) out.append(".0");
+}
+
+template <typename T>
+void AppendOptional(const std::optional<T>& value, std::string& out) {
+  out.push_back(',');
+  if (!value) {
+    out.append("null");
+  } else if constexpr (std::is_same_v<T, double>) {
+    // Non-finite never reaches here (the readers make it nullopt); JSON has no NaN.
+    if (std::isfinite(*value)) {
+      AppendDouble(*value, out);
+    } else {
+      out.append("null");
+    }
+  } else {
+    AppendInt(*value, out);
+  }
+}
+
+// Column `i` of a step row: a count (integer >= 0 fitting int64) or null.
+Status RowCount(const json& v, std::size_t i, std::optional<std::int64_t>& out) {
+  if (v.is_null()) return Status::Ok();
+  if (v.is_number_unsigned()) {
+    if (v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      out = static_cast<std::int64_t>(v.get<std::uint64_t>());
+      return Status::Ok();
+    }
+  } else if (v.is_number_integer() && v.get<std::int64_t>() >= 0) {
+    out = v.get<std::int64_t>();
+    return Status::Ok();
+  }
+  return Status::InvalidArgument(std::string("step row: column \"") + kStepRowColumns[i] +
+                                 "\" must be an integer >= 0 or null");
+}
+
+// Column `i`: a number or null; a non-finite one reads as null.
+Status RowNumber(const json& v, std::size_t i, std::optional<double>& out) {
+  if (v.is_null()) return Status::Ok();
+  if (!v.is_number()) {
+    return Status::InvalidArgument(std::string("step row: column \"") + kStepRowColumns[i] +
+                                   "\" must be a number or null");
+  }
+  const double value = v.get<double>();
+  if (std::isfinite(value)) out = value;
+  return Status::Ok();
+}
+
+}  // namespace
+
+json StepRowToJson(const StepRow& row) {
+  return json::array({row.step, row.step_s, OptionalJson(row.tokens), OptionalJson(row.loss),
+                      OptionalJson(row.lr), OptionalJson(row.peak_mem_bytes), OptionalJson(row.rss_bytes),
+                      OptionalJson(row.comm_s), OptionalJson(row.comm_bytes)});
+}
+
+void AppendStepRowJson(const StepRow& row, std::string& out) {
+  out.push_back('[');
+  AppendInt(row.step, out);
+  out.push_back(',');
+  AppendDouble(std::isfinite(row.step_s) ? row.step_s : 0.0, out);
+  AppendOptional(row.tokens, out);
+  AppendOptional(row.loss, out);
+  AppendOptional(row.lr, out);
+  AppendOptional(row.peak_mem_bytes, out);
+  AppendOptional(row.rss_bytes, out);
+  AppendOptional(row.comm_s, out);
+  AppendOptional(row.comm_bytes, out);
+  out.push_back(']');
+}
+
+Result<StepRow> ReadStepRow(const json& row) {
+  if (!row.is_array() || row.size() != kStepRowColumnCount) {
+    return Status::InvalidArgument("step row: not an array of " + std::to_string(kStepRowColumnCount) + " values");
+  }
+  StepRow r;
+  std::optional<std::int64_t> step;
+  BAKEOFF_RETURN_IF_ERROR(RowCount(row[0], 0, step));
+  if (!step) return Status::InvalidArgument("step row: column \"step\" must be an integer >= 0");
+  r.step = *step;
+  const json& step_s = row[1];
+  if (!step_s.is_number() || !std::isfinite(step_s.get<double>()) || step_s.get<double>() < 0) {
+    return Status::InvalidArgument("step row: column \"step_s\" must be a finite number of seconds >= 0");
+  }
+  r.step_s = step_s.get<double>();
+  BAKEOFF_RETURN_IF_ERROR(RowCount(row[2], 2, r.tokens));
+  BAKEOFF_RETURN_IF_ERROR(RowNumber(row[3], 3, r.loss));
+  BAKEOFF_RETURN_IF_ERROR(RowNumber(row[4], 4, r.lr));
+  BAKEOFF_RETURN_IF_ERROR(RowCount(row[5], 5, r.peak_mem_bytes));
+  BAKEOFF_RETURN_IF_ERROR(RowCount(row[6], 6, r.rss_bytes));
+  BAKEOFF_RETURN_IF_ERROR(RowNumber(row[7], 7, r.comm_s));
+  BAKEOFF_RETURN_IF_ERROR(RowCount(row[8], 8, r.comm_bytes));
+  return r;
 }
 
 Result<TrainerEvent> ParseTrainerEvent(std::string_view line, std::size_t max_line_bytes) {

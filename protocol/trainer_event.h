@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -58,6 +59,40 @@ struct StepEvent {
   std::optional<double> device_allocated_bytes;
   std::optional<double> device_reserved_peak_bytes;
 };
+
+// The stored figures of one step (step_metrics, docs/schema.md): what a step block of an
+// events frame carries per step (docs/protocol.md, "Step blocks"), as a JSON array in the
+// order of kStepRowColumns, an absent value as null.
+struct StepRow {
+  std::int64_t step = 0;
+  double step_s = 0;
+  std::optional<std::int64_t> tokens;
+  std::optional<double> loss;
+  std::optional<double> lr;
+  std::optional<std::int64_t> peak_mem_bytes;
+  std::optional<std::int64_t> rss_bytes;
+  std::optional<double> comm_s;
+  std::optional<std::int64_t> comm_bytes;
+};
+inline constexpr const char* kStepRowColumns[] = {"step",           "step_s",    "tokens",
+                                                  "loss",           "lr",        "peak_mem_bytes",
+                                                  "rss_bytes",      "comm_s",    "comm_bytes"};
+inline constexpr std::size_t kStepRowColumnCount = std::size(kStepRowColumns);
+
+StepRow StepRowOf(const StepEvent& step);
+
+// A row as a JSON array (the wire form).
+nlohmann::json StepRowToJson(const StepRow& row);
+
+// Appends `row` as JSON array text to `out`: numbers in their shortest round-trip form, a
+// double always with a '.' or an exponent (SQLite's JSON functions then read it as REAL).
+void AppendStepRowJson(const StepRow& row, std::string& out);
+
+// One row of a step block, with the checks of a step event's fields: an array of
+// kStepRowColumnCount values, "step" an integer >= 0, "step_s" a finite number >= 0, the
+// counts integers >= 0 or null, the others numbers or null (a non-finite one reads as
+// null). InvalidArgument naming the column otherwise.
+Result<StepRow> ReadStepRow(const nlohmann::json& row);
 
 // `summary`: a rank's figures for the attempt. The byte counts are read as integers: a
 // fractional one is rounded to the nearest (as the store always did).

@@ -1,30 +1,97 @@
 #include "worker/outbox.h"
 
 #include <algorithm>
+#include <climits>
 
 namespace bakeoff::worker {
 
 void Outbox::AddEvent(const protocol::AttemptRef& attempt, int rank, protocol::TrainerEvent event) {
+  if (const protocol::StepEvent* step = event.step()) {
+    AddStep(attempt, rank, *step);
+    return;
+  }
   auto& seq = next_event_seq_[{attempt.trial_id, attempt.attempt, rank}];
   ++seq;
-  if (events_.size() >= max_events_) DropOne();
+  if (held_events_ >= max_events_) DropOne();
   PendingEvent pending;
   pending.event.attempt = attempt;
   pending.event.rank = rank;
-  pending.is_step = event.step() != nullptr;
   pending.event.event = std::move(event.body);
   pending.event.seq = seq;
   pending.order = next_order_++;
   events_.push_back(std::move(pending));
+  ++held_events_;
+}
+
+void Outbox::AddStep(const protocol::AttemptRef& attempt, int rank, const protocol::StepEvent& step) {
+  const StepKey key{attempt.trial_id, attempt.attempt, rank, step.phase == "warmup" ? 0 : 1};
+  auto [last, first_of_key] = last_step_.try_emplace(key, step.step);
+  if (!first_of_key) {
+    if (step.step <= last->second) {  // would overlap a block already formed
+      ++dropped_events_;
+      return;
+    }
+    last->second = step.step;
+  }
+  if (held_events_ >= max_events_) DropOne();
+  ++held_events_;
+  if (auto open = open_blocks_.find(key); open != open_blocks_.end()) {
+    PendingEvent* pending = FindByOrder(open->second);
+    if (pending != nullptr && !pending->sealed && pending->block->rows.size() < protocol::kMaxStepBlockRows) {
+      pending->block->rows.push_back(protocol::StepRowOf(step));
+      return;
+    }
+  }
+  PendingEvent pending;
+  pending.block.emplace();
+  pending.block->attempt = attempt;
+  pending.block->rank = rank;
+  pending.block->phase = step.phase;
+  pending.block->rows.push_back(protocol::StepRowOf(step));
+  pending.order = next_order_++;
+  open_blocks_[key] = pending.order;
+  events_.push_back(std::move(pending));
+}
+
+Outbox::PendingEvent* Outbox::FindByOrder(std::int64_t order) {
+  auto it = std::lower_bound(events_.begin(), events_.end(), order,
+                             [](const PendingEvent& e, std::int64_t o) { return e.order < o; });
+  return it != events_.end() && it->order == order ? &*it : nullptr;
+}
+
+void Outbox::Remove(std::deque<PendingEvent>::iterator it) {
+  held_events_ -= it->size();
+  events_.erase(it);
 }
 
 void Outbox::DropOne() {
-  auto step = std::find_if(events_.begin(), events_.end(), [](const PendingEvent& e) { return e.is_step; });
-  events_.erase(step != events_.end() ? step : events_.begin());
-  ++dropped_events_;
+  auto block = std::find_if(events_.begin(), events_.end(), [](const PendingEvent& e) { return e.block.has_value(); });
+  if (block == events_.end()) {
+    Remove(events_.begin());
+    ++dropped_events_;
+  } else if (!block->sealed && block->block->rows.size() > 1) {
+    // Never sent: it may still change.
+    block->block->rows.erase(block->block->rows.begin());
+    --held_events_;
+    ++dropped_events_;
+  } else {
+    // Sent (it may be stored already) or down to one step: whole, so that a resend
+    // never differs from what the store may hold.
+    dropped_events_ += block->size();
+    Remove(block);
+  }
 }
 
 void Outbox::AddFinished(protocol::AttemptFinishedMessage finished) {
+  // The attempt's ranks have ended: their step keys go (the sent blocks stay until
+  // acknowledged).
+  const auto& a = finished.attempt;
+  auto erase_attempt = [&](std::map<StepKey, std::int64_t>& keys) {
+    keys.erase(keys.lower_bound(StepKey{a.trial_id, a.attempt, INT_MIN, 0}),
+               keys.lower_bound(StepKey{a.trial_id, a.attempt + 1, INT_MIN, 0}));
+  };
+  erase_attempt(open_blocks_);
+  erase_attempt(last_step_);
   finished_.push_back(PendingFinished{std::move(finished), next_order_++, 0});
 }
 
@@ -33,13 +100,18 @@ std::vector<nlohmann::json> Outbox::TakeUnsent(std::size_t max_events_per_frame,
   if (frames_in_flight() >= max_frames) return frames;
   const std::size_t room = max_frames - frames_in_flight();
   protocol::EventsMessage batch;
+  std::size_t batch_events = 0;  // steps counted one each
+  std::vector<PendingEvent*> batch_members;
   auto flush_batch = [&]() {
-    if (batch.events.empty()) return;
+    if (batch_members.empty()) return;
     batch.outbox_seq = next_outbox_seq_++;
+    for (auto* m : batch_members) m->sent_in = batch.outbox_seq;
     frames.push_back(protocol::ToJson(batch));
     batch.events.clear();
+    batch.steps.clear();
+    batch_members.clear();
+    batch_events = 0;
   };
-  std::vector<PendingEvent*> batch_members;
   auto e = events_.begin();
   auto f = finished_.begin();
   auto next_unsent_event = [&]() {
@@ -56,20 +128,27 @@ std::vector<nlohmann::json> Outbox::TakeUnsent(std::size_t max_events_per_frame,
     const bool have_f = f != finished_.end();
     if (!have_e && !have_f) break;
     if (have_e && (!have_f || e->order < f->order)) {
-      batch.events.push_back(e->event);
+      if (!batch_members.empty() && batch_events + e->size() > max_events_per_frame) {
+        flush_batch();
+        if (frames.size() >= room) break;
+      }
+      if (e->block) {
+        if (!e->sealed) {
+          e->sealed = true;
+          const auto& b = *e->block;
+          auto open = open_blocks_.find(StepKey{b.attempt.trial_id, b.attempt.attempt, b.rank, b.phase == "warmup" ? 0 : 1});
+          if (open != open_blocks_.end() && open->second == e->order) open_blocks_.erase(open);
+        }
+        batch.steps.push_back(*e->block);
+      } else {
+        batch.events.push_back(e->event);
+      }
+      batch_events += e->size();
       batch_members.push_back(&*e);
       ++e;
-      if (batch.events.size() >= max_events_per_frame) {
-        const auto seq = next_outbox_seq_;
-        flush_batch();
-        for (auto* m : batch_members) m->sent_in = seq;
-        batch_members.clear();
-      }
+      if (batch_events >= max_events_per_frame) flush_batch();
     } else {
-      const auto seq = next_outbox_seq_;
       flush_batch();
-      for (auto* m : batch_members) m->sent_in = seq;
-      batch_members.clear();
       if (frames.size() >= room) break;
       f->message.outbox_seq = next_outbox_seq_++;
       f->sent_in = f->message.outbox_seq;
@@ -77,16 +156,18 @@ std::vector<nlohmann::json> Outbox::TakeUnsent(std::size_t max_events_per_frame,
       ++f;
     }
   }
-  const auto seq = next_outbox_seq_;
   flush_batch();
-  for (auto* m : batch_members) m->sent_in = seq;
   return frames;
 }
 
 void Outbox::Acknowledge(std::int64_t outbox_seq) {
   acknowledged_ = std::max(acknowledged_, std::min(outbox_seq, next_outbox_seq_ - 1));
   // Not only a prefix: after MarkAllUnsent older entries may be unsent again.
-  std::erase_if(events_, [&](const PendingEvent& p) { return p.sent_in != 0 && p.sent_in <= outbox_seq; });
+  std::erase_if(events_, [&](const PendingEvent& p) {
+    const bool acknowledged = p.sent_in != 0 && p.sent_in <= outbox_seq;
+    if (acknowledged) held_events_ -= p.size();
+    return acknowledged;
+  });
   std::erase_if(finished_, [&](const PendingFinished& p) { return p.sent_in != 0 && p.sent_in <= outbox_seq; });
 }
 
@@ -98,7 +179,7 @@ std::vector<protocol::AttemptRef> Outbox::PendingFinishedAttempts() const {
 
 void Outbox::MarkAllUnsent() {
   acknowledged_ = next_outbox_seq_ - 1;  // what was in flight is sent again, in new frames
-  for (auto& e : events_) e.sent_in = 0;
+  for (auto& e : events_) e.sent_in = 0;  // sealed blocks stay sealed
   for (auto& f : finished_) f.sent_in = 0;
 }
 

@@ -10,9 +10,16 @@
 // second it takes from each worker) pushes back into this bounded buffer instead of an
 // unbounded socket queue, and heartbeats never wait behind megabytes of events.
 //
-// Bound: at most `max_events` events are held (default 100000, docs/protocol.md).
-// When full, the oldest `step` event is dropped first (the summary carries the
-// figures that matter), then the oldest event of any kind; attempt_finished reports
+// Steps travel as step blocks (docs/protocol.md): a `step` event joins the open block of
+// its (attempt, rank, phase), up to kMaxStepBlockRows steps. A block is sealed when it
+// is first sent: it is resent unchanged after a reconnect, so the store, which keeps a
+// block by its first step, keeps it once. A step whose number is not above the last one
+// of its rank and phase is dropped (counted): blocks of a rank never overlap.
+//
+// Bound: at most `max_events` events are held, a step counting as one (default 100000,
+// docs/protocol.md). When full, the oldest step is dropped first (the summary carries
+// the figures that matter): the first step of the oldest block not yet sent, or the
+// oldest sent block whole; then the oldest event of any kind; attempt_finished reports
 // are never dropped (there is at most one per attempt). Drops are counted.
 // Thread-safety: not thread-safe; used from the worker's io thread only.
 #pragma once
@@ -22,6 +29,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -35,9 +43,10 @@ class Outbox {
  public:
   explicit Outbox(std::size_t max_events = 100000) : max_events_(max_events) {}
 
-  // Queues one event (its body travels as written; its kind says what may be dropped
-  // first); assigns it the next per-(attempt, rank) event seq.
+  // Queues one event: a step joins its block; any other event's body travels as
+  // written, with the next per-(attempt, rank) event seq.
   void AddEvent(const protocol::AttemptRef& attempt, int rank, protocol::TrainerEvent event);
+  void AddStep(const protocol::AttemptRef& attempt, int rank, const protocol::StepEvent& step);
   void AddFinished(protocol::AttemptFinishedMessage finished);
 
   // The next frames to send: events not yet sent (up to `max_events_per_frame` per
@@ -59,29 +68,40 @@ class Outbox {
 
   // Frames sent and not yet acknowledged.
   std::size_t frames_in_flight() const { return static_cast<std::size_t>(next_outbox_seq_ - 1 - acknowledged_); }
-  std::size_t pending_events() const { return events_.size(); }
+  // Events held, each step counted.
+  std::size_t pending_events() const { return held_events_; }
   std::size_t pending_finished() const { return finished_.size(); }
   std::uint64_t dropped_events() const { return dropped_events_; }
   bool empty() const { return events_.empty() && finished_.empty(); }
 
  private:
   struct PendingEvent {
-    protocol::TrialEvent event;
-    bool is_step = false;         // a `step` event: the first to go when the outbox is full
-    std::int64_t order = 0;       // insertion order across events and finished
-    std::int64_t sent_in = 0;     // outbox_seq of the frame that carried it; 0 = unsent
+    protocol::TrialEvent event;              // unless `block`
+    std::optional<protocol::StepBlock> block;  // a step block
+    bool sealed = false;                     // a block that was sent: it never changes
+    std::int64_t order = 0;                  // insertion order across events and finished
+    std::int64_t sent_in = 0;  // outbox_seq of the frame that carried it; 0 = unsent
+    std::size_t size() const { return block ? block->rows.size() : 1; }
   };
   struct PendingFinished {
     protocol::AttemptFinishedMessage message;
     std::int64_t order = 0;
     std::int64_t sent_in = 0;
   };
+  // (trial, attempt, rank, phase): 0 warmup, 1 measure.
+  using StepKey = std::tuple<std::int64_t, int, int, int>;
+
   void DropOne();
+  PendingEvent* FindByOrder(std::int64_t order);
+  void Remove(std::deque<PendingEvent>::iterator it);
 
   std::size_t max_events_;
-  std::deque<PendingEvent> events_;
+  std::deque<PendingEvent> events_;  // in `order`
   std::deque<PendingFinished> finished_;
+  std::size_t held_events_ = 0;  // events_ with each step counted
   std::map<std::tuple<std::int64_t, int, int>, std::int64_t> next_event_seq_;
+  std::map<StepKey, std::int64_t> open_blocks_;  // the order of each key's unsent block
+  std::map<StepKey, std::int64_t> last_step_;    // the last step queued per key
   std::int64_t next_order_ = 1;
   std::int64_t next_outbox_seq_ = 1;
   std::int64_t acknowledged_ = 0;  // highest outbox_seq acknowledged (or given up on)

@@ -88,6 +88,7 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
   boost::asio::awaitable<void> Simulate();
   // One simulated event for every rank, marked "simulated": true.
   void EmitSimulated(const nlohmann::json& event);
+  void EmitSimulatedStep(const protocol::StepEvent& step);
   void HandleLine(Rank& rank, const std::string& line);
   // The argument vector and environment of an allowlisted command's rank.
   Status PrepareCommand(const spec::ExecutorTemplate& command, const std::string& config_path,

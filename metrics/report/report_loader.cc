@@ -74,9 +74,9 @@ Result<std::unique_ptr<SqliteConnection>> OpenResultsReadOnly(const std::string&
   if (!db.ok()) return db.status();
   BAKEOFF_RETURN_IF_ERROR((*db)->Exec("PRAGMA busy_timeout = 5000"));
   Result<std::int64_t> tables =
-      (*db)->QueryInt64("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
-                        "('sweeps', 'variants', 'trials', 'attempts', 'trial_summaries', "
-                        "'step_metrics')");
+      (*db)->QueryInt64("SELECT COUNT(*) FROM sqlite_master WHERE type IN ('table', 'view') AND "
+                        "name IN ('sweeps', 'variants', 'trials', 'attempts', 'trial_summaries', "
+                        "'step_metrics')");  // step_metrics: a view from schema version 3
   if (!tables.ok()) return tables.status();
   if (*tables != 6) {
     return Status::InvalidArgument(db_path + " is not a Bakeoff results database (no sweeps, "
@@ -275,21 +275,20 @@ Result<ReportInput> LoadReportInput(SqliteConnection& db, const std::string& swe
   {
     // Per step: the slowest rank's time (ranks wait for each other) and rank 0's loss
     // (the global mean, the same on every rank).
+    // One pass over the rows, in step and rank order (a correlated lookup per step cost
+    // a scan of the trial's steps per step on the step_metrics view).
     const char* sql =
-        "SELECT m.trial_id, m.step, MAX(m.step_s), "
-        "(SELECT z.loss FROM step_metrics z WHERE z.trial_id = m.trial_id AND "
-        " z.attempt = m.attempt AND z.phase = 'measure' AND z.step = m.step "
-        " AND z.loss IS NOT NULL ORDER BY z.rank LIMIT 1) "
+        "SELECT m.trial_id, m.step, m.step_s, m.loss "
         "FROM step_metrics m JOIN trials t "
         "ON t.id = m.trial_id AND m.attempt = t.attempts_used "
         "WHERE t.sweep_id = ? AND m.phase = 'measure' "
-        "GROUP BY m.trial_id, m.step ORDER BY m.trial_id, m.step";
+        "ORDER BY m.trial_id, m.step, m.rank";
     BAKEOFF_RETURN_IF_ERROR(for_each_trial_row(sql, "step metrics", [&](TrialInput& t, const SqliteStatement& s) {
-      StepSample sample;
-      sample.step = s.Int64(1);
-      sample.step_s = s.Double(2);
-      if (!s.IsNull(3)) sample.loss = s.Double(3);
-      t.steps.push_back(sample);
+      const std::int64_t step = s.Int64(1);
+      if (t.steps.empty() || t.steps.back().step != step) t.steps.push_back(StepSample{step, s.Double(2), {}});
+      StepSample& sample = t.steps.back();
+      sample.step_s = std::max(sample.step_s, s.Double(2));
+      if (!sample.loss && !s.IsNull(3)) sample.loss = s.Double(3);
     }));
   }
   return input;

@@ -365,12 +365,115 @@ Status InsertCurrent(SqliteConnection& db, CurrentAttemptCache& current, const s
   return Status::Ok();
 }
 
+// Single steps as blocks: a new block wherever the rank, phase or attempt changes or the
+// step does not increase.
+std::vector<StepBlockRecord> StepsAsBlocks(const std::vector<StepMetric>& steps) {
+  std::vector<StepBlockRecord> blocks;
+  for (const StepMetric& step : steps) {
+    StepBlockRecord* last = blocks.empty() ? nullptr : &blocks.back();
+    if (last == nullptr || last->trial_id != step.trial_id || last->attempt != step.attempt ||
+        last->rank != step.rank || last->phase != step.phase || last->rows.back().step >= step.step) {
+      blocks.push_back(StepBlockRecord{step.trial_id, step.attempt, step.rank, step.phase, {}});
+      last = &blocks.back();
+    }
+    last->rows.push_back(protocol::StepRow{step.step, step.step_s, step.tokens, step.loss, step.lr,
+                                           step.peak_mem_bytes, step.rss_bytes, step.comm_s,
+                                           step.comm_bytes});
+  }
+  return blocks;
+}
+
+// Stores the rows of `block` (of a current attempt) as one row of step_blocks, or, where
+// they overlap blocks stored before (a redelivery), the rows outside them, as one block
+// per run between them; rows inside a stored block's range count as duplicates. Stored
+// blocks of a (trial, attempt, rank, phase) never overlap, so the one stored block that
+// starts last at or before this block's last step is the only one to check first.
+Status InsertStepBlock(SqliteConnection& db, const StepBlockRecord& block, BatchResult& result) {
+  const int64_t first = block.rows.front().step;
+  const int64_t last = block.rows.back().step;
+  Result<SqliteStatement> nearest = db.PrepareCached(
+      "SELECT last_step FROM step_blocks WHERE trial_id = ? AND attempt = ? AND rank = ? AND "
+      "phase = ? AND first_step <= ? ORDER BY first_step DESC LIMIT 1");
+  if (!nearest.ok()) return nearest.status();
+  nearest->Reset();
+  nearest->BindAll(block.trial_id, block.attempt, block.rank, block.phase, last);
+  Result<bool> found = nearest->Step();
+  if (!found.ok()) return found.status();
+  const bool overlaps = *found && nearest->Int64(0) >= first;
+  nearest->Reset();
+
+  Result<SqliteStatement> insert = db.PrepareCached(
+      "INSERT OR IGNORE INTO step_blocks (trial_id, attempt, rank, phase, first_step, last_step, "
+      "steps, rows_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!insert.ok()) return insert.status();
+  std::string text;
+  auto insert_run = [&](std::size_t begin, std::size_t end) -> Status {
+    if (begin == end) return Status::Ok();
+    text.clear();
+    text.reserve((end - begin) * 64 + 2);
+    text.push_back('[');
+    for (std::size_t i = begin; i < end; ++i) {
+      if (i != begin) text.push_back(',');
+      protocol::AppendStepRowJson(block.rows[i], text);
+    }
+    text.push_back(']');
+    insert->Reset();
+    insert->BindAll(block.trial_id, block.attempt, block.rank, block.phase, block.rows[begin].step,
+                    block.rows[end - 1].step, static_cast<int64_t>(end - begin), text);
+    BAKEOFF_RETURN_IF_ERROR(insert->Run());
+    (db.Changes() > 0 ? result.written : result.duplicates) += static_cast<int64_t>(end - begin);
+    return Status::Ok();
+  };
+  if (!overlaps) return insert_run(0, block.rows.size());
+
+  Result<SqliteStatement> ranges = PrepareBound(
+      db,
+      "SELECT first_step, last_step FROM step_blocks WHERE trial_id = ? AND attempt = ? AND "
+      "rank = ? AND phase = ? AND first_step <= ? AND last_step >= ? ORDER BY first_step",
+      block.trial_id, block.attempt, block.rank, block.phase, last, first);
+  if (!ranges.ok()) return ranges.status();
+  using Range = std::pair<int64_t, int64_t>;  // a stored block's first and last step
+  Result<std::vector<Range>> stored = ReadAll<Range>(
+      *ranges, [](const SqliteStatement& row) -> Result<Range> { return Range{row.Int64(0), row.Int64(1)}; });
+  if (!stored.ok()) return stored.status();
+  std::size_t range = 0;
+  std::size_t run_begin = 0;
+  for (std::size_t i = 0; i < block.rows.size(); ++i) {
+    const int64_t step = block.rows[i].step;
+    while (range < stored->size() && (*stored)[range].second < step) {
+      // Past a stored range: the run before it ends there.
+      BAKEOFF_RETURN_IF_ERROR(insert_run(run_begin, i));
+      run_begin = i;
+      ++range;
+    }
+    if (range < stored->size() && (*stored)[range].first <= step) {
+      BAKEOFF_RETURN_IF_ERROR(insert_run(run_begin, i));
+      run_begin = i + 1;
+      ++result.duplicates;
+    }
+  }
+  return insert_run(run_begin, block.rows.size());
+}
+
 Status ValidateBatch(const MetricsBatch& batch) {
   for (const StepMetric& step : batch.steps) {
     if (step.phase != "warmup" && step.phase != "measure") {
       return Status::InvalidArgument("step metric of trial " + std::to_string(step.trial_id) +
                                      " step " + std::to_string(step.step) + " has phase '" +
                                      step.phase + "'; expected warmup or measure");
+    }
+  }
+  for (const StepBlockRecord& block : batch.step_blocks) {
+    const std::string of = "step block of trial " + std::to_string(block.trial_id);
+    if (block.phase != "warmup" && block.phase != "measure") {
+      return Status::InvalidArgument(of + " has phase '" + block.phase + "'; expected warmup or measure");
+    }
+    if (block.rows.empty()) return Status::InvalidArgument(of + " has no steps");
+    for (std::size_t i = 1; i < block.rows.size(); ++i) {
+      if (block.rows[i].step <= block.rows[i - 1].step) {
+        return Status::InvalidArgument(of + ": steps do not increase (" + std::to_string(block.rows[i].step) +
+                                       " after " + std::to_string(block.rows[i - 1].step) + ")");
+      }
     }
   }
   for (const SummaryRecord& summary : batch.summaries) {
@@ -989,6 +1092,7 @@ Status ResultsStore::UpdateWorker(const char* operation, const std::string& work
 
 Result<BatchResult> ResultsStore::AppendBatch(const MetricsBatch& batch) {
   BAKEOFF_RETURN_IF_ERROR(ValidateBatch(batch));
+  const std::vector<StepBlockRecord> single_steps = StepsAsBlocks(batch.steps);
   std::lock_guard<std::mutex> lock(mutex_);
   UnixSeconds now = Now();
   BatchResult result;
@@ -997,16 +1101,17 @@ Result<BatchResult> ResultsStore::AppendBatch(const MetricsBatch& batch) {
   Status status = WriteTransaction("append_batch", true, [&]() -> Status {
     result = BatchResult();
     CurrentAttemptCache current(*db_);
-    BAKEOFF_RETURN_IF_ERROR(InsertCurrent(
-        *db_, current,
-        "INSERT OR IGNORE INTO step_metrics (trial_id, attempt, rank, phase, step, step_s, "
-        "tokens, loss, lr, peak_mem_bytes, rss_bytes, comm_s, comm_bytes) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        batch.steps, result, [](SqliteStatement& insert, const StepMetric& step) {
-          insert.BindAll(step.trial_id, step.attempt, step.rank, step.phase, step.step, step.step_s,
-                         step.tokens, step.loss, step.lr, step.peak_mem_bytes, step.rss_bytes,
-                         step.comm_s, step.comm_bytes);
-        }));
+    for (const auto* blocks : {&batch.step_blocks, &single_steps}) {
+      for (const StepBlockRecord& block : *blocks) {
+        Result<bool> ok = current.IsCurrent(block.trial_id, block.attempt);
+        if (!ok.ok()) return ok.status();
+        if (!*ok) {
+          result.stale += static_cast<int64_t>(block.rows.size());
+          continue;
+        }
+        BAKEOFF_RETURN_IF_ERROR(InsertStepBlock(*db_, block, result));
+      }
+    }
     BAKEOFF_RETURN_IF_ERROR(InsertCurrent(
         *db_, current,
         "INSERT OR IGNORE INTO trial_summaries (trial_id, attempt, rank, startup_s, "

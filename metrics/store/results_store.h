@@ -113,6 +113,9 @@ struct BatchResult {
 
 // Rows of one delivery from a worker; written in one transaction.
 struct MetricsBatch {
+  std::vector<StepBlockRecord> step_blocks;
+  // Single steps, stored as blocks of consecutive rows of one rank and phase (a caller
+  // with blocks at hand passes step_blocks).
   std::vector<StepMetric> steps;
   std::vector<SummaryRecord> summaries;
   std::vector<EventRecord> events;

@@ -179,6 +179,36 @@ FROM sweeps w LEFT JOIN trials t ON t.sweep_id = w.id
 GROUP BY w.id;
 )sql";
 
+// Version 3: steps stored as blocks (docs/schema.md, "step_blocks"): a row per block of a
+// rank's consecutive steps, the steps as JSON text; step_metrics is a view with a row per
+// step, as the table was. Stored steps move into one block per (trial, attempt, rank,
+// phase).
+constexpr const char* kV3 = R"sql(
+CREATE TABLE step_blocks (
+  trial_id INTEGER NOT NULL REFERENCES trials (id),
+  attempt INTEGER NOT NULL,
+  rank INTEGER NOT NULL,
+  phase TEXT NOT NULL CHECK (phase IN ('warmup', 'measure')),
+  first_step INTEGER NOT NULL,
+  last_step INTEGER NOT NULL CHECK (last_step >= first_step),
+  steps INTEGER NOT NULL CHECK (steps >= 1),
+  rows_json TEXT NOT NULL,
+  PRIMARY KEY (trial_id, attempt, rank, phase, first_step)
+) WITHOUT ROWID;
+INSERT INTO step_blocks
+SELECT trial_id, attempt, rank, phase, MIN(step), MAX(step), COUNT(*),
+       json_group_array(json_array(step, step_s, tokens, loss, lr, peak_mem_bytes, rss_bytes,
+                                   comm_s, comm_bytes))
+FROM step_metrics GROUP BY trial_id, attempt, rank, phase;
+DROP TABLE step_metrics;
+CREATE VIEW step_metrics AS
+SELECT b.trial_id, b.attempt, b.rank, b.phase,
+       r.value ->> 0 AS step, r.value ->> 1 AS step_s, r.value ->> 2 AS tokens,
+       r.value ->> 3 AS loss, r.value ->> 4 AS lr, r.value ->> 5 AS peak_mem_bytes,
+       r.value ->> 6 AS rss_bytes, r.value ->> 7 AS comm_s, r.value ->> 8 AS comm_bytes
+FROM step_blocks b, json_each(b.rows_json) r;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& SchemaMigrations() {
@@ -187,6 +217,7 @@ const std::vector<Migration>& SchemaMigrations() {
           "trial_summaries, events", kV1},
       {2, "attempts.simulated; indexes for recovery and per-trial reads; views "
           "trial_results and sweep_progress", kV2},
+      {3, "steps stored as blocks (step_blocks); step_metrics a view with a row per step", kV3},
   };
   return migrations;
 }

@@ -148,6 +148,16 @@ struct StepMetric {
   std::optional<int64_t> comm_bytes;
 };
 
+// Consecutive steps of one rank and phase, in strictly increasing step order: one row of
+// step_blocks (docs/schema.md), each step a row of the step_metrics view.
+struct StepBlockRecord {
+  int64_t trial_id = 0;
+  int64_t attempt = 0;
+  int64_t rank = 0;
+  std::string phase = "measure";  // "warmup" | "measure"
+  std::vector<protocol::StepRow> rows;
+};
+
 // One `summary` event of docs/trainer.md as stored and read back: the whole object in
 // `summary` (trial_summaries.summary_json).
 struct TrialSummary {

@@ -88,7 +88,7 @@ TEST_F(ResultsStoreTest, OpenCreatesEmptyDatabaseInWalModeAtLatestVersion) {
   EXPECT_EQ(*version, kLatestSchemaVersion);
   EXPECT_EQ(QueryValue("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM schema_migrations"), kLatestSchemaVersion);
-  EXPECT_EQ(QueryValue("SELECT group_concat(version) FROM schema_migrations"), "1,2");
+  EXPECT_EQ(QueryValue("SELECT group_concat(version) FROM schema_migrations"), "1,2,3");
   EXPECT_TRUE(store->healthy());
 }
 
@@ -121,13 +121,35 @@ TEST_F(ResultsStoreTest, MigratesVersionOneDatabaseKeepingItsRows) {
         VALUES (70, 7, 'default', 0, 0, 'running', 1, 3, 5.0);
       INSERT INTO attempts (trial_id, attempt, worker_id, host, ranks_json, assigned_at)
         VALUES (70, 1, 'w1', 'node-a', '[{"rank":0,"worker_id":"w1","host":"node-a"}]', 6.0);
+      INSERT INTO step_metrics (trial_id, attempt, rank, phase, step, step_s, tokens, loss, lr,
+                                peak_mem_bytes, rss_bytes, comm_s, comm_bytes)
+        VALUES (70, 1, 0, 'warmup', 0, 2.0, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+               (70, 1, 0, 'measure', 0, 1.5, 256, 3.25, 0.0001, 1000, 2000, 0.25, 4096),
+               (70, 1, 0, 'measure', 1, 1.0, 256, 3.0, 0.0001, 1000, 2000, 0.25, 4096),
+               (70, 1, 1, 'measure', 0, 1.25, 256, 3.25, NULL, NULL, NULL, NULL, NULL);
     )sql").ok());
   }
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   Result<int> version = store->SchemaVersion();
   ASSERT_TRUE(version.ok());
-  EXPECT_EQ(*version, 2);
+  EXPECT_EQ(*version, kLatestSchemaVersion);
+  // v3 moved the steps into one block per rank and phase; the view reads them as rows,
+  // every value and type kept.
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_blocks"), 3);
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 4);
+  EXPECT_EQ(QueryValue("SELECT typeof(step_s) || ' ' || typeof(tokens) || ' ' || typeof(lr) FROM step_metrics "
+                       "WHERE rank = 0 AND phase = 'measure' AND step = 1"),
+            "real integer real");
+  Result<std::vector<StepMetric>> steps = store->ReadStepMetrics(70, 1, 0);
+  ASSERT_TRUE(steps.ok()) << steps.status().ToString();
+  ASSERT_EQ(steps->size(), 3u);
+  EXPECT_EQ((*steps)[0].phase, "warmup");
+  EXPECT_EQ((*steps)[2].step, 1);
+  EXPECT_DOUBLE_EQ((*steps)[2].step_s, 1.0);
+  EXPECT_EQ((*steps)[2].tokens, 256);
+  EXPECT_EQ((*steps)[2].comm_bytes, 4096);
+  EXPECT_DOUBLE_EQ(*(*steps)[2].lr, 0.0001);
   Result<SweepRecord> sweep = store->GetSweep(7);
   ASSERT_TRUE(sweep.ok()) << sweep.status().ToString();
   EXPECT_EQ(sweep->name, "old");
@@ -930,6 +952,100 @@ TEST_F(ResultsStoreTest, TheCheckpointThreadCopiesTheWalIntoTheDatabaseAndReuses
   WriteManyPages(**store, trial, 200000);
   EXPECT_LT(FileBytes(db_path_ + "-wal"), wal + (8u << 20));
   EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 400000);
+}
+
+// A block of steps first..last of rank 0, phase measure, of `trial`'s attempt 1.
+StepBlockRecord Block(int64_t trial, int64_t first, int64_t last) {
+  StepBlockRecord block{trial, 1, 0, "measure", {}};
+  for (int64_t s = first; s <= last; ++s) {
+    const StepMetric m = Step(trial, 1, 0, s);
+    block.rows.push_back(protocol::StepRow{m.step, m.step_s, m.tokens, m.loss, m.lr, m.peak_mem_bytes,
+                                           m.rss_bytes, m.comm_s, m.comm_bytes});
+  }
+  return block;
+}
+
+// A block redelivered is stored once; one that overlaps stored blocks (a sender that
+// regrouped its steps) adds only the steps outside them, so no step is ever stored twice.
+TEST_F(ResultsStoreTest, StepBlocksAreStoredOnceAndOverlapsAddOnlyTheirNewSteps) {
+  auto store = OpenStore();
+  const int64_t trial = AssignFirstTrial(*store);
+  ASSERT_TRUE(store->MarkRunning(trial, 1)->applied);
+  auto append = [&](std::vector<StepBlockRecord> blocks) {
+    MetricsBatch batch;
+    batch.step_blocks = std::move(blocks);
+    Result<BatchResult> written = store->AppendBatch(batch);
+    EXPECT_TRUE(written.ok()) << written.status().ToString();
+    return written.ok() ? *written : BatchResult{};
+  };
+  BatchResult first = append({Block(trial, 0, 4)});
+  EXPECT_EQ(first.written, 5);
+  BatchResult again = append({Block(trial, 0, 4)});
+  EXPECT_EQ(again.written, 0);
+  EXPECT_EQ(again.duplicates, 5);
+  BatchResult tail = append({Block(trial, 3, 7), Block(trial, 10, 12)});
+  EXPECT_EQ(tail.written, 3 + 3);
+  EXPECT_EQ(tail.duplicates, 2);
+  // Around two stored blocks: 8-9 and 13-15 are new, 10-12 are not.
+  BatchResult around = append({Block(trial, 8, 15)});
+  EXPECT_EQ(around.written, 5);
+  EXPECT_EQ(around.duplicates, 3);
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 16);
+  EXPECT_EQ(QueryValue("SELECT COUNT(DISTINCT step) FROM step_metrics"), 16);
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_blocks"), 5);
+  Result<std::vector<StepMetric>> steps = store->ReadStepMetrics(trial, 1, 0);
+  ASSERT_TRUE(steps.ok());
+  ASSERT_EQ(steps->size(), 16u);
+  for (int64_t s = 0; s < 16; ++s) {
+    EXPECT_EQ((*steps)[s].step, s);
+    EXPECT_DOUBLE_EQ((*steps)[s].step_s, Step(trial, 1, 0, s).step_s);
+    EXPECT_EQ((*steps)[s].peak_mem_bytes, 1'000'000 + s);
+  }
+}
+
+// Every column of a step reads back from its block with its value and SQL type; an
+// absent one is NULL, and a step time of a whole number of seconds stays REAL.
+TEST_F(ResultsStoreTest, AStepBlockKeepsEveryValueAndType) {
+  auto store = OpenStore();
+  const int64_t trial = AssignFirstTrial(*store);
+  ASSERT_TRUE(store->MarkRunning(trial, 1)->applied);
+  MetricsBatch batch;
+  batch.step_blocks.push_back(StepBlockRecord{
+      trial, 1, 2, "warmup",
+      {protocol::StepRow{7, 2.0, int64_t{9'007'199'254'740'993}, 1.0 / 3.0, 3e-5, int64_t{0}, std::nullopt,
+                         std::nullopt, int64_t{1}},
+       protocol::StepRow{9, 0.0, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt, 1e-300,
+                         std::nullopt}}});
+  ASSERT_EQ(store->AppendBatch(batch)->written, 2);
+  EXPECT_EQ(QueryValue("SELECT typeof(step) || typeof(step_s) || typeof(tokens) || typeof(loss) || typeof(lr) || "
+                       "typeof(peak_mem_bytes) || typeof(rss_bytes) || typeof(comm_s) || typeof(comm_bytes) "
+                       "FROM step_metrics WHERE step = 7"),
+            "integerrealintegerrealrealintegernullnullinteger");
+  Result<std::vector<StepMetric>> steps = store->ReadStepMetrics(trial, 1, 2);
+  ASSERT_TRUE(steps.ok());
+  ASSERT_EQ(steps->size(), 2u);
+  const StepMetric& a = (*steps)[0];
+  EXPECT_EQ(a.phase, "warmup");
+  EXPECT_DOUBLE_EQ(a.step_s, 2.0);
+  EXPECT_EQ(a.tokens, int64_t{9'007'199'254'740'993}) << "an integer past 2^53 is exact";
+  EXPECT_EQ(a.loss, 1.0 / 3.0) << "a double round-trips exactly";
+  EXPECT_EQ(a.lr, 3e-5);
+  EXPECT_EQ(a.peak_mem_bytes, 0);
+  EXPECT_FALSE(a.rss_bytes.has_value());
+  EXPECT_EQ((*steps)[1].comm_s, 1e-300);
+  EXPECT_FALSE((*steps)[1].loss.has_value());
+}
+
+// A block whose steps do not increase is refused whole, and nothing of its batch stays.
+TEST_F(ResultsStoreTest, AStepBlockWhoseStepsDoNotIncreaseIsRefused) {
+  auto store = OpenStore();
+  const int64_t trial = AssignFirstTrial(*store);
+  ASSERT_TRUE(store->MarkRunning(trial, 1)->applied);
+  MetricsBatch batch;
+  batch.step_blocks.push_back(Block(trial, 0, 2));
+  batch.step_blocks.push_back(Block(trial, 5, 6));
+  std::swap(batch.step_blocks[1].rows[0], batch.step_blocks[1].rows[1]);
+  ExpectRefusedAndNothingStored(*store, store->AppendBatch(batch).status(), "steps do not increase", "step_blocks");
 }
 
 TEST_F(ResultsStoreTest, GroupedWritesAreInvisibleToOtherConnectionsUntilTheGroupCommits) {

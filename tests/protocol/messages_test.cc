@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <vector>
+
 #include "protocol/outcome.h"
 
 namespace bakeoff::protocol {
@@ -107,6 +110,67 @@ TEST(MessagesTest, EventsCarryTrialAndAttempt) {
   ASSERT_TRUE(parsed.ok());
   EXPECT_EQ(parsed->events[0].rank, 1);
   EXPECT_EQ(parsed->events[0].event["step"], 3);
+}
+
+// Step blocks read back as sent; a block with a row that does not read is left out alone
+// (named in unreadable_steps), while a block that is not one at all fails the frame.
+TEST(MessagesTest, StepBlocksRoundTripAndABadRowLeavesOnlyItsBlockOut) {
+  EventsMessage m;
+  StepBlock block;
+  block.attempt = {7, 2};
+  block.rank = 3;
+  block.phase = "warmup";
+  block.rows.push_back(StepRow{0, 0.5, 128, 2.5, 1e-4, 100, std::nullopt, 0.01, 4096});
+  block.rows.push_back(StepRow{1, 0.25});
+  m.steps.push_back(block);
+  block.phase = "measure";
+  m.steps.push_back(block);
+  m.outbox_seq = 4;
+  nlohmann::json frame = ToJson(m);
+  auto parsed = Parse<EventsMessage>(frame);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  ASSERT_EQ(parsed->steps.size(), 2u);
+  EXPECT_TRUE(parsed->unreadable_steps.empty());
+  const StepBlock& read = parsed->steps[0];
+  EXPECT_EQ(read.attempt, (AttemptRef{7, 2}));
+  EXPECT_EQ(read.rank, 3);
+  EXPECT_EQ(read.phase, "warmup");
+  ASSERT_EQ(read.rows.size(), 2u);
+  EXPECT_EQ(read.rows[0].tokens, 128);
+  EXPECT_EQ(read.rows[0].lr, 1e-4);
+  EXPECT_FALSE(read.rows[0].rss_bytes.has_value());
+  EXPECT_EQ(read.rows[0].comm_bytes, 4096);
+  EXPECT_DOUBLE_EQ(read.rows[1].step_s, 0.25);
+  EXPECT_FALSE(read.rows[1].loss.has_value());
+
+  for (auto [column, value, named] : std::vector<std::tuple<int, nlohmann::json, std::string>>{
+           {1, "fast", "step_s"}, {1, -1.0, "step_s"}, {0, -1, "step"}, {2, 1.5, "tokens"}, {3, "x", "loss"},
+           {0, 0, "steps must increase"}}) {
+    nlohmann::json bad = frame;
+    bad["steps"][1]["rows"][1][column] = value;
+    auto one_left = Parse<EventsMessage>(bad);
+    ASSERT_TRUE(one_left.ok()) << one_left.status().ToString();
+    ASSERT_EQ(one_left->steps.size(), 1u) << bad["steps"][1].dump();
+    EXPECT_EQ(one_left->steps[0].phase, "warmup");
+    ASSERT_EQ(one_left->unreadable_steps.size(), 1u);
+    EXPECT_NE(one_left->unreadable_steps[0].find(named), std::string::npos) << one_left->unreadable_steps[0];
+  }
+  nlohmann::json short_row = frame;
+  short_row["steps"][0]["rows"][0].erase(8);
+  EXPECT_EQ(Parse<EventsMessage>(short_row)->unreadable_steps.size(), 1u);
+  nlohmann::json other_phase = frame;
+  other_phase["steps"][0]["phase"] = "cooldown";
+  EXPECT_EQ(Parse<EventsMessage>(other_phase)->unreadable_steps.size(), 1u);
+  nlohmann::json no_rows = frame;
+  no_rows["steps"][0]["rows"] = nlohmann::json::array();
+  EXPECT_EQ(Parse<EventsMessage>(no_rows)->unreadable_steps.size(), 1u);
+
+  nlohmann::json not_a_block = frame;
+  not_a_block["steps"][0] = 5;
+  EXPECT_FALSE(Parse<EventsMessage>(not_a_block).ok());
+  nlohmann::json not_a_list = frame;
+  not_a_list["steps"] = "rows";
+  EXPECT_FALSE(Parse<EventsMessage>(not_a_list).ok());
 }
 
 TEST(MessagesTest, MissingFieldNamesTheMessage) {

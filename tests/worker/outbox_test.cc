@@ -7,7 +7,11 @@ namespace {
 
 // An event as the trial runner hands it over: read into its type.
 protocol::TrainerEvent Event(nlohmann::json body) { return protocol::TrainerEventFromJson(std::move(body)).value(); }
-protocol::TrainerEvent Step(int s) { return Event({{"event", "step"}, {"step", s}, {"step_s", 0.1}}); }
+protocol::TrainerEvent Step(int s, const char* phase = "measure") {
+  return Event({{"event", "step"}, {"step", s}, {"step_s", 0.1}, {"phase", phase}});
+}
+// An event of no kind the outbox treats apart: one entry, one seq.
+protocol::TrainerEvent Note(int n) { return Event({{"event", "note"}, {"n", n}}); }
 
 // Attempt {1, 1}'s first step, then its report (succeeded): an event frame, then a
 // finished frame.
@@ -21,9 +25,9 @@ void AddAStepThenTheReport(Outbox& outbox) {
 
 TEST(OutboxTest, EventsAreNumberedPerAttemptAndRank) {
   Outbox outbox;
-  outbox.AddEvent({1, 1}, 0, Step(0));
-  outbox.AddEvent({1, 1}, 0, Step(1));
-  outbox.AddEvent({1, 1}, 1, Step(0));
+  outbox.AddEvent({1, 1}, 0, Note(0));
+  outbox.AddEvent({1, 1}, 0, Note(1));
+  outbox.AddEvent({1, 1}, 1, Note(0));
   auto frames = outbox.TakeUnsent();
   ASSERT_EQ(frames.size(), 1u);
   auto events = frames[0]["events"];
@@ -35,7 +39,7 @@ TEST(OutboxTest, EventsAreNumberedPerAttemptAndRank) {
 TEST(OutboxTest, FinishedIsSentAfterTheEventsBeforeIt) {
   Outbox outbox;
   AddAStepThenTheReport(outbox);
-  outbox.AddEvent({2, 1}, 0, Step(0));
+  outbox.AddEvent({2, 1}, 0, Note(0));
   auto frames = outbox.TakeUnsent();
   ASSERT_EQ(frames.size(), 3u);
   EXPECT_EQ(frames[0]["type"], "events");
@@ -47,7 +51,7 @@ TEST(OutboxTest, FinishedIsSentAfterTheEventsBeforeIt) {
 
 TEST(OutboxTest, SentButUnacknowledgedIsResentAfterReconnect) {
   Outbox outbox;
-  outbox.AddEvent({1, 1}, 0, Step(0));
+  outbox.AddEvent({1, 1}, 0, Note(0));
   auto first = outbox.TakeUnsent();
   ASSERT_EQ(first.size(), 1u);
   EXPECT_TRUE(outbox.TakeUnsent().empty());  // sent, not twice on the same connection
@@ -59,26 +63,26 @@ TEST(OutboxTest, SentButUnacknowledgedIsResentAfterReconnect) {
 
 TEST(OutboxTest, AcknowledgedEntriesAreForgotten) {
   Outbox outbox;
-  outbox.AddEvent({1, 1}, 0, Step(0));
+  outbox.AddEvent({1, 1}, 0, Note(0));
   auto frames = outbox.TakeUnsent();
-  outbox.AddEvent({1, 1}, 0, Step(1));
+  outbox.AddEvent({1, 1}, 0, Note(1));
   outbox.Acknowledge(frames[0]["outbox_seq"]);
   EXPECT_EQ(outbox.pending_events(), 1u);
   outbox.MarkAllUnsent();
   auto rest = outbox.TakeUnsent();
   ASSERT_EQ(rest.size(), 1u);
-  EXPECT_EQ(rest[0]["events"][0]["event"]["step"], 1);
+  EXPECT_EQ(rest[0]["events"][0]["event"]["n"], 1);
 }
 
 TEST(OutboxTest, BatchesAreSplitAtTheFrameLimit) {
   Outbox outbox;
-  for (int i = 0; i < 25; ++i) outbox.AddEvent({1, 1}, 0, Step(i));
+  for (int i = 0; i < 25; ++i) outbox.AddEvent({1, 1}, 0, Note(i));
   auto frames = outbox.TakeUnsent(10);
   ASSERT_EQ(frames.size(), 3u);
   EXPECT_EQ(frames[2]["events"].size(), 5u);
 }
 
-TEST(OutboxTest, WhenFullStepEventsAreDroppedBeforeOthers) {
+TEST(OutboxTest, WhenFullStepsAreDroppedBeforeOtherEvents) {
   Outbox outbox(3);
   outbox.AddEvent({1, 1}, 0, Event({{"event", "ready"}}));
   outbox.AddEvent({1, 1}, 0, Step(0));
@@ -86,10 +90,106 @@ TEST(OutboxTest, WhenFullStepEventsAreDroppedBeforeOthers) {
   outbox.AddEvent({1, 1}, 0, Event({{"event", "summary"}}));
   EXPECT_EQ(outbox.pending_events(), 3u);
   EXPECT_EQ(outbox.dropped_events(), 1u);
-  auto events = outbox.TakeUnsent()[0]["events"];
-  EXPECT_EQ(events[0]["event"]["event"], "ready");
-  EXPECT_EQ(events[1]["event"]["step"], 1);
-  EXPECT_EQ(events[2]["event"]["event"], "summary");
+  auto frame = outbox.TakeUnsent()[0];
+  ASSERT_EQ(frame["events"].size(), 2u);
+  EXPECT_EQ(frame["events"][0]["event"]["event"], "ready");
+  EXPECT_EQ(frame["events"][1]["event"]["event"], "summary");
+  ASSERT_EQ(frame["steps"].size(), 1u);
+  ASSERT_EQ(frame["steps"][0]["rows"].size(), 1u);
+  EXPECT_EQ(frame["steps"][0]["rows"][0][0], 1) << "the oldest step went first";
+}
+
+TEST(OutboxTest, WhenFullASentBlockIsDroppedWholeNeverChanged) {
+  Outbox outbox(3);
+  outbox.AddEvent({1, 1}, 0, Step(0));
+  outbox.AddEvent({1, 1}, 0, Step(1));
+  ASSERT_EQ(outbox.TakeUnsent().size(), 1u);  // sent, not acknowledged: it may be stored
+  outbox.AddEvent({1, 1}, 0, Note(0));
+  outbox.AddEvent({1, 1}, 0, Note(1));  // full: the sent block goes, both its steps
+  EXPECT_EQ(outbox.dropped_events(), 2u);
+  EXPECT_EQ(outbox.pending_events(), 2u);
+  outbox.MarkAllUnsent();
+  auto frames = outbox.TakeUnsent();
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_FALSE(frames[0].contains("steps"));
+  EXPECT_EQ(frames[0]["events"].size(), 2u);
+}
+
+TEST(OutboxTest, StepsOfARankAndPhaseTravelAsOneBlock) {
+  Outbox outbox;
+  outbox.AddEvent({1, 1}, 0, Step(0, "warmup"));
+  outbox.AddEvent({1, 1}, 0, Step(0));
+  outbox.AddEvent({1, 1}, 1, Step(0));
+  outbox.AddEvent({1, 1}, 0, Step(1));
+  outbox.AddEvent({1, 1}, 1, Step(1));
+  outbox.AddEvent({1, 1}, 0, Step(2));
+  EXPECT_EQ(outbox.pending_events(), 6u);
+  auto frames = outbox.TakeUnsent();
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_TRUE(frames[0]["events"].empty());
+  const auto& steps = frames[0]["steps"];
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[0]["phase"], "warmup");
+  EXPECT_EQ(steps[0]["rows"].size(), 1u);
+  EXPECT_EQ(steps[1]["rank"], 0);
+  EXPECT_EQ(steps[1]["phase"], "measure");
+  ASSERT_EQ(steps[1]["rows"].size(), 3u);
+  EXPECT_EQ(steps[1]["rows"][2][0], 2);
+  EXPECT_DOUBLE_EQ(steps[1]["rows"][2][1].get<double>(), 0.1);
+  EXPECT_EQ(steps[2]["rank"], 1);
+  EXPECT_EQ(steps[2]["rows"].size(), 2u);
+  // The frame reads back as it was sent.
+  auto parsed = protocol::Parse<protocol::EventsMessage>(frames[0]);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  ASSERT_EQ(parsed->steps.size(), 3u);
+  EXPECT_TRUE(parsed->unreadable_steps.empty());
+  EXPECT_EQ(parsed->steps[1].rows[1].step, 1);
+}
+
+TEST(OutboxTest, ASentBlockIsResentUnchangedAndLaterStepsStartANewOne) {
+  Outbox outbox;
+  outbox.AddEvent({1, 1}, 0, Step(0));
+  outbox.AddEvent({1, 1}, 0, Step(1));
+  auto first = outbox.TakeUnsent();
+  ASSERT_EQ(first.size(), 1u);
+  outbox.AddEvent({1, 1}, 0, Step(2));  // after the send: a new block
+  outbox.MarkAllUnsent();              // the connection dropped before the ack
+  auto again = outbox.TakeUnsent();
+  ASSERT_EQ(again.size(), 1u);
+  ASSERT_EQ(again[0]["steps"].size(), 2u);
+  EXPECT_EQ(again[0]["steps"][0], first[0]["steps"][0]) << "the store keeps a block by its first step";
+  ASSERT_EQ(again[0]["steps"][1]["rows"].size(), 1u);
+  EXPECT_EQ(again[0]["steps"][1]["rows"][0][0], 2);
+}
+
+TEST(OutboxTest, AStepNotAboveTheLastOfItsRankAndPhaseIsDropped) {
+  Outbox outbox;
+  outbox.AddEvent({1, 1}, 0, Step(3));
+  outbox.AddEvent({1, 1}, 0, Step(3));
+  outbox.AddEvent({1, 1}, 0, Step(2));
+  outbox.AddEvent({1, 1}, 0, Step(0, "warmup"));  // another phase: its own order
+  outbox.AddEvent({1, 1}, 0, Step(4));
+  EXPECT_EQ(outbox.dropped_events(), 2u);
+  auto steps = outbox.TakeUnsent()[0]["steps"];
+  ASSERT_EQ(steps.size(), 2u);
+  ASSERT_EQ(steps[0]["rows"].size(), 2u);
+  EXPECT_EQ(steps[0]["rows"][0][0], 3);
+  EXPECT_EQ(steps[0]["rows"][1][0], 4);
+}
+
+TEST(OutboxTest, ABlockHoldsAtMostItsLimitOfStepsAndIsNeverSplitAcrossFrames) {
+  Outbox outbox;
+  const int n = static_cast<int>(protocol::kMaxStepBlockRows) + 5;
+  for (int i = 0; i < n; ++i) outbox.AddEvent({1, 1}, 0, Step(i));
+  outbox.AddEvent({1, 1}, 0, Note(0));
+  // 10 events a frame: the full block goes alone, over the limit rather than cut.
+  auto frames = outbox.TakeUnsent(10);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0]["steps"][0]["rows"].size(), protocol::kMaxStepBlockRows);
+  EXPECT_FALSE(frames[0].contains("events") && !frames[0]["events"].empty());
+  EXPECT_EQ(frames[1]["steps"][0]["rows"].size(), 5u);
+  EXPECT_EQ(frames[1]["steps"][0]["rows"][0][0], static_cast<int>(protocol::kMaxStepBlockRows));
+  EXPECT_EQ(frames[1]["events"].size(), 1u);
 }
 
 TEST(OutboxTest, FinishedReportsAreNeverDropped) {
@@ -98,7 +198,7 @@ TEST(OutboxTest, FinishedReportsAreNeverDropped) {
     protocol::AttemptFinishedMessage done;
     done.attempt = {i, 1};
     outbox.AddFinished(done);
-    outbox.AddEvent({i, 1}, 0, Step(0));
+    outbox.AddEvent({i, 1}, 0, Note(0));
   }
   EXPECT_EQ(outbox.pending_finished(), 5u);
   EXPECT_EQ(outbox.pending_events(), 1u);
@@ -106,7 +206,7 @@ TEST(OutboxTest, FinishedReportsAreNeverDropped) {
 
 TEST(OutboxTest, AtMostTheWindowOfFramesIsInFlight) {
   Outbox outbox;
-  for (int i = 0; i < 50; ++i) outbox.AddEvent({1, 1}, 0, Step(i));
+  for (int i = 0; i < 50; ++i) outbox.AddEvent({1, 1}, 0, Note(i));
   auto first = outbox.TakeUnsent(10, 3);
   ASSERT_EQ(first.size(), 3u);
   EXPECT_EQ(outbox.frames_in_flight(), 3u);
@@ -115,7 +215,7 @@ TEST(OutboxTest, AtMostTheWindowOfFramesIsInFlight) {
   outbox.Acknowledge(first[0]["outbox_seq"]);
   auto next = outbox.TakeUnsent(10, 3);
   ASSERT_EQ(next.size(), 1u);
-  EXPECT_EQ(next[0]["events"][0]["event"]["step"], 30);
+  EXPECT_EQ(next[0]["events"][0]["event"]["n"], 30);
   // A cumulative acknowledgement frees the whole window.
   outbox.Acknowledge(next[0]["outbox_seq"]);
   EXPECT_EQ(outbox.frames_in_flight(), 0u);
@@ -137,18 +237,18 @@ TEST(OutboxTest, AFinishedReportWaitsForRoomInTheWindowToo) {
 
 TEST(OutboxTest, AReconnectEmptiesTheWindow) {
   Outbox outbox;
-  for (int i = 0; i < 5; ++i) outbox.AddEvent({1, 1}, 0, Step(i));
+  for (int i = 0; i < 5; ++i) outbox.AddEvent({1, 1}, 0, Note(i));
   ASSERT_EQ(outbox.TakeUnsent(1, 2).size(), 2u);
   outbox.MarkAllUnsent();  // those frames died with the connection
   EXPECT_EQ(outbox.frames_in_flight(), 0u);
   auto again = outbox.TakeUnsent(1, 2);
   ASSERT_EQ(again.size(), 2u);
-  EXPECT_EQ(again[0]["events"][0]["event"]["step"], 0);
+  EXPECT_EQ(again[0]["events"][0]["event"]["n"], 0);
 }
 
 TEST(OutboxTest, AnAcknowledgementForgetsOnlyTheFramesUpToItWhileLaterOnesAreInFlight) {
   Outbox outbox;
-  for (int i = 0; i < 4; ++i) outbox.AddEvent({1, 1}, 0, Step(i));
+  for (int i = 0; i < 4; ++i) outbox.AddEvent({1, 1}, 0, Note(i));
   auto frames = outbox.TakeUnsent(2, 4);  // two frames of two events each, both in flight
   ASSERT_EQ(frames.size(), 2u);
   outbox.Acknowledge(frames[0]["outbox_seq"]);
@@ -160,8 +260,8 @@ TEST(OutboxTest, AnAcknowledgementForgetsOnlyTheFramesUpToItWhileLaterOnesAreInF
   auto again = outbox.TakeUnsent(2, 4);
   ASSERT_EQ(again.size(), 1u);
   ASSERT_EQ(again[0]["events"].size(), 2u);
-  EXPECT_EQ(again[0]["events"][0]["event"]["step"], 2);
-  EXPECT_EQ(again[0]["events"][1]["event"]["step"], 3);
+  EXPECT_EQ(again[0]["events"][0]["event"]["n"], 2);
+  EXPECT_EQ(again[0]["events"][1]["event"]["n"], 3);
   outbox.Acknowledge(again[0]["outbox_seq"]);
   EXPECT_TRUE(outbox.empty());
 }

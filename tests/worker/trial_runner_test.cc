@@ -40,7 +40,15 @@ class TrialRunnerTest : public ::testing::Test {
                                        std::function<void(TrialRunner&)> after_start = nullptr) {
     std::optional<protocol::AttemptFinishedMessage> finished;
     TrialRunner::Callbacks callbacks;
-    callbacks.on_event = [this](int rank, protocol::TrainerEvent e) { events_.push_back({rank, std::move(e.body)}); };
+    callbacks.on_event = [this](int rank, protocol::TrainerEvent e) {
+      if (e.body.is_null()) {  // typed only (the simulated workload's steps)
+        nlohmann::json typed = {{"event", e.kind}, {"typed_only", true}};
+        if (const auto* step = e.step()) typed.update({{"step", step->step}, {"phase", step->phase}});
+        events_.push_back({rank, std::move(typed)});
+        return;
+      }
+      events_.push_back({rank, std::move(e.body)});
+    };
     callbacks.on_finished = [&](protocol::AttemptFinishedMessage m) {
       EXPECT_FALSE(finished.has_value()) << "reported twice";
       finished = std::move(m);
@@ -265,7 +273,15 @@ TEST_F(TrialRunnerTest, SimulatedWorkloadMarksEveryEvent) {
   auto done = Run(Assign({{"steps", 3}, {"warmup_steps", 1}}));
   EXPECT_EQ(done.outcome, "succeeded");
   EXPECT_EQ(EventsOfKind("step").size(), 4u);
-  for (const auto& [rank, e] : events_) EXPECT_EQ(e.value("simulated", false), true);
+  // Steps come typed, without a body (they travel in step blocks); every other event
+  // says it was simulated.
+  for (const auto& [rank, e] : events_) {
+    if (e.value("typed_only", false)) {
+      EXPECT_EQ(e["event"], "step");
+    } else {
+      EXPECT_EQ(e.value("simulated", false), true) << e.dump();
+    }
+  }
 }
 
 }  // namespace
