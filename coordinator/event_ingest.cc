@@ -84,7 +84,7 @@ std::chrono::milliseconds EventIngest::ReadDelay(const std::string& worker_id, c
   if (auto events = frame.find("events"); events != frame.end() && events->is_array()) count += events->size();
   if (auto steps = frame.find("steps"); steps != frame.end() && steps->is_array()) {
     for (const auto& block : *steps) {
-      auto rows = block.is_object() ? block.find("rows") : block.end();
+      auto rows = block.is_object() ? block.find("step") : block.end();
       if (rows != block.end() && rows->is_array()) count += rows->size();
     }
   }

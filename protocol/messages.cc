@@ -137,25 +137,23 @@ Result<T> Guarded(const json& frame, const char* type, F parse) {
   }
 }
 
-// The rows of a step block: 1 to kMaxStepBlockRows rows that read (ReadStepRow), in
-// strictly increasing step order, of phase warmup or measure.
-Status ReadStepBlockRows(const json& rows, StepBlock& block) {
+// The rows of a step block: 1 to kMaxStepBlockRows steps whose columns read
+// (ReadStepColumns), in strictly increasing step order, of phase warmup or measure.
+Status ReadStepBlockRows(const json& b, StepBlock& block) {
   if (block.phase != "warmup" && block.phase != "measure") {
     return Status::InvalidArgument("step block: phase must be \"warmup\" or \"measure\"");
   }
-  if (!rows.is_array() || rows.empty() || rows.size() > kMaxStepBlockRows) {
-    return Status::InvalidArgument("step block: rows must be an array of 1 to " +
-                                   std::to_string(kMaxStepBlockRows) + " rows");
+  auto steps = b.find("step");
+  if (steps == b.end() || !steps->is_array() || steps->empty() || steps->size() > kMaxStepBlockRows) {
+    return Status::InvalidArgument("step block: \"step\" must be an array of 1 to " +
+                                   std::to_string(kMaxStepBlockRows) + " steps");
   }
-  block.rows.reserve(rows.size());
-  for (const auto& row : rows) {
-    Result<StepRow> read = ReadStepRow(row);
-    if (!read.ok()) return read.status();
-    if (!block.rows.empty() && read->step <= block.rows.back().step) {
-      return Status::InvalidArgument("step block: steps must increase (step " + std::to_string(read->step) +
-                                     " after " + std::to_string(block.rows.back().step) + ")");
+  BAKEOFF_RETURN_IF_ERROR(ReadStepColumns(b, block.rows));
+  for (std::size_t i = 1; i < block.rows.size(); ++i) {
+    if (block.rows[i].step <= block.rows[i - 1].step) {
+      return Status::InvalidArgument("step block: steps must increase (step " + std::to_string(block.rows[i].step) +
+                                     " after " + std::to_string(block.rows[i - 1].step) + ")");
     }
-    block.rows.push_back(*read);
   }
   return Status::Ok();
 }
@@ -236,10 +234,11 @@ json ToJson(const EventsMessage& m) {
   });
   if (!m.steps.empty()) {
     j["steps"] = JsonArray(m.steps, [](const StepBlock& b) {
-      json block = AttemptJson(b.attempt);
+      json block = StepRowsToColumns(b.rows);
+      block["trial_id"] = b.attempt.trial_id;
+      block["attempt"] = b.attempt.attempt;
       block["rank"] = b.rank;
       block["phase"] = b.phase;
-      block["rows"] = JsonArray(b.rows, StepRowToJson);
       return block;
     });
   }
@@ -407,7 +406,7 @@ Result<EventsMessage> Parse<EventsMessage>(const json& frame) {
         block.attempt = ReadAttempt(b);
         block.rank = b.at("rank").get<int>();
         block.phase = b.at("phase").get<std::string>();
-        Status read = ReadStepBlockRows(b.at("rows"), block);
+        Status read = ReadStepBlockRows(b, block);
         if (read.ok()) {
           m.steps.push_back(std::move(block));
         } else {

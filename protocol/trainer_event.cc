@@ -259,11 +259,6 @@ StepRow StepRowOf(const StepEvent& step) {
 
 namespace {
 
-template <typename T>
-json OptionalJson(const std::optional<T>& value) {
-  return value ? json(*value) : json(nullptr);
-}
-
 void AppendInt(std::int64_t value, std::string& out) {
   char buffer[24];
   auto end = std::to_chars(buffer, buffer + sizeof(buffer), value).ptr;
@@ -278,57 +273,149 @@ void AppendDouble(double value, std::string& out) {
   if (text.find_first_of(".e") == std::string_view::npos) out.append(".0");
 }
 
-template <typename T>
-void AppendOptional(const std::optional<T>& value, std::string& out) {
-  out.push_back(',');
-  if (!value) {
-    out.append("null");
-  } else if constexpr (std::is_same_v<T, double>) {
-    // Non-finite never reaches here (the readers make it nullopt); JSON has no NaN.
-    if (std::isfinite(*value)) {
-      AppendDouble(*value, out);
-    } else {
-      out.append("null");
-    }
-  } else {
+void AppendValue(const std::optional<std::int64_t>& value, std::string& out) {
+  if (value) {
     AppendInt(*value, out);
+  } else {
+    out.append("null");
   }
 }
 
-// Column `i` of a step row: a count (integer >= 0 fitting int64) or null.
-Status RowCount(const json& v, std::size_t i, std::optional<std::int64_t>& out) {
-  if (v.is_null()) return Status::Ok();
+void AppendValue(const std::optional<double>& value, std::string& out) {
+  // JSON has no NaN: a non-finite value (never read from JSON) is null.
+  if (value && std::isfinite(*value)) {
+    AppendDouble(*value, out);
+  } else {
+    out.append("null");
+  }
+}
+
+template <typename T>
+bool HasValue(const std::optional<T>& value) {
+  if constexpr (std::is_same_v<T, double>) return value && std::isfinite(*value);
+  return value.has_value();
+}
+
+// The optional columns, in stored order (kStepRowColumns from index 2).
+struct OptionalColumns {
+  template <typename F>
+  static void Each(F f) {
+    f(2, &StepRow::tokens);
+    f(3, &StepRow::loss);
+    f(4, &StepRow::lr);
+    f(5, &StepRow::peak_mem_bytes);
+    f(6, &StepRow::rss_bytes);
+    f(7, &StepRow::comm_s);
+    f(8, &StepRow::comm_bytes);
+  }
+};
+
+Status ColumnError(std::size_t column, const char* expected) {
+  return Status::InvalidArgument(std::string("step block: column \"") + kStepRowColumns[column] + "\" must be " +
+                                 expected);
+}
+
+// A count: an integer >= 0 that fits int64.
+std::optional<std::int64_t> ReadCount(const json& v) {
   if (v.is_number_unsigned()) {
     if (v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      out = static_cast<std::int64_t>(v.get<std::uint64_t>());
-      return Status::Ok();
+      return static_cast<std::int64_t>(v.get<std::uint64_t>());
     }
   } else if (v.is_number_integer() && v.get<std::int64_t>() >= 0) {
-    out = v.get<std::int64_t>();
-    return Status::Ok();
+    return v.get<std::int64_t>();
   }
-  return Status::InvalidArgument(std::string("step row: column \"") + kStepRowColumns[i] +
-                                 "\" must be an integer >= 0 or null");
+  return std::nullopt;
 }
 
-// Column `i`: a number or null; a non-finite one reads as null.
-Status RowNumber(const json& v, std::size_t i, std::optional<double>& out) {
-  if (v.is_null()) return Status::Ok();
-  if (!v.is_number()) {
-    return Status::InvalidArgument(std::string("step row: column \"") + kStepRowColumns[i] +
-                                   "\" must be a number or null");
-  }
+// Element `v` of column `column` into `out`; false when it has the wrong type.
+bool ReadElement(const json& v, std::optional<std::int64_t>& out) {
+  if (v.is_null()) return true;
+  out = ReadCount(v);
+  return out.has_value();
+}
+
+bool ReadElement(const json& v, std::optional<double>& out) {
+  if (v.is_null()) return true;
+  if (!v.is_number()) return false;
   const double value = v.get<double>();
   if (std::isfinite(value)) out = value;
-  return Status::Ok();
+  return true;
+}
+
+// Column `column` of `block` as an array of `n` values, or nullptr when absent (all null).
+Result<const json*> Column(const json& block, std::size_t column, std::size_t n, bool required) {
+  auto it = block.find(kStepRowColumns[column]);
+  if (it == block.end() || (!required && it->is_null())) {
+    if (required) return ColumnError(column, "an array, one value per step");
+    return static_cast<const json*>(nullptr);
+  }
+  if (!it->is_array() || (n != 0 && it->size() != n)) {
+    return ColumnError(column, ("an array of " + std::to_string(n) + " values, one per step").c_str());
+  }
+  return &*it;
 }
 
 }  // namespace
 
-json StepRowToJson(const StepRow& row) {
-  return json::array({row.step, row.step_s, OptionalJson(row.tokens), OptionalJson(row.loss),
-                      OptionalJson(row.lr), OptionalJson(row.peak_mem_bytes), OptionalJson(row.rss_bytes),
-                      OptionalJson(row.comm_s), OptionalJson(row.comm_bytes)});
+json StepRowsToColumns(const std::vector<StepRow>& rows) {
+  json block = json::object();
+  json steps = json::array();
+  json times = json::array();
+  for (const StepRow& row : rows) {
+    steps.push_back(row.step);
+    times.push_back(std::isfinite(row.step_s) ? row.step_s : 0.0);
+  }
+  block["step"] = std::move(steps);
+  block["step_s"] = std::move(times);
+  OptionalColumns::Each([&](std::size_t column, auto member) {
+    bool any = false;
+    for (const StepRow& row : rows) any = any || HasValue(row.*member);
+    if (!any) return;
+    json values = json::array();
+    for (const StepRow& row : rows) {
+      values.push_back(HasValue(row.*member) ? json(*(row.*member)) : json(nullptr));
+    }
+    block[kStepRowColumns[column]] = std::move(values);
+  });
+  return block;
+}
+
+Status ReadStepColumns(const json& block, std::vector<StepRow>& rows) {
+  if (!block.is_object()) return Status::InvalidArgument("step block: not a JSON object");
+  Result<const json*> steps = Column(block, 0, 0, /*required=*/true);
+  if (!steps.ok()) return steps.status();
+  const std::size_t n = (*steps)->size();
+  Result<const json*> times = Column(block, 1, n, /*required=*/true);
+  if (!times.ok()) return times.status();
+  rows.assign(n, StepRow{});
+  for (std::size_t i = 0; i < n; ++i) {
+    std::optional<std::int64_t> step = ReadCount((**steps)[i]);
+    if (!step) return ColumnError(0, "integers >= 0");
+    rows[i].step = *step;
+    const json& t = (**times)[i];
+    if (!t.is_number() || !std::isfinite(t.get<double>()) || t.get<double>() < 0) {
+      return ColumnError(1, "finite numbers of seconds >= 0");
+    }
+    rows[i].step_s = t.get<double>();
+  }
+  Status status = Status::Ok();
+  OptionalColumns::Each([&](std::size_t column, auto member) {
+    if (!status.ok()) return;
+    Result<const json*> values = Column(block, column, n, /*required=*/false);
+    if (!values.ok()) {
+      status = values.status();
+      return;
+    }
+    if (*values == nullptr) return;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!ReadElement((**values)[i], rows[i].*member)) {
+        using T = typename std::remove_reference_t<decltype(rows[i].*member)>::value_type;
+        status = ColumnError(column, std::is_same_v<T, double> ? "numbers or null" : "integers >= 0 or null");
+        return;
+      }
+    }
+  });
+  return status;
 }
 
 void AppendStepRowJson(const StepRow& row, std::string& out) {
@@ -336,38 +423,17 @@ void AppendStepRowJson(const StepRow& row, std::string& out) {
   AppendInt(row.step, out);
   out.push_back(',');
   AppendDouble(std::isfinite(row.step_s) ? row.step_s : 0.0, out);
-  AppendOptional(row.tokens, out);
-  AppendOptional(row.loss, out);
-  AppendOptional(row.lr, out);
-  AppendOptional(row.peak_mem_bytes, out);
-  AppendOptional(row.rss_bytes, out);
-  AppendOptional(row.comm_s, out);
-  AppendOptional(row.comm_bytes, out);
+  // Up to the last column with a value: a shorter row reads the rest as NULL.
+  std::size_t last = 1;
+  OptionalColumns::Each([&](std::size_t column, auto member) {
+    if (HasValue(row.*member)) last = column;
+  });
+  OptionalColumns::Each([&](std::size_t column, auto member) {
+    if (column > last) return;
+    out.push_back(',');
+    AppendValue(row.*member, out);
+  });
   out.push_back(']');
-}
-
-Result<StepRow> ReadStepRow(const json& row) {
-  if (!row.is_array() || row.size() != kStepRowColumnCount) {
-    return Status::InvalidArgument("step row: not an array of " + std::to_string(kStepRowColumnCount) + " values");
-  }
-  StepRow r;
-  std::optional<std::int64_t> step;
-  BAKEOFF_RETURN_IF_ERROR(RowCount(row[0], 0, step));
-  if (!step) return Status::InvalidArgument("step row: column \"step\" must be an integer >= 0");
-  r.step = *step;
-  const json& step_s = row[1];
-  if (!step_s.is_number() || !std::isfinite(step_s.get<double>()) || step_s.get<double>() < 0) {
-    return Status::InvalidArgument("step row: column \"step_s\" must be a finite number of seconds >= 0");
-  }
-  r.step_s = step_s.get<double>();
-  BAKEOFF_RETURN_IF_ERROR(RowCount(row[2], 2, r.tokens));
-  BAKEOFF_RETURN_IF_ERROR(RowNumber(row[3], 3, r.loss));
-  BAKEOFF_RETURN_IF_ERROR(RowNumber(row[4], 4, r.lr));
-  BAKEOFF_RETURN_IF_ERROR(RowCount(row[5], 5, r.peak_mem_bytes));
-  BAKEOFF_RETURN_IF_ERROR(RowCount(row[6], 6, r.rss_bytes));
-  BAKEOFF_RETURN_IF_ERROR(RowNumber(row[7], 7, r.comm_s));
-  BAKEOFF_RETURN_IF_ERROR(RowCount(row[8], 8, r.comm_bytes));
-  return r;
 }
 
 Result<TrainerEvent> ParseTrainerEvent(std::string_view line, std::size_t max_line_bytes) {

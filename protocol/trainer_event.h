@@ -33,6 +33,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -61,8 +62,7 @@ struct StepEvent {
 };
 
 // The stored figures of one step (step_metrics, docs/schema.md): what a step block of an
-// events frame carries per step (docs/protocol.md, "Step blocks"), as a JSON array in the
-// order of kStepRowColumns, an absent value as null.
+// events frame carries per step (docs/protocol.md, "Step blocks").
 struct StepRow {
   std::int64_t step = 0;
   double step_s = 0;
@@ -74,6 +74,7 @@ struct StepRow {
   std::optional<double> comm_s;
   std::optional<std::int64_t> comm_bytes;
 };
+// The columns in their stored order (step_blocks.rows_json).
 inline constexpr const char* kStepRowColumns[] = {"step",           "step_s",    "tokens",
                                                   "loss",           "lr",        "peak_mem_bytes",
                                                   "rss_bytes",      "comm_s",    "comm_bytes"};
@@ -81,18 +82,22 @@ inline constexpr std::size_t kStepRowColumnCount = std::size(kStepRowColumns);
 
 StepRow StepRowOf(const StepEvent& step);
 
-// A row as a JSON array (the wire form).
-nlohmann::json StepRowToJson(const StepRow& row);
+// The rows as columns (the wire form): an object with one array per column named as in
+// kStepRowColumns, "step" and "step_s" always, another only when a row has a value
+// (null where a row has none).
+nlohmann::json StepRowsToColumns(const std::vector<StepRow>& rows);
 
-// Appends `row` as JSON array text to `out`: numbers in their shortest round-trip form, a
-// double always with a '.' or an exponent (SQLite's JSON functions then read it as REAL).
+// Reads the columns of `block` (as StepRowsToColumns writes them) into `rows`, with the
+// checks of a step event's fields: "step" an array of integers >= 0 and "step_s" one of
+// finite numbers >= 0, both of the same length; any other column absent (all null) or an
+// array of that length of integers >= 0 (the counts) or numbers (a non-finite one reads
+// as null), null allowed. InvalidArgument naming the column otherwise.
+Status ReadStepColumns(const nlohmann::json& block, std::vector<StepRow>& rows);
+
+// Appends `row` as JSON array text to `out`, without its trailing nulls: numbers in their
+// shortest round-trip form, a double always with a '.' or an exponent (SQLite's JSON
+// functions then read it as REAL).
 void AppendStepRowJson(const StepRow& row, std::string& out);
-
-// One row of a step block, with the checks of a step event's fields: an array of
-// kStepRowColumnCount values, "step" an integer >= 0, "step_s" a finite number >= 0, the
-// counts integers >= 0 or null, the others numbers or null (a non-finite one reads as
-// null). InvalidArgument naming the column otherwise.
-Result<StepRow> ReadStepRow(const nlohmann::json& row);
 
 // `summary`: a rank's figures for the attempt. The byte counts are read as integers: a
 // fractional one is rounded to the nearest (as the store always did).

@@ -112,7 +112,7 @@ TEST(MessagesTest, EventsCarryTrialAndAttempt) {
   EXPECT_EQ(parsed->events[0].event["step"], 3);
 }
 
-// Step blocks read back as sent; a block with a row that does not read is left out alone
+// Step blocks read back as sent; a block with a value that does not read is left out alone
 // (named in unreadable_steps), while a block that is not one at all fails the frame.
 TEST(MessagesTest, StepBlocksRoundTripAndABadRowLeavesOnlyItsBlockOut) {
   EventsMessage m;
@@ -143,11 +143,14 @@ TEST(MessagesTest, StepBlocksRoundTripAndABadRowLeavesOnlyItsBlockOut) {
   EXPECT_DOUBLE_EQ(read.rows[1].step_s, 0.25);
   EXPECT_FALSE(read.rows[1].loss.has_value());
 
-  for (auto [column, value, named] : std::vector<std::tuple<int, nlohmann::json, std::string>>{
-           {1, "fast", "step_s"}, {1, -1.0, "step_s"}, {0, -1, "step"}, {2, 1.5, "tokens"}, {3, "x", "loss"},
-           {0, 0, "steps must increase"}}) {
+  // Absent columns are all null: the second block's rows carry no rss_bytes.
+  EXPECT_FALSE(frame["steps"][1].contains("rss_bytes"));
+  EXPECT_TRUE(frame["steps"][1]["tokens"][1].is_null());
+  for (auto [column, value, named] : std::vector<std::tuple<std::string, nlohmann::json, std::string>>{
+           {"step_s", "fast", "step_s"}, {"step_s", -1.0, "step_s"}, {"step", -1, "\"step\""},
+           {"tokens", 1.5, "tokens"}, {"loss", "x", "loss"}, {"step", 0, "steps must increase"}}) {
     nlohmann::json bad = frame;
-    bad["steps"][1]["rows"][1][column] = value;
+    bad["steps"][1][column][1] = value;
     auto one_left = Parse<EventsMessage>(bad);
     ASSERT_TRUE(one_left.ok()) << one_left.status().ToString();
     ASSERT_EQ(one_left->steps.size(), 1u) << bad["steps"][1].dump();
@@ -155,15 +158,22 @@ TEST(MessagesTest, StepBlocksRoundTripAndABadRowLeavesOnlyItsBlockOut) {
     ASSERT_EQ(one_left->unreadable_steps.size(), 1u);
     EXPECT_NE(one_left->unreadable_steps[0].find(named), std::string::npos) << one_left->unreadable_steps[0];
   }
-  nlohmann::json short_row = frame;
-  short_row["steps"][0]["rows"][0].erase(8);
-  EXPECT_EQ(Parse<EventsMessage>(short_row)->unreadable_steps.size(), 1u);
+  nlohmann::json short_column = frame;
+  short_column["steps"][0]["tokens"].erase(1);
+  EXPECT_EQ(Parse<EventsMessage>(short_column)->unreadable_steps.size(), 1u);
+  nlohmann::json not_a_column = frame;
+  not_a_column["steps"][0]["lr"] = 0.1;
+  EXPECT_EQ(Parse<EventsMessage>(not_a_column)->unreadable_steps.size(), 1u);
   nlohmann::json other_phase = frame;
   other_phase["steps"][0]["phase"] = "cooldown";
   EXPECT_EQ(Parse<EventsMessage>(other_phase)->unreadable_steps.size(), 1u);
-  nlohmann::json no_rows = frame;
-  no_rows["steps"][0]["rows"] = nlohmann::json::array();
-  EXPECT_EQ(Parse<EventsMessage>(no_rows)->unreadable_steps.size(), 1u);
+  nlohmann::json no_steps = frame;
+  no_steps["steps"][0]["step"] = nlohmann::json::array();
+  EXPECT_EQ(Parse<EventsMessage>(no_steps)->unreadable_steps.size(), 1u);
+  nlohmann::json too_many = frame;
+  too_many["steps"][0]["step"] = nlohmann::json::array();
+  for (std::size_t i = 0; i <= kMaxStepBlockRows; ++i) too_many["steps"][0]["step"].push_back(i);
+  EXPECT_EQ(Parse<EventsMessage>(too_many)->unreadable_steps.size(), 1u);
 
   nlohmann::json not_a_block = frame;
   not_a_block["steps"][0] = 5;

@@ -95,8 +95,8 @@ TEST(OutboxTest, WhenFullStepsAreDroppedBeforeOtherEvents) {
   EXPECT_EQ(frame["events"][0]["event"]["event"], "ready");
   EXPECT_EQ(frame["events"][1]["event"]["event"], "summary");
   ASSERT_EQ(frame["steps"].size(), 1u);
-  ASSERT_EQ(frame["steps"][0]["rows"].size(), 1u);
-  EXPECT_EQ(frame["steps"][0]["rows"][0][0], 1) << "the oldest step went first";
+  ASSERT_EQ(frame["steps"][0]["step"].size(), 1u);
+  EXPECT_EQ(frame["steps"][0]["step"][0], 1) << "the oldest step went first";
 }
 
 TEST(OutboxTest, WhenFullASentBlockIsDroppedWholeNeverChanged) {
@@ -130,14 +130,14 @@ TEST(OutboxTest, StepsOfARankAndPhaseTravelAsOneBlock) {
   const auto& steps = frames[0]["steps"];
   ASSERT_EQ(steps.size(), 3u);
   EXPECT_EQ(steps[0]["phase"], "warmup");
-  EXPECT_EQ(steps[0]["rows"].size(), 1u);
+  EXPECT_EQ(steps[0]["step"].size(), 1u);
   EXPECT_EQ(steps[1]["rank"], 0);
   EXPECT_EQ(steps[1]["phase"], "measure");
-  ASSERT_EQ(steps[1]["rows"].size(), 3u);
-  EXPECT_EQ(steps[1]["rows"][2][0], 2);
-  EXPECT_DOUBLE_EQ(steps[1]["rows"][2][1].get<double>(), 0.1);
+  ASSERT_EQ(steps[1]["step"].size(), 3u);
+  EXPECT_EQ(steps[1]["step"][2], 2);
+  EXPECT_DOUBLE_EQ(steps[1]["step_s"][2].get<double>(), 0.1);
   EXPECT_EQ(steps[2]["rank"], 1);
-  EXPECT_EQ(steps[2]["rows"].size(), 2u);
+  EXPECT_EQ(steps[2]["step"].size(), 2u);
   // The frame reads back as it was sent.
   auto parsed = protocol::Parse<protocol::EventsMessage>(frames[0]);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
@@ -158,8 +158,8 @@ TEST(OutboxTest, ASentBlockIsResentUnchangedAndLaterStepsStartANewOne) {
   ASSERT_EQ(again.size(), 1u);
   ASSERT_EQ(again[0]["steps"].size(), 2u);
   EXPECT_EQ(again[0]["steps"][0], first[0]["steps"][0]) << "the store keeps a block by its first step";
-  ASSERT_EQ(again[0]["steps"][1]["rows"].size(), 1u);
-  EXPECT_EQ(again[0]["steps"][1]["rows"][0][0], 2);
+  ASSERT_EQ(again[0]["steps"][1]["step"].size(), 1u);
+  EXPECT_EQ(again[0]["steps"][1]["step"][0], 2);
 }
 
 TEST(OutboxTest, AStepNotAboveTheLastOfItsRankAndPhaseIsDropped) {
@@ -172,9 +172,9 @@ TEST(OutboxTest, AStepNotAboveTheLastOfItsRankAndPhaseIsDropped) {
   EXPECT_EQ(outbox.dropped_events(), 2u);
   auto steps = outbox.TakeUnsent()[0]["steps"];
   ASSERT_EQ(steps.size(), 2u);
-  ASSERT_EQ(steps[0]["rows"].size(), 2u);
-  EXPECT_EQ(steps[0]["rows"][0][0], 3);
-  EXPECT_EQ(steps[0]["rows"][1][0], 4);
+  ASSERT_EQ(steps[0]["step"].size(), 2u);
+  EXPECT_EQ(steps[0]["step"][0], 3);
+  EXPECT_EQ(steps[0]["step"][1], 4);
 }
 
 TEST(OutboxTest, ABlockHoldsAtMostItsLimitOfStepsAndIsNeverSplitAcrossFrames) {
@@ -185,10 +185,10 @@ TEST(OutboxTest, ABlockHoldsAtMostItsLimitOfStepsAndIsNeverSplitAcrossFrames) {
   // 10 events a frame: the full block goes alone, over the limit rather than cut.
   auto frames = outbox.TakeUnsent(10);
   ASSERT_EQ(frames.size(), 2u);
-  EXPECT_EQ(frames[0]["steps"][0]["rows"].size(), protocol::kMaxStepBlockRows);
+  EXPECT_EQ(frames[0]["steps"][0]["step"].size(), protocol::kMaxStepBlockRows);
   EXPECT_FALSE(frames[0].contains("events") && !frames[0]["events"].empty());
-  EXPECT_EQ(frames[1]["steps"][0]["rows"].size(), 5u);
-  EXPECT_EQ(frames[1]["steps"][0]["rows"][0][0], static_cast<int>(protocol::kMaxStepBlockRows));
+  EXPECT_EQ(frames[1]["steps"][0]["step"].size(), 5u);
+  EXPECT_EQ(frames[1]["steps"][0]["step"][0], static_cast<int>(protocol::kMaxStepBlockRows));
   EXPECT_EQ(frames[1]["events"].size(), 1u);
 }
 
