@@ -401,6 +401,45 @@ TEST_F(CoordinatorServiceTest, AStepOfAnUnknownPhaseDoesNotHoldItsFrameBack) {
   EXPECT_EQ(steps[0].step, 1);
 }
 
+// Steps in blocks (protocol 2): stored once a row per step; a block sent again is kept
+// once; a block with a value that does not read is dropped alone and the frame is
+// acknowledged; a block of another attempt is stale.
+TEST_F(CoordinatorServiceTest, StepBlocksAreStoredOnceAndABadBlockIsDroppedAlone) {
+  json assign;
+  auto w1 = RegisterAndSubmit("w1", assign);
+  protocol::AttemptRef ref{assign["trial_id"], assign["attempt"]};
+  auto block = [&](protocol::AttemptRef attempt, int first, int n) {
+    protocol::StepBlock b{attempt, 0, "measure", {}};
+    for (int s = first; s < first + n; ++s) b.rows.push_back(protocol::StepRow{s, 0.1 * (s + 1), 64, 5.0 - s});
+    return b;
+  };
+  protocol::EventsMessage events;
+  events.steps = {block(ref, 0, 3), block({ref.trial_id, ref.attempt + 1}, 0, 3)};
+  events.outbox_seq = 1;
+  json frame = protocol::ToJson(events);
+  Frame("w1", frame);
+  Frame("w1", frame);  // a resend after a reconnect
+  protocol::EventsMessage more;
+  more.steps = {block(ref, 3, 2), block(ref, 5, 2)};
+  more.outbox_seq = 2;
+  json with_bad = protocol::ToJson(more);
+  with_bad["steps"][1]["step_s"][0] = "slow";
+  Frame("w1", with_bad);
+  EXPECT_FALSE(w1->closed);
+  auto acks = w1->Take("ack");
+  ASSERT_FALSE(acks.empty());
+  EXPECT_EQ(acks.back()["outbox_seq"], 2);
+  auto steps = store_->ReadStepMetrics(ref.trial_id).value();
+  ASSERT_EQ(steps.size(), 5u) << "steps 0-4 once each; not the bad block's 5-6, nor the other attempt's";
+  for (int s = 0; s < 5; ++s) {
+    EXPECT_EQ(steps[s].step, s);
+    EXPECT_DOUBLE_EQ(steps[s].step_s, 0.1 * (s + 1));
+    EXPECT_EQ(steps[s].tokens, 64);
+    EXPECT_DOUBLE_EQ(*steps[s].loss, 5.0 - s);
+    EXPECT_FALSE(steps[s].lr.has_value());
+  }
+}
+
 // One two-rank trial over two one-slot workers: a gang split across nodes.
 const char* kGangSweep = R"(name: gang
 question: does a gang finish only when all of it has?
