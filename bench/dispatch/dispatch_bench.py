@@ -17,8 +17,9 @@ HTTP, and reads the timings back from the results database:
              (its slot free again) to the `started` event of the next attempt there:
              what the coordinator adds between one trial and the next (p50, p99).
   step rows  step_metrics rows stored per second, from a sweep of --step-trials trials
-             of --step-steps simulated steps each (0 ms a step): its rows over the time
-             from submission to its last trial's finish.
+             (default 1,000) of --step-steps simulated steps each (default 1,000; 0 ms a
+             step), run after the throughput sweep: its rows over the time from
+             submission to its last trial's finish.
   memory     the coordinator's peak resident set (VmHWM) at the end, and its resident
              set before the throughput sweep.
 
@@ -235,8 +236,9 @@ def main():
     ap.add_argument("--trials", type=int, default=1000, help="trials of the throughput sweep")
     ap.add_argument("--steps", type=int, default=1, help="simulated steps per trial")
     ap.add_argument("--simulate-step-ms", type=int, default=1)
-    ap.add_argument("--step-trials", type=int, default=0,
-                    help="trials of the step-rows sweep (0: skip it; step_rows_per_s is then null)")
+    ap.add_argument("--step-trials", type=int, default=1000,
+                    help="trials of the step-rows sweep, run after the throughput sweep "
+                         "(0: skip it; step_rows_per_s is then null)")
     ap.add_argument("--step-steps", type=int, default=1000, help="simulated steps per trial of the step-rows sweep")
     ap.add_argument("--coordinator-arg", action="append", default=[],
                     help="extra flag for `bakeoff coordinator` (repeatable)")
