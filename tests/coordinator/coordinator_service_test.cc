@@ -977,6 +977,12 @@ TEST_F(CoordinatorServiceTest, EventsOverTheRateAreReadLaterNotDropped) {
   auto over = frame_of(1001, 500, 2);
   Frame("w1", over);
   EXPECT_EQ(service_->EventsReadDelay("w1", over), 500ms);
+  // Each step of a step block counts as one event: 250 more steps, a quarter second.
+  protocol::EventsMessage steps;
+  steps.steps.push_back(protocol::StepBlock{ref, 0, "measure", {}});
+  for (int s = 0; s < 250; ++s) steps.steps[0].rows.push_back(protocol::StepRow{s, 0.1});
+  steps.outbox_seq = 3;
+  EXPECT_EQ(service_->EventsReadDelay("w1", protocol::ToJson(steps)), 750ms);
   // Heartbeats cost nothing; every event frame was stored and acknowledged.
   EXPECT_EQ(service_->EventsReadDelay("w1", json{{"type", "heartbeat"}, {"running", json::array()}}), 0ms);
   auto acks = w1->Take("ack");
