@@ -36,7 +36,7 @@ Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
     if (const protocol::StepEvent* step = e.step()) {
       // A step outside a block (a sender of protocol 1's form): a block of one.
       batch.step_blocks.push_back(metrics::StepBlockRecord{ev.attempt.trial_id, ev.attempt.attempt, ev.rank,
-                                                           step->phase, {protocol::StepRowOf(*step)}});
+                                                           step->phase, {step->row}});
     } else if (const protocol::SummaryEvent* summary = e.summary()) {
       batch.summaries.push_back(
           metrics::SummaryRecord{ev.attempt.trial_id, ev.attempt.attempt, ev.rank, *summary, std::move(e.body)});

@@ -139,7 +139,7 @@ class FieldReader {
 Result<StepEvent> ReadStep(const json& e) {
   FieldReader r(e, "step");
   StepEvent s;
-  s.step = r.Count("step", /*required=*/true).value_or(0);
+  s.row.step = r.Count("step", /*required=*/true).value_or(0);
   if (!r.status().ok()) return r.status();
   auto step_s = e.find("step_s");
   if (step_s == e.end() || !step_s->is_number() || !std::isfinite(step_s->get<double>()) ||
@@ -147,15 +147,15 @@ Result<StepEvent> ReadStep(const json& e) {
     r.Fail("step_s", "a finite number of seconds >= 0");
     return r.status();
   }
-  s.step_s = step_s->get<double>();
-  s.tokens = r.Count("tokens");
-  s.peak_mem_bytes = r.Count("peak_mem_bytes");
-  s.rss_bytes = r.Count("rss_bytes");
-  s.comm_bytes = r.Count("comm_bytes");
-  s.loss = r.Number("loss");
-  s.lr = r.Number("lr");
+  s.row.step_s = step_s->get<double>();
+  s.row.tokens = r.Count("tokens");
+  s.row.peak_mem_bytes = r.Count("peak_mem_bytes");
+  s.row.rss_bytes = r.Count("rss_bytes");
+  s.row.comm_bytes = r.Count("comm_bytes");
+  s.row.loss = r.Number("loss");
+  s.row.lr = r.Number("lr");
   s.grad_norm = r.Number("grad_norm");
-  s.comm_s = r.Number("comm_s");
+  s.row.comm_s = r.Number("comm_s");
   s.phase = r.String("phase", false, "measure");
   if (r.status().ok() && s.phase != "warmup" && s.phase != "measure") r.Fail("phase", "\"warmup\" or \"measure\"");
   s.device_allocated_bytes = r.Number("device_allocated_bytes");
@@ -250,11 +250,6 @@ Result<TrainerEvent> TrainerEventFromJson(json object) {
     event.at = at->get<double>();
   }
   return event;
-}
-
-StepRow StepRowOf(const StepEvent& step) {
-  return StepRow{step.step,           step.step_s,    step.tokens, step.loss,      step.lr,
-                 step.peak_mem_bytes, step.rss_bytes, step.comm_s, step.comm_bytes};
 }
 
 namespace {

@@ -43,24 +43,6 @@ namespace bakeoff::protocol {
 
 inline constexpr std::size_t kMaxTrainerLineBytes = 1u << 20;
 
-// `step`: one optimizer step of one rank.
-struct StepEvent {
-  std::int64_t step = 0;
-  std::string phase = "measure";  // "warmup" or "measure"; "measure" when absent
-  double step_s = 0;              // finite, >= 0
-  std::optional<std::int64_t> tokens;  // global tokens of the optimizer step
-  std::optional<double> loss;          // global mean loss
-  std::optional<double> lr;
-  std::optional<double> grad_norm;
-  std::optional<std::int64_t> peak_mem_bytes;
-  std::optional<std::int64_t> rss_bytes;
-  std::optional<double> comm_s;
-  std::optional<std::int64_t> comm_bytes;
-  // CUDA ranks only (live gauges on the worker; not stored).
-  std::optional<double> device_allocated_bytes;
-  std::optional<double> device_reserved_peak_bytes;
-};
-
 // The stored figures of one step (step_metrics, docs/schema.md): what a step block of an
 // events frame carries per step (docs/protocol.md, "Step blocks").
 struct StepRow {
@@ -80,7 +62,17 @@ inline constexpr const char* kStepRowColumns[] = {"step",           "step_s",   
                                                   "rss_bytes",      "comm_s",    "comm_bytes"};
 inline constexpr std::size_t kStepRowColumnCount = std::size(kStepRowColumns);
 
-StepRow StepRowOf(const StepEvent& step);
+// `step`: one optimizer step of one rank.
+struct StepEvent {
+  // What is stored (finite step_s >= 0; tokens: global tokens of the optimizer step;
+  // loss: the global mean loss).
+  StepRow row;
+  std::string phase = "measure";  // "warmup" or "measure"; "measure" when absent
+  std::optional<double> grad_norm;
+  // CUDA ranks only (live gauges on the worker; not stored).
+  std::optional<double> device_allocated_bytes;
+  std::optional<double> device_reserved_peak_bytes;
+};
 
 // The rows as columns (the wire form): an object with one array per column named as in
 // kStepRowColumns, "step" and "step_s" always, another only when a row has a value

@@ -25,20 +25,20 @@ void Outbox::AddEvent(const protocol::AttemptRef& attempt, int rank, protocol::T
 
 void Outbox::AddStep(const protocol::AttemptRef& attempt, int rank, const protocol::StepEvent& step) {
   const StepKey key{attempt.trial_id, attempt.attempt, rank, step.phase == "warmup" ? 0 : 1};
-  auto [last, first_of_key] = last_step_.try_emplace(key, step.step);
+  auto [last, first_of_key] = last_step_.try_emplace(key, step.row.step);
   if (!first_of_key) {
-    if (step.step <= last->second) {  // would overlap a block already formed
+    if (step.row.step <= last->second) {  // would overlap a block already formed
       ++dropped_events_;
       return;
     }
-    last->second = step.step;
+    last->second = step.row.step;
   }
   if (held_events_ >= max_events_) DropOne();
   ++held_events_;
   if (auto open = open_blocks_.find(key); open != open_blocks_.end()) {
     PendingEvent* pending = FindByOrder(open->second);
     if (pending != nullptr && !pending->sealed && pending->block->rows.size() < protocol::kMaxStepBlockRows) {
-      pending->block->rows.push_back(protocol::StepRowOf(step));
+      pending->block->rows.push_back(step.row);
       return;
     }
   }
@@ -47,7 +47,7 @@ void Outbox::AddStep(const protocol::AttemptRef& attempt, int rank, const protoc
   pending.block->attempt = attempt;
   pending.block->rank = rank;
   pending.block->phase = step.phase;
-  pending.block->rows.push_back(protocol::StepRowOf(step));
+  pending.block->rows.push_back(step.row);
   pending.order = next_order_++;
   open_blocks_[key] = pending.order;
   events_.push_back(std::move(pending));

@@ -466,11 +466,11 @@ asio::awaitable<void> TrialRunner::Simulate() {
     co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     if (cancelled_ || timed_out_ || finished_) break;
     protocol::StepEvent step;
-    step.step = s < warmup ? s : s - warmup;
+    step.row.step = s < warmup ? s : s - warmup;
     step.phase = s < warmup ? "warmup" : "measure";
-    step.step_s = step_s;
-    step.tokens = tokens;
-    step.loss = 10.0 / (1.0 + static_cast<double>(s));
+    step.row.step_s = step_s;
+    step.row.tokens = tokens;
+    step.row.loss = 10.0 / (1.0 + static_cast<double>(s));
     EmitSimulatedStep(step);
   }
   for (auto& r : ranks_) {

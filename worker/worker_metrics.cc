@@ -119,23 +119,23 @@ void WorkerMetrics::ObserveEvent(const protocol::AttemptRef& attempt, int rank, 
   const bool warmup = step->phase == "warmup";
   (warmup ? s.warmup_steps : s.measured_steps)->Increment();
   // The parser guarantees step_s finite and >= 0, counts >= 0, numbers finite.
-  if (step->tokens) {
+  if (step->row.tokens) {
     // Step events carry the step's global tokens; each rank counts its share so that
     // a sum over ranks is the trial's throughput.
-    const double share = static_cast<double>(*step->tokens) / trial.world_size;
+    const double share = static_cast<double>(*step->row.tokens) / trial.world_size;
     s.tokens->Increment(share);
-    if (step->step_s > 0) s.tokens_per_second->Set(share / step->step_s);
+    if (step->row.step_s > 0) s.tokens_per_second->Set(share / step->row.step_s);
   }
-  if (!warmup) s.step_seconds->Observe(step->step_s);
-  if (step->loss) s.loss->Set(*step->loss);
-  if (step->peak_mem_bytes) s.peak_memory->Set(static_cast<double>(*step->peak_mem_bytes));
-  if (step->rss_bytes) s.rss->Set(static_cast<double>(*step->rss_bytes));
+  if (!warmup) s.step_seconds->Observe(step->row.step_s);
+  if (step->row.loss) s.loss->Set(*step->row.loss);
+  if (step->row.peak_mem_bytes) s.peak_memory->Set(static_cast<double>(*step->row.peak_mem_bytes));
+  if (step->row.rss_bytes) s.rss->Set(static_cast<double>(*step->row.rss_bytes));
   if (s.device_allocated) {
     if (step->device_allocated_bytes) s.device_allocated->Set(*step->device_allocated_bytes);
     if (step->device_reserved_peak_bytes) s.device_reserved_peak->Set(*step->device_reserved_peak_bytes);
   }
-  if (step->comm_s && *step->comm_s > 0) s.collective_seconds->Increment(*step->comm_s);
-  if (step->comm_bytes && *step->comm_bytes > 0) s.collective_bytes->Increment(static_cast<double>(*step->comm_bytes));
+  if (step->row.comm_s && *step->row.comm_s > 0) s.collective_seconds->Increment(*step->row.comm_s);
+  if (step->row.comm_bytes && *step->row.comm_bytes > 0) s.collective_bytes->Increment(static_cast<double>(*step->row.comm_bytes));
 }
 
 void WorkerMetrics::RemoveSeries(RankSeries& s) {

@@ -36,25 +36,25 @@ TEST(TrainerEventTest, StepFieldsAreTyped) {
   const StepEvent* step = parsed->step();
   ASSERT_NE(step, nullptr);
   EXPECT_EQ(parsed->summary(), nullptr);
-  EXPECT_EQ(step->step, 7);
+  EXPECT_EQ(step->row.step, 7);
   EXPECT_EQ(step->phase, "warmup");
-  EXPECT_EQ(step->step_s, 0.25);
-  EXPECT_EQ(step->tokens, 512);
-  EXPECT_EQ(step->loss, 4.5);
-  EXPECT_EQ(step->lr, 0.001);
+  EXPECT_EQ(step->row.step_s, 0.25);
+  EXPECT_EQ(step->row.tokens, 512);
+  EXPECT_EQ(step->row.loss, 4.5);
+  EXPECT_EQ(step->row.lr, 0.001);
   EXPECT_EQ(step->grad_norm, 1.5);
-  EXPECT_EQ(step->peak_mem_bytes, 3000);
-  EXPECT_EQ(step->rss_bytes, 2000);
-  EXPECT_EQ(step->comm_s, 0.125);
-  EXPECT_EQ(step->comm_bytes, 1024);
+  EXPECT_EQ(step->row.peak_mem_bytes, 3000);
+  EXPECT_EQ(step->row.rss_bytes, 2000);
+  EXPECT_EQ(step->row.comm_s, 0.125);
+  EXPECT_EQ(step->row.comm_bytes, 1024);
   EXPECT_EQ(step->device_allocated_bytes, 1500);
   EXPECT_EQ(step->device_reserved_peak_bytes, 4096);
 
   auto bare = ParseTrainerEvent(R"({"event":"step","step":0,"step_s":0,"loss":null})");
   ASSERT_TRUE(bare.ok()) << bare.status().ToString();
   EXPECT_EQ(bare->step()->phase, "measure") << "a step without a phase is measured";
-  EXPECT_FALSE(bare->step()->tokens.has_value());
-  EXPECT_FALSE(bare->step()->loss.has_value()) << "null reads as absent";
+  EXPECT_FALSE(bare->step()->row.tokens.has_value());
+  EXPECT_FALSE(bare->step()->row.loss.has_value()) << "null reads as absent";
 }
 
 TEST(TrainerEventTest, NonFiniteNumbersReadAsAbsent) {
@@ -62,7 +62,7 @@ TEST(TrainerEventTest, NonFiniteNumbersReadAsAbsent) {
   auto parsed = TrainerEventFromJson({{"event", "step"}, {"step", 1}, {"step_s", 0.5},
                                       {"loss", std::numeric_limits<double>::quiet_NaN()}});
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-  EXPECT_FALSE(parsed->step()->loss.has_value());
+  EXPECT_FALSE(parsed->step()->row.loss.has_value());
 }
 
 TEST(TrainerEventTest, SummaryFieldsAreTyped) {

@@ -43,7 +43,7 @@ class TrialRunnerTest : public ::testing::Test {
     callbacks.on_event = [this](int rank, protocol::TrainerEvent e) {
       if (e.body.is_null()) {  // typed only (the simulated workload's steps)
         nlohmann::json typed = {{"event", e.kind}, {"typed_only", true}};
-        if (const auto* step = e.step()) typed.update({{"step", step->step}, {"phase", step->phase}});
+        if (const auto* step = e.step()) typed.update({{"step", step->row.step}, {"phase", step->phase}});
         events_.push_back({rank, std::move(typed)});
         return;
       }
