@@ -133,12 +133,7 @@ std::vector<nlohmann::json> Outbox::TakeUnsent(std::size_t max_events_per_frame,
         if (frames.size() >= room) break;
       }
       if (e->block) {
-        if (!e->sealed) {
-          e->sealed = true;
-          const auto& b = *e->block;
-          auto open = open_blocks_.find(StepKey{b.attempt.trial_id, b.attempt.attempt, b.rank, b.phase == "warmup" ? 0 : 1});
-          if (open != open_blocks_.end() && open->second == e->order) open_blocks_.erase(open);
-        }
+        e->sealed = true;  // later steps of its key start a new block
         batch.steps.push_back(*e->block);
       } else {
         batch.events.push_back(e->event);

@@ -100,7 +100,7 @@ class Outbox {
   std::deque<PendingFinished> finished_;
   std::size_t held_events_ = 0;  // events_ with each step counted
   std::map<std::tuple<std::int64_t, int, int>, std::int64_t> next_event_seq_;
-  std::map<StepKey, std::int64_t> open_blocks_;  // the order of each key's unsent block
+  std::map<StepKey, std::int64_t> open_blocks_;  // the order of each key's newest block
   std::map<StepKey, std::int64_t> last_step_;    // the last step queued per key
   std::int64_t next_order_ = 1;
   std::int64_t next_outbox_seq_ = 1;
