@@ -13,6 +13,21 @@ namespace {
 
 using nlohmann::json;
 
+// A count: an integer >= 0 that fits int64.
+std::optional<std::int64_t> ReadCount(const json& v) {
+  if (v.is_number_unsigned()) {
+    if (v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      return static_cast<std::int64_t>(v.get<std::uint64_t>());
+    }
+  } else if (v.is_number_integer() && v.get<std::int64_t>() >= 0) {
+    return v.get<std::int64_t>();
+  }
+  return std::nullopt;
+}
+
+// A step's seconds: a finite number >= 0.
+bool IsStepSeconds(const json& v) { return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0; }
+
 // Reads the fields of one event's object, checking each once; the first mistyped field
 // is kept as the error (later reads then return nullopt).
 class FieldReader {
@@ -31,15 +46,9 @@ class FieldReader {
   std::optional<std::int64_t> Count(const char* field, bool required = false) {
     const json* v = Find(field, required, "an integer >= 0");
     if (v == nullptr) return std::nullopt;
-    if (v->is_number_unsigned()) {
-      if (v->get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-        return static_cast<std::int64_t>(v->get<std::uint64_t>());
-      }
-    } else if (v->is_number_integer() && v->get<std::int64_t>() >= 0) {
-      return v->get<std::int64_t>();
-    }
-    Fail(field, "an integer >= 0");
-    return std::nullopt;
+    std::optional<std::int64_t> count = ReadCount(*v);
+    if (!count) Fail(field, "an integer >= 0");
+    return count;
   }
 
   // Any integer.
@@ -142,8 +151,7 @@ Result<StepEvent> ReadStep(const json& e) {
   s.row.step = r.Count("step", /*required=*/true).value_or(0);
   if (!r.status().ok()) return r.status();
   auto step_s = e.find("step_s");
-  if (step_s == e.end() || !step_s->is_number() || !std::isfinite(step_s->get<double>()) ||
-      step_s->get<double>() < 0) {
+  if (step_s == e.end() || !IsStepSeconds(*step_s)) {
     r.Fail("step_s", "a finite number of seconds >= 0");
     return r.status();
   }
@@ -310,18 +318,6 @@ Status ColumnError(std::size_t column, const char* expected) {
                                  expected);
 }
 
-// A count: an integer >= 0 that fits int64.
-std::optional<std::int64_t> ReadCount(const json& v) {
-  if (v.is_number_unsigned()) {
-    if (v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      return static_cast<std::int64_t>(v.get<std::uint64_t>());
-    }
-  } else if (v.is_number_integer() && v.get<std::int64_t>() >= 0) {
-    return v.get<std::int64_t>();
-  }
-  return std::nullopt;
-}
-
 // Element `v` of column `column` into `out`; false when it has the wrong type.
 bool ReadElement(const json& v, std::optional<std::int64_t>& out) {
   if (v.is_null()) return true;
@@ -388,7 +384,7 @@ Status ReadStepColumns(const json& block, std::vector<StepRow>& rows) {
     if (!step) return ColumnError(0, "integers >= 0");
     rows[i].step = *step;
     const json& t = (**times)[i];
-    if (!t.is_number() || !std::isfinite(t.get<double>()) || t.get<double>() < 0) {
+    if (!IsStepSeconds(t)) {
       return ColumnError(1, "finite numbers of seconds >= 0");
     }
     rows[i].step_s = t.get<double>();
