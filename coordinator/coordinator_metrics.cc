@@ -54,7 +54,9 @@ CoordinatorMetrics::CoordinatorMetrics()
         "Attempts lost (worker vanished) whose trial was queued again.")),
       event_throttle_(RegisterSeries<prometheus::Counter>(*registry_, "bakeoff_worker_event_throttle_seconds_total",
         "Time worker connections were read later because they sent trainer events over the per-worker rate "
-        "limit.")) {}
+        "limit.")),
+      foreign_events_(RegisterSeries<prometheus::Counter>(*registry_, "bakeoff_worker_foreign_events_total",
+        "Events and step blocks dropped because the sending worker was not given their attempt and rank.")) {}
 
 void CoordinatorMetrics::ObserveHttpRequest(const std::string& target, int status) {
   http_requests_.Add({{"route", RouteOf(target)}, {"code", std::to_string(status)}}).Increment();
@@ -74,6 +76,8 @@ void CoordinatorMetrics::ObserveStoreWrite(const std::string& operation, std::ch
 }
 
 void CoordinatorMetrics::CountRequeue() { requeues_.Increment(); }
+
+void CoordinatorMetrics::CountForeignEvents(std::size_t n) { foreign_events_.Increment(static_cast<double>(n)); }
 
 void CoordinatorMetrics::CountEventThrottle(std::chrono::milliseconds delay) {
   event_throttle_.Increment(std::chrono::duration<double>(delay).count());

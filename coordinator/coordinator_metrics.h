@@ -56,6 +56,8 @@ class CoordinatorMetrics {
   void CountRequeue();
   // A worker's connection read later because it sent events over the rate limit.
   void CountEventThrottle(std::chrono::milliseconds delay);
+  // Events or step blocks a worker sent for ranks it was not given (dropped).
+  void CountForeignEvents(std::size_t n);
 
   // Measures one store write from construction to destruction.
   class StoreWriteTimer {
@@ -85,6 +87,7 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Histogram>& store_write_;
   prometheus::Counter& requeues_;
   prometheus::Counter& event_throttle_;
+  prometheus::Counter& foreign_events_;
   std::map<std::string, prometheus::Histogram*> store_write_by_operation_;
 };
 

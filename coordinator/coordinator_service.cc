@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -248,14 +249,27 @@ void CoordinatorService::Schedule() {
            table_.trials().at(sweep.trial_order[sweep.queued_from]).machine.phase() != TrialState::kQueued) {
       ++sweep.queued_from;
     }
-    for (std::size_t i = sweep.queued_from; i < sweep.trial_order.size() && s.queue.size() < free_units; ++i) {
+    // A trial whose pair group already has a trial in this queue may wait for that
+    // trial's worker, so it does not count against the free units.
+    std::set<std::string> groups_queued;
+    std::size_t counted = 0;
+    for (std::size_t i = sweep.queued_from; i < sweep.trial_order.size() && counted < free_units; ++i) {
       const std::int64_t tid = sweep.trial_order[i];
       const auto& trial = table_.trials().at(tid);
       if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
       auto v = sweep.variants.find(trial.variant_key);
-      s.queue.push_back(SchedulerTrial{tid, trial.variant_key,
-                                       v == sweep.variants.end() ? 1 : v->second.world_size, sweep.cuda,
-                                       v == sweep.variants.end() ? "" : v->second.CommandTemplate()});
+      SchedulerTrial queued{tid, trial.variant_key, v == sweep.variants.end() ? 1 : v->second.world_size,
+                            sweep.cuda, v == sweep.variants.end() ? "" : v->second.CommandTemplate(), ""};
+      if (v != sweep.variants.end()) {
+        switch (PairWorker(sweep, trial, v->second, queued.pinned_worker)) {
+          case PairPlacement::kBusy: continue;  // its pair's worker has no room: it waits, uncounted
+          case PairPlacement::kPinned:
+          case PairPlacement::kFree: break;
+        }
+        queued.pair_group = PairGroup(trial.variant_key, v->second, trial.repeat);
+      }
+      if (queued.pair_group.empty() || groups_queued.insert(queued.pair_group).second) ++counted;
+      s.queue.push_back(std::move(queued));
     }
     if (!s.queue.empty()) sweeps.push_back(std::move(s));
   }
@@ -273,6 +287,29 @@ void CoordinatorService::Schedule() {
       if (!store_.healthy()) return;
     }
   }
+}
+
+CoordinatorService::PairPlacement CoordinatorService::PairWorker(const SweepEntry& sweep, const TrialEntry& trial,
+                                                                 const VariantInfo& variant,
+                                                                 std::string& pinned) {
+  const std::string group = PairGroup(trial.variant_key, variant, trial.repeat);
+  auto it = group.empty() ? sweep.pair_workers.end() : sweep.pair_workers.find(group);
+  if (it == sweep.pair_workers.end()) return PairPlacement::kFree;
+  const WorkerInfo* w = registry_.Find(it->second);
+  // A worker that left, or one too small for this trial, cannot take it: the pair is then
+  // split, and the report calls the comparison confounded with its workers.
+  if (!w || !w->schedulable() || !links_.count(it->second)) return PairPlacement::kFree;
+  const std::string executor = variant.CommandTemplate();
+  if (!executor.empty() && std::find(w->executors.begin(), w->executors.end(), executor) == w->executors.end()) {
+    return PairPlacement::kFree;
+  }
+  const int need = std::max(1, variant.world_size);
+  const int size = sweep.cuda ? static_cast<int>(w->resources.cuda_devices.size()) : w->resources.cpu_slots;
+  if (size < need) return PairPlacement::kFree;
+  const int room = sweep.cuda ? static_cast<int>(w->free_cuda_devices().size()) : w->free_cpu_slots();
+  if (room < need) return PairPlacement::kBusy;
+  pinned = it->second;
+  return PairPlacement::kPinned;
 }
 
 Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
@@ -331,6 +368,11 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
     for (const auto& s : part.ranks) devices.insert(devices.end(), s.cuda_devices.begin(), s.cuda_devices.end());
     registry_.Reserve(wid, ref, part.cuda ? 0 : static_cast<int>(part.ranks.size()), devices);
     ++history_[{trial.sweep_id, trial.variant_key, wid}];
+    if (order.size() == 1) {
+      // The first trial of its pair group placed whole on one worker names the group's worker.
+      const std::string group = PairGroup(trial.variant_key, variant, trial.repeat);
+      if (!group.empty()) sweep.pair_workers.emplace(group, wid);
+    }
     protocol::AssignMessage assign;
     assign.attempt = ref;
     assign.sweep_id = std::to_string(trial.sweep_id);
@@ -560,13 +602,25 @@ void CoordinatorService::HandleHeartbeat(const std::string& worker_id, const pro
 }
 
 Status CoordinatorService::HandleEvents(const std::string& worker_id, const protocol::EventsMessage& message) {
-  auto started = events_.Store(worker_id, message, [this](const protocol::AttemptRef& attempt) {
+  using Provenance = EventIngest::Provenance;
+  // A worker speaks only for the ranks of the current attempt that it was given.
+  auto accept = [this, &worker_id](const protocol::AttemptRef& attempt, int rank) {
     auto it = table_.trials().find(attempt.trial_id);
-    return it != table_.trials().end() && it->second.machine.IsCurrent(attempt.attempt);
-  });
+    if (it == table_.trials().end() || !it->second.machine.IsCurrent(attempt.attempt)) return Provenance::kStale;
+    for (const auto& part : it->second.parts) {
+      if (part.worker_id != worker_id) continue;
+      for (const auto& slot : part.ranks) {
+        if (slot.rank == rank) return Provenance::kStore;
+      }
+    }
+    return Provenance::kForeign;
+  };
+  auto started = events_.Store(worker_id, message, accept);
   if (!started.ok()) return started.status();
   for (std::int64_t tid : *started) {
-    TrialEntry& trial = table_.trials().at(tid);
+    auto it = table_.trials().find(tid);
+    if (it == table_.trials().end()) continue;
+    TrialEntry& trial = it->second;
     if (trial.machine.phase() != TrialState::kAssigned) continue;
     auto marked = [&] {
       CoordinatorMetrics::StoreWriteTimer timer(metrics_, "mark_running");

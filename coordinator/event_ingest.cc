@@ -18,13 +18,24 @@ EventIngest::EventIngest(std::size_t max_events_per_s, metrics::ResultsStore& st
 
 Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
                                                   const protocol::EventsMessage& message,
-                                                  const IsCurrent& is_current) {
+                                                  const Accept& accept) {
   metrics::MetricsBatch batch;
   std::set<std::int64_t> started;
   std::size_t unreadable = 0;
   std::string first_unreadable;
+  std::size_t foreign = 0;
+  std::string first_foreign;
+  // Whether to store what names (attempt, rank); a foreign one is counted.
+  auto keep = [&](const protocol::AttemptRef& attempt, int rank) {
+    const Provenance p = accept(attempt, rank);
+    if (p == Provenance::kForeign && foreign++ == 0) {
+      first_foreign = "trial " + std::to_string(attempt.trial_id) + " attempt " + std::to_string(attempt.attempt) +
+                      " rank " + std::to_string(rank);
+    }
+    return p == Provenance::kStore;
+  };
   for (const auto& ev : message.events) {
-    if (!is_current(ev.attempt)) continue;  // stale
+    if (!keep(ev.attempt, ev.rank)) continue;
     // Read once into its type, with the checks the worker applied to the trainer's line:
     // an event that does not read (a worker that skipped them) is dropped, not stored.
     auto read = protocol::TrainerEventFromJson(ev.event);
@@ -54,7 +65,7 @@ Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
     }
   }
   for (const auto& block : message.steps) {
-    if (!is_current(block.attempt)) continue;  // stale
+    if (!keep(block.attempt, block.rank)) continue;
     batch.step_blocks.push_back(
         metrics::StepBlockRecord{block.attempt.trial_id, block.attempt.attempt, block.rank, block.phase, block.rows});
   }
@@ -65,6 +76,11 @@ Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
   if (unreadable > 0) {
     Log("dropped " + std::to_string(unreadable) + " unreadable event(s) or step block(s) from worker=" + worker_id + ": " +
         first_unreadable);
+  }
+  if (foreign > 0) {
+    metrics_.CountForeignEvents(foreign);
+    Log("dropped " + std::to_string(foreign) + " event(s) or step block(s) from worker=" + worker_id +
+        " for ranks it was not given (first: " + first_foreign + ")");
   }
   if (!batch.step_blocks.empty() || !batch.summaries.empty() || !batch.events.empty()) {
     CoordinatorMetrics::StoreWriteTimer timer(metrics_, "append_events");

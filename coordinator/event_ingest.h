@@ -7,6 +7,12 @@
 // whose first rank said `started` or `ready` are returned: marking them running is the
 // caller's decision (CoordinatorService).
 //
+// Provenance (docs/security.md, "A worker speaks only for its own ranks"): the caller's
+// `accept` says, per (attempt, rank), whether the event is stored, stale (a replaced
+// attempt: skipped silently) or foreign (a current attempt whose rank the sending worker
+// was not given: dropped, counted and logged once per frame). The rest of the frame is
+// stored and acknowledged either way, so a worker cannot make its frame hold back others.
+//
 // Reading: each worker has a budget of `max_worker_events_per_s`; a frame over it is
 // read later, not dropped (ReadDelay), counted in the coordinator's metrics and logged
 // at most every 10 s per worker.
@@ -35,17 +41,18 @@ namespace bakeoff::coordinator {
 
 class EventIngest {
  public:
-  // Whether an event of this attempt is current (stale ones are skipped).
-  using IsCurrent = std::function<bool(const protocol::AttemptRef& attempt)>;
+  // What becomes of an event of `attempt` that names `rank`.
+  enum class Provenance { kStore, kStale, kForeign };
+  using Accept = std::function<Provenance(const protocol::AttemptRef& attempt, int rank)>;
 
   // `max_events_per_s` 0: no limit. The references must outlive this object.
   EventIngest(std::size_t max_events_per_s, metrics::ResultsStore& store, CoordinatorMetrics& metrics);
 
-  // Stores the events of `message` from `worker_id` that `is_current` accepts. Returns
+  // Stores the events of `message` from `worker_id` that `accept` says to store. Returns
   // the ids of the trials that reported started or ready, or the store's error (nothing
   // of the frame is stored then).
   Result<std::set<std::int64_t>> Store(const std::string& worker_id, const protocol::EventsMessage& message,
-                                       const IsCurrent& is_current);
+                                       const Accept& accept);
 
   // How long to wait before reading `frame` from `worker_id`: zero unless it is an
   // events frame over the worker's budget at `now`.

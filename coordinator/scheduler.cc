@@ -29,6 +29,7 @@ std::optional<TrialPlacement> Place(std::int64_t sweep_id, const SchedulerTrial&
   std::optional<std::size_t> single;
   for (std::size_t i = 0; i < workers.size(); ++i) {
     if (Capacity(workers[i], trial) < need) continue;
+    if (!trial.pinned_worker.empty() && workers[i].id != trial.pinned_worker) continue;
     if (!single) {
       single = i;
       continue;
@@ -41,6 +42,8 @@ std::optional<TrialPlacement> Place(std::int64_t sweep_id, const SchedulerTrial&
   }
   if (single) {
     parts.push_back({*single, need});
+  } else if (!trial.pinned_worker.empty()) {
+    return std::nullopt;  // its worker has no room now
   } else {
     std::vector<std::size_t> order;
     int total = 0;
@@ -118,18 +121,33 @@ std::vector<TrialPlacement> Scheduler::Schedule(const std::vector<SchedulerSweep
   std::size_t start = 0;
   while (start < n && sweeps[start]->sweep_id <= last_served_sweep_) ++start;
   if (start == n) start = 0;
+  // (sweep, pair group) -> the worker its first trial went to in this call.
+  std::map<std::pair<std::int64_t, std::string>, std::string> group_worker;
   bool progress = true;
   while (progress) {
     progress = false;
     for (std::size_t k = 0; k < n; ++k) {
       const std::size_t s = (start + k) % n;
       if (blocked[s] || cursor[s] >= sweeps[s]->queue.size()) continue;
-      const SchedulerTrial& head = sweeps[s]->queue[cursor[s]];
+      SchedulerTrial head = sweeps[s]->queue[cursor[s]];
+      const std::pair<std::int64_t, std::string> group{sweeps[s]->sweep_id, head.pair_group};
+      if (head.pinned_worker.empty() && !head.pair_group.empty()) {
+        if (auto named = group_worker.find(group); named != group_worker.end()) head.pinned_worker = named->second;
+      }
       auto placed = Place(sweeps[s]->sweep_id, head, workers, runs_of(sweeps[s]->sweep_id, head.variant_key));
+      if (!placed && !head.pinned_worker.empty()) {
+        ++cursor[s];  // it waits for its pair's worker; the sweep's later trials go on
+        progress = true;
+        continue;
+      }
       if (!placed) {
         blocked[s] = true;  // strict order: this sweep waits for its head
         continue;
       }
+      const bool whole = std::all_of(placed->ranks.begin(), placed->ranks.end(), [&](const RankAssignment& r) {
+        return r.worker_id == placed->ranks.front().worker_id;
+      });
+      if (!head.pair_group.empty() && whole) group_worker.emplace(group, placed->ranks.front().worker_id);
       ++cursor[s];
       last_served_sweep_ = sweeps[s]->sweep_id;
       out.push_back(std::move(*placed));

@@ -10,6 +10,12 @@
 //  - Executors: a command trial's ranks go only to workers offering its template.
 //  - Repeats spread: among workers with room, the one that has run this variant the
 //    fewest times is preferred (so a worker's speed does not masquerade as an effect).
+//  - Balanced pairs: a trial with a `pinned_worker` (its pair group's worker, chosen by
+//    the coordinator) goes whole onto that worker or waits; a pinned trial that waits
+//    does not hold back its sweep's later trials (the pair's partner is placed with it
+//    later, so both sides of every pair run on one worker and its speed cancels). Within
+//    one call, the first trial of a `pair_group` placed whole names the group's worker
+//    for the rest of the call (the coordinator records it for later calls).
 // Thread-safety: not thread-safe (keeps the round-robin cursor).
 #pragma once
 
@@ -34,6 +40,11 @@ struct SchedulerTrial {
   bool cuda = false;  // needs one CUDA device per rank (else one CPU slot per rank)
   // executor: command: the template every rank's worker must offer; "" = the native trainer.
   std::string executor;
+  // Place all ranks on this worker or not at all now; "" = anywhere.
+  std::string pinned_worker;
+  // Its pair group ("" none): when a trial of a group is placed whole on one worker, the
+  // group's later trials in the same call are pinned to that worker too.
+  std::string pair_group;
 };
 
 struct SchedulerSweep {

@@ -6,6 +6,12 @@
 
 namespace bakeoff::coordinator {
 
+std::string PairGroup(const std::string& variant_key, const VariantInfo& variant, int repeat) {
+  const std::string& baseline = variant.is_baseline ? variant_key : variant.counterpart_key;
+  if (baseline.empty()) return "";
+  return baseline + "#" + std::to_string(repeat);
+}
+
 Status TrialTable::Recover(metrics::ResultsStore& store, Clock::TimePoint now,
                            std::chrono::milliseconds recovery_grace) {
   auto active = store.ListActiveTrials();
@@ -34,6 +40,7 @@ Status TrialTable::LoadSweep(metrics::ResultsStore& store, const metrics::SweepR
     entry.sweep_id = t.sweep_id;
     entry.variant_key = t.variant_key;
     entry.order_index = t.order_index;
+    entry.repeat = static_cast<int>(t.repeat);
     const TrialState phase = t.state;
     entry.machine = TrialStateMachine(static_cast<int>(t.max_attempts), static_cast<int>(t.attempts_used), phase);
     if (phase == TrialState::kQueued) entry.queued_since = now;  // this process queued it
@@ -59,6 +66,14 @@ Status TrialTable::LoadSweep(metrics::ResultsStore& store, const metrics::SweepR
         for (auto& [wid, part] : parts) entry.parts.push_back(std::move(part));
       }
     }
+    // A running trial placed whole on one worker keeps its pair group there.
+    if (entry.parts.size() == 1) {
+      auto v = sweep.variants.find(t.variant_key);
+      if (v != sweep.variants.end()) {
+        const std::string group = PairGroup(t.variant_key, v->second, entry.repeat);
+        if (!group.empty()) sweep.pair_workers.emplace(group, entry.parts.front().worker_id);
+      }
+    }
     sweep.trial_order.push_back(t.id);
     trials_[t.id] = std::move(entry);
   }
@@ -74,6 +89,7 @@ void TrialTable::AddSubmitted(SweepEntry sweep, const std::vector<std::int64_t>&
     entry.sweep_id = sweep.id;
     entry.variant_key = trials[i].variant_key;
     entry.order_index = trials[i].order_index;
+    entry.repeat = static_cast<int>(trials[i].repeat);
     entry.machine = TrialStateMachine(max_attempts);
     entry.queued_since = now;
     sweep.trial_order.push_back(entry.id);

@@ -46,6 +46,7 @@ struct TrialEntry {
   std::int64_t sweep_id = 0;
   std::string variant_key;
   std::int64_t order_index = 0;
+  int repeat = 0;  // 0-based; with the counterpart's key it names the trial's pair group
   TrialStateMachine machine;
   std::vector<TrialPart> parts;  // the current attempt's placement
   bool cancel_requested = false;
@@ -69,6 +70,10 @@ struct VariantInfo {
   }
 };
 
+// The pair group of a trial of `variant` (its key is `variant_key`) at `repeat`: the
+// baseline counterpart's key and the repeat; "" when the variant has no counterpart.
+std::string PairGroup(const std::string& variant_key, const VariantInfo& variant, int repeat);
+
 struct SweepEntry {
   std::int64_t id = 0;
   std::string name;
@@ -82,6 +87,11 @@ struct SweepEntry {
   bool cancelled = false;
   bool done = false;          // every trial finished
   bool state_stored = false;  // the store has it finished or cancelled: evictable
+  // Balanced placement (docs/sweep.md, "Placement"): the worker each pair group (the
+  // baseline counterpart's key and a repeat: a baseline trial and every variant trial
+  // paired with it) was first placed on whole. The group's other trials go there too, so
+  // that a worker's speed cancels in each pair's ratio.
+  std::map<std::string, std::string> pair_workers;
   // Scan cursors into trial_order: every trial before finished_prefix is finished;
   // none before queued_from is queued (reset to 0 when a trial is requeued).
   std::size_t finished_prefix = 0;

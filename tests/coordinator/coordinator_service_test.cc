@@ -4,7 +4,9 @@
 
 #include <filesystem>
 #include <future>
+#include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -49,6 +51,17 @@ question: does the service work?
   world_size: {value: 1}
 baseline: {micro_batch: 1}
 repeats: 1
+limits: {trial_timeout: 60s, max_attempts: 2}
+)";
+
+// Two pair groups (repeat 0's and repeat 1's), so that two one-slot workers each get a
+// trial at once: a pair's two sides wait for one worker (docs/sweep.md, "Placement").
+const std::string kTwoPairSweep = std::string(R"(name: svc2
+)") + testing::kTinyWorkload + R"(parameters:
+  micro_batch: {values: [1, 2]}
+  world_size: {value: 1}
+baseline: {micro_batch: 1}
+repeats: 2
 limits: {trial_timeout: 60s, max_attempts: 2}
 )";
 
@@ -109,9 +122,10 @@ class CoordinatorServiceTest : public ::testing::Test {
   // first trial, whose assignment goes to `assign`. Returns the worker's link;
   // `sweep_id` gets the sweep's id.
   std::shared_ptr<RecordingLink> RegisterAndSubmit(const std::string& name, json& assign,
-                                                   std::int64_t* sweep_id = nullptr) {
+                                                   std::int64_t* sweep_id = nullptr,
+                                                   const std::string& yaml = kSweep) {
     auto link = Register(name);
-    const auto id = Submit();
+    const auto id = Submit(yaml);
     if (sweep_id) *sweep_id = id;
     auto assigns = link->Take("assign");
     EXPECT_EQ(assigns.size(), 1u);
@@ -277,17 +291,18 @@ TEST_F(CoordinatorServiceTest, SweepRunsToTheEndAndIsAcknowledged) {
   auto w2 = Register("w2");
   const auto sweep_id = Submit();
   auto a1 = w1->Take("assign");
-  auto a2 = w2->Take("assign");
   ASSERT_EQ(a1.size(), 1u);
-  ASSERT_EQ(a2.size(), 1u);
-  EXPECT_NE(a1[0]["trial_id"], a2[0]["trial_id"]);
+  EXPECT_TRUE(w2->Take("assign").empty()) << "the pair's other side waits for the first one's worker";
   EXPECT_EQ(a1[0]["timeout_ms"], 60000);
   EXPECT_EQ(a1[0]["store_address"].get<std::string>().rfind("127.0.0.1:300", 0), 0u);
   Succeed("w1", a1[0], 1);
-  Succeed("w2", a2[0], 1);
   auto acks = w1->Take("ack");
   ASSERT_FALSE(acks.empty());
   EXPECT_EQ(acks.back()["outbox_seq"], 2);
+  auto a2 = w1->Take("assign");
+  ASSERT_EQ(a2.size(), 1u);
+  EXPECT_NE(a1[0]["trial_id"], a2[0]["trial_id"]);
+  Succeed("w1", a2[0], 3);
   auto sweep = store_->GetSweep(sweep_id);
   ASSERT_TRUE(sweep.ok());
   EXPECT_EQ(sweep->state, metrics::SweepState::kFinished);
@@ -297,7 +312,7 @@ TEST_F(CoordinatorServiceTest, SweepRunsToTheEndAndIsAcknowledged) {
     ASSERT_EQ(r.summaries.size(), 1u);
     EXPECT_EQ(r.summaries[0].summary["tokens_per_s"], 160.0);
   }
-  EXPECT_NE(results[0].attempt->worker_id, results[1].attempt->worker_id);
+  EXPECT_EQ(results[0].attempt->worker_id, results[1].attempt->worker_id) << "both sides of the pair on one worker";
 }
 
 // A running sweep's counts come from the trial table (a status read of a large sweep
@@ -525,11 +540,11 @@ TEST_F(CoordinatorServiceTest, AWorkerThatSaysGoodbyeIsGoneNotLostAndItsAttemptI
 
 TEST_F(CoordinatorServiceTest, SilentWorkerIsLostAndItsTrialRequeuedElsewhere) {
   json a1;
-  auto w1 = RegisterAndSubmit("w1", a1);
+  auto w1 = RegisterAndSubmit("w1", a1, nullptr, kTwoPairSweep);
   const std::int64_t trial = a1["trial_id"];
   auto w2 = Register("w2");
   Pump();
-  w2->Take("assign");  // the second trial
+  ASSERT_EQ(w2->Take("assign").size(), 1u);  // the second pair's first trial
   clock_.Advance(600ms);
   Frame("w2", protocol::ToJson(protocol::HeartbeatMessage{}));
   clock_.Advance(600ms);  // w1 silent 1.2 s > 1 s TTL; w2 heard 0.6 s ago
@@ -582,6 +597,90 @@ TEST_F(CoordinatorServiceTest, StaleAttemptEventsAndResultsAreIgnored) {
   EXPECT_FALSE(w1->Take("ack").empty()) << "stale results are acknowledged so they are not resent";
 }
 
+// Security review 2026-12-02, hole 1: a worker speaks only for the ranks of the current
+// attempts it was given. Another worker's trial, a rank its trial does not have and a
+// rank given to another worker are dropped; its own ranks' events in the same frame are
+// stored and the frame acknowledged.
+TEST_F(CoordinatorServiceTest, AWorkerCannotWriteEventsForRanksItWasNotGiven) {
+  json victim_assign;
+  std::int64_t sweep_id = 0;
+  RegisterAndSubmit("good", victim_assign, &sweep_id, kTwoPairSweep);
+  auto evil = Register("evil");
+  auto evil_assigns = evil->Take("assign");
+  ASSERT_EQ(evil_assigns.size(), 1u) << "the second pair's first trial";
+  const protocol::AttemptRef victim{victim_assign["trial_id"], victim_assign["attempt"]};
+  const protocol::AttemptRef own{evil_assigns[0]["trial_id"], evil_assigns[0]["attempt"]};
+  const json forged = {{"event", "summary"}, {"tokens_per_s", 1.0}, {"step_s_median", 99.0},
+                       {"peak_mem_bytes", 1e15}, {"applied", {{"fell_back", true}, {"fallback_reason", "forged"}}}};
+  protocol::EventsMessage events;
+  events.events.push_back({victim, 0, forged, 1});   // another worker's trial
+  events.events.push_back({own, 7, forged, 2});      // a rank its one-rank trial does not have
+  events.events.push_back({own, 0, {{"event", "summary"}, {"tokens_per_s", 150.0}, {"step_s_median", 0.1}}, 3});
+  protocol::StepBlock block{victim, 0, "measure", {}};
+  for (int s = 0; s < 5; ++s) block.rows.push_back(protocol::StepRow{s, 50.0, 64, 1e6});
+  events.steps = {block};
+  events.outbox_seq = 1;
+  Frame("evil", protocol::ToJson(events));
+  EXPECT_FALSE(evil->closed);
+  auto acks = evil->Take("ack");
+  ASSERT_FALSE(acks.empty());
+  EXPECT_EQ(acks.back()["outbox_seq"], 1) << "its own rank's summary is stored and the frame acknowledged";
+  EXPECT_TRUE(store_->ReadStepMetrics(victim.trial_id).value().empty()) << "no forged steps";
+
+  Succeed("good", victim_assign, 1, 0, "succeeded", "", 160.0);
+  for (const auto& r : store_->ListTrialResults(sweep_id).value()) {
+    if (r.trial.id != victim.trial_id && r.trial.id != own.trial_id) continue;  // not run yet
+    ASSERT_EQ(r.summaries.size(), 1u) << "trial " << r.trial.id << ": one summary, of rank 0";
+    EXPECT_EQ(r.summaries[0].rank, 0);
+    const double tps = r.summaries[0].summary.value("tokens_per_s", 0.0);
+    EXPECT_EQ(tps, r.trial.id == victim.trial_id ? 160.0 : 150.0) << "the real summary, not the forged one";
+  }
+  const std::string metrics = service_->MetricsText();
+  EXPECT_NE(metrics.find("bakeoff_worker_foreign_events_total 3"), std::string::npos)
+      << "two summaries and one step block were foreign";
+}
+
+// Issue 33, balanced placement: with two one-slot workers and an interleaved sweep,
+// both sides of every pair (a variant's repeat r and its baseline's repeat r) run on
+// one worker, whichever finishes first, and the pairs alternate between the workers.
+TEST_F(CoordinatorServiceTest, BothSidesOfEveryPairRunOnOneWorker) {
+  auto w1 = Register("w1");
+  auto w2 = Register("w2");
+  const std::string yaml = std::string("name: pairs\n") + testing::kTinyWorkload + R"(parameters:
+  micro_batch: {values: [1, 2]}
+baseline: {micro_batch: 1}
+repeats: 4
+order: interleaved
+)";
+  const std::int64_t sweep_id = Submit(yaml);
+  std::map<std::string, std::shared_ptr<RecordingLink>> links{{"w1", w1}, {"w2", w2}};
+  std::map<std::string, std::int64_t> seq{{"w1", 10}, {"w2", 10}};
+  // Finish whatever each worker holds, w2 first on odd rounds: the order of finishing
+  // must not decide where a pair's second side runs.
+  for (int round = 0; round < 12; ++round) {
+    for (const std::string name : round % 2 ? std::vector<std::string>{"w2", "w1"} : std::vector<std::string>{"w1", "w2"}) {
+      for (const json& a : links[name]->Take("assign")) {
+        Succeed(name, a, seq[name]);
+        seq[name] += 2;
+      }
+    }
+  }
+  auto results = store_->ListTrialResults(sweep_id).value();
+  ASSERT_EQ(results.size(), 8u);
+  std::map<int, std::set<std::string>> workers_of_repeat;
+  std::set<std::string> used;
+  for (const auto& r : results) {
+    EXPECT_EQ(r.trial.outcome, metrics::Outcome::kSucceeded) << r.trial.reason;
+    ASSERT_TRUE(r.attempt.has_value());
+    workers_of_repeat[static_cast<int>(r.trial.repeat)].insert(r.attempt->worker_id);
+    used.insert(r.attempt->worker_id);
+  }
+  for (const auto& [repeat, workers] : workers_of_repeat) {
+    EXPECT_EQ(workers.size(), 1u) << "repeat " << repeat << "'s pair was split across workers";
+  }
+  EXPECT_EQ(used.size(), 2u) << "both workers ran pairs";
+}
+
 TEST_F(CoordinatorServiceTest, OomIsFinalNotRetried) {
   json a;
   auto w1 = RegisterAndSubmit("w1", a);
@@ -611,7 +710,7 @@ TEST_F(CoordinatorServiceTest, CancelStopsRunningAndCancelsQueued) {
 TEST_F(CoordinatorServiceTest, RestartReclaimsReportedAttemptsAndRequeuesTheRest) {
   auto w1 = Register("w1");
   auto w2 = Register("w2");
-  Submit();
+  Submit(kTwoPairSweep);
   auto a1 = w1->Take("assign");
   auto a2 = w2->Take("assign");
   const std::int64_t t1 = a1[0]["trial_id"];
@@ -880,12 +979,13 @@ TEST_F(CoordinatorServiceTest, FinishedSweepsLeaveMemoryAndAreStillServedFromThe
     ids.push_back(Submit(yaml.c_str()));
     EXPECT_EQ(service_->live_trials(), 2u);
     auto a1 = w1->Take("assign");
-    auto a2 = w2->Take("assign");
     ASSERT_EQ(a1.size(), 1u);
-    ASSERT_EQ(a2.size(), 1u);
+    EXPECT_TRUE(w2->Take("assign").empty()) << "the pair's other side waits for w1";
     Succeed("w1", a1[0], seq);
-    Succeed("w2", a2[0], seq);
-    seq += 2;
+    auto a2 = w1->Take("assign");
+    ASSERT_EQ(a2.size(), 1u);
+    Succeed("w1", a2[0], seq + 2);
+    seq += 4;
     late = a1[0];
     Pump();
     EXPECT_EQ(service_->live_trials(), 0u) << "sweep " << n << " finished";
@@ -1071,7 +1171,7 @@ TEST_F(CoordinatorServiceTest, AcksAndTheNextAssignmentLeaveOnlyAfterTheTurnsGro
 TEST_F(CoordinatorServiceTest, ALostGroupAcknowledgesNothingAndTheResentFramesAreStoredLater) {
   auto w1 = Register("w1");
   auto w2 = Register("w2");
-  Submit();
+  Submit(kTwoPairSweep);
   auto assign1 = w1->Take("assign").at(0);
   auto assign2 = w2->Take("assign").at(0);
   protocol::AttemptRef ref{assign1["trial_id"], assign1["attempt"]};
@@ -1105,7 +1205,7 @@ TEST_F(CoordinatorServiceTest, ALostGroupAcknowledgesNothingAndTheResentFramesAr
   EXPECT_EQ(stored->rows[0][0], 0) << "the frame that fitted went with its group";
   EXPECT_EQ(stored->rows[1][0], 0);
   EXPECT_EQ(Trial(ref.trial_id).state, metrics::TrialState::kAssigned);
-  EXPECT_EQ(service_->live_trials(), 2u) << "state reloaded from the store";
+  EXPECT_EQ(service_->live_trials(), 4u) << "state reloaded from the store";
 
   // The rolled-back group freed its pages: the probe finds room and the store heals.
   service_->Tick();

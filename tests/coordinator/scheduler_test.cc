@@ -32,6 +32,28 @@ TEST(SchedulerTest, CommandTrialGoesOnlyToWorkersOfferingItsTemplate) {
   EXPECT_TRUE(again.Schedule({{1, {trial}}}, {plain, offers, also}, nullptr).empty());
 }
 
+TEST(SchedulerTest, APinnedTrialGoesWholeOntoItsPairsWorkerOnly) {
+  Scheduler scheduler;
+  SchedulerTrial trial = T(10, "b", 2);
+  trial.pinned_worker = "w2";
+  auto placed = scheduler.Schedule({{1, {trial}}}, {W("w1", 4), W("w2", 2)}, nullptr);
+  ASSERT_EQ(placed.size(), 1u);
+  ASSERT_EQ(placed[0].ranks.size(), 2u);
+  for (const auto& r : placed[0].ranks) EXPECT_EQ(r.worker_id, "w2") << "never split, never elsewhere";
+}
+
+TEST(SchedulerTest, APinnedTrialWithoutRoomWaitsAndTheSweepGoesOn) {
+  Scheduler scheduler;
+  SchedulerTrial waits = T(10, "b", 2);
+  waits.pinned_worker = "w2";  // one slot free there: not enough
+  auto placed = scheduler.Schedule({{1, {waits, T(11, "a")}}}, {W("w1", 1), W("w2", 1)}, nullptr);
+  ASSERT_EQ(placed.size(), 1u) << "the pinned trial waits; the next one is placed";
+  EXPECT_EQ(placed[0].trial_id, 11);
+  // An unpinned head that fits nowhere still holds its sweep back (strict order).
+  Scheduler strict;
+  EXPECT_TRUE(strict.Schedule({{1, {T(10, "b", 3), T(11, "a")}}}, {W("w1", 1), W("w2", 1)}, nullptr).empty());
+}
+
 TEST(SchedulerTest, GangTrialFitsOnOneWorkerWhenItCan) {
   Scheduler scheduler;
   auto placed = scheduler.Schedule({{1, {T(10, "a", 2)}}}, {W("w1", 1), W("w2", 2)}, nullptr);
