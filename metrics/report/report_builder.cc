@@ -711,6 +711,8 @@ bool FellBack(const VariantReport& v, const VariantReport& cp, Comparison& c) {
   return false;
 }
 
+std::string WorkerConfound(const Side& vs, const Side& cs, IntervalMethod method);
+
 // The speedup with its interval and verdict, and the repeats a clear verdict needs.
 void AddSpeedup(const VariantReport& v, const VariantReport& cp, const Side& vs, const Side& cs,
                 bool interleaved, const ReportOptions& compare_options, const ReportOptions& options,
@@ -737,8 +739,53 @@ void AddSpeedup(const VariantReport& v, const VariantReport& cp, const Side& vs,
                                         options.resolve_difference, options.confidence);
     c.repeats_needed_assumed = true;
   }
+  c.worker_confound = WorkerConfound(vs, cs, c.method);
+  if (!c.worker_confound.empty()) {
+    c.verdict = Verdict::kUnclear;
+    c.no_measurable_difference.reset();
+  }
   c.needs_more_repeats = c.verdict == Verdict::kUnclear ||
                          *c.repeats_needed > std::min(v.trials, cp.trials);
+}
+
+// How the trials a speedup compares are spread over workers; "" when both sides ran on
+// the workers in the same proportions, so that a worker's speed cancels in the ratio
+// (the coordinator's balanced placement keeps each pair on one worker). Interleaved
+// comparisons count their matched pairs only, as the interval does.
+std::string WorkerConfound(const Side& vs, const Side& cs, IntervalMethod method) {
+  std::map<std::string, int> mine, theirs;
+  if (method == IntervalMethod::kPairedRepeats) {
+    std::map<int, const TrialView*> by_repeat;
+    for (const TrialView* t : cs.trials) by_repeat[t->repeat] = t;
+    for (const TrialView* t : vs.trials) {
+      auto it = by_repeat.find(t->repeat);
+      if (it == by_repeat.end()) continue;
+      ++mine[t->worker];
+      ++theirs[it->second->worker];
+    }
+  } else {
+    for (const TrialView* t : vs.trials) ++mine[t->worker];
+    for (const TrialView* t : cs.trials) ++theirs[t->worker];
+  }
+  int n_mine = 0, n_theirs = 0;
+  for (const auto& [w, n] : mine) n_mine += n;
+  for (const auto& [w, n] : theirs) n_theirs += n;
+  if (n_mine == 0 || n_theirs == 0) return "";
+  bool balanced = mine.size() == theirs.size();
+  for (const auto& [w, n] : mine) {
+    auto it = theirs.find(w);
+    // Same share of each side's trials on every worker (n/N == m/M, in integers).
+    balanced = balanced && it != theirs.end() && n * n_theirs == it->second * n_mine;
+  }
+  if (balanced) return "";
+  auto list = [](const std::map<std::string, int>& counts) {
+    std::string out;
+    for (const auto& [w, n] : counts) {
+      out += (out.empty() ? "" : ", ") + (w.empty() ? std::string("?") : w) + " x" + std::to_string(n);
+    }
+    return out;
+  };
+  return "variant on " + list(mine) + "; counterpart on " + list(theirs);
 }
 
 // The warm-up difference and the step after which the variant has paid it back.
@@ -855,6 +902,12 @@ void AddCallouts(const ReportInput& input, const ReportOptions& options, Report&
     report.callouts.push_back(v.key + " and its counterpart " + v.counterpart_key +
                               " ran in different environments (" + c.environment_difference +
                               "): the speedup mixes them");
+  }
+  for (const VariantReport& v : report.variants) {
+    const Comparison& c = v.comparison;
+    if (c.status != Comparison::Status::kCompared || c.worker_confound.empty()) continue;
+    report.callouts.push_back(v.key + " is confounded with its workers (" + c.worker_confound +
+                              "): a faster worker would read as a faster variant, so it gets no verdict");
   }
   for (const std::string& note : input.notes) report.callouts.push_back(note);
   // Evidence that is not a fallback but limits what a speedup can mean.

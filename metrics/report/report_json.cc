@@ -58,6 +58,7 @@ json ComparisonJson(const Comparison& c) {
   }
   out["by_worker"] = std::move(workers);
   out["environment_difference"] = c.environment_difference.empty() ? json(nullptr) : json(c.environment_difference);
+  out["worker_confound"] = c.worker_confound.empty() ? json(nullptr) : json(c.worker_confound);
   return out;
 }
 

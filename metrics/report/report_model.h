@@ -279,6 +279,11 @@ struct Comparison {
 
   std::vector<WorkerEffect> by_worker;  // when trials spread across workers
 
+  // Non-empty when the compared trials of the two sides ran on workers in different
+  // proportions ("variant: local-1 x3; counterpart: local-2 x3"): a worker's speed would
+  // read as the variant's, so the comparison gets no verdict (docs/statistics.md).
+  std::string worker_confound;
+
   // Non-empty when the compared trials (both sides) ran in different environments:
   // "torch_version 2.4.0 vs 2.5.1; hosts node-a vs node-b" (docs/statistics.md).
   std::string environment_difference;

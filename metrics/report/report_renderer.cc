@@ -130,6 +130,7 @@ std::string FormatInterval(const RatioFigure& figure) {
 std::string VerdictSentence(const VariantReport& variant, double confidence) {
   const Comparison& c = variant.comparison;
   if (c.status != Comparison::Status::kCompared) return c.note;
+  if (!c.worker_confound.empty()) return "no verdict: confounded with workers (" + c.worker_confound + ")";
   return VerdictText(c.verdict, c.speedup, c.method, c.repeats_needed, confidence);
 }
 

@@ -56,6 +56,7 @@ std::string VerdictCell(const VariantReport& v) {
   using S = Comparison::Status;
   switch (c.status) {
     case S::kCompared:
+      if (!c.worker_confound.empty()) return "confounded with workers";
       if (c.verdict == Verdict::kUnclear) {
         return c.repeats_needed ? "unclear: " + std::to_string(*c.repeats_needed) + " repeats needed"
                                 : std::string("unclear");

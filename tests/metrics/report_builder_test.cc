@@ -551,6 +551,31 @@ TEST(ReportBuilderTest, EffectsAreStratifiedByWorkerWhenTrialsSpread) {
   EXPECT_TRUE(ComparisonOf(BuildReport(one, ReportOptions{}), kJit1).by_worker.empty());
 }
 
+// Issue 33: every eager trial on one worker and every jit trial on another is
+// confounded with the workers: figures, but no verdict, and a call-out. The same trials
+// with each pair on one worker (as balanced placement runs them) keep their verdict.
+TEST(ReportBuilderTest, AComparisonConfoundedWithItsWorkersGetsNoVerdict) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 4, 1.3);
+  for (TrialInput& t : input.trials) t.worker = t.variant_key.find("jit") != std::string::npos ? "node-b" : "node-a";
+  Report report = BuildReport(input, ReportOptions{});
+  const Comparison& c = ComparisonOf(report, kJit1);
+  EXPECT_EQ(c.verdict, Verdict::kUnclear);
+  EXPECT_FALSE(c.no_measurable_difference.has_value());
+  EXPECT_EQ(c.worker_confound, "variant on node-b x4; counterpart on node-a x4");
+  EXPECT_GT(c.speedup.value, 1.2) << "the figures stay";
+  bool called_out = false;
+  for (const std::string& line : report.callouts) called_out = called_out || line.find("confounded") != std::string::npos;
+  EXPECT_TRUE(called_out);
+
+  ReportInput balanced = TwoByTwoSweep();
+  AddTrials(balanced, 4, 1.3);
+  for (TrialInput& t : balanced.trials) t.worker = t.repeat % 2 ? "node-b" : "node-a";
+  const Comparison& b = ComparisonOf(BuildReport(balanced, ReportOptions{}), kJit1);
+  EXPECT_TRUE(b.worker_confound.empty()) << b.worker_confound;
+  EXPECT_EQ(b.verdict, Verdict::kFaster);
+}
+
 // 1,000 simulated sweeps with a known true speedup, drift between repeats and noise:
 // the report's 95% interval must contain the truth 92-98% of the time.
 TEST(ReportBuilderCoverageTest, SpeedupIntervalCoversTheTruth) {
