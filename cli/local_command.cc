@@ -5,7 +5,9 @@
 
 #include <unistd.h>
 
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -39,6 +41,7 @@ struct LocalFlags {
   std::string data_root;
   std::string executors;
   std::string cache_dir;
+  bool share_cores = false;
   std::string argv0;
 };
 
@@ -85,12 +88,36 @@ int RunLocal(const LocalFlags& flags) {
   // Worker settings are checked before the sweep is stored, so that a missing trainer
   // does not leave a sweep behind that nobody runs.
   std::vector<worker::WorkerConfig> worker_configs;
+  // Isolation: the workers share this machine, so its cores are dealt out over all their
+  // slots at once, and each worker gets its slots' CPUs (docs/sweep.md, "Isolation").
+  worker::CorePartition host_cores;
+  {
+    std::ifstream in("/proc/cpuinfo");
+    std::stringstream text;
+    text << in.rdbuf();
+    auto partition = worker::CorePartition::Make(worker::ReadCpuTopology(text.str(), worker::AllowedCpus()),
+                                                 flags.workers * flags.slots, flags.share_cores);
+    if (!partition.ok()) {
+      std::cerr << "bakeoff local: " << flags.workers << " worker(s) x " << flags.slots << " slot(s): "
+                << partition.status().message() << "\n";
+      return kExitUsage;
+    }
+    host_cores = std::move(partition).value();
+    if (!host_cores.note().empty()) std::cerr << "bakeoff local: warning: " << host_cores.note() << "\n";
+  }
   for (int i = 0; i < flags.workers; ++i) {
     worker::WorkerConfig wc;
     wc.coordinator_address = "127.0.0.1:" + std::to_string(node.worker_port());
     wc.token = worker_token;
     wc.name = "local-" + std::to_string(i + 1);
     wc.cpu_slots = flags.slots;
+    wc.share_cores = flags.share_cores;
+    if (host_cores.pinned()) {
+      for (int k = 0; k < flags.slots; ++k) {
+        const auto& mine = host_cores.SlotCpus(static_cast<std::size_t>(i * flags.slots + k));
+        wc.cpus.insert(wc.cpus.end(), mine.begin(), mine.end());
+      }
+    }
     wc.trainer_path = flags.trainer;
     wc.store_ports = {29500 + 100 * i, 29599 + 100 * i};
     if (!flags.work_dir.empty()) wc.work_dir = flags.work_dir + "/" + wc.name;
@@ -105,8 +132,17 @@ int RunLocal(const LocalFlags& flags) {
     }
     worker_configs.push_back(wc);
   }
-  // A trial wider than every slot here together would wait forever: say so now.
+  // A trial that none of the workers started here can ever place would wait forever:
+  // refuse the sweep now, with the reason.
   if (auto spec = spec::ParseSweepText(*yaml, flags.file); spec.ok()) {
+    bool any_cuda = false;
+    for (const auto& wc : worker_configs) any_cuda = any_cuda || !wc.cuda_devices.empty();
+    if (spec->resources.device == "cuda" && !any_cuda) {
+      std::cerr << "bakeoff local: " << flags.file << ": resources.device is cuda, but `bakeoff local` starts "
+                << "CPU workers only, so no trial could ever be placed; run it on a coordinator with CUDA "
+                << "workers (`bakeoff worker` on a GPU node), or set resources: {device: cpu}\n";
+      return kExitUsage;
+    }
     if (auto expanded = spec::Expand(*spec); expanded.ok()) {
       int widest = 1;
       for (const auto& v : expanded->variants) widest = std::max(widest, v.world_size);
@@ -226,6 +262,8 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--executors", flags->executors,
                   "command allowlist for executor: command sweeps (default: $BAKEOFF_EXECUTORS, else the "
                   "shipped experiments/executors.yaml)");
+  cmd->add_flag("--share-cores", flags->share_cores,
+                "allow more slots in all than CPUs: ranks are then not pinned and may share cores");
   cmd->add_option("--cache-dir", flags->cache_dir,
                   "{cache} of the command templates (default: $BAKEOFF_CACHE, else ~/.cache/bakeoff)");
   cmd->callback([flags, exit_code, &root]() {

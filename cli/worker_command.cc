@@ -26,6 +26,7 @@ struct WorkerFlags {
   std::string token_file;
   std::string store_ports = "29500-29999";
   std::vector<int> cuda_devices;
+  std::string cpus;  // --cpus LIST; "" = this process's affinity
   int simulate_step_ms = 10;
   // Scale benchmarks: this many simulated workers in this one process (--simulate only).
   int simulated_workers = 1;
@@ -65,6 +66,14 @@ int RunWorker(WorkerFlags& flags) {
     return kExitUsage;
   }
   flags.config.cuda_devices = flags.cuda_devices;
+  if (!flags.cpus.empty()) {
+    auto cpus = worker::ParseCpuList(flags.cpus);
+    if (!cpus.ok()) {
+      std::cerr << "bakeoff worker: --cpus: " << cpus.status().message() << "\n";
+      return kExitUsage;
+    }
+    flags.config.cpus = *cpus;
+  }
   auto slurm = worker::ReadSlurmAllocation([](const char* name) { return std::getenv(name); });
   if (!slurm.ok()) {
     std::cerr << "bakeoff worker: " << slurm.status().message() << "\n";
@@ -86,6 +95,14 @@ int RunWorker(WorkerFlags& flags) {
   if (Status s = flags.config.Finalize(flags.argv0); !s.ok()) {
     std::cerr << "bakeoff " << s.message() << "\n";
     return s.code() == Status::Code::kNotFound ? kExitFailure : kExitUsage;
+  }
+  if (flags.config.cores.pinned()) {
+    std::cerr << "bakeoff worker: " << flags.config.cores.slot_count() << " CPU slot(s) of "
+              << flags.config.cores.cores_per_slot() << " core(s) each, ranks pinned (CPUs "
+              << worker::FormatCpuList(flags.config.cpus) << ")"
+              << (flags.config.cores.note().empty() ? "" : "; " + flags.config.cores.note()) << "\n";
+  } else if (!flags.config.cores.note().empty()) {
+    std::cerr << "bakeoff worker: warning: " << flags.config.cores.note() << "\n";
   }
   if (std::string warning = flags.config.RankAddressWarning(); !warning.empty()) {
     std::cerr << "bakeoff worker: warning: " << warning << "\n";
@@ -160,6 +177,12 @@ void Setup(CLI::App& root, int* exit_code) {
                   "the coordinator's worker address HOST:PORT")
       ->required();
   auto* slots = with_default("--slots", flags->config.cpu_slots, "ranks run at once on CPU");
+  cmd->add_option("--cpus", flags->cpus,
+                  "logical CPUs this worker's CPU slots share out, e.g. 0-7 (default: its affinity mask); "
+                  "each slot gets whole physical cores and each CPU rank is pinned to its slot's");
+  cmd->add_flag("--share-cores", flags->config.share_cores,
+                "allow more slots than CPUs: ranks are then not pinned and may share cores (recorded in "
+                "each trial's threads decision)");
   auto* cuda = cmd->add_option("--cuda-devices", flags->cuda_devices,
                                "CUDA device ordinals to offer, e.g. 0,1 (inside a Slurm job: the allocation's GPUs)")
                    ->delimiter(',');

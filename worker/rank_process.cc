@@ -2,6 +2,7 @@
 #include "protocol/token.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -41,6 +42,12 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
   for (const auto& e : request.environment) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   const pid_t group = request.process_group;
+  cpu_set_t affinity;
+  CPU_ZERO(&affinity);
+  for (int cpu : request.cpus) {
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &affinity);
+  }
+  const bool pin = !request.cpus.empty();
   const pid_t worker_pid = getpid();
 
   pid_t pid = fork();
@@ -64,6 +71,8 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
     signal(SIGPIPE, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    // Before exec, so that the program's first look at its affinity (thread pools) sees it.
+    if (pin && sched_setaffinity(0, sizeof affinity, &affinity) != 0) _exit(124);
     if (stderr_fds[1] >= 0) dup2(stderr_fds[1], STDERR_FILENO);
     if (request.events_on_separate_fd) {
       dup2(STDERR_FILENO, STDOUT_FILENO);

@@ -27,6 +27,7 @@ struct SpawnRequest {
   // false: inherited.
   bool capture_stderr = false;
   pid_t process_group = 0;               // 0: lead a new group; else join this one
+  std::vector<int> cpus;                 // the child's CPU affinity; empty: inherited
   // false: events are the child's stdout (the native trainer). true: events go to
   // descriptor kEventsFd (BAKEOFF_EVENTS_FD) and the child's stdout joins its stderr
   // (the log), so a script's own prints cannot corrupt its events (allowlisted commands).

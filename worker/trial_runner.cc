@@ -1,10 +1,14 @@
 #include "worker/trial_runner.h"
 
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -25,6 +29,23 @@ using boost::system::error_code;
 using protocol::Outcome;
 
 namespace {
+
+// Whether a TCP listener could bind `port` on every IPv4 address now, as rank 0's store
+// does (SO_REUSEADDR, so a port in TIME_WAIT counts as free); "" when free, else why not.
+std::string StorePortBusy(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";  // cannot tell: let the store try
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  std::string busy;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) busy = std::strerror(errno);
+  close(fd);
+  return busy;
+}
 
 // An event the worker writes itself (started, the simulated workload's), read into its
 // type as a trainer's line is. It always reads: anything else is a bug in this file.
@@ -128,6 +149,18 @@ void TrialRunner::Start() {
   auto store = protocol::SplitHostPort(assign_.store_address, "store address");
   std::string master_addr = store.ok() ? store->first : "127.0.0.1";
   std::string master_port = store.ok() ? std::to_string(store->second) : "0";
+  // Rank 0 hosts the store on this host: a port another program holds (another sweep's
+  // trial, anything) is this machinery's failure, not the variant's. The attempt ends
+  // `lost` before anything runs, and the coordinator requeues it on its next port.
+  const bool hosts_store =
+      std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.rank == 0; });
+  if (hosts_store && store.ok()) {
+    if (std::string busy = StorePortBusy(store->second); !busy.empty()) {
+      Finish(Outcome::kLost, "infrastructure: the rank store's port " + std::to_string(store->second) +
+                                 " on this host is in use (" + busy + "); nothing ran, the attempt is requeued");
+      return;
+    }
+  }
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
     Rank& rank = ranks_[i];
     const auto& slot = assign_.ranks[i];
@@ -154,6 +187,13 @@ void TrialRunner::Start() {
         "BAKEOFF_TRIAL_ID=" + std::to_string(a.trial_id),
         "BAKEOFF_ATTEMPT=" + std::to_string(a.attempt),
     };
+    if (i < rank_cpus_.size() && !rank_cpus_[i].empty()) {
+      request.cpus = rank_cpus_[i];
+      // The trainers size their thread pools to these CPUs alone (no division by ranks).
+      env.push_back("BAKEOFF_RANK_CPUS=" + FormatCpuList(rank_cpus_[i]));
+    } else if (config_.share_cores) {
+      env.push_back("BAKEOFF_CORES_SHARED=1");  // recorded in the trial's threads decision
+    }
     // Where this rank binds its own collectives: this host, not rank 0's (the store's).
     env.push_back("BAKEOFF_RANK_ADDR=" + config_.rank_address);
     if (!config_.rank_interface.empty()) {

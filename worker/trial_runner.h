@@ -58,6 +58,10 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
   // started are killed and on_finished reports `failed` with the reason.
   void Start();
 
+  // Before Start: local rank i runs pinned to `cpus[i]` (its slot's CPUs, worker/
+  // core_partition.h); a rank without an entry, or with an empty one, is not pinned.
+  void PinRanks(std::vector<std::vector<int>> cpus) { rank_cpus_ = std::move(cpus); }
+
   // Kills the process group; the attempt finishes as cancelled with `reason`.
   void Cancel(const std::string& reason);
 
@@ -79,6 +83,8 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
     bool ended = false;
     RankEnd end;
   };
+
+  std::vector<std::vector<int>> rank_cpus_;
 
   boost::asio::awaitable<void> SuperviseRank(std::size_t index);
   // Copies the rank's stderr into its log until end of file, or, once the process has

@@ -34,7 +34,8 @@ WorkerAgent::WorkerAgent(asio::any_io_executor executor, WorkerConfig config, co
       config_(std::move(config)),
       clock_(clock),
       outbox_(config_.max_buffered_events),
-      backoff_({config_.backoff_initial, config_.backoff_max, config_.backoff_jitter}) {}
+      backoff_({config_.backoff_initial, config_.backoff_max, config_.backoff_jitter}),
+      cores_(config_.cores) {}
 
 bool WorkerAgent::Finished() const {
   if (stopping_) {
@@ -341,10 +342,26 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
       agent->RetireTrialDir(it->second->trial_dir(), succeeded);
     }
     agent->runners_.erase(ref);
+    if (auto held = agent->pinned_slots_.find(ref); held != agent->pinned_slots_.end()) {
+      agent->cores_.Release(held->second);
+      agent->pinned_slots_.erase(held);
+    }
     agent->Flush();
   };
   if (metrics_) metrics_->StartTrial(assign);
+  // CPU ranks each get a slot's own cores (docs/sweep.md, "Isolation").
+  std::vector<std::vector<int>> rank_cpus;
+  const bool cpu_ranks = !assign.ranks.empty() && assign.ranks.front().cuda_devices.empty();
+  if (cpu_ranks && cores_.pinned()) {
+    if (auto slots = cores_.Acquire(static_cast<int>(assign.ranks.size()))) {
+      for (std::size_t slot : *slots) rank_cpus.push_back(cores_.SlotCpus(slot));
+      pinned_slots_[ref] = *slots;
+    } else {
+      Log("trial=" + std::to_string(ref.trial_id) + ": more ranks than free CPU slots; running them unpinned");
+    }
+  }
   auto runner = std::make_shared<TrialRunner>(executor_, config_, std::move(assign), std::move(callbacks), clock_);
+  runner->PinRanks(std::move(rank_cpus));
   runners_[ref] = runner;
   runner->Start();
 }

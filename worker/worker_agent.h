@@ -95,6 +95,9 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   std::string worker_id_;
   std::string worker_secret_;  // from the last `registered`; proves this is the same worker
   std::map<protocol::AttemptRef, std::shared_ptr<TrialRunner>> runners_;
+  // Which CPU slots (config_.cores) each running CPU attempt holds.
+  CorePartition cores_;
+  std::map<protocol::AttemptRef, std::vector<std::size_t>> pinned_slots_;
   std::deque<std::string> kept_failed_dirs_;  // oldest first (WorkerConfig::keep_failed_trials)
   Outbox outbox_;
   bool draining_ = false;

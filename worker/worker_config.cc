@@ -3,9 +3,12 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "protocol/frame_connection.h"
 #include "protocol/host_network.h"
@@ -114,6 +117,22 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
   }
   if (backoff_initial.count() <= 0 || backoff_max < backoff_initial) {
     return Status::InvalidArgument("worker: backoff must satisfy 0 < initial <= max");
+  }
+  {
+    const std::vector<int> allowed = AllowedCpus();
+    if (cpus.empty()) cpus = allowed;
+    for (int cpu : cpus) {
+      if (std::find(allowed.begin(), allowed.end(), cpu) == allowed.end()) {
+        return Status::InvalidArgument("worker: --cpus names CPU " + std::to_string(cpu) +
+                                       ", which this process may not run on (allowed: " + FormatCpuList(allowed) + ")");
+      }
+    }
+    std::ifstream in("/proc/cpuinfo");
+    std::stringstream text;
+    text << in.rdbuf();
+    auto partition = CorePartition::Make(ReadCpuTopology(text.str(), cpus), cpu_slots, share_cores);
+    if (!partition.ok()) return partition.status();
+    cores = std::move(partition).value();
   }
   return Status::Ok();
 }

@@ -13,6 +13,7 @@
 #include "experiments/spec/executor_catalog.h"
 #include "protocol/messages.h"
 #include "protocol/status.h"
+#include "worker/core_partition.h"
 
 namespace bakeoff::worker {
 
@@ -47,6 +48,13 @@ struct WorkerConfig {
   int cpu_slots = 1;
   // CUDA device ordinals offered, one rank each (empty on CPU-only nodes).
   std::vector<int> cuda_devices;
+  // Isolation (docs/sweep.md, "Isolation"): the logical CPUs this worker gives its CPU
+  // ranks (empty: its own affinity mask); Finalize deals their physical cores out to the
+  // `cpu_slots` slots into `cores`, and each CPU rank is pinned to one slot's CPUs. With
+  // fewer CPUs than slots the worker is refused unless `share_cores` (then no pinning).
+  std::vector<int> cpus;
+  bool share_cores = false;
+  CorePartition cores;
   // Ports rank 0 may bind for a trial's TCPStore; the coordinator picks one.
   protocol::PortRange store_ports{29500, 29999};
   // The trainer executable; default: `bakeoff-trainer` next to the running binary.

@@ -157,8 +157,15 @@ Decision DecideJitExecutor(const std::string& requested, bool cuda) {
                     "type guards and re-profiled backward graphs"};
 }
 
-Decision DecideThreads(int64_t requested, const CpuInfo& cpu, int64_t local_world_size) {
+Decision DecideThreads(int64_t requested, const CpuInfo& cpu, int64_t local_world_size,
+                       const std::string& pinned_cpus) {
   if (requested > 0) return {std::to_string(requested), "requested"};
+  if (!pinned_cpus.empty()) {
+    const int64_t threads = std::max<int64_t>(1, cpu.usable_cores);
+    return {std::to_string(threads), std::to_string(cpu.usable_cores) + " physical core" +
+                                         (cpu.usable_cores == 1 ? "" : "s") + " pinned to this rank alone (CPUs " +
+                                         pinned_cpus + ", by the worker)"};
+  }
   const int64_t ranks = std::max<int64_t>(1, local_world_size);
   const int64_t threads = std::max<int64_t>(1, cpu.usable_cores / ranks);
   return {std::to_string(threads), std::to_string(cpu.usable_cores) + " physical cores usable (" +

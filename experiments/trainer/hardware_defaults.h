@@ -83,6 +83,9 @@ Decision DecideJitExecutor(const std::string& requested, bool cuda);
 // threads: 0 (default) -> the usable physical cores shared among this host's ranks of
 // the trial (at least 1): hyper-threads share one core's vector units, and ranks that
 // each take every core oversubscribe it. The BLAS's own pool gets the same number.
-Decision DecideThreads(int64_t requested, const CpuInfo& cpu, int64_t local_world_size);
+// `pinned_cpus` (the worker's BAKEOFF_RANK_CPUS, "" when unset): the rank was pinned to
+// its own cores, which its affinity already shows, so they are not shared by ranks.
+Decision DecideThreads(int64_t requested, const CpuInfo& cpu, int64_t local_world_size,
+                       const std::string& pinned_cpus = "");
 
 }  // namespace bakeoff::trainer

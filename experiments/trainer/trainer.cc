@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -153,7 +154,9 @@ int Trainer::RunOrThrow() {
   const CpuInfo cpu = DetectCpuInfo();
   const bool cuda = config_.device == "cuda";
   nlohmann::json decisions = nlohmann::json::object();
-  const Decision threads = DecideThreads(config_.threads, cpu, config_.local_world_size);
+  const char* pinned = std::getenv("BAKEOFF_RANK_CPUS");
+  Decision threads = DecideThreads(config_.threads, cpu, config_.local_world_size, pinned ? pinned : "");
+  if (std::getenv("BAKEOFF_CORES_SHARED")) threads.reason += "; cores shared with other trials (worker --share-cores)";
   config_.threads = std::stoll(threads.value);
   torch::set_num_threads(static_cast<int>(config_.threads));
   // OpenBLAS's pthread build keeps its own pool, which set_num_threads does not govern.

@@ -76,5 +76,26 @@ TEST_F(LocalCommandTest, InvalidSweepExitsWithUsageCode) {
   EXPECT_NE(text.find("nonsense_axis"), std::string::npos) << text;
 }
 
+// Issue 33: a sweep no local worker could ever place is refused at once, with its
+// reason, and leaves no sweep behind (it used to wait "queued 4 · remaining ?" forever).
+TEST_F(LocalCommandTest, ACudaSweepOnCpuWorkersIsRefusedAtOnceWithItsReason) {
+  const std::string sweep = Write("cuda.yaml",
+                                  "name: cuda-here\n"
+                                  "workload: {executor: lora, model: tiny, seq_len: 16, warmup_steps: 1, steps: 2}\n"
+                                  "parameters:\n"
+                                  "  micro_batch: {values: [1, 2]}\n"
+                                  "baseline: {micro_batch: 1}\n"
+                                  "resources: {device: cuda}\n");
+  const std::string db = (dir_ / "results.db").string();
+  ProcessGuard local({kBin + "/bakeoff", "local", sweep, "--db", db, "--trainer", kBin + "/bakeoff-fake-trainer"},
+                     {}, (dir_ / "local.log").string());
+  auto code = local.WaitExit(60s);
+  ASSERT_TRUE(code.has_value()) << "bakeoff local waited instead of refusing";
+  EXPECT_EQ(*code, 2);
+  const std::string text = testing::ReadFile(dir_ / "local.log");
+  EXPECT_NE(text.find("resources.device is cuda"), std::string::npos) << text;
+  EXPECT_EQ(text.find("trials on"), std::string::npos) << "no sweep was stored: " << text;
+}
+
 }  // namespace
 }  // namespace bakeoff

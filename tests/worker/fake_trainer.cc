@@ -10,6 +10,7 @@
 // Through a sweep (whose fields must be trainer fields) the behaviour comes from the
 // environment instead: FAKE_TRAINER_BEHAVIOR_BY_MICRO_BATCH="1=hang,2=error_oom" picks
 // it by the config's micro_batch (the worker passes its environment to its ranks).
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,6 +23,19 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
+
+// The CPUs this process may run on, as a JSON array.
+nlohmann::json Affinity() {
+  nlohmann::json cpus = nlohmann::json::array();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+    }
+  }
+  return cpus;
+}
 
 int main(int argc, char** argv) {
   std::string config_path;
@@ -62,7 +76,8 @@ int main(int argc, char** argv) {
         {"env_master_addr", env_or_empty("MASTER_ADDR")}, {"env_rank_addr", env_or_empty("BAKEOFF_RANK_ADDR")},
         {"env_rank_iface", env_or_empty("BAKEOFF_RANK_IFACE")},
         {"env_token_present", getenv("BAKEOFF_TOKEN") != nullptr},
-        {"env_nccl_socket_ifname", env_or_empty("NCCL_SOCKET_IFNAME")}, {"config", config}});
+        {"env_nccl_socket_ifname", env_or_empty("NCCL_SOCKET_IFNAME")},
+        {"env_rank_cpus", env_or_empty("BAKEOFF_RANK_CPUS")}, {"affinity", Affinity()}, {"config", config}});
   if (behavior == "garbage") {
     std::cout << "this is not json\n{\"no_event_field\":1}\n[1,2]\n" << std::flush;
   }

@@ -1,7 +1,10 @@
 #include "worker/trial_runner.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +16,28 @@
 namespace bakeoff::worker {
 namespace {
 using namespace std::chrono_literals;
+
+// A loopback TCP listener on a port the kernel chose: held while it lives.
+class HeldPort {
+ public:
+  HeldPort() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && listen(fd_, 1) == 0) {
+      socklen_t len = sizeof addr;
+      getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+      port_ = ntohs(addr.sin_port);
+    }
+  }
+  ~HeldPort() { close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
 
 class TrialRunnerTest : public ::testing::Test {
  protected:
@@ -30,7 +55,7 @@ class TrialRunnerTest : public ::testing::Test {
     a.config = std::move(config);
     for (int r = 0; r < local_ranks; ++r) a.ranks.push_back({r, r, {}});
     a.world_size = world_size;
-    a.store_address = "127.0.0.1:29555";
+    a.store_address = "127.0.0.1:" + std::to_string(HeldPort().port());  // free now (released at once)
     a.timeout_ms = timeout_ms;
     return a;
   }
@@ -54,6 +79,7 @@ class TrialRunnerTest : public ::testing::Test {
       finished = std::move(m);
     };
     auto runner = std::make_shared<TrialRunner>(io_.get_executor(), config_, std::move(assign), callbacks, clock_);
+    runner->PinRanks(pin_);
     runner->Start();
     if (after_start) after_start(*runner);
     auto deadline = std::chrono::steady_clock::now() + 30s;
@@ -78,6 +104,7 @@ class TrialRunnerTest : public ::testing::Test {
   WorkerConfig config_;
   std::vector<std::pair<int, nlohmann::json>> events_;
   std::int64_t next_trial_ = 1;
+  std::vector<std::vector<int>> pin_;  // PinRanks before each Start
 };
 
 TEST_F(TrialRunnerTest, SuccessfulRankForwardsEveryEventAndSucceeds) {
@@ -104,7 +131,9 @@ TEST_F(TrialRunnerTest, StartedEventsAreStampedWithTheClocksWallTime) {
 }
 
 TEST_F(TrialRunnerTest, PassesRankFlagsAndEnvironment) {
-  auto done = Run(Assign({{"steps", 1}}, 2, 4));
+  auto assign = Assign({{"steps", 1}}, 2, 4);
+  const std::string store = assign.store_address;
+  auto done = Run(assign);
   EXPECT_EQ(done.outcome, "succeeded") << done.reason;
   auto ready = EventsOfKind("ready");
   ASSERT_EQ(ready.size(), 2u);
@@ -112,12 +141,56 @@ TEST_F(TrialRunnerTest, PassesRankFlagsAndEnvironment) {
   for (const auto& r : ready) {
     ranks.insert(r["rank"].get<int>());
     EXPECT_EQ(r["world_size"], 4);
-    EXPECT_EQ(r["store"], "127.0.0.1:29555");
+    EXPECT_EQ(r["store"], store);
     EXPECT_EQ(r["env_rank"], std::to_string(r["rank"].get<int>()));
   }
   EXPECT_EQ(ranks, (std::set<int>{0, 1}));
   // Both ranks share one process group, led by the first.
   EXPECT_EQ(ready[0]["pgid"], ready[1]["pgid"]);
+}
+
+// Issue 33, isolation: each rank runs on its slot's CPUs alone, set before its program
+// starts (its affinity mask), and is told so (BAKEOFF_RANK_CPUS sizes its threads).
+TEST_F(TrialRunnerTest, EachRankRunsPinnedToItsOwnCpus) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs two CPUs; this process may use " << allowed.size();
+  pin_ = {{allowed[0]}, {allowed[1]}};
+  auto done = Run(Assign({{"steps", 1}}, 2, 2));
+  EXPECT_EQ(done.outcome, "succeeded") << done.reason;
+  auto ready = EventsOfKind("ready");
+  ASSERT_EQ(ready.size(), 2u);
+  for (const auto& r : ready) {
+    const int rank = r["rank"].get<int>();
+    EXPECT_EQ(r["affinity"], nlohmann::json::array({allowed[static_cast<std::size_t>(rank)]})) << r.dump();
+    EXPECT_EQ(r["env_rank_cpus"], std::to_string(allowed[static_cast<std::size_t>(rank)]));
+  }
+  // Without a pin a rank keeps the worker's whole mask.
+  events_.clear();
+  pin_.clear();
+  ASSERT_EQ(Run(Assign({{"steps", 1}})).outcome, "succeeded");
+  ASSERT_EQ(EventsOfKind("ready").size(), 1u);
+  EXPECT_EQ(EventsOfKind("ready")[0]["affinity"].size(), allowed.size());
+  EXPECT_EQ(EventsOfKind("ready")[0]["env_rank_cpus"], "");
+}
+
+// Issue 33 item 6: a store port another program holds is Bakeoff's machinery failing,
+// not the variant: the attempt ends `lost` (requeued on the coordinator's next port)
+// before any rank runs. A worker whose ranks do not host the store does not check.
+TEST_F(TrialRunnerTest, AStorePortInUseEndsTheAttemptLostBeforeAnythingRuns) {
+  HeldPort held;
+  ASSERT_GT(held.port(), 0);
+  auto assign = Assign({{"steps", 1}});
+  assign.store_address = "127.0.0.1:" + std::to_string(held.port());
+  auto done = Run(assign);
+  EXPECT_EQ(done.outcome, "lost") << done.reason;
+  EXPECT_NE(done.reason.find("infrastructure: the rank store's port " + std::to_string(held.port())),
+            std::string::npos) << done.reason;
+  EXPECT_TRUE(EventsOfKind("ready").empty()) << "no rank ran";
+  events_.clear();
+  auto elsewhere = Assign({{"steps", 1}}, 1, 2);
+  elsewhere.ranks = {{1, 0, {}}};  // rank 1 only: rank 0, the store's host, runs elsewhere
+  elsewhere.store_address = "127.0.0.1:" + std::to_string(held.port());
+  EXPECT_NE(Run(elsewhere).outcome, "lost") << "only the store's host checks its port";
 }
 
 TEST_F(TrialRunnerTest, EveryRankGetsThisHostsAddressAndMasterAddrIsRankZeros) {

@@ -98,9 +98,15 @@ def decide_threads(config):
     except (OSError, ValueError):
         pass
     usable = len(cores) or len(allowed)
+    pinned = os.environ.get("BAKEOFF_RANK_CPUS", "")
+    if pinned:  # the worker pinned this rank to its own cores (docs/sweep.md, "Isolation")
+        return usable, f"{usable} physical cores pinned to this rank alone (CPUs {pinned}, by the worker)"
     local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     threads = max(1, usable // local)
-    return threads, f"{usable} usable physical cores / {local} local ranks"
+    reason = f"{usable} usable physical cores / {local} local ranks"
+    if os.environ.get("BAKEOFF_CORES_SHARED"):
+        reason += "; cores shared with other trials (worker --share-cores)"
+    return threads, reason
 
 
 def sequence(config, index):

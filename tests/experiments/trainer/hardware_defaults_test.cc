@@ -159,6 +159,15 @@ TEST(HardwareDefaultsTest, DefaultThreadsShareThePhysicalCoresAmongTheHostsRanks
   EXPECT_NE(DecideThreads(0, cpu, 2).reason.find("2 physical cores"), std::string::npos);
 }
 
+TEST(HardwareDefaultsTest, APinnedRankTakesEveryCoreOfItsOwnAndSaysWhichCpus) {
+  CpuInfo cpu;
+  cpu.usable_cores = 2;  // what the pinned rank's affinity shows: its own cores only
+  auto pinned = DecideThreads(0, cpu, 2, "2-3");
+  EXPECT_EQ(pinned.value, "2") << "its cores are not shared with the host's other ranks";
+  EXPECT_NE(pinned.reason.find("pinned to this rank alone (CPUs 2-3"), std::string::npos) << pinned.reason;
+  EXPECT_EQ(DecideThreads(1, cpu, 2, "2-3").value, "1") << "a requested count wins";
+}
+
 TEST(HardwareDefaultsTest, JitExecutorAutoIsProfilingOnCudaAndLegacyOnACpu) {
   EXPECT_EQ(DecideJitExecutor("auto", true).value, "profiling");
   EXPECT_EQ(DecideJitExecutor("auto", false).value, "legacy");
