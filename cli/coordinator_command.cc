@@ -182,6 +182,10 @@ constexpr Limit kLimits[] = {
      "HTTP connections open at once; one more is closed at once"},
     {"--max-worker-connections", &coordinator::CoordinatorConfig::max_worker_connections,
      "worker-protocol connections open at once; one more is closed at once"},
+    {"--max-worker-slots", &coordinator::CoordinatorConfig::max_worker_slots,
+     "CPU slots one worker may offer; a registration claiming more is refused"},
+    {"--max-worker-gpus", &coordinator::CoordinatorConfig::max_worker_gpus,
+     "CUDA devices one worker may offer; a registration claiming more is refused"},
 };
 
 void Setup(CLI::App& root, int* exit_code) {

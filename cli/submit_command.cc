@@ -80,6 +80,7 @@ int RunSubmit(const SubmitFlags& flags) {
       std::string line = "sweep " + id + ": done " + std::to_string(done) + "/" + std::to_string(total) +
                          " · running " + std::to_string(running) + " · queued " + std::to_string(queued) +
                          " · elapsed " + Clock(elapsed) + " · remaining " + remaining;
+      if (sweep.contains("waiting")) line += " · waiting: " + sweep.value("waiting", "");
       if (tty) {
         std::cerr << "\r\033[K" << line << std::flush;
       } else {

@@ -52,6 +52,11 @@ struct CoordinatorConfig {
   // (`ulimit -n`): past that, accept fails and the listeners back off 50-500 ms.
   std::size_t max_http_connections = 256;
   std::size_t max_worker_connections = 2048;
+  // What one worker may offer: a registration claiming more is refused (a worker that
+  // claimed 1,000,000 slots took every trial; security review 2026-12-02, hole 2). Set
+  // them to the largest node the cluster has.
+  std::size_t max_worker_slots = 256;
+  std::size_t max_worker_gpus = 16;
   // TLS on both listeners (worker protocol and HTTP API) when set: the certificate chain
   // and private key, PEM (`--tls-cert`, `--tls-key`; docs/protocol.md "TLS").
   std::string tls_cert_path;
@@ -64,6 +69,10 @@ struct CoordinatorConfig {
   // After a restart, attempts that were assigned or running wait this long for their
   // workers to reconnect and reclaim them; then they are requeued as lost.
   std::chrono::milliseconds recovery_grace{30000};
+  // The coordinator's own deadline per attempt: trial_timeout plus this after it was
+  // assigned, the attempt ends `timeout` and its workers are told to cancel it, whatever
+  // they report (a worker that heartbeats but never ends an attempt holds nothing).
+  std::chrono::milliseconds attempt_deadline_grace{60000};
   // Housekeeping period: expiry, grace deadlines, scheduling retries.
   std::chrono::milliseconds tick{100};
   // Group commit (docs/scale.md): the store writes of one event-loop turn are committed

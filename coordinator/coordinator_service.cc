@@ -49,6 +49,10 @@ Status CoordinatorService::Recover() {
         std::to_string(waiting) + " attempt(s) wait up to " +
         std::to_string(config_.recovery_grace.count()) + " ms for their workers");
   }
+  // A recovered attempt gets a whole deadline again from now: its start is not known here.
+  for (auto& [id, t] : table_.trials()) {
+    if (t.reclaim_deadline) SetAttemptDeadline(t);
+  }
   for (auto& [id, sweep] : table_.sweeps()) {
     ApplyAdaptiveRepeats(id);  // a decision the previous process may not have carried out
     MaybeFinishSweep(id);
@@ -119,6 +123,26 @@ void CoordinatorService::Tick() {
     if (!all_reclaimed && trial.machine.IsCurrent(trial.machine.attempts_used())) {
       EndAttempt(trial, Outcome::kLost, "its worker did not reconnect within the recovery grace period");
     }
+  }
+  // The coordinator's own deadline: an attempt its workers have not ended by then ends
+  // `timeout` here, and they are told to cancel it.
+  auto& deadlines = table_.attempt_deadlines();
+  while (!deadlines.empty() && deadlines.begin()->first <= now) {
+    const auto [at, trial_id] = *deadlines.begin();
+    deadlines.erase(deadlines.begin());
+    auto it = table_.trials().find(trial_id);
+    if (it == table_.trials().end() || it->second.attempt_deadline != at) continue;  // stale
+    TrialEntry& trial = it->second;
+    trial.attempt_deadline.reset();
+    if (!trial.machine.IsCurrent(trial.machine.attempts_used())) continue;
+    const auto& sweep = table_.sweeps().at(trial.sweep_id);
+    const std::string reason = "the coordinator's deadline passed (trial_timeout " +
+                               std::to_string(sweep.timeout_ms / 1000) + " s + " +
+                               std::to_string(config_.attempt_deadline_grace.count() / 1000) +
+                               " s) and its worker had not ended the attempt";
+    Log("trial=" + std::to_string(trial.id) + ": " + reason);
+    Status ended = EndAttempt(trial, Outcome::kTimeout, reason);
+    if (!ended.ok()) Log("cannot end trial=" + std::to_string(trial.id) + " at its deadline: " + ended.ToString());
   }
   // A finished sweep whose state the store could not take: try again.
   for (auto& [sid, sweep] : table_.sweeps()) {
@@ -347,6 +371,7 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
                             std::string(metrics::TrialStateName(stored->state)) + ")");
   }
   trial.machine = next;
+  SetAttemptDeadline(trial);
   const protocol::AttemptRef ref{trial.id, *attempt};
 
   std::map<std::string, TrialPart> parts;
@@ -411,6 +436,19 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   if (Status identity = registry_.CheckIdentity(message); !identity.ok()) {
     Log("refused a worker registration for name=" + message.worker_name + ": the name is held by a live worker");
     return protocol::ToJson(protocol::RejectedMessage{identity.message(), config_.heartbeat_timeout.count()});
+  }
+  // A worker's capacity is what its operator allows, not what it claims.
+  if (message.resources.cpu_slots < 0 ||
+      static_cast<std::size_t>(message.resources.cpu_slots) > config_.max_worker_slots ||
+      message.resources.cuda_devices.size() > config_.max_worker_gpus) {
+    Log("rejected a worker registration from name=" + message.worker_name + ": it offers " +
+        std::to_string(message.resources.cpu_slots) + " CPU slots and " +
+        std::to_string(message.resources.cuda_devices.size()) + " GPUs");
+    return protocol::ToJson(protocol::RejectedMessage{
+        "this worker offers " + std::to_string(message.resources.cpu_slots) + " CPU slots and " +
+        std::to_string(message.resources.cuda_devices.size()) + " CUDA devices; this coordinator accepts at most " +
+        std::to_string(config_.max_worker_slots) + " and " + std::to_string(config_.max_worker_gpus) +
+        " per worker (its --max-worker-slots, --max-worker-gpus)"});
   }
   if (message.protocol_version < protocol::kMinProtocolVersion ||
       message.protocol_version > protocol::kProtocolVersion) {
@@ -693,6 +731,14 @@ Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const 
   return Status::Ok();
 }
 
+void CoordinatorService::SetAttemptDeadline(TrialEntry& trial) {
+  const auto sweep = table_.sweeps().find(trial.sweep_id);
+  if (sweep == table_.sweeps().end() || sweep->second.timeout_ms <= 0) return;
+  const auto at = clock_.Now() + std::chrono::milliseconds(sweep->second.timeout_ms) + config_.attempt_deadline_grace;
+  trial.attempt_deadline = at;
+  table_.attempt_deadlines().insert({at, trial.id});
+}
+
 void CoordinatorService::ReleaseParts(TrialEntry& trial, bool send_cancel, const std::string& reason) {
   const protocol::AttemptRef ref{trial.id, trial.machine.attempts_used()};
   for (const auto& p : trial.parts) {
@@ -911,16 +957,37 @@ std::string CoordinatorService::WaitingReason(std::int64_t sweep_id) const {
   for (const auto& [key, variant] : sweep.variants) any_template = any_template || !variant.CommandTemplate().empty();
   std::set<std::string> wanted;
   bool waiting = false;
+  int first_world_size = 1;
   for (std::size_t i = sweep.queued_from; i < sweep.trial_order.size(); ++i) {
     const TrialEntry& trial = table_.trials().at(sweep.trial_order[i]);
     if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
+    auto v = sweep.variants.find(trial.variant_key);
+    if (!waiting && v != sweep.variants.end()) first_world_size = std::max(1, v->second.world_size);
     waiting = true;
     if (!any_template) break;
-    auto v = sweep.variants.find(trial.variant_key);
     if (v != sweep.variants.end() && !v->second.CommandTemplate().empty()) wanted.insert(v->second.CommandTemplate());
   }
   // Capacity a provider is obtaining (Slurm jobs pending), when nothing else holds it.
   const std::string capacity = waiting ? capacity_note_ : std::string();
+  // The first queued trial's ranks against every live worker's whole capacity (in use or
+  // not): short of it, no live worker can ever place it, as Slurm's REASON says. With
+  // Slurm on, workers may still come: then only its note is said.
+  if (waiting && config_.slurm.partition.empty()) {
+    int offered = 0;
+    int live = 0;
+    for (const auto& [id, w] : registry_.workers()) {
+      if (!w.schedulable() || !links_.count(id)) continue;
+      ++live;
+      offered += sweep.cuda ? static_cast<int>(w.resources.cuda_devices.size()) : w.resources.cpu_slots;
+    }
+    if (offered < first_world_size) {
+      const std::string unit = sweep.cuda ? "CUDA device" : "CPU slot";
+      return "its next trial needs " + std::to_string(first_world_size) + " " + unit +
+             (first_world_size == 1 ? "" : "s") + " and the " + std::to_string(live) + " live worker" +
+             (live == 1 ? "" : "s") + " offer " + std::to_string(offered) + " in all; start workers with " +
+             (sweep.cuda ? "--cuda-devices" : "more --slots") + " or lower the sweep's world_size";
+    }
+  }
   if (wanted.empty()) return capacity;
   std::set<std::string> offered = OfferedTemplates(/*live_only=*/true);
   std::string missing;

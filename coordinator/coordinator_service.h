@@ -189,6 +189,9 @@ class CoordinatorService {
   // Ends the current attempt with `outcome` (requeue when lost and attempts remain),
   // persisting first; stops the attempt's other parts.
   Status EndAttempt(TrialEntry& trial, protocol::Outcome outcome, const std::string& reason);
+  // Sets `trial`'s coordinator deadline for its current attempt: now + the sweep's
+  // trial_timeout + config_.attempt_deadline_grace (none without a timeout).
+  void SetAttemptDeadline(TrialEntry& trial);
   void ReleaseParts(TrialEntry& trial, bool send_cancel, const std::string& reason);
   // The worker's link is closed and its unfinished attempts are lost (requeued while
   // attempts remain); the store records `state` (lost, or gone after a goodbye).

@@ -102,7 +102,15 @@ auto RunOffExecutor(Executor pool, asio::any_io_executor home, std::function<Htt
         auto shared = std::make_shared<decltype(handler)>(std::move(handler));
         auto home_work = asio::prefer(home, asio::execution::outstanding_work.tracked);
         asio::post(pool, [shared, home_work, work = std::move(work)]() {
-          auto reply = std::make_shared<HttpReply>(work());
+          // An exception here would end the process (a pool thread): the request fails instead.
+          std::shared_ptr<HttpReply> reply;
+          try {
+            reply = std::make_shared<HttpReply>(work());
+          } catch (const std::bad_alloc&) {
+            reply = std::make_shared<HttpReply>(Error(503, "the coordinator ran out of memory for this request"));
+          } catch (const std::exception& e) {
+            reply = std::make_shared<HttpReply>(Error(500, std::string("internal error: ") + e.what()));
+          }
           asio::post(home_work, [shared, reply]() { (*shared)(std::move(*reply)); });
         });
       },
@@ -124,7 +132,10 @@ HttpServer::HttpServer(asio::any_io_executor executor, CoordinatorService& servi
                 {"HTTP", service.config().max_http_connections}),
       tls_(std::move(tls)) {}
 
-HttpServer::~HttpServer() { blocking_pool_.join(); }
+HttpServer::~HttpServer() {
+  query_pool_.join();
+  blocking_pool_.join();
+}
 
 void HttpServer::Start() {
   listener_.Start(
@@ -210,7 +221,10 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream) {
         break;
       } else {
         reply = Route(std::string(request.method_string()), target, request.body());
-        if (reply.blocking_work && reply.in_order) {
+        if (reply.blocking_work && reply.query) {
+          reply = co_await RunOffExecutor(query_pool_.get_executor(), executor_, std::move(reply.blocking_work),
+                                          asio::use_awaitable);
+        } else if (reply.blocking_work && reply.in_order) {
           reply = co_await RunOffExecutor(in_order_, executor_, std::move(reply.blocking_work), asio::use_awaitable);
         } else if (reply.blocking_work) {
           reply = co_await RunOffExecutor(blocking_pool_.get_executor(), executor_, std::move(reply.blocking_work),
@@ -273,6 +287,7 @@ HttpReply HttpServer::QueryRoute(const std::string& body) const {
     for (auto& row : result->rows) rows.push_back(std::move(row));
     return JsonReply(200, {{"columns", result->columns}, {"rows", std::move(rows)}, {"truncated", result->truncated}});
   };
+  reply.query = true;
   return reply;
 }
 

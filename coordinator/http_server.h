@@ -48,6 +48,10 @@ struct HttpReply {
   // in_order work (sweep submissions: their ids follow the order they arrived in, and
   // one expansion at a time is held in memory).
   bool in_order = false;
+  // With blocking_work: a user's SQL (POST /api/v1/query), run one at a time on a
+  // thread of its own, so that queries neither stall submissions and reports nor add
+  // up their memory (docs/security.md, "Limits").
+  bool query = false;
   // Set on blocking_work's reply when the rest of the work belongs on the service's
   // executor (a prepared sweep is stored and scheduled there): the session calls it
   // there and sends its reply instead.
@@ -107,6 +111,8 @@ class HttpServer {
   // may outlive a request's coroutine).
   std::shared_ptr<std::atomic<int>> reports_in_flight_ = std::make_shared<std::atomic<int>>(0);
   boost::asio::thread_pool blocking_pool_{2};
+  // HttpReply::query work runs here, one at a time.
+  boost::asio::thread_pool query_pool_{1};
   // HttpReply::in_order work runs here.
   boost::asio::strand<boost::asio::thread_pool::executor_type> in_order_{blocking_pool_.get_executor()};
   SweepPreparer sweep_preparer_ = &CoordinatorService::PrepareSweep;

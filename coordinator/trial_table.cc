@@ -102,6 +102,7 @@ void TrialTable::Clear() {
   trials_.clear();
   sweeps_.clear();
   awaiting_reclaim_.clear();
+  attempt_deadlines_.clear();
 }
 
 }  // namespace bakeoff::coordinator

@@ -51,6 +51,9 @@ struct TrialEntry {
   std::vector<TrialPart> parts;  // the current attempt's placement
   bool cancel_requested = false;
   std::optional<Clock::TimePoint> reclaim_deadline;
+  // The coordinator's own end of the current attempt (trial_timeout + a grace); unset
+  // without a timeout. Also a key of TrialTable::attempt_deadlines().
+  std::optional<Clock::TimePoint> attempt_deadline;
   // When the trial last entered the queue, until its first rank starts: the start of
   // bakeoff_dispatch_latency_seconds.
   std::optional<Clock::TimePoint> queued_since;
@@ -119,6 +122,9 @@ class TrialTable {
   // Trials recovered assigned or running, until reclaimed or past their deadline (the
   // service walks these, not every trial).
   std::set<std::int64_t>& awaiting_reclaim() { return awaiting_reclaim_; }
+  // (deadline, trial) of every attempt with a coordinator deadline, soonest first; an
+  // entry whose trial has since moved on (another attempt, finished) is stale and skipped.
+  std::set<std::pair<Clock::TimePoint, std::int64_t>>& attempt_deadlines() { return attempt_deadlines_; }
 
  private:
   Status LoadSweep(metrics::ResultsStore& store, const metrics::SweepRecord& record,
@@ -128,6 +134,7 @@ class TrialTable {
   std::map<std::int64_t, TrialEntry> trials_;
   std::map<std::int64_t, SweepEntry> sweeps_;
   std::set<std::int64_t> awaiting_reclaim_;
+  std::set<std::pair<Clock::TimePoint, std::int64_t>> attempt_deadlines_;
 };
 
 }  // namespace bakeoff::coordinator

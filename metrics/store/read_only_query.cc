@@ -3,8 +3,8 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
-#include <cstdio>
 #include <set>
 
 #include "metrics/store/sqlite_connection.h"
@@ -14,19 +14,35 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Largest string or blob a query may build (randomblob(1e10) would otherwise try).
-constexpr int kMaxValueBytes = 64 << 20;
+// Largest string or blob a query may build (randomblob(1e10) would otherwise try); a
+// smaller result cap lowers it (a value larger than the whole result can never be sent).
+// Nothing stored is larger: every stored value came in a frame (4 MiB) or a request body
+// (1 MiB).
+constexpr int kMaxValueBytes = 4 << 20;
+// Result columns (and table columns) a statement may have: the results schema has fewer
+// than 40, and each column of a wide SELECT is built before the byte cap can see it.
+constexpr int kMaxColumns = 100;
+
+// What SQLite may allocate for one query beyond what it held when the query began, checked
+// where its program loops (rows, sorts, recursive CTEs): SQLite calls the progress handler
+// at jumps only, so one straight-line row is bounded by the column and value caps instead
+// (100 x 4 MiB, twice that while a CAST copies). sqlite3_memory_used() counts the whole
+// process, so a busy store can take a little of this budget.
+constexpr sqlite3_int64 kMaxQueryMemoryBytes = 256 << 20;
 
 struct Deadline {
   Clock::time_point at;
+  sqlite3_int64 memory_limit = 0;  // sqlite3_memory_used() at which the query stops
   bool passed = false;
+  bool out_of_memory = false;
 };
 
 // Called by SQLite every few virtual-machine instructions; non-zero interrupts.
 int CheckDeadline(void* arg) {
   auto* deadline = static_cast<Deadline*>(arg);
   if (Clock::now() >= deadline->at) deadline->passed = true;
-  return deadline->passed ? 1 : 0;
+  if (sqlite3_memory_used() > deadline->memory_limit) deadline->out_of_memory = true;
+  return deadline->passed || deadline->out_of_memory ? 1 : 0;
 }
 
 bool OnlyWhitespaceOrSemicolons(const char* text) {
@@ -47,15 +63,16 @@ nlohmann::json ColumnValue(sqlite3_stmt* stmt, int column) {
       return std::string(text, static_cast<size_t>(sqlite3_column_bytes(stmt, column)));
     }
     case SQLITE_BLOB: {
+      static constexpr char kDigits[] = "0123456789abcdef";
       const auto* bytes = static_cast<const unsigned char*>(sqlite3_column_blob(stmt, column));
-      int size = sqlite3_column_bytes(stmt, column);
-      std::string hex = "x'";
-      char buffer[3];
+      const int size = sqlite3_column_bytes(stmt, column);
+      std::string hex(2 * static_cast<std::size_t>(size) + 3, '\'');
+      hex[0] = 'x';
       for (int i = 0; i < size; ++i) {
-        std::snprintf(buffer, sizeof(buffer), "%02x", bytes[i]);
-        hex += buffer;
+        hex[2 + 2 * i] = kDigits[bytes[i] >> 4];
+        hex[3 + 2 * i] = kDigits[bytes[i] & 15];
       }
-      return hex + "'";
+      return hex;
     }
     default:
       return nullptr;
@@ -122,9 +139,17 @@ int Authorize(void* context, int action, const char* arg1, const char* arg2, con
   return SQLITE_OK;
 }
 
-// Bytes a value adds to a result (numbers count 8).
-std::size_t ValueBytes(const nlohmann::json& v) {
-  return v.is_string() ? v.get_ref<const std::string&>().size() : 8;
+// Bytes column `column` of the current row adds to a result, known before the value is
+// copied: text by its length, a blob by its hex form ("x'..'"), anything else 8.
+std::size_t ValueBytes(sqlite3_stmt* stmt, int column) {
+  switch (sqlite3_column_type(stmt, column)) {
+    case SQLITE_TEXT:
+      return static_cast<std::size_t>(sqlite3_column_bytes(stmt, column));
+    case SQLITE_BLOB:
+      return 2 * static_cast<std::size_t>(sqlite3_column_bytes(stmt, column)) + 3;
+    default:
+      return 8;
+  }
 }
 
 std::string Abbreviate(const std::string& sql) {
@@ -154,15 +179,23 @@ Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::stri
   // The SQL may come from a remote user (a coordinator route): no other files
   // (ATTACH), no schema tricks, and no value larger than kMaxValueBytes.
   sqlite3_limit(db.handle(), SQLITE_LIMIT_ATTACHED, 0);
-  sqlite3_limit(db.handle(), SQLITE_LIMIT_LENGTH, kMaxValueBytes);
+  const auto value_cap = std::min<std::size_t>(kMaxValueBytes, std::max<std::size_t>(1, limits.max_result_bytes));
+  sqlite3_limit(db.handle(), SQLITE_LIMIT_LENGTH, static_cast<int>(value_cap));
+  sqlite3_limit(db.handle(), SQLITE_LIMIT_COLUMN, kMaxColumns);
   sqlite3_db_config(db.handle(), SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   sqlite3_busy_timeout(db.handle(), static_cast<int>(limits.timeout.count()));
 
   Authorization auth;
   sqlite3_set_authorizer(db.handle(), &Authorize, &auth);
 
-  Deadline deadline{Clock::now() + limits.timeout};
-  sqlite3_progress_handler(db.handle(), 1000, &CheckDeadline, &deadline);
+  Deadline deadline{Clock::now() + limits.timeout, sqlite3_memory_used() + kMaxQueryMemoryBytes};
+  // Every 10 instructions: one instruction can allocate a whole value (16 MiB).
+  sqlite3_progress_handler(db.handle(), 10, &CheckDeadline, &deadline);
+  auto memory_status = [&] {
+    return Status::ResourceExhausted("query \"" + Abbreviate(sql) + "\" needs more than " +
+                                     std::to_string(kMaxQueryMemoryBytes >> 20) +
+                                     " MiB of memory in the database engine; select fewer or smaller columns");
+  };
 
   auto timeout_status = [&] {
     return Status::Timeout("query \"" + Abbreviate(sql) + "\" on " + db_path +
@@ -175,6 +208,7 @@ Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::stri
   int rc = sqlite3_prepare_v2(db.handle(), sql.c_str(), static_cast<int>(sql.size()), &raw, &tail);
   std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> stmt(raw, &sqlite3_finalize);
   if (rc != SQLITE_OK) {
+    if (deadline.out_of_memory) return memory_status();
     if (deadline.passed) return timeout_status();
     if (!auth.denied.empty()) return Status::InvalidArgument(auth.denied);
     return Status::InvalidArgument("query \"" + Abbreviate(sql) + "\" is not valid SQL: " +
@@ -207,11 +241,16 @@ Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::stri
     rc = sqlite3_step(stmt.get());
     if (rc == SQLITE_DONE) break;
     if (rc != SQLITE_ROW) {
+      if (deadline.out_of_memory) return memory_status();
       if (deadline.passed || (rc & 0xff) == SQLITE_INTERRUPT) return timeout_status();
       if ((rc & 0xff) == SQLITE_READONLY) {
         return Status::InvalidArgument("query \"" + Abbreviate(sql) +
                                        "\" tried to modify the database; bakeoff query is "
                                        "read-only");
+      }
+      if ((rc & 0xff) == SQLITE_TOOBIG) {
+        return Status::ResourceExhausted("query \"" + Abbreviate(sql) + "\" builds a value over " +
+                                         std::to_string(value_cap) + " bytes, the most one query may build");
       }
       return db.StatusFor(rc, "running query \"" + Abbreviate(sql) + "\"");
     }
@@ -219,21 +258,22 @@ Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::stri
       result.truncated = true;
       break;
     }
-    std::vector<nlohmann::json> row;
-    row.reserve(static_cast<size_t>(columns));
+    // A few bytes of SQL can ask for gigabytes (zeroblob, printf padding): the row's
+    // size is known from SQLite before any value is copied, and the result stops at its
+    // byte bound like at its row bound.
     std::size_t row_bytes = 0;
-    for (int i = 0; i < columns; ++i) {
-      row.push_back(ColumnValue(stmt.get(), i));
-      row_bytes += ValueBytes(row.back());
-    }
-    // A few bytes of SQL can ask for gigabytes (zeroblob, printf padding): the result
-    // stops at its byte bound like at its row bound.
+    for (int i = 0; i < columns; ++i) row_bytes += ValueBytes(stmt.get(), i);
     if (result_bytes + row_bytes > limits.max_result_bytes) {
       result.truncated = true;
       break;
     }
+    std::vector<nlohmann::json> row;
+    row.reserve(static_cast<size_t>(columns));
+    for (int i = 0; i < columns; ++i) row.push_back(ColumnValue(stmt.get(), i));
     result_bytes += row_bytes;
     result.rows.push_back(std::move(row));
+    // Copying values runs outside SQLite's progress handler: the deadline holds here too.
+    if (Clock::now() >= deadline.at) return timeout_status();
   }
   return result;
 }

@@ -38,8 +38,11 @@ struct QueryResult {
 // Errors: kNotFound when db_path does not exist; kInvalidArgument for a syntax error,
 // more than one statement, a statement that would write (the message says the query is
 // read-only), a pragma other than those describing the schema, or a function reaching
-// outside the database (fts3_tokenizer, load_extension); kTimeout past limits.timeout; kIoError when the file cannot be
-// read.
+// outside the database (fts3_tokenizer, load_extension) or more than 100 result columns;
+// kResourceExhausted for a value larger than limits.max_result_bytes (4 MiB at most) or
+// a statement for which SQLite allocates over 256 MiB (checked where its program loops);
+// kTimeout past limits.timeout (checked while values are copied too); kIoError when the
+// file cannot be read.
 Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::string& sql,
                                      const QueryLimits& limits = {});
 

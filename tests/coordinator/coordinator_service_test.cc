@@ -681,6 +681,70 @@ order: interleaved
   EXPECT_EQ(used.size(), 2u) << "both workers ran pairs";
 }
 
+// Security review 2026-12-02, hole 2: a registration claiming more than the operator
+// allows is refused with the flag to raise, and the worker is not registered.
+TEST_F(CoordinatorServiceTest, AWorkerOfferingMoreThanTheCoordinatorAllowsIsRefused) {
+  protocol::RegisterMessage m;
+  m.token = "worker-secret";
+  m.worker_name = "rogue";
+  m.host = "127.0.0.1";
+  m.resources.cpu_slots = 1000000;
+  json reply = service_->OnRegister(m, std::make_shared<RecordingLink>());
+  EXPECT_EQ(reply["type"], "rejected") << reply.dump();
+  EXPECT_NE(reply.dump().find("--max-worker-slots"), std::string::npos) << reply.dump();
+  m.resources.cpu_slots = 1;
+  m.resources.cuda_devices = std::vector<int>(17, 0);
+  EXPECT_EQ(service_->OnRegister(m, std::make_shared<RecordingLink>())["type"], "rejected") << "17 GPUs";
+  m.resources.cpu_slots = static_cast<int>(config_.max_worker_slots);
+  m.resources.cuda_devices.clear();
+  EXPECT_EQ(service_->OnRegister(m, std::make_shared<RecordingLink>())["type"], "registered") << "at the cap";
+}
+
+// Security review 2026-12-02, hole 2: a worker that heartbeats but never ends its attempt
+// held trials past their timeout. The coordinator keeps its own deadline: trial_timeout
+// plus the grace after assignment, the attempt ends `timeout` and a cancel is sent.
+TEST_F(CoordinatorServiceTest, AnAttemptItsWorkerNeverEndsEndsTimeoutAtTheCoordinatorsDeadline) {
+  json a;
+  auto w1 = RegisterAndSubmit("w1", a);
+  const std::int64_t trial = a["trial_id"];
+  const auto deadline = 60000ms + config_.attempt_deadline_grace;
+  for (auto waited = 0ms; waited < deadline - 1000ms; waited += 500ms) {
+    clock_.Advance(500ms);
+    Frame("w1", protocol::ToJson(protocol::HeartbeatMessage{{{trial, 1}}}));
+    service_->Tick();
+    Pump();
+  }
+  EXPECT_NE(Trial(trial).state, metrics::TrialState::kFinished) << "not before its deadline";
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(500ms);
+    Frame("w1", protocol::ToJson(protocol::HeartbeatMessage{{{trial, 1}}}));
+    service_->Tick();
+    Pump();
+  }
+  auto t = Trial(trial);
+  EXPECT_EQ(t.state, metrics::TrialState::kFinished);
+  EXPECT_EQ(t.outcome, metrics::Outcome::kTimeout);
+  EXPECT_NE(t.reason.find("coordinator's deadline"), std::string::npos) << t.reason;
+  bool cancelled = false;
+  for (const json& c : w1->Take("cancel")) cancelled = cancelled || c["trial_id"] == trial;
+  EXPECT_TRUE(cancelled) << "its worker is told to stop it";
+}
+
+// Issue 33 item 7: a trial wider than every live worker together waits with its reason
+// (status, the API's "waiting", the progress line), and the reason goes once it fits.
+TEST_F(CoordinatorServiceTest, ATrialNoLiveWorkerCanPlaceSaysWhyItWaits) {
+  auto w1 = Register("w1");
+  std::string yaml = kSweep;
+  yaml.replace(yaml.find("world_size: {value: 1}"), 22, "world_size: {value: 2}");
+  const auto sweep_id = Submit(yaml);
+  EXPECT_TRUE(w1->Take("assign").empty());
+  const std::string reason = service_->WaitingReason(sweep_id);
+  EXPECT_NE(reason.find("needs 2 CPU slots and the 1 live worker offer 1 in all"), std::string::npos) << reason;
+  auto w2 = Register("w2");
+  EXPECT_EQ(service_->WaitingReason(sweep_id), "") << "two one-slot workers can place it";
+  EXPECT_FALSE(w1->Take("assign").empty());
+}
+
 TEST_F(CoordinatorServiceTest, OomIsFinalNotRetried) {
   json a;
   auto w1 = RegisterAndSubmit("w1", a);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "protocol/frame_codec.h"
 #include "tests/integration/raw_connection.h"
@@ -86,6 +87,90 @@ TEST_F(HostileInputTest, MalformedQueryBodyIs400) {
   auto write = cluster_->client().Post("/api/v1/query", R"({"sql": "DELETE FROM trials"})", "application/json");
   ASSERT_TRUE(write.ok());
   EXPECT_EQ(write->status, 400) << "a write through the query route";
+}
+
+// Security review 2026-12-02, hole 2: a worker that claimed 1,000,000 CPU slots took
+// every trial of a new sweep. A worker offers what the operator allows (256 slots and 16
+// GPUs unless --max-worker-slots/--max-worker-gpus say otherwise), or is refused.
+TEST_F(HostileInputTest, AWorkerClaimingAMillionSlotsIsRefusedAndNeverListed) {
+  RawConnection rogue(cluster_->worker_port());
+  ASSERT_TRUE(rogue.connected());
+  json reg = testing::RegisterMessage("rogue");
+  reg["resources"]["cpu_slots"] = 1000000;
+  auto frame = protocol::EncodeFrame(reg);
+  ASSERT_TRUE(frame.ok());
+  rogue.Write(*frame);
+  bool closed = false;
+  const std::string answer = rogue.ReadUntilClosed(&closed);
+  EXPECT_NE(answer.find("rejected"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("--max-worker-slots"), std::string::npos) << answer;
+  auto workers = cluster_->client().GetJson("/api/v1/workers");
+  ASSERT_TRUE(workers.ok()) << workers.status().ToString();
+  for (const auto& w : *workers) EXPECT_NE(w.value("id", ""), "rogue") << w.dump();
+}
+
+// The coordinator's peak memory (VmHWM) in bytes, 0 when unreadable.
+std::size_t PeakRss(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+// Security review 2026-12-02, hole 3: 1.2 KB of read-only SQL asked for 30 columns of
+// 60 MB each, and the coordinator built every one before its 16 MiB result cap looked
+// (bad_alloc under the Kubernetes limit: the process died). Values are now sized before
+// they are copied, a value over the cap is refused, result columns are capped, and the
+// deadline covers the copying of blobs.
+TEST_F(HostileInputTest, AQueryAskingForGigabytesIsRefusedWithinItsBoundsAndTheCoordinatorLives) {
+  const pid_t pid = cluster_->coordinator().pid();
+  const std::size_t before = PeakRss(pid);
+  ASSERT_GT(before, 0u);
+  auto columns = [](int k, const std::string& value) {
+    std::string sql = "SELECT ";
+    for (int i = 0; i < k; ++i) sql += (i ? ", " : "") + value + " AS c" + std::to_string(i);
+    return json{{"sql", sql}}.dump();
+  };
+  // The review's reproduction: each value alone is over the result cap.
+  auto huge = cluster_->client().Post("/api/v1/query", columns(30, "CAST(zeroblob(60000000) AS TEXT)"),
+                                      "application/json");
+  ASSERT_TRUE(huge.ok()) << huge.status().ToString();
+  EXPECT_EQ(huge->status, 413) << huge->body;
+  // Rows of 4 MB values sorted in memory: past the engine's 256 MiB for one query.
+  auto heavy = cluster_->client().Post(
+      "/api/v1/query",
+      json{{"sql", "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100) "
+                   "SELECT i, CAST(zeroblob(4000000) AS TEXT) FROM n ORDER BY random()"}}
+          .dump(),
+      "application/json");
+  ASSERT_TRUE(heavy.ok()) << heavy.status().ToString();
+  EXPECT_EQ(heavy->status, 413) << heavy->body;
+  // 40 x 4 MB: the row is sized before it is copied, and it passes the result cap.
+  auto wide = cluster_->client().Post("/api/v1/query", columns(40, "CAST(zeroblob(4000000) AS TEXT)"),
+                                      "application/json");
+  ASSERT_TRUE(wide.ok()) << wide.status().ToString();
+  EXPECT_EQ(wide->status, 200) << wide->body;
+  EXPECT_EQ(json::parse(wide->body)["truncated"], true);
+  EXPECT_TRUE(json::parse(wide->body)["rows"].empty());
+  auto many = cluster_->client().Post("/api/v1/query", columns(101, "1"), "application/json");
+  ASSERT_TRUE(many.ok());
+  EXPECT_EQ(many->status, 400) << "more than 100 result columns: " << many->body;
+  // Blobs within the cap, several rows: their hex copy stays inside timeout_s.
+  auto blobs = cluster_->client().Post(
+      "/api/v1/query",
+      json{{"sql", "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50) "
+                   "SELECT zeroblob(2000000) FROM n"},
+           {"timeout_s", 1}}
+          .dump(),
+      "application/json");
+  ASSERT_TRUE(blobs.ok());
+  EXPECT_EQ(blobs->status, 200) << blobs->body;
+  EXPECT_EQ(json::parse(blobs->body)["truncated"], true) << "16 MiB of hex is four 2 MB blobs";
+  const std::size_t after = PeakRss(pid);
+  // Before the fix the first query alone took 115 MB per column (1.8 GB here).
+  EXPECT_LT(after, before + (640u << 20)) << "peak memory grew from " << before << " to " << after << " bytes";
 }
 
 // One frame nested 2,000,000 deep (4 MB, under the frame limit) once crashed the
