@@ -970,9 +970,10 @@ std::string CoordinatorService::WaitingReason(std::int64_t sweep_id) const {
   // Capacity a provider is obtaining (Slurm jobs pending), when nothing else holds it.
   const std::string capacity = waiting ? capacity_note_ : std::string();
   // The first queued trial's ranks against every live worker's whole capacity (in use or
-  // not): short of it, no live worker can ever place it, as Slurm's REASON says. With
-  // Slurm on, workers may still come: then only its note is said.
-  if (waiting && config_.slurm.partition.empty()) {
+  // not): short of it, no live worker can ever place it, as Slurm's REASON says. While a
+  // provider obtains capacity (its note is set) or Slurm is on, workers may still come:
+  // then only the provider's note is said.
+  if (waiting && config_.slurm.partition.empty() && capacity_note_.empty()) {
     int offered = 0;
     int live = 0;
     for (const auto& [id, w] : registry_.workers()) {

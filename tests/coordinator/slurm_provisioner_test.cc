@@ -179,7 +179,11 @@ TEST_F(SlurmProvisionerTest, IdleJobsAreCancelledAfterTheGraceOnceNothingWaits) 
   clock_.Advance(61s);
   Round();
   EXPECT_TRUE(client_->cancelled.empty());
-  // Nothing runs or waits any more; still within the grace.
+  // The pair's other side then runs on the first side's worker (docs/sweep.md,
+  // "Placement"); once it ends nothing runs or waits any more; still within the grace.
+  FinishAll("succeeded");
+  Round();
+  EXPECT_TRUE(client_->cancelled.empty());
   FinishAll("succeeded");
   Round();
   EXPECT_TRUE(client_->cancelled.empty());
