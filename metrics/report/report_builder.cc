@@ -800,10 +800,14 @@ void AddBreakEven(const VariantReport& v, const VariantReport& cp, Comparison& c
   if (wv && wc) c.warmup_delta_s = *wv - *wc;
   if (cp.step_s_median && c.speedup.value > 0) {
     c.step_saving_s = *cp.step_s_median * (1 - 1 / c.speedup.value);
-    if (c.warmup_delta_s) {
+    // A break-even is a claim about a speedup: only one the interval backs gets a step
+    // count (a 1.15x [0.93-1.43] has none: its saving may be zero or negative).
+    if (c.warmup_delta_s && c.verdict == Verdict::kFaster) {
       BreakEven be = ComputeBreakEven(*c.warmup_delta_s, *c.step_saving_s);
       c.break_even = be.ToString();
       if (be.kind == BreakEven::Kind::kAfterSteps) c.break_even_steps = be.steps;
+    } else if (c.warmup_delta_s) {
+      c.break_even = c.verdict == Verdict::kSlower ? "never" : "not significant";
     }
   }
 }
@@ -1050,7 +1054,26 @@ void AddMarginalEffects(const ReportInput& input, bool interleaved, const Report
   }
 }
 
+// Whether a verdict says `v` is the fastest: it is faster than its counterpart by its
+// interval, or it is a baseline that every comparison against it found slower.
+bool VerdictBacksFastest(const Report& report, const VariantReport& v) {
+  if (!v.is_baseline) {
+    return v.comparison.status == Comparison::Status::kCompared && v.comparison.verdict == Verdict::kFaster;
+  }
+  bool compared = false;
+  for (const VariantReport& other : report.variants) {
+    if (other.is_baseline || other.counterpart_key != v.key ||
+        other.comparison.status != Comparison::Status::kCompared) {
+      continue;
+    }
+    compared = true;
+    if (other.comparison.verdict != Verdict::kSlower) return false;
+  }
+  return compared;
+}
+
 // The fastest variant, and the fastest within the memory budget (fallbacks never count).
+// "Fastest" is said only where a verdict backs it (fastest_unbacked_key otherwise).
 void AddBestConfigurations(const ReportOptions& options, Report& report) {
   const VariantReport* fastest = nullptr;
   const VariantReport* fastest_fit = nullptr;
@@ -1063,7 +1086,11 @@ void AddBestConfigurations(const ReportOptions& options, Report& report) {
       fastest_fit = &v;
     }
   }
-  if (fastest != nullptr) report.fastest_key = fastest->key;
+  if (fastest != nullptr && VerdictBacksFastest(report, *fastest)) {
+    report.fastest_key = fastest->key;
+  } else if (fastest != nullptr) {
+    report.fastest_unbacked_key = fastest->key;
+  }
   if (fastest_fit != nullptr) report.fastest_within_budget_key = fastest_fit->key;
 }
 

@@ -190,6 +190,7 @@ nlohmann::json ReportToJson(const Report& report) {
       {"variants", variants},
       {"marginals", marginals},
       {"best", {{"fastest", OrNull(report.fastest_key)},
+                {"highest_without_verdict", OrNull(report.fastest_unbacked_key)},
                 {"fastest_within_budget", OrNull(report.fastest_within_budget_key)}}},
       {"iso_memory", {{"applicable", report.iso_memory_applicable}, {"rows", iso}}},
       {"trials", trials},

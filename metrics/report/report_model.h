@@ -406,7 +406,9 @@ struct Report {
   std::vector<std::string> callouts;  // outcome mismatches first, then warnings
   std::vector<VariantReport> variants;
   std::vector<MarginalEffect> marginals;
-  std::optional<std::string> fastest_key;
+  std::optional<std::string> fastest_key;  // only where a verdict backs it
+  // The highest tokens/s when no verdict backs it: said as such, never as "Fastest".
+  std::optional<std::string> fastest_unbacked_key;
   std::optional<std::string> fastest_within_budget_key;
   bool iso_memory_applicable = false;
   std::vector<IsoMemoryRow> iso_memory;

@@ -120,6 +120,10 @@ std::vector<std::string> ReportHeadline(const Report& report) {
   if (report.fastest_key) {
     const VariantReport* v = report.FindVariant(*report.fastest_key);
     lines.push_back("Fastest: " + *report.fastest_key + " at " + Tps(*v->tokens_per_s) + " tokens/s");
+  } else if (report.fastest_unbacked_key) {
+    const VariantReport* v = report.FindVariant(*report.fastest_unbacked_key);
+    lines.push_back("Fastest: no verdict backs one (highest tokens/s: " + *report.fastest_unbacked_key + " at " +
+                    Tps(*v->tokens_per_s) + " tokens/s)");
   }
   if (report.options.memory_budget_bytes) {
     std::string budget = FormatBytes(*report.options.memory_budget_bytes);

@@ -112,6 +112,28 @@ TEST(ReportBuilderTest, IntervalContainingOneSaysNoMeasurableDifference) {
   EXPECT_EQ(c.no_measurable_difference, std::optional<bool>(true));
 }
 
+// Issue 33 item 4: a speedup the interval does not back gets no break-even step count,
+// and "Fastest" is not said of a variant no verdict backs.
+TEST(ReportBuilderTest, WithoutAVerdictThereIsNoBreakEvenAndNoFastest) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 5, 1.0);
+  Report report = BuildReport(input, ReportOptions{});
+  const Comparison& c = ComparisonOf(report, kJit1);
+  ASSERT_EQ(c.verdict, Verdict::kNoMeasurableDifference);
+  ASSERT_TRUE(c.warmup_delta_s);
+  EXPECT_EQ(c.break_even, std::optional<std::string>("not significant"));
+  EXPECT_FALSE(c.break_even_steps);
+  EXPECT_FALSE(report.fastest_key) << *report.fastest_key;
+  EXPECT_TRUE(report.fastest_unbacked_key);
+  // A backed speedup names its variant.
+  ReportInput faster = TwoByTwoSweep();
+  AddTrials(faster, 3, 1.25);
+  Report backed = BuildReport(faster, ReportOptions{});
+  ASSERT_TRUE(backed.fastest_key);
+  EXPECT_EQ(backed.FindVariant(*backed.fastest_key)->comparison.verdict, Verdict::kFaster);
+  EXPECT_FALSE(backed.fastest_unbacked_key);
+}
+
 // One repeat sees only the noise within the two runs: the interval is shown, labelled
 // within-run only, and gives no verdict however narrow it is.
 TEST(ReportBuilderTest, OneRepeatIsWithinRunOnlyAndNotAVerdict) {
