@@ -5,9 +5,7 @@
 
 #include <unistd.h>
 
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -92,10 +90,7 @@ int RunLocal(const LocalFlags& flags) {
   // slots at once, and each worker gets its slots' CPUs (docs/sweep.md, "Isolation").
   worker::CorePartition host_cores;
   {
-    std::ifstream in("/proc/cpuinfo");
-    std::stringstream text;
-    text << in.rdbuf();
-    auto partition = worker::CorePartition::Make(worker::ReadCpuTopology(text.str(), worker::AllowedCpus()),
+    auto partition = worker::CorePartition::Make(worker::ReadHostCpuTopology(worker::AllowedCpus()),
                                                  flags.workers * flags.slots, flags.share_cores);
     if (!partition.ok()) {
       std::cerr << "bakeoff local: " << flags.workers << " worker(s) x " << flags.slots << " slot(s): "

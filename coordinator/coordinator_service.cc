@@ -328,8 +328,7 @@ CoordinatorService::PairPlacement CoordinatorService::PairWorker(const SweepEntr
     return PairPlacement::kFree;
   }
   const int need = std::max(1, variant.world_size);
-  const int size = sweep.cuda ? static_cast<int>(w->resources.cuda_devices.size()) : w->resources.cpu_slots;
-  if (size < need) return PairPlacement::kFree;
+  if (w->capacity(sweep.cuda) < need) return PairPlacement::kFree;
   const int room = sweep.cuda ? static_cast<int>(w->free_cuda_devices().size()) : w->free_cpu_slots();
   if (room < need) return PairPlacement::kBusy;
   pinned = it->second;
@@ -979,7 +978,7 @@ std::string CoordinatorService::WaitingReason(std::int64_t sweep_id) const {
     for (const auto& [id, w] : registry_.workers()) {
       if (!w.schedulable() || !links_.count(id)) continue;
       ++live;
-      offered += sweep.cuda ? static_cast<int>(w.resources.cuda_devices.size()) : w.resources.cpu_slots;
+      offered += w.capacity(sweep.cuda);
     }
     if (offered < first_world_size) {
       const std::string unit = sweep.cuda ? "CUDA device" : "CPU slot";

@@ -49,6 +49,8 @@ struct WorkerInfo {
   int next_store_port_offset = 0;
 
   int free_cpu_slots() const { return resources.cpu_slots - used_cpu_slots; }
+  // Ranks it can hold at all, in use or not: CUDA devices, or else CPU slots.
+  int capacity(bool cuda) const { return cuda ? static_cast<int>(resources.cuda_devices.size()) : resources.cpu_slots; }
   std::vector<int> free_cuda_devices() const;
   bool schedulable() const { return liveness == WorkerLiveness::kAlive; }
   bool departed() const { return liveness == WorkerLiveness::kLost || liveness == WorkerLiveness::kGone; }

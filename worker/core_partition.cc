@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -54,6 +55,13 @@ std::vector<LogicalCpu> ReadCpuTopology(const std::string& proc_cpuinfo, const s
   }
   std::sort(out.begin(), out.end(), [](const LogicalCpu& a, const LogicalCpu& b) { return a.cpu < b.cpu; });
   return out;
+}
+
+std::vector<LogicalCpu> ReadHostCpuTopology(const std::vector<int>& allowed) {
+  std::ifstream in("/proc/cpuinfo");
+  std::stringstream text;
+  text << in.rdbuf();
+  return ReadCpuTopology(text.str(), allowed);
 }
 
 std::vector<int> AllowedCpus() {

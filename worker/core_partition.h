@@ -27,6 +27,8 @@ struct LogicalCpu {
 // The logical CPUs of `proc_cpuinfo` text that are in `allowed`, with their cores; a
 // text without core ids gives each CPU its own core.
 std::vector<LogicalCpu> ReadCpuTopology(const std::string& proc_cpuinfo, const std::vector<int>& allowed);
+// ReadCpuTopology of this host's /proc/cpuinfo (no file: each allowed CPU its own core).
+std::vector<LogicalCpu> ReadHostCpuTopology(const std::vector<int>& allowed);
 // This process's affinity mask, ascending.
 std::vector<int> AllowedCpus();
 // "0-3,6" -> {0,1,2,3,6}; an error names the bad part.

@@ -7,8 +7,6 @@
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "protocol/frame_connection.h"
 #include "protocol/host_network.h"
@@ -127,10 +125,7 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
                                        ", which this process may not run on (allowed: " + FormatCpuList(allowed) + ")");
       }
     }
-    std::ifstream in("/proc/cpuinfo");
-    std::stringstream text;
-    text << in.rdbuf();
-    auto partition = CorePartition::Make(ReadCpuTopology(text.str(), cpus), cpu_slots, share_cores);
+    auto partition = CorePartition::Make(ReadHostCpuTopology(cpus), cpu_slots, share_cores);
     if (!partition.ok()) return partition.status();
     cores = std::move(partition).value();
   }
