@@ -628,10 +628,8 @@ VariantReport SummariseVariant(const VariantInput& in, const std::vector<std::si
   return v;
 }
 
-// Whether the variant cannot be set against its counterpart `cp` for what was run or
-// excluded (then c says why); memory facts do not need a comparison and come after.
-bool NotComparable(const VariantReport& v, const VariantReport* cp, const Side& vs, const Side& cs,
-                   Comparison& c) {
+// Whether the variant has no counterpart to be set against (then c says why).
+bool NoCounterpart(const VariantReport& v, const VariantReport* cp, Comparison& c) {
   using S = Comparison::Status;
   if (v.excluded) {
     c.status = S::kExcluded;
@@ -656,6 +654,15 @@ bool NotComparable(const VariantReport& v, const VariantReport* cp, const Side& 
                  : "baseline counterpart " + v.counterpart_key + " is not in this sweep";
     return true;
   }
+  return false;
+}
+
+// Whether `v` cannot be set against `cp` for what was run or excluded (then c says why);
+// memory facts do not need a comparison and come after.
+bool NotComparable(const VariantReport& v, const VariantReport& counterpart, const Side& vs,
+                   const Side& cs, Comparison& c) {
+  using S = Comparison::Status;
+  const VariantReport* cp = &counterpart;
   if (cp->excluded) {
     c.status = S::kCounterpartExcluded;
     c.note = "baseline counterpart " + cp->key + " was excluded by a rule: not compared";
@@ -853,6 +860,26 @@ void AddWorkerEffects(const Side& vs, const Side& cs, Comparison& c) {
   }
 }
 
+// The comparison of `v` against `cp`: what ran, memory, then (unless either fell back)
+// speedup, break-even, loss parity, environments and per-worker effects.
+Comparison Compare(const VariantReport& v, const VariantReport& cp, std::map<std::string, Side>& sides,
+                   bool interleaved, const ReportOptions& compare_options,
+                   const ReportOptions& options, bool spread_across_workers) {
+  Comparison c;
+  const Side& vs = sides[v.key];
+  const Side& cs = sides[cp.key];
+  if (NotComparable(v, cp, vs, cs, c)) return c;
+  // Memory and outcome facts hold even when the throughput is not compared.
+  AddMemoryComparison(v, cp, c);
+  if (FellBack(v, cp, c)) return c;
+  AddSpeedup(v, cp, vs, cs, interleaved, compare_options, options, c);
+  AddBreakEven(v, cp, c);
+  AddLossParity(v, cp, options, c);
+  c.environment_difference = EnvironmentDifference(vs.trials, cs.trials);
+  if (spread_across_workers) AddWorkerEffects(vs, cs, c);
+  return c;
+}
+
 // The comparison of every variant against its baseline counterpart. With adaptive
 // repeats every interval is the sequential rule's per-look interval, so that it covers
 // where the rule stopped.
@@ -861,19 +888,50 @@ void AddComparisons(const std::optional<SequentialDesign>& design, bool interlea
   ReportOptions compare_options = options;
   if (design) compare_options.confidence = SequentialLookConfidence(*design);
   for (VariantReport& v : report.variants) {
-    Comparison& c = v.comparison;
     const VariantReport* cp = report.FindVariant(v.counterpart_key);
-    const Side& vs = sides[v.key];
-    const Side& cs = cp != nullptr ? sides[cp->key] : vs;  // unused without a counterpart
-    if (NotComparable(v, cp, vs, cs, c)) continue;
-    // Memory and outcome facts hold even when the throughput is not compared.
-    AddMemoryComparison(v, *cp, c);
-    if (FellBack(v, *cp, c)) continue;
-    AddSpeedup(v, *cp, vs, cs, interleaved, compare_options, options, c);
-    AddBreakEven(v, *cp, c);
-    AddLossParity(v, *cp, options, c);
-    c.environment_difference = EnvironmentDifference(vs.trials, cs.trials);
-    if (report.spread_across_workers) AddWorkerEffects(vs, cs, c);
+    if (NoCounterpart(v, cp, v.comparison)) continue;
+    v.comparison = Compare(v, *cp, sides, interleaved, compare_options, options,
+                           report.spread_across_workers);
+  }
+}
+
+// With a baseline over two or more varying axes, each axis on its own: every variant
+// whose value of the axis is not the baseline's, against the same variant with only that
+// axis at the baseline's value (compile modes within each ZeRO stage, and ZeRO stages
+// within each compile mode). The intervals are at the same confidence as the
+// counterpart comparisons (the per-look one with adaptive repeats).
+void AddAxisComparisons(const ReportInput& input, const std::optional<SequentialDesign>& design,
+                        bool interleaved, const ReportOptions& options,
+                        std::map<std::string, Side>& sides, Report& report) {
+  std::vector<const AxisInput*> axes;
+  for (const AxisInput& axis : input.axes) {
+    if (axis.values.size() >= 2 && input.baseline.count(axis.name)) axes.push_back(&axis);
+  }
+  if (axes.size() < 2) return;
+  ReportOptions compare_options = options;
+  if (design) compare_options.confidence = SequentialLookConfidence(*design);
+  std::map<std::string, const VariantReport*> by_setting;
+  for (const VariantReport& v : report.variants) by_setting[SettingKey(input.axes, v.params)] = &v;
+  for (const AxisInput* axis : axes) {
+    const std::string& reference = input.baseline.at(axis->name);
+    for (const VariantReport& v : report.variants) {
+      auto value = v.params.find(axis->name);
+      if (v.excluded || value == v.params.end() || value->second == reference) continue;
+      auto cp_params = v.params;
+      cp_params[axis->name] = reference;
+      auto cp = by_setting.find(SettingKey(input.axes, cp_params));
+      if (cp == by_setting.end()) continue;
+      AxisComparison a;
+      a.axis = axis->name;
+      a.value = value->second;
+      a.reference = reference;
+      a.held = SettingKey(input.axes, v.params, axis->name);
+      a.variant_key = v.key;
+      a.counterpart_key = cp->second->key;
+      a.comparison = Compare(v, *cp->second, sides, interleaved, compare_options, options,
+                             report.spread_across_workers);
+      report.axis_comparisons.push_back(std::move(a));
+    }
   }
 }
 
@@ -1161,6 +1219,7 @@ Report BuildReport(const ReportInput& input, const ReportOptions& options) {
                               input.adaptive->ci_half_width, options.confidence};
   }
   AddComparisons(design, interleaved, options, sides, report);
+  AddAxisComparisons(input, design, interleaved, options, sides, report);
   if (design) AddAdaptiveRepeats(input, *design, report);
   AddCallouts(input, options, report);
   AddMarginalEffects(input, interleaved, options, sides, report);

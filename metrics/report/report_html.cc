@@ -405,6 +405,7 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
 h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 28px 0 6px;
      border-bottom: 1px solid #d0d7de; padding-bottom: 4px; }
 .question { font-size: 16px; color: #424a53; margin: 0 0 8px; }
+.answer { font-size: 15px; font-weight: 600; color: #1f2328; margin: 0 0 6px; }
 ul.meta { list-style: none; padding: 0; margin: 0; color: #57606a; }
 .callouts { background: #fff8c5; border: 1px solid #d4a72c; border-radius: 6px; padding: 8px 16px; }
 .callouts li { margin: 2px 0; }
@@ -447,6 +448,8 @@ std::string RenderSectionsHtml(const std::string& title, const std::vector<std::
   for (const std::string& line : headline) {
     if (line.rfind("Question: ", 0) == 0) {
       out << "<li class=\"question\">" << Escape(line.substr(10)) << "</li>\n";
+    } else if (line.rfind("Answer: ", 0) == 0) {
+      out << "<li class=\"answer\">" << Escape(line.substr(8)) << "</li>\n";
     } else {
       out << "<li>" << Escape(line) << "</li>\n";
     }

@@ -121,6 +121,13 @@ nlohmann::json ReportToJson(const Report& report) {
   for (const VariantReport& v : report.variants) variants.push_back(VariantJson(v, report.options.confidence));
   json axes = json::array();
   for (const AxisInput& a : report.axes) axes.push_back({{"name", a.name}, {"values", a.values}});
+  json axis_comparisons = json::array();
+  for (const AxisComparison& a : report.axis_comparisons) {
+    axis_comparisons.push_back({{"axis", a.axis}, {"value", a.value}, {"reference", a.reference},
+                                {"held", a.held}, {"variant", a.variant_key},
+                                {"counterpart", a.counterpart_key},
+                                {"comparison", ComparisonJson(a.comparison)}});
+  }
   json marginals = json::array();
   for (const MarginalEffect& m : report.marginals) {
     marginals.push_back({{"axis", m.axis}, {"value", m.value}, {"reference", m.reference},
@@ -164,6 +171,8 @@ nlohmann::json ReportToJson(const Report& report) {
   const ReportOptions& o = report.options;
   return {
       {"format", "bakeoff.report/1"},
+      // The answer first, as in every other format (AnswerSentences).
+      {"headline", AnswerSentences(report)},
       {"sweep", {{"id", report.sweep_id}, {"name", report.sweep_name}, {"question", report.question},
                  {"order", report.order}, {"baseline", report.baseline}, {"axes", axes}}},
       {"options", {{"confidence", o.confidence},
@@ -188,6 +197,7 @@ nlohmann::json ReportToJson(const Report& report) {
       {"spread_across_workers", report.spread_across_workers},
       {"callouts", report.callouts},
       {"variants", variants},
+      {"axis_comparisons", axis_comparisons},
       {"marginals", marginals},
       {"best", {{"fastest", OrNull(report.fastest_key)},
                 {"highest_without_verdict", OrNull(report.fastest_unbacked_key)},

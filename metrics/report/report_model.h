@@ -363,6 +363,18 @@ struct VariantReport {
   std::optional<AdaptiveVariant> adaptive;  // adaptive sweeps, compared variants
 };
 
+// One axis on its own, every other axis held (a baseline over two or more varying axes):
+// a variant against the same variant with only `axis` at the baseline's value.
+struct AxisComparison {
+  std::string axis;             // "compile_mode"
+  std::string value;            // the variant's value of it: "default"
+  std::string reference;        // the baseline's: "eager"
+  std::string held;             // the other axes' values: "zero_stage=2" (may be empty)
+  std::string variant_key;
+  std::string counterpart_key;
+  Comparison comparison;
+};
+
 // Marginal effect of one axis value against the axis's reference value.
 struct MarginalEffect {
   std::string axis;
@@ -406,6 +418,7 @@ struct Report {
   std::vector<std::string> callouts;  // outcome mismatches first, then warnings
   std::vector<VariantReport> variants;
   std::vector<MarginalEffect> marginals;
+  std::vector<AxisComparison> axis_comparisons;  // empty unless two or more baseline axes vary
   std::optional<std::string> fastest_key;  // only where a verdict backs it
   // The highest tokens/s when no verdict backs it: said as such, never as "Fastest".
   std::optional<std::string> fastest_unbacked_key;

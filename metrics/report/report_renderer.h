@@ -42,8 +42,13 @@ struct ReportSection {
   std::vector<bool> numeric;  // per column: right-aligned
 };
 
-// The report's lines above the sections: sweep, question, baseline, progress, workers.
+// The report's lines above the sections: sweep, question, the answer ("Answer: ..."
+// lines, AnswerSentences), baseline, progress, workers, fastest.
 std::vector<std::string> ReportHeadline(const Report& report);
+// One sentence per comparison, answering the sweep's question (report_answer.cc): each
+// axis on its own when two or more baseline axes vary, else each variant against its
+// baseline counterpart. Baselines and excluded variants have none.
+std::vector<std::string> AnswerSentences(const Report& report);
 // Verdicts first, then memory, warm-up, loss parity, outcomes, marginal effects, best
 // configurations, iso-memory, evidence, noise and repeats, per-worker effects, trials.
 // Sections with no rows are left out.

@@ -97,6 +97,7 @@ std::vector<std::string> ReportHeadline(const Report& report) {
   std::vector<std::string> lines;
   lines.push_back("Sweep " + report.sweep_id + " \"" + report.sweep_name + "\"");
   if (!report.question.empty()) lines.push_back("Question: " + report.question);
+  for (const std::string& sentence : AnswerSentences(report)) lines.push_back("Answer: " + sentence);
   std::string baseline;
   for (const auto& [axis, value] : report.baseline) baseline += (baseline.empty() ? "" : ",") + axis + "=" + value;
   lines.push_back("Baseline: " + (baseline.empty() ? std::string("none") : baseline) + "; order " +
@@ -165,6 +166,30 @@ std::vector<ReportSection> ReportSections(const Report& report) {
                              c.break_even.value_or(kNone), loss, effect});
   }
   sections.push_back(std::move(verdicts));
+
+  if (!report.axis_comparisons.empty()) {
+    ReportSection axes{"axis_effects", "Each axis on its own",
+                       "Each axis against its baseline value with every other axis held: the "
+                       "variant against the same variant with only that axis changed.",
+                       {"axis", "with", "variant", "counterpart", "speedup", ci_name, "verdict",
+                        "mem vs cp", "warm-up delta", "break-even"},
+                       {},
+                       {false, false, false, false, true, true, false, true, true, true}};
+    for (const AxisComparison& a : report.axis_comparisons) {
+      const Comparison& c = a.comparison;
+      bool compared = c.status == Comparison::Status::kCompared;
+      axes.rows.push_back({a.axis + "=" + a.value, a.held.empty() ? kNone : a.held, a.variant_key,
+                           a.counterpart_key,
+                           compared ? FormatRatio(c.speedup.value) : kNone,
+                           compared ? FormatInterval(c.speedup) : "",
+                           compared ? (c.worker_confound.empty() ? VerdictName(c.verdict)
+                                                                 : "confounded with workers")
+                                    : c.note,
+                           Optional(c.memory_relative, FormatSignedPercent),
+                           Optional(c.warmup_delta_s, FormatSignedSeconds), c.break_even.value_or(kNone)});
+    }
+    sections.push_back(std::move(axes));
+  }
 
   if (report.adaptive) {
     ReportSection adaptive{"adaptive", "Adaptive repeats",
@@ -378,13 +403,18 @@ std::vector<ReportSection> ReportSections(const Report& report) {
                           {},
                           {false, false, true, true}};
     for (const VariantReport& v : report.variants) {
+      if (!Compared(v)) continue;
       for (const WorkerEffect& w : v.comparison.by_worker) {
         workers.rows.push_back({v.key, w.worker, FormatRatio(w.speedup),
                                 std::to_string(w.variant_trials) + " vs " +
                                     std::to_string(w.counterpart_trials)});
       }
+      // Shown exactly when it matters most: no worker ran both sides.
+      if (v.comparison.by_worker.empty()) {
+        workers.rows.push_back({v.key, "none ran both sides", kNone, v.comparison.worker_confound});
+      }
     }
-    if (!workers.rows.empty()) sections.push_back(std::move(workers));
+    sections.push_back(std::move(workers));
   }
 
   ReportSection trials{"trials", "Trials",

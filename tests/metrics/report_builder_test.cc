@@ -598,6 +598,45 @@ TEST(ReportBuilderTest, AComparisonConfoundedWithItsWorkersGetsNoVerdict) {
   EXPECT_EQ(b.verdict, Verdict::kFaster);
 }
 
+// Issue 33: a baseline over two axes compares each axis on its own, the other held:
+// jit within each micro-batch (not jit at 4 against eager at 1, which mixes both
+// effects), and micro-batch 4 within each compile mode.
+TEST(ReportBuilderTest, ABaselineOverTwoAxesComparesEachAxisWithTheOtherHeld) {
+  ReportInput input = TwoByTwoSweep();
+  input.baseline = {{"compile_mode", "eager"}, {"micro_batch", "1"}};
+  for (VariantInput& v : input.variants) {
+    v.counterpart_key = kEager1;
+    v.is_baseline = v.key == kEager1;
+  }
+  AddTrials(input, 4, 1.25);
+  Report report = BuildReport(input, ReportOptions{});
+  EXPECT_NEAR(ComparisonOf(report, kJit4).speedup.value, 3 * 1.25, 0.05) << "the joint comparison stays";
+  ASSERT_EQ(report.axis_comparisons.size(), 4u);
+  std::map<std::string, const AxisComparison*> by_name;
+  for (const AxisComparison& a : report.axis_comparisons) {
+    by_name[a.axis + "=" + a.value + " with " + a.held] = &a;
+    EXPECT_EQ(a.comparison.status, Comparison::Status::kCompared) << a.variant_key;
+    EXPECT_EQ(a.comparison.verdict, Verdict::kFaster) << a.variant_key;
+  }
+  const AxisComparison* jit4 = by_name["compile_mode=jit with micro_batch=4"];
+  ASSERT_NE(jit4, nullptr);
+  EXPECT_EQ(jit4->variant_key, kJit4);
+  EXPECT_EQ(jit4->counterpart_key, kEager4);
+  EXPECT_NEAR(jit4->comparison.speedup.value, 1.25, 0.01);
+  EXPECT_TRUE(jit4->comparison.break_even_steps) << "a significant speedup has a break-even";
+  const AxisComparison* mb_jit = by_name["micro_batch=4 with compile_mode=jit"];
+  ASSERT_NE(mb_jit, nullptr);
+  EXPECT_EQ(mb_jit->counterpart_key, kJit1);
+  EXPECT_NEAR(mb_jit->comparison.speedup.value, 3.0, 0.03);
+  ASSERT_NE(by_name["compile_mode=jit with micro_batch=1"], nullptr);
+  ASSERT_NE(by_name["micro_batch=4 with compile_mode=eager"], nullptr);
+
+  // One baseline axis: the counterpart comparisons already hold the rest.
+  ReportInput one_axis = TwoByTwoSweep();
+  AddTrials(one_axis, 4, 1.25);
+  EXPECT_TRUE(BuildReport(one_axis, ReportOptions{}).axis_comparisons.empty());
+}
+
 // 1,000 simulated sweeps with a known true speedup, drift between repeats and noise:
 // the report's 95% interval must contain the truth 92-98% of the time.
 TEST(ReportBuilderCoverageTest, SpeedupIntervalCoversTheTruth) {

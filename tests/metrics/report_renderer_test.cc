@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
 #include <sstream>
 
@@ -36,6 +37,58 @@ std::vector<std::string> Lines(const std::string& text) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
+}
+
+// Issue 33: the first lines of every format answer the question, one sentence per
+// comparison, in QUESTION.md's form; a break-even only for a significant speedup.
+TEST(ReportRendererTest, TheAnswerComesFirstInEveryFormat) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 4, 1.25);
+  input.trials.erase(std::remove_if(input.trials.begin(), input.trials.end(),
+                                    [](const TrialInput& t) { return t.variant_key == KeyOf("jit", "4"); }),
+                     input.trials.end());
+  input.trials.push_back(Unsuccessful(KeyOf("jit", "4"), 0, "oom", "out of memory"));
+  Report report = BuildReport(input, ReportOptions{});
+  std::vector<std::string> answer = AnswerSentences(report);
+  ASSERT_EQ(answer.size(), 2u);
+  EXPECT_TRUE(std::regex_match(
+      answer[0], std::regex("With micro_batch=1, compile_mode=jit is 1\\.2[0-9]x \\(95% CI 1\\.[0-9]+-1\\.[0-9]+\\) "
+                            "the tokens/s of compile_mode=eager: faster, uses the same peak memory, "
+                            "spends 10\\.0 s more in warm-up, and pays that back after [0-9]+ steps\\. "
+                            "Its loss curve matches compile_mode=eager within [0-9.]+%\\.")))
+      << answer[0];
+  EXPECT_EQ(answer[1], "With micro_batch=4, compile_mode=jit runs out of memory; compile_mode=eager does not.");
+
+  std::vector<std::string> table = Lines(RenderReportTable(report));
+  ASSERT_GE(table.size(), 4u);
+  EXPECT_EQ(table[1], "Question: " + input.question);
+  EXPECT_EQ(table[2], "Answer: " + answer[0]);
+  EXPECT_EQ(table[3], "Answer: " + answer[1]);
+  std::string markdown = RenderReportMarkdown(report);
+  EXPECT_LT(markdown.find("- Answer: " + answer[0]), markdown.find("- Baseline:"));
+  EXPECT_NE(RenderReportHtml(report).find("<li class=\"answer\">" + answer[0] + "</li>"), std::string::npos);
+  EXPECT_EQ(ReportToJson(report)["headline"], nlohmann::json(answer));
+
+  // No measurable difference: the figures, and no break-even.
+  ReportInput same = TwoByTwoSweep();
+  AddTrials(same, 5, 1.0);
+  std::string flat = AnswerSentences(BuildReport(same, ReportOptions{}))[0];
+  EXPECT_NE(flat.find(": no measurable difference, "), std::string::npos) << flat;
+  EXPECT_EQ(flat.find("pays that back"), std::string::npos) << flat;
+}
+
+// Issue 33: with several workers the per-worker section is shown, and a comparison no
+// worker ran both sides of says so there instead of vanishing from it.
+TEST(ReportRendererTest, TheWorkerSectionShowsAComparisonNoWorkerRanBothSidesOf) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 4, 1.3);
+  for (TrialInput& t : input.trials) t.worker = t.variant_key.find("jit") != std::string::npos ? "node-b" : "node-a";
+  std::vector<ReportSection> sections = ReportSections(BuildReport(input, ReportOptions{}));
+  auto it = std::find_if(sections.begin(), sections.end(), [](const ReportSection& s) { return s.id == "by_worker"; });
+  ASSERT_NE(it, sections.end());
+  ASSERT_EQ(it->rows.size(), 2u);
+  EXPECT_EQ(it->rows[0][1], "none ran both sides");
+  EXPECT_EQ(it->rows[0][3], "variant on node-b x4; counterpart on node-a x4");
 }
 
 TEST(ReportRendererTest, ParsesFormatNames) {
