@@ -689,7 +689,7 @@ Status CoordinatorService::HandleFinished(const std::string& worker_id,
   if (outcome != Outcome::kSucceeded) {
     std::string reason = message.reason;
     if (trial.parts.size() > 1) reason = "worker " + worker_id + ": " + reason;
-    return EndAttempt(trial, outcome, reason);
+    return EndAttempt(trial, outcome, reason, message.infrastructure);
   }
   part->finished = true;
   for (const auto& p : trial.parts) {
@@ -698,17 +698,22 @@ Status CoordinatorService::HandleFinished(const std::string& worker_id,
   return EndAttempt(trial, Outcome::kSucceeded, message.reason);
 }
 
-Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const std::string& reason) {
+Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const std::string& reason,
+                                      bool infrastructure) {
   const int attempt = trial.machine.attempts_used();
   if (trial.cancel_requested && outcome == Outcome::kLost) outcome = Outcome::kCancelled;
   TrialStateMachine next = trial.machine;
+  const auto sweep = table_.sweeps().find(trial.sweep_id);
+  const bool grant = infrastructure && outcome == Outcome::kLost && sweep != table_.sweeps().end() &&
+                     next.max_attempts() < sweep->second.max_attempts + kMaxInfrastructureRetries;
+  if (grant) next.GrantAttempt();
   const auto effect = next.Report(attempt, outcome);
   if (effect == TrialStateMachine::Effect::kIgnored) return Status::Ok();
   // Durable before anything else happens (and before the worker's ack).
   const bool requeue = effect == TrialStateMachine::Effect::kRequeued;
   Result<metrics::TransitionResult> stored = [&] {
     CoordinatorMetrics::StoreWriteTimer timer(metrics_, requeue ? "requeue_trial" : "finish_trial");
-    return requeue ? store_.RequeueTrial(trial.id, attempt, outcome, reason)
+    return requeue ? store_.RequeueTrial(trial.id, attempt, outcome, reason, grant)
                    : store_.FinishTrial(trial.id, attempt, outcome, reason);
   }();
   if (!stored.ok()) return stored.status();

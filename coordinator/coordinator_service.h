@@ -188,7 +188,11 @@ class CoordinatorService {
                          Status (CoordinatorService::*handle)(const std::string&, const Message&));
   // Ends the current attempt with `outcome` (requeue when lost and attempts remain),
   // persisting first; stops the attempt's other parts.
-  Status EndAttempt(TrialEntry& trial, protocol::Outcome outcome, const std::string& reason);
+  // `infrastructure`: a lost attempt that Bakeoff's machinery failed before the variant
+  // ran; its retry does not count against max_attempts (at most
+  // kMaxInfrastructureRetries per trial, so a worker cannot loop a trial forever).
+  Status EndAttempt(TrialEntry& trial, protocol::Outcome outcome, const std::string& reason,
+                    bool infrastructure = false);
   // Sets `trial`'s coordinator deadline for its current attempt: now + the sweep's
   // trial_timeout + config_.attempt_deadline_grace (none without a timeout).
   void SetAttemptDeadline(TrialEntry& trial);

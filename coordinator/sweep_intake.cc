@@ -27,6 +27,7 @@ SweepEntry SweepFields(std::int64_t sweep_id, std::string name, const spec::Swee
   sweep.id = sweep_id;
   sweep.name = std::move(name);
   sweep.timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(spec.limits.trial_timeout).count();
+  sweep.max_attempts = spec.limits.max_attempts;
   sweep.cuda = spec.resources.device == "cuda";
   sweep.adaptive = AdaptiveDesign(spec);
   return sweep;

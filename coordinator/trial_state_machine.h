@@ -3,7 +3,8 @@
 //   queued -> assigned -> running -> finished(outcome)
 //   assigned|running -> queued          when the attempt is lost and attempts remain
 //   queued|assigned|running -> finished when cancelled
-// Only `lost` attempts are retried, up to max_attempts; every other outcome is final
+// Only `lost` attempts are retried, up to max_attempts (plus what GrantAttempt adds for
+// infrastructure failures); every other outcome is final
 // (deterministic results: retrying an OOM wastes a node and hides the result). A report
 // for an attempt that is not the current one is stale and changes nothing.
 // Pure logic. Thread-safety: a value; not thread-safe.
@@ -21,6 +22,11 @@ namespace bakeoff::coordinator {
 // machine share one vocabulary.
 using metrics::TrialState;
 using metrics::TrialStateName;
+
+// Extra attempts a trial may be granted for infrastructure failures (a lost attempt whose
+// worker says Bakeoff's own machinery failed before the variant ran): a bound, so that a
+// worker that always says so cannot keep a trial going forever (docs/sweep.md, limits).
+inline constexpr int kMaxInfrastructureRetries = 3;
 
 class TrialStateMachine {
  public:
@@ -42,6 +48,9 @@ class TrialStateMachine {
   Effect Report(int attempt, protocol::Outcome outcome);
   // Any unfinished state -> finished(cancelled).
   Effect Cancel();
+  // One more attempt than max_attempts allowed: for an attempt that Bakeoff's own
+  // machinery lost before the variant ran (the caller bounds how many).
+  void GrantAttempt() { ++max_attempts_; }
 
   bool IsCurrent(int attempt) const {
     return attempt == attempts_used_ && (phase_ == TrialState::kAssigned || phase_ == TrialState::kRunning);

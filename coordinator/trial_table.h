@@ -83,6 +83,7 @@ struct SweepEntry {
   std::map<std::string, VariantInfo> variants;
   std::vector<std::int64_t> trial_order;
   std::int64_t timeout_ms = 0;
+  int max_attempts = 1;  // the spec's limits.max_attempts (a trial's own may have grown)
   bool cuda = false;
   // Adaptive repeats (docs/sweep.md): the sequential rule's design; every variant has
   // adaptive->max_pairs trials, repeats 0..max-1.

@@ -254,6 +254,7 @@ json ToJson(const AttemptFinishedMessage& m) {
     return {{"rank", e.rank}, {"exit_code", e.exit_code}, {"signal", e.signal}};
   });
   j["outbox_seq"] = m.outbox_seq;
+  if (m.infrastructure) j["infrastructure"] = true;
   return j;
 }
 
@@ -434,6 +435,7 @@ Result<AttemptFinishedMessage> Parse<AttemptFinishedMessage>(const json& frame) 
       }
     }
     m.outbox_seq = j.value("outbox_seq", std::int64_t{0});
+    m.infrastructure = j.value("infrastructure", false);
     return m;
   });
 }

@@ -195,6 +195,10 @@ struct AttemptFinishedMessage {
   std::string reason;
   std::vector<RankExit> exits;
   std::int64_t outbox_seq = 0;
+  // With outcome "lost": Bakeoff's own machinery failed before the variant ran (a rank
+  // store's port in use), so the retry does not count against the sweep's max_attempts
+  // (the coordinator grants at most kMaxInfrastructureRetries such extra attempts).
+  bool infrastructure = false;
 };
 
 // coordinator -> worker: every events / attempt_finished frame up to and including

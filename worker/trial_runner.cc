@@ -157,7 +157,8 @@ void TrialRunner::Start() {
   if (hosts_store && store.ok()) {
     if (std::string busy = StorePortBusy(store->second); !busy.empty()) {
       Finish(Outcome::kLost, "infrastructure: the rank store's port " + std::to_string(store->second) +
-                                 " on this host is in use (" + busy + "); nothing ran, the attempt is requeued");
+                                 " on this host is in use (" + busy + "); nothing ran, the attempt is requeued",
+             /*infrastructure=*/true);
       return;
     }
   }
@@ -448,7 +449,7 @@ void TrialRunner::MaybeFinish() {
   Finish(c.outcome, c.reason);
 }
 
-void TrialRunner::Finish(Outcome outcome, const std::string& reason) {
+void TrialRunner::Finish(Outcome outcome, const std::string& reason, bool infrastructure) {
   if (finished_) return;
   finished_ = true;
   timeout_timer_.cancel();
@@ -456,6 +457,7 @@ void TrialRunner::Finish(Outcome outcome, const std::string& reason) {
   message.attempt = assign_.attempt;
   message.outcome = protocol::OutcomeName(outcome);
   message.reason = reason;
+  message.infrastructure = infrastructure && outcome == Outcome::kLost;
   for (const auto& r : ranks_) {
     message.exits.push_back(protocol::RankExit{r.rank, r.end.exit_code, r.end.signal});
   }

@@ -102,7 +102,9 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
                         SpawnRequest* request) const;
   void OnRankEnded(Rank& rank);
   void KillAll();
-  void Finish(protocol::Outcome outcome, const std::string& reason);
+  // `infrastructure`: with kLost, the worker's own machinery failed before the variant
+  // ran (AttemptFinishedMessage::infrastructure).
+  void Finish(protocol::Outcome outcome, const std::string& reason, bool infrastructure = false);
   void MaybeFinish();
 
   boost::asio::any_io_executor executor_;

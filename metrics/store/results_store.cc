@@ -996,7 +996,7 @@ Result<TransitionResult> ResultsStore::FinishTrial(int64_t trial_id, int64_t exp
 
 Result<TransitionResult> ResultsStore::RequeueTrial(int64_t trial_id, int64_t attempt,
                                                     Outcome attempt_outcome,
-                                                    const std::string& reason) {
+                                                    const std::string& reason, bool grant_attempt) {
   return Transition(
       "requeue_trial", trial_id, "requeueing trial " + std::to_string(trial_id),
       [&](const TransitionResult& found) {
@@ -1004,8 +1004,9 @@ Result<TransitionResult> ResultsStore::RequeueTrial(int64_t trial_id, int64_t at
       },
       [&](UnixSeconds now, TransitionResult& result) -> Status {
         BAKEOFF_RETURN_IF_ERROR(EndAttempt(*db_, trial_id, attempt, attempt_outcome, reason, now));
-        BAKEOFF_RETURN_IF_ERROR(
-            db_->RunCached("UPDATE trials SET state = 'queued', reason = ? WHERE id = ?", reason, trial_id));
+        BAKEOFF_RETURN_IF_ERROR(db_->RunCached(
+            "UPDATE trials SET state = 'queued', reason = ?, max_attempts = max_attempts + ? WHERE id = ?",
+            reason, static_cast<int64_t>(grant_attempt ? 1 : 0), trial_id));
         result.state = TrialState::kQueued;
         result.attempt = attempt;
         return Status::Ok();

@@ -208,9 +208,11 @@ class ResultsStore {
                                        Outcome outcome, const std::string& reason);
   // assigned|running -> queued for the current attempt `attempt`, which ends with
   // `attempt_outcome` (normally kLost) and `reason`. Later writes for that attempt are
-  // refused as stale.
+  // refused as stale. `grant_attempt`: the trial's max_attempts grows by one in the same
+  // transaction (an infrastructure failure does not use up the sweep's attempts).
   Result<TransitionResult> RequeueTrial(int64_t trial_id, int64_t attempt,
-                                        Outcome attempt_outcome, const std::string& reason);
+                                        Outcome attempt_outcome, const std::string& reason,
+                                        bool grant_attempt = false);
   // Finishes every queued trial of the sweep as cancelled, in one transaction; returns
   // how many. Assigned and running trials are left to the coordinator (it stops them
   // first, then calls FinishTrial).

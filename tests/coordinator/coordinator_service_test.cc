@@ -517,6 +517,56 @@ TEST_F(CoordinatorServiceTest, GangWorkerLostAfterTheOtherPartFinishedLosesTheAt
   EXPECT_EQ(store_->ListAttempts(trial).value()[0].outcome, metrics::Outcome::kLost);
 }
 
+// Issue 33 item 6: an attempt that Bakeoff's own machinery lost before the variant ran
+// (the worker says so) is retried without using up max_attempts, a bounded number of
+// times; a lost attempt the worker does not call infrastructure uses one up.
+TEST_F(CoordinatorServiceTest, AnInfrastructureFailureIsRetriedWithoutUsingUpMaxAttempts) {
+  const std::string one_attempt = std::string(R"(name: infra
+)") + testing::kTinyWorkload + R"(parameters:
+  micro_batch: {values: [1, 2]}
+  world_size: {value: 1}
+baseline: {micro_batch: 1}
+repeats: 1
+limits: {trial_timeout: 60s, max_attempts: 1}
+)";
+  json a;
+  auto w1 = RegisterAndSubmit("w1", a, nullptr, one_attempt);
+  const std::int64_t trial = a["trial_id"];
+  std::int64_t seq = 1;
+  for (int i = 0; i < kMaxInfrastructureRetries; ++i) {
+    protocol::AttemptFinishedMessage lost;
+    lost.attempt = {trial, a["attempt"]};
+    lost.outcome = "lost";
+    lost.reason = "infrastructure: the rank store's port 30000 on this host is in use";
+    lost.infrastructure = true;
+    lost.outbox_seq = seq++;
+    Frame("w1", protocol::ToJson(lost));
+    auto again = w1->Take("assign");
+    ASSERT_EQ(again.size(), 1u) << "retry " << i << " of a one-attempt trial";
+    EXPECT_EQ(again[0]["trial_id"], trial);
+    EXPECT_EQ(again[0]["attempt"], i + 2);
+    a = again[0];
+  }
+  EXPECT_EQ(Trial(trial).max_attempts, 1 + kMaxInfrastructureRetries) << "the grant is stored";
+  // Past the bound, an infrastructure loss ends the trial like any other.
+  protocol::AttemptFinishedMessage last;
+  last.attempt = {trial, a["attempt"]};
+  last.outcome = "lost";
+  last.reason = "infrastructure: again";
+  last.infrastructure = true;
+  last.outbox_seq = seq++;
+  Frame("w1", protocol::ToJson(last));
+  EXPECT_EQ(Trial(trial).state, metrics::TrialState::kFinished);
+  EXPECT_EQ(Trial(trial).outcome, metrics::Outcome::kLost);
+
+  // The sweep's other trial: a plain lost attempt uses up its only attempt.
+  auto next = w1->Take("assign");
+  ASSERT_EQ(next.size(), 1u);
+  Frame("w1", testing::FinishedFrame({next[0]["trial_id"], next[0]["attempt"]}, "lost", seq++, "rank died"));
+  EXPECT_EQ(Trial(next[0]["trial_id"]).state, metrics::TrialState::kFinished);
+  EXPECT_EQ(Trial(next[0]["trial_id"]).outcome, metrics::Outcome::kLost);
+}
+
 TEST_F(CoordinatorServiceTest, AWorkerThatSaysGoodbyeIsGoneNotLostAndItsAttemptIsRequeuedAtOnce) {
   json a;
   auto w1 = RegisterAndSubmit("w1", a);

@@ -183,6 +183,18 @@ TEST(MessagesTest, StepBlocksRoundTripAndABadRowLeavesOnlyItsBlockOut) {
   EXPECT_FALSE(Parse<EventsMessage>(not_a_list).ok());
 }
 
+TEST(MessagesTest, AnInfrastructureLossRoundTripsAndIsOffByDefault) {
+  AttemptFinishedMessage m;
+  m.attempt = {3, 1};
+  m.outcome = "lost";
+  m.infrastructure = true;
+  EXPECT_TRUE(Parse<AttemptFinishedMessage>(ToJson(m))->infrastructure);
+  m.infrastructure = false;
+  nlohmann::json plain = ToJson(m);
+  EXPECT_FALSE(plain.contains("infrastructure")) << "an older coordinator reads the frame as before";
+  EXPECT_FALSE(Parse<AttemptFinishedMessage>(plain)->infrastructure);
+}
+
 TEST(MessagesTest, MissingFieldNamesTheMessage) {
   auto parsed = Parse<AttemptFinishedMessage>({{"type", "attempt_finished"}, {"trial_id", 1}});
   ASSERT_FALSE(parsed.ok());
