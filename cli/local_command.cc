@@ -196,10 +196,16 @@ int RunLocal(const LocalFlags& flags) {
                  static_cast<long long>(c.finished), static_cast<long long>(sweep->trial_count),
                  static_cast<long long>(c.running + c.assigned), static_cast<long long>(c.queued), elapsed,
                  remaining < 0 ? "?" : ("~" + std::to_string(static_cast<long>(remaining + 0.5)) + " s").c_str());
+        // Why queued trials cannot start, as `status` and the API say it (same thread as
+        // the service: the io_context runs both).
+        std::string text = line;
+        if (std::string waiting = node.service().WaitingReason(sweep_id); !waiting.empty()) {
+          text += " · waiting: " + waiting;
+        }
         if (tty) {
-          std::cerr << "\r\033[K" << line << std::flush;
+          std::cerr << "\r\033[K" << text << std::flush;
         } else if (static_cast<long>(elapsed) % 10 == 0) {
-          std::cerr << line << "\n";
+          std::cerr << text << "\n";
         }
         if (sweep->state != metrics::SweepState::kRunning) {
           final_state = *sweep;
