@@ -179,9 +179,14 @@ constexpr Limit kLimits[] = {
      "trainer events taken from one worker per second; over it the worker is read later, nothing is dropped "
      "(0: no limit)"},
     {"--max-http-connections", &coordinator::CoordinatorConfig::max_http_connections,
-     "HTTP connections open at once; one more is closed at once"},
+     "HTTP connections open at once; at the cap the oldest without a valid token is shut down, else one more "
+     "is closed at once"},
     {"--max-worker-connections", &coordinator::CoordinatorConfig::max_worker_connections,
-     "worker-protocol connections open at once; one more is closed at once"},
+     "worker-protocol connections open at once; at the cap the oldest unregistered one is shut down, else one "
+     "more is closed at once"},
+    {"--max-pending-per-peer", &coordinator::CoordinatorConfig::max_pending_connections_per_peer,
+     "connections one address may hold on each listener before it authenticates; one more shuts its oldest "
+     "down"},
     {"--max-worker-slots", &coordinator::CoordinatorConfig::max_worker_slots,
      "CPU slots one worker may offer; a registration claiming more is refused"},
     {"--max-worker-gpus", &coordinator::CoordinatorConfig::max_worker_gpus,

@@ -47,11 +47,16 @@ struct CoordinatorConfig {
   // names or contents); true: it needs an API token (either role) as every other route
   // but /healthz does, and bakeoff_sweep_info also carries each sweep's name.
   bool metrics_require_token = false;
-  // Connections open at once on each listener; one more is closed as soon as it is
-  // accepted (docs/security.md, "Limits"). Keep their sum under the descriptor limit
-  // (`ulimit -n`): past that, accept fails and the listeners back off 50-500 ms.
+  // Connections open at once on each listener. At the cap the oldest connection that
+  // has not authenticated (registered, or shown a valid token) is shut down to make
+  // room; one more is closed as soon as it is accepted only when all have
+  // (docs/security.md, "Limits"). Keep their sum under the descriptor limit (`ulimit -n`):
+  // past that, accept fails and the listeners back off 50-500 ms.
   std::size_t max_http_connections = 256;
   std::size_t max_worker_connections = 2048;
+  // Unauthenticated connections from one address on each listener; one more from it
+  // shuts its oldest down.
+  std::size_t max_pending_connections_per_peer = 16;
   // What one worker may offer: a registration claiming more is refused (a worker that
   // claimed 1,000,000 slots took every trial; security review 2026-12-02, hole 2). Set
   // them to the largest node the cluster has.

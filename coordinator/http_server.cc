@@ -37,6 +37,8 @@ json WithWaiting(json sweep, const std::string& reason) {
 }
 
 constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
+// A connection that has not shown a valid token yet sends its request header within this.
+constexpr std::chrono::seconds kPreAuthHeaderTimeout{10};
 
 void Log(const std::string& line) { fprintf(stderr, "bakeoff coordinator: %s\n", line.c_str()); }
 
@@ -129,7 +131,9 @@ HttpServer::HttpServer(asio::any_io_executor executor, CoordinatorService& servi
     : executor_(executor),
       service_(service),
       listener_(executor, {"HTTP listen address", "cannot listen for HTTP on", ""},
-                {"HTTP", service.config().max_http_connections}),
+                {.what = "HTTP",
+                 .max_connections = service.config().max_http_connections,
+                 .max_pending_per_peer = service.config().max_pending_connections_per_peer}),
       tls_(std::move(tls)) {}
 
 HttpServer::~HttpServer() {
@@ -145,7 +149,7 @@ void HttpServer::Start() {
 asio::awaitable<void> HttpServer::Session(tcp::socket socket, protocol::ConnectionSlot slot) {
   if (!tls_) {
     beast::tcp_stream stream(std::move(socket));
-    co_await ServeRequests(stream);
+    co_await ServeRequests(stream, slot);
     boost::system::error_code ec;
     stream.socket().shutdown(tcp::socket::shutdown_send, ec);
     // Lingering close: a client still sending a body we refused (413) would get a reset
@@ -168,15 +172,16 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket, protocol::Connecti
     Log("HTTPS connection from " + peer + ": TLS handshake failed: " + protocol::TlsErrorText(ec, stream.native_handle()));
     co_return;
   }
-  co_await ServeRequests(stream);
+  co_await ServeRequests(stream, slot);
   // close_notify, bounded: a client that has gone does not answer it.
   beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(2));
   co_await stream.async_shutdown(asio::redirect_error(asio::use_awaitable, ec));
 }
 
 template <typename Stream>
-asio::awaitable<void> HttpServer::ServeRequests(Stream& stream) {
+asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::ConnectionSlot& slot) {
   beast::flat_buffer buffer;
+  bool authenticated = false;
   const std::size_t body_limit = service_.config().max_request_body_bytes;
   while (true) {
     http::request_parser<http::string_body> parser;
@@ -185,7 +190,9 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream) {
     // token, so that an unauthenticated client learns nothing but 401. (Not boost::none:
     // Boost 1.74 compares a Content-Length with an unset limit as over it.)
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
+    // Until a request carries a valid token the connection may be shut down to make room
+    // (protocol/listener.h), and it gets less time to send its header.
+    beast::get_lowest_layer(stream).expires_after(authenticated ? std::chrono::seconds(30) : kPreAuthHeaderTimeout);
     boost::system::error_code ec;
     co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
@@ -204,6 +211,10 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream) {
     bool keep_alive = request.keep_alive();
     std::optional<HttpReply> refused =
         Authorize(std::string(request.method_string()), target, std::string(request[http::field::authorization]));
+    if (!refused && !request[http::field::authorization].empty()) {
+      slot.Authenticated();
+      authenticated = true;
+    }
     if (!refused && parser.content_length() && *parser.content_length() > body_limit) {
       refused = Error(413, "request body over the limit of " + std::to_string(body_limit) + " bytes");
     }

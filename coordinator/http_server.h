@@ -101,7 +101,8 @@ class HttpServer {
   // Requests and replies until the client is done; Stream: beast::tcp_stream or
   // beast::ssl_stream<beast::tcp_stream>.
   template <typename Stream>
-  boost::asio::awaitable<void> ServeRequests(Stream& stream);
+  // `slot` is marked authenticated once a request carries a valid token.
+  boost::asio::awaitable<void> ServeRequests(Stream& stream, protocol::ConnectionSlot& slot);
 
   boost::asio::any_io_executor executor_;
   CoordinatorService& service_;

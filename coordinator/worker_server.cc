@@ -15,6 +15,8 @@ using asio::ip::tcp;
 namespace {
 
 constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
+// A connection registers within this of its TLS handshake (or of its accept).
+constexpr std::chrono::seconds kRegisterTimeout{3};
 
 void Log(const std::string& line) { fprintf(stderr, "bakeoff coordinator: %s\n", line.c_str()); }
 
@@ -39,7 +41,9 @@ WorkerServer::WorkerServer(asio::any_io_executor executor, CoordinatorService& s
     : executor_(executor),
       service_(service),
       listener_(executor, {"worker listen address", "cannot listen for workers on", ""},
-                {"worker", service.config().max_worker_connections}),
+                {.what = "worker",
+                 .max_connections = service.config().max_worker_connections,
+                 .max_pending_per_peer = service.config().max_pending_connections_per_peer}),
       tls_(std::move(tls)) {}
 
 void WorkerServer::Start() {
@@ -64,7 +68,9 @@ asio::awaitable<void> WorkerServer::Serve(tcp::socket socket, protocol::Connecti
   if (!conn) co_return;
   // Not authenticated yet: a small frame limit, so that announcing a large frame costs
   // the peer a token it does not have, not the coordinator memory.
-  auto first = co_await conn->Read(std::chrono::seconds(10), protocol::kMaxPreAuthFrameBytes);
+  // A short deadline too: until it registers, the connection holds a place under the cap
+  // (protocol/listener.h shuts the oldest such one down to make room).
+  auto first = co_await conn->Read(kRegisterTimeout, protocol::kMaxPreAuthFrameBytes);
   if (!first.ok()) {
     Log("worker connection from " + conn->remote_address() + " ended before registering: " +
         first.status().message());
@@ -87,6 +93,7 @@ asio::awaitable<void> WorkerServer::Serve(tcp::socket socket, protocol::Connecti
     co_return;
   }
   const std::string worker_id = reply["worker_id"];
+  slot.Authenticated();  // a registered worker is never shut down to make room
   while (conn->is_open()) {
     // No read deadline here: liveness is the heartbeat TTL, whose expiry closes us.
     auto frame = co_await conn->Read();

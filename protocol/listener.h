@@ -1,8 +1,14 @@
 // Listener: binding a TCP listener and the accept loop that the coordinator's two
 // listeners (HTTP API, worker protocol) and the worker's /metrics endpoint share, with
-// the two guards an unauthenticated peer must not get past:
-//  - a connection cap: at most `max_connections` served at once; one more is closed as
-//    soon as it is accepted (its peer sees the connection end);
+// the guards an unauthenticated peer must not get past:
+//  - a connection cap: at most `max_connections` served at once. At the cap, the oldest
+//    connection that has not authenticated yet (ConnectionSlot::Authenticated) is shut
+//    down to make room; only when every open connection has authenticated is the new
+//    one closed as soon as it is accepted (its peer sees the connection end). So peers
+//    that connect and say nothing cannot hold the cap against a worker that registers
+//    or a probe of /healthz (security review, hole 4);
+//  - at most `max_pending_per_peer` unauthenticated connections from one address: one
+//    more from it shuts its oldest down;
 //  - back-off when accept fails for lack of resources (EMFILE, ENFILE, ENOBUFS,
 //    ENOMEM): the loop sleeps 50, 100, ... up to 500 ms (±20% jitter) instead of
 //    spinning, and accepts again once descriptors are free.
@@ -14,11 +20,16 @@
 
 #include "protocol/frame_connection.h"  // first: includes <utility> before Asio
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <functional>
+#include <list>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -37,18 +48,97 @@
 
 namespace bakeoff::protocol {
 
-// One served connection's place under the cap; released when destroyed.
-class ConnectionSlot {
+// One accept loop's account of its connections: how many are open, and those that
+// have not authenticated yet, oldest first, each with a duplicate of its descriptor
+// (shutting the duplicate down ends the connection; holding it means the number is
+// never another socket's). Used on the listener's executor only.
+class ConnectionBook {
  public:
-  explicit ConnectionSlot(std::shared_ptr<std::size_t> open) : open_(std::move(open)) { ++*open_; }
-  ConnectionSlot(ConnectionSlot&&) = default;
-  ConnectionSlot& operator=(ConnectionSlot&&) = default;
-  ~ConnectionSlot() {
-    if (open_) --*open_;
+  struct Pending {
+    int fd = -1;  // a dup() of the connection's socket, ours to close
+    std::string peer;
+    bool evicted = false;  // shut down to make room; its slot is not released yet
+  };
+
+  std::shared_ptr<Pending> Add(int socket_fd, const std::string& peer) {
+    auto p = std::make_shared<Pending>(Pending{::dup(socket_fd), peer, false});
+    pending_.push_back(p);
+    ++by_peer_[peer];
+    ++open_;
+    return p;
+  }
+  void AddAuthenticated() { ++open_; }
+  // The connection authenticated: no longer a candidate for eviction.
+  void Forget(const std::shared_ptr<Pending>& p) {
+    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+      if (*it != p) continue;
+      pending_.erase(it);
+      if (--by_peer_[p->peer] == 0) by_peer_.erase(p->peer);
+      break;
+    }
+    if (p->fd >= 0) ::close(p->fd);
+    p->fd = -1;
+  }
+  // A slot ends (its Pending, if it had one, is forgotten first).
+  void Release(const std::shared_ptr<Pending>& p) {
+    if (p && p->evicted) --evicting_;
+    --open_;
+  }
+  // Open connections that are not on their way out.
+  std::size_t open() const { return open_ - evicting_; }
+  std::size_t PendingFrom(const std::string& peer) const {
+    auto it = by_peer_.find(peer);
+    return it == by_peer_.end() ? 0 : it->second;
+  }
+  // Shuts down the oldest unauthenticated connection (of `peer`; of anyone when empty):
+  // its session's reads fail at once, and the session ends and releases its slot.
+  // False when there is none.
+  bool EvictOldest(const std::string& peer = "") {
+    for (const auto& p : pending_) {
+      if (!peer.empty() && p->peer != peer) continue;
+      ::shutdown(p->fd, SHUT_RDWR);
+      auto keep = p;  // Forget erases it from the list
+      Forget(keep);
+      keep->evicted = true;
+      ++evicting_;
+      return true;
+    }
+    return false;
   }
 
  private:
-  std::shared_ptr<std::size_t> open_;
+  std::size_t open_ = 0;
+  std::size_t evicting_ = 0;
+  std::list<std::shared_ptr<Pending>> pending_;
+  std::map<std::string, std::size_t> by_peer_;
+};
+
+// One served connection's place under the cap; released when destroyed. Until
+// Authenticated() it may be shut down to make room (ConnectionBook).
+class ConnectionSlot {
+ public:
+  // A slot that is authenticated from the start (never evicted).
+  explicit ConnectionSlot(std::shared_ptr<ConnectionBook> book) : book_(std::move(book)) { book_->AddAuthenticated(); }
+  ConnectionSlot(std::shared_ptr<ConnectionBook> book, int socket_fd, const std::string& peer)
+      : book_(std::move(book)), pending_(book_->Add(socket_fd, peer)) {}
+  ConnectionSlot(ConnectionSlot&&) = default;
+  ConnectionSlot& operator=(ConnectionSlot&&) = default;
+  ~ConnectionSlot() {
+    if (!book_) return;
+    if (pending_ && !pending_->evicted) book_->Forget(pending_);
+    book_->Release(pending_);
+  }
+  // The peer proved who it is (a worker registered, a request carried a valid token):
+  // its connection is no longer shut down to make room. Idempotent.
+  void Authenticated() {
+    if (!book_ || !pending_ || pending_->evicted) return;
+    book_->Forget(pending_);
+    pending_.reset();
+  }
+
+ private:
+  std::shared_ptr<ConnectionBook> book_;
+  std::shared_ptr<ConnectionBook::Pending> pending_;
 };
 
 struct AcceptOptions {
@@ -57,6 +147,7 @@ struct AcceptOptions {
   std::string log_prefix = "bakeoff coordinator";  // the process's, at the start of log lines
   std::chrono::milliseconds backoff_initial{50};
   std::chrono::milliseconds backoff_max{500};
+  std::size_t max_pending_per_peer = 16;  // unauthenticated connections from one address
 };
 
 // How Listener::Listen's errors name the address: `address` in kInvalidArgument
@@ -83,7 +174,7 @@ inline boost::asio::awaitable<void> AcceptLoop(
     const int e = ec.value();
     return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM;
   };
-  auto open = std::make_shared<std::size_t>(0);
+  auto book = std::make_shared<ConnectionBook>();
   Backoff backoff({options.backoff_initial, options.backoff_max, 0.2});
   std::size_t failed = 0;   // accepts failed in the current streak
   std::size_t refused = 0;  // connections refused at the cap in the current streak
@@ -94,7 +185,7 @@ inline boost::asio::awaitable<void> AcceptLoop(
       if (!acceptor.is_open()) break;
       if (!out_of_resources(ec)) continue;  // e.g. a peer that reset before we accepted
       if (failed++ == 0) {
-        log("accept failed (" + ec.message() + ", " + std::to_string(*open) + " connections open); backing off up to " +
+        log("accept failed (" + ec.message() + ", " + std::to_string(book->open()) + " connections open); backing off up to " +
             std::to_string(options.backoff_max.count()) + " ms");
       }
       asio::steady_timer timer(acceptor.get_executor(), backoff.Next());
@@ -106,9 +197,14 @@ inline boost::asio::awaitable<void> AcceptLoop(
       failed = 0;
       backoff.Reset();
     }
-    if (*open >= options.max_connections) {
+    const auto remote = socket.remote_endpoint(ec);
+    const std::string peer = ec ? std::string("?") : remote.address().to_string();
+    // One address holding many connections that say nothing: its oldest goes.
+    if (book->PendingFrom(peer) >= options.max_pending_per_peer) book->EvictOldest(peer);
+    if (book->open() >= options.max_connections && !book->EvictOldest()) {
       if (refused++ == 0) {
-        log(std::to_string(*open) + " connections open, the cap: closing new ones until some end");
+        log(std::to_string(book->open()) +
+            " connections open, the cap, all authenticated: closing new ones until some end");
       }
       socket.close(ec);
       continue;
@@ -117,7 +213,8 @@ inline boost::asio::awaitable<void> AcceptLoop(
       log("under the cap again after refusing " + std::to_string(refused) + " connections");
       refused = 0;
     }
-    serve(std::move(socket), ConnectionSlot(open));
+    const int fd = socket.native_handle();
+    serve(std::move(socket), ConnectionSlot(book, fd, peer));
   }
 }
 

@@ -49,6 +49,18 @@ class RawConnection {
       return got;
     }
   }
+  // What one read returns (at most 4096 bytes; "" when closed or the read timeout passed).
+  std::string ReadSome() {
+    char buffer[4096];
+    ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
+    return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : std::string();
+  }
+  // Whether the peer has closed (or reset) the connection, without waiting.
+  bool ClosedByPeer() {
+    char byte;
+    ssize_t n = recv(fd_, &byte, 1, MSG_DONTWAIT | MSG_PEEK);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+  }
   void Close() {
     if (fd_ >= 0) close(fd_);
     fd_ = -1;
