@@ -23,6 +23,13 @@ const std::regex& NameRegex() {
   return kName;
 }
 
+// A `name` argument value: the characters of NameRegex, and never `.` or `..` (a path
+// component) or a leading `-` (a program would read it as an option).
+bool IsNameValue(const std::string& value) {
+  return value.size() <= 128 && std::regex_match(value, NameRegex()) && value != "." && value != ".." &&
+         value.front() != '-';
+}
+
 const std::regex& EnvNameRegex() {
   static const std::regex kEnv("[A-Za-z_][A-Za-z0-9_]*");
   return kEnv;
@@ -192,10 +199,7 @@ Result<json> ValueSpec::Check(const json& value) const {
       return json(v);
     }
     case Type::kName:
-      if (!value.is_string() || value.get<std::string>().size() > 128 ||
-          !std::regex_match(value.get<std::string>(), NameRegex())) {
-        return bad();
-      }
+      if (!value.is_string() || !IsNameValue(value.get<std::string>())) return bad();
       return value;
   }
   return bad();
@@ -214,7 +218,8 @@ std::string ValueSpec::Describe() const {
     case Type::kBool: return "true or false";
     case Type::kInt: return range("an integer");
     case Type::kNumber: return range("a number");
-    case Type::kName: return "a name of letters, digits, '.', '_', '-' (at most 128)";
+    case Type::kName:
+      return "a name of letters, digits, '.', '_', '-' (at most 128; not '.' or '..', not starting with '-')";
   }
   return "a value";
 }

@@ -81,6 +81,27 @@ TEST(ExecutorCatalogTest, NameArgsAreNeverPaths) {
   EXPECT_FALSE(name.Check("../etc/passwd").ok());
   EXPECT_FALSE(name.Check("/etc/passwd").ok());
   EXPECT_FALSE(name.Check("a b").ok());
+  // Issue 32, hole 10: a path component or an option is not a name.
+  EXPECT_FALSE(name.Check("..").ok());
+  EXPECT_FALSE(name.Check(".").ok());
+  EXPECT_FALSE(name.Check("--config").ok());
+  EXPECT_FALSE(name.Check("-x").ok());
+  EXPECT_TRUE(name.Check("a..b").ok()) << "dots inside a name are fine";
+  EXPECT_TRUE(name.Check("v-1").ok());
+}
+
+// Issue 32's audit: a placeholder's value with a space (a worker path, a choice) stays one
+// argv entry; argv is never split on spaces.
+TEST(ExecutorCatalogTest, AValueWithASpaceStaysOneArgvEntry) {
+  ExecutorCatalog catalog = Demo();
+  ArgvContext context;
+  context.python = catalog.python;
+  context.dir = "/opt/my demo";
+  context.config = "/w/trial 1/config.json";
+  auto argv = RenderArgv(*catalog.Find("demo"), context, json{{"extra", 7}});
+  ASSERT_TRUE(argv.ok()) << argv.status().ToString();
+  EXPECT_EQ(*argv, (std::vector<std::string>{"/usr/bin/python3", "/opt/my demo/demo.py", "--config",
+                                             "/w/trial 1/config.json", "--steps=7"}));
 }
 
 TEST(ExecutorCatalogTest, BadCatalogsNameFileAndLine) {
