@@ -2,6 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 namespace bakeoff::coordinator {
 namespace {
 
@@ -46,6 +53,34 @@ TEST(ProcessSlurmClientTest, MissingCommandSaysSo) {
   auto r = RunCommand({"/nonexistent/sbatch"}, 10s);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("/nonexistent/sbatch"), std::string::npos);
+}
+
+// Issue 32, hole 12: squeue lists every user's jobs of a name unless asked for the
+// caller's own, so another user's `bakeoff-worker` job would be adopted and cancelled.
+// The fake squeue prints such a job unless it gets --me.
+TEST(ProcessSlurmClientTest, TheQueueHoldsOnlyThisUsersJobs) {
+  char dir_template[] = "/tmp/bakeoff-squeue-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::filesystem::path dir = dir_template;
+  const std::string squeue = (dir / "squeue").string();
+  {
+    std::ofstream out(squeue);
+    out << "#!/bin/sh\n"
+           "for a in \"$@\"; do [ \"$a\" = --me ] && exit 0; done\n"
+           "echo '4242|RUNNING|1|None'\n";
+  }
+  std::filesystem::permissions(squeue, std::filesystem::perms::owner_all);
+  boost::asio::io_context io;
+  auto guard = boost::asio::make_work_guard(io);  // the answer comes from the client's own thread
+  ProcessSlurmClient client(io.get_executor(), "/bin/false", squeue, "/bin/false", 10s);
+  std::optional<Result<std::vector<SlurmQueueEntry>>> got;
+  client.Query("bakeoff-worker", [&](Result<std::vector<SlurmQueueEntry>> r) { got = std::move(r); });
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!got && std::chrono::steady_clock::now() < deadline) io.run_one_for(1s);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(got.has_value());
+  ASSERT_TRUE(got->ok()) << got->status().ToString();
+  EXPECT_TRUE((*got)->empty()) << "another user's job " << (*got)->front().id << " was listed as ours";
 }
 
 }  // namespace
