@@ -457,15 +457,19 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   }
   // The scrape address goes verbatim into /api/v1/sd: never a link-local (cloud
   // metadata) address or something that is not a host.
+  // A host name is scraped at the connection's own address (ScrapeAddress).
+  protocol::RegisterMessage checked = message;
   if (message.metrics_port > 0) {
     const std::string& scrape_host = message.metrics_host.empty() ? message.host : message.metrics_host;
-    if (Status host = protocol::CheckAdvertisedHost(scrape_host, link->peer_address()); !host.ok()) {
+    auto scrape = protocol::ScrapeAddress(scrape_host, link->peer_address());
+    if (!scrape.ok()) {
       Log("rejected a worker registration from name=" + message.worker_name + ": metrics host " +
-          json(scrape_host).dump() + ": " + host.message());
-      return protocol::ToJson(protocol::RejectedMessage{"metrics host: " + host.message()});
+          json(scrape_host).dump() + ": " + scrape.status().message());
+      return protocol::ToJson(protocol::RejectedMessage{"metrics host: " + scrape.status().message()});
     }
+    checked.metrics_host = *scrape;
   }
-  auto& info = registry_.Register(message);
+  auto& info = registry_.Register(checked);
   const std::string id = info.id;
   auto old = links_.find(id);
   if (old != links_.end() && old->second != link) old->second->Close();  // the newer connection wins

@@ -59,15 +59,16 @@ bool IsHostName(const std::string& host) {
 
 }  // namespace
 
-Status CheckAdvertisedHost(const std::string& host, const std::string& peer_address) {
+Result<std::string> ScrapeAddress(const std::string& host, const std::string& peer_address) {
   unsigned char ip[16];
+  unsigned char peer[16];
+  const bool peer_known = !peer_address.empty() && ParseIp(peer_address, peer);
   if (ParseIp(host, ip)) {
-    unsigned char peer[16];
-    if (!peer_address.empty() && ParseIp(peer_address, peer) && std::memcmp(ip, peer, 16) == 0) {
-      return Status::Ok();
-    }
+    if (peer_known && std::memcmp(ip, peer, 16) == 0) return host;
     const char* refused = nullptr;
+    static const unsigned char kLoopback6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
     if (IsV4Mapped(ip)) {
+      if (ip[12] == 127) refused = "loopback (127.0.0.0/8), and not the connection's own address";
       if (ip[12] == 169 && ip[13] == 254) refused = "link-local (169.254.0.0/16)";
       if (ip[12] == 0) refused = "unspecified (0.0.0.0/8)";
       if (ip[12] >= 224) refused = "multicast or reserved (224.0.0.0/3)";
@@ -76,12 +77,18 @@ Status CheckAdvertisedHost(const std::string& host, const std::string& peer_addr
       if (ip[0] == 0xfe && (ip[1] & 0xc0) == 0x80) refused = "link-local (fe80::/10)";
       if (ip[0] == 0xff) refused = "multicast (ff00::/8)";
       if (std::memcmp(ip, kZero, 16) == 0) refused = "unspecified (::)";
+      if (std::memcmp(ip, kLoopback6, 16) == 0) refused = "loopback (::1), and not the connection's own address";
     }
-    if (!refused) return Status::Ok();
+    if (!refused) return host;
     return Status::InvalidArgument("address " + host + " is " + refused +
                                    "; advertise an address Prometheus can scrape, or none for the connection's");
   }
-  if (IsHostName(host)) return Status::Ok();
+  if (IsHostName(host)) {
+    if (peer_known) return peer_address;
+    return Status::InvalidArgument("host name " + host +
+                                   " is not resolved here, and the connection's own address is unknown; "
+                                   "advertise an IP address");
+  }
   return Status::InvalidArgument(
       "it is neither an IP address nor a host name (labels of letters, digits and '-', joined by '.')");
 }

@@ -27,14 +27,19 @@ inline constexpr int kMinProtocolVersion = 1;
 bool IsValidWorkerName(const std::string& name);
 inline constexpr std::size_t kMaxWorkerNameBytes = 64;
 
-// Checks a host a worker advertises for others to connect to (its metrics_host, which
-// goes verbatim into Prometheus service discovery): Ok when it is `peer_address` (the
-// address the worker's connection comes from, as an IP literal; "" when unknown), or
-// an IP literal that is not link-local (169.254.0.0/16, fe80::/10), unspecified or
-// multicast, or a DNS host name (labels of letters, digits and '-', at most 63 bytes
-// each and 253 in all, the last not all digits). InvalidArgument saying why otherwise.
-// A name is not resolved: one that resolves to a link-local address passes.
-Status CheckAdvertisedHost(const std::string& host, const std::string& peer_address);
+// The address Prometheus scrapes a worker at, from the host it advertises (its
+// metrics_host, else its host; it goes verbatim into Prometheus service discovery):
+// - `peer_address` itself (the address the worker's connection comes from, an IP
+//   literal; "" when unknown) is always taken;
+// - another IP literal is taken unless it is loopback (127.0.0.0/8, ::1: the
+//   coordinator's own services), link-local (169.254.0.0/16, fe80::/10: cloud metadata),
+//   unspecified or multicast;
+// - a DNS host name (labels of letters, digits and '-', at most 63 bytes each and 253
+//   in all, the last not all digits) is never published: names are not resolved here,
+//   and one could resolve to a metadata address, so the worker is scraped at
+//   `peer_address` instead (InvalidArgument when that is unknown).
+// InvalidArgument saying why otherwise.
+Result<std::string> ScrapeAddress(const std::string& host, const std::string& peer_address);
 
 // Message type names (the "type" field).
 inline constexpr const char* kTypeRegister = "register";

@@ -219,7 +219,10 @@ json Registration(const std::string& name, const std::string& metrics_host) {
 // anything that is not a host) through /api/v1/sd.
 TEST_F(CoordinatorBoundsTest, ALinkLocalOrMalformedMetricsHostIsRefusedAndNeverDiscovered) {
   ASSERT_TRUE(Start());
-  for (const std::string host : {"169.254.169.254", "fe80::1", "evil/path", "a b"}) {
+  // 127.0.0.2: loopback that is not the connection's own address (issue 32, hole 11: a
+  // worker credential pointing Prometheus at the coordinator host's Redis, 127.0.0.1:6379,
+  // from another host).
+  for (const std::string host : {"169.254.169.254", "fe80::1", "evil/path", "a b", "127.0.0.2"}) {
     const std::string reply = RegisterRaw(cluster_->worker_port(), Registration("meta", host), 15s);
     EXPECT_NE(reply.find("rejected"), std::string::npos) << host << ": " << reply;
     EXPECT_NE(reply.find("metrics host"), std::string::npos) << host << ": " << reply;

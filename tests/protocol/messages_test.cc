@@ -233,23 +233,42 @@ namespace {
 TEST(AdvertisedHostTest, LinkLocalUnspecifiedAndMulticastAddressesAreRefused) {
   for (const char* host : {"169.254.169.254", "169.254.0.1", "fe80::1", "[fe80::1]", "febf::1", "0.0.0.0", "::",
                            "224.0.0.1", "ff02::1", "::ffff:169.254.169.254"}) {
-    Status s = CheckAdvertisedHost(host, "10.0.0.5");
-    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << host;
+    auto s = ScrapeAddress(host, "10.0.0.5");
+    EXPECT_EQ(s.status().code(), Status::Code::kInvalidArgument) << host;
   }
-  EXPECT_NE(CheckAdvertisedHost("169.254.169.254", "").message().find("link-local (169.254.0.0/16)"),
+  EXPECT_NE(ScrapeAddress("169.254.169.254", "").status().message().find("link-local (169.254.0.0/16)"),
             std::string::npos);
 }
 
-TEST(AdvertisedHostTest, RoutableAddressesAndHostNamesAreAccepted) {
-  for (const char* host : {"10.0.0.5", "127.0.0.1", "192.168.1.20", "2001:db8::7", "::1", "[::1]", "gpu-node-07",
-                           "node7.cluster.example.org", "localhost"}) {
-    EXPECT_TRUE(CheckAdvertisedHost(host, "").ok()) << host;
+TEST(AdvertisedHostTest, RoutableAddressesAreScrapedAsAdvertised) {
+  for (const char* host : {"10.0.0.5", "192.168.1.20", "2001:db8::7", "[2001:db8::7]"}) {
+    auto s = ScrapeAddress(host, "10.0.0.9");
+    ASSERT_TRUE(s.ok()) << host;
+    EXPECT_EQ(*s, host);
   }
 }
 
+// Issue 32, hole 11: a name could resolve to a metadata address and loopback reaches the
+// coordinator's own host, so neither goes into service discovery: a named worker is
+// scraped at the address its connection came from, and loopback only when it is that.
+TEST(AdvertisedHostTest, NamesAreScrapedAtTheConnectionsAddressAndLoopbackOnlyWhenItIsThat) {
+  for (const char* host : {"gpu-node-07", "node7.cluster.example.org", "metadata.google.internal", "localhost"}) {
+    auto s = ScrapeAddress(host, "10.0.0.9");
+    ASSERT_TRUE(s.ok()) << host;
+    EXPECT_EQ(*s, "10.0.0.9") << host;
+    EXPECT_FALSE(ScrapeAddress(host, "").ok()) << host << ": the connection's address unknown";
+  }
+  for (const char* host : {"127.0.0.1", "127.0.0.53", "::1", "[::1]", "::ffff:127.0.0.1"}) {
+    EXPECT_FALSE(ScrapeAddress(host, "10.0.0.9").ok()) << host;
+  }
+  auto own = ScrapeAddress("127.0.0.1", "127.0.0.1");
+  ASSERT_TRUE(own.ok()) << "a worker on this host";
+  EXPECT_EQ(*own, "127.0.0.1");
+}
+
 TEST(AdvertisedHostTest, TheConnectionsOwnAddressIsAlwaysAccepted) {
-  EXPECT_TRUE(CheckAdvertisedHost("169.254.10.20", "169.254.10.20").ok());
-  EXPECT_FALSE(CheckAdvertisedHost("169.254.10.21", "169.254.10.20").ok());
+  EXPECT_TRUE(ScrapeAddress("169.254.10.20", "169.254.10.20").ok());
+  EXPECT_FALSE(ScrapeAddress("169.254.10.21", "169.254.10.20").ok());
 }
 
 TEST(AdvertisedHostTest, AnythingThatIsNotAHostIsRefused) {
@@ -257,8 +276,8 @@ TEST(AdvertisedHostTest, AnythingThatIsNotAHostIsRefused) {
                                  std::string("host:80"), std::string("http://x"), std::string("-lead"),
                                  std::string("2852039166"), std::string("1.2.3"), std::string("a..b"),
                                  std::string(64, 'a') + ".example", std::string(300, 'a')}) {
-    Status s = CheckAdvertisedHost(host, "");
-    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << host;
+    auto s = ScrapeAddress(host, "10.0.0.9");
+    EXPECT_EQ(s.status().code(), Status::Code::kInvalidArgument) << host;
   }
 }
 
