@@ -508,6 +508,47 @@ class KubernetesManifestsTest(unittest.TestCase):
         # Workers speak TLS exactly when the coordinator does, and trust its CA.
         self.assertEqual(flag_value(worker_args, "--tls-ca") is not None, self.tls())
 
+    def test_network_policies_admit_exactly_the_peers_each_port_needs(self):
+        # Security review, hole 13: rank 0's store and NCCL take worker pods only; the
+        # coordinator's worker port takes workers only; Prometheus reaches /metrics.
+        policies = {o["metadata"]["name"]: o for _, o in self.objects if o["kind"] == "NetworkPolicy"}
+        self.assertEqual(set(policies), {"bakeoff-worker", "bakeoff-coordinator"})
+        ds = find(self.objects, "DaemonSet", "bakeoff-worker")
+        sts = find(self.objects, "StatefulSet", "bakeoff-coordinator")
+        prom = next(o for _, o in workloads(self.objects) if o["metadata"]["name"] == "bakeoff-prometheus")
+        labels = {name: w["spec"]["template"]["metadata"]["labels"]
+                  for name, w in (("worker", ds), ("coordinator", sts), ("prometheus", prom))}
+
+        def selects(selector, pod):
+            return all(labels[pod].get(k) == v for k, v in selector["matchLabels"].items())
+
+        def admitted(policy, source, port):
+            for rule in policy["spec"]["ingress"]:
+                peers = rule.get("from")
+                ports = [p["port"] for p in rule.get("ports", [])]
+                if (peers is None or any(selects(p["podSelector"], source) for p in peers)) and \
+                        (not ports or port in ports):
+                    return True
+            return False
+
+        worker, coordinator = policies["bakeoff-worker"], policies["bakeoff-coordinator"]
+        self.assertTrue(selects(worker["spec"]["podSelector"], "worker"))
+        self.assertFalse(selects(worker["spec"]["podSelector"], "coordinator"))
+        self.assertTrue(selects(coordinator["spec"]["podSelector"], "coordinator"))
+        worker_args = bakeoff_invocation(ds["spec"]["template"]["spec"]["containers"][0])[1]
+        metrics_port = int(flag_value(worker_args, "--metrics-listen").rsplit(":", 1)[1])
+        for store_port in (29500, 29999):
+            self.assertTrue(admitted(worker, "worker", store_port))
+            self.assertFalse(admitted(worker, "coordinator", store_port), "the coordinator never reaches a store")
+            self.assertFalse(admitted(worker, "prometheus", store_port))
+        self.assertTrue(admitted(worker, "prometheus", metrics_port))
+        coord_args = bakeoff_invocation(sts["spec"]["template"]["spec"]["containers"][0])[1]
+        worker_port = int(flag_value(coord_args, "--worker-listen").rsplit(":", 1)[1])
+        http_port = int(flag_value(coord_args, "--listen").rsplit(":", 1)[1])
+        self.assertTrue(admitted(coordinator, "worker", worker_port))
+        self.assertFalse(admitted(coordinator, "prometheus", worker_port))
+        self.assertTrue(admitted(coordinator, "prometheus", http_port))
+
     # --- Prometheus --------------------------------------------------------------------
 
     def test_prometheus_reads_its_token_from_the_read_token_secret(self):
