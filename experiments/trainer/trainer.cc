@@ -252,6 +252,14 @@ int Trainer::RunOrThrow() {
     auto grad_norm = optimizer.Step(lr);
     ThrowIfError(grad_norm.status());
     compat::Synchronize(device);
+    // The planted slowdown (a test instrument): the step lasts (1 + x) times its work.
+    // A spin, not a sleep: a sleep overshoots by tens of microseconds, which on a step of
+    // a few milliseconds would make the planted effect larger than x.
+    if (c.test_slowdown > 0) {
+      const double until_s = Since(start) * (1 + c.test_slowdown);
+      while (Since(start) < until_s) {
+      }
+    }
     const double step_s = Since(start);
     const CommStats step_comm = comm->stats();
 

@@ -64,6 +64,9 @@ struct TrainerConfig {
   // trimming in the steady state); system: the C library's defaults.
   std::string host_allocator = "retain";
   double peak_flops = 0;        // device peak FLOP/s for MFU; 0 = unknown
+  // A test instrument (docs/trainer.md): each step takes (1 + test_slowdown) times its
+  // own time, so a variant's true slowdown is known exactly (bench/validity/).
+  double test_slowdown = 0;
   double rendezvous_timeout_s = 60;
   double collective_timeout_s = 120;
   // Rank 0 writes the final adapters (raw little-endian fp32) to this name inside

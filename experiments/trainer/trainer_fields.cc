@@ -118,6 +118,7 @@ std::vector<TrainerField> BuildTable() {
       Number("rendezvous_timeout_s", &C::rendezvous_timeout_s, 0.1, 86400),
       Number("collective_timeout_s", &C::collective_timeout_s, 0.1, 86400),
       Number("peak_flops", &C::peak_flops, 0, 1e30),
+      Number("test_slowdown", &C::test_slowdown, 0, 10),
       Output("adapters_out", &C::adapters_out),
       Launcher(Int("rank", &C::rank, 0, 65535)),
       Launcher(Int("local_rank", &C::local_rank, 0, 65535)),

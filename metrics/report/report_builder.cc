@@ -19,7 +19,7 @@ constexpr const char* kMicroBatchAxis = "micro_batch";
 bool KeepsTheMath(const std::string& axis) {
   static const std::set<std::string> kParity = {
       "compile_mode", "compile_scope", "zero_stage",    "offload",        "grad_checkpointing",
-      "executor",     "jit_executor",  "host_allocator", "bf16_matmul"};
+      "executor",     "jit_executor",  "host_allocator", "bf16_matmul",  "test_slowdown"};
   return kParity.count(axis) > 0;
 }
 

@@ -166,6 +166,13 @@ class Run:
         start = time.perf_counter()
         yield record
         _synchronize()
+        # The planted slowdown (docs/trainer.md, test_slowdown): a test instrument.
+        # A spin, not a sleep: a sleep overshoots, which on a short step would plant more.
+        slowdown = float(self.config.get("test_slowdown", 0) or 0)
+        if slowdown > 0:
+            until = start + (time.perf_counter() - start) * (1 + slowdown)
+            while time.perf_counter() < until:
+                pass
         step_s = time.perf_counter() - start
         if phase is None:
             phase = "warmup" if self._index < self._warmup else "measure"

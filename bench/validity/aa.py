@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Real A/A sweeps: how often does Bakeoff's default design give a false verdict here?
+
+Each sweep has two variants that differ only in their seed (the same shapes, the same
+work), so any "faster" or "slower" verdict is a false one. Every sweep runs through
+`bakeoff local` with two workers and Bakeoff's defaults (repeats, order, threads,
+placement, pinning): what a user gets without tuning anything. The report's JSON gives
+the verdict, the interval and whether the comparison was confounded with a worker.
+
+  bench/validity/aa.py --kind native --sweeps 30            # the native LoRA trainer
+  bench/validity/aa.py --kind torch-reference --sweeps 10   # PyTorch, via the command executor
+  bench/validity/aa.py --kind native --slowdown 0.10        # a planted, known 1/1.10 effect
+
+With --slowdown X the second variant sets the trainer's test instrument `test_slowdown: X`
+(docs/trainer.md: each step lasts 1 + X times its work), so the true tokens/s ratio is
+1/(1 + X): the summary counts the intervals that cover it and the verdicts that find it.
+
+Writes one JSON line per sweep to --out (appends, so a run can be resumed) and prints a
+summary; bench/validity/README.md holds the measured table. Standard library only.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Tiny trials: a 2-layer model, so that a sweep takes about a minute on 2 cores.
+WORKLOADS = {
+    "native": """\
+  executor: lora
+  model: {dim: 128, layers: 2, heads: 4, kv_heads: 2, ffn_dim: 344, vocab: 1024}
+  seq_len: 64
+  micro_batch: 2
+  warmup_steps: 2
+  steps: 10
+  dataset: synthetic
+  lora: {rank: 8, alpha: 16, dropout: 0.0, targets: [q, v]}
+""",
+    "torch-reference": """\
+  executor: command
+  command: {template: torch-reference}
+  model: {dim: 128, layers: 2, heads: 4, kv_heads: 2, ffn_dim: 344, vocab: 1024}
+  seq_len: 64
+  micro_batch: 2
+  warmup_steps: 2
+  steps: 10
+  dataset: synthetic
+  lora: {rank: 8, alpha: 16, dropout: 0.0, targets: [q, k, v, o]}
+""",
+}
+
+
+def sweep_yaml(kind, index, slowdown):
+    if slowdown > 0:
+        axis = (f"  test_slowdown: {{values: [0, {slowdown}]}}\n", "baseline: {test_slowdown: 0}\n",
+                f"  A planted slowdown: the second variant's steps last {1 + slowdown} times their work.\n")
+    else:
+        axis = ("  seed: {values: [1, 2]}\n", "baseline: {seed: 1}\n",
+                "  A/A: two variants that differ only in their seed. Any verdict is a false one.\n")
+    return (
+        f"name: aa-{kind}-{index}\n"
+        "question: >-\n" + axis[2] +
+        "workload:\n" + WORKLOADS[kind] +
+        "method: grid\n"
+        "parameters:\n" + axis[0] + axis[1] +
+        "resources: {device: cpu}\n"
+        "limits: {trial_timeout: 5m, max_attempts: 2}\n"
+    )
+
+
+def run_one(bakeoff, kind, index, workers, slowdown):
+    with tempfile.TemporaryDirectory(prefix="bakeoff-aa-") as tmp:
+        spec = os.path.join(tmp, "sweep.yaml")
+        with open(spec, "w") as f:
+            f.write(sweep_yaml(kind, index, slowdown))
+        db = os.path.join(tmp, "results.db")
+        started = time.monotonic()
+        proc = subprocess.run(
+            [bakeoff, "local", spec, "--workers", str(workers), "--db", db, "--format", "json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=1800)
+        wall = time.monotonic() - started
+        if proc.returncode != 0 or not proc.stdout.strip():
+            return {"kind": kind, "index": index, "exit": proc.returncode, "wall_s": wall,
+                    "error": proc.stderr[-2000:]}
+        report = json.loads(proc.stdout)
+    compared = [v for v in report["variants"] if not v["is_baseline"]]
+    c = compared[0]["comparison"]
+    trials = report["trials"]
+    return {
+        "kind": kind, "index": index, "exit": 0, "wall_s": round(wall, 1), "slowdown": slowdown,
+        "status": c["status"],
+        "verdict": c.get("verdict"),
+        "speedup": c.get("speedup", {}).get("value"),
+        "ci_low": c.get("speedup", {}).get("ci_low"),
+        "ci_high": c.get("speedup", {}).get("ci_high"),
+        "pairs": c.get("pairs"),
+        "worker_confound": c.get("worker_confound"),
+        "workers": sorted({t["worker"] for t in trials if t.get("worker")}),
+        "trials": len(trials),
+        "noisy_trials": sum(1 for t in trials if t.get("noisy")),
+        "threads_decision": next((t["applied"].get("threads") for t in trials
+                                  if isinstance(t.get("applied"), dict) and "threads" in t["applied"]), None),
+    }
+
+
+def summarise(rows, slowdown):
+    done = [r for r in rows if r.get("exit") == 0 and r.get("status") == "compared"]
+    if slowdown > 0:
+        truth = 1 / (1 + slowdown)
+        covered = [r for r in done if r.get("ci_low") and r["ci_low"] <= truth <= r["ci_high"]]
+        found = [r for r in done if r["verdict"] == "slower"]
+        wrong = [r for r in done if r["verdict"] == "faster"]
+        return {"sweeps": len(rows), "compared": len(done), "true_ratio": round(truth, 4),
+                "covered": len(covered), "coverage": len(covered) / len(done) if done else None,
+                "found_slower": len(found), "power": len(found) / len(done) if done else None,
+                "said_faster": len(wrong),
+                "median_estimate": sorted(r["speedup"] for r in done)[len(done) // 2] if done else None}
+    false = [r for r in done if r["verdict"] in ("faster", "slower")]
+    confounded = [r for r in done if r.get("worker_confound")]
+    unclear = [r for r in done if r["verdict"] == "unclear"]
+    widths = sorted(r["ci_high"] / r["ci_low"] for r in done if r.get("ci_low") and r.get("ci_high"))
+    out = {
+        "sweeps": len(rows), "compared": len(done), "failed_runs": len(rows) - len(done),
+        "false_verdicts": len(false), "false_rate": (len(false) / len(done)) if done else None,
+        "confounded": len(confounded), "unclear": len(unclear),
+        "median_ci": None, "wall_s_median": None,
+    }
+    if widths:
+        mid = widths[len(widths) // 2]
+        # An interval high/low = w around 1 is about +-(sqrt(w) - 1).
+        out["median_ci"] = f"+-{(math.sqrt(mid) - 1) * 100:.1f}%"
+    walls = sorted(r["wall_s"] for r in rows if "wall_s" in r)
+    if walls:
+        out["wall_s_median"] = walls[len(walls) // 2]
+    if done:
+        # Exact binomial 95% upper bound on the false-verdict rate (Clopper-Pearson).
+        out["false_rate_upper95"] = clopper_pearson_upper(len(false), len(done))
+    return out
+
+
+def clopper_pearson_upper(k, n, alpha=0.05):
+    if k >= n:
+        return 1.0
+    lo, hi = k / n, 1.0
+    for _ in range(60):  # bisection on P(X <= k | p) = alpha / 2
+        mid = (lo + hi) / 2
+        cdf = sum(math.comb(n, i) * mid ** i * (1 - mid) ** (n - i) for i in range(k + 1))
+        lo, hi = (mid, hi) if cdf > alpha / 2 else (lo, mid)
+    return hi
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kind", choices=sorted(WORKLOADS), default="native")
+    ap.add_argument("--sweeps", type=int, default=30)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--slowdown", type=float, default=0.0, help="plant test_slowdown X in the second variant")
+    ap.add_argument("--bakeoff", default=os.path.join(ROOT, "build", "bakeoff"))
+    ap.add_argument("--out", help="JSON lines file (default: bench/validity/aa-KIND.jsonl)")
+    ap.add_argument("--summary-only", action="store_true", help="summarise --out without running")
+    args = ap.parse_args()
+    name = f"aa-{args.kind}" if args.slowdown <= 0 else f"slowdown-{args.slowdown:g}-{args.kind}"
+    out = args.out or os.path.join(ROOT, "bench", "validity", f"{name}.jsonl")
+    rows = []
+    if os.path.exists(out):
+        with open(out) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    if not args.summary_only:
+        for index in range(len(rows), args.sweeps):
+            row = run_one(args.bakeoff, args.kind, index, args.workers, args.slowdown)
+            rows.append(row)
+            with open(out, "a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(f"[{index + 1}/{args.sweeps}] {row.get('verdict', row.get('error', '?')[:200])} "
+                  f"{row.get('speedup')} [{row.get('ci_low')}-{row.get('ci_high')}] "
+                  f"{row.get('wall_s')} s", file=sys.stderr, flush=True)
+    print(json.dumps(summarise(rows, args.slowdown), indent=2))
+
+
+if __name__ == "__main__":
+    main()
