@@ -175,6 +175,21 @@ if(BAKEOFF_CUDA)
     file(GLOB cuda_includes LIST_DIRECTORIES true "${nvidia}/*/include")
     set(cuda_lib_hints "${nvidia}/cuda_runtime/lib")
     set(nccl_hints "${nvidia}/nccl")
+  elseif(EXISTS "${nvidia}/cu13/include/cuda_runtime_api.h")
+    # The CUDA 13 wheels (torch 2.9+ +cu130) put every CUDA package into one folder,
+    # nvidia/cu13/{include,lib}; NCCL stays in nvidia/nccl.
+    set(cuda_includes "${nvidia}/cu13/include")
+    set(cuda_lib_hints "${nvidia}/cu13/lib")
+    set(nccl_hints "${nvidia}/nccl")
+    if(NOT EXISTS "${nvidia}/cu13/include/cublas_v2.h" OR NOT EXISTS "${nvidia}/cu13/include/crt/host_config.h")
+      # cuda_runtime.h includes crt/host_config.h, which only the nvcc wheel brings (torch
+      # does not depend on it), and a partial environment may lack cuBLAS's headers: the
+      # toolkit's headers of the same major version supply them, after the wheel's own.
+      find_package(CUDAToolkit QUIET)
+      if(CUDAToolkit_FOUND AND CUDAToolkit_VERSION_MAJOR EQUAL 13)
+        list(APPEND cuda_includes ${CUDAToolkit_INCLUDE_DIRS})
+      endif()
+    endif()
   else()
     find_package(CUDAToolkit REQUIRED)
     set(cuda_includes ${CUDAToolkit_INCLUDE_DIRS})
@@ -207,6 +222,12 @@ if(BAKEOFF_CUDA)
   target_link_libraries(bakeoff_torch INTERFACE
     -Wl,--push-state,--no-as-needed ${BAKEOFF_TORCH_CUDA_LIBRARY} -Wl,--pop-state
     ${BAKEOFF_C10_CUDA_LIBRARY} ${BAKEOFF_CUDART_LIBRARY} ${BAKEOFF_NCCL_LIBRARY})
+  # libtorch_cuda's own needs (cuDNN, cuSPARSELt, NVSHMEM, ...) sit in the wheel's nvidia/
+  # folders; the linker finds them through libtorch_cuda's RUNPATH, and these make it sure.
+  file(GLOB wheel_lib_dirs LIST_DIRECTORIES true "${site_packages}/nvidia/*/lib")
+  foreach(dir ${wheel_lib_dirs})
+    target_link_options(bakeoff_torch INTERFACE "-Wl,-rpath-link,${dir}")
+  endforeach()
   _bakeoff_torch_definitions(torch_cuda "" torch_cuda_definitions)
   target_compile_definitions(bakeoff_torch INTERFACE ${torch_cuda_definitions} BAKEOFF_WITH_CUDA BAKEOFF_WITH_NCCL)
 endif()
