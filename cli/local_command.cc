@@ -15,6 +15,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
+#include "cli/progress_eta.h"
 #include "cli/sweep_file.h"
 #include "coordinator/coordinator_node.h"
 #include "experiments/spec/sweep_expander.h"
@@ -181,6 +182,7 @@ int RunLocal(const LocalFlags& flags) {
     std::cerr << "\nbakeoff local: interrupted; cancelling the sweep\n";
     node.service().CancelSweep(std::to_string(sweep_id));
   });
+  ProgressEta eta;
   asio::steady_timer poll(io);
   std::function<void()> watch = [&]() {
     poll.expires_after(std::chrono::milliseconds(500));
@@ -191,7 +193,7 @@ int RunLocal(const LocalFlags& flags) {
         const auto& c = sweep->counts;
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         char line[256];
-        const double remaining = c.finished > 0 ? elapsed / c.finished * (sweep->trial_count - c.finished) : -1;
+        const double remaining = eta.Update(c.finished, sweep->trial_count, elapsed);
         snprintf(line, sizeof(line), "done %lld/%lld · running %lld · queued %lld · elapsed %.0f s · remaining %s",
                  static_cast<long long>(c.finished), static_cast<long long>(sweep->trial_count),
                  static_cast<long long>(c.running + c.assigned), static_cast<long long>(c.queued), elapsed,

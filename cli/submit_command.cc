@@ -9,6 +9,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
+#include "cli/progress_eta.h"
 #include "cli/sweep_file.h"
 
 namespace bakeoff::cli {
@@ -59,6 +60,7 @@ int RunSubmit(const SubmitFlags& flags) {
   const auto start = std::chrono::steady_clock::now();
   nlohmann::json sweep;
   int failures = 0;
+  ProgressEta eta;
   while (true) {
     auto got = client->GetJson("/api/v1/sweeps/" + id);
     if (!got.ok()) {
@@ -76,7 +78,8 @@ int RunSubmit(const SubmitFlags& flags) {
       const long running = c.value("running", 0L) + c.value("assigned", 0L);
       const long queued = c.value("queued", 0L);
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::string remaining = done > 0 ? "~" + Clock(elapsed / done * (total - done)) : "?";
+      const double left = eta.Update(done, total, elapsed);
+      std::string remaining = left >= 0 ? "~" + Clock(left) : "?";
       std::string line = "sweep " + id + ": done " + std::to_string(done) + "/" + std::to_string(total) +
                          " · running " + std::to_string(running) + " · queued " + std::to_string(queued) +
                          " · elapsed " + Clock(elapsed) + " · remaining " + remaining;
