@@ -14,6 +14,7 @@
 #include "protocol/outcome.h"
 #include "protocol/token.h"
 #include "protocol/trainer_event.h"
+#include "protocol/log.h"
 
 namespace bakeoff::coordinator {
 namespace asio = boost::asio;
@@ -22,7 +23,7 @@ using protocol::Outcome;
 
 namespace {
 
-void Log(const std::string& line) { fprintf(stderr, "bakeoff coordinator: %s\n", line.c_str()); }
+constexpr logging::Logger kLog("coordinator");
 
 }  // namespace
 
@@ -45,7 +46,7 @@ Status CoordinatorService::Recover() {
   std::size_t waiting = 0;
   for (const auto& [id, t] : table_.trials()) waiting += t.reclaim_deadline.has_value();
   if (!table_.sweeps().empty()) {
-    Log("recovered " + std::to_string(table_.sweeps().size()) + " unfinished sweep(s); " +
+    kLog.Info("recovered " + std::to_string(table_.sweeps().size()) + " unfinished sweep(s); " +
         std::to_string(waiting) + " attempt(s) wait up to " +
         std::to_string(config_.recovery_grace.count()) + " ms for their workers");
   }
@@ -91,7 +92,7 @@ void CoordinatorService::Tick() {
     // A full, read-only or capped database refuses writes; try one small real write now
     // and then, so that new work resumes by itself once the disk is fixed.
     next_store_probe_ = probe_now + config_.store_probe_interval;
-    if (store_.Probe().ok()) Log("the results database is writable again; accepting new work");
+    if (store_.Probe().ok()) kLog.Info("the results database is writable again; accepting new work");
   }
   for (const auto& worker_id : registry_.Expire()) {
     HandleWorkerLost(worker_id, "worker " + worker_id + " sent no heartbeat for " +
@@ -140,9 +141,9 @@ void CoordinatorService::Tick() {
                                std::to_string(sweep.timeout_ms / 1000) + " s + " +
                                std::to_string(config_.attempt_deadline_grace.count() / 1000) +
                                " s) and its worker had not ended the attempt";
-    Log("trial=" + std::to_string(trial.id) + ": " + reason);
+    kLog.Info("trial=" + std::to_string(trial.id) + ": " + reason);
     Status ended = EndAttempt(trial, Outcome::kTimeout, reason);
-    if (!ended.ok()) Log("cannot end trial=" + std::to_string(trial.id) + " at its deadline: " + ended.ToString());
+    if (!ended.ok()) kLog.Warning("cannot end trial=" + std::to_string(trial.id) + " at its deadline: " + ended.ToString());
   }
   // A finished sweep whose state the store could not take: try again.
   for (auto& [sid, sweep] : table_.sweeps()) {
@@ -219,7 +220,7 @@ void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
   // committed part of the group early): memory is rebuilt from the store, and every
   // worker reconnects, re-registers its running attempts and resends what was not
   // acknowledged, exactly as after a coordinator restart.
-  Log("a group of store writes was lost (" + why.ToString() + "): nothing it decided was sent; closing " +
+  kLog.Warning("a group of store writes was lost (" + why.ToString() + "): nothing it decided was sent; closing " +
       std::to_string(links_.size()) +
       " worker connection(s) so that the workers send again what was not acknowledged, and reloading sweeps and "
       "trials from the store");
@@ -233,7 +234,7 @@ void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
   schedule_wanted_ = false;
   Status recovered = Recover();
   if (!recovered.ok()) {
-    Log("cannot reload from the store: " + recovered.ToString() + "; trying again at the next tick");
+    kLog.Warning("cannot reload from the store: " + recovered.ToString() + "; trying again at the next tick");
     table_.Clear();
     reload_needed_ = true;
   }
@@ -307,7 +308,7 @@ void CoordinatorService::Schedule() {
   for (const auto& placement : placements) {
     Status applied = ApplyPlacement(placement);
     if (!applied.ok()) {
-      Log("cannot assign trial=" + std::to_string(placement.trial_id) + ": " + applied.ToString());
+      kLog.Warning("cannot assign trial=" + std::to_string(placement.trial_id) + ": " + applied.ToString());
       if (!store_.healthy()) return;
     }
   }
@@ -409,7 +410,7 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
     Send(wid, protocol::ToJson(assign));
     trial.parts.push_back(std::move(part));
   }
-  Log("assigned trial=" + std::to_string(trial.id) + " attempt=" + std::to_string(*attempt) +
+  kLog.Info("assigned trial=" + std::to_string(trial.id) + " attempt=" + std::to_string(*attempt) +
       " variant=" + trial.variant_key + " workers=" + std::to_string(order.size()) +
       " rank0=" + rank0_worker + " store=" + store_address);
   return Status::Ok();
@@ -421,26 +422,26 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   // The name goes into log lines and metric labels: checked before anything logs it, and
   // logged escaped when refused (a newline in it once forged a coordinator log line).
   if (!protocol::IsValidWorkerName(message.worker_name)) {
-    Log("rejected a worker registration: invalid name " + json(message.worker_name).dump());
+    kLog.Warning("rejected a worker registration: invalid name " + json(message.worker_name).dump());
     return protocol::ToJson(protocol::RejectedMessage{
         "invalid worker name: use 1-64 letters, digits, '.', '_' or '-'"});
   }
   // Only the worker credential registers: an API token is refused like any other.
   if (!config_.worker_tokens.empty() && !protocol::TokenInList(config_.worker_tokens, message.token)) {
-    Log("rejected a worker registration from name=" + message.worker_name + ": wrong token");
+    kLog.Warning("rejected a worker registration from name=" + message.worker_name + ": wrong token");
     return protocol::ToJson(protocol::RejectedMessage{
         "wrong worker token; give the coordinator's worker token (its --worker-token-file) in BAKEOFF_TOKEN or "
         "--token-file"});
   }
   if (Status identity = registry_.CheckIdentity(message); !identity.ok()) {
-    Log("refused a worker registration for name=" + message.worker_name + ": the name is held by a live worker");
+    kLog.Warning("refused a worker registration for name=" + message.worker_name + ": the name is held by a live worker");
     return protocol::ToJson(protocol::RejectedMessage{identity.message(), config_.heartbeat_timeout.count()});
   }
   // A worker's capacity is what its operator allows, not what it claims.
   if (message.resources.cpu_slots < 0 ||
       static_cast<std::size_t>(message.resources.cpu_slots) > config_.max_worker_slots ||
       message.resources.cuda_devices.size() > config_.max_worker_gpus) {
-    Log("rejected a worker registration from name=" + message.worker_name + ": it offers " +
+    kLog.Warning("rejected a worker registration from name=" + message.worker_name + ": it offers " +
         std::to_string(message.resources.cpu_slots) + " CPU slots and " +
         std::to_string(message.resources.cuda_devices.size()) + " GPUs");
     return protocol::ToJson(protocol::RejectedMessage{
@@ -463,7 +464,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
     const std::string& scrape_host = message.metrics_host.empty() ? message.host : message.metrics_host;
     auto scrape = protocol::ScrapeAddress(scrape_host, link->peer_address());
     if (!scrape.ok()) {
-      Log("rejected a worker registration from name=" + message.worker_name + ": metrics host " +
+      kLog.Warning("rejected a worker registration from name=" + message.worker_name + ": metrics host " +
           json(scrape_host).dump() + ": " + scrape.status().message());
       return protocol::ToJson(protocol::RejectedMessage{"metrics host: " + scrape.status().message()});
     }
@@ -498,7 +499,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   record.state = message.running.empty() ? metrics::WorkerState::kIdle : metrics::WorkerState::kBusy;
   BeginWrites();
   Status upsert = store_.UpsertWorker(record);
-  if (!upsert.ok()) Log("cannot record worker " + id + ": " + upsert.ToString());
+  if (!upsert.ok()) kLog.Warning("cannot record worker " + id + ": " + upsert.ToString());
 
   // Reclaim: attempts this worker still runs (or has results for) stay; others stop.
   std::set<protocol::AttemptRef> claimed(message.running.begin(), message.running.end());
@@ -519,7 +520,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
       for (const auto& s : part->ranks) devices.insert(devices.end(), s.cuda_devices.begin(), s.cuda_devices.end());
       registry_.Reserve(id, ref, part->cuda ? 0 : static_cast<int>(part->ranks.size()), devices);
       part->reclaimed = true;
-      Log("reclaimed trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
+      kLog.Info("reclaimed trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
           " on worker=" + id);
     }
   }
@@ -534,7 +535,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
       }
     }
   }
-  Log("worker registered id=" + id + " host=" + message.host + " slots=" +
+  kLog.Info("worker registered id=" + id + " host=" + message.host + " slots=" +
       std::to_string(message.resources.cpu_slots) + " cuda=" + std::to_string(message.resources.cuda_devices.size()) +
       " running=" + std::to_string(message.running.size()));
   ScheduleSoon();
@@ -547,7 +548,7 @@ void CoordinatorService::HandleOutboxFrame(const std::string& worker_id, const j
                                                                                 const Message&)) {
   auto message = protocol::Parse<Message>(frame);
   if (!message.ok()) {
-    Log("malformed " + frame.value("type", "") + " from worker=" + worker_id + ": " + message.status().message());
+    kLog.Warning("malformed " + frame.value("type", "") + " from worker=" + worker_id + ": " + message.status().message());
     return;
   }
   Status handled = (this->*handle)(worker_id, *message);
@@ -579,14 +580,14 @@ void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink*
     // while it reports its stopped attempts, which are then requeued elsewhere.
     registry_.SetDraining(worker_id);
     (void)store_.SetWorkerState(worker_id, metrics::WorkerState::kDraining);
-    Log("worker=" + worker_id + " is leaving (it said drain); no new attempts go to it");
+    kLog.Info("worker=" + worker_id + " is leaving (it said drain); no new attempts go to it");
   } else if (*type == protocol::kTypeGoodbye) {
     // A clean stop: gone, not lost; whatever it still held is requeued now rather than
     // after the heartbeat timeout.
     registry_.SetGone(worker_id);
     HandleWorkerLost(worker_id, "worker " + worker_id + " stopped (goodbye)", metrics::WorkerState::kGone);
   } else {
-    Log("ignoring a '" + *type + "' frame from worker=" + worker_id);
+    kLog.Warning("ignoring a '" + *type + "' frame from worker=" + worker_id);
   }
 }
 
@@ -594,7 +595,7 @@ void CoordinatorService::DropUnstored(const std::string& worker_id, const std::s
   // Acks are cumulative: acknowledging a later frame on this connection would make the
   // worker forget this one. Closing it instead makes the worker reconnect and send
   // everything unacknowledged again, once the store takes writes.
-  Log(reason + "; closing the connection so that the worker sends it again");
+  kLog.Info(reason + "; closing the connection so that the worker sends it again");
   auto link = links_.find(worker_id);
   if (link != links_.end()) link->second->Close();
 }
@@ -608,7 +609,7 @@ void CoordinatorService::OnDisconnect(const std::string& worker_id, const Worker
   if (it == links_.end() || it->second.get() != link) return;
   links_.erase(it);
   // Its attempts keep running: the worker may reconnect within the heartbeat TTL.
-  Log("worker disconnected id=" + worker_id + "; waiting up to " +
+  kLog.Info("worker disconnected id=" + worker_id + "; waiting up to " +
       std::to_string(config_.heartbeat_timeout.count()) + " ms for it to return");
 }
 
@@ -727,7 +728,7 @@ Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const 
     table_.sweeps().at(trial.sweep_id).queued_from = 0;  // queued again, possibly before the cursor
     metrics_.CountRequeue();
   }
-  Log(std::string(effect == TrialStateMachine::Effect::kRequeued ? "requeued" : "finished") +
+  kLog.Info(std::string(effect == TrialStateMachine::Effect::kRequeued ? "requeued" : "finished") +
       " trial=" + std::to_string(trial.id) + " attempt=" + std::to_string(attempt) + " outcome=" +
       protocol::OutcomeName(outcome) + (reason.empty() ? "" : " reason=\"" + reason + "\""));
   ReleaseParts(trial, /*send_cancel=*/true, "attempt ended: " + std::string(protocol::OutcomeName(outcome)));
@@ -760,7 +761,7 @@ void CoordinatorService::ReleaseParts(TrialEntry& trial, bool send_cancel, const
 
 void CoordinatorService::HandleWorkerLost(const std::string& worker_id, const std::string& reason,
                                           metrics::WorkerState state) {
-  Log(reason + "; its attempts are lost");
+  kLog.Info(reason + "; its attempts are lost");
   Status s = store_.SetWorkerState(worker_id, state);
   (void)s;
   auto link = links_.find(worker_id);
@@ -795,12 +796,12 @@ void CoordinatorService::StoreSweepState(SweepEntry& sweep) {
   auto state = sweep.cancelled ? metrics::SweepState::kCancelled : metrics::SweepState::kFinished;
   Status s = store_.SetSweepState(sweep.id, state);
   if (!s.ok()) {
-    Log("cannot mark sweep " + std::to_string(sweep.id) + " " + metrics::SweepStateName(state) + ": " +
+    kLog.Warning("cannot mark sweep " + std::to_string(sweep.id) + " " + metrics::SweepStateName(state) + ": " +
         s.ToString() + "; trying again while the coordinator runs");
     return;
   }
   sweep.state_stored = true;
-  Log("sweep " + std::to_string(sweep.id) + " (" + sweep.name + ") " + metrics::SweepStateName(state));
+  kLog.Info("sweep " + std::to_string(sweep.id) + " (" + sweep.name + ") " + metrics::SweepStateName(state));
   // Evicted from memory after the current handler: callers up the stack may still hold
   // references to its trials.
   if (!evict_posted_) {
@@ -845,7 +846,7 @@ void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
   const metrics::SequentialDesign& design = *sweep.adaptive;
   auto results = store_.ListTrialResults(sweep_id);
   if (!results.ok()) {
-    Log("adaptive repeats of sweep " + std::to_string(sweep_id) + " not evaluated: " + results.status().ToString());
+    kLog.Info("adaptive repeats of sweep " + std::to_string(sweep_id) + " not evaluated: " + results.status().ToString());
     return;
   }
   // Per variant and repeat: finished, and the trial's tokens/s (slowest rank) when it
@@ -884,7 +885,7 @@ void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
         return store_.FinishTrial(tid, trial.machine.attempts_used(), metrics::Outcome::kCancelled, reason);
       }();
       if (!stored.ok() || !stored->applied) {
-        Log("cannot cancel trial=" + std::to_string(tid) + " (" + reason + "): " +
+        kLog.Warning("cannot cancel trial=" + std::to_string(tid) + " (" + reason + "): " +
             (stored.ok() ? "the store refused it" : stored.status().ToString()));
         continue;
       }
@@ -892,7 +893,7 @@ void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
       ++cancelled;
     }
     if (cancelled > 0) {
-      Log("sweep " + std::to_string(sweep_id) + " variant=" + key + ": " + reason + "; " +
+      kLog.Info("sweep " + std::to_string(sweep_id) + " variant=" + key + ": " + reason + "; " +
           std::to_string(cancelled) + " queued trial(s) cancelled");
     }
   };
@@ -931,7 +932,7 @@ void CoordinatorService::Send(const std::string& worker_id, const json& frame) {
   auto send = [worker_id, link = it->second, frame]() {
     Status sent = link->Send(frame);
     if (!sent.ok()) {
-      Log("cannot send to worker=" + worker_id + ": " + sent.ToString());
+      kLog.Warning("cannot send to worker=" + worker_id + ": " + sent.ToString());
       link->Close();
     }
   };
@@ -1073,7 +1074,7 @@ std::variant<json, ApiError> CoordinatorService::CommitSweep(PreparedSweep prepa
   const std::int64_t sweep_id = sweep.id;
   const std::string name = sweep.name;
   table_.AddSubmitted(std::move(sweep), created->trial_ids, trials, spec->limits.max_attempts, clock_.Now());
-  Log("sweep submitted id=" + std::to_string(sweep_id) + " name=" + name + " variants=" +
+  kLog.Info("sweep submitted id=" + std::to_string(sweep_id) + " name=" + name + " variants=" +
       std::to_string(variants.size()) + " trials=" + std::to_string(trials.size()));
   json out = {{"id", sweep_id}, {"name", name}, {"variant_count", variants.size()},
               {"trial_count", trials.size()}, {"state", "running"}};
@@ -1115,7 +1116,7 @@ std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& 
       }
     }
   }
-  Log("sweep " + std::to_string(sweep.id) + " cancelled: " + std::to_string(*cancelled) +
+  kLog.Info("sweep " + std::to_string(sweep.id) + " cancelled: " + std::to_string(*cancelled) +
       " queued trial(s) cancelled, " + std::to_string(stopping) + " running trial(s) being stopped");
   MaybeFinishSweep(sweep.id);
   json out{{"id", sweep.id}, {"name", sweep.name}, {"state", sweep.done ? "cancelled" : "cancelling"},
@@ -1131,7 +1132,7 @@ std::variant<json, ApiError> CoordinatorService::DrainWorker(const std::string& 
   Send(worker_id, protocol::ToJson(protocol::DrainMessage{}));
   Status s = store_.SetWorkerState(worker_id, metrics::WorkerState::kDraining);
   (void)s;
-  Log("draining worker=" + worker_id + " with " + std::to_string(info->attempts.size()) + " running attempt(s)");
+  kLog.Info("draining worker=" + worker_id + " with " + std::to_string(info->attempts.size()) + " running attempt(s)");
   json out{{"id", worker_id}, {"state", "draining"}, {"running", info->attempts.size()}};
   if (Status committed = FinishGroup(); !committed.ok()) return ApiErrorFrom(committed);
   return out;

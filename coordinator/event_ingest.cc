@@ -5,11 +5,12 @@
 #include <vector>
 
 #include "protocol/trainer_event.h"
+#include "protocol/log.h"
 
 namespace bakeoff::coordinator {
 namespace {
 
-void Log(const std::string& line) { fprintf(stderr, "bakeoff coordinator: %s\n", line.c_str()); }
+constexpr logging::Logger kLog("coordinator");
 
 }  // namespace
 
@@ -74,12 +75,12 @@ Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
     unreadable += message.unreadable_steps.size();
   }
   if (unreadable > 0) {
-    Log("dropped " + std::to_string(unreadable) + " unreadable event(s) or step block(s) from worker=" + worker_id + ": " +
+    kLog.Warning("dropped " + std::to_string(unreadable) + " unreadable event(s) or step block(s) from worker=" + worker_id + ": " +
         first_unreadable);
   }
   if (foreign > 0) {
     metrics_.CountForeignEvents(foreign);
-    Log("dropped " + std::to_string(foreign) + " event(s) or step block(s) from worker=" + worker_id +
+    kLog.Warning("dropped " + std::to_string(foreign) + " event(s) or step block(s) from worker=" + worker_id +
         " for ranks it was not given (first: " + first_foreign + ")");
   }
   if (!batch.step_blocks.empty() || !batch.summaries.empty() || !batch.events.empty()) {
@@ -111,7 +112,7 @@ std::chrono::milliseconds EventIngest::ReadDelay(const std::string& worker_id, c
     metrics_.CountEventThrottle(wait);
     if (now - budget->second.last_logged > std::chrono::seconds(10)) {
       budget->second.last_logged = now;
-      Log("worker=" + worker_id + " sends over " + std::to_string(max_events_per_s_) +
+      kLog.Info("worker=" + worker_id + " sends over " + std::to_string(max_events_per_s_) +
           " events/s; reading it more slowly (events are delayed, not dropped)");
     }
   }

@@ -20,6 +20,7 @@
 #include "metrics/report/report_service.h"
 #include "protocol/json_limits.h"
 #include "protocol/token.h"
+#include "protocol/log.h"
 
 namespace bakeoff::coordinator {
 namespace asio = boost::asio;
@@ -40,7 +41,7 @@ constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
 // A connection that has not shown a valid token yet sends its request header within this.
 constexpr std::chrono::seconds kPreAuthHeaderTimeout{10};
 
-void Log(const std::string& line) { fprintf(stderr, "bakeoff coordinator: %s\n", line.c_str()); }
+constexpr logging::Logger kLog("coordinator");
 
 std::string PeerAddress(const tcp::socket& socket) {
   boost::system::error_code ec;
@@ -169,7 +170,7 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket, protocol::Connecti
   beast::get_lowest_layer(stream).expires_after(kTlsHandshakeTimeout);
   co_await stream.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
-    Log("HTTPS connection from " + peer + ": TLS handshake failed: " + protocol::TlsErrorText(ec, stream.native_handle()));
+    kLog.Warning("HTTPS connection from " + peer + ": TLS handshake failed: " + protocol::TlsErrorText(ec, stream.native_handle()));
     co_return;
   }
   co_await ServeRequests(stream, slot);
@@ -200,7 +201,7 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::Connec
       // would otherwise fail with no trace here.
       const auto* head = static_cast<const unsigned char*>(buffer.data().data());
       if (!tls_ && protocol::LooksLikeTlsRecord(head, buffer.size())) {
-        Log("HTTP connection from " + PeerAddress(beast::get_lowest_layer(stream).socket()) +
+        kLog.Info("HTTP connection from " + PeerAddress(beast::get_lowest_layer(stream).socket()) +
             ": the client speaks TLS but this coordinator serves plain HTTP (no --tls-cert)");
       }
       break;

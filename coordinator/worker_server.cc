@@ -1,4 +1,5 @@
 #include "coordinator/worker_server.h"
+#include "protocol/log.h"
 
 #include <cstdio>
 
@@ -18,7 +19,7 @@ constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
 // A connection registers within this of its TLS handshake (or of its accept).
 constexpr std::chrono::seconds kRegisterTimeout{3};
 
-void Log(const std::string& line) { fprintf(stderr, "bakeoff coordinator: %s\n", line.c_str()); }
+constexpr logging::Logger kLog("coordinator");
 
 class ConnectionLink : public WorkerLink {
  public:
@@ -57,7 +58,7 @@ asio::awaitable<std::shared_ptr<protocol::FrameConnection>> WorkerServer::Open(t
   if (!tls_) co_return std::make_shared<protocol::FrameConnection>(std::move(socket), options);
   auto stream = co_await protocol::TlsServerHandshake(std::move(socket), *tls_, kTlsHandshakeTimeout);
   if (!stream.ok()) {
-    Log("worker " + stream.status().message());
+    kLog.Info("worker " + stream.status().message());
     co_return nullptr;
   }
   co_return std::make_shared<protocol::FrameConnection>(std::move(stream).value(), options);
@@ -72,7 +73,7 @@ asio::awaitable<void> WorkerServer::Serve(tcp::socket socket, protocol::Connecti
   // (protocol/listener.h shuts the oldest such one down to make room).
   auto first = co_await conn->Read(kRegisterTimeout, protocol::kMaxPreAuthFrameBytes);
   if (!first.ok()) {
-    Log("worker connection from " + conn->remote_address() + " ended before registering: " +
+    kLog.Warning("worker connection from " + conn->remote_address() + " ended before registering: " +
         first.status().message());
     co_return;
   }

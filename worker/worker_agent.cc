@@ -10,6 +10,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "protocol/outcome.h"
+#include "protocol/log.h"
 
 namespace bakeoff::worker {
 namespace asio = boost::asio;
@@ -25,7 +26,7 @@ asio::awaitable<void> Sleep(std::chrono::milliseconds duration) {
   co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
 }
 
-void Log(const std::string& line) { fprintf(stderr, "bakeoff worker: %s\n", line.c_str()); }
+constexpr logging::Logger kLog("worker");
 
 }  // namespace
 
@@ -51,11 +52,11 @@ Status WorkerAgent::StartMetrics() {
     auto loaded = NvmlLibrary::Load(config_.nvml_library);
     if (loaded.ok()) {
       nvml = std::move(loaded).value();
-      Log("NVML loaded from " + config_.nvml_library + ": " + std::to_string(nvml->DeviceCount()) +
+      kLog.Info("NVML loaded from " + config_.nvml_library + ": " + std::to_string(nvml->DeviceCount()) +
           " GPU(s) in /metrics");
     } else if (!config_.cuda_devices.empty()) {
       // Expected on CPU nodes; worth a line only where GPUs were offered.
-      Log("no GPU series in /metrics: " + loaded.status().message());
+      kLog.Warning("no GPU series in /metrics: " + loaded.status().message());
     }
   }
   auto metrics = std::make_shared<WorkerMetrics>(
@@ -66,7 +67,7 @@ Status WorkerAgent::StartMetrics() {
   server->Start();
   metrics_ = std::move(metrics);
   metrics_server_ = std::move(server);
-  Log("metrics on port " + std::to_string(metrics_server_->port()) + " (GET /metrics)");
+  kLog.Info("metrics on port " + std::to_string(metrics_server_->port()) + " (GET /metrics)");
   return Status::Ok();
 }
 
@@ -107,7 +108,7 @@ asio::awaitable<Status> WorkerAgent::Connect() {
                                       " failed connection attempts: " + dialed.status().message());
       }
       auto delay = backoff_.Next();
-      Log("cannot reach the coordinator (" + dialed.status().message() + "); retrying in " +
+      kLog.Warning("cannot reach the coordinator (" + dialed.status().message() + "); retrying in " +
           std::to_string(delay.count()) + " ms");
       co_await Sleep(delay);
       continue;
@@ -121,7 +122,7 @@ asio::awaitable<Status> WorkerAgent::Connect() {
     if (Finished()) break;
     ++failures;
     auto delay = backoff_.Next();
-    Log("connection to the coordinator lost (" + session.ToString() + "); reconnecting in " +
+    kLog.Warning("connection to the coordinator lost (" + session.ToString() + "); reconnecting in " +
         std::to_string(delay.count()) + " ms with " + std::to_string(runners_.size()) +
         " running attempt(s) and " + std::to_string(outbox_.pending_events()) + " buffered event(s)");
     co_await Sleep(delay);
@@ -187,7 +188,7 @@ asio::awaitable<Status> WorkerAgent::Session() {
   worker_secret_ = registered->worker_secret;
   registered_ = true;
   backoff_.Reset();
-  Log("registered as " + worker_id_ + " (name=" + config_.name + ", slots=" +
+  kLog.Info("registered as " + worker_id_ + " (name=" + config_.name + ", slots=" +
       std::to_string(config_.cpu_slots) + ", running=" + std::to_string(runners_.size()) + ")");
   const auto interval = std::chrono::milliseconds(std::max<std::int64_t>(10, registered->heartbeat_interval_ms));
   const auto read_timeout = std::max(interval * 3, std::chrono::milliseconds(registered->heartbeat_timeout_ms));
@@ -251,7 +252,7 @@ void WorkerAgent::Flush() {
   for (auto& frame : outbox_.TakeUnsent(config_.max_events_per_frame, config_.max_frames_in_flight)) {
     Status sent = connection_->Send(frame);
     if (!sent.ok()) {
-      Log("cannot send to the coordinator: " + sent.ToString());
+      kLog.Warning("cannot send to the coordinator: " + sent.ToString());
       connection_->Close();
       outbox_.MarkAllUnsent();
       return;
@@ -268,13 +269,13 @@ std::vector<protocol::AttemptRef> WorkerAgent::RunningAttempts() const {
 void WorkerAgent::HandleFrame(const nlohmann::json& frame) {
   auto type = protocol::MessageType(frame);
   if (!type.ok()) {
-    Log("ignoring a frame without a type");
+    kLog.Warning("ignoring a frame without a type");
     return;
   }
   if (*type == protocol::kTypeAssign) {
     auto assign = protocol::Parse<protocol::AssignMessage>(frame);
     if (!assign.ok()) {
-      Log("ignoring a malformed assign: " + assign.status().message());
+      kLog.Warning("ignoring a malformed assign: " + assign.status().message());
       return;
     }
     StartAttempt(std::move(assign).value());
@@ -283,20 +284,20 @@ void WorkerAgent::HandleFrame(const nlohmann::json& frame) {
     if (!cancel.ok()) return;
     auto it = runners_.find(cancel->attempt);
     if (it != runners_.end()) {
-      Log("cancel trial=" + std::to_string(cancel->attempt.trial_id) + " attempt=" +
+      kLog.Info("cancel trial=" + std::to_string(cancel->attempt.trial_id) + " attempt=" +
           std::to_string(cancel->attempt.attempt) + " reason=" + cancel->reason);
       it->second->Cancel(cancel->reason.empty() ? "cancelled by the coordinator" : cancel->reason);
     }
   } else if (*type == protocol::kTypeDrain) {
     draining_ = true;
-    Log("draining: finishing " + std::to_string(runners_.size()) + " attempt(s), taking no new ones");
+    kLog.Info("draining: finishing " + std::to_string(runners_.size()) + " attempt(s), taking no new ones");
   } else if (*type == protocol::kTypeAck) {
     auto ack = protocol::Parse<protocol::AckMessage>(frame);
     if (!ack.ok()) return;
     outbox_.Acknowledge(ack->outbox_seq);
     Flush();  // the window has room again
   } else {
-    Log("ignoring an unknown message type '" + *type + "'");
+    kLog.Warning("ignoring an unknown message type '" + *type + "'");
   }
 }
 
@@ -312,7 +313,7 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
     Flush();
     return;
   }
-  Log("start trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
+  kLog.Info("start trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
       " variant=" + assign.variant_key + " ranks=" + std::to_string(assign.ranks.size()) + "/" +
       std::to_string(assign.world_size));
   std::weak_ptr<WorkerAgent> weak = shared_from_this();
@@ -332,7 +333,7 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
       finished.outcome = protocol::OutcomeName(protocol::Outcome::kLost);
       finished.reason = agent->preempt_reason_;
     }
-    Log("finished trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
+    kLog.Info("finished trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
         " outcome=" + finished.outcome + (finished.reason.empty() ? "" : " reason=" + finished.reason));
     // The attempt's live series go now; its history is in the coordinator's store.
     if (agent->metrics_) agent->metrics_->EndTrial(ref, finished.outcome);
@@ -357,7 +358,7 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
       for (std::size_t slot : *slots) rank_cpus.push_back(cores_.SlotCpus(slot));
       pinned_slots_[ref] = *slots;
     } else {
-      Log("trial=" + std::to_string(ref.trial_id) + ": more ranks than free CPU slots; running them unpinned");
+      kLog.Info("trial=" + std::to_string(ref.trial_id) + ": more ranks than free CPU slots; running them unpinned");
     }
   }
   auto runner = std::make_shared<TrialRunner>(executor_, config_, std::move(assign), std::move(callbacks), clock_);
@@ -378,7 +379,7 @@ void WorkerAgent::RetireTrialDir(const std::string& dir, bool succeeded) {
       kept_failed_dirs_.pop_front();
     }
   }
-  if (ec) Log("cannot remove trial directory " + dir + ": " + ec.message());
+  if (ec) kLog.Warning("cannot remove trial directory " + dir + ": " + ec.message());
 }
 
 void WorkerAgent::Preempt(const std::string& reason, std::chrono::milliseconds grace) {
@@ -387,7 +388,7 @@ void WorkerAgent::Preempt(const std::string& reason, std::chrono::milliseconds g
   // First, so that the coordinator places nothing more here while the stopped attempts'
   // results (sent after it on the same connection) are requeued elsewhere.
   if (connected()) (void)connection_->Send(protocol::ToJson(protocol::DrainMessage{}));
-  Log("preempted (" + preempt_reason_ + "): " +
+  kLog.Info("preempted (" + preempt_reason_ + "): " +
       (runners_.empty() ? std::string("no attempt running")
                         : "stopping " + std::to_string(runners_.size()) + " attempt(s); the coordinator requeues them"));
   Stop(grace);

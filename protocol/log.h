@@ -1,0 +1,62 @@
+// The one logging facility of Bakeoff's processes (coordinator, worker, CLI): a line per
+// event, `2026-12-04T18:10:01.123Z INFO  coordinator: assigned trial=3 worker=w1`, with
+// a UTC timestamp, a level, the component and key=value fields, written to stderr, to a
+// file, or both (docs/cli.md, "Logs"). Text that came from outside (names, reasons,
+// messages of peers) is escaped, so that no value can forge a second line or a
+// terminal control sequence.
+//
+// Thread-safety: every function may be called from any thread; a line is written
+// whole, under one mutex, and flushed. Configure the sinks once, at start, in main (or
+// `bakeoff local`), before other threads log.
+#pragma once
+
+#include <chrono>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "protocol/status.h"
+
+namespace bakeoff::logging {
+
+enum class Level { kDebug = 0, kInfo, kWarning, kError };
+
+// One key=value field; the value is quoted when it holds a space, a quote or '='.
+struct Field {
+  std::string_view key;
+  std::string value;
+};
+using Fields = std::initializer_list<Field>;
+
+// The whole line, without its newline: pure, for tests and for the writer.
+std::string FormatLine(std::chrono::system_clock::time_point at, Level level, std::string_view component,
+                       std::string_view message, Fields fields = {});
+
+// Writes one line to the configured sinks when `level` is at or above the minimum.
+void Write(Level level, std::string_view component, std::string_view message, Fields fields = {});
+
+// A component's logger: `constexpr logging::Logger kLog("coordinator");` at the top of a
+// file, then `kLog.Info("assigned", {{"trial", "3"}})`.
+class Logger {
+ public:
+  explicit constexpr Logger(std::string_view component) : component_(component) {}
+  void Debug(std::string_view message, Fields fields = {}) const { Write(Level::kDebug, component_, message, fields); }
+  void Info(std::string_view message, Fields fields = {}) const { Write(Level::kInfo, component_, message, fields); }
+  void Warning(std::string_view message, Fields fields = {}) const {
+    Write(Level::kWarning, component_, message, fields);
+  }
+  void Error(std::string_view message, Fields fields = {}) const { Write(Level::kError, component_, message, fields); }
+
+ private:
+  std::string_view component_;
+};
+
+// Sinks. By default every line at kInfo and above goes to stderr and nowhere else.
+// OpenFile appends to `path` (created 0600: logs name workers and trials) and keeps it
+// open until CloseFile or the next OpenFile.
+Status OpenFile(const std::string& path);
+void CloseFile();
+void SetStderr(bool enabled);
+void SetMinLevel(Level level);
+
+}  // namespace bakeoff::logging
