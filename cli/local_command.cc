@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include <boost/asio/co_spawn.hpp>
@@ -21,6 +22,7 @@
 #include "experiments/spec/sweep_expander.h"
 #include "experiments/spec/sweep_parser.h"
 #include "metrics/report/report_service.h"
+#include "protocol/log.h"
 #include "protocol/token.h"
 #include "worker/worker_agent.h"
 
@@ -41,8 +43,38 @@ struct LocalFlags {
   std::string executors;
   std::string cache_dir;
   bool share_cores = false;
+  bool verbose = false;
+  std::string log_file;
   std::string argv0;
 };
+
+// Exit status of a run that Ctrl-C (or SIGTERM) ended: the shell's 128 + SIGINT.
+constexpr int kExitInterrupted = 130;
+
+// The coordinator's and workers' log lines go to a file beside the results database
+// (results.db -> results.log), and to the screen only with -v: the screen is the
+// progress line's. Restores stderr-only logging when the run ends.
+class LogToFile {
+ public:
+  LogToFile() = default;
+  LogToFile(const LogToFile&) = delete;
+  LogToFile& operator=(const LogToFile&) = delete;
+  ~LogToFile() {
+    logging::CloseFile();
+    logging::SetStderr(true);
+  }
+  Status Open(const std::string& path, bool verbose) {
+    if (Status s = logging::OpenFile(path); !s.ok()) return s;
+    logging::SetStderr(verbose);
+    return Status::Ok();
+  }
+};
+
+std::string DefaultLogPath(const std::string& db) {
+  std::filesystem::path path(db);
+  path.replace_extension(".log");
+  return path.string();
+}
 
 int RunLocal(const LocalFlags& flags) {
   auto yaml = ReadSweepFile(flags.file);
@@ -51,6 +83,13 @@ int RunLocal(const LocalFlags& flags) {
     std::cerr << "bakeoff local: --workers and --slots must be >= 1\n";
     return kExitUsage;
   }
+  const std::string log_path = flags.log_file.empty() ? DefaultLogPath(flags.db) : flags.log_file;
+  LogToFile log_to_file;
+  if (Status s = log_to_file.Open(log_path, flags.verbose); !s.ok()) {
+    std::cerr << "bakeoff local: --log-file: " << s.message() << "\n";
+    return kExitUsage;
+  }
+  std::cerr << "bakeoff local: logs in " << log_path << (flags.verbose ? "" : " (-v shows them here too)") << "\n";
   // The API token from BAKEOFF_TOKEN (to reach this run's API), else a random one; the
   // workers, in this process, get a credential of their own that nobody else knows.
   auto env_token = protocol::LoadToken("");
@@ -183,6 +222,7 @@ int RunLocal(const LocalFlags& flags) {
     node.service().CancelSweep(std::to_string(sweep_id));
   });
   ProgressEta eta;
+  long last_printed = -1;  // without a TTY: one line per 10 s of elapsed time
   asio::steady_timer poll(io);
   std::function<void()> watch = [&]() {
     poll.expires_after(std::chrono::milliseconds(500));
@@ -206,7 +246,9 @@ int RunLocal(const LocalFlags& flags) {
         }
         if (tty) {
           std::cerr << "\r\033[K" << text << std::flush;
-        } else if (static_cast<long>(elapsed) % 10 == 0) {
+        } else if (static_cast<long>(elapsed) / 10 != last_printed ||
+                   sweep->state != metrics::SweepState::kRunning) {
+          last_printed = static_cast<long>(elapsed) / 10;
           std::cerr << text << "\n";
         }
         if (sweep->state != metrics::SweepState::kRunning) {
@@ -243,7 +285,7 @@ int RunLocal(const LocalFlags& flags) {
   std::cerr << "bakeoff local: sweep " << sweep_id << " " << metrics::SweepStateName(final_state.state) << ": "
             << c.succeeded << " of " << final_state.trial_count << " trials succeeded; results in " << flags.db
             << "\n";
-  if (interrupted) return kExitIncomplete;
+  if (interrupted) return kExitInterrupted;
   return final_state.state == metrics::SweepState::kFinished && c.succeeded == final_state.trial_count
              ? kExitOk
              : kExitIncomplete;
@@ -265,6 +307,9 @@ void Setup(CLI::App& root, int* exit_code) {
   cmd->add_option("--executors", flags->executors,
                   "command allowlist for executor: command sweeps (default: $BAKEOFF_EXECUTORS, else the "
                   "shipped experiments/executors.yaml)");
+  cmd->add_flag("-v,--verbose", flags->verbose, "also show the coordinator's and workers' log lines here");
+  cmd->add_option("--log-file", flags->log_file,
+                  "where the coordinator's and workers' log lines go (default: the --db path with .log)");
   cmd->add_flag("--share-cores", flags->share_cores,
                 "allow more slots in all than CPUs: ranks are then not pinned and may share cores");
   cmd->add_option("--cache-dir", flags->cache_dir,

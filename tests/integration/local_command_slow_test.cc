@@ -1,8 +1,11 @@
 // `bakeoff local` runs a sweep on this machine end to end and leaves results.db.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "metrics/store/results_store.h"
 #include "tests/integration/process_guard.h"
@@ -62,6 +65,90 @@ TEST_F(LocalCommandTest, RunsTheSweepAndLeavesTheDatabase) {
     EXPECT_EQ(t.trial.outcome, metrics::Outcome::kSucceeded) << t.trial.reason;
     EXPECT_FALSE(t.summaries.empty());
   }
+  // Issue 29: the screen is the progress line's. Its first line names the log file, which
+  // holds the coordinator's and workers' lines; none of them reaches the screen.
+  const std::string screen = testing::ReadFile(dir_ / "local.log");
+  const std::string log_path = (dir_ / "results.log").string();
+  EXPECT_EQ(screen.rfind("bakeoff local: logs in " + log_path, 0), 0u) << screen;
+  EXPECT_EQ(screen.find("INFO  coordinator:"), std::string::npos) << screen;
+  EXPECT_EQ(screen.find("INFO  worker:"), std::string::npos) << screen;
+  const std::string log = testing::ReadFile(log_path);
+  EXPECT_NE(log.find(" INFO  coordinator: sweep submitted id="), std::string::npos) << log;
+  EXPECT_NE(log.find(" INFO  worker: registered as local-1"), std::string::npos) << log;
+  EXPECT_NE(log.find(" INFO  worker: finished trial="), std::string::npos) << log;
+}
+
+TEST_F(LocalCommandTest, VerboseShowsTheLogLinesOnTheScreenToo) {
+  const std::string sweep = Write("sweep.yaml",
+                                  "name: local-verbose\n"
+                                  "workload: {executor: lora, model: tiny, seq_len: 16, warmup_steps: 1, steps: 2}\n"
+                                  "parameters:\n"
+                                  "  micro_batch: {values: [1, 2]}\n"
+                                  "baseline: {micro_batch: 1}\n"
+                                  "repeats: 1\n");
+  const std::string log_path = (dir_ / "named.log").string();
+  ProcessGuard local({kBin + "/bakeoff", "local", sweep, "-v", "--log-file", log_path, "--db",
+                      (dir_ / "results.db").string(), "--trainer", kBin + "/bakeoff-fake-trainer", "--output",
+                      (dir_ / "report.txt").string()},
+                     {}, (dir_ / "local.log").string());
+  auto code = local.WaitExit(120s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0);
+  const std::string screen = testing::ReadFile(dir_ / "local.log");
+  EXPECT_EQ(screen.rfind("bakeoff local: logs in " + log_path + "\n", 0), 0u) << screen;
+  EXPECT_NE(screen.find(" INFO  coordinator: sweep submitted id="), std::string::npos) << screen;
+  EXPECT_NE(testing::ReadFile(log_path).find(" INFO  coordinator: sweep submitted id="), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "results.log")) << "--log-file replaces the default";
+}
+
+// Issue 29: Ctrl-C cancels the sweep, keeps what finished, prints the report of what
+// finished and exits 130.
+TEST_F(LocalCommandTest, InterruptCancelsKeepsWhatFinishedPrintsTheReportAndExits130) {
+  const std::string sweep = Write("sweep.yaml",
+                                  "name: local-interrupted\n"
+                                  "workload: {executor: lora, model: tiny, seq_len: 16, warmup_steps: 1, steps: 2}\n"
+                                  "parameters:\n"
+                                  "  micro_batch: {values: [1, 2]}\n"
+                                  "baseline: {micro_batch: 1}\n"
+                                  "repeats: 2\n");
+  const std::string db = (dir_ / "results.db").string();
+  // Every micro_batch 2 trial hangs until it is cancelled.
+  ProcessGuard local({kBin + "/bakeoff", "local", sweep, "--db", db, "--trainer", kBin + "/bakeoff-fake-trainer",
+                      "--output", (dir_ / "report.txt").string()},
+                     {"FAKE_TRAINER_BEHAVIOR_BY_MICRO_BATCH=2=hang"}, (dir_ / "local.log").string());
+  metrics::StoreOptions options;
+  options.path = db;
+  options.read_only = true;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  bool one_succeeded = false;
+  while (!one_succeeded && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(200ms);
+    auto store = metrics::ResultsStore::Open(options);
+    if (!store.ok()) continue;
+    auto found = (*store)->FindSweep("local-interrupted");
+    if (!found.ok()) continue;
+    auto trials = (*store)->ListTrialResults(found->id);
+    if (!trials.ok()) continue;
+    for (const auto& t : *trials) one_succeeded = one_succeeded || t.trial.outcome == metrics::Outcome::kSucceeded;
+  }
+  ASSERT_TRUE(one_succeeded) << testing::ReadFile(dir_ / "local.log");
+  local.Signal(SIGINT);
+  auto code = local.WaitExit(60s);
+  ASSERT_TRUE(code.has_value()) << "bakeoff local did not end after Ctrl-C";
+  EXPECT_EQ(*code, 130) << testing::ReadFile(dir_ / "local.log");
+  auto store = metrics::ResultsStore::Open(options);
+  ASSERT_TRUE(store.ok());
+  auto found = (*store)->FindSweep("local-interrupted");
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->state, metrics::SweepState::kCancelled);
+  auto trials = (*store)->ListTrialResults(found->id);
+  ASSERT_TRUE(trials.ok());
+  int succeeded = 0;
+  for (const auto& t : *trials) succeeded += t.trial.outcome == metrics::Outcome::kSucceeded;
+  EXPECT_GE(succeeded, 1) << "what finished is kept";
+  const std::string report = testing::ReadFile(dir_ / "report.txt");
+  EXPECT_NE(report.find("local-interrupted"), std::string::npos) << report;
+  EXPECT_NE(testing::ReadFile(dir_ / "local.log").find("interrupted; cancelling the sweep"), std::string::npos);
 }
 
 TEST_F(LocalCommandTest, InvalidSweepExitsWithUsageCode) {
