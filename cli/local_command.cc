@@ -1,277 +1,33 @@
-// `bakeoff local FILE`: the embedded default. Starts a coordinator and N workers in
-// this process (one io thread, loopback, free ports), runs the sweep to the end with a
-// progress line on stderr, prints the report and leaves the results database behind.
-#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
-
-#include <unistd.h>
-
-#include <filesystem>
+// `bakeoff local FILE`: the embedded default. Runs the sweep on this machine
+// (local_run.h: a coordinator plus N workers in this process), prints the report and
+// leaves the results database behind.
 #include <iostream>
-
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include <memory>
 
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
-#include "cli/progress_eta.h"
+#include "cli/local_run.h"
 #include "cli/sweep_file.h"
-#include "coordinator/coordinator_node.h"
-#include "experiments/spec/sweep_expander.h"
-#include "experiments/spec/sweep_parser.h"
 #include "metrics/report/report_service.h"
-#include "protocol/log.h"
-#include "protocol/token.h"
-#include "worker/worker_agent.h"
 
 namespace bakeoff::cli {
 namespace {
-namespace asio = boost::asio;
 
 struct LocalFlags {
   std::string file;
-  int workers = 2;
-  int slots = 1;
-  std::string db = "results.db";
   std::string format = "table";
   std::string output;
-  std::string trainer;
-  std::string work_dir;
-  std::string data_root;
-  std::string executors;
-  std::string cache_dir;
-  bool share_cores = false;
-  bool verbose = false;
-  std::string log_file;
-  std::string argv0;
+  LocalRunFlags run;
 };
-
-// Exit status of a run that Ctrl-C (or SIGTERM) ended: the shell's 128 + SIGINT.
-constexpr int kExitInterrupted = 130;
-
-// The coordinator's and workers' log lines go to a file beside the results database
-// (results.db -> results.log), and to the screen only with -v: the screen is the
-// progress line's. Restores stderr-only logging when the run ends.
-class LogToFile {
- public:
-  LogToFile() = default;
-  LogToFile(const LogToFile&) = delete;
-  LogToFile& operator=(const LogToFile&) = delete;
-  ~LogToFile() {
-    logging::CloseFile();
-    logging::SetStderr(true);
-  }
-  Status Open(const std::string& path, bool verbose) {
-    if (Status s = logging::OpenFile(path); !s.ok()) return s;
-    logging::SetStderr(verbose);
-    return Status::Ok();
-  }
-};
-
-std::string DefaultLogPath(const std::string& db) {
-  std::filesystem::path path(db);
-  path.replace_extension(".log");
-  return path.string();
-}
 
 int RunLocal(const LocalFlags& flags) {
   auto yaml = ReadSweepFile(flags.file);
   if (!yaml.ok()) return ReportFailure("local", yaml.status());
-  if (flags.workers < 1 || flags.slots < 1) {
-    std::cerr << "bakeoff local: --workers and --slots must be >= 1\n";
-    return kExitUsage;
-  }
-  const std::string log_path = flags.log_file.empty() ? DefaultLogPath(flags.db) : flags.log_file;
-  LogToFile log_to_file;
-  if (Status s = log_to_file.Open(log_path, flags.verbose); !s.ok()) {
-    std::cerr << "bakeoff local: --log-file: " << s.message() << "\n";
-    return kExitUsage;
-  }
-  std::cerr << "bakeoff local: logs in " << log_path << (flags.verbose ? "" : " (-v shows them here too)") << "\n";
-  // The API token from BAKEOFF_TOKEN (to reach this run's API), else a random one; the
-  // workers, in this process, get a credential of their own that nobody else knows.
-  auto env_token = protocol::LoadToken("");
-  const std::string token = env_token.ok() && !env_token->empty() ? *env_token : protocol::RandomToken();
-  const std::string worker_token = protocol::RandomToken();
-
-  coordinator::CoordinatorConfig config;
-  config.http_listen = "127.0.0.1:0";
-  config.worker_listen = "127.0.0.1:0";
-  config.db_path = flags.db;
-  config.submit_tokens = {token};
-  config.worker_tokens = {worker_token};
-  {
-    const std::string path = flags.executors.empty() ? spec::DefaultExecutorCatalogPath() : flags.executors;
-    if (!path.empty() && path != "none") {
-      auto catalog = spec::LoadExecutorCatalog(path);
-      if (!catalog.ok()) {
-        std::cerr << "bakeoff local: --executors: " << catalog.status().message() << "\n";
-        return kExitUsage;
-      }
-      config.executors = std::move(*catalog);
-    }
-  }
-  config.heartbeat_interval = std::chrono::milliseconds(500);
-  config.heartbeat_timeout = std::chrono::milliseconds(10000);
-  config.recovery_grace = std::chrono::milliseconds(2000);
-
-  asio::io_context io;
-  coordinator::CoordinatorNode node(io.get_executor(), config);
-  if (Status s = node.Start(); !s.ok()) {
-    std::cerr << "bakeoff local: " << s.message() << "\n";
-    return ExitCodeFor(s);
-  }
-  // Worker settings are checked before the sweep is stored, so that a missing trainer
-  // does not leave a sweep behind that nobody runs.
-  std::vector<worker::WorkerConfig> worker_configs;
-  // Isolation: the workers share this machine, so its cores are dealt out over all their
-  // slots at once, and each worker gets its slots' CPUs (docs/sweep.md, "Isolation").
-  worker::CorePartition host_cores;
-  {
-    auto partition = worker::CorePartition::Make(worker::ReadHostCpuTopology(worker::AllowedCpus()),
-                                                 flags.workers * flags.slots, flags.share_cores);
-    if (!partition.ok()) {
-      std::cerr << "bakeoff local: " << flags.workers << " worker(s) x " << flags.slots << " slot(s): "
-                << partition.status().message() << "\n";
-      return kExitUsage;
-    }
-    host_cores = std::move(partition).value();
-    if (!host_cores.note().empty()) std::cerr << "bakeoff local: warning: " << host_cores.note() << "\n";
-  }
-  for (int i = 0; i < flags.workers; ++i) {
-    worker::WorkerConfig wc;
-    wc.coordinator_address = "127.0.0.1:" + std::to_string(node.worker_port());
-    wc.token = worker_token;
-    wc.name = "local-" + std::to_string(i + 1);
-    wc.cpu_slots = flags.slots;
-    wc.share_cores = flags.share_cores;
-    if (host_cores.pinned()) {
-      for (int k = 0; k < flags.slots; ++k) {
-        const auto& mine = host_cores.SlotCpus(static_cast<std::size_t>(i * flags.slots + k));
-        wc.cpus.insert(wc.cpus.end(), mine.begin(), mine.end());
-      }
-    }
-    wc.trainer_path = flags.trainer;
-    wc.store_ports = {29500 + 100 * i, 29599 + 100 * i};
-    if (!flags.work_dir.empty()) wc.work_dir = flags.work_dir + "/" + wc.name;
-    wc.data_root = flags.data_root;
-    wc.executors_path = flags.executors;
-    wc.cache_dir = flags.cache_dir;
-    wc.keep_trial_dirs = !flags.work_dir.empty();  // a directory the user named is theirs to inspect
-    wc.max_connect_attempts = 20;
-    if (Status s = wc.Finalize(flags.argv0); !s.ok()) {
-      std::cerr << "bakeoff local: " << s.message() << "\n";
-      return s.code() == Status::Code::kNotFound ? kExitFailure : kExitUsage;
-    }
-    worker_configs.push_back(wc);
-  }
-  // A trial that none of the workers started here can ever place would wait forever:
-  // refuse the sweep now, with the reason.
-  if (auto spec = spec::ParseSweepText(*yaml, flags.file); spec.ok()) {
-    bool any_cuda = false;
-    for (const auto& wc : worker_configs) any_cuda = any_cuda || !wc.cuda_devices.empty();
-    if (spec->resources.device == "cuda" && !any_cuda) {
-      std::cerr << "bakeoff local: " << flags.file << ": resources.device is cuda, but `bakeoff local` starts "
-                << "CPU workers only, so no trial could ever be placed; run it on a coordinator with CUDA "
-                << "workers (`bakeoff worker` on a GPU node), or set resources: {device: cpu}\n";
-      return kExitUsage;
-    }
-    if (auto expanded = spec::Expand(*spec); expanded.ok()) {
-      int widest = 1;
-      for (const auto& v : expanded->variants) widest = std::max(widest, v.world_size);
-      if (widest > flags.workers * flags.slots) {
-        std::cerr << "bakeoff local: " << flags.file << ": a trial needs " << widest << " ranks but "
-                  << flags.workers << " worker(s) x " << flags.slots
-                  << " slot(s) offer fewer; raise --workers or --slots\n";
-        return kExitUsage;
-      }
-    }
-  }
-  auto submitted = node.service().SubmitSweep(*yaml);
-  if (auto* error = std::get_if<coordinator::ApiError>(&submitted)) {
-    std::cerr << "bakeoff local: " << flags.file << ": " << error->message << "\n";
-    return error->http_status == 503 ? kExitUnavailable : kExitUsage;
-  }
-  const auto created = std::get<nlohmann::json>(submitted);
-  const std::int64_t sweep_id = created.value("id", std::int64_t{0});
-  std::cerr << "bakeoff local: sweep " << sweep_id << " (" << created.value("name", "") << "): "
-            << created.value("trial_count", 0) << " trials on " << flags.workers << " worker(s) x "
-            << flags.slots << " slot(s); results in " << flags.db << "; HTTP API on 127.0.0.1:" << node.http_port()
-            << "\n";
-
-  std::vector<std::shared_ptr<worker::WorkerAgent>> agents;
-  for (const auto& wc : worker_configs) {
-    auto agent = std::make_shared<worker::WorkerAgent>(io.get_executor(), wc);
-    asio::co_spawn(io, agent->Run(), [](std::exception_ptr, Status s) {
-      if (!s.ok()) std::cerr << "bakeoff local: worker stopped: " << s.message() << "\n";
-    });
-    agents.push_back(agent);
-  }
-
-  const bool tty = isatty(STDERR_FILENO);
-  const auto start = std::chrono::steady_clock::now();
-  metrics::SweepRecord final_state;
-  bool interrupted = false;
-  asio::signal_set signals(io, SIGINT, SIGTERM);
-  signals.async_wait([&](const boost::system::error_code& ec, int) {
-    if (ec) return;
-    interrupted = true;
-    std::cerr << "\nbakeoff local: interrupted; cancelling the sweep\n";
-    node.service().CancelSweep(std::to_string(sweep_id));
-  });
-  ProgressEta eta;
-  long last_printed = -1;  // without a TTY: one line per 10 s of elapsed time
-  asio::steady_timer poll(io);
-  std::function<void()> watch = [&]() {
-    poll.expires_after(std::chrono::milliseconds(500));
-    poll.async_wait([&](const boost::system::error_code& ec) {
-      if (ec) return;
-      auto sweep = node.store().GetSweep(sweep_id);
-      if (sweep.ok()) {
-        const auto& c = sweep->counts;
-        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        char line[256];
-        const double remaining = eta.Update(c.finished, sweep->trial_count, elapsed);
-        snprintf(line, sizeof(line), "done %lld/%lld · running %lld · queued %lld · elapsed %.0f s · remaining %s",
-                 static_cast<long long>(c.finished), static_cast<long long>(sweep->trial_count),
-                 static_cast<long long>(c.running + c.assigned), static_cast<long long>(c.queued), elapsed,
-                 remaining < 0 ? "?" : ("~" + std::to_string(static_cast<long>(remaining + 0.5)) + " s").c_str());
-        // Why queued trials cannot start, as `status` and the API say it (same thread as
-        // the service: the io_context runs both).
-        std::string text = line;
-        if (std::string waiting = node.service().WaitingReason(sweep_id); !waiting.empty()) {
-          text += " · waiting: " + waiting;
-        }
-        if (tty) {
-          std::cerr << "\r\033[K" << text << std::flush;
-        } else if (static_cast<long>(elapsed) / 10 != last_printed ||
-                   sweep->state != metrics::SweepState::kRunning) {
-          last_printed = static_cast<long>(elapsed) / 10;
-          std::cerr << text << "\n";
-        }
-        if (sweep->state != metrics::SweepState::kRunning) {
-          final_state = *sweep;
-          if (tty) std::cerr << "\n";
-          for (auto& a : agents) a->Stop(std::chrono::milliseconds(1000));
-          node.Stop();
-          signals.cancel();
-          // Let the agents deliver their last frames, then end.
-          auto end = std::make_shared<asio::steady_timer>(io);
-          end->expires_after(std::chrono::milliseconds(200));
-          end->async_wait([&io, end](const boost::system::error_code&) { io.stop(); });
-          return;
-        }
-      }
-      watch();
-    });
-  };
-  watch();
-  io.run();
+  const LocalRun run = RunSweepLocally(*yaml, flags.file, flags.run);
+  if (run.exit_code != kExitOk) return run.exit_code;
 
   auto options = metrics::ParseReportQuery({{"format", flags.format}});
-  auto report = options.ok() ? metrics::RenderSweepReport(flags.db, std::to_string(sweep_id), *options)
+  auto report = options.ok() ? metrics::RenderSweepReport(flags.run.db, std::to_string(run.sweep_id), *options)
                              : Result<std::string>(options.status());
   if (report.ok()) {
     if (Status s = WriteOutput(flags.output, *report); !s.ok()) {
@@ -281,11 +37,12 @@ int RunLocal(const LocalFlags& flags) {
   } else {
     std::cerr << "bakeoff local: no report: " << report.status().message() << "\n";
   }
+  const auto& final_state = run.final_state;
   const auto& c = final_state.counts;
-  std::cerr << "bakeoff local: sweep " << sweep_id << " " << metrics::SweepStateName(final_state.state) << ": "
-            << c.succeeded << " of " << final_state.trial_count << " trials succeeded; results in " << flags.db
-            << "\n";
-  if (interrupted) return kExitInterrupted;
+  std::cerr << "bakeoff local: sweep " << run.sweep_id << " " << metrics::SweepStateName(final_state.state) << ": "
+            << c.succeeded << " of " << final_state.trial_count << " trials succeeded; results in "
+            << flags.run.db << "\n";
+  if (run.interrupted) return kExitInterrupted;
   return final_state.state == metrics::SweepState::kFinished && c.succeeded == final_state.trial_count
              ? kExitOk
              : kExitIncomplete;
@@ -295,27 +52,11 @@ void Setup(CLI::App& root, int* exit_code) {
   auto flags = std::make_shared<LocalFlags>();
   auto* cmd = root.add_subcommand("local", "Run a sweep on this machine: a coordinator plus N workers");
   cmd->add_option("file", flags->file, "sweep YAML file")->required();
-  cmd->add_option("--workers", flags->workers, "workers to start")->capture_default_str();
-  cmd->add_option("--slots", flags->slots, "CPU slots (ranks at once) per worker")->capture_default_str();
-  cmd->add_option("--db", flags->db, "results database to create or extend")->capture_default_str();
   cmd->add_option("--format", flags->format, "report format: table|markdown|json|csv|html")->capture_default_str();
   cmd->add_option("--output", flags->output, "write the report to this file instead of stdout");
-  cmd->add_option("--trainer", flags->trainer, "trainer executable (default: bakeoff-trainer next to this binary)");
-  cmd->add_option("--work-dir", flags->work_dir, "trial directories (default: new temp dirs)");
-  cmd->add_option("--data-root", flags->data_root,
-                  "the only directory sweeps' token files (dataset: NAME) are read from (default: none)");
-  cmd->add_option("--executors", flags->executors,
-                  "command allowlist for executor: command sweeps (default: $BAKEOFF_EXECUTORS, else the "
-                  "shipped experiments/executors.yaml)");
-  cmd->add_flag("-v,--verbose", flags->verbose, "also show the coordinator's and workers' log lines here");
-  cmd->add_option("--log-file", flags->log_file,
-                  "where the coordinator's and workers' log lines go (default: the --db path with .log)");
-  cmd->add_flag("--share-cores", flags->share_cores,
-                "allow more slots in all than CPUs: ranks are then not pinned and may share cores");
-  cmd->add_option("--cache-dir", flags->cache_dir,
-                  "{cache} of the command templates (default: $BAKEOFF_CACHE, else ~/.cache/bakeoff)");
+  AddLocalRunFlags(cmd, &flags->run);
   cmd->callback([flags, exit_code, &root]() {
-    flags->argv0 = root.get_name();
+    flags->run.argv0 = root.get_name();
     *exit_code = RunLocal(*flags);
   });
 }

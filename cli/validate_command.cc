@@ -1,9 +1,11 @@
 // `bakeoff validate FILE [--format table|json] [--output FILE] [--max-trials N]`: parses
 // and expands a sweep exactly as the coordinator will, and prints its variants (key,
-// ranks, baseline counterpart), trial count and run order. Nothing runs. Problems go to
+// ranks, baseline counterpart), trial count and run order, and this machine's noise for
+// its workload when `bakeoff calibrate` stored it in --db. Nothing runs. Problems go to
 // stderr, one per line with file:line:column, and the exit code is 2. Warnings (legal but
 // probably unintended, e.g. too few repeats for a verdict) are printed and exit 0.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -11,10 +13,13 @@
 
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
+#include "experiments/spec/calibration_sweep.h"
 #include "experiments/spec/duration.h"
 #include "experiments/spec/expanded_sweep.h"
 #include "experiments/spec/sweep_expander.h"
 #include "experiments/spec/sweep_parser.h"
+#include "metrics/report/statistics.h"
+#include "metrics/store/results_store.h"
 
 namespace bakeoff::cli {
 namespace {
@@ -25,7 +30,48 @@ struct ValidateOptions {
   std::string output;
   std::string executors;  // --executors; "" = the default catalog
   size_t max_trials = spec::ExpandOptions{}.max_trials;
+  std::string db = "results.db";  // where `bakeoff calibrate` stored this machine's noise
 };
+
+// This machine's noise for the sweep's workload, from the newest calibration in `db`:
+// null when the file or a calibration for the workload is missing.
+nlohmann::json CalibrationOf(const spec::SweepSpec& sweep, const std::string& db) {
+  std::error_code ec;
+  if (db.empty() || !std::filesystem::exists(db, ec)) return nullptr;
+  metrics::StoreOptions options;
+  options.path = db;
+  options.read_only = true;
+  auto store = metrics::ResultsStore::Open(options);
+  if (!store.ok()) return nullptr;
+  auto found = (*store)->LatestCalibration(spec::CalibrationKey(sweep));
+  if (!found.ok() || !*found) return nullptr;
+  const metrics::CalibrationRecord& c = **found;
+  return {{"id", c.id},
+          {"calibrated_sweep", c.calibrated_sweep},
+          {"host", c.host},
+          {"pairs", c.pairs},
+          {"sd_log_ratio", c.sd_log_ratio},
+          {"created_at", c.created_at},
+          {"repeats_to_resolve",
+           {{"5%", metrics::RepeatsToResolve(c.sd_log_ratio, 0.05)},
+            {"10%", metrics::RepeatsToResolve(c.sd_log_ratio, 0.10)}}}};
+}
+
+std::string CalibrationText(const spec::SweepSpec& sweep, const nlohmann::json& c, const std::string& db) {
+  if (c.is_null()) {
+    return "noise here: not calibrated in " + db + " (`bakeoff calibrate " + sweep.source_name +
+           "` measures how many repeats a difference needs on this machine)\n";
+  }
+  char line[512];
+  snprintf(line, sizeof(line),
+           "noise here: calibration %lld in %s (%d A/A pairs on %s): sd of a pair's log ratio %.3f; a 5%% "
+           "difference needs %d interleaved pairs, 10%% needs %d; this sweep runs %d%s\n",
+           static_cast<long long>(c["id"].get<std::int64_t>()), db.c_str(), c["pairs"].get<int>(),
+           c["host"].get<std::string>().c_str(), c["sd_log_ratio"].get<double>(),
+           c["repeats_to_resolve"]["5%"].get<int>(), c["repeats_to_resolve"]["10%"].get<int>(), sweep.repeats,
+           sweep.adaptive ? " at most (adaptive)" : "");
+  return line;
+}
 
 std::string Pad(const std::string& s, size_t width) {
   return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
@@ -38,7 +84,8 @@ std::string CounterpartText(const spec::Variant& v, bool has_baseline) {
   return v.counterpart_key;
 }
 
-std::string Table(const spec::SweepSpec& sweep, const spec::ExpandedSweep& expanded) {
+std::string Table(const spec::SweepSpec& sweep, const spec::ExpandedSweep& expanded,
+                  const std::string& calibration) {
   std::ostringstream out;
   out << "sweep " << sweep.name << " (" << sweep.source_name << ")\n";
   if (!sweep.question.empty()) out << "question: " << sweep.question << "\n";
@@ -90,6 +137,7 @@ std::string Table(const spec::SweepSpec& sweep, const spec::ExpandedSweep& expan
   }
   if (expanded.trials.size() > kShown) out << " ... (" << expanded.trials.size() - kShown << " more)";
   out << "\n";
+  out << calibration;
   for (const auto& w : sweep.warnings) out << "warning: " << w << "\n";
   if (std::string w = spec::RepeatsVerdictWarning(sweep); !w.empty()) out << "warning: " << w << "\n";
   return out.str();
@@ -121,14 +169,16 @@ int RunValidate(const ValidateOptions& options) {
     return kExitUsage;
   }
   std::string text;
+  const nlohmann::json calibration = CalibrationOf(*sweep, options.db);
   if (options.format == "json") {
-    nlohmann::json j = {{"sweep", spec::ToJson(*sweep)}, {"expanded", spec::ToJson(*expanded)}};
+    nlohmann::json j = {{"sweep", spec::ToJson(*sweep)}, {"expanded", spec::ToJson(*expanded)},
+                        {"calibration", calibration}};
     if (std::string w = spec::RepeatsVerdictWarning(*sweep); !w.empty()) {
       j["sweep"]["warnings"].push_back(w);
     }
     text = j.dump(2) + "\n";
   } else {
-    text = Table(*sweep, *expanded);
+    text = Table(*sweep, *expanded, CalibrationText(*sweep, calibration, options.db));
   }
   if (Status written = WriteOutput(options.output, text); !written.ok()) {
     std::cerr << "bakeoff validate: " << written.message() << "\n";
@@ -148,6 +198,9 @@ void SetupValidate(CLI::App& root, int* exit_code) {
   cmd->add_option("--executors", options->executors,
                   "command allowlist that executor: command sweeps are checked against (default: "
                   "$BAKEOFF_EXECUTORS, else the shipped experiments/executors.yaml; \"none\": unchecked)");
+  cmd->add_option("--db", options->db,
+                  "results database whose calibrations (`bakeoff calibrate`) say this machine's noise")
+      ->capture_default_str();
   cmd->add_option("--max-trials", options->max_trials, "Cap on trials per sweep")
       ->check(CLI::PositiveNumber);
   cmd->callback([options, exit_code] { *exit_code = RunValidate(*options); });

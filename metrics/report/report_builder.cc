@@ -935,6 +935,22 @@ void AddAxisComparisons(const ReportInput& input, const std::optional<Sequential
   }
 }
 
+// "Noise here: ..." from the workload's calibration, against the repeats the sweep ran.
+std::string CalibrationCallout(const Report& report) {
+  const CalibrationInput& c = *report.calibration;
+  int ran = 0;
+  for (const VariantReport& v : report.variants) ran = std::max(ran, v.trials);
+  char text[512];
+  snprintf(text, sizeof(text),
+           "Noise on this machine (calibration %lld, %d A/A pairs of %s): one pair's ratio varies by "
+           "about +-%.1f%% (sd %.3f of its log), so resolving a %s difference needs %d interleaved pairs "
+           "here; this sweep ran %d%s",
+           static_cast<long long>(c.id), c.pairs, c.calibrated_sweep.c_str(), 100 * std::expm1(c.sd_log_ratio),
+           c.sd_log_ratio, Percent(report.options.resolve_difference).c_str(), *report.calibration_repeats_needed,
+           ran, ran < *report.calibration_repeats_needed ? ", too few to resolve it" : "");
+  return text;
+}
+
 // Call-outs: outcome mismatches first, then what undermines a verdict, the loader's
 // notes, missing evidence of fusion, unfinished and noisy trials.
 void AddCallouts(const ReportInput& input, const ReportOptions& options, Report& report) {
@@ -972,6 +988,7 @@ void AddCallouts(const ReportInput& input, const ReportOptions& options, Report&
                               "): a faster worker would read as a faster variant, so it gets no verdict");
   }
   for (const std::string& note : input.notes) report.callouts.push_back(note);
+  if (report.calibration) report.callouts.push_back(CalibrationCallout(report));
   // Evidence that is not a fallback but limits what a speedup can mean.
   for (const VariantReport& v : report.variants) {
     auto mode = v.params.find("compile_mode");
@@ -1201,8 +1218,16 @@ void AddIsoMemoryView(const ReportInput& input, bool interleaved, const ReportOp
 
 }  // namespace
 
-Report BuildReport(const ReportInput& input, const ReportOptions& options) {
+Report BuildReport(const ReportInput& input, const ReportOptions& given_options) {
+  // A calibrated workload plans repeats with the noise measured here, not an assumed one.
+  ReportOptions options = given_options;
+  if (input.calibration) options.assumed_sd_log_ratio = input.calibration->sd_log_ratio;
   Report report = ReportHeading(input, options);
+  if (input.calibration) {
+    report.calibration = input.calibration;
+    report.calibration_repeats_needed =
+        RepeatsToResolve(input.calibration->sd_log_ratio, options.resolve_difference, options.confidence);
+  }
   const bool interleaved = input.order == "interleaved";
   const RunOrder order = AddTrialViews(input, options, report);
   std::map<std::string, Side> sides;

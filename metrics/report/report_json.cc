@@ -193,6 +193,15 @@ nlohmann::json ReportToJson(const Report& report) {
                               {"trials_not_run", report.adaptive->trials_not_run},
                               {"device_seconds_not_run", OrNull(report.adaptive->device_seconds_not_run)}}
                        : json(nullptr)},
+      {"calibration", report.calibration
+                          ? json{{"id", report.calibration->id},
+                                 {"calibrated_sweep", report.calibration->calibrated_sweep},
+                                 {"host", report.calibration->host},
+                                 {"pairs", report.calibration->pairs},
+                                 {"sd_log_ratio", report.calibration->sd_log_ratio},
+                                 {"created_at", report.calibration->created_at},
+                                 {"repeats_to_resolve", OrNull(report.calibration_repeats_needed)}}
+                          : json(nullptr)},
       {"workers", report.workers},
       {"spread_across_workers", report.spread_across_workers},
       {"callouts", report.callouts},

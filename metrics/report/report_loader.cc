@@ -7,8 +7,10 @@
 #include <optional>
 #include <set>
 
+#include "experiments/spec/calibration_sweep.h"
 #include "experiments/spec/expanded_sweep.h"
 #include "experiments/spec/sweep_spec.h"
+#include "metrics/store/calibrations.h"
 #include "metrics/store/sqlite_statement.h"
 #include "protocol/trainer_event.h"
 
@@ -128,6 +130,13 @@ Result<ReportInput> LoadReportInput(SqliteConnection& db, const std::string& swe
       input.adaptive = design;
     }
     for (const auto& [axis, value] : stored->baseline) input.baseline[axis] = ValueText(value);
+    auto calibration = LatestCalibration(db, spec::CalibrationKey(*stored));
+    if (!calibration.ok()) return calibration.status().WithContext("reading calibrations");
+    if (*calibration) {
+      const CalibrationRecord& c = **calibration;
+      input.calibration = CalibrationInput{c.id, c.created_at, c.calibrated_sweep, c.host,
+                                           static_cast<int>(c.pairs), c.sd_log_ratio};
+    }
     for (const auto& parameter : stored->parameters) {
       if (!parameter.Varies()) continue;
       AxisInput axis;

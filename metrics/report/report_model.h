@@ -92,6 +92,17 @@ struct AdaptiveDesignInput {
   double ci_half_width = 0.02;
 };
 
+// This machine's noise for the sweep's workload, from `bakeoff calibrate` (the newest
+// calibration with the sweep's workload key; docs/statistics.md, "Calibration").
+struct CalibrationInput {
+  std::int64_t id = 0;
+  double created_at = 0;  // Unix seconds
+  std::string calibrated_sweep;
+  std::string host;
+  int pairs = 0;
+  double sd_log_ratio = 0;  // sd of one A/A pair's log tokens/s ratio
+};
+
 struct ReportInput {
   std::string sweep_id;
   std::string sweep_name;
@@ -102,6 +113,7 @@ struct ReportInput {
   std::vector<VariantInput> variants;
   std::vector<TrialInput> trials;
   std::optional<AdaptiveDesignInput> adaptive;  // set for a sweep with adaptive repeats
+  std::optional<CalibrationInput> calibration;
   // Facts the loader found that a reader must know (e.g. simulated trials); shown
   // among the call-outs.
   std::vector<std::string> notes;
@@ -120,7 +132,8 @@ struct ReportOptions {
   double noisy_cv_threshold = 0.10;     // a trial whose step-time CV exceeds this is noisy
   double resolve_difference = 0.05;     // "repeats needed to resolve a 5% difference"
   // With one repeat the run-to-run noise is unknown: "repeats needed" then assumes this
-  // sd of one pair's log-throughput ratio (docs/statistics.md: typical of a quiet machine).
+  // sd of one pair's log-throughput ratio (docs/statistics.md: typical of a quiet machine),
+  // or the calibrated one when `bakeoff calibrate` measured this workload here.
   double assumed_sd_log_ratio = 0.03;
   double confidence = 0.95;
   // The within-run (measured steps) bootstrap only; repeat intervals are t intervals.
@@ -427,6 +440,10 @@ struct Report {
   std::vector<IsoMemoryRow> iso_memory;
   std::vector<TrialView> trials;
   std::optional<AdaptiveSavings> adaptive;  // set for a sweep with adaptive repeats
+  // Set when the workload is calibrated; its sd then replaces options.assumed_sd_log_ratio
+  // and calibration_repeats_needed is what options.resolve_difference needs with it.
+  std::optional<CalibrationInput> calibration;
+  std::optional<int> calibration_repeats_needed;
 
   const VariantReport* FindVariant(const std::string& key) const {
     for (const auto& v : variants) {

@@ -1337,4 +1337,18 @@ Result<std::vector<WorkerRecord>> ResultsStore::ListWorkers() {
                   ReadWorkerRow);
 }
 
+Status ResultsStore::RecordCalibration(CalibrationRecord& record) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const UnixSeconds now = Now();
+  return WriteTransaction("record_calibration", true, [&]() -> Status {
+    return InsertCalibration(*db_, record, now);
+  }).WithContext("storing the calibration of " + record.calibrated_sweep);
+}
+
+Result<std::optional<CalibrationRecord>> ResultsStore::LatestCalibration(const std::string& workload_key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();
+  return metrics::LatestCalibration(*db_, workload_key);
+}
+
 }  // namespace bakeoff::metrics

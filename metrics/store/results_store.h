@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "metrics/store/calibrations.h"
 #include "metrics/store/read_only_query.h"
 #include "metrics/store/store_records.h"
 #include "protocol/status.h"
@@ -263,6 +264,11 @@ class ResultsStore {
   // In insertion order.
   Result<std::vector<EventRecord>> ReadEvents(int64_t trial_id);
   Result<std::vector<WorkerRecord>> ListWorkers();
+
+  // Calibrations (calibrations.h): stores `record` (id and created_at filled in), and
+  // the newest one for a workload key, or nullopt.
+  Status RecordCalibration(CalibrationRecord& record);
+  Result<std::optional<CalibrationRecord>> LatestCalibration(const std::string& workload_key);
 
   // --- Recovery ---------------------------------------------------------------------
   // Trials in state assigned or running, each with its current attempt, across all

@@ -209,6 +209,26 @@ SELECT b.trial_id, b.attempt, b.rank, b.phase,
 FROM step_blocks b, json_each(b.rows_json) r;
 )sql";
 
+// Version 4: calibrations (docs/schema.md): the run-to-run noise `bakeoff calibrate`
+// measured for a workload on this machine, read by `validate` and the report.
+constexpr const char* kV4 = R"sql(
+CREATE TABLE calibrations (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  created_at REAL NOT NULL,
+  workload_key TEXT NOT NULL,
+  calibrated_sweep TEXT NOT NULL,
+  sweep_id INTEGER NOT NULL REFERENCES sweeps (id),
+  host TEXT NOT NULL,
+  workers INTEGER NOT NULL CHECK (workers >= 1),
+  pairs INTEGER NOT NULL CHECK (pairs >= 2),
+  sd_log_ratio REAL NOT NULL CHECK (sd_log_ratio >= 0),
+  aa_ratio REAL,
+  aa_low REAL,
+  aa_high REAL
+);
+CREATE INDEX calibrations_by_key ON calibrations (workload_key, id);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& SchemaMigrations() {
@@ -218,6 +238,7 @@ const std::vector<Migration>& SchemaMigrations() {
       {2, "attempts.simulated; indexes for recovery and per-trial reads; views "
           "trial_results and sweep_progress", kV2},
       {3, "steps stored as blocks (step_blocks); step_metrics a view with a row per step", kV3},
+      {4, "calibrations: the run-to-run noise bakeoff calibrate measured per workload", kV4},
   };
   return migrations;
 }

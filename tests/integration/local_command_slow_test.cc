@@ -7,6 +7,8 @@
 #include <fstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "metrics/store/results_store.h"
 #include "tests/integration/process_guard.h"
 #include "tests/integration/test_files.h"
@@ -182,6 +184,72 @@ TEST_F(LocalCommandTest, ACudaSweepOnCpuWorkersIsRefusedAtOnceWithItsReason) {
   const std::string text = testing::ReadFile(dir_ / "local.log");
   EXPECT_NE(text.find("resources.device is cuda"), std::string::npos) << text;
   EXPECT_EQ(text.find("trials on"), std::string::npos) << "no sweep was stored: " << text;
+}
+
+// Issue 33, item 3: `bakeoff calibrate` measures this machine's noise for a workload on
+// real trainer processes and stores it; `validate` and the report of any sweep with that
+// workload then say how many repeats a 5% difference needs here.
+TEST_F(LocalCommandTest, CalibrateStoresThisMachinesNoiseAndValidateAndTheReportUseIt) {
+  const std::string trainer = kBin + "/bakeoff-trainer";
+  if (!std::filesystem::exists(trainer)) GTEST_SKIP() << "bakeoff-trainer is not built in " << kBin;
+  const std::string sweep = Write("sweep.yaml",
+                                  "name: calibrated\n"
+                                  "workload: {executor: lora, model: tiny, seq_len: 16, warmup_steps: 1, steps: 4}\n"
+                                  "parameters:\n"
+                                  "  micro_batch: {values: [1, 2]}\n"
+                                  "baseline: {micro_batch: 1}\n"
+                                  "repeats: 2\n");
+  const std::string db = (dir_ / "results.db").string();
+  ProcessGuard calibrate({kBin + "/bakeoff", "calibrate", sweep, "--pairs", "3", "--db", db, "--trainer", trainer,
+                          "--format", "json", "--output", (dir_ / "calibration.json").string()},
+                         {}, (dir_ / "calibrate.log").string());
+  auto code = calibrate.WaitExit(180s);
+  ASSERT_TRUE(code.has_value()) << "bakeoff calibrate did not finish";
+  ASSERT_EQ(*code, 0) << testing::ReadFile(dir_ / "calibrate.log");
+  const auto calibration = nlohmann::json::parse(testing::ReadFile(dir_ / "calibration.json"));
+  EXPECT_EQ(calibration["calibrated_sweep"], "calibrated");
+  EXPECT_EQ(calibration["pairs"], 3);
+  EXPECT_GE(calibration["sd_log_ratio"].get<double>(), 0);
+  EXPECT_GE(calibration["repeats_to_resolve"]["5%"].get<int>(), 2);
+  {
+    // The A/A sweep is stored like any other: 3 pairs of two variants that differ only in
+    // their seed, each at the baseline's micro_batch, on real trainer processes.
+    metrics::StoreOptions options;
+    options.path = db;
+    options.read_only = true;
+    auto store = metrics::ResultsStore::Open(options);
+    ASSERT_TRUE(store.ok());
+    auto aa = (*store)->FindSweep("calibrate-calibrated");
+    ASSERT_TRUE(aa.ok());
+    EXPECT_EQ(aa->id, calibration["sweep_id"].get<int64_t>());
+    EXPECT_EQ(aa->counts.succeeded, 6);
+    auto variants = (*store)->ListVariants(aa->id);
+    ASSERT_TRUE(variants.ok());
+    ASSERT_EQ(variants->size(), 2u);
+    for (const auto& v : *variants) {
+      EXPECT_TRUE(v.params.contains("seed")) << v.key;
+      EXPECT_EQ(v.params.value("micro_batch", 1), 1) << v.key;
+    }
+  }
+  // `validate` of the sweep itself finds it.
+  ProcessGuard validate({kBin + "/bakeoff", "validate", sweep, "--db", db, "--format", "json", "--output",
+                         (dir_ / "validate.json").string()},
+                        {}, (dir_ / "validate.log").string());
+  ASSERT_EQ(validate.WaitExit(60s), 0);
+  const auto validated = nlohmann::json::parse(testing::ReadFile(dir_ / "validate.json"));
+  EXPECT_EQ(validated["calibration"]["id"], calibration["id"]);
+  // And the report of the sweep, run now, plans its repeats with it.
+  ProcessGuard local({kBin + "/bakeoff", "local", sweep, "--db", db, "--trainer", kBin + "/bakeoff-fake-trainer",
+                      "--format", "json", "--output", (dir_ / "report.json").string()},
+                     {}, (dir_ / "local.log").string());
+  ASSERT_EQ(local.WaitExit(120s), 0) << testing::ReadFile(dir_ / "local.log");
+  const auto report = nlohmann::json::parse(testing::ReadFile(dir_ / "report.json"));
+  EXPECT_EQ(report["calibration"]["id"], calibration["id"]);
+  EXPECT_EQ(report["calibration"]["repeats_to_resolve"], calibration["repeats_to_resolve"]["5%"]);
+  EXPECT_DOUBLE_EQ(report["options"]["assumed_sd_log_ratio"].get<double>(), calibration["sd_log_ratio"].get<double>());
+  bool said = false;
+  for (const auto& c : report["callouts"]) said = said || c.get<std::string>().find("Noise on this machine") == 0;
+  EXPECT_TRUE(said) << report["callouts"].dump();
 }
 
 }  // namespace

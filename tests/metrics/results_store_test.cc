@@ -88,8 +88,52 @@ TEST_F(ResultsStoreTest, OpenCreatesEmptyDatabaseInWalModeAtLatestVersion) {
   EXPECT_EQ(*version, kLatestSchemaVersion);
   EXPECT_EQ(QueryValue("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM schema_migrations"), kLatestSchemaVersion);
-  EXPECT_EQ(QueryValue("SELECT group_concat(version) FROM schema_migrations"), "1,2,3");
+  EXPECT_EQ(QueryValue("SELECT group_concat(version) FROM schema_migrations"), "1,2,3,4");
   EXPECT_TRUE(store->healthy());
+}
+
+TEST_F(ResultsStoreTest, CalibrationsRoundTripAndTheNewestOfAWorkloadKeyWins) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const int64_t sweep = CreateSample(*store).sweep_id;
+  auto none = store->LatestCalibration("k1");
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_FALSE(none->has_value());
+  CalibrationRecord first{.workload_key = "k1", .calibrated_sweep = "main", .sweep_id = sweep, .host = "h",
+                          .workers = 2, .pairs = 6, .sd_log_ratio = 0.05};
+  ASSERT_TRUE(store->RecordCalibration(first).ok());
+  EXPECT_GT(first.id, 0);
+  EXPECT_EQ(first.created_at, clock_.now_s);
+  CalibrationRecord other = first;
+  other.workload_key = "k2";
+  other.sd_log_ratio = 0.5;
+  ASSERT_TRUE(store->RecordCalibration(other).ok());
+  CalibrationRecord second = first;
+  second.sd_log_ratio = 0.02;
+  second.aa_ratio = 1.01;
+  second.aa_low = 0.99;
+  second.aa_high = 1.03;
+  ASSERT_TRUE(store->RecordCalibration(second).ok());
+  auto latest = store->LatestCalibration("k1");
+  ASSERT_TRUE(latest.ok() && latest->has_value());
+  EXPECT_EQ((*latest)->id, second.id);
+  EXPECT_DOUBLE_EQ((*latest)->sd_log_ratio, 0.02);
+  EXPECT_EQ((*latest)->pairs, 6);
+  EXPECT_EQ((*latest)->aa_high, 1.03);
+  // A record the table's checks would refuse is refused before it reaches SQLite.
+  CalibrationRecord bad = first;
+  bad.pairs = 1;
+  ExpectRefusedNaming(store->RecordCalibration(bad), "pairs");
+}
+
+TEST_F(ResultsStoreTest, ADatabaseOlderThanCalibrationsHasNone) {
+  Result<std::unique_ptr<SqliteConnection>> db =
+      SqliteConnection::Open(db_path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  ASSERT_TRUE(db.ok());
+  ASSERT_TRUE(MigrateSchema(**db, 1.0, /*target_version=*/3).ok());
+  auto latest = LatestCalibration(**db, "k1");
+  ASSERT_TRUE(latest.ok()) << latest.status().ToString();
+  EXPECT_FALSE(latest->has_value());
 }
 
 TEST_F(ResultsStoreTest, ReopeningAppliesNoMigrationTwice) {

@@ -1,0 +1,52 @@
+// Runs one sweep on this machine: a coordinator and N workers in this process (one io
+// thread, loopback, free ports), with a progress line on stderr, to the sweep's end.
+// Shared by `bakeoff local` (which then prints the report) and `bakeoff calibrate`
+// (which then computes and stores the noise it measured).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "metrics/store/store_records.h"
+
+namespace bakeoff::cli {
+
+struct LocalRunFlags {
+  std::string command = "local";  // for messages: "bakeoff <command>: ..."
+  int workers = 2;
+  int slots = 1;
+  std::string db = "results.db";
+  std::string trainer;
+  std::string work_dir;
+  std::string data_root;
+  std::string executors;
+  std::string cache_dir;
+  bool share_cores = false;
+  bool verbose = false;
+  std::string log_file;  // "" = the --db path with .log
+  std::string argv0;
+};
+
+struct LocalRun {
+  // kExitOk once the sweep ran to an end (finished or cancelled), else the exit code of
+  // what stopped it first (already explained on stderr).
+  int exit_code = 0;
+  std::int64_t sweep_id = 0;
+  metrics::SweepRecord final_state;
+  bool interrupted = false;  // Ctrl-C or SIGTERM cancelled it
+};
+
+// Exit status of a run that Ctrl-C (or SIGTERM) ended: the shell's 128 + SIGINT.
+inline constexpr int kExitInterrupted = 130;
+
+// Runs `yaml` (named `source` in messages). Log lines go to flags.log_file (the screen
+// too with flags.verbose) until it returns. A trial that none of the workers could ever
+// place refuses the sweep at once, with the reason.
+LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, const LocalRunFlags& flags);
+
+// The --workers, --slots, --db, --trainer, ... flags of `local` and `calibrate`.
+void AddLocalRunFlags(CLI::App* cmd, LocalRunFlags* flags);
+
+}  // namespace bakeoff::cli

@@ -1,0 +1,51 @@
+#include "metrics/store/calibrations.h"
+
+namespace bakeoff::metrics {
+
+Status InsertCalibration(SqliteConnection& db, CalibrationRecord& record, UnixSeconds now) {
+  if (record.workload_key.empty() || record.pairs < 2 || record.workers < 1 || !(record.sd_log_ratio >= 0)) {
+    return Status::InvalidArgument("a calibration needs a workload key, >= 2 pairs, >= 1 worker and a finite sd");
+  }
+  if (record.created_at == 0) record.created_at = now;
+  Result<SqliteStatement> insert = db.Prepare(
+      "INSERT INTO calibrations (created_at, workload_key, calibrated_sweep, sweep_id, host, workers, pairs, "
+      "sd_log_ratio, aa_ratio, aa_low, aa_high) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!insert.ok()) return insert.status();
+  insert->BindAll(record.created_at, record.workload_key, record.calibrated_sweep, record.sweep_id, record.host,
+                  record.workers, record.pairs, record.sd_log_ratio, record.aa_ratio, record.aa_low,
+                  record.aa_high);
+  BAKEOFF_RETURN_IF_ERROR(insert->Run());
+  record.id = db.LastInsertRowId();
+  return Status::Ok();
+}
+
+Result<std::optional<CalibrationRecord>> LatestCalibration(SqliteConnection& db, const std::string& workload_key) {
+  Result<int64_t> has_table =
+      db.QueryInt64("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'calibrations'");
+  if (!has_table.ok()) return has_table.status();
+  if (*has_table == 0) return std::optional<CalibrationRecord>();
+  Result<SqliteStatement> select = db.Prepare(
+      "SELECT id, created_at, workload_key, calibrated_sweep, sweep_id, host, workers, pairs, sd_log_ratio, "
+      "aa_ratio, aa_low, aa_high FROM calibrations WHERE workload_key = ? ORDER BY id DESC LIMIT 1");
+  if (!select.ok()) return select.status();
+  select->BindAll(workload_key);
+  Result<bool> row = select->Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return std::optional<CalibrationRecord>();
+  CalibrationRecord r;
+  r.id = select->Int64(0);
+  r.created_at = select->Double(1);
+  r.workload_key = select->Text(2);
+  r.calibrated_sweep = select->Text(3);
+  r.sweep_id = select->Int64(4);
+  r.host = select->Text(5);
+  r.workers = select->Int64(6);
+  r.pairs = select->Int64(7);
+  r.sd_log_ratio = select->Double(8);
+  r.aa_ratio = select->OptionalDouble(9);
+  r.aa_low = select->OptionalDouble(10);
+  r.aa_high = select->OptionalDouble(11);
+  return std::optional<CalibrationRecord>(std::move(r));
+}
+
+}  // namespace bakeoff::metrics
