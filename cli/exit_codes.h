@@ -35,6 +35,12 @@ inline int ExitCodeFor(const Status& status) {
 
 // How a subcommand ends on a failed Status: "bakeoff COMMAND: MESSAGE" on stderr, and
 // the exit code ExitCodeFor gives it.
+// Exit 0 for a sweep: it finished (no user cancelled it) and every trial succeeded, but
+// those that adaptive repeats found not needed (the only trials a finished sweep cancels).
+inline bool SweepSucceeded(bool finished, long long succeeded, long long cancelled, long long trial_count) {
+  return finished && succeeded + cancelled == trial_count;
+}
+
 inline int ReportFailure(std::string_view command, const Status& status) {
   std::cerr << "bakeoff " << command << ": " << status.message() << "\n";
   return ExitCodeFor(status);

@@ -39,13 +39,14 @@ int RunLocal(const LocalFlags& flags) {
   }
   const auto& final_state = run.final_state;
   const auto& c = final_state.counts;
+  const bool finished = final_state.state == metrics::SweepState::kFinished;
   std::cerr << "bakeoff local: sweep " << run.sweep_id << " " << metrics::SweepStateName(final_state.state) << ": "
-            << c.succeeded << " of " << final_state.trial_count << " trials succeeded; results in "
-            << flags.run.db << "\n";
+            << c.succeeded << " of " << final_state.trial_count << " trials succeeded"
+            << (finished && c.cancelled > 0 ? ", " + std::to_string(c.cancelled) + " not needed (adaptive repeats)"
+                                            : "")
+            << "; results in " << flags.run.db << "\n";
   if (run.interrupted) return kExitInterrupted;
-  return final_state.state == metrics::SweepState::kFinished && c.succeeded == final_state.trial_count
-             ? kExitOk
-             : kExitIncomplete;
+  return SweepSucceeded(finished, c.succeeded, c.cancelled, final_state.trial_count) ? kExitOk : kExitIncomplete;
 }
 
 void Setup(CLI::App& root, int* exit_code) {

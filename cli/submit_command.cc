@@ -105,7 +105,8 @@ int RunSubmit(const SubmitFlags& flags) {
               << "\n";
   }
   const auto& c = sweep["counts"];
-  const bool all_ok = sweep.value("state", "") == "finished" && c.value("succeeded", 0L) == sweep.value("trial_count", 0L);
+  const bool all_ok = SweepSucceeded(sweep.value("state", "") == "finished", c.value("succeeded", 0L),
+                                     c.value("cancelled", 0L), sweep.value("trial_count", 0L));
   if (!all_ok) {
     std::cerr << "sweep " << id << " " << sweep.value("state", "") << ": " << c.value("succeeded", 0L) << " of "
               << sweep.value("trial_count", 0L) << " trials succeeded\n";

@@ -33,7 +33,8 @@ json SweepJson(const metrics::SweepRecord& s) {
               {"running", s.counts.running},
               {"finished", s.counts.finished},
               {"succeeded", s.counts.succeeded},
-              {"unsuccessful", s.counts.unsuccessful}}}};
+              {"unsuccessful", s.counts.unsuccessful},
+              {"cancelled", s.counts.cancelled}}}};
   return j;
 }
 

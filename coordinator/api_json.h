@@ -27,7 +27,7 @@ struct ApiError {
 ApiError ApiErrorFrom(const Status& status);
 
 // {"id","name","question","state","created_at","finished_at","variant_count",
-//  "trial_count","counts":{queued,assigned,running,finished,succeeded,unsuccessful}}
+//  "trial_count","counts":{queued,assigned,running,finished,succeeded,unsuccessful,cancelled}}
 nlohmann::json SweepJson(const metrics::SweepRecord& sweep);
 
 // {"id","variant_key","repeat","order_index","state","outcome","reason","attempts_used",

@@ -1032,6 +1032,7 @@ std::optional<metrics::TrialCounts> CoordinatorService::LiveTrialCounts(std::int
       case TrialState::kFinished:
         ++counts.finished;
         ++(trial.machine.outcome() == Outcome::kSucceeded ? counts.succeeded : counts.unsuccessful);
+        if (trial.machine.outcome() == Outcome::kCancelled) ++counts.cancelled;
         break;
     }
   }

@@ -145,14 +145,15 @@ std::string SweepQuery(const std::string& where, const std::string& order,
                        ResultsStore::Counts counts = ResultsStore::Counts::kRead) {
   if (counts == ResultsStore::Counts::kSkip) {
     return "SELECT w.id, w.name, w.question, w.yaml, w.spec_json, w.state, w.created_at, w.finished_at, "
-           "w.variant_count, w.trial_count, 0, 0, 0, 0, 0, 0 FROM sweeps w " +
+           "w.variant_count, w.trial_count, 0, 0, 0, 0, 0, 0, 0 FROM sweeps w " +
            where + " " + order;
   }
   return "SELECT w.id, w.name, w.question, w.yaml, w.spec_json, w.state, w.created_at, w.finished_at, "
          "w.variant_count, w.trial_count, COALESCE(SUM(t.state = 'queued'), 0), "
          "COALESCE(SUM(t.state = 'assigned'), 0), COALESCE(SUM(t.state = 'running'), 0), "
          "COALESCE(SUM(t.state = 'finished'), 0), COALESCE(SUM(t.outcome = 'succeeded'), 0), "
-         "COALESCE(SUM(t.state = 'finished' AND t.outcome <> 'succeeded'), 0) "
+         "COALESCE(SUM(t.state = 'finished' AND t.outcome <> 'succeeded'), 0), "
+         "COALESCE(SUM(t.state = 'finished' AND t.outcome = 'cancelled'), 0) "
          "FROM sweeps w LEFT JOIN trials t ON t.sweep_id = w.id " +
          where + " GROUP BY w.id " + order;
 }
@@ -163,7 +164,7 @@ Result<SweepRecord> ReadSweepRow(const SqliteStatement& row, const SqliteConnect
       row, db, w.id, w.name, w.question, w.yaml, JsonOr{w.spec, nlohmann::json()},
       Stored{w.state, ParseSweepState, "sweeps.state"}, w.created_at, w.finished_at,
       w.variant_count, w.trial_count, w.counts.queued, w.counts.assigned, w.counts.running,
-      w.counts.finished, w.counts.succeeded, w.counts.unsuccessful));
+      w.counts.finished, w.counts.succeeded, w.counts.unsuccessful, w.counts.cancelled));
   return w;
 }
 

@@ -54,6 +54,9 @@ struct TrialCounts {
   int64_t finished = 0;
   int64_t succeeded = 0;  // finished with outcome succeeded
   int64_t unsuccessful = 0;  // finished with any other outcome
+  // Of unsuccessful: cancelled. In a sweep that finished (not cancelled by a user) these
+  // are the trials adaptive repeats found not needed (docs/statistics.md).
+  int64_t cancelled = 0;
 };
 
 struct SweepRecord {

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -184,6 +185,33 @@ TEST_F(LocalCommandTest, ACudaSweepOnCpuWorkersIsRefusedAtOnceWithItsReason) {
   const std::string text = testing::ReadFile(dir_ / "local.log");
   EXPECT_NE(text.find("resources.device is cuda"), std::string::npos) << text;
   EXPECT_EQ(text.find("trials on"), std::string::npos) << "no sweep was stored: " << text;
+}
+
+// Trials that adaptive repeats found not needed are the design at work, not failures:
+// the sweep exits 0 and says how many it saved. (The fake trainer's throughput does not
+// depend on micro_batch, so every pair's ratio is exactly 1 and the rule stops at `min`.)
+TEST_F(LocalCommandTest, AnAdaptiveSweepThatStopsEarlyExitsZeroAndSaysWhatItDidNotNeed) {
+  const std::string sweep = Write("adaptive.yaml",
+                                  "name: local-adaptive\n"
+                                  "workload: {executor: lora, model: tiny, seq_len: 16, warmup_steps: 1, steps: 3}\n"
+                                  "parameters:\n"
+                                  "  micro_batch: {values: [1, 2]}\n"
+                                  "baseline: {micro_batch: 1}\n"
+                                  "repeats: {min: 2, max: 5, until: {ci_half_width: 0.05}}\n");
+  const std::string db = (dir_ / "results.db").string();
+  ProcessGuard local({kBin + "/bakeoff", "local", sweep, "--db", db, "--trainer", kBin + "/bakeoff-fake-trainer",
+                      "--output", (dir_ / "report.txt").string()},
+                     {}, (dir_ / "local.log").string());
+  auto code = local.WaitExit(120s);
+  ASSERT_TRUE(code.has_value());
+  const std::string screen = testing::ReadFile(dir_ / "local.log");
+  EXPECT_EQ(*code, 0) << screen;
+  // Two workers run at once, so a trial may start before the rule stops its pair.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(screen, m, std::regex(R"(sweep 1 finished: (\d+) of 10 trials succeeded, (\d+) not needed \(adaptive repeats\))")))
+      << screen;
+  EXPECT_EQ(std::stoi(m[1]) + std::stoi(m[2]), 10) << screen;
+  EXPECT_GE(std::stoi(m[2]), 4) << screen;
 }
 
 // Issue 33, item 3: `bakeoff calibrate` measures this machine's noise for a workload on
