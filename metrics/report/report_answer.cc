@@ -62,6 +62,33 @@ std::string VerdictWords(const Comparison& c) {
   return "no verdict yet";
 }
 
+// The warm-up of each compile-cache state the variant's trials paid, with its break-even
+// (only for a significant speedup), and which state the sweep did not measure.
+std::string CompileCostClause(const Comparison& c) {
+  std::string out;
+  bool cold = false, warm = false;
+  for (const CompileCost& cost : c.compile_costs) {
+    if (!cost.warmup_delta_s) continue;
+    cold = cold || cost.cache == "cold";
+    warm = warm || cost.cache == "warm";
+    double w = *cost.warmup_delta_s;
+    std::string what = cost.cache == "cold"   ? "compiling cold"
+                       : cost.cache == "warm" ? "with a warm compile cache"
+                                              : "with a partly warm cache";
+    out += std::string(out.empty() ? "spends " : "; ") + FormatSeconds(std::fabs(w)) +
+           (w >= 0 ? " more" : " less") + " in warm-up " + what + " (" + std::to_string(cost.trials) +
+           (cost.trials == 1 ? " trial" : " trials");
+    if (c.verdict == Verdict::kFaster && cost.break_even) {
+      out += cost.break_even_steps ? ", paid back after " + *cost.break_even : ", paid back " + *cost.break_even;
+    }
+    out += ")";
+  }
+  if (out.empty()) return "spends an unmeasured time in warm-up";
+  if (cold && !warm) out += "; a warm cache was not measured";
+  if (warm && !cold) out += "; a cold compile was not measured (compile_cache: cold measures it)";
+  return out;
+}
+
 // What the compared figures say, as clauses after the speedup.
 std::string Costs(const Comparison& c, const Sides& s) {
   std::vector<std::string> clauses;
@@ -71,7 +98,9 @@ std::string Costs(const Comparison& c, const Sides& s) {
                                            : "uses " + FormatPercent(std::fabs(m)) +
                                                  (m > 0 ? " more" : " less") + " peak memory");
   }
-  if (c.warmup_delta_s) {
+  if (!c.compile_costs.empty()) {
+    clauses.push_back(CompileCostClause(c));
+  } else if (c.warmup_delta_s) {
     double w = *c.warmup_delta_s;
     std::string clause = "spends " + FormatSeconds(std::fabs(w)) + (w >= 0 ? " more" : " less") + " in warm-up";
     // Only a speedup its interval backs has a break-even (docs/statistics.md).

@@ -281,6 +281,10 @@ TrialView MakeTrialView(const TrialInput& trial, const VariantInput* variant,
   view.outcome = trial.outcome;
   view.reason = trial.reason;
   view.applied = trial.applied;
+  if (trial.applied.is_object()) {
+    auto state = trial.applied.find("compile_cache_state");
+    if (state != trial.applied.end() && state->is_string()) view.compile_cache = state->get<std::string>();
+  }
   view.environment = trial.environment;
   if (!trial.ranks.empty()) {
     // Ranks step together, so the slowest rank sets the pace and the largest holds the
@@ -522,6 +526,21 @@ void AddMeanFigures(const std::vector<const TrialView*>& ok, const std::vector<s
     double c = 0;
     for (const RankSummary& r : raw.ranks) c = std::max(c, r.comm_s_per_step);
     comm.push_back(c);
+  }
+  for (const char* cache : {"cold", "warm", "mixed"}) {
+    CacheWarmup w;
+    w.cache = cache;
+    std::vector<double> cache_first, cache_warm;
+    for (const TrialView* t : ok) {
+      if (t->compile_cache != cache) continue;
+      ++w.trials;
+      if (t->first_step_s) cache_first.push_back(*t->first_step_s);
+      if (t->warmup_s) cache_warm.push_back(*t->warmup_s);
+    }
+    if (w.trials == 0) continue;
+    if (!cache_first.empty()) w.first_step_s = Mean(cache_first);
+    if (!cache_warm.empty()) w.warmup_s = Mean(cache_warm);
+    v.by_cache.push_back(w);
   }
   v.tokens_per_s = GeometricMean(tps);
   if (!step.empty()) v.step_s_median = Mean(step);
@@ -795,27 +814,46 @@ std::string WorkerConfound(const Side& vs, const Side& cs, IntervalMethod method
   return "variant on " + list(mine) + "; counterpart on " + list(theirs);
 }
 
-// The warm-up difference and the step after which the variant has paid it back.
+// Warm-up: a trial without warm-up steps pays its compilation in the first step.
+std::optional<double> WarmupCost(const std::optional<double>& warmup_s,
+                                 const std::optional<double>& first_step_s) {
+  if (warmup_s && *warmup_s > 0) return warmup_s;
+  return first_step_s;
+}
+
+// The step after which a warm-up difference is paid back by the comparison's speedup.
+// A break-even is a claim about a speedup: only one the interval backs gets a step count
+// (a 1.15x [0.93-1.43] has none: its saving may be zero or negative).
+void SetBreakEven(const Comparison& c, const std::optional<double>& warmup_delta_s,
+                  std::optional<std::string>* text, std::optional<double>* steps) {
+  if (!warmup_delta_s || !c.step_saving_s) return;
+  if (c.verdict == Verdict::kFaster) {
+    BreakEven be = ComputeBreakEven(*warmup_delta_s, *c.step_saving_s);
+    *text = be.ToString();
+    if (be.kind == BreakEven::Kind::kAfterSteps) *steps = be.steps;
+  } else {
+    *text = c.verdict == Verdict::kSlower ? "never" : "not significant";
+  }
+}
+
+// The warm-up difference and the step after which the variant has paid it back, over
+// all its trials and per compile-cache state (a cold and a warm compile apart).
 void AddBreakEven(const VariantReport& v, const VariantReport& cp, Comparison& c) {
-  // Warm-up: a trial without warm-up steps pays its compilation in the first step.
-  auto warmup_cost = [](const VariantReport& x) -> std::optional<double> {
-    if (x.warmup_s && *x.warmup_s > 0) return x.warmup_s;
-    return x.first_step_s;
-  };
   if (v.first_step_s && cp.first_step_s) c.first_step_delta_s = *v.first_step_s - *cp.first_step_s;
-  auto wv = warmup_cost(v), wc = warmup_cost(cp);
+  auto wv = WarmupCost(v.warmup_s, v.first_step_s), wc = WarmupCost(cp.warmup_s, cp.first_step_s);
   if (wv && wc) c.warmup_delta_s = *wv - *wc;
   if (cp.step_s_median && c.speedup.value > 0) {
     c.step_saving_s = *cp.step_s_median * (1 - 1 / c.speedup.value);
-    // A break-even is a claim about a speedup: only one the interval backs gets a step
-    // count (a 1.15x [0.93-1.43] has none: its saving may be zero or negative).
-    if (c.warmup_delta_s && c.verdict == Verdict::kFaster) {
-      BreakEven be = ComputeBreakEven(*c.warmup_delta_s, *c.step_saving_s);
-      c.break_even = be.ToString();
-      if (be.kind == BreakEven::Kind::kAfterSteps) c.break_even_steps = be.steps;
-    } else if (c.warmup_delta_s) {
-      c.break_even = c.verdict == Verdict::kSlower ? "never" : "not significant";
-    }
+  }
+  SetBreakEven(c, c.warmup_delta_s, &c.break_even, &c.break_even_steps);
+  for (const CacheWarmup& w : v.by_cache) {
+    CompileCost cost;
+    cost.cache = w.cache;
+    cost.trials = w.trials;
+    auto cost_s = WarmupCost(w.warmup_s, w.first_step_s);
+    if (cost_s && wc) cost.warmup_delta_s = *cost_s - *wc;
+    SetBreakEven(c, cost.warmup_delta_s, &cost.break_even, &cost.break_even_steps);
+    c.compile_costs.push_back(cost);
   }
 }
 

@@ -309,7 +309,7 @@ std::string RenderComparison(const SweepComparison& comparison, ReportFormat for
         if (r.change.value > 0) change.ratio = r.change;
         if (change.note.empty()) change.note = CompareVerdictName(r.verdict);
         change_rows.push_back(std::move(change));
-        if (r.memory_change) memory_rows.push_back({r.key, RatioFigure{1.0 + *r.memory_change}, true, ""});
+        if (r.memory_change) memory_rows.push_back({r.key, RatioFigure{1.0 + *r.memory_change, std::nullopt, std::nullopt}, true, ""});
       }
       std::string charts = "<section id=\"charts\">\n";
       std::string change_chart = RenderRatioChartSvg(

@@ -40,6 +40,15 @@ json ComparisonJson(const Comparison& c) {
                    {"step_saving_s", OrNull(c.step_saving_s)},
                    {"break_even", OrNull(c.break_even)},
                    {"break_even_steps", OrNull(c.break_even_steps)}};
+  json costs = json::array();
+  for (const CompileCost& cost : c.compile_costs) {
+    costs.push_back({{"compile_cache", cost.cache},
+                     {"trials", cost.trials},
+                     {"warmup_delta_s", OrNull(cost.warmup_delta_s)},
+                     {"break_even", OrNull(cost.break_even)},
+                     {"break_even_steps", OrNull(cost.break_even_steps)}});
+  }
+  out["warmup"]["by_compile_cache"] = std::move(costs);
   out["loss_parity"] = {{"common_steps", c.loss_common_steps},
                         {"max_relative_deviation", OrNull(c.loss_max_deviation)},
                         {"at_step", c.loss_max_deviation ? json(c.loss_at_step) : json(nullptr)},

@@ -211,6 +211,9 @@ struct TrialView {
   std::optional<double> first_step_s;
   std::optional<double> warmup_s;
   nlohmann::json applied;
+  // The compile this trial paid, from rank 0's `applied.compile_cache_state`: "cold",
+  // "warm" or "mixed"; empty when it reported none (eager, the native trainer).
+  std::string compile_cache;
   nlohmann::json environment;  // as reported in the trial's summary, or null
   bool fell_back = false;
   std::string fallback_reason;
@@ -227,6 +230,24 @@ struct WorkerEffect {
   double speedup = 0;
   int variant_trials = 0;
   int counterpart_trials = 0;
+};
+
+// The warm-up a variant's trials paid in one compile-cache state (docs/statistics.md,
+// "Compile cost"): a cold compile and a warm one are different costs, never averaged.
+struct CacheWarmup {
+  std::string cache;  // "cold", "warm" or "mixed"
+  int trials = 0;     // succeeded trials in this state
+  std::optional<double> first_step_s;  // means over them
+  std::optional<double> warmup_s;
+};
+
+// The warm-up difference and break-even of one compile-cache state.
+struct CompileCost {
+  std::string cache;
+  int trials = 0;
+  std::optional<double> warmup_delta_s;  // this state's warm-up - the counterpart's
+  std::optional<std::string> break_even;
+  std::optional<double> break_even_steps;
 };
 
 // The verdict of one variant against its baseline counterpart.
@@ -270,6 +291,9 @@ struct Comparison {
   std::optional<double> step_saving_s;       // per counterpart-sized step
   std::optional<std::string> break_even;     // "never", "immediately", "N steps"
   std::optional<double> break_even_steps;
+  // The same figures per compile-cache state (cold, warm, mixed: in that order) when the
+  // variant's trials report one; the two above then average over every state.
+  std::vector<CompileCost> compile_costs;
 
   // Loss parity.
   std::size_t loss_common_steps = 0;
@@ -358,6 +382,7 @@ struct VariantReport {
   std::optional<double> step_s_median;   // mean of the trials' median step times
   std::optional<double> first_step_s;    // mean over succeeded trials
   std::optional<double> warmup_s;        // mean over succeeded trials
+  std::vector<CacheWarmup> by_cache;     // the same means per compile-cache state
   std::optional<std::int64_t> peak_mem_bytes;  // max over trials of the largest rank
   // Held bytes by kind, of the rank and trial with the largest peak.
   std::optional<std::int64_t> frozen_bytes, trainable_bytes, grad_bytes, optimizer_bytes;

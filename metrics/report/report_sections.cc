@@ -31,6 +31,26 @@ std::string Optional(const std::optional<double>& value, std::string (*format)(d
   return value ? format(*value) : kNone;
 }
 
+// A comparison's warm-up delta and break-even cells: one figure, or one per compile-cache
+// state ("cold +25.1 s, warm +4.2 s") so that a cold and a warm compile never read as one.
+std::string WarmupDeltaCell(const Comparison& c) {
+  if (c.compile_costs.empty()) return Optional(c.warmup_delta_s, FormatSignedSeconds);
+  std::string out;
+  for (const CompileCost& cost : c.compile_costs) {
+    out += (out.empty() ? "" : ", ") + cost.cache + " " + Optional(cost.warmup_delta_s, FormatSignedSeconds);
+  }
+  return out;
+}
+
+std::string BreakEvenCell(const Comparison& c) {
+  if (c.compile_costs.empty()) return c.break_even.value_or(kNone);
+  std::string out;
+  for (const CompileCost& cost : c.compile_costs) {
+    out += (out.empty() ? "" : ", ") + cost.cache + " " + cost.break_even.value_or(kNone);
+  }
+  return out;
+}
+
 std::string BytesOr(const std::optional<std::int64_t>& bytes) {
   return bytes ? FormatBytes(*bytes) : kNone;
 }
@@ -161,9 +181,8 @@ std::vector<ReportSection> ReportSections(const Report& report) {
     verdicts.rows.push_back({v.key, OutcomeCell(v), v.tokens_per_s ? Tps(*v.tokens_per_s) : kNone,
                              SpeedupCell(v), Compared(v) ? FormatInterval(c.speedup) : "",
                              VerdictCell(v), TrialsCell(v), BytesOr(v.peak_mem_bytes),
-                             Optional(c.memory_relative, FormatSignedPercent),
-                             Optional(c.warmup_delta_s, FormatSignedSeconds),
-                             c.break_even.value_or(kNone), loss, effect});
+                             Optional(c.memory_relative, FormatSignedPercent), WarmupDeltaCell(c),
+                             BreakEvenCell(c), loss, effect});
   }
   sections.push_back(std::move(verdicts));
 
@@ -185,8 +204,8 @@ std::vector<ReportSection> ReportSections(const Report& report) {
                            compared ? (c.worker_confound.empty() ? VerdictName(c.verdict)
                                                                  : "confounded with workers")
                                     : c.note,
-                           Optional(c.memory_relative, FormatSignedPercent),
-                           Optional(c.warmup_delta_s, FormatSignedSeconds), c.break_even.value_or(kNone)});
+                           Optional(c.memory_relative, FormatSignedPercent), WarmupDeltaCell(c),
+                           BreakEvenCell(c)});
     }
     sections.push_back(std::move(axes));
   }
@@ -235,15 +254,42 @@ std::vector<ReportSection> ReportSections(const Report& report) {
                         "saving/step", "break-even"},
                        {},
                        {false, true, true, true, true, true, true}};
+  bool any_cache = false;
+  for (const VariantReport& v : report.variants) any_cache = any_cache || !v.by_cache.empty();
+  if (any_cache) {
+    // A cold compile (empty cache) and a warm one (a cache an earlier trial filled) are
+    // different costs: one row each, never their average (docs/statistics.md).
+    warmup.note += " A compiled variant has one row per compile-cache state: cold (every graph "
+                   "compiled), warm (every graph from Inductor's cache), mixed.";
+    warmup.header.insert(warmup.header.begin() + 1, "compile cache");
+    warmup.numeric.insert(warmup.numeric.begin() + 1, false);
+  }
   for (const VariantReport& v : report.variants) {
     if (!v.first_step_s && !v.warmup_s) continue;
     const Comparison& c = v.comparison;
-    warmup.rows.push_back({v.key, Optional(v.first_step_s, FormatSeconds),
-                           Optional(v.warmup_s, FormatSeconds),
-                           Optional(c.first_step_delta_s, FormatSignedSeconds),
-                           Optional(c.warmup_delta_s, FormatSignedSeconds),
-                           Optional(c.step_saving_s, FormatSignedSeconds),
-                           c.break_even.value_or(kNone)});
+    if (v.by_cache.empty()) {
+      std::vector<std::string> row{v.key, Optional(v.first_step_s, FormatSeconds),
+                                   Optional(v.warmup_s, FormatSeconds),
+                                   Optional(c.first_step_delta_s, FormatSignedSeconds),
+                                   Optional(c.warmup_delta_s, FormatSignedSeconds),
+                                   Optional(c.step_saving_s, FormatSignedSeconds),
+                                   c.break_even.value_or(kNone)};
+      if (any_cache) row.insert(row.begin() + 1, kNone);
+      warmup.rows.push_back(std::move(row));
+      continue;
+    }
+    for (const CacheWarmup& w : v.by_cache) {
+      const CompileCost* cost = nullptr;
+      for (const CompileCost& k : c.compile_costs) {
+        if (k.cache == w.cache) cost = &k;
+      }
+      warmup.rows.push_back({v.key, w.cache + " x" + std::to_string(w.trials),
+                             Optional(w.first_step_s, FormatSeconds), Optional(w.warmup_s, FormatSeconds),
+                             kNone,
+                             cost ? Optional(cost->warmup_delta_s, FormatSignedSeconds) : kNone,
+                             Optional(c.step_saving_s, FormatSignedSeconds),
+                             cost ? cost->break_even.value_or(kNone) : kNone});
+    }
   }
   if (!warmup.rows.empty()) sections.push_back(std::move(warmup));
 
@@ -423,14 +469,22 @@ std::vector<ReportSection> ReportSections(const Report& report) {
                         "step CV", "peak mem", "reason"},
                        {},
                        {true, false, true, false, false, true, true, true, true, false}};
+  bool any_trial_cache = false;
+  for (const TrialView& t : report.trials) any_trial_cache = any_trial_cache || !t.compile_cache.empty();
+  if (any_trial_cache) {  // which trials paid a cold compile and which found the cache warm
+    trials.header.insert(trials.header.end() - 1, "compile cache");
+    trials.numeric.insert(trials.numeric.end() - 1, false);
+  }
   for (const TrialView& t : report.trials) {
     std::string cv = t.step_cv ? FormatPercent(*t.step_cv) + (t.noisy ? " *" : "") : kNone;
     std::string reason = t.fell_back ? "fell back: " + t.fallback_reason : t.reason;
-    trials.rows.push_back({std::to_string(t.id), t.variant_key, std::to_string(t.repeat),
-                           t.worker.empty() ? kNone : t.worker, t.outcome,
-                           t.tokens_per_s ? Tps(*t.tokens_per_s) : kNone,
-                           Optional(t.step_s_median, FormatSeconds), cv,
-                           BytesOr(t.peak_mem_bytes), reason.empty() ? kNone : reason});
+    std::vector<std::string> row{std::to_string(t.id), t.variant_key, std::to_string(t.repeat),
+                                 t.worker.empty() ? kNone : t.worker, t.outcome,
+                                 t.tokens_per_s ? Tps(*t.tokens_per_s) : kNone,
+                                 Optional(t.step_s_median, FormatSeconds), cv,
+                                 BytesOr(t.peak_mem_bytes), reason.empty() ? kNone : reason};
+    if (any_trial_cache) row.insert(row.end() - 1, t.compile_cache.empty() ? kNone : t.compile_cache);
+    trials.rows.push_back(std::move(row));
   }
   if (!trials.rows.empty()) sections.push_back(std::move(trials));
   return sections;

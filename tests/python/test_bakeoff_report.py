@@ -153,6 +153,20 @@ class TorchEvidenceTest(unittest.TestCase):
         self.assertEqual(evidence["compile_s"], 1.5)
 
 
+class CacheStateTest(unittest.TestCase):
+    """Which compile a process paid, from Inductor's cache counters (docs/statistics.md,
+    "Compile cost"): the report splits warm-up and break-even by it."""
+
+    def test_misses_alone_are_a_cold_compile_and_hits_alone_a_warm_one(self):
+        self.assertEqual(bakeoff_report.cache_state({"inductor_cache_hits": 0, "inductor_cache_misses": 3}), "cold")
+        self.assertEqual(bakeoff_report.cache_state({"inductor_cache_hits": 3, "inductor_cache_misses": 0}), "warm")
+        self.assertEqual(bakeoff_report.cache_state({"inductor_cache_hits": 1, "inductor_cache_misses": 2}), "mixed")
+
+    def test_no_lookup_is_no_state(self):
+        self.assertIsNone(bakeoff_report.cache_state({}))
+        self.assertIsNone(bakeoff_report.cache_state({"inductor_cache_hits": 0, "inductor_cache_misses": 0}))
+
+
 class HfCallbackTest(unittest.TestCase):
     """bakeoff_report.hf.BakeoffCallback on a real transformers.Trainer (a tiny Llama
     from a config, random weights, three steps on a CPU)."""

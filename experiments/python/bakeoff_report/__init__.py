@@ -167,12 +167,17 @@ class Run:
         yield record
         _synchronize()
         # The planted slowdown (docs/trainer.md, test_slowdown): a test instrument.
-        # A spin, not a sleep: a sleep overshoots, which on a short step would plant more.
+        # Padded with small matrix products when torch is loaded (as the native trainer
+        # does: an idle spin loads a sibling core less than real work, so a neighbouring
+        # trial would speed up), never a sleep (which overshoots on a short step).
         slowdown = float(self.config.get("test_slowdown", 0) or 0)
         if slowdown > 0:
             until = start + (time.perf_counter() - start) * (1 + slowdown)
+            torch = _torch()
+            pad = torch.ones(64, 64) if torch is not None else None
             while time.perf_counter() < until:
-                pass
+                if pad is not None:
+                    torch.mm(pad, pad)
         step_s = time.perf_counter() - start
         if phase is None:
             phase = "warmup" if self._index < self._warmup else "measure"
@@ -363,16 +368,35 @@ def cuda_graph_evidence(mode):
     return evidence, f"{mode}: CUDA graphs did not run ({why})"
 
 
+def cache_state(evidence):
+    """Which compile this process paid, from Inductor's FX-graph cache counters: "cold"
+    (every graph compiled: misses, no hits), "warm" (every graph came from a cache an
+    earlier process filled: hits, no misses), "mixed" (both), or None (no graph looked
+    up). The report splits warm-up cost and break-even by it (docs/statistics.md)."""
+    hits, misses = evidence.get("inductor_cache_hits", 0), evidence.get("inductor_cache_misses", 0)
+    if hits and misses:
+        return "mixed"
+    if misses:
+        return "cold"
+    if hits:
+        return "warm"
+    return None
+
+
 def compile_outcome(mode, run):
     """What a run compiled with torch.compile `mode` ("eager": none) reports: its compile
     evidence (compile_s: the first step's excess over a measured one) and the keys to add
-    to `applied`: the CUDA-graph evidence, and `fell_back` with the reason when the mode
-    did not take effect (no graph captured, or CUDA graphs that did not run)."""
+    to `applied`: the CUDA-graph evidence, `compile_cache_state` (cache_state), and
+    `fell_back` with the reason when the mode did not take effect (no graph captured,
+    or CUDA graphs that did not run)."""
     graphs, fallback = cuda_graph_evidence(mode)
     applied = dict(graphs)
     if mode == "eager":
         return {}, applied
     evidence = compile_evidence(compile_s=run.first_step_excess_s())
+    state = cache_state(evidence)
+    if state:
+        applied["compile_cache_state"] = state
     if evidence.get("graphs", 0) == 0:
         fallback = "torch.compile captured no graph: the step ran eagerly"
     if fallback:
