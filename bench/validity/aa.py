@@ -55,7 +55,7 @@ WORKLOADS = {
 }
 
 
-def sweep_yaml(kind, index, slowdown):
+def sweep_yaml(kind, index, slowdown, repeats=None):
     if slowdown > 0:
         axis = (f"  test_slowdown: {{values: [0, {slowdown}]}}\n", "baseline: {test_slowdown: 0}\n",
                 f"  A planted slowdown: the second variant's steps last {1 + slowdown} times their work.\n")
@@ -69,15 +69,16 @@ def sweep_yaml(kind, index, slowdown):
         "method: grid\n"
         "parameters:\n" + axis[0] + axis[1] +
         "resources: {device: cpu}\n"
-        "limits: {trial_timeout: 5m, max_attempts: 2}\n"
+        "limits: {trial_timeout: 5m, max_attempts: 2}\n" +
+        (f"repeats: {repeats}\n" if repeats else "")
     )
 
 
-def run_one(bakeoff, kind, index, workers, slowdown):
+def run_one(bakeoff, kind, index, workers, slowdown, repeats=None):
     with tempfile.TemporaryDirectory(prefix="bakeoff-aa-") as tmp:
         spec = os.path.join(tmp, "sweep.yaml")
         with open(spec, "w") as f:
-            f.write(sweep_yaml(kind, index, slowdown))
+            f.write(sweep_yaml(kind, index, slowdown, repeats))
         db = os.path.join(tmp, "results.db")
         started = time.monotonic()
         proc = subprocess.run(
@@ -160,11 +161,18 @@ def main():
     ap.add_argument("--sweeps", type=int, default=30)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--slowdown", type=float, default=0.0, help="plant test_slowdown X in the second variant")
+    ap.add_argument("--repeats", type=int, help="repeats per variant (default: Bakeoff's default)")
+    ap.add_argument("--print-sweep", action="store_true", help="print sweep 0's YAML (for bakeoff calibrate)")
     ap.add_argument("--bakeoff", default=os.path.join(ROOT, "build", "bakeoff"))
     ap.add_argument("--out", help="JSON lines file (default: bench/validity/aa-KIND.jsonl)")
     ap.add_argument("--summary-only", action="store_true", help="summarise --out without running")
     args = ap.parse_args()
+    if args.print_sweep:
+        print(sweep_yaml(args.kind, 0, args.slowdown, args.repeats), end="")
+        return
     name = f"aa-{args.kind}" if args.slowdown <= 0 else f"slowdown-{args.slowdown:g}-{args.kind}"
+    if args.repeats:
+        name += f"-r{args.repeats}"
     out = args.out or os.path.join(ROOT, "bench", "validity", f"{name}.jsonl")
     rows = []
     if os.path.exists(out):
@@ -172,7 +180,7 @@ def main():
             rows = [json.loads(line) for line in f if line.strip()]
     if not args.summary_only:
         for index in range(len(rows), args.sweeps):
-            row = run_one(args.bakeoff, args.kind, index, args.workers, args.slowdown)
+            row = run_one(args.bakeoff, args.kind, index, args.workers, args.slowdown, args.repeats)
             rows.append(row)
             with open(out, "a") as f:
                 f.write(json.dumps(row) + "\n")

@@ -192,7 +192,11 @@ int Trainer::RunOrThrow() {
           .ToJson();
 
   auto comm_or = CreateCommunicator(c, device);
-  if (!comm_or.ok()) return events_->Error("failed", comm_or.status().ToString());
+  if (!comm_or.ok()) {
+    // A store port taken by another process is the machinery's failure, not the variant's.
+    const bool port_taken = comm_or.status().code() == Status::Code::kResourceExhausted;
+    return events_->Error(port_taken ? "infrastructure" : "failed", comm_or.status().ToString());
+  }
   std::unique_ptr<Communicator> comm = std::move(comm_or).value();
 
   auto data = DataSource::Open(c);
@@ -253,11 +257,16 @@ int Trainer::RunOrThrow() {
     ThrowIfError(grad_norm.status());
     compat::Synchronize(device);
     // The planted slowdown (a test instrument): the step lasts (1 + x) times its work.
-    // A spin, not a sleep: a sleep overshoots by tens of microseconds, which on a step of
-    // a few milliseconds would make the planted effect larger than x.
+    // Padded with small matrix products until then, not a sleep (which overshoots by tens
+    // of microseconds on a step of a few milliseconds) nor an idle spin (which loads a
+    // sibling core less than the step's own arithmetic does, so a trial running beside
+    // it would speed up and the planted effect would arrive smaller than x).
     if (c.test_slowdown > 0) {
       const double until_s = Since(start) * (1 + c.test_slowdown);
+      const torch::Tensor pad = torch::ones({64, 64}, torch::TensorOptions().device(device));
       while (Since(start) < until_s) {
+        torch::mm(pad, pad);
+        compat::Synchronize(device);
       }
     }
     const double step_s = Since(start);

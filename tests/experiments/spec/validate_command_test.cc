@@ -69,7 +69,7 @@ repeats: 2
   EXPECT_THAT(run.out, HasSubstr("excluded counterpart (compile_mode=eager,micro_batch=4)"));
   EXPECT_THAT(run.out, HasSubstr("order interleaved"));
   EXPECT_THAT(run.out, HasSubstr("every variant: model=tiny"));
-  EXPECT_THAT(run.out, HasSubstr("run order (variant#.repeat): 0.0 1.0 2.0 0.1 1.1 2.1"));
+  EXPECT_THAT(run.out, HasSubstr("run order (variant#.repeat): 0.0 1.0 2.0 2.1 1.1 0.1"));
 }
 
 TEST_F(ValidateCommandTest, JsonFormatToAnOutputFile) {
