@@ -99,10 +99,13 @@ int RunWorker(WorkerFlags& flags) {
   if (flags.config.cores.pinned()) {
     std::cerr << "bakeoff worker: " << flags.config.cores.slot_count() << " CPU slot(s) of "
               << flags.config.cores.cores_per_slot() << " core(s) each, ranks pinned (CPUs "
-              << worker::FormatCpuList(flags.config.cpus) << ")"
+              << worker::FormatCpuList(flags.config.cpus) << "), store ports " << flags.config.store_ports.first
+              << "-" << flags.config.store_ports.last
               << (flags.config.cores.note().empty() ? "" : "; " + flags.config.cores.note()) << "\n";
-  } else if (!flags.config.cores.note().empty()) {
-    std::cerr << "bakeoff worker: warning: " << flags.config.cores.note() << "\n";
+  } else {
+    if (!flags.config.cores.note().empty()) std::cerr << "bakeoff worker: warning: " << flags.config.cores.note() << "\n";
+    std::cerr << "bakeoff worker: ranks not pinned, store ports " << flags.config.store_ports.first << "-"
+              << flags.config.store_ports.last << "\n";
   }
   if (std::string warning = flags.config.RankAddressWarning(); !warning.empty()) {
     std::cerr << "bakeoff worker: warning: " << warning << "\n";
@@ -233,7 +236,10 @@ void Setup(CLI::App& root, int* exit_code) {
                   "serve GET /metrics on HOST:PORT (default: the --host address, port 0 = a free port "
                   "that the coordinator lists in /api/v1/sd); \"off\" disables it");
   with_default("--nvml-library", flags->config.nvml_library,
-               "NVML shared library for the GPU series (\"\" = none)");
+               "NVML shared library for the GPU series and the GPU model (\"\" = none)");
+  cmd->add_option("--gpu-model", flags->config.gpu_model,
+                  "the model of the --cuda-devices, matched by a sweep's resources.gpu_type (default: the "
+                  "name NVML gives the first device)");
   with_default("--on-sigterm", flags->on_sigterm,
                "what SIGTERM does to running attempts: requeue (handed back, retried elsewhere: for "
                "Kubernetes and Slurm), cancel, or auto (requeue inside a Slurm job, else cancel)")

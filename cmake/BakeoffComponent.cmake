@@ -34,16 +34,20 @@ function(bakeoff_register_test test_name test_source discovery_timeout)
   # One label per test (gtest_discover_tests cannot pass a list value). Slow suites
   # start coordinators, workers and rank processes on loopback ports (some from fixed
   # ranges): they take turns, while fast suites run in parallel.
-  set(properties LABELS fast)
+  # Suites start many workers side by side on one host on purpose: host-wide claims of
+  # CPUs and store ports (worker/host_claims.h) are off for them; the tests of the claims
+  # themselves give their workers a lock directory of their own.
+  set(host_claims ENVIRONMENT BAKEOFF_HOST_LOCK_DIR=off)
+  set(properties LABELS fast ${host_claims})
   if(test_name MATCHES "_slow_test$")
-    set(properties LABELS slow RESOURCE_LOCK bakeoff_loopback_processes)
+    set(properties LABELS slow RESOURCE_LOCK bakeoff_loopback_processes ${host_claims})
   endif()
   if(test_name MATCHES "^slurm_.*_slow_test$")
     # Tests against a real slurmctld and slurmd that the test configures and starts
     # itself (tests/integration/slurm_cluster.h): slow and slurm. A GTEST_SKIP (not
     # root, Slurm or munge not installed) shows as skipped.
     gtest_add_tests(TARGET ${test_name} SOURCES ${test_source} TEST_LIST listed)
-    set_tests_properties(${listed} PROPERTIES LABELS "slow;slurm"
+    set_tests_properties(${listed} PROPERTIES LABELS "slow;slurm" ${host_claims}
       RESOURCE_LOCK bakeoff_loopback_processes SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
   elseif(test_name MATCHES "^multihost_")
     # Tests on network-namespace hosts (tests/integration/test_hosts.h) carry two labels,
@@ -51,7 +55,7 @@ function(bakeoff_register_test test_name test_source discovery_timeout)
     # read from the source instead. A GTEST_SKIP (not root, no `ip netns`) shows as
     # skipped.
     gtest_add_tests(TARGET ${test_name} SOURCES ${test_source} TEST_LIST listed)
-    set_tests_properties(${listed} PROPERTIES LABELS "slow;multihost"
+    set_tests_properties(${listed} PROPERTIES LABELS "slow;multihost" ${host_claims}
       RESOURCE_LOCK bakeoff_loopback_processes SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
   else()
     gtest_discover_tests(${test_name} PROPERTIES ${properties} DISCOVERY_TIMEOUT ${discovery_timeout})

@@ -34,9 +34,9 @@ WorkerAgent::WorkerAgent(asio::any_io_executor executor, WorkerConfig config, co
     : executor_(std::move(executor)),
       config_(std::move(config)),
       clock_(clock),
+      cores_(config_.cores),
       outbox_(config_.max_buffered_events),
-      backoff_({config_.backoff_initial, config_.backoff_max, config_.backoff_jitter}),
-      cores_(config_.cores) {}
+      backoff_({config_.backoff_initial, config_.backoff_max, config_.backoff_jitter}) {}
 
 bool WorkerAgent::Finished() const {
   if (stopping_) {
@@ -151,6 +151,7 @@ asio::awaitable<Status> WorkerAgent::Session() {
   reg.host = config_.advertise_host;
   reg.resources.cpu_slots = config_.cpu_slots;
   reg.resources.cuda_devices = config_.cuda_devices;
+  reg.resources.gpu_model = config_.gpu_model;
   reg.store_ports = config_.store_ports;
   reg.running = RunningAttempts();
   for (const auto& done : outbox_.PendingFinishedAttempts()) reg.running.push_back(done);

@@ -10,6 +10,7 @@
 
 #include "protocol/frame_connection.h"
 #include "protocol/host_network.h"
+#include "worker/nvml_library.h"
 #include "worker/rank_log.h"
 
 namespace bakeoff::worker {
@@ -113,17 +114,39 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
     auto split = protocol::SplitHostPort(metrics_listen, "--metrics-listen");
     if (!split.ok()) return split.status().WithContext("worker");
   }
+  if (!cuda_devices.empty() && gpu_model.empty() && !nvml_library.empty()) {
+    if (auto nvml = NvmlLibrary::Load(nvml_library); nvml.ok() && (*nvml)->DeviceCount() > 0) {
+      if (auto sample = (*nvml)->Sample(0); sample.ok()) gpu_model = sample->name;
+    }
+  }
+  if (gpu_model.size() > protocol::kMaxGpuModelBytes) gpu_model.resize(protocol::kMaxGpuModelBytes);
+  for (char& c : gpu_model) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
   if (backoff_initial.count() <= 0 || backoff_max < backoff_initial) {
     return Status::InvalidArgument("worker: backoff must satisfy 0 < initial <= max");
   }
   {
     const std::vector<int> allowed = AllowedCpus();
+    const bool named = !cpus.empty();
     if (cpus.empty()) cpus = allowed;
     for (int cpu : cpus) {
       if (std::find(allowed.begin(), allowed.end(), cpu) == allowed.end()) {
         return Status::InvalidArgument("worker: --cpus names CPU " + std::to_string(cpu) +
                                        ", which this process may not run on (allowed: " + FormatCpuList(allowed) + ")");
       }
+    }
+    if (!simulate) {
+      // Two workers on one host must not pin ranks to the same cores nor pick the same
+      // store port: each claims its own, host-wide (worker/host_claims.h).
+      if (host_lock_dir.empty()) host_lock_dir = HostClaims::DefaultDirectory();
+      auto host = std::make_shared<HostClaims>(host_lock_dir);
+      if (cpu_slots > 0) {
+        if (Status s = host->ClaimCpus(&cpus, named, share_cores); !s.ok()) return s.WithContext("worker");
+      }
+      const int ports = std::max(HostClaims::kPortBlock, 2 * (cpu_slots + static_cast<int>(cuda_devices.size())));
+      if (Status s = host->ClaimStorePorts(&store_ports, ports); !s.ok()) return s.WithContext("worker");
+      claims = std::move(host);
     }
     auto partition = CorePartition::Make(ReadHostCpuTopology(cpus), cpu_slots, share_cores);
     if (!partition.ok()) return partition.status();

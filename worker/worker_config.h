@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "protocol/messages.h"
 #include "protocol/status.h"
 #include "worker/core_partition.h"
+#include "worker/host_claims.h"
 
 namespace bakeoff::worker {
 
@@ -48,6 +50,10 @@ struct WorkerConfig {
   int cpu_slots = 1;
   // CUDA device ordinals offered, one rank each (empty on CPU-only nodes).
   std::vector<int> cuda_devices;
+  // Their model, which a sweep's resources.gpu_type must be part of (--gpu-model);
+  // Finalize fills it from NVML (`nvml_library`, the first device) when CUDA devices are
+  // offered and it is empty, and trims it to protocol::kMaxGpuModelBytes.
+  std::string gpu_model;
   // Isolation (docs/sweep.md, "Isolation"): the logical CPUs this worker gives its CPU
   // ranks (empty: its own affinity mask); Finalize deals their physical cores out to the
   // `cpu_slots` slots into `cores`, and each CPU rank is pinned to one slot's CPUs. With
@@ -55,8 +61,16 @@ struct WorkerConfig {
   std::vector<int> cpus;
   bool share_cores = false;
   CorePartition cores;
-  // Ports rank 0 may bind for a trial's TCPStore; the coordinator picks one.
+  // Ports rank 0 may bind for a trial's TCPStore; the coordinator picks one. Finalize
+  // narrows the range to a window of it that no other worker on this host holds.
   protocol::PortRange store_ports{29500, 29999};
+  // Host-wide claims (worker/host_claims.h): Finalize claims `cpus` (all of them when
+  // the operator named them; else the free ones of the affinity mask) and the store-port
+  // window against every other Bakeoff worker on this host, in `host_lock_dir` (default
+  // HostClaims::DefaultDirectory(); "off": no claims). Held while any copy of this
+  // config lives. Simulated workers run no ranks and claim nothing.
+  std::string host_lock_dir;
+  std::shared_ptr<const HostClaims> claims;
   // The trainer executable; default: `bakeoff-trainer` next to the running binary.
   std::string trainer_path;
   // Trial directories (config.json, per-rank stderr logs, outputs/); default: a fresh

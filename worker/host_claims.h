@@ -1,0 +1,58 @@
+// HostClaims: what a worker holds on its host against every other Bakeoff worker there
+// (docs/sweep.md, "Isolation"): its CPUs, so that two workers started by hand on one host
+// never pin ranks to the same cores, and its window of rendezvous-store ports, so that
+// two sweeps on one host never pick the same port. Each claim is a lock file in a
+// host-wide directory held with flock(2) for the claimer's life: a worker that dies,
+// even by SIGKILL, releases its claims at once, and there is no stale state to clean.
+// The descriptors are close-on-exec: rank processes never inherit a claim.
+// Thread-safety: a value filled once at start (WorkerConfig::Finalize), then read-only.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "protocol/messages.h"
+#include "protocol/status.h"
+
+namespace bakeoff::worker {
+
+class HostClaims {
+ public:
+  // The host-wide directory: $BAKEOFF_HOST_LOCK_DIR, else /run/lock/bakeoff (where
+  // /run/lock exists), else /tmp/bakeoff-locks. "off" claims nothing: test suites that
+  // start many workers side by side on purpose (and docs/cli.md says so).
+  static std::string DefaultDirectory();
+
+  explicit HostClaims(std::string directory);
+  HostClaims(const HostClaims&) = delete;
+  HostClaims& operator=(const HostClaims&) = delete;
+  ~HostClaims();
+
+  bool enabled() const { return directory_ != "off"; }
+  const std::string& directory() const { return directory_; }
+
+  // Claims `cpus` for this worker alone. When `all_required` (the operator named them
+  // with --cpus) every one must be free; otherwise *cpus narrows to the free ones and at
+  // least one must be. `shared` (--share-cores) takes shared claims and never fails, so
+  // that a worker wanting the CPUs alone sees them held. An error names the CPUs held
+  // and the process holding them.
+  Status ClaimCpus(std::vector<int>* cpus, bool all_required, bool shared);
+
+  // Claims the first `ports` store ports of *range (in blocks of kPortBlock, the same
+  // blocks for every worker whatever its range) that no other worker holds, and narrows
+  // *range to them. An error when no block of the range is free.
+  static constexpr int kPortBlock = 10;
+  Status ClaimStorePorts(protocol::PortRange* range, int ports);
+
+ private:
+  // Locks `name` in the directory; false when another process holds it (*holder then
+  // says who, when it wrote its pid). Errors other than "held" are returned as status.
+  Result<bool> Lock(const std::string& name, bool shared, std::string* holder);
+  // Gives back every claim taken after the first `first`.
+  void ReleaseFrom(std::size_t first);
+
+  std::string directory_;
+  std::vector<int> fds_;
+};
+
+}  // namespace bakeoff::worker
