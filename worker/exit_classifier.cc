@@ -59,9 +59,12 @@ Classification ClassifyAttempt(const std::vector<RankEnd>& ranks, bool timed_out
     if (*r->error_kind == "oom") outcome = Outcome::kOom;
     else if (*r->error_kind == "unsupported") outcome = Outcome::kUnsupported;
     else if (*r->error_kind == "diverged") outcome = Outcome::kDiverged;
+    const bool infrastructure = *r->error_kind == "infrastructure";
+    if (infrastructure) outcome = Outcome::kLost;
     const std::string cause = protocol::ErrorCause(r->error_message);
     std::string reason = "rank " + std::to_string(r->rank) + ": " + (cause.empty() ? *r->error_kind : cause);
-    return {outcome, reason + LogPointer(*r)};
+    if (infrastructure) reason = "infrastructure: " + reason;
+    return {outcome, reason + LogPointer(*r), infrastructure};
   }
   // 2. No event: the first rank that ended badly, by its exit status.
   for (const RankEnd* r : ordered) {

@@ -34,6 +34,9 @@ struct RankEnd {
 struct Classification {
   protocol::Outcome outcome = protocol::Outcome::kFailed;
   std::string reason;
+  // A `lost` that Bakeoff's machinery caused before the variant ran (a rank's error kind
+  // "infrastructure": rank 0's store port taken): retried without using up max_attempts.
+  bool infrastructure = false;
 };
 
 // `timed_out` and `cancelled` are the supervisor's own decisions and win over anything

@@ -446,7 +446,7 @@ void TrialRunner::MaybeFinish() {
   std::vector<RankEnd> ends;
   for (const auto& r : ranks_) ends.push_back(r.end);
   auto c = ClassifyAttempt(ends, timed_out_, cancelled_, cancel_reason_);
-  Finish(c.outcome, c.reason);
+  Finish(c.outcome, c.reason, c.infrastructure);
 }
 
 void TrialRunner::Finish(Outcome outcome, const std::string& reason, bool infrastructure) {

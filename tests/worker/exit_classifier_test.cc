@@ -38,6 +38,27 @@ TEST(ExitClassifierTest, ErrorEventKindWinsOverExitCode) {
   EXPECT_NE(c.reason.find("CUDA out of memory"), std::string::npos);
 }
 
+TEST(ExitClassifierTest, AStorePortTakenIsTheMachinerysLossNotTheVariantsFailure) {
+  RankEnd r = Exited(0, 1);
+  r.error_kind = "infrastructure";
+  r.error_message = "rank 0 of 2 hosting the store at 127.0.0.1:29500: the port is in use";
+  auto c = ClassifyAttempt({r, Exited(1, 1, 2)}, false, false);
+  EXPECT_EQ(c.outcome, Outcome::kLost);
+  EXPECT_TRUE(c.infrastructure);
+  EXPECT_EQ(c.reason.rfind("infrastructure: rank 0: ", 0), 0u) << c.reason;
+  // Every other kind is the variant's: never infrastructure.
+  r.error_kind = "failed";
+  EXPECT_FALSE(ClassifyAttempt({r}, false, false).infrastructure);
+}
+
+TEST(ExitClassifierTest, ACancelledAttemptWhoseRanksFinishedCleanlyIsStillCancelled) {
+  // The ranks wrote their summary and exited 0, but the cancel came first: the sweep's
+  // cancel decides, not the ranks' clean exit.
+  auto c = ClassifyAttempt({Exited(0, 0), Exited(1, 0)}, false, true, "cancelled by the user");
+  EXPECT_EQ(c.outcome, Outcome::kCancelled);
+  EXPECT_EQ(c.reason, "cancelled by the user");
+}
+
 TEST(ExitClassifierTest, ReasonKeepsTheCauseWithoutTheBacktraceAndNamesTheLog) {
   RankEnd r = Exited(1, 1);
   r.error_kind = "failed";
