@@ -260,7 +260,7 @@ void CoordinatorService::Schedule() {
     std::vector<int> cuda = info.free_cuda_devices();
     if ((cpu <= 0 && cuda.empty()) || !links_.count(id)) continue;
     free_units += static_cast<std::size_t>(std::max(0, cpu)) + cuda.size();
-    workers.push_back(SchedulerWorker{id, cpu, std::move(cuda), info.executors});
+    workers.push_back(SchedulerWorker{id, cpu, std::move(cuda), info.executors, info.resources.gpu_model});
   }
   if (workers.empty()) return;
   std::vector<SchedulerSweep> sweeps;
@@ -284,7 +284,8 @@ void CoordinatorService::Schedule() {
       if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
       auto v = sweep.variants.find(trial.variant_key);
       SchedulerTrial queued{tid, trial.variant_key, v == sweep.variants.end() ? 1 : v->second.world_size,
-                            sweep.cuda, v == sweep.variants.end() ? "" : v->second.CommandTemplate(), ""};
+                            sweep.cuda, sweep.gpu_type, v == sweep.variants.end() ? "" : v->second.CommandTemplate(),
+                            "", ""};
       if (v != sweep.variants.end()) {
         switch (PairWorker(sweep, trial, v->second, queued.pinned_worker)) {
           case PairPlacement::kBusy: continue;  // its pair's worker has no room: it waits, uncounted
@@ -330,6 +331,7 @@ CoordinatorService::PairPlacement CoordinatorService::PairWorker(const SweepEntr
   }
   const int need = std::max(1, variant.world_size);
   if (w->capacity(sweep.cuda) < need) return PairPlacement::kFree;
+  if (sweep.cuda && !protocol::GpuTypeMatches(w->resources.gpu_model, sweep.gpu_type)) return PairPlacement::kFree;
   const int room = sweep.cuda ? static_cast<int>(w->free_cuda_devices().size()) : w->free_cpu_slots();
   if (room < need) return PairPlacement::kBusy;
   pinned = it->second;
@@ -493,6 +495,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   record.resources = {{"cpu_slots", message.resources.cpu_slots},
                       {"cuda_devices", message.resources.cuda_devices},
                       {"simulate", message.simulate}};
+  if (!message.resources.gpu_model.empty()) record.resources["gpu_model"] = message.resources.gpu_model;
   if (message.metrics_port > 0) {
     record.metrics_url = "http://" + info.metrics_host + ":" + std::to_string(message.metrics_port) + "/metrics";
   }
@@ -985,17 +988,33 @@ std::string CoordinatorService::WaitingReason(std::int64_t sweep_id) const {
   if (waiting && config_.slurm.partition.empty() && capacity_note_.empty()) {
     int offered = 0;
     int live = 0;
+    std::map<std::string, int> other_models;  // GPUs of live workers that do not match
     for (const auto& [id, w] : registry_.workers()) {
       if (!w.schedulable() || !links_.count(id)) continue;
       ++live;
+      if (sweep.cuda && !protocol::GpuTypeMatches(w.resources.gpu_model, sweep.gpu_type)) {
+        if (w.capacity(true) > 0) {
+          other_models[w.resources.gpu_model.empty() ? "unknown model" : w.resources.gpu_model] += w.capacity(true);
+        }
+        continue;
+      }
       offered += w.capacity(sweep.cuda);
     }
     if (offered < first_world_size) {
-      const std::string unit = sweep.cuda ? "CUDA device" : "CPU slot";
+      const std::string unit =
+          sweep.cuda ? (sweep.gpu_type.empty() ? "CUDA device" : sweep.gpu_type + " CUDA device") : "CPU slot";
+      std::string others;
+      for (const auto& [model, n] : other_models) {
+        others += (others.empty() ? " (they have " : ", ") + model + " x" + std::to_string(n);
+      }
+      if (!others.empty()) others += ")";
       return "its next trial needs " + std::to_string(first_world_size) + " " + unit +
              (first_world_size == 1 ? "" : "s") + " and the " + std::to_string(live) + " live worker" +
-             (live == 1 ? "" : "s") + " offer " + std::to_string(offered) + " in all; start workers with " +
-             (sweep.cuda ? "--cuda-devices" : "more --slots") + " or lower the sweep's world_size";
+             (live == 1 ? "" : "s") + " offer " + std::to_string(offered) + " in all" + others + "; start workers with " +
+             (sweep.cuda ? (sweep.gpu_type.empty() ? std::string("--cuda-devices")
+                                                   : "--cuda-devices on " + sweep.gpu_type + " nodes")
+                         : std::string("more --slots")) +
+             " or lower the sweep's " + (sweep.gpu_type.empty() ? "world_size" : "world_size or gpu_type");
     }
   }
   if (wanted.empty()) return capacity;
@@ -1153,6 +1172,7 @@ json CoordinatorService::WorkersJson() const {
                    {"cpu_slots_used", info.used_cpu_slots},
                    {"cuda_devices", info.resources.cuda_devices},
                    {"cuda_devices_used", std::vector<int>(info.used_cuda_devices.begin(), info.used_cuda_devices.end())},
+                   {"gpu_model", info.resources.gpu_model},
                    {"simulate", info.simulate},
                    {"slurm_job_id", info.slurm_job_id},
                    {"running", attempts},

@@ -6,6 +6,8 @@
 #include <tuple>
 #include <utility>
 
+#include "protocol/messages.h"
+
 namespace bakeoff::coordinator {
 namespace {
 
@@ -16,6 +18,7 @@ int Capacity(const SchedulerWorker& w, const SchedulerTrial& trial) {
       std::find(w.executors.begin(), w.executors.end(), trial.executor) == w.executors.end()) {
     return 0;
   }
+  if (trial.cuda && !protocol::GpuTypeMatches(w.gpu_model, trial.gpu_type)) return 0;
   return trial.cuda ? static_cast<int>(w.free_cuda_devices.size()) : w.free_cpu_slots;
 }
 

@@ -8,6 +8,8 @@
 //  - Fairness: sweeps take turns (round robin, one trial per turn, resuming after the
 //    sweep served last).
 //  - Executors: a command trial's ranks go only to workers offering its template.
+//  - GPU type: a trial of a sweep naming resources.gpu_type goes only to workers whose
+//    GPU model matches it.
 //  - Repeats spread: among workers with room, the one that has run this variant the
 //    fewest times is preferred (so a worker's speed does not masquerade as an effect).
 //  - Balanced pairs: a trial with a `pinned_worker` (its pair group's worker, chosen by
@@ -31,6 +33,7 @@ struct SchedulerWorker {
   int free_cpu_slots = 0;
   std::vector<int> free_cuda_devices;
   std::vector<std::string> executors;  // command templates it offers
+  std::string gpu_model;               // its CUDA devices' model ("" unknown)
 };
 
 struct SchedulerTrial {
@@ -38,6 +41,9 @@ struct SchedulerTrial {
   std::string variant_key;
   int world_size = 1;
   bool cuda = false;  // needs one CUDA device per rank (else one CPU slot per rank)
+  // With cuda: the sweep's resources.gpu_type; only workers whose gpu_model it is part
+  // of take the trial (protocol::GpuTypeMatches). "" = any.
+  std::string gpu_type;
   // executor: command: the template every rank's worker must offer; "" = the native trainer.
   std::string executor;
   // Place all ranks on this worker or not at all now; "" = anywhere.

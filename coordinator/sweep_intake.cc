@@ -29,6 +29,7 @@ SweepEntry SweepFields(std::int64_t sweep_id, std::string name, const spec::Swee
   sweep.timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(spec.limits.trial_timeout).count();
   sweep.max_attempts = spec.limits.max_attempts;
   sweep.cuda = spec.resources.device == "cuda";
+  sweep.gpu_type = spec.resources.gpu_type;
   sweep.adaptive = AdaptiveDesign(spec);
   return sweep;
 }

@@ -85,6 +85,7 @@ struct SweepEntry {
   std::int64_t timeout_ms = 0;
   int max_attempts = 1;  // the spec's limits.max_attempts (a trial's own may have grown)
   bool cuda = false;
+  std::string gpu_type;  // resources.gpu_type ("" any): workers whose GPU model matches
   // Adaptive repeats (docs/sweep.md): the sequential rule's design; every variant has
   // adaptive->max_pairs trials, repeats 0..max-1.
   std::optional<metrics::SequentialDesign> adaptive;

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <exception>
@@ -58,6 +59,15 @@ bool IsHostName(const std::string& host) {
 }
 
 }  // namespace
+
+bool GpuTypeMatches(const std::string& gpu_model, const std::string& gpu_type) {
+  if (gpu_type.empty()) return true;
+  auto lower = [](std::string text) {
+    for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+  };
+  return lower(gpu_model).find(lower(gpu_type)) != std::string::npos;
+}
 
 Result<std::string> ScrapeAddress(const std::string& host, const std::string& peer_address) {
   unsigned char ip[16];
@@ -174,6 +184,7 @@ json ToJson(const RegisterMessage& m) {
   if (!m.worker_secret.empty()) j["worker_secret"] = m.worker_secret;
   j["host"] = m.host;
   j["resources"] = {{"cpu_slots", m.resources.cpu_slots}, {"cuda_devices", m.resources.cuda_devices}};
+  if (!m.resources.gpu_model.empty()) j["resources"]["gpu_model"] = m.resources.gpu_model;
   j["store_ports"] = {{"first", m.store_ports.first}, {"last", m.store_ports.last}};
   j["running"] = AttemptList(m.running);
   j["metrics_port"] = m.metrics_port;
@@ -291,6 +302,13 @@ Result<RegisterMessage> Parse<RegisterMessage>(const json& frame) {
     const json& res = j.at("resources");
     m.resources.cpu_slots = res.value("cpu_slots", 0);
     if (res.contains("cuda_devices")) m.resources.cuda_devices = res.at("cuda_devices").get<std::vector<int>>();
+    m.resources.gpu_model = res.value("gpu_model", std::string());
+    if (m.resources.gpu_model.size() > kMaxGpuModelBytes ||
+        std::any_of(m.resources.gpu_model.begin(), m.resources.gpu_model.end(),
+                    [](char c) { return c < 0x20 || c > 0x7e; })) {
+      throw std::invalid_argument("resources.gpu_model: at most " + std::to_string(kMaxGpuModelBytes) +
+                                  " printable ASCII characters");
+    }
     if (j.contains("store_ports")) {
       m.store_ports.first = j.at("store_ports").at("first").get<int>();
       m.store_ports.last = j.at("store_ports").at("last").get<int>();

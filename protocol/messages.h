@@ -66,7 +66,18 @@ struct AttemptRef {
 struct Resources {
   int cpu_slots = 0;               // ranks this worker runs at once on CPU
   std::vector<int> cuda_devices;   // CUDA device ordinals it owns (one rank each)
+  // The model of those devices as the driver names it ("NVIDIA H100 80GB HBM3"; "" when
+  // unknown): a sweep's resources.gpu_type must be part of it. At most
+  // kMaxGpuModelBytes printable ASCII characters.
+  std::string gpu_model;
 };
+
+inline constexpr std::size_t kMaxGpuModelBytes = 128;
+
+// Whether a worker whose GPUs are `gpu_model` serves a sweep asking for `gpu_type`
+// ("A100", "h100"): any model when gpu_type is empty; else gpu_type, ignoring case, is
+// part of the model (an unknown model serves no named type).
+bool GpuTypeMatches(const std::string& gpu_model, const std::string& gpu_type);
 
 struct PortRange {
   int first = 0;  // inclusive

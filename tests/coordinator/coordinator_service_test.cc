@@ -270,7 +270,7 @@ TEST_F(CoordinatorServiceTest, TheWorkerCredentialCannotCallTheApi) {
 }
 
 TEST_F(CoordinatorServiceTest, AWorkerNameThatCouldForgeALogLineIsRejected) {
-  for (const std::string name : {std::string("w1\nbakeoff coordinator: sweep 1 (x) finished"), std::string(""),
+  for (const std::string& name : {std::string("w1\nbakeoff coordinator: sweep 1 (x) finished"), std::string(""),
                                  std::string(65, 'a'), std::string("w 1"), std::string("w\x1b[2J")}) {
     auto link = std::make_shared<RecordingLink>();
     protocol::RegisterMessage m;
@@ -708,7 +708,7 @@ order: interleaved
   // Finish whatever each worker holds, w2 first on odd rounds: the order of finishing
   // must not decide where a pair's second side runs.
   for (int round = 0; round < 12; ++round) {
-    for (const std::string name : round % 2 ? std::vector<std::string>{"w2", "w1"} : std::vector<std::string>{"w1", "w2"}) {
+    for (const std::string& name : round % 2 ? std::vector<std::string>{"w2", "w1"} : std::vector<std::string>{"w1", "w2"}) {
       for (const json& a : links[name]->Take("assign")) {
         Succeed(name, a, seq[name]);
         seq[name] += 2;
@@ -793,6 +793,37 @@ TEST_F(CoordinatorServiceTest, ATrialNoLiveWorkerCanPlaceSaysWhyItWaits) {
   auto w2 = Register("w2");
   EXPECT_EQ(service_->WaitingReason(sweep_id), "") << "two one-slot workers can place it";
   EXPECT_FALSE(w1->Take("assign").empty());
+}
+
+TEST_F(CoordinatorServiceTest, ATrialNamingAGpuTypeNoLiveWorkerHasSaysWhyAndWaitsForOne) {
+  auto register_gpu = [&](const std::string& name, const std::string& model) {
+    auto link = std::make_shared<RecordingLink>();
+    protocol::RegisterMessage m;
+    m.token = "worker-secret";
+    m.worker_name = name;
+    m.host = "127.0.0.1";
+    m.resources.cuda_devices = {0};
+    m.resources.gpu_model = model;
+    m.store_ports = {30000, 30010};
+    EXPECT_EQ(service_->OnRegister(m, link)["type"], "registered");
+    links_[name] = link;
+    Pump();
+    return link;
+  };
+  auto h100 = register_gpu("h", "NVIDIA H100 80GB HBM3");
+  std::string yaml = kSweep;
+  yaml += "resources: {device: cuda, gpu_type: A100}\n";
+  const auto sweep_id = Submit(yaml);
+  EXPECT_TRUE(h100->Take("assign").empty()) << "an H100 took a trial that asked for an A100";
+  const std::string reason = service_->WaitingReason(sweep_id);
+  EXPECT_NE(reason.find("needs 1 A100 CUDA device and the 1 live worker offer 0 in all (they have NVIDIA H100 80GB "
+                        "HBM3 x1)"),
+            std::string::npos)
+      << reason;
+  auto a100 = register_gpu("a", "NVIDIA A100-SXM4-80GB");
+  EXPECT_EQ(service_->WaitingReason(sweep_id), "");
+  EXPECT_FALSE(a100->Take("assign").empty());
+  EXPECT_TRUE(h100->Take("assign").empty());
 }
 
 TEST_F(CoordinatorServiceTest, OomIsFinalNotRetried) {

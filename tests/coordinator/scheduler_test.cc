@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "protocol/messages.h"
+
 namespace bakeoff::coordinator {
 namespace {
 
@@ -168,6 +170,30 @@ TEST(SchedulerTest, CudaTrialsTakeDistinctDevices) {
   ASSERT_EQ(placed.size(), 1u);
   EXPECT_EQ(placed[0].ranks[0].cuda_device, 0);
   EXPECT_EQ(placed[0].ranks[1].cuda_device, 1);
+}
+
+TEST(SchedulerTest, ATrialNamingAGpuTypeGoesOnlyToWorkersOfThatModel) {
+  Scheduler scheduler;
+  SchedulerWorker h100{"a", 0, {0, 1}, {}, "NVIDIA H100 80GB HBM3"};
+  SchedulerWorker a100{"b", 0, {0, 1}, {}, "NVIDIA A100-SXM4-80GB"};
+  SchedulerWorker unknown{"c", 0, {0, 1}, {}, ""};
+  SchedulerTrial t{1, "a", 2, true, "a100"};  // ignoring case
+  auto placed = scheduler.Schedule({{1, {t}}}, {h100, a100, unknown}, nullptr);
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].ranks[0].worker_id, "b");
+  EXPECT_EQ(placed[0].ranks[1].worker_id, "b");
+  // No worker of the model: the trial waits, even with free devices elsewhere.
+  SchedulerTrial v100{2, "a", 1, true, "V100"};
+  EXPECT_TRUE(scheduler.Schedule({{1, {v100}}}, {h100, unknown}, nullptr).empty());
+  // Without a type any CUDA worker serves.
+  EXPECT_EQ(scheduler.Schedule({{1, {SchedulerTrial{3, "a", 1, true}}}}, {unknown}, nullptr).size(), 1u);
+}
+
+TEST(SchedulerTest, GpuTypeMatchingIgnoresCaseAndNeverMatchesAnUnknownModel) {
+  EXPECT_TRUE(protocol::GpuTypeMatches("NVIDIA H200", "h200"));
+  EXPECT_TRUE(protocol::GpuTypeMatches("", ""));
+  EXPECT_FALSE(protocol::GpuTypeMatches("", "H100"));
+  EXPECT_FALSE(protocol::GpuTypeMatches("NVIDIA H100 80GB HBM3", "A100"));
 }
 
 }  // namespace

@@ -272,7 +272,7 @@ TEST(AdvertisedHostTest, TheConnectionsOwnAddressIsAlwaysAccepted) {
 }
 
 TEST(AdvertisedHostTest, AnythingThatIsNotAHostIsRefused) {
-  for (const std::string host : {std::string(), std::string("evil\nline"), std::string("a b"),
+  for (const std::string& host : {std::string(), std::string("evil\nline"), std::string("a b"),
                                  std::string("host:80"), std::string("http://x"), std::string("-lead"),
                                  std::string("2852039166"), std::string("1.2.3"), std::string("a..b"),
                                  std::string(64, 'a') + ".example", std::string(300, 'a')}) {
