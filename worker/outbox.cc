@@ -20,7 +20,19 @@ void Outbox::AddEvent(const protocol::AttemptRef& attempt, int rank, protocol::T
   pending.event.seq = seq;
   pending.order = next_order_++;
   events_.push_back(std::move(pending));
-  ++held_events_;
+  Held(events_.back(), 1);
+}
+
+Outbox::AttemptKey Outbox::AttemptOf(const PendingEvent& e) {
+  const protocol::AttemptRef& a = e.block ? e.block->attempt : e.event.attempt;
+  return {a.trial_id, a.attempt};
+}
+
+void Outbox::Held(const PendingEvent& e, std::ptrdiff_t delta) {
+  held_events_ = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(held_events_) + delta);
+  auto it = held_by_attempt_.try_emplace(AttemptOf(e), 0).first;
+  it->second = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(it->second) + delta);
+  if (it->second == 0) held_by_attempt_.erase(it);
 }
 
 void Outbox::AddStep(const protocol::AttemptRef& attempt, int rank, const protocol::StepEvent& step) {
@@ -34,11 +46,11 @@ void Outbox::AddStep(const protocol::AttemptRef& attempt, int rank, const protoc
     last->second = step.row.step;
   }
   if (held_events_ >= max_events_) DropOne();
-  ++held_events_;
   if (auto open = open_blocks_.find(key); open != open_blocks_.end()) {
     PendingEvent* pending = FindByOrder(open->second);
     if (pending != nullptr && !pending->sealed && pending->block->rows.size() < protocol::kMaxStepBlockRows) {
       pending->block->rows.push_back(step.row);
+      Held(*pending, 1);
       return;
     }
   }
@@ -51,6 +63,7 @@ void Outbox::AddStep(const protocol::AttemptRef& attempt, int rank, const protoc
   pending.order = next_order_++;
   open_blocks_[key] = pending.order;
   events_.push_back(std::move(pending));
+  Held(events_.back(), 1);
 }
 
 Outbox::PendingEvent* Outbox::FindByOrder(std::int64_t order) {
@@ -60,19 +73,26 @@ Outbox::PendingEvent* Outbox::FindByOrder(std::int64_t order) {
 }
 
 void Outbox::Remove(std::deque<PendingEvent>::iterator it) {
-  held_events_ -= it->size();
+  Held(*it, -static_cast<std::ptrdiff_t>(it->size()));
   events_.erase(it);
 }
 
 void Outbox::DropOne() {
-  auto block = std::find_if(events_.begin(), events_.end(), [](const PendingEvent& e) { return e.block.has_value(); });
+  if (held_by_attempt_.empty()) return;
+  // The attempt holding the most pays: a flood drops its own events first.
+  auto largest = std::max_element(held_by_attempt_.begin(), held_by_attempt_.end(),
+                                   [](const auto& a, const auto& b) { return a.second < b.second; });
+  const AttemptKey victim = largest->first;
+  auto mine = [&victim](const PendingEvent& e) { return AttemptOf(e) == victim; };
+  auto block = std::find_if(events_.begin(), events_.end(),
+                            [&](const PendingEvent& e) { return e.block.has_value() && mine(e); });
   if (block == events_.end()) {
-    Remove(events_.begin());
+    Remove(std::find_if(events_.begin(), events_.end(), mine));
     ++dropped_events_;
   } else if (!block->sealed && block->block->rows.size() > 1) {
     // Never sent: it may still change.
     block->block->rows.erase(block->block->rows.begin());
-    --held_events_;
+    Held(*block, -1);
     ++dropped_events_;
   } else {
     // Sent (it may be stored already) or down to one step: whole, so that a resend
@@ -160,7 +180,7 @@ void Outbox::Acknowledge(std::int64_t outbox_seq) {
   // Not only a prefix: after MarkAllUnsent older entries may be unsent again.
   std::erase_if(events_, [&](const PendingEvent& p) {
     const bool acknowledged = p.sent_in != 0 && p.sent_in <= outbox_seq;
-    if (acknowledged) held_events_ -= p.size();
+    if (acknowledged) Held(p, -static_cast<std::ptrdiff_t>(p.size()));
     return acknowledged;
   });
   std::erase_if(finished_, [&](const PendingFinished& p) { return p.sent_in != 0 && p.sent_in <= outbox_seq; });

@@ -17,10 +17,13 @@
 // of its rank and phase is dropped (counted): blocks of a rank never overlap.
 //
 // Bound: at most `max_events` events are held, a step counting as one (default 100000,
-// docs/protocol.md). When full, the oldest step is dropped first (the summary carries
-// the figures that matter): the first step of the oldest block not yet sent, or the
-// oldest sent block whole; then the oldest event of any kind; attempt_finished reports
-// are never dropped (there is at most one per attempt). Drops are counted.
+// docs/protocol.md). When full, the attempt holding the most events pays (each attempt's
+// quota is a fair share: a trial that floods its event channel drops its own events,
+// never a co-located trial's steps; security review 2026-12-02, hole 7). Within that
+// attempt the oldest step is dropped first (the summary carries the figures that
+// matter): the first step of the oldest block not yet sent, or the oldest sent block
+// whole; then its oldest event of any kind; attempt_finished reports are never dropped
+// (there is at most one per attempt). Drops are counted.
 // Thread-safety: not thread-safe; used from the worker's io thread only.
 #pragma once
 
@@ -30,6 +33,7 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -91,6 +95,9 @@ class Outbox {
   // (trial, attempt, rank, phase): 0 warmup, 1 measure.
   using StepKey = std::tuple<std::int64_t, int, int, int>;
 
+  using AttemptKey = std::pair<std::int64_t, int>;  // (trial, attempt)
+  static AttemptKey AttemptOf(const PendingEvent& e);
+  void Held(const PendingEvent& e, std::ptrdiff_t delta);
   void DropOne();
   PendingEvent* FindByOrder(std::int64_t order);
   void Remove(std::deque<PendingEvent>::iterator it);
@@ -99,6 +106,7 @@ class Outbox {
   std::deque<PendingEvent> events_;  // in `order`
   std::deque<PendingFinished> finished_;
   std::size_t held_events_ = 0;  // events_ with each step counted
+  std::map<AttemptKey, std::size_t> held_by_attempt_;  // the same, per attempt (no zeros)
   std::map<std::tuple<std::int64_t, int, int>, std::int64_t> next_event_seq_;
   std::map<StepKey, std::int64_t> open_blocks_;  // the order of each key's newest block
   std::map<StepKey, std::int64_t> last_step_;    // the last step queued per key

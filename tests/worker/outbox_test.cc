@@ -99,6 +99,26 @@ TEST(OutboxTest, WhenFullStepsAreDroppedBeforeOtherEvents) {
   EXPECT_EQ(frame["steps"][0]["step"][0], 1) << "the oldest step went first";
 }
 
+// Security review 2026-12-02, hole 7: one trial flooding its event channel drops its
+// own events, never the steps of a trial running beside it on the same worker.
+TEST(OutboxTest, AFloodingAttemptDropsItsOwnEventsNeverAnotherAttempts) {
+  Outbox outbox(20);
+  for (int s = 0; s < 8; ++s) outbox.AddEvent({1, 1}, 0, Step(s));  // the honest trial
+  for (int n = 0; n < 1000; ++n) outbox.AddEvent({2, 1}, 0, Note(n));  // the flood
+  for (int s = 8; s < 10; ++s) outbox.AddEvent({1, 1}, 0, Step(s));
+  EXPECT_EQ(outbox.pending_events(), 20u);
+  std::size_t honest_steps = 0, flood = 0;
+  for (const auto& frame : outbox.TakeUnsent()) {
+    for (const auto& block : frame.value("steps", nlohmann::json::array())) {
+      if (block["trial_id"] == 1) honest_steps += block["step"].size();
+    }
+    for (const auto& e : frame.value("events", nlohmann::json::array())) flood += e["trial_id"] == 2;
+  }
+  EXPECT_EQ(honest_steps, 10u) << "every step of the honest trial is kept";
+  EXPECT_EQ(flood, 10u) << "the flood keeps what is left of the bound";
+  EXPECT_EQ(outbox.dropped_events(), 990u);
+}
+
 TEST(OutboxTest, WhenFullASentBlockIsDroppedWholeNeverChanged) {
   Outbox outbox(3);
   outbox.AddEvent({1, 1}, 0, Step(0));
