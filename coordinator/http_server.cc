@@ -291,9 +291,16 @@ HttpReply HttpServer::QueryRoute(const std::string& body) const {
       limits.timeout = std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(asked_s * 1000)));
     }
   }
+  if (queries_in_flight_->load() >= kMaxQueriesInFlight) {
+    return Error(503, "the coordinator is already running " + std::to_string(kMaxQueriesInFlight) +
+                          " queries; retry in a few seconds");
+  }
+  queries_in_flight_->fetch_add(1);
   HttpReply reply;
-  reply.blocking_work = [db_path = service_.store().path(), sql = request["sql"].get<std::string>(), limits]() {
+  reply.blocking_work = [in_flight = queries_in_flight_, db_path = service_.store().path(),
+                         sql = request["sql"].get<std::string>(), limits]() {
     auto result = metrics::RunReadOnlyQuery(db_path, sql, limits);
+    in_flight->fetch_sub(1);
     if (!result.ok()) return ErrorFrom(result.status());
     json rows = json::array();
     for (auto& row : result->rows) rows.push_back(std::move(row));

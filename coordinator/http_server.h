@@ -65,6 +65,9 @@ using SweepPreparer =
 
 // Reports built at once (queued or running on the pool); one more is answered 503.
 inline constexpr int kMaxReportsInFlight = 4;
+// Read-only queries queued or running on their own one-thread pool; one more is
+// answered 503 at once, so that slow queries cannot pile up behind each other.
+inline constexpr int kMaxQueriesInFlight = 2;
 
 class HttpServer {
  public:
@@ -111,6 +114,7 @@ class HttpServer {
   // Reports queued or being built on blocking_pool_ (shared with the work items, which
   // may outlive a request's coroutine).
   std::shared_ptr<std::atomic<int>> reports_in_flight_ = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> queries_in_flight_ = std::make_shared<std::atomic<int>>(0);
   boost::asio::thread_pool blocking_pool_{2};
   // HttpReply::query work runs here, one at a time.
   boost::asio::thread_pool query_pool_{1};

@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <atomic>
 
 #include "protocol/frame_codec.h"
 #include "tests/integration/raw_connection.h"
@@ -171,6 +173,37 @@ TEST_F(HostileInputTest, AQueryAskingForGigabytesIsRefusedWithinItsBoundsAndTheC
   const std::size_t after = PeakRss(pid);
   // Before the fix the first query alone took 115 MB per column (1.8 GB here).
   EXPECT_LT(after, before + (640u << 20)) << "peak memory grew from " << before << " to " << after << " bytes";
+}
+
+// Security review 2026-12-02, hole 9: slow read-only queries run on a pool of their own,
+// at most kMaxQueriesInFlight (2) at once; one more is answered 503 at once instead of
+// queueing, and a submission meanwhile is not held up behind them.
+TEST_F(HostileInputTest, QueriesPastTheirCapAre503AtOnceAndASubmissionIsNotHeldUp) {
+  const std::string slow =
+      json{{"sql", "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"},
+           {"timeout_s", 4}}
+          .dump();
+  std::vector<std::thread> running;
+  std::atomic<int> timed_out{0};
+  for (int k = 0; k < 2; ++k) {
+    running.emplace_back([&] {
+      auto client = cli::CoordinatorClient::Create(cluster_->url(), "cluster-secret", std::chrono::seconds(20));
+      if (!client.ok()) return;
+      auto reply = client->Post("/api/v1/query", slow, "application/json");
+      if (reply.ok() && reply->status != 200) ++timed_out;  // the query's own deadline
+    });
+  }
+  // Both slow queries hold the pool (each runs until its 4 s deadline).
+  std::this_thread::sleep_for(1s);
+  const auto start = std::chrono::steady_clock::now();
+  auto third = cluster_->client().Post("/api/v1/query", slow, "application/json");
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_EQ(third->status, 503) << third->body;
+  EXPECT_NE(third->body.find("already running 2 queries"), std::string::npos) << third->body;
+  EXPECT_NE(cluster_->Submit(testing::QuickSweep("during-queries", 2)), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2500ms) << "the 503 and the submission waited for the queries";
+  for (auto& t : running) t.join();
+  EXPECT_EQ(timed_out.load(), 2) << "both slow queries ran to their deadline";
 }
 
 // One frame nested 2,000,000 deep (4 MB, under the frame limit) once crashed the
