@@ -647,6 +647,50 @@ TEST_F(CoordinatorServiceTest, StaleAttemptEventsAndResultsAreIgnored) {
   EXPECT_FALSE(w1->Take("ack").empty()) << "stale results are acknowledged so they are not resent";
 }
 
+// Security review 2026-12-02, test gap: the stale-attempt check at ingest, on its own.
+// After a requeue the old worker's events for attempt 1 (started, steps, summary) change
+// nothing: the trial stays with attempt 2 on w2, no step or summary of attempt 1 is
+// stored, and the frame is still acknowledged (so it is not resent).
+TEST_F(CoordinatorServiceTest, EventsOfAStaleAttemptAreNeitherStoredNorAppliedAtIngest) {
+  json a;
+  std::int64_t sweep_id = 0;
+  auto w1 = RegisterAndSubmit("w1", a, &sweep_id);
+  const std::int64_t trial = a["trial_id"];
+  clock_.Advance(1500ms);
+  service_->Tick();
+  Pump();
+  auto w2 = Register("w2");
+  auto again = w2->Take("assign");
+  ASSERT_FALSE(again.empty());
+  ASSERT_EQ(again[0]["attempt"], 2);
+  w1 = Register("w1", {{trial, 1}});
+  const protocol::AttemptRef stale{trial, 1};
+  protocol::EventsMessage events;
+  events.events.push_back({stale, 0, {{"event", "started"}, {"pid", 4242}}, 1});
+  events.events.push_back({stale, 0, {{"event", "summary"}, {"tokens_per_s", 1.0}, {"step_s_median", 9.0}}, 2});
+  protocol::StepBlock block{stale, 0, "measure", {}};
+  for (int step = 0; step < 3; ++step) block.rows.push_back(protocol::StepRow{step, 9.0, 64, 1e6});
+  events.steps = {block};
+  events.outbox_seq = 1;
+  Frame("w1", protocol::ToJson(events));
+  EXPECT_FALSE(w1->closed);
+  auto acks = w1->Take("ack");
+  ASSERT_FALSE(acks.empty());
+  EXPECT_EQ(acks.back()["outbox_seq"], 1);
+  EXPECT_TRUE(store_->ReadStepMetrics(trial).value().empty()) << "no step of the stale attempt is stored";
+  for (const auto& r : store_->ListTrialResults(sweep_id).value()) {
+    if (r.trial.id == trial) {
+      EXPECT_TRUE(r.summaries.empty()) << "no summary of the stale attempt is stored";
+    }
+  }
+  const auto stored = Trial(trial);
+  EXPECT_EQ(stored.attempts_used, 2) << "the stale started event did not take the trial back";
+  EXPECT_NE(stored.state, metrics::TrialState::kFinished);
+  const std::string metrics = service_->MetricsText();
+  EXPECT_EQ(metrics.find("bakeoff_worker_foreign_events_total 3"), std::string::npos)
+      << "stale events are not counted as forged ones";
+}
+
 // Security review 2026-12-02, hole 1: a worker speaks only for the ranks of the current
 // attempts it was given. Another worker's trial, a rank its trial does not have and a
 // rank given to another worker are dropped; its own ranks' events in the same frame are
