@@ -118,6 +118,21 @@ class CoordinatorServiceTest : public ::testing::Test {
     Pump();  // the end of the turn: its group commits and what waited for it is sent
     return link;
   }
+  // Sends `events` with a block of `steps` measured steps (`step_s` each) of
+  // `block_of`'s rank 0 as outbox frame 1 from worker `name`: the worker stays connected
+  // and the frame is acknowledged, whatever of it was stored.
+  void SendStepsAndExpectAcked(const std::string& name, protocol::EventsMessage events,
+                               const protocol::AttemptRef& block_of, int steps, double step_s) {
+    protocol::StepBlock block{block_of, 0, "measure", {}};
+    for (int s = 0; s < steps; ++s) block.rows.push_back(protocol::StepRow{s, step_s, 64, 1e6});
+    events.steps = {block};
+    events.outbox_seq = 1;
+    Frame(name, protocol::ToJson(events));
+    EXPECT_FALSE(links_[name]->closed);
+    auto acks = links_[name]->Take("ack");
+    ASSERT_FALSE(acks.empty());
+    EXPECT_EQ(acks.back()["outbox_seq"], 1);
+  }
   // Worker `name` (one slot) registers and kSweep is submitted: it gets the sweep's
   // first trial, whose assignment goes to `assign`. Returns the worker's link;
   // `sweep_id` gets the sweep's id.
@@ -668,15 +683,7 @@ TEST_F(CoordinatorServiceTest, EventsOfAStaleAttemptAreNeitherStoredNorAppliedAt
   protocol::EventsMessage events;
   events.events.push_back({stale, 0, {{"event", "started"}, {"pid", 4242}}, 1});
   events.events.push_back({stale, 0, {{"event", "summary"}, {"tokens_per_s", 1.0}, {"step_s_median", 9.0}}, 2});
-  protocol::StepBlock block{stale, 0, "measure", {}};
-  for (int step = 0; step < 3; ++step) block.rows.push_back(protocol::StepRow{step, 9.0, 64, 1e6});
-  events.steps = {block};
-  events.outbox_seq = 1;
-  Frame("w1", protocol::ToJson(events));
-  EXPECT_FALSE(w1->closed);
-  auto acks = w1->Take("ack");
-  ASSERT_FALSE(acks.empty());
-  EXPECT_EQ(acks.back()["outbox_seq"], 1);
+  SendStepsAndExpectAcked("w1", events, stale, 3, 9.0);
   EXPECT_TRUE(store_->ReadStepMetrics(trial).value().empty()) << "no step of the stale attempt is stored";
   for (const auto& r : store_->ListTrialResults(sweep_id).value()) {
     if (r.trial.id == trial) {
@@ -710,15 +717,8 @@ TEST_F(CoordinatorServiceTest, AWorkerCannotWriteEventsForRanksItWasNotGiven) {
   events.events.push_back({victim, 0, forged, 1});   // another worker's trial
   events.events.push_back({own, 7, forged, 2});      // a rank its one-rank trial does not have
   events.events.push_back({own, 0, {{"event", "summary"}, {"tokens_per_s", 150.0}, {"step_s_median", 0.1}}, 3});
-  protocol::StepBlock block{victim, 0, "measure", {}};
-  for (int s = 0; s < 5; ++s) block.rows.push_back(protocol::StepRow{s, 50.0, 64, 1e6});
-  events.steps = {block};
-  events.outbox_seq = 1;
-  Frame("evil", protocol::ToJson(events));
-  EXPECT_FALSE(evil->closed);
-  auto acks = evil->Take("ack");
-  ASSERT_FALSE(acks.empty());
-  EXPECT_EQ(acks.back()["outbox_seq"], 1) << "its own rank's summary is stored and the frame acknowledged";
+  // Its own rank's summary is stored and the frame acknowledged.
+  SendStepsAndExpectAcked("evil", events, victim, 5, 50.0);
   EXPECT_TRUE(store_->ReadStepMetrics(victim.trial_id).value().empty()) << "no forged steps";
 
   Succeed("good", victim_assign, 1, 0, "succeeded", "", 160.0);
