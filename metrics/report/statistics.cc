@@ -173,7 +173,7 @@ RatioEstimate StepRatio(double numerator_rate, const std::vector<double>& numera
         return ratio * num / den;
       },
       options);
-  return RatioEstimate{ratio, interval};
+  return RatioEstimate{ratio, interval, std::nullopt};
 }
 
 std::string BreakEven::ToString() const {

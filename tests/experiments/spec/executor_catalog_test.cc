@@ -209,7 +209,7 @@ TEST(ExecutorCatalogTest, AnExecutorAxisChecksEveryFieldForEveryExecutorAndSaysW
   EXPECT_LT(m.find("s.yaml:4:"), m.find("s.yaml:7:")) << "problems in file order: " << m;
 
   // Unknown executors are refused with the allowlist; "command" must name the template.
-  for (const std::string& bad : {"rm", "command"}) {
+  for (const std::string bad : {"rm", "command"}) {
     std::string text = sweep;
     text.replace(text.find("[lora, demo]"), 12, "[lora, " + bad + "]");
     auto r = ParseSweepText(text, "s.yaml", {}, &catalog);

@@ -241,7 +241,9 @@ TEST(TorchrunTest, TwoRanksTrainUnderTorchrunsDefaultLaunch) {
       ++summaries;
       ranks.insert(e["rank"].get<int64_t>());
     }
-    if (e["event"] == "ready") EXPECT_EQ(e["world_size"], 2) << e;
+    if (e["event"] == "ready") {
+      EXPECT_EQ(e["world_size"], 2) << e;
+    }
     EXPECT_NE(e["event"], "error") << e;
   }
   EXPECT_EQ(summaries, 2);
