@@ -46,19 +46,19 @@ Result<c10::intrusive_ptr<c10d::Store>> ConnectStore(const StoreOptions& options
     std::string what = "rank " + std::to_string(options.rank) + " of " + std::to_string(options.world_size) +
                        (host_here ? " hosting the store at " : " connecting to the store at ") + where +
                        (options.agent_hosts_store ? " (torchrun's agent hosts it)" : "");
+    const std::string head = what + " failed after " + Seconds(waited) + " (rendezvous_timeout_s " +
+                             Seconds(options.timeout.count() / 1000.0) + "):";
     // The hint goes before LibTorch's text, which ends in a backtrace that the event's
     // message leaves out (protocol/error_cause.h).
     if (host_here && std::strstr(e.what(), "ddress already in use") != nullptr) {
       // Bakeoff's machinery, not the variant: ResourceExhausted makes it the error kind
       // "infrastructure", which the worker ends `lost` and the coordinator retries.
       return Status::ResourceExhausted(
-          what + ": the port is in use; another process took it after the worker checked it (under torchrun "
-                 "the agent hosts the store there: TORCHELASTIC_USE_AGENT_STORE=True makes every rank connect to it). " +
+          head + " another process holds the port (it was free when the worker checked it): under torchrun the "
+                 "agent hosts the store there (TORCHELASTIC_USE_AGENT_STORE=True makes every rank connect to it). " +
           e.what());
     }
-    const std::string hint;
-    return Status::Unavailable(what + " failed after " + Seconds(waited) + " (rendezvous_timeout_s " +
-                               Seconds(options.timeout.count() / 1000.0) + "):" + hint + " " + e.what());
+    return Status::Unavailable(head + " " + e.what());
   }
 }
 
