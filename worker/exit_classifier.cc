@@ -59,8 +59,8 @@ Classification ClassifyAttempt(const std::vector<RankEnd>& ranks, bool timed_out
     if (*r->error_kind == "oom") outcome = Outcome::kOom;
     else if (*r->error_kind == "unsupported") outcome = Outcome::kUnsupported;
     else if (*r->error_kind == "diverged") outcome = Outcome::kDiverged;
-    const bool infrastructure = *r->error_kind == "infrastructure";
-    if (infrastructure) outcome = Outcome::kLost;
+    else if (*r->error_kind == "infrastructure") outcome = Outcome::kLost;  // retried, not the variant's
+    const bool infrastructure = outcome == Outcome::kLost;
     const std::string cause = protocol::ErrorCause(r->error_message);
     std::string reason = "rank " + std::to_string(r->rank) + ": " + (cause.empty() ? *r->error_kind : cause);
     if (infrastructure) reason = "infrastructure: " + reason;

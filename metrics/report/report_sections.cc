@@ -33,22 +33,28 @@ std::string Optional(const std::optional<double>& value, std::string (*format)(d
 
 // A comparison's warm-up delta and break-even cells: one figure, or one per compile-cache
 // state ("cold +25.1 s, warm +4.2 s") so that a cold and a warm compile never read as one.
-std::string WarmupDeltaCell(const Comparison& c) {
-  if (c.compile_costs.empty()) return Optional(c.warmup_delta_s, FormatSignedSeconds);
+// `text` formats either figure of a CompileCost, or of the comparison itself when it has
+// no per-state costs (a Comparison carries the same two fields).
+template <typename Text>
+std::string PerCacheCell(const Comparison& c, Text text) {
+  if (c.compile_costs.empty()) return text(c.warmup_delta_s, c.break_even);
   std::string out;
   for (const CompileCost& cost : c.compile_costs) {
-    out += (out.empty() ? "" : ", ") + cost.cache + " " + Optional(cost.warmup_delta_s, FormatSignedSeconds);
+    out += (out.empty() ? "" : ", ") + cost.cache + " " + text(cost.warmup_delta_s, cost.break_even);
   }
   return out;
 }
 
+std::string WarmupDeltaCell(const Comparison& c) {
+  return PerCacheCell(c, [](const std::optional<double>& delta, const std::optional<std::string>&) {
+    return Optional(delta, FormatSignedSeconds);
+  });
+}
+
 std::string BreakEvenCell(const Comparison& c) {
-  if (c.compile_costs.empty()) return c.break_even.value_or(kNone);
-  std::string out;
-  for (const CompileCost& cost : c.compile_costs) {
-    out += (out.empty() ? "" : ", ") + cost.cache + " " + cost.break_even.value_or(kNone);
-  }
-  return out;
+  return PerCacheCell(c, [](const std::optional<double>&, const std::optional<std::string>& break_even) {
+    return break_even.value_or(kNone);
+  });
 }
 
 std::string BytesOr(const std::optional<std::int64_t>& bytes) {
