@@ -16,9 +16,6 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
-#include "cli/command_registry.h"
-#include "metrics/report/report_renderer.h"
-#include "metrics/report/report_service.h"
 #include "protocol/tls.h"
 #include "protocol/token.h"
 

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <random>
@@ -80,7 +81,8 @@ void Report(int fd, int64_t value) {
   }
 }
 
-// Reads one 8-byte report, waiting at most `timeout`; false on EOF or timeout.
+// Reads one 8-byte report, waiting at most `timeout`; false on EOF or timeout. A zero
+// timeout still reads what is already in the pipe (the drain after the kill relies on it).
 bool ReadReport(int fd, int64_t* value, std::chrono::milliseconds timeout) {
   char* bytes = reinterpret_cast<char*>(value);
   size_t got = 0;
@@ -88,9 +90,8 @@ bool ReadReport(int fd, int64_t* value, std::chrono::milliseconds timeout) {
   while (got < sizeof(*value)) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
     pollfd pfd{fd, POLLIN, 0};
-    if (::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) return false;
+    if (::poll(&pfd, 1, static_cast<int>(std::max<int64_t>(0, left.count()))) <= 0) return false;
     ssize_t n = ::read(fd, bytes + got, sizeof(*value) - got);
     if (n <= 0) return false;
     got += static_cast<size_t>(n);
