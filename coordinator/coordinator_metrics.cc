@@ -56,7 +56,9 @@ CoordinatorMetrics::CoordinatorMetrics()
         "Time worker connections were read later because they sent trainer events over the per-worker rate "
         "limit.")),
       foreign_events_(RegisterSeries<prometheus::Counter>(*registry_, "bakeoff_worker_foreign_events_total",
-        "Events and step blocks dropped because the sending worker was not given their attempt and rank.")) {}
+        "Events and step blocks dropped because the sending worker was not given their attempt and rank.")),
+      over_quota_events_(RegisterSeries<prometheus::Counter>(*registry_, "bakeoff_worker_over_quota_events_total",
+        "Events and step blocks dropped because their rank of an attempt had stored its quota.")) {}
 
 void CoordinatorMetrics::ObserveHttpRequest(const std::string& target, int status) {
   http_requests_.Add({{"route", RouteOf(target)}, {"code", std::to_string(status)}}).Increment();
@@ -78,6 +80,8 @@ void CoordinatorMetrics::ObserveStoreWrite(const std::string& operation, std::ch
 void CoordinatorMetrics::CountRequeue() { requeues_.Increment(); }
 
 void CoordinatorMetrics::CountForeignEvents(std::size_t n) { foreign_events_.Increment(static_cast<double>(n)); }
+
+void CoordinatorMetrics::CountDroppedOverQuota(std::size_t n) { over_quota_events_.Increment(static_cast<double>(n)); }
 
 void CoordinatorMetrics::CountEventThrottle(std::chrono::milliseconds delay) {
   event_throttle_.Increment(std::chrono::duration<double>(delay).count());

@@ -58,6 +58,8 @@ class CoordinatorMetrics {
   void CountEventThrottle(std::chrono::milliseconds delay);
   // Events or step blocks a worker sent for ranks it was not given (dropped).
   void CountForeignEvents(std::size_t n);
+  // Events or step blocks over their rank's quota (dropped; EventIngest).
+  void CountDroppedOverQuota(std::size_t n);
 
   // Measures one store write from construction to destruction.
   class StoreWriteTimer {
@@ -88,6 +90,7 @@ class CoordinatorMetrics {
   prometheus::Counter& requeues_;
   prometheus::Counter& event_throttle_;
   prometheus::Counter& foreign_events_;
+  prometheus::Counter& over_quota_events_;
   std::map<std::string, prometheus::Histogram*> store_write_by_operation_;
 };
 

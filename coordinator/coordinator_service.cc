@@ -43,6 +43,23 @@ CoordinatorService::~CoordinatorService() { Stop(); }
 
 Status CoordinatorService::Recover() {
   BAKEOFF_RETURN_IF_ERROR(table_.Recover(store_, clock_.Now(), config_.recovery_grace));
+  // A name whose attempts await reclaim is held for the worker that ran them: during the
+  // grace only a registration carrying its secret (stored hashed) takes it, so that no
+  // one else can reclaim, forge or lose those attempts by registering first.
+  std::set<std::string> awaited;
+  for (const auto& [id, t] : table_.trials()) {
+    if (!t.reclaim_deadline) continue;
+    for (const auto& p : t.parts) {
+      if (!p.reclaimed) awaited.insert(p.worker_id);
+    }
+  }
+  if (!awaited.empty()) {
+    Result<std::vector<metrics::WorkerRecord>> stored = store_.ListWorkers();
+    if (!stored.ok()) return stored.status().WithContext("reading the workers' secrets");
+    for (const auto& w : *stored) {
+      if (awaited.count(w.id)) registry_.HoldName(w.id, w.secret_sha256, clock_.Now() + config_.recovery_grace);
+    }
+  }
   std::size_t waiting = 0;
   for (const auto& [id, t] : table_.trials()) waiting += t.reclaim_deadline.has_value();
   if (!table_.sweeps().empty()) {
@@ -500,6 +517,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
     record.metrics_url = "http://" + info.metrics_host + ":" + std::to_string(message.metrics_port) + "/metrics";
   }
   record.state = message.running.empty() ? metrics::WorkerState::kIdle : metrics::WorkerState::kBusy;
+  record.secret_sha256 = protocol::Sha256Hex(info.secret);
   BeginWrites();
   Status upsert = store_.UpsertWorker(record);
   if (!upsert.ok()) kLog.Warning("cannot record worker " + id + ": " + upsert.ToString());
@@ -717,6 +735,7 @@ Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const 
   if (grant) next.GrantAttempt();
   const auto effect = next.Report(attempt, outcome);
   if (effect == TrialStateMachine::Effect::kIgnored) return Status::Ok();
+  events_.ForgetAttempt({trial.id, attempt});
   // Durable before anything else happens (and before the worker's ack).
   const bool requeue = effect == TrialStateMachine::Effect::kRequeued;
   Result<metrics::TransitionResult> stored = [&] {

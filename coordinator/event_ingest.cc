@@ -1,6 +1,7 @@
 #include "coordinator/event_ingest.h"
 
 #include <cstdio>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,25 @@ Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
   std::string first_unreadable;
   std::size_t foreign = 0;
   std::string first_foreign;
+  std::size_t over_quota = 0;
+  std::string first_over_quota;
+  // Whether (attempt, rank) may store `rows` more step rows (steps) or one more other
+  // event (!steps); what is over its quota is counted.
+  auto within_quota = [&](const protocol::AttemptRef& attempt, int rank, bool steps, std::size_t rows) {
+    Quota& q = quotas_[{attempt.trial_id, attempt.attempt, rank}];
+    std::size_t& used = steps ? q.step_rows : q.other_events;
+    const std::size_t limit = steps ? kMaxStepRowsPerRank : kMaxOtherEventsPerRank;
+    if (used + rows <= limit) {
+      used += rows;
+      return true;
+    }
+    if (over_quota++ == 0) {
+      first_over_quota = "trial " + std::to_string(attempt.trial_id) + " attempt " + std::to_string(attempt.attempt) +
+                         " rank " + std::to_string(rank) + ": over " + std::to_string(limit) +
+                         (steps ? " step rows" : " events other than steps and summaries");
+    }
+    return false;
+  };
   // Whether to store what names (attempt, rank); a foreign one is counted.
   auto keep = [&](const protocol::AttemptRef& attempt, int rank) {
     const Provenance p = accept(attempt, rank);
@@ -46,6 +66,7 @@ Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
     }
     protocol::TrainerEvent& e = *read;
     if (const protocol::StepEvent* step = e.step()) {
+      if (!within_quota(ev.attempt, ev.rank, true, 1)) continue;
       // A step outside a block (a sender of protocol 1's form): a block of one.
       batch.step_blocks.push_back(metrics::StepBlockRecord{ev.attempt.trial_id, ev.attempt.attempt, ev.rank,
                                                            step->phase, {step->row}});
@@ -53,6 +74,7 @@ Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
       batch.summaries.push_back(
           metrics::SummaryRecord{ev.attempt.trial_id, ev.attempt.attempt, ev.rank, *summary, std::move(e.body)});
     } else {
+      if (!within_quota(ev.attempt, ev.rank, false, 1)) continue;
       metrics::EventRecord r;
       r.trial_id = ev.attempt.trial_id;
       r.attempt = ev.attempt.attempt;
@@ -67,6 +89,7 @@ Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
   }
   for (const auto& block : message.steps) {
     if (!keep(block.attempt, block.rank)) continue;
+    if (!within_quota(block.attempt, block.rank, true, block.rows.size())) continue;
     batch.step_blocks.push_back(
         metrics::StepBlockRecord{block.attempt.trial_id, block.attempt.attempt, block.rank, block.phase, block.rows});
   }
@@ -83,12 +106,23 @@ Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
     kLog.Warning("dropped " + std::to_string(foreign) + " event(s) or step block(s) from worker=" + worker_id +
         " for ranks it was not given (first: " + first_foreign + ")");
   }
+  if (over_quota > 0) {
+    metrics_.CountDroppedOverQuota(over_quota);
+    kLog.Warning("dropped " + std::to_string(over_quota) + " event(s) or step block(s) from worker=" + worker_id +
+        " over their rank's quota (first: " + first_over_quota + ")");
+  }
   if (!batch.step_blocks.empty() || !batch.summaries.empty() || !batch.events.empty()) {
     CoordinatorMetrics::StoreWriteTimer timer(metrics_, "append_events");
     auto written = store_.AppendBatch(batch);
     if (!written.ok()) return written.status();
   }
   return started;
+}
+
+void EventIngest::ForgetAttempt(const protocol::AttemptRef& attempt) {
+  auto first = quotas_.lower_bound({attempt.trial_id, attempt.attempt, std::numeric_limits<int>::min()});
+  auto last = quotas_.upper_bound({attempt.trial_id, attempt.attempt, std::numeric_limits<int>::max()});
+  quotas_.erase(first, last);
 }
 
 std::chrono::milliseconds EventIngest::ReadDelay(const std::string& worker_id, const nlohmann::json& frame,

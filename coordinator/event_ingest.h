@@ -13,6 +13,11 @@
 // was not given: dropped, counted and logged once per frame). The rest of the frame is
 // stored and acknowledged either way, so a worker cannot make its frame hold back others.
 //
+// Quotas (docs/security.md, "Limits"): each (attempt, rank) stores at most
+// kMaxStepRowsPerRank step rows and kMaxOtherEventsPerRank events that are neither steps
+// nor summaries; what is over is dropped, counted and logged once per frame, so one
+// trial's flood cannot fill the database for everyone.
+//
 // Reading: each worker has a budget of `max_worker_events_per_s`; a frame over it is
 // read later, not dropped (ReadDelay), counted in the coordinator's metrics and logged
 // at most every 10 s per worker.
@@ -27,6 +32,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +51,10 @@ class EventIngest {
   enum class Provenance { kStore, kStale, kForeign };
   using Accept = std::function<Provenance(const protocol::AttemptRef& attempt, int rank)>;
 
+  // Per (attempt, rank), stored by this coordinator process (a restart starts anew).
+  static constexpr std::size_t kMaxStepRowsPerRank = 1'000'000;
+  static constexpr std::size_t kMaxOtherEventsPerRank = 1'000;
+
   // `max_events_per_s` 0: no limit. The references must outlive this object.
   EventIngest(std::size_t max_events_per_s, metrics::ResultsStore& store, CoordinatorMetrics& metrics);
 
@@ -61,6 +71,8 @@ class EventIngest {
 
   // Drops the budget of a worker the registry forgot.
   void ForgetWorker(const std::string& worker_id) { budgets_.erase(worker_id); }
+  // Drops the quotas of an attempt that ended.
+  void ForgetAttempt(const protocol::AttemptRef& attempt);
 
  private:
   struct Budget {
@@ -72,6 +84,12 @@ class EventIngest {
   metrics::ResultsStore& store_;
   CoordinatorMetrics& metrics_;
   std::map<std::string, Budget> budgets_;  // per worker
+  struct Quota {
+    std::size_t step_rows = 0;
+    std::size_t other_events = 0;
+  };
+  // Per (trial id, attempt, rank).
+  std::map<std::tuple<std::int64_t, int, int>, Quota> quotas_;
 };
 
 }  // namespace bakeoff::coordinator

@@ -31,9 +31,32 @@ WorkerRegistry::WorkerRegistry(const Clock& clock, std::chrono::milliseconds hea
   if (!new_secret_) new_secret_ = [] { return protocol::RandomToken(); };
 }
 
+const WorkerRegistry::Hold* WorkerRegistry::ActiveHold(const std::string& name) const {
+  auto hold = holds_.find(name);
+  if (hold == holds_.end() || clock_.Now() >= hold->second.until) return nullptr;
+  return &hold->second;
+}
+
+void WorkerRegistry::HoldName(const std::string& name, std::string secret_sha256, Clock::TimePoint until) {
+  if (secret_sha256.empty()) return;
+  holds_[name] = Hold{std::move(secret_sha256), until};
+}
+
 Status WorkerRegistry::CheckIdentity(const protocol::RegisterMessage& message) const {
   auto it = workers_.find(message.worker_name);
-  if (it == workers_.end() || it->second.departed()) return Status::Ok();
+  if (it == workers_.end() || it->second.departed()) {
+    const Hold* hold = ActiveHold(message.worker_name);
+    if (!hold || (!message.worker_secret.empty() &&
+                  protocol::TokensEqual(hold->secret_sha256, protocol::Sha256Hex(message.worker_secret)))) {
+      return Status::Ok();
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::seconds>(hold->until - clock_.Now());
+    return Status::Unavailable("the worker name '" + message.worker_name +
+                               "' has attempts awaiting reclaim after a coordinator restart, and this "
+                               "registration does not carry the secret of the worker that ran them; the name "
+                               "is free once they are requeued, in " + std::to_string(left.count() + 1) +
+                               " s, or give this worker another --name");
+  }
   if (!message.worker_secret.empty() && protocol::TokensEqual(it->second.secret, message.worker_secret)) {
     return Status::Ok();
   }
@@ -46,7 +69,12 @@ Status WorkerRegistry::CheckIdentity(const protocol::RegisterMessage& message) c
 WorkerInfo& WorkerRegistry::Register(const protocol::RegisterMessage& message) {
   auto& info = workers_[message.worker_name];
   const bool fresh = info.id.empty();
-  if (fresh || info.departed()) info.secret = new_secret_();
+  if (fresh || info.departed()) {
+    // The worker that ran the held name's attempts keeps its secret (CheckIdentity
+    // checked it); anyone else gets a new one.
+    info.secret = ActiveHold(message.worker_name) ? message.worker_secret : new_secret_();
+  }
+  holds_.erase(message.worker_name);
   info.id = message.worker_name;
   info.host = message.host;
   info.resources = message.resources;

@@ -69,13 +69,21 @@ class WorkerRegistry {
 
   // Whether `message` may take its name. A name nobody holds, or whose worker is lost or
   // gone, is free; a live (alive or draining) worker's name needs the secret issued to
-  // it, so that a second process cannot take over a running worker. Refused:
-  // kUnavailable saying why (temporary: the name frees when its worker is lost or gone).
+  // it, so that a second process cannot take over a running worker; so does a held name
+  // (HoldName) until its hold ends. Refused: kUnavailable saying why (temporary: the
+  // name frees when its worker is lost or gone, or when the hold ends).
   Status CheckIdentity(const protocol::RegisterMessage& message) const;
+
+  // After a coordinator restart: `name` has attempts awaiting reclaim, and until `until`
+  // only a registration whose secret has this SHA-256 (hex, as stored in the workers
+  // table) may take it. The worker that holds the secret keeps it. An empty hash (a
+  // worker stored before schema v5) holds nothing.
+  void HoldName(const std::string& name, std::string secret_sha256, Clock::TimePoint until);
 
   // Adds or refreshes the worker `message.worker_name` (REQUIRES: CheckIdentity passed).
   // A re-registration keeps the resources held by attempts still placed on it, and its
-  // secret; it is alive again. A new or departed name gets a new secret.
+  // secret; it is alive again. A held name taken with its secret keeps that secret; any
+  // other new or departed name gets a new one.
   WorkerInfo& Register(const protocol::RegisterMessage& message);
 
   // Returns false for an unknown worker.
@@ -119,6 +127,13 @@ class WorkerRegistry {
   std::chrono::milliseconds departed_retention_;
   std::map<std::string, WorkerInfo> workers_;
   std::vector<std::string> forgotten_;
+  struct Hold {
+    std::string secret_sha256;
+    Clock::TimePoint until;
+  };
+  // The hold on `name` that has not ended, or null.
+  const Hold* ActiveHold(const std::string& name) const;
+  std::map<std::string, Hold> holds_;
 };
 
 }  // namespace bakeoff::coordinator

@@ -5,6 +5,8 @@
 #include <random>
 #include <sstream>
 
+#include <openssl/sha.h>
+
 namespace bakeoff::protocol {
 namespace {
 
@@ -73,6 +75,18 @@ std::string RandomToken(std::size_t bytes) {
     token.push_back(hex[byte & 0xf]);
   }
   return token;
+}
+
+std::string Sha256Hex(std::string_view text) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
+  const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char byte : digest) {
+    out.push_back(hex[byte >> 4]);
+    out.push_back(hex[byte & 0xf]);
+  }
+  return out;
 }
 
 }  // namespace bakeoff::protocol

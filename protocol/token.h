@@ -40,4 +40,8 @@ bool TokenInList(const std::vector<std::string>& accepted, std::string_view give
 // A new secret: `bytes` random bytes from the system's random source, in hex.
 std::string RandomToken(std::size_t bytes = 16);
 
+// SHA-256 of `text`, 64 lowercase hex digits: what is stored of a secret that must
+// survive a restart (a worker's secret) without being readable from the database.
+std::string Sha256Hex(std::string_view text);
+
 }  // namespace bakeoff::protocol

@@ -231,7 +231,7 @@ Result<WorkerRecord> ReadWorkerRow(const SqliteStatement& row, const SqliteConne
   WorkerRecord w;
   BAKEOFF_RETURN_IF_ERROR(ReadColumns(row, db, w.id, w.name, w.host, w.resources, w.metrics_url,
                                       Stored{w.state, ParseWorkerState, "workers.state"},
-                                      w.registered_at, w.last_heartbeat_at));
+                                      w.registered_at, w.last_heartbeat_at, w.secret_sha256));
   return w;
 }
 
@@ -1052,16 +1052,18 @@ Status ResultsStore::UpsertWorker(const WorkerRecord& worker) {
   return WriteTransaction("upsert_worker", false, [&]() -> Status {
     Result<SqliteStatement> upsert = db_->PrepareCached(
         "INSERT INTO workers (id, name, host, resources_json, metrics_url, state, "
-        "registered_at, last_heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "registered_at, last_heartbeat_at, secret_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (id) DO UPDATE SET name = excluded.name, host = excluded.host, "
         "resources_json = excluded.resources_json, metrics_url = excluded.metrics_url, "
         "state = excluded.state, "
-        "last_heartbeat_at = COALESCE(excluded.last_heartbeat_at, last_heartbeat_at)");
+        "last_heartbeat_at = COALESCE(excluded.last_heartbeat_at, last_heartbeat_at), "
+        "secret_sha256 = CASE WHEN excluded.secret_sha256 = '' THEN secret_sha256 "
+        "ELSE excluded.secret_sha256 END");
     if (!upsert.ok()) return upsert.status();
     upsert->BindAll(worker.id, worker.name, worker.host, Dump(worker.resources),
                     worker.metrics_url, WorkerStateName(worker.state),
                     worker.registered_at != 0 ? worker.registered_at : now,
-                    worker.last_heartbeat_at);
+                    worker.last_heartbeat_at, worker.secret_sha256);
     return upsert->Run();
   }).WithContext("storing worker " + worker.id);
 }
@@ -1334,7 +1336,7 @@ Result<std::vector<WorkerRecord>> ResultsStore::ListWorkers() {
   (void)CommitOpenGroup();  // readers never see writes that could still be lost
   return QueryAll(*db_,
                   "SELECT id, name, host, resources_json, metrics_url, state, registered_at, "
-                  "last_heartbeat_at FROM workers ORDER BY registered_at, id",
+                  "last_heartbeat_at, secret_sha256 FROM workers ORDER BY registered_at, id",
                   ReadWorkerRow);
 }
 

@@ -229,6 +229,13 @@ CREATE TABLE calibrations (
 CREATE INDEX calibrations_by_key ON calibrations (workload_key, id);
 )sql";
 
+// Version 5: a hash of each worker's secret, so that after a coordinator restart a worker
+// name whose attempts await reclaim can be taken only by the worker that holds its secret
+// (docs/security.md, "Worker identity").
+constexpr const char* kV5 = R"sql(
+ALTER TABLE workers ADD COLUMN secret_sha256 TEXT NOT NULL DEFAULT '';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& SchemaMigrations() {
@@ -239,6 +246,7 @@ const std::vector<Migration>& SchemaMigrations() {
           "trial_results and sweep_progress", kV2},
       {3, "steps stored as blocks (step_blocks); step_metrics a view with a row per step", kV3},
       {4, "calibrations: the run-to-run noise bakeoff calibrate measured per workload", kV4},
+      {5, "workers.secret_sha256: a worker's name survives a restart only with its secret", kV5},
   };
   return migrations;
 }

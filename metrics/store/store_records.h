@@ -132,6 +132,9 @@ struct WorkerRecord {
   WorkerState state = WorkerState::kIdle;
   UnixSeconds registered_at = 0;  // set by UpsertWorker when 0
   std::optional<UnixSeconds> last_heartbeat_at;
+  // SHA-256 (hex) of the secret the coordinator gave this worker; '' when none is kept.
+  // UpsertWorker keeps the stored one when this is ''.
+  std::string secret_sha256;
 };
 
 // One `step` event of docs/trainer.md. Missing values are nullopt (stored as NULL).

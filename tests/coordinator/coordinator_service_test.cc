@@ -734,6 +734,37 @@ TEST_F(CoordinatorServiceTest, AWorkerCannotWriteEventsForRanksItWasNotGiven) {
       << "two summaries and one step block were foreign";
 }
 
+// Review 2026-12-02, hole 7 (the store's half): one trial's flood of undocumented events
+// stored 519,000 rows. Each (attempt, rank) stores at most its quota; the rest is
+// dropped and counted, and the frame is still acknowledged.
+TEST_F(CoordinatorServiceTest, ARanksEventsOverItsQuotaAreDroppedAndCounted) {
+  json assign;
+  RegisterAndSubmit("w1", assign);
+  const protocol::AttemptRef attempt{assign["trial_id"], assign["attempt"]};
+  const std::size_t quota = EventIngest::kMaxOtherEventsPerRank;
+  protocol::EventsMessage events;
+  events.events.push_back({attempt, 0, {{"event", "started"}, {"pid", 1}}, 1});  // one of the quota
+  for (std::size_t i = 0; i < quota + 5; ++i) {
+    events.events.push_back({attempt, 0, {{"event", "x"}, {"i", i}}, static_cast<std::int64_t>(i + 2)});
+  }
+  events.events.push_back({attempt, 0, {{"event", "summary"}, {"tokens_per_s", 150.0}, {"step_s_median", 0.1}},
+                           static_cast<std::int64_t>(quota + 7)});
+  SendStepsAndExpectAcked("w1", events, attempt, 5, 0.1);
+  auto stored = store_->ReadEvents(attempt.trial_id);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  std::size_t floods = 0;
+  for (const auto& e : *stored) floods += e.kind == "x";
+  EXPECT_EQ(floods, quota - 1);
+  EXPECT_EQ(store_->ReadStepMetrics(attempt.trial_id).value().size(), 5u) << "steps have their own quota";
+  Frame("w1", testing::FinishedFrame(attempt, "succeeded", 2, ""));
+  EXPECT_EQ(Trial(attempt.trial_id).outcome, metrics::Outcome::kSucceeded);
+  auto results = store_->ListTrialResults(Trial(attempt.trial_id).sweep_id).value();
+  bool summary_stored = false;
+  for (const auto& r : results) summary_stored |= r.trial.id == attempt.trial_id && r.summaries.size() == 1;
+  EXPECT_TRUE(summary_stored) << "a summary is not one of the capped kinds";
+  EXPECT_NE(service_->MetricsText().find("bakeoff_worker_over_quota_events_total 6"), std::string::npos);
+}
+
 // Issue 33, balanced placement: with two one-slot workers and an interleaved sweep,
 // both sides of every pair (a variant's repeat r and its baseline's repeat r) run on
 // one worker, whichever finishes first, and the pairs alternate between the workers.
@@ -917,6 +948,60 @@ TEST_F(CoordinatorServiceTest, RestartReclaimsReportedAttemptsAndRequeuesTheRest
   EXPECT_EQ(store_->ListAttempts(t2).value()[0].outcome, metrics::Outcome::kLost);
   Succeed("w1", a1[0], 1);
   EXPECT_EQ(Trial(t1).outcome, metrics::Outcome::kSucceeded);
+}
+
+// Review 2026-12-02, hole 5: after a restart, secrets lived only in memory, so the first
+// process to register a name reclaimed (and could forge or lose) its attempts.
+TEST_F(CoordinatorServiceTest, AfterARestartOnlyTheSecretTakesANameWhoseAttemptsAwaitReclaim) {
+  auto w1 = Register("w1");
+  Submit(kTwoPairSweep);
+  auto a1 = w1->Take("assign");
+  ASSERT_EQ(a1.size(), 1u);
+  const std::int64_t t1 = a1[0]["trial_id"];
+  const std::string secret = secrets_["w1"];
+  ASSERT_NO_FATAL_FAILURE(RestartService());
+  auto impostor = std::make_shared<RecordingLink>();
+  protocol::RegisterMessage m;
+  m.token = "worker-secret";
+  m.worker_name = "w1";
+  m.resources.cpu_slots = 1;
+  m.running = {{t1, 1}};
+  for (const std::string guess : {std::string(), std::string("0123456789abcdef0123456789abcdef"),
+                                  protocol::Sha256Hex(secret)}) {
+    m.worker_secret = guess;
+    auto reply = service_->OnRegister(m, impostor);
+    EXPECT_EQ(reply["type"], "rejected") << "guess '" << guess << "': " << reply.dump();
+    EXPECT_NE(reply.value("reason", "").find("awaiting reclaim"), std::string::npos) << reply.dump();
+  }
+  // The worker that ran the attempt comes back with its secret, keeps it and reclaims.
+  Register("w1", {{t1, 1}});
+  EXPECT_EQ(secrets_["w1"], secret);
+  clock_.Advance(6000ms);  // past the recovery grace
+  Frame("w1", protocol::ToJson(protocol::HeartbeatMessage{{{t1, 1}}}));
+  service_->Tick();
+  Pump();
+  EXPECT_EQ(Trial(t1).attempts_used, 1) << "reclaimed by its worker, not requeued";
+  Succeed("w1", a1[0], 1);
+  EXPECT_EQ(Trial(t1).outcome, metrics::Outcome::kSucceeded);
+}
+
+TEST_F(CoordinatorServiceTest, AfterARestartAHeldNameIsFreeOnceItsGraceEnds) {
+  auto w1 = Register("w1");
+  Submit(kTwoPairSweep);
+  auto a1 = w1->Take("assign");
+  ASSERT_EQ(a1.size(), 1u);
+  const std::int64_t t1 = a1[0]["trial_id"];
+  ASSERT_NO_FATAL_FAILURE(RestartService());
+  clock_.Advance(6000ms);  // the worker never came back: its attempt is requeued
+  service_->Tick();
+  Pump();
+  EXPECT_EQ(store_->ListAttempts(t1).value()[0].outcome, metrics::Outcome::kLost);
+  protocol::RegisterMessage m;
+  m.token = "worker-secret";
+  m.worker_name = "w1";
+  m.resources.cpu_slots = 1;
+  auto reply = service_->OnRegister(m, std::make_shared<RecordingLink>());
+  EXPECT_EQ(reply["type"], "registered") << reply.dump();
 }
 
 TEST_F(CoordinatorServiceTest, DrainedWorkerGetsNoNewTrials) {

@@ -817,6 +817,45 @@ TEST_F(ResultsStoreTest, WorkersRoundTripAndKeepRegistrationTime) {
   EXPECT_EQ(store->SetWorkerState("nobody", WorkerState::kLost).code(), Status::Code::kNotFound);
 }
 
+TEST_F(ResultsStoreTest, AWorkersSecretHashIsKeptUntilANewOneReplacesIt) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  WorkerRecord worker;
+  worker.id = "w1";
+  worker.name = "w1";
+  worker.host = "node-a";
+  worker.secret_sha256 = std::string(64, 'a');
+  ASSERT_TRUE(store->UpsertWorker(worker).ok());
+  worker.secret_sha256 = "";  // an update that carries none keeps the stored hash
+  ASSERT_TRUE(store->UpsertWorker(worker).ok());
+  EXPECT_EQ(store->ListWorkers().value()[0].secret_sha256, std::string(64, 'a'));
+  worker.secret_sha256 = std::string(64, 'b');
+  ASSERT_TRUE(store->UpsertWorker(worker).ok());
+  EXPECT_EQ(store->ListWorkers().value()[0].secret_sha256, std::string(64, 'b'));
+}
+
+TEST_F(ResultsStoreTest, MigratesVersionFourWorkersToAnEmptySecretHash) {
+  {
+    Result<std::unique_ptr<SqliteConnection>> db =
+        SqliteConnection::Open(db_path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(MigrateSchema(**db, 1.0, /*target_version=*/4).ok());
+    ASSERT_TRUE((*db)->Exec(R"sql(
+      INSERT INTO workers (id, name, host, resources_json, metrics_url, state, registered_at)
+        VALUES ('w1', 'w1', 'node-a', '{"cpu_slots":2}', '', 'busy', 5.0);
+    )sql").ok());
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->SchemaVersion().value(), kLatestSchemaVersion);
+  Result<std::vector<WorkerRecord>> workers = store->ListWorkers();
+  ASSERT_TRUE(workers.ok()) << workers.status().ToString();
+  ASSERT_EQ(workers->size(), 1u);
+  EXPECT_EQ((*workers)[0].host, "node-a");
+  EXPECT_EQ((*workers)[0].state, WorkerState::kBusy);
+  EXPECT_EQ((*workers)[0].secret_sha256, "") << "a worker stored before v5 has no hash: its name is free";
+}
+
 // --- Recovery ----------------------------------------------------------------------------
 
 TEST_F(ResultsStoreTest, ReopenedStoreListsAssignedAndRunningTrialsWithTheirAttempt) {
