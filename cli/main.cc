@@ -1,19 +1,81 @@
 // `bakeoff`: the one CLI binary (no LibTorch). Subcommands register themselves from
-// cli/*_command.cc (see command_registry.h); main only parses and returns their code.
+// cli/*_command.cc (see command_registry.h); main only parses and returns their code,
+// answers `bakeoff help [COMMAND]`, and names the nearest command or flag after a typo.
 #include <CLI/CLI.hpp>
 
+#include <iostream>
+#include <string>
+#include <vector>
+
 #include "cli/command_registry.h"
+#include "cli/did_you_mean.h"
 #include "protocol/version.h"
+
+namespace {
+
+std::vector<std::string> CommandNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, setup] : bakeoff::cli::Commands()) names.push_back(name);
+  return names;
+}
+
+std::vector<std::string> LongFlags(const CLI::App& command) {
+  std::vector<std::string> flags;
+  for (const CLI::Option* option : command.get_options()) {
+    for (const std::string& name : option->get_lnames()) flags.push_back("--" + name);
+  }
+  return flags;
+}
+
+int UnknownCommand(const std::string& typed) {
+  std::cerr << "bakeoff: '" << typed << "' is not a bakeoff command."
+            << bakeoff::cli::DidYouMean(bakeoff::cli::Nearest(typed, CommandNames()))
+            << " Run 'bakeoff help' for the list.\n";
+  return bakeoff::cli::kExitUsage;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Bakeoff: comparative training experiments on a cluster"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("bakeoff ") + bakeoff::kBakeoffVersion + " (" +
                                         bakeoff::kBakeoffGitCommit + ")");
+  app.footer("Run 'bakeoff help COMMAND' (or 'bakeoff COMMAND --help') for a command's flags.");
   int exit_code = bakeoff::cli::kExitOk;
   for (auto& [name, setup] : bakeoff::cli::Commands()) setup(app, &exit_code);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  // `bakeoff help [COMMAND]`, as git, cargo and kubectl answer it.
+  if (!args.empty() && args[0] == "help") {
+    if (args.size() == 1) {
+      std::cout << app.help();
+      return bakeoff::cli::kExitOk;
+    }
+    if (!bakeoff::cli::Commands().count(args[1])) return UnknownCommand(args[1]);
+    std::cout << app.get_subcommand(args[1])->help();
+    return bakeoff::cli::kExitOk;
+  }
+  // A first word that is no command (CLI11 would only say it "was not expected").
+  if (!args.empty() && !args[0].empty() && args[0][0] != '-' && !bakeoff::cli::Commands().count(args[0])) {
+    return UnknownCommand(args[0]);
+  }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ExtrasError& e) {
+    // A mistyped flag: the nearest of the command's own flags.
+    std::cerr << e.what() << "\n";
+    const std::vector<CLI::App*> parsed = app.get_subcommands();
+    if (!parsed.empty()) {
+      const std::vector<std::string> flags = LongFlags(*parsed.front());
+      for (const std::string& extra : app.remaining(true)) {
+        if (extra.rfind("--", 0) != 0) continue;
+        const std::string flag = extra.substr(0, extra.find('='));
+        const std::string hint = bakeoff::cli::DidYouMean(bakeoff::cli::Nearest(flag, flags));
+        if (!hint.empty()) std::cerr << flag << ":" << hint << "\n";
+      }
+      std::cerr << "Run 'bakeoff help " << parsed.front()->get_name() << "' for its flags.\n";
+    }
+    return bakeoff::cli::kExitUsage;
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : bakeoff::cli::kExitUsage;

@@ -44,5 +44,32 @@ TEST(CliUsageTest, AFormatTheCommandDoesNotPrintIsRefused) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(CliUsageTest, HelpPrintsTheCommandListOrOneCommandsFlags) {
+  auto dir = testing::FreshTestDir("bakeoff-cli-usage");
+  EXPECT_EQ(RunBakeoff({"help"}, dir / "out.log"), 0);
+  const std::string all = testing::ReadFile(dir / "out.log");
+  for (const char* command : {"local", "submit", "status", "report", "query", "calibrate"}) {
+    EXPECT_NE(all.find(command), std::string::npos) << command << " missing from:\n" << all;
+  }
+  EXPECT_EQ(RunBakeoff({"help", "local"}, dir / "out.log"), 0);
+  EXPECT_NE(testing::ReadFile(dir / "out.log").find("--workers"), std::string::npos) << testing::ReadFile(dir / "out.log");
+  EXPECT_EQ(RunBakeoff({"help", "lcoal"}, dir / "out.log"), 2);
+  EXPECT_NE(testing::ReadFile(dir / "out.log").find("Did you mean 'local'?"), std::string::npos)
+      << testing::ReadFile(dir / "out.log");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CliUsageTest, AMistypedCommandOrFlagNamesTheNearestOne) {
+  auto dir = testing::FreshTestDir("bakeoff-cli-usage");
+  EXPECT_EQ(RunBakeoff({"loacl", "sweep.yaml"}, dir / "out.log"), 2);
+  std::string out = testing::ReadFile(dir / "out.log");
+  EXPECT_NE(out.find("'loacl' is not a bakeoff command. Did you mean 'local'?"), std::string::npos) << out;
+  EXPECT_EQ(RunBakeoff({"validate", "--fromat", "json", (dir / "none.yaml").string()}, dir / "out.log"), 2);
+  out = testing::ReadFile(dir / "out.log");
+  EXPECT_NE(out.find("--fromat: Did you mean '--format'?"), std::string::npos) << out;
+  EXPECT_NE(out.find("bakeoff help validate"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace bakeoff
