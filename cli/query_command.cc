@@ -14,6 +14,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
+#include "cli/result_source.h"
 #include "metrics/report/report_renderer.h"
 #include "metrics/store/read_only_query.h"
 
@@ -22,8 +23,8 @@ namespace {
 
 struct QueryOptions {
   std::string sql;
-  std::string db = "results.db";
-  std::string coordinator;  // non-empty: ask this coordinator instead of reading --db
+  std::string db;           // PickResultSource: --coordinator, --db, $BAKEOFF_COORDINATOR,
+  std::string coordinator;  // ./results.db, the default coordinator
   std::string token_file;
   std::string tls_ca;
   std::string format = "table";
@@ -144,8 +145,14 @@ Result<metrics::QueryResult> QueryCoordinator(const QueryOptions& options) {
   return result;
 }
 
-int RunQuery(const QueryOptions& options) {
+int RunQuery(QueryOptions options) {
   Result<metrics::QueryResult> result = Status::Internal("unreachable");
+  const ResultSource source = PickResultSource(options.coordinator, options.db);
+  if (source.why != "--coordinator" && source.why != "--db") {
+    std::cerr << "bakeoff query: reading " << source.Describe() << "\n";
+  }
+  options.coordinator = source.coordinator;
+  options.db = source.db;
   if (!options.coordinator.empty()) {
     result = QueryCoordinator(options);
   } else {
@@ -189,7 +196,7 @@ void SetupQuery(CLI::App& root, int* exit_code) {
       "query", "Run one read-only SQL statement against a results database (docs/schema.md)");
   cmd->add_option("sql", options->sql, "The SQL statement, e.g. \"SELECT * FROM sweeps\"")
       ->required();
-  cmd->add_option("--db", options->db, "Results database file (default ./results.db)");
+  cmd->add_option("--db", options->db, "Results database file (without it or --coordinator: $BAKEOFF_COORDINATOR, else ./results.db, else the default coordinator)");
   cmd->add_option("--coordinator", options->coordinator,
                   "Ask this running coordinator (http://HOST:PORT) to run the query on its database");
   cmd->add_option("--token-file", options->token_file, "File holding the API token (else $BAKEOFF_TOKEN)");

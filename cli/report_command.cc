@@ -13,6 +13,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
+#include "cli/result_source.h"
 #include "metrics/report/report_renderer.h"
 #include "metrics/report/report_service.h"
 #include "protocol/token.h"
@@ -24,8 +25,8 @@ struct ReportFlags {
   std::string sweep;
   std::string format = "table";
   std::string output;
-  std::string db = "results.db";
-  std::string coordinator;
+  std::string db;           // PickResultSource: --coordinator, --db, $BAKEOFF_COORDINATOR,
+  std::string coordinator;  // ./results.db, the default coordinator
   std::string token_file;
   std::string tls_ca;
   std::string memory_budget;
@@ -56,11 +57,15 @@ int RunReport(const ReportFlags& flags) {
   }
 
   Result<std::string> text = Status::Internal("unset");
-  if (!flags.coordinator.empty()) {
+  const ResultSource source = PickResultSource(flags.coordinator, flags.db);
+  if (source.why != "--coordinator" && source.why != "--db") {
+    std::cerr << "bakeoff report: reading " << source.Describe() << "\n";
+  }
+  if (!source.coordinator.empty()) {
     Result<std::string> token = protocol::LoadToken(flags.token_file);
     if (!token.ok()) return Fail(token.status(), kExitUsage);
     Result<CoordinatorClient> client =
-        CoordinatorClient::Create(flags.coordinator, *token, std::chrono::seconds(30), flags.tls_ca);
+        CoordinatorClient::Create(source.coordinator, *token, std::chrono::seconds(30), flags.tls_ca);
     if (!client.ok()) return Fail(client.status(), ExitCodeFor(client.status()));
     // The coordinator computes the report with its defaults; options that change the
     // figures travel as query parameters, written by the report library that reads them.
@@ -69,13 +74,13 @@ int RunReport(const ReportFlags& flags) {
     if (!text.ok()) return Fail(text.status(), ExitCodeFor(text.status()));
   } else {
     std::error_code ec;
-    if (!std::filesystem::exists(flags.db, ec)) {
-      return Fail(Status::NotFound("results database " + flags.db +
+    if (!std::filesystem::exists(source.db, ec)) {
+      return Fail(Status::NotFound("results database " + source.db +
                                    " does not exist; pass --db FILE (the coordinator's --db), "
                                    "or --coordinator URL to ask a running coordinator"),
                   kExitUnavailable);
     }
-    text = metrics::RenderSweepReport(flags.db, flags.sweep, options);
+    text = metrics::RenderSweepReport(source.db, flags.sweep, options);
     if (!text.ok()) {
       int code = text.status().code() == Status::Code::kNotFound ? kExitFailure
                                                                  : ExitCodeFor(text.status());
@@ -97,7 +102,7 @@ void SetupReport(CLI::App& root, int* exit_code) {
   cmd->add_option("--format", flags->format, "table, markdown, json, csv or html (default table)")
       ->check(CLI::IsMember({"table", "text", "markdown", "md", "json", "csv", "html"}));
   cmd->add_option("--output", flags->output, "Write the report to this file instead of stdout");
-  cmd->add_option("--db", flags->db, "Results database file (default ./results.db)");
+  cmd->add_option("--db", flags->db, "Results database file (without it or --coordinator: $BAKEOFF_COORDINATOR, else ./results.db, else the default coordinator)");
   cmd->add_option("--coordinator", flags->coordinator,
                   "Ask a running coordinator (URL) instead of reading --db");
   cmd->add_option("--tls-ca", flags->tls_ca, kTlsCaHelp);

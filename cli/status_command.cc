@@ -11,6 +11,7 @@
 #include "cli/api_client_flags.h"
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
+#include "cli/result_source.h"
 #include "coordinator/api_json.h"
 #include "metrics/store/results_store.h"
 #include "protocol/trainer_event.h"
@@ -99,15 +100,13 @@ int Fail(const Status& status) { return ReportFailure("status", status); }
 
 int RunStatus(const StatusFlags& flags) {
   nlohmann::json sweeps, sweep, trials;
-  // --coordinator wins; then --db; then $BAKEOFF_COORDINATOR; then ./results.db if it
-  // exists; else the default coordinator URL.
-  struct stat st;
-  std::string db = flags.db;
-  if (flags.api.coordinator.empty() && db.empty() && !std::getenv("BAKEOFF_COORDINATOR") &&
-      stat("results.db", &st) == 0) {
-    db = "results.db";
+  const ResultSource source = PickResultSource(flags.api.coordinator, flags.db);
+  if (source.why != "--coordinator" && source.why != "--db") {
+    std::cerr << "bakeoff status: reading " << source.Describe() << "\n";
   }
-  if (!db.empty() && flags.api.coordinator.empty()) {
+  struct stat st;
+  const std::string& db = source.db;
+  if (source.coordinator.empty()) {
     if (stat(db.c_str(), &st) != 0) {
       std::cerr << "bakeoff status: no results database at '" << db
                 << "'; give --db FILE or --coordinator URL\n";
@@ -132,8 +131,7 @@ int RunStatus(const StatusFlags& flags) {
       trials = coordinator::TrialsJson(*list);
     }
   } else {
-    auto client = ConnectCoordinator(flags.api.coordinator.empty() ? DefaultCoordinatorUrl() : flags.api.coordinator,
-                                     flags.api.token_file, flags.api.tls_ca);
+    auto client = ConnectCoordinator(source.coordinator, flags.api.token_file, flags.api.tls_ca);
     if (!client.ok()) return Fail(client.status());
     if (flags.sweep.empty()) {
       auto got = client->GetJson("/api/v1/sweeps");

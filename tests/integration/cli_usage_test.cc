@@ -1,9 +1,11 @@
 // Usage mistakes exit 2 (docs/cli.md, "Exit codes") before any server is asked: a token
-// file that cannot be read, and a --format the command does not print.
+// file that cannot be read, a --format the command does not print, a mistyped command or
+// flag (named with the nearest one); `bakeoff help`; where the reading commands read.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
+#include "metrics/store/results_store.h"
 #include "tests/integration/process_guard.h"
 #include "tests/integration/test_files.h"
 
@@ -68,6 +70,44 @@ TEST(CliUsageTest, AMistypedCommandOrFlagNamesTheNearestOne) {
   out = testing::ReadFile(dir / "out.log");
   EXPECT_NE(out.find("--fromat: Did you mean '--format'?"), std::string::npos) << out;
   EXPECT_NE(out.find("bakeoff help validate"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 29: status, report and query pick their results by one rule (cli/result_source.h)
+// and say which on stderr when no flag named it.
+TEST(CliUsageTest, ReadingCommandsPickTheirResultsByOneRuleAndSayWhich) {
+  auto dir = testing::FreshTestDir("bakeoff-cli-usage");
+  {
+    metrics::StoreOptions options;
+    options.path = (dir / "results.db").string();
+    ASSERT_TRUE(metrics::ResultsStore::Open(options).ok());
+  }
+  auto in_dir = [&](const std::vector<std::string>& args) {
+    std::string line = "cd '" + dir.string() + "' && exec '" + kBin + "/bakeoff'";
+    for (const auto& a : args) line += " '" + a + "'";
+    return std::vector<std::string>{"/bin/sh", "-c", line};
+  };
+  auto run = [&](const std::vector<std::string>& args, const std::string& coordinator_env) {
+    ProcessGuard cli(in_dir(args), {"BAKEOFF_COORDINATOR=" + coordinator_env, "BAKEOFF_TOKEN="},
+                     (dir / "out.log").string());
+    return cli.WaitExit(30s).value_or(-1);
+  };
+  // ./results.db, no variable: the file, said so.
+  EXPECT_EQ(run({"status"}, ""), 0) << testing::ReadFile(dir / "out.log");
+  EXPECT_NE(testing::ReadFile(dir / "out.log").find("reading results database results.db (found in this directory"),
+            std::string::npos)
+      << testing::ReadFile(dir / "out.log");
+  // $BAKEOFF_COORDINATOR wins over ./results.db, for all three (this one is unreachable: 3).
+  for (const std::vector<std::string> args : {std::vector<std::string>{"status"}, {"query", "SELECT 1"},
+                                              {"report", "some-sweep"}}) {
+    EXPECT_EQ(run(args, "http://127.0.0.1:9"), 3) << args[0] << ": " << testing::ReadFile(dir / "out.log");
+    EXPECT_NE(testing::ReadFile(dir / "out.log").find("reading coordinator http://127.0.0.1:9 ($BAKEOFF_COORDINATOR)"),
+              std::string::npos)
+        << args[0] << ": " << testing::ReadFile(dir / "out.log");
+  }
+  // A flag names the source: nothing to say.
+  EXPECT_EQ(run({"query", "SELECT 1", "--db", (dir / "results.db").string()}, "http://127.0.0.1:9"), 0);
+  EXPECT_EQ(testing::ReadFile(dir / "out.log").find("reading"), std::string::npos) << testing::ReadFile(dir / "out.log");
   std::filesystem::remove_all(dir);
 }
 
