@@ -764,6 +764,15 @@ class SweepParser {
     for (const auto& entry : *entries) {
       if (forced_executor_) break;
       if (entry.key == "executor") {
+        // A template's name where the executor goes: say how a template is named.
+        if (entry.value.IsScalar() && entry.value.Scalar() != "lora" && entry.value.Scalar() != "command" &&
+            executors_ != nullptr && executors_->Find(entry.value.Scalar()) != nullptr) {
+          const std::string& name = entry.value.Scalar();
+          Add(entry.value, "workload.executor",
+              "expected one of lora, command, got " + Describe(entry.value) + "; " + name +
+                  " is a command template: write `executor: command` and `command: {template: " + name + "}`");
+          continue;
+        }
         if (auto x = ReadChoice(entry.value, "workload.executor", {"lora", "command"})) {
           spec_.workload.executor = *x == "lora" ? Executor::kLora : Executor::kCommand;
         }
@@ -946,7 +955,11 @@ class SweepParser {
       ParameterAxis axis;
       axis.name = entry.key;
       axis.location = Location(entry.key_node);
-      if (ParseAxis(entry.value, path, &axis)) spec_.parameters.push_back(std::move(axis));
+      if (ParseAxis(entry.value, path, &axis)) {
+        spec_.parameters.push_back(std::move(axis));
+      } else {
+        failed_axes_.insert(entry.key);  // its own error is said; rules naming it say nothing more
+      }
     }
   }
 
@@ -1084,6 +1097,9 @@ class SweepParser {
                                                        bool axes_only) {
     std::string item_path = JoinPath(path, entry.key);
     const ParameterAxis* axis = spec_.FindAxis(entry.key);
+    // An axis whose own definition failed: its error is reported already, and a second
+    // one here ("not a parameter axis") would be false.
+    if (axis == nullptr && failed_axes_.count(entry.key)) return std::nullopt;
     if (axes_only && axis == nullptr) {
       std::vector<std::string> axis_names;
       for (const auto& a : spec_.parameters) axis_names.push_back(a.name);
@@ -1240,6 +1256,7 @@ class SweepParser {
   std::optional<std::string> forced_executor_;    // the executor this pass checks for
   std::vector<std::string> executor_axis_;        // the `executor` axis' values, if any
   bool executor_axis_fixed_ = false;              // written as {value: x}
+  std::set<std::string> failed_axes_;             // axes of parameters whose definition failed
   std::vector<std::pair<std::pair<int, int>, std::string>> errors_;  // (line, column), text
   bool gave_up_ = false;
   size_t nodes_seen_ = 0;

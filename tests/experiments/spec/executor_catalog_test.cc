@@ -168,6 +168,31 @@ TEST(ExecutorCatalogTest, SweepParserChecksCommandSweepsAgainstTheCatalog) {
   EXPECT_FALSE(ParseSweepText(bad_arg, "s.yaml", {}, &catalog).ok());
 }
 
+// UX review 2026-12-02, step 1: a template's name where the executor goes gets the form
+// that works; an axis with a bad value gets its own error and no false follow-on one.
+TEST(ExecutorCatalogTest, ATemplateNamedAsTheExecutorGetsTheFormThatWorks) {
+  ExecutorCatalog catalog = Demo();
+  auto refused = ParseSweepText(Sweep("  executor: demo\n  model: tiny\n", "  micro_batch: {values: [1, 2]}\n"),
+                                "s.yaml", {}, &catalog);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(
+                "s.yaml:3:13: workload.executor: expected one of lora, command, got 'demo'; demo is a command "
+                "template: write `executor: command` and `command: {template: demo}`"),
+            std::string::npos)
+      << refused.status().message();
+}
+
+TEST(ExecutorCatalogTest, AnAxisWithABadValueHasNoFollowOnBaselineError) {
+  ExecutorCatalog catalog = Demo();
+  auto refused = ParseSweepText(Sweep("  executor: command\n  command: {template: demo}\n  model: tiny\n",
+                                      "  compile_mode: {values: [eager, jit]}\n", "{compile_mode: eager}"),
+                                "s.yaml", {}, &catalog);
+  ASSERT_FALSE(refused.ok());
+  const std::string message = refused.status().message();
+  EXPECT_NE(message.find("jit"), std::string::npos) << message;
+  EXPECT_EQ(message.find("not a parameter axis"), std::string::npos) << message;
+}
+
 
 // One sweep compares executors: an `executor` axis of lora (the native trainer) and
 // template names. Every field is checked for every executor; each variant's config
