@@ -47,6 +47,8 @@ def main():
     os.environ.setdefault("WORLD_SIZE", "1")
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29500")
+    # Our group first (its store on MASTER_ADDR only); DeepSpeed then takes it as is.
+    common.init_distributed(config, single_rank_group=True)
     deepspeed.init_distributed(dist_backend="nccl" if config["device"] == "cuda" else "gloo")
     common.open_dataset(config)
     rank, world = run.rank, run.world_size

@@ -236,7 +236,8 @@ def main():
     config = common.start(run)
     threads, threads_reason = common.decide_threads(config)
     torch.set_num_threads(threads)
-    common.init_distributed(config)
+    # DeepSpeed wants a group even for one rank: ours, whose store is on MASTER_ADDR only.
+    common.init_distributed(config, single_rank_group=config["zero_stage"] > 0 or config["offload"] != "none")
     common.open_dataset(config)
     rank, world = run.rank, run.world_size
     device = torch.device("cuda", run.local_rank) if config["device"] == "cuda" else torch.device("cpu")

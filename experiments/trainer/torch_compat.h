@@ -19,6 +19,9 @@ namespace torch::jit {
 struct Graph;
 struct GraphFunction;
 }  // namespace torch::jit
+namespace c10d {
+struct TCPStoreOptions;
+}  // namespace c10d
 
 namespace bakeoff::trainer::compat {
 
@@ -40,6 +43,13 @@ struct GpuInfo {
   std::string driver;        // CUDA driver API version, "12.4"
 };
 std::optional<GpuInfo> DescribeGpu(const torch::Device& device);
+
+// Makes a hosting TCPStore serve on `listen_fd`, a socket bound and listening already
+// (rendezvous_store.cc binds it to the store's own address, not every interface); the
+// store then owns it. LibTorch 2.4 and later take it on their classic backend (libuv's
+// refuses one); false on an older LibTorch: the caller closes it and the store binds
+// every interface, as before.
+bool ServeStoreOnSocket(c10d::TCPStoreOptions& options, int listen_fd);
 
 // Visible CUDA devices (0 without CUDA). The worker may narrow them per rank with
 // CUDA_VISIBLE_DEVICES, so a rank picks local_rank modulo this count.

@@ -206,5 +206,58 @@ class HfCallbackTest(unittest.TestCase):
         self.assertAlmostEqual(events[-1]["tokens_per_s"], 32 / events[-1]["step_s_median"])
 
 
+
+class RendezvousStoreTest(unittest.TestCase):
+    """Rank 0 of the Python workloads hosts the trial's store on MASTER_ADDR only
+    (security review 2026-12-02, hole 13), and a port in use is infrastructure."""
+
+    @staticmethod
+    def listening_addresses(port):
+        found = []
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    local, state = fields[1], fields[3]
+                    if state == "0A" and local.rsplit(":", 1)[1] == f"{port:04X}":
+                        found.append(local.rsplit(":", 1)[0])
+        return found
+
+    def free_port(self):
+        import socket  # noqa: PLC0415
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    def test_rank_zero_listens_on_master_addr_only(self):
+        import datetime  # noqa: PLC0415
+        from unittest import mock  # noqa: PLC0415
+        from bakeoff_workloads import common  # noqa: PLC0415
+        port = self.free_port()
+        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0", "WORLD_SIZE": "1"}
+        with mock.patch.dict(os.environ, env):
+            store = common.rendezvous_store(datetime.timedelta(seconds=10))
+            store.set("k", "v")
+            self.assertEqual(store.get("k"), b"v")
+            self.assertEqual(self.listening_addresses(port), ["0100007F"])
+        del store
+
+    def test_a_port_in_use_is_infrastructure(self):
+        import datetime  # noqa: PLC0415
+        import socket  # noqa: PLC0415
+        from unittest import mock  # noqa: PLC0415
+        from bakeoff_workloads import common  # noqa: PLC0415
+        with socket.socket() as holder:
+            holder.bind(("127.0.0.1", 0))
+            holder.listen(1)
+            port = holder.getsockname()[1]
+            env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0", "WORLD_SIZE": "2"}
+            with mock.patch.dict(os.environ, env):
+                with self.assertRaises(bakeoff_report.InfrastructureError) as raised:
+                    common.rendezvous_store(datetime.timedelta(seconds=10))
+        self.assertEqual(bakeoff_report.classify_exception(raised.exception)[0], "infrastructure")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -31,7 +31,7 @@ import time
 import traceback
 
 __all__ = ["init", "Run", "compile_evidence", "cuda_graph_evidence", "compile_outcome", "classify_exception",
-           "EXIT_CODES"]
+           "EXIT_CODES", "InfrastructureError"]
 
 # docs/trainer.md, "Exit codes".
 EXIT_CODES = {"failed": 1, "config": 2, "oom": 3, "unsupported": 4, "diverged": 5}
@@ -85,10 +85,16 @@ def _peak_rss_bytes():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
 
 
+class InfrastructureError(RuntimeError):
+    """Bakeoff's own machinery failed before the variant ran (the rank store's port is
+    taken): the error kind `infrastructure`, which the worker ends `lost` and the
+    coordinator retries (docs/trainer.md)."""
+
+
 def classify_exception(error):
-    """(kind, message) for an exception: `oom` for CUDA or host out-of-memory errors,
-    `unsupported` for NotImplementedError, else `failed`. The message is the cause's
-    first line, as the native trainer reports it."""
+    """(kind, message) for an exception: `infrastructure` for InfrastructureError, `oom`
+    for CUDA or host out-of-memory errors, `unsupported` for NotImplementedError, else
+    `failed`. The message is the cause's first line, as the native trainer reports it."""
     torch = _torch()
     text = str(error).strip() or type(error).__name__
     first = text.splitlines()[0]
@@ -98,6 +104,8 @@ def classify_exception(error):
         oom_types = oom_types + (torch.cuda.OutOfMemoryError,)
     if isinstance(error, oom_types) or "out of memory" in text.lower() or "DefaultCPUAllocator: can't allocate" in text:
         return "oom", message
+    if isinstance(error, InfrastructureError):
+        return "infrastructure", message
     if isinstance(error, NotImplementedError):
         return "unsupported", message
     return "failed", message

@@ -9,6 +9,8 @@ import json
 import math
 import os
 
+import bakeoff_report
+
 # The native trainer's defaults (docs/trainer.md) for the fields both workloads accept.
 DEFAULTS = {
     "model": "tiny", "seq_len": 128, "micro_batch": 1, "grad_accum": 1, "steps": 20,
@@ -184,18 +186,57 @@ def dynamic_length(config, micro_step):
     return lo + z % (seq - lo + 1)
 
 
-def init_distributed(config):
-    """torch.distributed from torchrun's environment: Gloo on a CPU, NCCL on CUDA. The
-    rank binds the interface the worker chose (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME
-    are in its environment already)."""
+def rendezvous_store(timeout):
+    """The c10d store of the trial at MASTER_ADDR:MASTER_PORT. Rank 0 hosts it on that
+    address only, not on every interface (security review 2026-12-02, hole 13; the
+    native trainer does the same): it binds the socket itself and hands it over, which
+    only the classic store backend takes. A port in use is Bakeoff's machinery, not the
+    variant: bakeoff_report.InfrastructureError (the worker retries the attempt)."""
+    import errno  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import torch.distributed as dist  # noqa: PLC0415
+    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ["WORLD_SIZE"])
+    if rank != 0:
+        return dist.TCPStore(addr, port, world, False, timeout)
+    family, kind, proto, _, sockaddr = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)[0]
+    listener = socket.socket(family, kind, proto)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        try:
+            listener.bind(sockaddr)
+        except OSError as error:
+            if error.errno != errno.EADDRNOTAVAIL:
+                raise
+            print(f"{addr} is not an address of this host; the store listens on every interface", file=sys.stderr)
+            listener.bind(("::" if family == socket.AF_INET6 else "", port))
+        listener.listen(1024)
+    except OSError as error:
+        listener.close()
+        if error.errno == errno.EADDRINUSE:
+            raise bakeoff_report.InfrastructureError(
+                f"rank 0 hosting the store at {addr}:{port}: another process holds the port") from error
+        raise
+    return dist.TCPStore(addr, port, world, True, timeout, master_listen_fd=listener.detach(), use_libuv=False)
+
+
+def init_distributed(config, single_rank_group=False):
+    """torch.distributed from torchrun's environment: Gloo on a CPU, NCCL on CUDA, over
+    rendezvous_store(). The rank binds the interface the worker chose
+    (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME are in its environment already). One rank
+    gets no group unless `single_rank_group` (DeepSpeed wants one, and would otherwise
+    host its own store on every interface)."""
     import torch  # noqa: PLC0415
     import torch.distributed as dist  # noqa: PLC0415
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1 or dist.is_initialized():
+    if (world <= 1 and not single_rank_group) or dist.is_initialized():
         return
     backend = "nccl" if config["device"] == "cuda" else "gloo"
     import datetime  # noqa: PLC0415
-    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=120))
+    timeout = datetime.timedelta(seconds=120)
+    dist.init_process_group(backend=backend, timeout=timeout, store=rendezvous_store(timeout),
+                            rank=int(os.environ.get("RANK", "0")), world_size=world)
     if config["device"] == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
 

@@ -8,6 +8,8 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
+#include <thread>
 
 #include "tests/experiments/trainer/trainer_process.h"
 
@@ -216,6 +218,51 @@ TEST(DistributedFailureTest, RankZeroOnAPortInUseSaysSoAtOnceNotAfterTheTimeout)
   EXPECT_NE(message.find("(rendezvous_timeout_s 60.0 s)"), std::string::npos) << message;
   EXPECT_NE(message.find("TORCHELASTIC_USE_AGENT_STORE"), std::string::npos) << message;
   EXPECT_EQ(message.find("failed after 60"), std::string::npos) << "it did not wait the timeout: " << message;
+}
+
+// The ports `port` is listened on (st 0A in /proc/net/tcp and tcp6), as their local
+// addresses in the kernel's hex ("0100007F" is 127.0.0.1, "00000000" every IPv4 address).
+std::vector<std::string> ListeningAddresses(int port) {
+  char port_hex[8];
+  std::snprintf(port_hex, sizeof(port_hex), "%04X", port);
+  std::vector<std::string> found;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      const auto colon = local.rfind(':');
+      if (state == "0A" && colon != std::string::npos && local.substr(colon + 1) == port_hex) {
+        found.push_back(local.substr(0, colon));
+      }
+    }
+  }
+  return found;
+}
+
+// Security review 2026-12-02, hole 13: rank 0's store listened on every interface.
+// Hosted at 127.0.0.1, it listens there only.
+TEST(DistributedFailureTest, RankZeroHostsTheStoreOnItsAddressOnly) {
+  const int port = FreeLoopbackPort();
+  auto args = BaseArgs(1, 0);
+  args.insert(args.end(), {"--world-size", "2", "--rank", "0", "--store", "127.0.0.1:" + std::to_string(port),
+                           "--rendezvous-timeout-s", "120"});
+  TrainerProcess rank0(args);
+  std::vector<std::string> listening;
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  while (listening.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+    listening = ListeningAddresses(port);
+  }
+  ASSERT_FALSE(listening.empty()) << "rank 0 never listened on " << port;
+  for (const auto& address : listening) {
+    EXPECT_EQ(address, "0100007F") << "rank 0's store listens on an address other than 127.0.0.1 (hex " << address
+                                   << ")";
+  }
+  kill(rank0.pid(), SIGKILL);
 }
 
 // torchrun's default launch: its agent hosts the TCPStore at MASTER_PORT and sets
