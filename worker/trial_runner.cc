@@ -309,6 +309,10 @@ Status TrialRunner::PrepareCommand(const spec::ExecutorTemplate& command, const 
 asio::awaitable<void> TrialRunner::SuperviseRank(std::size_t index) {
   auto self = shared_from_this();
   Rank& rank = ranks_[index];
+  // The rank is reaped on its own, not once its events pipe ends: a descendant that
+  // inherited the pipe (a daemon in a session of its own) must not hold the attempt
+  // past the rank's exit, its timeout or a cancel (security review 2026-12-02, 6).
+  asio::co_spawn(executor_, [self, index]() { return self->ReapRank(index); }, asio::detached);
   std::string buffer;
   bool skipping = false;  // inside a line that was over the limit
   while (true) {
@@ -332,13 +336,37 @@ asio::awaitable<void> TrialRunner::SuperviseRank(std::size_t index) {
       skipping = true;
       continue;
     }
-    break;  // end of file (the process closed stdout, normally by exiting)
+    if (ec == asio::error::operation_aborted) {
+      // ReapRank gave up on the pipe: take the whole lines it holds now, bounded.
+      error_code read_ec;
+      rank.out->non_blocking(true, read_ec);
+      std::vector<char> chunk(64 * 1024);
+      for (std::size_t taken = 0; !read_ec && taken < (1u << 20);) {
+        const std::size_t m = rank.out->read_some(asio::buffer(chunk), read_ec);
+        buffer.append(chunk.data(), m);
+        taken += m;
+        if (m == 0) break;
+      }
+      for (std::size_t end; (end = buffer.find('\n')) != std::string::npos;) {
+        HandleLine(rank, buffer.substr(0, end));
+        buffer.erase(0, end + 1);
+      }
+      buffer.clear();  // a partial line from a writer that is still going
+    }
+    break;  // end of file (the process closed stdout, normally by exiting), or given up
   }
   if (!buffer.empty() && !skipping) HandleLine(rank, buffer);
   error_code ignored;
   rank.out->close(ignored);
+  rank.events_closed = true;
+  if (rank.reaped) AfterReapedAndRead(rank);
+}
 
-  asio::steady_timer poll(executor_);
+asio::awaitable<void> TrialRunner::ReapRank(std::size_t index) {
+  auto self = shared_from_this();
+  Rank& rank = ranks_[index];
+  error_code ignored;
+  asio::steady_timer timer(executor_);
   while (true) {
     auto reaped = TryReap(rank.pid);
     if (!reaped.ok()) break;  // not our child any more: report it as lost below
@@ -347,13 +375,34 @@ asio::awaitable<void> TrialRunner::SuperviseRank(std::size_t index) {
       rank.end.signal = (*reaped)->signal;
       break;
     }
-    poll.expires_after(std::chrono::milliseconds(10));
-    co_await poll.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+    timer.expires_after(std::chrono::milliseconds(10));
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
   }
   rank.reaped = true;
-  if (!rank.log_closed) {
-    rank.err->cancel(ignored);  // DrainLog takes what is left, closes the log and ends the rank
+  if (!rank.events_closed) {
+    // What the rank wrote before it exited is in the pipe already; a writer still
+    // holding it after kEventsPipeGrace is a descendant, not the rank.
+    timer.expires_after(kEventsPipeGrace);
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+    if (!rank.events_closed) {
+      if (!rank.log_closed) {
+        const std::string note = "[bakeoff worker] rank exited, but a process it started still holds its events "
+                                 "pipe; stopped reading it after " + std::to_string(kEventsPipeGrace.count()) +
+                                 " s (that process was not stopped)\n";
+        rank.log->Append(note.data(), note.size());
+      }
+      rank.out->cancel(ignored);  // SuperviseRank takes what is left and goes on
+    }
     co_return;
+  }
+  AfterReapedAndRead(rank);
+}
+
+void TrialRunner::AfterReapedAndRead(Rank& rank) {
+  if (!rank.log_closed) {
+    error_code ignored;
+    rank.err->cancel(ignored);  // DrainLog takes what is left, closes the log and ends the rank
+    return;
   }
   OnRankEnded(rank);
 }
@@ -387,7 +436,7 @@ asio::awaitable<void> TrialRunner::DrainLog(std::size_t index) {
   rank.err->close(ignored);
   rank.log->Close();
   rank.log_closed = true;
-  if (rank.reaped) OnRankEnded(rank);
+  if (rank.reaped && rank.events_closed) OnRankEnded(rank);
 }
 
 void TrialRunner::HandleLine(Rank& rank, const std::string& line) {

@@ -48,6 +48,10 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
     std::function<void(protocol::AttemptFinishedMessage finished)> on_finished;
   };
 
+  // How long a rank's events pipe may stay open after the rank exited: what the rank
+  // wrote is in it already; a descendant holding it longer is not waited for.
+  static constexpr std::chrono::seconds kEventsPipeGrace{2};
+
   // REQUIRES: `clock` outlives the runner.
   TrialRunner(boost::asio::any_io_executor executor, const WorkerConfig& config,
               protocol::AssignMessage assign, Callbacks callbacks,
@@ -79,6 +83,7 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
     std::unique_ptr<boost::asio::posix::stream_descriptor> err;  // its stderr, drained into `log`
     std::unique_ptr<RankLog> log;
     bool reaped = false;     // the process has been waited for
+    bool events_closed = false;  // its events pipe is read to the end (or given up on)
     bool log_closed = true;  // false while `err` is drained; the rank ends once both hold
     bool ended = false;
     RankEnd end;
@@ -86,7 +91,13 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
 
   std::vector<std::vector<int>> rank_cpus_;
 
+  // Reads the rank's events; with ReapRank, ends the rank once it has exited and its
+  // events are read (AfterReapedAndRead).
   boost::asio::awaitable<void> SuperviseRank(std::size_t index);
+  // Waits for the rank's exit; gives its events pipe kEventsPipeGrace more, then stops
+  // reading it (a descendant holding the pipe open does not hold the attempt).
+  boost::asio::awaitable<void> ReapRank(std::size_t index);
+  void AfterReapedAndRead(Rank& rank);
   // Copies the rank's stderr into its log until end of file, or, once the process has
   // been reaped, what its pipe still holds (a descendant that kept the pipe open does
   // not hold the attempt back); then closes the log.

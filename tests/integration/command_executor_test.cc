@@ -5,6 +5,8 @@
 // template no live worker offers waits with its reason and never runs.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -36,6 +38,17 @@ for i in range(run.config.get("warmup_steps", 1) + run.config.get("steps", 2)):
     with run.step(tokens=16) as step:
         step.loss = 1.0 / (i + 1)
 run.summary(applied={"mode": run.config.get("mode", "ok")})
+if run.config.get("mode") == "daemon":
+    # Review 2026-12-02, finding 6: a child in a session of its own keeps the events
+    # descriptor (fd 3) open long after the rank exits.
+    if os.fork() == 0:
+        os.setsid()
+        with open(os.path.join(os.environ["BAKEOFF_OUTPUT_DIR"], "daemon.pid"), "w") as f:
+            f.write(str(os.getpid()))
+        os.close(1); os.close(2)
+        import time
+        time.sleep(120)
+        os._exit(0)
 )PY";
 
 class CommandExecutorTest : public ::testing::Test {
@@ -53,7 +66,7 @@ class CommandExecutorTest : public ::testing::Test {
            "      set: {PYTHONPATH: \"" BAKEOFF_SOURCE_DIR "/experiments/python\"}\n"
            "    trainer_fields: [steps, warmup_steps, world_size]\n"
            "    fields:\n"
-           "      mode: {choices: [ok, unsupported], default: ok}\n";
+           "      mode: {choices: [ok, unsupported, daemon], default: ok}\n";
     cluster_ = std::make_unique<TestCluster>(dir_, kBin + "/bakeoff-fake-trainer");
   }
   void TearDown() override {
@@ -141,6 +154,26 @@ TEST_F(CommandExecutorTest, AScriptsErrorEventDecidesTheOutcome) {
   EXPECT_NE(trials[0].value("reason", "").find("the probe cannot run here"), std::string::npos) << trials[0];
   // A failed attempt's directory stays for inspection: the reason points to its log.
   EXPECT_TRUE(std::filesystem::exists(dir_ / "w1" / "trial-1-attempt-1" / "rank-0.log"));
+}
+
+// Review 2026-12-02, finding 6: the attempt ended only when the daemon closed the pipe.
+TEST_F(CommandExecutorTest, AChildThatKeepsTheEventsPipeOpenDoesNotHoldTheAttempt) {
+  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
+  cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", catalog(), "--keep-trial-dirs"}});
+  ASSERT_GT(cluster_->Submit(Sweep("probe", "daemon", 1)), 0);
+  const auto submitted = std::chrono::steady_clock::now();
+  const bool finished = WaitFinished(60s);
+  // The daemon is the test's to stop: by the pid it wrote, never by name.
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir_)) {
+    if (entry.path().filename() != "daemon.pid") continue;
+    const pid_t daemon = std::stoi(testing::ReadFile(entry.path()));
+    if (daemon > 1) kill(daemon, SIGKILL);
+  }
+  ASSERT_TRUE(finished) << "the attempt waited for the daemon; see " << dir_;
+  EXPECT_LT(std::chrono::steady_clock::now() - submitted, 30s);
+  cluster_->ExpectEveryTrialSucceededOnce(1);
+  const std::string log = testing::ReadFile(dir_ / "w1" / "trial-1-attempt-1" / "rank-0.log");
+  EXPECT_NE(log.find("still holds its events pipe"), std::string::npos) << log;
 }
 
 TEST_F(CommandExecutorTest, ASucceededAttemptsDirectoryIsRemoved) {
