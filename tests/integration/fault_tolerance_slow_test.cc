@@ -12,11 +12,14 @@
 
 #include <filesystem>
 
+#include "protocol/frame_codec.h"
+#include "tests/integration/raw_connection.h"
 #include "tests/integration/test_cluster.h"
 
 namespace bakeoff {
 namespace {
 using namespace std::chrono_literals;
+using testing::RawConnection;
 using testing::ReadFile;
 using testing::TestCluster;
 using testing::WaitFor;
@@ -168,6 +171,45 @@ TEST_F(FaultToleranceTest, CoordinatorKilledMidSweepIsRestartedAndWorkersReclaim
   auto retried = c.Query("SELECT count(*) FROM trials WHERE attempts_used > 1 AND sweep_id = " +
                          std::to_string(c.sweep_id()));
   EXPECT_EQ(retried[0][0], 0) << "no attempt was lost, so none may run twice";
+}
+
+// Security review 2026-12-02, finding 5: right after a restart, a holder of the worker
+// credential registered a running worker's name first, reclaimed its attempt, and could
+// then forge its result or have it lost. Now the name is held for its worker's secret.
+TEST_F(FaultToleranceTest, AfterARestartAnImpostorCannotTakeTheNameOfAWorkerWithARunningTrial) {
+  ASSERT_NO_FATAL_FAILURE(StartAndSubmit(2, testing::kFourTrialSweep));
+  TestCluster& c = *cluster_;
+  int running = -1;
+  std::string victim;
+  ASSERT_TRUE(WaitFor([&] {
+    for (const char* w : {"w1", "w2"}) {
+      if ((running = c.RunningOn(w)) >= 0) victim = w;
+    }
+    return !victim.empty();
+  }, 60s));
+  ASSERT_TRUE(c.RestartCoordinator());
+  // The impostor is first: the real workers retry with a back-off.
+  RawConnection impostor(c.worker_port());
+  ASSERT_TRUE(impostor.connected());
+  nlohmann::json reg = testing::RegisterMessage(victim);
+  reg["running"] = nlohmann::json::array({{{"trial_id", running}, {"attempt", 1}}});
+  auto frame = protocol::EncodeFrame(reg);
+  ASSERT_TRUE(frame.ok());
+  impostor.Write(*frame);
+  bool closed = false;
+  const std::string answer = impostor.ReadUntilClosed(&closed);
+  EXPECT_NE(answer.find("rejected"), std::string::npos) << answer;
+  EXPECT_TRUE(answer.find("awaiting reclaim") != std::string::npos ||
+              answer.find("in use by a live worker") != std::string::npos)
+      << answer;
+  // The real worker comes back, reclaims its trial, and the sweep ends with every trial
+  // run once: nothing was taken over.
+  ASSERT_TRUE(WaitFor([&] { return c.WorkersConnected(2); }, 30s)) << "workers did not come back";
+  ASSERT_NO_FATAL_FAILURE(c.ExpectSweepToFinishWithEveryTrialSucceededOnce(4));
+  auto attempts = c.Query("SELECT attempt, outcome, worker_id FROM attempts WHERE trial_id = " + std::to_string(running));
+  ASSERT_EQ(attempts.size(), 1u) << "the running trial ran twice";
+  EXPECT_EQ(attempts[0][1], "succeeded");
+  EXPECT_EQ(attempts[0][2], victim);
 }
 
 }  // namespace
