@@ -23,6 +23,10 @@ Status CoordinatorNode::Start() {
   metrics::StoreOptions options;
   options.path = config_.db_path;
   options.durable = config_.store_durable;
+  // The store's timestamps come from the coordinator's one clock, like every other time.
+  options.clock = [&clock = clock_] {
+    return std::chrono::duration<double>(clock.WallNow().time_since_epoch()).count();
+  };
   // SQLite's default page size; the cap is whole pages.
   if (config_.db_max_bytes > 0) options.max_page_count = std::max<std::int64_t>(1, config_.db_max_bytes / 4096);
   auto store = metrics::ResultsStore::Open(options);

@@ -19,6 +19,7 @@
 #include "metrics/store/read_only_query.h"
 #include "metrics/report/report_builder.h"
 #include "metrics/report/report_loader.h"
+#include "protocol/token.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
 namespace bakeoff::coordinator {
@@ -117,6 +118,23 @@ class CoordinatorServiceTest : public ::testing::Test {
     links_[name] = link;
     Pump();  // the end of the turn: its group commits and what waited for it is sent
     return link;
+  }
+  // A registration of `name` with the worker credential and one CPU slot, and no secret:
+  // what a second process taking that name sends.
+  static protocol::RegisterMessage Registration(const std::string& name) {
+    protocol::RegisterMessage m;
+    m.token = "worker-secret";
+    m.worker_name = name;
+    m.resources.cpu_slots = 1;
+    return m;
+  }
+  // After a restart: time passes beyond the recovery grace while `name` heartbeats
+  // `running`, and the service ticks.
+  void HeartbeatPastTheRecoveryGrace(const std::string& name, const protocol::AttemptRef& running) {
+    clock_.Advance(6000ms);
+    Frame(name, protocol::ToJson(protocol::HeartbeatMessage{{running}}));
+    service_->Tick();
+    Pump();
   }
   // Sends `events` with a block of `steps` measured steps (`step_s` each) of
   // `block_of`'s rank 0 as outbox frame 1 from worker `name`: the worker stays connected
@@ -235,10 +253,7 @@ TEST_F(CoordinatorServiceTest, ALiveWorkersNameNeedsItsSecretUntilTheWorkerIsLos
   const std::string secret = secrets_["w1"];
   EXPECT_EQ(secret.size(), 32u);
   auto intruder = std::make_shared<RecordingLink>();
-  protocol::RegisterMessage m;
-  m.token = "worker-secret";
-  m.worker_name = "w1";
-  m.resources.cpu_slots = 1;
+  protocol::RegisterMessage m = Registration("w1");
   for (const std::string guess : {"", "0123456789abcdef0123456789abcdef"}) {
     m.worker_secret = guess;
     auto reply = service_->OnRegister(m, intruder);
@@ -938,10 +953,7 @@ TEST_F(CoordinatorServiceTest, RestartReclaimsReportedAttemptsAndRequeuesTheRest
   // The coordinator restarts: a new service over the same store.
   ASSERT_NO_FATAL_FAILURE(RestartService());
   w1 = Register("w1", {{t1, 1}});  // w1 reclaims its attempt; w2 never comes back
-  clock_.Advance(6000ms);          // past the recovery grace
-  Frame("w1", protocol::ToJson(protocol::HeartbeatMessage{{{t1, 1}}}));
-  service_->Tick();
-  Pump();
+  HeartbeatPastTheRecoveryGrace("w1", {t1, 1});
   EXPECT_NE(Trial(t1).state, metrics::TrialState::kQueued) << "reclaimed, not requeued";
   EXPECT_EQ(Trial(t1).attempts_used, 1);
   EXPECT_EQ(Trial(t2).attempts_used, 1);
@@ -961,10 +973,7 @@ TEST_F(CoordinatorServiceTest, AfterARestartOnlyTheSecretTakesANameWhoseAttempts
   const std::string secret = secrets_["w1"];
   ASSERT_NO_FATAL_FAILURE(RestartService());
   auto impostor = std::make_shared<RecordingLink>();
-  protocol::RegisterMessage m;
-  m.token = "worker-secret";
-  m.worker_name = "w1";
-  m.resources.cpu_slots = 1;
+  protocol::RegisterMessage m = Registration("w1");
   m.running = {{t1, 1}};
   for (const std::string guess : {std::string(), std::string("0123456789abcdef0123456789abcdef"),
                                   protocol::Sha256Hex(secret)}) {
@@ -976,10 +985,7 @@ TEST_F(CoordinatorServiceTest, AfterARestartOnlyTheSecretTakesANameWhoseAttempts
   // The worker that ran the attempt comes back with its secret, keeps it and reclaims.
   Register("w1", {{t1, 1}});
   EXPECT_EQ(secrets_["w1"], secret);
-  clock_.Advance(6000ms);  // past the recovery grace
-  Frame("w1", protocol::ToJson(protocol::HeartbeatMessage{{{t1, 1}}}));
-  service_->Tick();
-  Pump();
+  HeartbeatPastTheRecoveryGrace("w1", {t1, 1});
   EXPECT_EQ(Trial(t1).attempts_used, 1) << "reclaimed by its worker, not requeued";
   Succeed("w1", a1[0], 1);
   EXPECT_EQ(Trial(t1).outcome, metrics::Outcome::kSucceeded);
@@ -996,11 +1002,7 @@ TEST_F(CoordinatorServiceTest, AfterARestartAHeldNameIsFreeOnceItsGraceEnds) {
   service_->Tick();
   Pump();
   EXPECT_EQ(store_->ListAttempts(t1).value()[0].outcome, metrics::Outcome::kLost);
-  protocol::RegisterMessage m;
-  m.token = "worker-secret";
-  m.worker_name = "w1";
-  m.resources.cpu_slots = 1;
-  auto reply = service_->OnRegister(m, std::make_shared<RecordingLink>());
+  auto reply = service_->OnRegister(Registration("w1"), std::make_shared<RecordingLink>());
   EXPECT_EQ(reply["type"], "registered") << reply.dump();
 }
 

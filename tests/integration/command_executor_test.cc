@@ -45,7 +45,7 @@ if run.config.get("mode") == "daemon":
         os.setsid()
         with open(os.path.join(os.environ["BAKEOFF_OUTPUT_DIR"], "daemon.pid"), "w") as f:
             f.write(str(os.getpid()))
-        os.close(1); os.close(2)
+        os.close(1)  # stderr stays: the rank's log then shows the worker's note on it
         import time
         time.sleep(120)
         os._exit(0)
