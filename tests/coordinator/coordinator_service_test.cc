@@ -1342,7 +1342,11 @@ TEST_F(CoordinatorServiceTest, EventsOverTheRateAreReadLaterNotDropped) {
   protocol::AttemptRef ref{assign["trial_id"], assign["attempt"]};
   auto frame_of = [&](int first_seq, int count, std::int64_t outbox_seq) {
     protocol::EventsMessage events;
-    for (int i = 0; i < count; ++i) events.events.push_back({ref, 0, {{"event", "log"}, {"message", "x"}}, first_seq + i});
+    // Steps: a rank's other events are capped at 1,000 (EventIngest's quota), steps are not.
+    for (int i = 0; i < count; ++i) {
+      events.events.push_back(
+          {ref, 0, {{"event", "step"}, {"step", first_seq + i}, {"phase", "measure"}, {"step_s", 0.1}}, first_seq + i});
+    }
     events.outbox_seq = outbox_seq;
     return protocol::ToJson(events);
   };
@@ -1365,7 +1369,7 @@ TEST_F(CoordinatorServiceTest, EventsOverTheRateAreReadLaterNotDropped) {
   ASSERT_FALSE(acks.empty());
   EXPECT_EQ(acks.back()["outbox_seq"], 2);
   auto stored = metrics::RunReadOnlyQuery((dir_ / "results.db").string(),
-                                          "SELECT count(*) FROM events WHERE trial_id = " +
+                                          "SELECT count(*) FROM step_metrics WHERE trial_id = " +
                                               std::to_string(ref.trial_id));
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
   EXPECT_EQ(stored->rows[0][0], 1500);

@@ -88,7 +88,7 @@ TEST_F(ResultsStoreTest, OpenCreatesEmptyDatabaseInWalModeAtLatestVersion) {
   EXPECT_EQ(*version, kLatestSchemaVersion);
   EXPECT_EQ(QueryValue("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM schema_migrations"), kLatestSchemaVersion);
-  EXPECT_EQ(QueryValue("SELECT group_concat(version) FROM schema_migrations"), "1,2,3,4");
+  EXPECT_EQ(QueryValue("SELECT group_concat(version) FROM schema_migrations"), "1,2,3,4,5");
   EXPECT_TRUE(store->healthy());
 }
 
