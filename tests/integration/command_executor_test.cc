@@ -66,7 +66,9 @@ class CommandExecutorTest : public ::testing::Test {
            "      set: {PYTHONPATH: \"" BAKEOFF_SOURCE_DIR "/experiments/python\"}\n"
            "    trainer_fields: [steps, warmup_steps, world_size]\n"
            "    fields:\n"
-           "      mode: {choices: [ok, unsupported, daemon], default: ok}\n";
+           "      mode: {choices: [ok, unsupported, daemon], default: ok}\n"
+           "    args:\n"
+           "      tag: {type: name, default: plain}\n";
     cluster_ = std::make_unique<TestCluster>(dir_, kBin + "/bakeoff-fake-trainer");
   }
   void TearDown() override {
@@ -199,6 +201,21 @@ TEST_F(CommandExecutorTest, ATemplateInNoAllowlistIsRefusedAtSubmitWithTheAllowe
   auto bad = client->PostJson("/api/v1/sweeps", Sweep("probe", "sideways", 1), "application/yaml");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find(":8:"), std::string::npos) << bad.status().message();
+}
+
+// Security review 2026-12-02, finding 10: a `{type: name}` argument is never an option
+// or a path component, whatever the sweep says.
+TEST_F(CommandExecutorTest, ANameArgumentThatIsAnOptionOrAPathIsRefusedAtSubmit) {
+  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
+  auto client = cli::CoordinatorClient::Create(cluster_->url(), "cluster-secret", std::chrono::seconds(10));
+  ASSERT_TRUE(client.ok());
+  for (const std::string value : {"--config", "..", "../x", "/etc/passwd"}) {
+    std::string sweep = Sweep("probe", "ok", 1);
+    sweep.replace(sweep.find("{template: probe}"), 17, "{template: probe, args: {tag: \"" + value + "\"}}");
+    auto named = client->PostJson("/api/v1/sweeps", sweep, "application/yaml");
+    ASSERT_FALSE(named.ok()) << value << " was accepted as a name";
+    EXPECT_NE(named.status().message().find("tag"), std::string::npos) << named.status().message();
+  }
 }
 
 TEST_F(CommandExecutorTest, ATemplateNoLiveWorkerOffersWaitsWithItsReasonAndNeverRuns) {
