@@ -212,5 +212,39 @@ TEST_F(FaultToleranceTest, AfterARestartAnImpostorCannotTakeTheNameOfAWorkerWith
   EXPECT_EQ(attempts[0][2], victim);
 }
 
+// Security review 2026-12-02, finding 1: a worker that was never given a trial wrote a
+// forged summary (1 token/s, 909 TiB) for another worker's running trial. Its events are
+// now dropped at ingest as foreign, and the report reads the real worker's summary.
+TEST_F(FaultToleranceTest, AWorkerCannotForgeTheResultOfAnotherWorkersRunningTrial) {
+  ASSERT_NO_FATAL_FAILURE(StartAndSubmit(1, testing::kFourTrialSweep));
+  TestCluster& c = *cluster_;
+  int running = -1;
+  ASSERT_TRUE(WaitFor([&] { return (running = c.RunningOn("w1")) >= 0; }, 60s));
+  RawConnection forger(c.worker_port());
+  ASSERT_TRUE(forger.connected());
+  const nlohmann::json forged_summary = {{"event", "summary"}, {"tokens_per_s", 1.0}, {"step_s_median", 99.0},
+                                         {"peak_mem_bytes", 1e15}, {"applied", {{"fell_back", true}}}};
+  const nlohmann::json events = {
+      {"type", "events"},
+      {"outbox_seq", 1},
+      {"events", nlohmann::json::array({{{"trial_id", running}, {"attempt", 1}, {"rank", 0}, {"seq", 999},
+                                         {"event", forged_summary}}})}};
+  for (const nlohmann::json& message : {testing::RegisterMessage("forger"), events}) {
+    auto frame = protocol::EncodeFrame(message);
+    ASSERT_TRUE(frame.ok());
+    forger.Write(*frame);
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    auto metrics = c.client().GetText("/metrics");
+    return metrics.ok() && metrics->find("bakeoff_worker_foreign_events_total 1") != std::string::npos;
+  }, 30s)) << "the forged summary was not counted as foreign";
+  ASSERT_NO_FATAL_FAILURE(c.ExpectSweepToFinishWithEveryTrialSucceededOnce(4));
+  auto summaries = c.Query("SELECT tokens_per_s, peak_mem_bytes FROM trial_summaries WHERE trial_id = " +
+                           std::to_string(running));
+  ASSERT_EQ(summaries.size(), 1u) << "one summary, the real worker's";
+  EXPECT_GT(summaries[0][0].get<double>(), 1.0);
+  EXPECT_LT(summaries[0][1].get<double>(), 1e12);
+}
+
 }  // namespace
 }  // namespace bakeoff
