@@ -965,11 +965,9 @@ TEST_F(CoordinatorServiceTest, RestartReclaimsReportedAttemptsAndRequeuesTheRest
 // Review 2026-12-02, hole 5: after a restart, secrets lived only in memory, so the first
 // process to register a name reclaimed (and could forge or lose) its attempts.
 TEST_F(CoordinatorServiceTest, AfterARestartOnlyTheSecretTakesANameWhoseAttemptsAwaitReclaim) {
-  auto w1 = Register("w1");
-  Submit(kTwoPairSweep);
-  auto a1 = w1->Take("assign");
-  ASSERT_EQ(a1.size(), 1u);
-  const std::int64_t t1 = a1[0]["trial_id"];
+  json assign;
+  RegisterAndSubmit("w1", assign, nullptr, kTwoPairSweep);
+  const std::int64_t t1 = assign["trial_id"];
   const std::string secret = secrets_["w1"];
   ASSERT_NO_FATAL_FAILURE(RestartService());
   auto impostor = std::make_shared<RecordingLink>();
@@ -987,16 +985,14 @@ TEST_F(CoordinatorServiceTest, AfterARestartOnlyTheSecretTakesANameWhoseAttempts
   EXPECT_EQ(secrets_["w1"], secret);
   HeartbeatPastTheRecoveryGrace("w1", {t1, 1});
   EXPECT_EQ(Trial(t1).attempts_used, 1) << "reclaimed by its worker, not requeued";
-  Succeed("w1", a1[0], 1);
+  Succeed("w1", assign, 1);
   EXPECT_EQ(Trial(t1).outcome, metrics::Outcome::kSucceeded);
 }
 
 TEST_F(CoordinatorServiceTest, AfterARestartAHeldNameIsFreeOnceItsGraceEnds) {
-  auto w1 = Register("w1");
-  Submit(kTwoPairSweep);
-  auto a1 = w1->Take("assign");
-  ASSERT_EQ(a1.size(), 1u);
-  const std::int64_t t1 = a1[0]["trial_id"];
+  json assign;
+  RegisterAndSubmit("w1", assign, nullptr, kTwoPairSweep);
+  const std::int64_t t1 = assign["trial_id"];
   ASSERT_NO_FATAL_FAILURE(RestartService());
   clock_.Advance(6000ms);  // the worker never came back: its attempt is requeued
   service_->Tick();
