@@ -34,6 +34,9 @@ with open(os.path.join(os.environ["BAKEOFF_OUTPUT_DIR"], "env-%d.json" % run.ran
 if run.config.get("mode") == "unsupported":
     run.fail("unsupported", "the probe cannot run here")
 run.ready()
+if run.config.get("mode") == "flood":
+    for i in range(1500):  # review 2026-12-02, finding 7: events nobody documents
+        run.emit("x", i=i)
 for i in range(run.config.get("warmup_steps", 1) + run.config.get("steps", 2)):
     with run.step(tokens=16) as step:
         step.loss = 1.0 / (i + 1)
@@ -66,7 +69,7 @@ class CommandExecutorTest : public ::testing::Test {
            "      set: {PYTHONPATH: \"" BAKEOFF_SOURCE_DIR "/experiments/python\"}\n"
            "    trainer_fields: [steps, warmup_steps, world_size]\n"
            "    fields:\n"
-           "      mode: {choices: [ok, unsupported, daemon], default: ok}\n"
+           "      mode: {choices: [ok, unsupported, daemon, flood], default: ok}\n"
            "    args:\n"
            "      tag: {type: name, default: plain}\n";
     cluster_ = std::make_unique<TestCluster>(dir_, kBin + "/bakeoff-fake-trainer");
@@ -176,6 +179,23 @@ TEST_F(CommandExecutorTest, AChildThatKeepsTheEventsPipeOpenDoesNotHoldTheAttemp
   cluster_->ExpectEveryTrialSucceededOnce(1);
   const std::string log = testing::ReadFile(dir_ / "w1" / "trial-1-attempt-1" / "rank-0.log");
   EXPECT_NE(log.find("still holds its events pipe"), std::string::npos) << log;
+}
+
+// Review 2026-12-02, finding 7: one trial stored 519,000 junk events in 20 s. A rank's
+// events other than steps and summaries are capped at 1,000 (its `started` and `ready`
+// among them); its steps and summary still arrive and the trial succeeds.
+TEST_F(CommandExecutorTest, AScriptsFloodOfEventsIsCappedAtItsRanksQuota) {
+  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
+  cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", catalog()}});
+  ASSERT_GT(cluster_->Submit(Sweep("probe", "flood", 1)), 0);
+  ASSERT_TRUE(WaitFinished(60s)) << "see " << dir_;
+  cluster_->ExpectEveryTrialSucceededOnce(1);
+  auto floods = cluster_->Query("SELECT count(*) FROM events WHERE kind = 'x'");
+  ASSERT_EQ(floods.size(), 1u);
+  EXPECT_LE(floods[0][0].get<int>(), 1000);
+  EXPECT_GE(floods[0][0].get<int>(), 990) << "the quota, less the rank's started and ready";
+  auto steps = cluster_->Query("SELECT count(*) FROM step_metrics");
+  EXPECT_EQ(steps[0][0], 4) << "1 warm-up and 3 measured steps, beside the flood";
 }
 
 TEST_F(CommandExecutorTest, ASucceededAttemptsDirectoryIsRemoved) {
