@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "cli/coordinator_client.h"
+
 namespace bakeoff::cli {
 
 struct ResultSource {
@@ -30,7 +32,7 @@ inline ResultSource PickResultSource(const std::string& coordinator_flag, const 
   if (::stat("results.db", &st) == 0) {
     return {"", "results.db", "found in this directory; --coordinator or $BAKEOFF_COORDINATOR asks a coordinator"};
   }
-  return {"http://127.0.0.1:8080", "", "the default: no --coordinator, --db, $BAKEOFF_COORDINATOR or ./results.db"};
+  return {DefaultCoordinatorUrl(), "", "the default: no --coordinator, --db, $BAKEOFF_COORDINATOR or ./results.db"};
 }
 
 }  // namespace bakeoff::cli

@@ -30,6 +30,20 @@ using protocol::Outcome;
 
 namespace {
 
+// Calls `take(data, size)` with what `pipe` holds now, at most 1 MiB, without waiting for
+// a writer: after a rank ended, a descendant that inherited the pipe may go on writing.
+template <typename Take>
+void TakeWhatThePipeHolds(asio::posix::stream_descriptor& pipe, std::vector<char>& chunk, Take take) {
+  error_code ec;
+  pipe.non_blocking(true, ec);  // else read_some would wait for a writer
+  for (std::size_t taken = 0; !ec && taken < (1u << 20);) {
+    const std::size_t m = pipe.read_some(asio::buffer(chunk), ec);
+    if (m > 0) take(chunk.data(), m);
+    taken += m;
+    if (m == 0) break;
+  }
+}
+
 // Whether a TCP listener could bind `port` on every IPv4 address now, as rank 0's store
 // does (SO_REUSEADDR, so a port in TIME_WAIT counts as free); "" when free, else why not.
 std::string StorePortBusy(int port) {
@@ -337,16 +351,9 @@ asio::awaitable<void> TrialRunner::SuperviseRank(std::size_t index) {
       continue;
     }
     if (ec == asio::error::operation_aborted) {
-      // ReapRank gave up on the pipe: take the whole lines it holds now, bounded.
-      error_code read_ec;
-      rank.out->non_blocking(true, read_ec);
+      // ReapRank gave up on the pipe: take the whole lines it holds now.
       std::vector<char> chunk(64 * 1024);
-      for (std::size_t taken = 0; !read_ec && taken < (1u << 20);) {
-        const std::size_t m = rank.out->read_some(asio::buffer(chunk), read_ec);
-        buffer.append(chunk.data(), m);
-        taken += m;
-        if (m == 0) break;
-      }
+      TakeWhatThePipeHolds(*rank.out, chunk, [&](const char* data, std::size_t n) { buffer.append(data, n); });
       for (std::size_t end; (end = buffer.find('\n')) != std::string::npos;) {
         HandleLine(rank, buffer.substr(0, end));
         buffer.erase(0, end + 1);
@@ -419,16 +426,8 @@ asio::awaitable<void> TrialRunner::DrainLog(std::size_t index) {
     if (ec == asio::error::eof) break;
     if (ec && ec != asio::error::operation_aborted) break;
     if (ec || rank.reaped) {
-      // The process has ended: what it wrote is in the pipe. Take that, bounded, in
-      // case a descendant that inherited the pipe goes on writing.
-      error_code read_ec;
-      rank.err->non_blocking(true, read_ec);  // else read_some would wait for a writer
-      for (std::size_t taken = 0; !read_ec && taken < (1u << 20);) {
-        const std::size_t m = rank.err->read_some(asio::buffer(chunk), read_ec);
-        if (m > 0) rank.log->Append(chunk.data(), m);
-        taken += m;
-        if (read_ec || m == 0) break;
-      }
+      // The process has ended: what it wrote is in the pipe.
+      TakeWhatThePipeHolds(*rank.err, chunk, [&](const char* data, std::size_t n) { rank.log->Append(data, n); });
       break;
     }
   }
