@@ -37,7 +37,7 @@ int UnknownCommand(const std::string& typed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Bakeoff: comparative training experiments on a cluster"};
+  CLI::App app{"Bakeoff: comparative training experiments on a cluster", "bakeoff"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("bakeoff ") + bakeoff::kBakeoffVersion + " (" +
                                         bakeoff::kBakeoffGitCommit + ")");
@@ -52,7 +52,13 @@ int main(int argc, char** argv) {
       return bakeoff::cli::kExitOk;
     }
     if (!bakeoff::cli::Commands().count(args[1])) return UnknownCommand(args[1]);
-    std::cout << app.get_subcommand(args[1])->help();
+    // Exactly what `bakeoff COMMAND --help` prints (its usage line names the program).
+    try {
+      std::vector<std::string> reversed{"--help", args[1]};  // CLI11 takes them last first
+      app.parse(reversed);
+    } catch (const CLI::ParseError& e) {
+      return app.exit(e);
+    }
     return bakeoff::cli::kExitOk;
   }
   // A first word that is no command (CLI11 would only say it "was not expected").
