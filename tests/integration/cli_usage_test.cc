@@ -55,6 +55,8 @@ TEST(CliUsageTest, HelpPrintsTheCommandListOrOneCommandsFlags) {
   }
   EXPECT_EQ(RunBakeoff({"help", "local"}, dir / "out.log"), 0);
   EXPECT_NE(testing::ReadFile(dir / "out.log").find("--workers"), std::string::npos) << testing::ReadFile(dir / "out.log");
+  EXPECT_NE(testing::ReadFile(dir / "out.log").find("Usage: bakeoff local"), std::string::npos)
+      << testing::ReadFile(dir / "out.log");
   EXPECT_EQ(RunBakeoff({"help", "lcoal"}, dir / "out.log"), 2);
   EXPECT_NE(testing::ReadFile(dir / "out.log").find("Did you mean 'local'?"), std::string::npos)
       << testing::ReadFile(dir / "out.log");
