@@ -206,6 +206,7 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::Connec
       }
       break;
     }
+    slot.Serving(true);  // speaking: shut down to make room only after the silent ones
     auto& request = parser.get();
     const std::string target(request.target());
     unsigned version = request.version();
@@ -259,6 +260,7 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::Connec
     beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
     co_await http::async_write(stream, response, asio::redirect_error(asio::use_awaitable, ec));
     if (ec || !keep_alive) break;
+    slot.Serving(false);  // waiting for its next request: silent again
   }
 }
 

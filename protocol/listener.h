@@ -6,7 +6,10 @@
 //    down to make room; only when every open connection has authenticated is the new
 //    one closed as soon as it is accepted (its peer sees the connection end). So peers
 //    that connect and say nothing cannot hold the cap against a worker that registers
-//    or a probe of /healthz (security review, hole 4);
+//    or a probe of /healthz (security review, hole 4). A silent connection goes before
+//    one that is speaking (bytes waiting to be read, or a request being served,
+//    ConnectionSlot::Serving): at a cap churned by reconnecting silent peers, an honest
+//    request is not shut down between its accept and its answer;
 //  - at most `max_pending_per_peer` unauthenticated connections from one address: one
 //    more from it shuts its oldest down;
 //  - back-off when accept fails for lack of resources (EMFILE, ENFILE, ENOBUFS,
@@ -20,6 +23,7 @@
 
 #include "protocol/frame_connection.h"  // first: includes <utility> before Asio
 
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -58,10 +62,11 @@ class ConnectionBook {
     int fd = -1;  // a dup() of the connection's socket, ours to close
     std::string peer;
     bool evicted = false;  // shut down to make room; its slot is not released yet
+    bool serving = false;  // a request of its is being served (ConnectionSlot::Serving)
   };
 
   std::shared_ptr<Pending> Add(int socket_fd, const std::string& peer) {
-    auto p = std::make_shared<Pending>(Pending{::dup(socket_fd), peer, false});
+    auto p = std::make_shared<Pending>(Pending{::dup(socket_fd), peer, false, false});
     pending_.push_back(p);
     ++by_peer_[peer];
     ++open_;
@@ -90,23 +95,37 @@ class ConnectionBook {
     auto it = by_peer_.find(peer);
     return it == by_peer_.end() ? 0 : it->second;
   }
-  // Shuts down the oldest unauthenticated connection (of `peer`; of anyone when empty):
-  // its session's reads fail at once, and the session ends and releases its slot.
-  // False when there is none.
+  // Shuts down the oldest unauthenticated connection (of `peer`; of anyone when empty),
+  // a silent one if there is one, else the oldest that is speaking: its session's reads
+  // fail at once, and the session ends and releases its slot. False when there is none.
   bool EvictOldest(const std::string& peer = "") {
+    std::shared_ptr<Pending> oldest_speaking;
     for (const auto& p : pending_) {
       if (!peer.empty() && p->peer != peer) continue;
-      ::shutdown(p->fd, SHUT_RDWR);
-      auto keep = p;  // Forget erases it from the list
-      Forget(keep);
-      keep->evicted = true;
-      ++evicting_;
+      if (Speaking(*p)) {
+        if (!oldest_speaking) oldest_speaking = p;
+        continue;
+      }
+      Evict(p);
       return true;
     }
-    return false;
+    if (!oldest_speaking) return false;
+    Evict(oldest_speaking);
+    return true;
   }
 
  private:
+  static bool Speaking(const Pending& p) {
+    int waiting = 0;
+    return p.serving || (::ioctl(p.fd, FIONREAD, &waiting) == 0 && waiting > 0);
+  }
+  void Evict(std::shared_ptr<Pending> p) {  // by value: Forget erases it from the list
+    ::shutdown(p->fd, SHUT_RDWR);
+    Forget(p);
+    p->evicted = true;
+    ++evicting_;
+  }
+
   std::size_t open_ = 0;
   std::size_t evicting_ = 0;
   std::list<std::shared_ptr<Pending>> pending_;
@@ -134,6 +153,11 @@ class ConnectionSlot {
     if (!book_ || !pending_ || pending_->evicted) return;
     book_->Forget(pending_);
     pending_.reset();
+  }
+  // A request of the peer's is being served (true from its header to its answer): the
+  // connection is shut down to make room only when no silent one is left.
+  void Serving(bool serving) {
+    if (pending_) pending_->serving = serving;
   }
 
  private:
