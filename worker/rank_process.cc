@@ -1,6 +1,7 @@
 #include "worker/rank_process.h"
 #include "protocol/token.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -9,11 +10,69 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <mutex>
+#include <set>
 
 extern char** environ;
 
 namespace bakeoff::worker {
+namespace {
+
+// This process's children that it started on purpose (rank processes not yet reaped),
+// and the strays it killed and has not reaped yet. The mutex is held across fork, so
+// that a sweep never sees a new rank before it is listed here.
+std::mutex g_children_mutex;
+std::set<pid_t> g_ranks;
+std::set<pid_t> g_killed_strays;
+
+// This process's children now: /proc/self/task/*/children (CONFIG_PROC_CHILDREN), or a
+// scan of every process's parent where the kernel has no such file.
+std::vector<pid_t> ChildrenOfThisProcess() {
+  std::vector<pid_t> children;
+  bool have_children_files = false;
+  if (DIR* tasks = opendir("/proc/self/task")) {
+    while (const dirent* task = readdir(tasks)) {
+      if (task->d_name[0] == '.') continue;
+      std::ifstream in(std::string("/proc/self/task/") + task->d_name + "/children");
+      if (!in) continue;
+      have_children_files = true;
+      for (pid_t pid; in >> pid;) children.push_back(pid);
+    }
+    closedir(tasks);
+  }
+  if (have_children_files) return children;
+  const pid_t self = getpid();
+  if (DIR* procs = opendir("/proc")) {
+    while (const dirent* entry = readdir(procs)) {
+      const pid_t pid = static_cast<pid_t>(std::atoi(entry->d_name));
+      if (pid <= 0) continue;
+      std::ifstream in(std::string("/proc/") + entry->d_name + "/stat");
+      std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const auto close = stat.rfind(')');  // the name may hold spaces and parentheses
+      if (close == std::string::npos) continue;
+      char state = 0;
+      int parent = 0;
+      if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &parent) == 2 && parent == self) {
+        children.push_back(pid);
+      }
+    }
+    closedir(procs);
+  }
+  return children;
+}
+
+std::string ProcessName(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
+}  // namespace
 
 Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
   int pipe_fds[2];
@@ -50,6 +109,7 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
   const bool pin = !request.cpus.empty();
   const pid_t worker_pid = getpid();
 
+  std::lock_guard<std::mutex> listed(g_children_mutex);  // until the child is in g_ranks
   pid_t pid = fork();
   if (pid < 0) {
     int err = errno;
@@ -92,6 +152,7 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
     (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
     _exit(127);
   }
+  g_ranks.insert(pid);
   // Also in the parent, so that the group exists before we might signal it.
   setpgid(pid, group == 0 ? pid : group);
   close(pipe_fds[1]);
@@ -116,6 +177,10 @@ Result<std::optional<ProcessExit>> TryReap(pid_t pid) {
   } while (r < 0 && errno == EINTR);
   if (r < 0) return Status::Internal("waitpid(" + std::to_string(pid) + "): " + strerror(errno));
   if (r == 0) return std::optional<ProcessExit>();
+  {
+    std::lock_guard<std::mutex> lock(g_children_mutex);
+    g_ranks.erase(pid);
+  }
   ProcessExit exit;
   if (WIFEXITED(status)) {
     exit.exit_code = WEXITSTATUS(status);
@@ -123,6 +188,24 @@ Result<std::optional<ProcessExit>> TryReap(pid_t pid) {
     exit.signal = WTERMSIG(status);
   }
   return std::optional<ProcessExit>(exit);
+}
+
+std::vector<KilledStray> KillStrayChildren() {
+  std::lock_guard<std::mutex> lock(g_children_mutex);
+  for (auto it = g_killed_strays.begin(); it != g_killed_strays.end();) {
+    // 0: not ended yet; the pid, or -1 (not our child any more): done with it.
+    it = waitpid(*it, nullptr, WNOHANG) == 0 ? std::next(it) : g_killed_strays.erase(it);
+  }
+  std::vector<KilledStray> killed;
+  for (pid_t child : ChildrenOfThisProcess()) {
+    if (g_ranks.count(child) != 0 || g_killed_strays.count(child) != 0) continue;
+    // Our child, not yet reaped: the pid cannot have been reused by another process.
+    KilledStray stray{child, ProcessName(child)};
+    if (kill(child, SIGKILL) != 0) continue;
+    if (waitpid(child, nullptr, WNOHANG) != child) g_killed_strays.insert(child);  // reaped next sweep
+    killed.push_back(std::move(stray));
+  }
+  return killed;
 }
 
 void SignalProcessGroup(pid_t process_group, int signal) {

@@ -54,6 +54,18 @@ struct ProcessExit {
 // Reaps `pid` if it has ended; nullopt while it runs. An error when it is not our child.
 Result<std::optional<ProcessExit>> TryReap(pid_t pid);
 
+// A child of this process that is not a rank it spawned, killed by KillStrayChildren.
+struct KilledStray {
+  pid_t pid = -1;
+  std::string name;  // its /proc comm, for the log
+};
+
+// Kills (SIGKILL) every child of this process that is not a rank spawned by
+// SpawnRankProcess and not yet reaped, and reaps those killed before. In a worker that
+// is a child subreaper (worker/stray_reaper.h) these are what ranks left behind. A
+// process that runs rank processes starts no other children (this would kill them).
+std::vector<KilledStray> KillStrayChildren();
+
 // Sends `signal` to every process of the group; a group already gone is not an error.
 void SignalProcessGroup(pid_t process_group, int signal);
 

@@ -11,6 +11,7 @@
 
 #include "protocol/outcome.h"
 #include "protocol/log.h"
+#include "worker/stray_reaper.h"
 
 namespace bakeoff::worker {
 namespace asio = boost::asio;
@@ -87,6 +88,10 @@ asio::awaitable<Status> WorkerAgent::Run() {
     tls_ = std::move(tls).value();
   }
   if (Status metrics = StartMetrics(); !metrics.ok()) co_return metrics;
+  if (!config_.simulate) {
+    // What a rank leaves behind becomes ours, and ends (worker/stray_reaper.h).
+    if (Status reaper = StartStrayReaper(executor_); !reaper.ok()) kLog.Warning(reaper.message());
+  }
   Status result = co_await Connect();
   if (metrics_server_) metrics_server_->Stop();  // frees the port whatever ended the run
   co_return result;

@@ -7,6 +7,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -41,17 +42,24 @@ for i in range(run.config.get("warmup_steps", 1) + run.config.get("steps", 2)):
     with run.step(tokens=16) as step:
         step.loss = 1.0 / (i + 1)
 run.summary(applied={"mode": run.config.get("mode", "ok")})
-if run.config.get("mode") == "daemon":
+if run.config.get("mode") in ("daemon", "daemon_and_hang"):
     # Review 2026-12-02, finding 6: a child in a session of its own keeps the events
-    # descriptor (fd 3) open long after the rank exits.
+    # descriptor (fd 3) open long after the rank exits, a grandchild under it too.
+    import time
     if os.fork() == 0:
         os.setsid()
+        if os.fork() == 0:
+            with open(os.path.join(os.environ["BAKEOFF_OUTPUT_DIR"], "grandchild.pid"), "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(120)
+            os._exit(0)
         with open(os.path.join(os.environ["BAKEOFF_OUTPUT_DIR"], "daemon.pid"), "w") as f:
             f.write(str(os.getpid()))
-        os.close(1)  # stderr stays: the rank's log then shows the worker's note on it
-        import time
+        os.close(1)
         time.sleep(120)
         os._exit(0)
+    if run.config.get("mode") == "daemon_and_hang":
+        time.sleep(120)  # until the trial's timeout
 )PY";
 
 class CommandExecutorTest : public ::testing::Test {
@@ -69,7 +77,7 @@ class CommandExecutorTest : public ::testing::Test {
            "      set: {PYTHONPATH: \"" BAKEOFF_SOURCE_DIR "/experiments/python\"}\n"
            "    trainer_fields: [steps, warmup_steps, world_size]\n"
            "    fields:\n"
-           "      mode: {choices: [ok, unsupported, daemon, flood], default: ok}\n"
+           "      mode: {choices: [ok, unsupported, daemon, daemon_and_hang, flood], default: ok}\n"
            "    args:\n"
            "      tag: {type: name, default: plain}\n";
     cluster_ = std::make_unique<TestCluster>(dir_, kBin + "/bakeoff-fake-trainer");
@@ -161,24 +169,72 @@ TEST_F(CommandExecutorTest, AScriptsErrorEventDecidesTheOutcome) {
   EXPECT_TRUE(std::filesystem::exists(dir_ / "w1" / "trial-1-attempt-1" / "rank-0.log"));
 }
 
-// Review 2026-12-02, finding 6: the attempt ended only when the daemon closed the pipe.
-TEST_F(CommandExecutorTest, AChildThatKeepsTheEventsPipeOpenDoesNotHoldTheAttempt) {
+// The pids a daemon mode wrote under the test's directory (daemon.pid, grandchild.pid).
+std::vector<pid_t> LeftBehind(const std::filesystem::path& dir) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    const auto name = entry.path().filename();
+    if (name != "daemon.pid" && name != "grandchild.pid") continue;
+    const std::string text = testing::ReadFile(entry.path());
+    if (!text.empty()) pids.push_back(std::stoi(text));
+  }
+  return pids;
+}
+
+// Gone: no such process, or a zombie nobody reaped yet (it runs nothing).
+bool Gone(pid_t pid) {
+  const std::string stat = testing::ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  return close == std::string::npos || stat.compare(close + 1, 3, " Z ") == 0;
+}
+
+// Waits until every pid is gone; false after `limit`. The test kills what is left, by
+// pid, never by name.
+bool AllGone(const std::vector<pid_t>& pids, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  auto all_gone = [&] { return std::all_of(pids.begin(), pids.end(), Gone); };
+  while (!all_gone() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
+  const bool gone = all_gone();
+  for (pid_t pid : pids) {
+    if (pid > 1 && !Gone(pid)) kill(pid, SIGKILL);
+  }
+  return gone;
+}
+
+// Review 2026-12-02, finding 6: the attempt ended only when the daemon closed the pipe,
+// and the daemon outlived it. Now the worker is the subreaper of what its ranks leave
+// behind: the daemon and its grandchild are killed when the rank exits, and the
+// attempt ends at once.
+TEST_F(CommandExecutorTest, WhatARankLeftBehindEndsWithItAndDoesNotHoldTheAttempt) {
   ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
   cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", catalog(), "--keep-trial-dirs"}});
   ASSERT_GT(cluster_->Submit(Sweep("probe", "daemon", 1)), 0);
   const auto submitted = std::chrono::steady_clock::now();
   const bool finished = WaitFinished(60s);
-  // The daemon is the test's to stop: by the pid it wrote, never by name.
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir_)) {
-    if (entry.path().filename() != "daemon.pid") continue;
-    const pid_t daemon = std::stoi(testing::ReadFile(entry.path()));
-    if (daemon > 1) kill(daemon, SIGKILL);
-  }
+  const auto pids = LeftBehind(dir_);
+  EXPECT_EQ(pids.size(), 2u) << "the probe wrote its daemon's and grandchild's pids";
+  EXPECT_TRUE(AllGone(pids, 10s)) << "the daemon or its grandchild outlived the rank";
   ASSERT_TRUE(finished) << "the attempt waited for the daemon; see " << dir_;
   EXPECT_LT(std::chrono::steady_clock::now() - submitted, 30s);
   cluster_->ExpectEveryTrialSucceededOnce(1);
-  const std::string log = testing::ReadFile(dir_ / "w1" / "trial-1-attempt-1" / "rank-0.log");
-  EXPECT_NE(log.find("still holds its events pipe"), std::string::npos) << log;
+  const std::string log = testing::ReadFile(cluster_->WorkerLog("w1"));
+  EXPECT_NE(log.find("killed a process a rank left behind"), std::string::npos) << log;
+}
+
+// The same daemon under a rank that hangs: the trial's timeout kills the rank's group,
+// and the daemon (in a session of its own, outside the group) goes with it.
+TEST_F(CommandExecutorTest, AtTheTrialsTimeoutTheRanksWholeProcessTreeEnds) {
+  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
+  cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", catalog(), "--keep-trial-dirs"}});
+  ASSERT_GT(cluster_->Submit(Sweep("probe", "daemon_and_hang", 1) + "limits: {trial_timeout: 4s}\n"), 0);
+  const bool finished = WaitFinished(60s);
+  const auto pids = LeftBehind(dir_);
+  EXPECT_EQ(pids.size(), 2u);
+  EXPECT_TRUE(AllGone(pids, 10s)) << "the daemon or its grandchild outlived the timeout";
+  ASSERT_TRUE(finished) << "see " << dir_;
+  auto outcome = cluster_->Query("SELECT outcome FROM attempts ORDER BY attempt");
+  ASSERT_GE(outcome.size(), 1u);
+  EXPECT_EQ(outcome[0][0], "timeout");
 }
 
 // Review 2026-12-02, finding 7: one trial stored 519,000 junk events in 20 s. A rank's

@@ -5,7 +5,9 @@
 //   sigkill_self | exit_code (uses "fake_exit_code") | hang | hang_with_child | garbage |
 //   slow_steps | rank1_fails | flood_stderr (prints "fake_stderr_bytes" of numbered lines to
 //   stderr between a first and a last line, then fails) | child_keeps_stderr (succeeds,
-//   leaving a silent child that closed its stdout and holds its stderr open)
+//   leaving a silent child that closed its stdout and holds its stderr open) |
+//   child_keeps_events (succeeds, leaving a child in a session of its own that holds
+//   its stdout, the events pipe, open)
 // "steps" and "fake_step_ms" shape the run. It never reads the network.
 // Through a sweep (whose fields must be trainer fields) the behaviour comes from the
 // environment instead: FAKE_TRAINER_BEHAVIOR_BY_MICRO_BATCH="1=hang,2=error_oom" picks
@@ -95,6 +97,16 @@ int main(int argc, char** argv) {
     if (child == 0) {
       close(STDOUT_FILENO);
       fprintf(stderr, "the child holds stderr\n");
+      std::this_thread::sleep_for(std::chrono::seconds(300));  // silent, unless killed
+      _exit(0);
+    }
+    emit({{"event", "child"}, {"pid", child}});
+  }
+  if (behavior == "child_keeps_events") {
+    std::cout << std::flush;
+    pid_t child = fork();
+    if (child == 0) {
+      setsid();
       std::this_thread::sleep_for(std::chrono::seconds(300));  // silent, unless killed
       _exit(0);
     }

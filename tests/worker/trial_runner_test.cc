@@ -268,6 +268,23 @@ TEST_F(TrialRunnerTest, AChildKeepingTheRanksStderrOpenDoesNotHoldTheAttempt) {
   ASSERT_EQ(child.size(), 1u);
 }
 
+// Without the worker's stray reaper (this test process is not a subreaper): a child in
+// a session of its own that keeps the events pipe holds the attempt for
+// kEventsPipeGrace only, and the rank's log says so.
+TEST_F(TrialRunnerTest, AChildKeepingTheEventsPipeHoldsTheAttemptForTheGraceOnly) {
+  const auto start = std::chrono::steady_clock::now();
+  auto done = Run(Assign({{"fake_behavior", "child_keeps_events"}, {"steps", 1}}));
+  const auto took = std::chrono::steady_clock::now() - start;
+  auto child = EventsOfKind("child");
+  if (!child.empty()) kill(child[0]["pid"].get<pid_t>(), SIGKILL);
+  EXPECT_EQ(done.outcome, "succeeded") << done.reason;
+  ASSERT_EQ(child.size(), 1u);
+  EXPECT_LT(took, TrialRunner::kEventsPipeGrace + std::chrono::seconds(20));
+  std::ifstream in(std::filesystem::path(config_.work_dir) / "trial-1-attempt-1" / "rank-0.log");
+  const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(log.find("still holds its events pipe"), std::string::npos) << log;
+}
+
 TEST_F(TrialRunnerTest, TheWorkersTokenNeverReachesARank) {
   setenv("BAKEOFF_TOKEN", "worker-secret", 1);
   auto done = Run(Assign({{"steps", 1}}));
