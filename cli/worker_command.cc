@@ -5,6 +5,8 @@
 // trials are reported lost and requeued by the coordinator (docs/slurm.md).
 #include "protocol/frame_connection.h"  // first: includes <utility> before Asio
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <iostream>
 
@@ -27,6 +29,7 @@ struct WorkerFlags {
   std::string store_ports = "29500-29999";
   std::vector<int> cuda_devices;
   std::string cpus;  // --cpus LIST; "" = this process's affinity
+  std::string rank_uids;  // --rank-uids FIRST-LAST; "" = ranks run as the worker's user
   int simulate_step_ms = 10;
   // Scale benchmarks: this many simulated workers in this one process (--simulate only).
   int simulated_workers = 1;
@@ -64,6 +67,22 @@ int RunWorker(WorkerFlags& flags) {
   if (Status s = ParsePortRange(flags.store_ports, &flags.config.store_ports); !s.ok()) {
     std::cerr << "bakeoff worker: " << s.message() << "\n";
     return kExitUsage;
+  }
+  if (!flags.rank_uids.empty()) {
+    protocol::PortRange uids;
+    if (Status s = ParsePortRange(flags.rank_uids, &uids); !s.ok() || uids.first <= 0 || uids.last < uids.first) {
+      std::cerr << "bakeoff worker: --rank-uids '" << flags.rank_uids << "': expected FIRST-LAST, e.g. 61000-61015\n";
+      return kExitUsage;
+    }
+    flags.config.rank_uid_first = static_cast<unsigned>(uids.first);
+    flags.config.rank_uid_count = uids.last - uids.first + 1;
+    // Ranks must not read the credential: the file open to its owner alone.
+    struct stat st{};
+    if (!flags.token_file.empty() && stat(flags.token_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+      std::cerr << "bakeoff worker: --token-file " << flags.token_file << " is open to other users (mode "
+                << std::oct << (st.st_mode & 0777) << std::dec << "), whom --rank-uids' ranks are; chmod 600 it\n";
+      return kExitUsage;
+    }
   }
   flags.config.cuda_devices = flags.cuda_devices;
   if (!flags.cpus.empty()) {
@@ -190,6 +209,11 @@ void Setup(CLI::App& root, int* exit_code) {
                                "CUDA device ordinals to offer, e.g. 0,1 (inside a Slurm job: the allocation's GPUs)")
                    ->delimiter(',');
   cmd->add_option("--token-file", flags->token_file, "file holding the worker token (else $BAKEOFF_TOKEN)");
+  cmd->add_option("--rank-uids", flags->rank_uids,
+                  "FIRST-LAST: run each attempt's ranks as a uid of this range of its own (needs root; at least "
+                  "slots + CUDA devices uids; none may be a real user's), so a training script cannot read the "
+                  "worker's credential or other trials' files; every process of the uid ends with its attempt "
+                  "(docs/security.md)");
   cmd->add_flag("--tls", flags->config.tls,
                 "connect with TLS (the coordinator runs with --tls-cert); its certificate is verified "
                 "against the system's trust store unless --tls-ca is given");
@@ -226,7 +250,7 @@ void Setup(CLI::App& root, int* exit_code) {
                   "(default: $BAKEOFF_EXECUTORS, else the shipped experiments/executors.yaml; \"none\": no commands)");
   cmd->add_option("--cache-dir", flags->config.cache_dir,
                   "{cache} of the command templates: torch.compile and DeepSpeed build caches "
-                  "(default: $BAKEOFF_CACHE, else ~/.cache/bakeoff)");
+                  "(default: $BAKEOFF_CACHE, else ~/.cache/bakeoff; with --rank-uids /var/cache/bakeoff)");
   with_default("--max-buffered-events", flags->config.max_buffered_events,
                "events kept while the coordinator is unreachable");
   with_default("--max-rank-log-bytes", flags->config.max_rank_log_bytes,

@@ -102,6 +102,23 @@ Status HostClaims::ClaimCpus(std::vector<int>* cpus, bool all_required, bool sha
   return Status::Ok();
 }
 
+Status HostClaims::ClaimUids(unsigned first, int count) {
+  if (!enabled()) return Status::Ok();
+  const std::size_t before = fds_.size();
+  for (int i = 0; i < count; ++i) {
+    std::string who;
+    auto locked = Lock("uid-" + std::to_string(first + i) + ".lock", false, &who);
+    if (!locked.ok() || !*locked) {
+      ReleaseFrom(before);
+      if (!locked.ok()) return locked.status();
+      return Status::Unavailable("uid " + std::to_string(first + i) + " of --rank-uids is held by another Bakeoff "
+                                 "worker on this host (" + who + ", claims in " + directory_ + "); give each "
+                                 "worker a range of its own");
+    }
+  }
+  return Status::Ok();
+}
+
 Status HostClaims::ClaimStorePorts(protocol::PortRange* range, int ports) {
   if (!enabled()) return Status::Ok();
   std::string holder;

@@ -44,6 +44,11 @@ class HostClaims {
   static constexpr int kPortBlock = 10;
   Status ClaimStorePorts(protocol::PortRange* range, int ports);
 
+  // Claims uids first..first+count-1 (--rank-uids) for this worker alone: a worker ends
+  // every process of a uid when an attempt ends, so two workers must never share one.
+  // An error names a uid held and its holder.
+  Status ClaimUids(unsigned first, int count);
+
  private:
   // Locks `name` in the directory; false when another process holds it (*holder then
   // says who, when it wrote its pid). Errors other than "held" are returned as status.

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -108,6 +110,8 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
   }
   const bool pin = !request.cpus.empty();
   const pid_t worker_pid = getpid();
+  const bool switch_uid = request.run_as.has_value();
+  const uid_t uid = request.run_as.value_or(0);
 
   std::lock_guard<std::mutex> listed(g_children_mutex);  // until the child is in g_ranks
   pid_t pid = fork();
@@ -120,9 +124,11 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
   }
   if (pid == 0) {
     setpgid(0, group);
+    // Groups first: after setuid the child may not change them. Then no way back.
+    if (switch_uid && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) _exit(123);
     // A rank outlives its worker for nothing (the attempt is lost and runs again
     // elsewhere) and would hold the node's CPUs and GPU memory: die with the worker.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // after setuid, which clears it
     if (getppid() != worker_pid) _exit(125);  // the worker died before prctl
     // Default signal dispositions and mask: the worker's own handlers must not leak.
     sigset_t none;
@@ -206,6 +212,44 @@ std::vector<KilledStray> KillStrayChildren() {
     killed.push_back(std::move(stray));
   }
   return killed;
+}
+
+Status KillEveryProcessOf(uid_t uid) {
+  if (uid == 0 || uid == getuid()) return Status::InvalidArgument("refusing to kill every process of uid " + std::to_string(uid));
+  std::lock_guard<std::mutex> lock(g_children_mutex);  // the helper is no stray
+  const pid_t helper = fork();
+  if (helper < 0) return Status::ResourceExhausted(std::string("fork failed: ") + strerror(errno));
+  if (helper == 0) {
+    if (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0) _exit(2);
+    // kill(-1) reaches every process this uid may signal, never the caller. It is one
+    // pass under the kernel's task list lock: a fork either finished before it (the child
+    // is killed too) or sees the pending SIGKILL and fails. Killed processes stay as
+    // zombies until their parent (or this worker, their subreaper) reaps them.
+    if (kill(-1, SIGKILL) != 0 && errno != ESRCH) _exit(3);
+    _exit(0);
+  }
+  int status = 0;
+  while (waitpid(helper, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Status::Internal("could not end every process of uid " + std::to_string(uid) + " (helper status " +
+                            std::to_string(status) + ")");
+  }
+  return Status::Ok();
+}
+
+Status ChownTree(const std::string& path, uid_t uid, gid_t gid) {
+  if (lchown(path.c_str(), uid, gid) != 0) return Status::IoError("cannot chown " + path + ": " + strerror(errno));
+  std::error_code ec;
+  // The iterator does not follow directory links (no follow_directory_symlink).
+  for (auto it = std::filesystem::recursive_directory_iterator(path, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (lchown(it->path().c_str(), uid, gid) != 0 && errno != ENOENT) {
+      return Status::IoError("cannot chown " + it->path().string() + ": " + strerror(errno));
+    }
+  }
+  if (ec) return Status::IoError("cannot walk " + path + ": " + ec.message());
+  return Status::Ok();
 }
 
 void SignalProcessGroup(pid_t process_group, int signal) {

@@ -32,6 +32,9 @@ struct SpawnRequest {
   // descriptor kEventsFd (BAKEOFF_EVENTS_FD) and the child's stdout joins its stderr
   // (the log), so a script's own prints cannot corrupt its events (allowlisted commands).
   bool events_on_separate_fd = false;
+  // The uid (and gid, the same number, no supplementary groups) the child runs as;
+  // nullopt: the worker's own. Needs root (worker --rank-uids, docs/security.md).
+  std::optional<uid_t> run_as;
 };
 
 // The descriptor a command's events are written to (its BAKEOFF_EVENTS_FD).
@@ -65,6 +68,15 @@ struct KilledStray {
 // is a child subreaper (worker/stray_reaper.h) these are what ranks left behind. A
 // process that runs rank processes starts no other children (this would kill them).
 std::vector<KilledStray> KillStrayChildren();
+
+// Kills (SIGKILL) every process running as `uid`, wherever it is in the process tree,
+// by a helper child that takes the uid and signals all it may (kill(-1)) until none is
+// left. Needs root. For --rank-uids: a uid's attempt has ended, nothing of it may stay.
+Status KillEveryProcessOf(uid_t uid);
+
+// Gives `path` and everything under it to uid:gid, never following a link (a rank may
+// have planted one). For --rank-uids: a trial's directory to its uid, and back to root.
+Status ChownTree(const std::string& path, uid_t uid, gid_t gid);
 
 // Sends `signal` to every process of the group; a group already gone is not an error.
 void SignalProcessGroup(pid_t process_group, int signal);

@@ -3,9 +3,11 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -121,6 +123,14 @@ void TrialRunner::Start() {
   }
   const std::string output_dir = trial_dir_ + "/outputs";
   if (!config_.simulate) std::filesystem::create_directories(output_dir, fs_error);
+  cache_dir_ = config_.cache_dir;
+  if (run_as_ && !config_.simulate) {
+    if (Status s = GiveDirectoriesToRankUid(); !s.ok()) {
+      Finish(Outcome::kLost, "infrastructure: " + s.message() + "; nothing ran, the attempt is requeued",
+             /*infrastructure=*/true);
+      return;
+    }
+  }
   for (const auto& slot : assign_.ranks) {
     Rank rank;
     rank.rank = slot.rank;
@@ -211,6 +221,11 @@ void TrialRunner::Start() {
     }
     // Where this rank binds its own collectives: this host, not rank 0's (the store's).
     env.push_back("BAKEOFF_RANK_ADDR=" + config_.rank_address);
+    if (run_as_) {
+      // The worker's home and /tmp are not this uid's: its own, inside the trial directory.
+      env.push_back("HOME=" + trial_dir_ + "/home");
+      env.push_back("TMPDIR=" + trial_dir_ + "/tmp");
+    }
     if (!config_.rank_interface.empty()) {
       env.push_back("BAKEOFF_RANK_IFACE=" + config_.rank_interface);
       for (const char* name : {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
@@ -237,6 +252,7 @@ void TrialRunner::Start() {
       }
     }
     request.working_dir = trial_dir_;
+    request.run_as = run_as_;
     request.capture_stderr = true;
     request.process_group = process_group_ > 0 ? process_group_ : 0;
     auto log = RankLog::Create(rank.end.log_path, config_.max_rank_log_bytes);
@@ -260,8 +276,10 @@ void TrialRunner::Start() {
     // The worker's own event: lets the coordinator mark the trial running and measure
     // dispatch latency (submission to first rank process started).
     if (callbacks_.on_event) {
-      callbacks_.on_event(rank.rank, OwnEvent({{"event", "started"}, {"pid", rank.pid}, {"at", WallSeconds(clock_)},
-                                               {"host", config_.advertise_host}, {"address", config_.rank_address}}));
+      nlohmann::json started = {{"event", "started"}, {"pid", rank.pid}, {"at", WallSeconds(clock_)},
+                                 {"host", config_.advertise_host}, {"address", config_.rank_address}};
+      if (run_as_) started["uid"] = *run_as_;  // the rank's own uid (--rank-uids)
+      callbacks_.on_event(rank.rank, OwnEvent(std::move(started)));
     }
   }
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
@@ -282,7 +300,7 @@ Status TrialRunner::PrepareCommand(const spec::ExecutorTemplate& command, const 
   context.trial_dir = trial_dir_;
   context.output_dir = output_dir;
   context.data_root = config_.data_root;
-  context.cache = config_.cache_dir;
+  context.cache = cache_dir_;
   const nlohmann::json args = assign_.config.value("command_args", nlohmann::json::object());
   auto argv = spec::RenderArgv(command, context, args);
   if (!argv.ok()) return argv.status();
@@ -315,8 +333,32 @@ Status TrialRunner::PrepareCommand(const spec::ExecutorTemplate& command, const 
   request->environment = std::move(env);
   request->events_on_separate_fd = true;
   std::error_code ec;
-  std::filesystem::create_directories(config_.cache_dir, ec);
-  if (ec) return Status::IoError("cannot create the cache directory " + config_.cache_dir + ": " + ec.message());
+  std::filesystem::create_directories(cache_dir_, ec);
+  if (ec) return Status::IoError("cannot create the cache directory " + cache_dir_ + ": " + ec.message());
+  return Status::Ok();
+}
+
+Status TrialRunner::GiveDirectoriesToRankUid() {
+  const uid_t uid = *run_as_;
+  std::error_code ec;
+  for (const char* sub : {"/home", "/tmp"}) std::filesystem::create_directories(trial_dir_ + sub, ec);
+  if (ec) return Status::IoError("cannot create the trial's home and tmp: " + ec.message());
+  if (Status s = ChownTree(trial_dir_, uid, uid); !s.ok()) return s;
+  if (chmod(trial_dir_.c_str(), 0700) != 0) return Status::IoError("cannot chmod " + trial_dir_);
+  // One cache per sweep and uid: compiled code one sweep's script wrote never runs in
+  // another sweep's trial. The sweep's directory is the worker's (others pass through).
+  std::string sweep = assign_.sweep_id;
+  for (char& c : sweep) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+  }
+  const std::string sweep_dir = config_.cache_dir + "/sweep-" + sweep;
+  std::filesystem::create_directories(sweep_dir, ec);
+  if (ec || chmod(sweep_dir.c_str(), 0711) != 0) return Status::IoError("cannot create the cache directory " + sweep_dir);
+  cache_dir_ = sweep_dir + "/uid-" + std::to_string(uid);
+  std::filesystem::create_directories(cache_dir_, ec);
+  if (ec) return Status::IoError("cannot create the cache directory " + cache_dir_ + ": " + ec.message());
+  if (Status s = ChownTree(cache_dir_, uid, uid); !s.ok()) return s;
+  if (chmod(cache_dir_.c_str(), 0700) != 0) return Status::IoError("cannot chmod " + cache_dir_);
   return Status::Ok();
 }
 

@@ -19,6 +19,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,13 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
   // core_partition.h); a rank without an entry, or with an empty one, is not pinned.
   void PinRanks(std::vector<std::vector<int>> cpus) { rank_cpus_ = std::move(cpus); }
 
+  // Before Start: the ranks run as `uid` (worker --rank-uids): the trial directory and
+  // the sweep's cache for that uid become its own, and HOME and TMPDIR point inside the
+  // trial directory. The caller kills the uid's processes and takes the directories
+  // back once the attempt has finished (WorkerAgent).
+  void RunAs(uid_t uid) { run_as_ = uid; }
+  const std::optional<uid_t>& run_as() const { return run_as_; }
+
   // Kills the process group; the attempt finishes as cancelled with `reason`.
   void Cancel(const std::string& reason);
 
@@ -73,6 +81,9 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
   int local_rank_count() const { return static_cast<int>(assign_.ranks.size()); }
   bool finished() const { return finished_; }
   const std::string& trial_dir() const { return trial_dir_; }
+  // {cache} of its command: the worker's cache directory, or with RunAs the sweep's
+  // directory for that uid in it ("" before Start).
+  const std::string& cache_dir() const { return cache_dir_; }
 
  private:
   struct Rank {
@@ -108,6 +119,9 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
   void EmitSimulatedStep(const protocol::StepEvent& step);
   void HandleLine(Rank& rank, const std::string& line);
   // The argument vector and environment of an allowlisted command's rank.
+  // RunAs: the trial directory (home/, tmp/ made) and the sweep's cache for the uid
+  // become the uid's own, mode 0700.
+  Status GiveDirectoriesToRankUid();
   Status PrepareCommand(const spec::ExecutorTemplate& command, const std::string& config_path,
                         const std::string& output_dir, const std::vector<std::string>& rank_env,
                         SpawnRequest* request) const;
@@ -127,6 +141,8 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
   pid_t process_group_ = -1;
   boost::asio::steady_timer timeout_timer_;
   std::string trial_dir_;
+  std::string cache_dir_;
+  std::optional<uid_t> run_as_;
   bool timed_out_ = false;
   bool cancelled_ = false;
   std::string cancel_reason_;

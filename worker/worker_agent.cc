@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -11,6 +12,7 @@
 
 #include "protocol/outcome.h"
 #include "protocol/log.h"
+#include "worker/rank_process.h"
 #include "worker/stray_reaper.h"
 
 namespace bakeoff::worker {
@@ -91,6 +93,12 @@ asio::awaitable<Status> WorkerAgent::Run() {
   if (!config_.simulate) {
     // What a rank leaves behind becomes ours, and ends (worker/stray_reaper.h).
     if (Status reaper = StartStrayReaper(executor_); !reaper.ok()) kLog.Warning(reaper.message());
+    // What a dead worker of this range left running ends before any uid is used again.
+    for (int i = 0; i < config_.rank_uid_count; ++i) {
+      if (Status s = KillEveryProcessOf(config_.rank_uid_first + static_cast<unsigned>(i)); !s.ok()) {
+        kLog.Warning(s.message());
+      }
+    }
   }
   Status result = co_await Connect();
   if (metrics_server_) metrics_server_->Stop();  // frees the port whatever ended the run
@@ -346,6 +354,7 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
     const bool succeeded = finished.outcome == protocol::OutcomeName(protocol::Outcome::kSucceeded);
     agent->outbox_.AddFinished(std::move(finished));
     if (auto it = agent->runners_.find(ref); it != agent->runners_.end()) {
+      agent->ReclaimRankUid(ref, it->second->trial_dir(), it->second->cache_dir());
       agent->RetireTrialDir(it->second->trial_dir(), succeeded);
     }
     agent->runners_.erase(ref);
@@ -367,10 +376,53 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
       kLog.Info("trial=" + std::to_string(ref.trial_id) + ": more ranks than free CPU slots; running them unpinned");
     }
   }
+  std::optional<unsigned> uid;
+  if (config_.rank_uid_count > 0 && !config_.simulate) {
+    rank_uid_busy_.resize(static_cast<std::size_t>(config_.rank_uid_count), false);
+    auto free = std::find(rank_uid_busy_.begin(), rank_uid_busy_.end(), false);
+    if (free == rank_uid_busy_.end()) {  // more attempts than uids: Finalize's check makes this a bug
+      kLog.Error("trial=" + std::to_string(ref.trial_id) + ": no free uid of --rank-uids; the attempt is requeued");
+      if (auto held = pinned_slots_.find(ref); held != pinned_slots_.end()) {
+        cores_.Release(held->second);
+        pinned_slots_.erase(held);
+      }
+      protocol::AttemptFinishedMessage refused;
+      refused.attempt = ref;
+      refused.outcome = protocol::OutcomeName(protocol::Outcome::kLost);
+      refused.reason = "infrastructure: no free uid of the worker's --rank-uids";
+      refused.infrastructure = true;
+      outbox_.AddFinished(refused);
+      Flush();
+      return;
+    }
+    *free = true;
+    uid = config_.rank_uid_first + static_cast<unsigned>(free - rank_uid_busy_.begin());
+    attempt_uids_[ref] = *uid;
+  }
   auto runner = std::make_shared<TrialRunner>(executor_, config_, std::move(assign), std::move(callbacks), clock_);
   runner->PinRanks(std::move(rank_cpus));
+  if (uid) runner->RunAs(*uid);
   runners_[ref] = runner;
   runner->Start();
+}
+
+void WorkerAgent::ReclaimRankUid(const protocol::AttemptRef& ref, const std::string& trial_dir,
+                                 const std::string& cache_dir) {
+  auto it = attempt_uids_.find(ref);
+  if (it == attempt_uids_.end()) return;
+  const unsigned uid = it->second;
+  attempt_uids_.erase(it);
+  // Nothing of the attempt may run on into the uid's next attempt (docs/security.md).
+  if (Status s = KillEveryProcessOf(uid); !s.ok()) {
+    kLog.Error(s.message() + "; the uid is not used again");
+    return;
+  }
+  // Back to root: the next attempt under this uid (another sweep's) cannot read them.
+  for (const std::string& dir : {trial_dir, cache_dir}) {
+    if (dir.empty() || dir == config_.cache_dir) continue;
+    if (Status s = ChownTree(dir, 0, 0); !s.ok()) kLog.Warning(s.message());
+  }
+  rank_uid_busy_[uid - config_.rank_uid_first] = false;
 }
 
 void WorkerAgent::RetireTrialDir(const std::string& dir, bool succeeded) {

@@ -99,6 +99,13 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   CorePartition cores_;
   std::map<protocol::AttemptRef, std::vector<std::size_t>> pinned_slots_;
   std::deque<std::string> kept_failed_dirs_;  // oldest first (WorkerConfig::keep_failed_trials)
+  // --rank-uids: which uid of the range each running attempt's ranks run as (the lowest
+  // free one, so that a sweep's next trial tends to find its cache warm).
+  std::vector<bool> rank_uid_busy_;
+  std::map<protocol::AttemptRef, unsigned> attempt_uids_;
+  // After an attempt under a uid has finished: every process of the uid is killed and
+  // its directories go back to root, then the uid is free again.
+  void ReclaimRankUid(const protocol::AttemptRef& ref, const std::string& trial_dir, const std::string& cache_dir);
   Outbox outbox_;
   bool draining_ = false;
   bool stopping_ = false;

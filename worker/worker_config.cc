@@ -1,10 +1,12 @@
 #include "worker/worker_config.h"
 
 #include <arpa/inet.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -87,8 +89,10 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
   if (cache_dir.empty()) {
     const char* env = std::getenv("BAKEOFF_CACHE");
     const char* home = std::getenv("HOME");
-    cache_dir = env != nullptr && *env != '\0' ? env
-                : std::string(home != nullptr && *home != '\0' ? home : "/tmp") + "/.cache/bakeoff";
+    // Under --rank-uids the worker is root, whose home other uids cannot enter.
+    const std::string fallback = rank_uid_count > 0 ? "/var/cache/bakeoff"
+                                 : std::string(home != nullptr && *home != '\0' ? home : "/tmp") + "/.cache/bakeoff";
+    cache_dir = env != nullptr && *env != '\0' ? env : fallback;
   }
   if (!rank_interface.empty() && rank_address.empty()) {
     auto address = protocol::InterfaceAddress(rank_interface);
@@ -126,6 +130,9 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
   if (backoff_initial.count() <= 0 || backoff_max < backoff_initial) {
     return Status::InvalidArgument("worker: backoff must satisfy 0 < initial <= max");
   }
+  if (rank_uid_count > 0 && !simulate) {
+    if (Status s = CheckRankUids(); !s.ok()) return s;
+  }
   {
     const std::vector<int> allowed = AllowedCpus();
     const bool named = !cpus.empty();
@@ -141,6 +148,9 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
       // store port: each claims its own, host-wide (worker/host_claims.h).
       if (host_lock_dir.empty()) host_lock_dir = HostClaims::DefaultDirectory();
       auto host = std::make_shared<HostClaims>(host_lock_dir);
+      if (rank_uid_count > 0) {
+        if (Status s = host->ClaimUids(rank_uid_first, rank_uid_count); !s.ok()) return s.WithContext("worker");
+      }
       if (cpu_slots > 0) {
         if (Status s = host->ClaimCpus(&cpus, named, share_cores); !s.ok()) return s.WithContext("worker");
       }
@@ -151,6 +161,72 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
     auto partition = CorePartition::Make(ReadHostCpuTopology(cpus), cpu_slots, share_cores);
     if (!partition.ok()) return partition.status();
     cores = std::move(partition).value();
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// Every directory from / down to `path` lets others through (o+x), and `path` itself
+// lets them read (o+r) or, for a directory, through: a rank under another uid reaches it.
+Status OthersCanReach(const std::filesystem::path& path, const std::string& what) {
+  std::error_code ec;
+  const auto absolute = std::filesystem::absolute(path, ec);
+  std::filesystem::path at = absolute.root_path();
+  for (const auto& part : absolute.relative_path()) {
+    at /= part;
+    struct stat st{};
+    if (stat(at.c_str(), &st) != 0) return Status::NotFound("worker: " + what + " " + at.string() + " does not exist");
+    const bool last = at == absolute;
+    const mode_t need = S_ISDIR(st.st_mode) ? S_IXOTH : (last ? S_IROTH : S_IXOTH);
+    if ((st.st_mode & need) == 0) {
+      char mode[8];
+      snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return Status::InvalidArgument("worker: --rank-uids: ranks run as other users, but " + at.string() +
+                                     " (on the way to the " + what + ") is closed to them (mode " + mode + "); chmod o+" +
+                                     (need == S_IROTH ? "r" : "x") + " it, or pick paths under a readable directory");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status WorkerConfig::CheckRankUids() const {
+  if (geteuid() != 0) {
+    return Status::InvalidArgument("worker: --rank-uids needs root: the worker switches each attempt's ranks to a "
+                                   "uid of the range (or run the worker without it; docs/security.md)");
+  }
+  const unsigned long last = static_cast<unsigned long>(rank_uid_first) + static_cast<unsigned long>(rank_uid_count) - 1;
+  if (rank_uid_first == 0 || last >= 4294967295ul) {
+    return Status::InvalidArgument("worker: --rank-uids must lie within 1-4294967294");
+  }
+  if (getuid() >= rank_uid_first && getuid() <= last) {
+    return Status::InvalidArgument("worker: --rank-uids holds the worker's own uid " + std::to_string(getuid()));
+  }
+  const int concurrent = cpu_slots + static_cast<int>(cuda_devices.size());
+  if (rank_uid_count < concurrent) {
+    return Status::InvalidArgument("worker: --rank-uids has " + std::to_string(rank_uid_count) + " uid(s) for up to " +
+                                   std::to_string(concurrent) + " attempts at once (slots + CUDA devices); give at "
+                                   "least that many");
+  }
+  if (Status s = OthersCanReach(trainer_path, "trainer"); !s.ok()) return s;
+  if (!executors.dir.empty()) {
+    if (Status s = OthersCanReach(executors.dir, "executors' directory"); !s.ok()) return s;
+  }
+  // The work directory is the worker's: others pass through it (o+x) into the
+  // directory of their own attempt, and list nothing.
+  if (Status s = OthersCanReach(std::filesystem::path(work_dir).parent_path(), "work directory's parent"); !s.ok()) {
+    return s;
+  }
+  if (chmod(work_dir.c_str(), 0711) != 0) return Status::IoError("worker: cannot chmod the work directory " + work_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(cache_dir, ec);
+  if (ec || chmod(cache_dir.c_str(), 0711) != 0) {
+    return Status::IoError("worker: cannot create or chmod the cache directory " + cache_dir);
+  }
+  if (Status s = OthersCanReach(std::filesystem::path(cache_dir).parent_path(), "cache directory's parent"); !s.ok()) {
+    return s;
   }
   return Status::Ok();
 }

@@ -86,6 +86,14 @@ struct WorkerConfig {
   // experiments/executors.yaml); "none" = this worker runs no commands. Finalize loads it.
   std::string executors_path;
   spec::ExecutorCatalog executors;
+  // Ranks under uids of their own (docs/security.md, "Ranks under uids of their own"):
+  // count > 0 runs each attempt's ranks as one uid of first..first+count-1 (gid the same
+  // number, no supplementary groups), which cannot read the worker's credential or other
+  // attempts' directories; every process of that uid is killed when the attempt ends.
+  // Needs root; count >= the attempts that run at once (slots + CUDA devices). 0: ranks
+  // run as the worker's own user.
+  unsigned rank_uid_first = 0;
+  int rank_uid_count = 0;
   // {cache} of the templates (torch.compile's and DeepSpeed's build caches); default
   // $BAKEOFF_CACHE, else $HOME/.cache/bakeoff.
   std::string cache_dir;
@@ -141,6 +149,10 @@ struct WorkerConfig {
   // name, slots, store ports, data_root, the trainer being executable). `argv0` locates
   // the trainer next to the binary.
   Status Finalize(const std::string& argv0);
+
+  // The checks of --rank-uids (root, range, every path ranks need open to other users);
+  // makes the work and cache directories 0711. Part of Finalize.
+  Status CheckRankUids() const;
 
   // After Finalize: a warning for the operator when rank_address is no address of this
   // host (multi-host trials would fail to bind), else "".

@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -35,6 +38,24 @@ with open(os.path.join(os.environ["BAKEOFF_OUTPUT_DIR"], "env-%d.json" % run.ran
 if run.config.get("mode") == "unsupported":
     run.fail("unsupported", "the probe cannot run here")
 run.ready()
+if run.config.get("mode") == "snoop":
+    # Review 2026-12-02, finding 8: the worker's credential (its path is on the worker's
+    # command line) and an earlier trial's configuration.
+    found = {"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups()}
+    cmd = open("/proc/%d/cmdline" % os.getppid(), "rb").read().split(b"\0")
+    for name, path in (("token", cmd[cmd.index(b"--token-file") + 1].decode()),
+                       ("other_trial", os.path.join(os.path.dirname(os.getcwd()), "trial-1-attempt-1", "config.json")),
+                       ("worker_environ", "/proc/%d/environ" % os.getppid())):
+        try:
+            found[name] = open(path, "rb").read()[:64].decode("latin-1")
+        except OSError as e:
+            found[name + "_errno"] = e.errno
+    try:
+        found["work_dir_listing"] = os.listdir(os.path.dirname(os.getcwd()))
+    except OSError as e:
+        found["work_dir_listing_errno"] = e.errno
+    with open(os.path.join(os.environ["BAKEOFF_OUTPUT_DIR"], "snoop.json"), "w") as f:
+        json.dump(found, f)
 if run.config.get("mode") == "flood":
     for i in range(1500):  # review 2026-12-02, finding 7: events nobody documents
         run.emit("x", i=i)
@@ -77,7 +98,7 @@ class CommandExecutorTest : public ::testing::Test {
            "      set: {PYTHONPATH: \"" BAKEOFF_SOURCE_DIR "/experiments/python\"}\n"
            "    trainer_fields: [steps, warmup_steps, world_size]\n"
            "    fields:\n"
-           "      mode: {choices: [ok, unsupported, daemon, daemon_and_hang, flood], default: ok}\n"
+           "      mode: {choices: [ok, unsupported, daemon, daemon_and_hang, flood, snoop], default: ok}\n"
            "    args:\n"
            "      tag: {type: name, default: plain}\n";
     cluster_ = std::make_unique<TestCluster>(dir_, kBin + "/bakeoff-fake-trainer");
@@ -235,6 +256,50 @@ TEST_F(CommandExecutorTest, AtTheTrialsTimeoutTheRanksWholeProcessTreeEnds) {
   auto outcome = cluster_->Query("SELECT outcome FROM attempts ORDER BY attempt");
   ASSERT_GE(outcome.size(), 1u);
   EXPECT_EQ(outcome[0][0], "timeout");
+}
+
+// Review 2026-12-02, finding 8: a rank read the worker's token file and another trial's
+// configuration. With --rank-uids (root only) each attempt runs as a uid of the range,
+// which can read neither, nor list the work directory; the uid is in the `started` event.
+TEST_F(CommandExecutorTest, UnderRankUidsAScriptCannotReadTheWorkersCredentialOrAnotherTrialsFiles) {
+  if (geteuid() != 0) GTEST_SKIP() << "--rank-uids needs root";
+  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
+  const std::vector<std::string> flags = {"--executors", catalog(), "--keep-trial-dirs", "--rank-uids", "61000-61001",
+                                          "--cache-dir", (dir_ / "cache").string()};
+  // A credential file open to others is refused: the ranks would be those others.
+  cluster_->StartWorker("open", 0, 0, {{}, "127.0.0.1", flags});
+  EXPECT_EQ(cluster_->worker("open").WaitExit(30s), 2) << "refused as a usage error";
+  EXPECT_NE(testing::ReadFile(cluster_->WorkerLog("open")).find("is open to other users"), std::string::npos)
+      << testing::ReadFile(cluster_->WorkerLog("open"));
+  std::filesystem::permissions(dir_ / "worker-token", std::filesystem::perms::owner_read |
+                                                          std::filesystem::perms::owner_write);
+  cluster_->StartWorker("w1", 1, 0, {{}, "127.0.0.1", flags});
+  ASSERT_GT(cluster_->Submit(Sweep("probe", "ok", 1)), 0);
+  ASSERT_TRUE(WaitFinished(60s)) << "see " << dir_;
+  cluster_->ExpectEveryTrialSucceededOnce(1);
+  ASSERT_GT(cluster_->Submit(Sweep("probe", "snoop", 1)), 0);
+  ASSERT_TRUE(WaitFinished(60s)) << "see " << dir_;
+  cluster_->ExpectEveryTrialSucceededOnce(1);
+
+  const json found = json::parse(testing::ReadFile(dir_ / "w1" / "trial-2-attempt-1" / "outputs" / "snoop.json"));
+  EXPECT_EQ(found["uid"], 61000) << found.dump();
+  EXPECT_EQ(found["gid"], 61000);
+  EXPECT_EQ(found["groups"], json::array());
+  EXPECT_FALSE(found.contains("token")) << "the rank read the worker's credential: " << found.dump();
+  EXPECT_EQ(found.value("token_errno", 0), EACCES);
+  EXPECT_FALSE(found.contains("other_trial")) << "the rank read trial 1's configuration: " << found.dump();
+  EXPECT_EQ(found.value("other_trial_errno", 0), EACCES);
+  EXPECT_FALSE(found.contains("worker_environ")) << found.dump();
+  EXPECT_FALSE(found.contains("work_dir_listing")) << found.dump();
+  auto started = cluster_->Query("SELECT json_extract(data_json, '$.uid') FROM events WHERE kind = 'started' "
+                                 "ORDER BY trial_id");
+  ASSERT_EQ(started.size(), 2u);
+  EXPECT_EQ(started[0][0], 61000);
+  EXPECT_EQ(started[1][0], 61000) << "the lowest free uid again";
+  // Trial 1's directory went back to root when its attempt ended.
+  struct stat st{};
+  ASSERT_EQ(stat((dir_ / "w1" / "trial-1-attempt-1").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
 }
 
 // Review 2026-12-02, finding 7: one trial stored 519,000 junk events in 20 s. A rank's

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 
 namespace bakeoff::worker {
@@ -95,6 +97,38 @@ TEST_F(WorkerConfigTest, RankAddressOfNoLocalInterfaceIsKeptWithAWarning) {
   EXPECT_EQ(config_.rank_address, "192.0.2.77");
   EXPECT_EQ(config_.rank_interface, "");
   EXPECT_NE(config_.RankAddressWarning().find("--rank-interface"), std::string::npos);
+}
+
+// --rank-uids: fewer uids than attempts that run at once is refused (as root; a worker
+// that is not root is refused for that first).
+TEST_F(WorkerConfigTest, RankUidsFewerThanSlotsAreRefusedNamingBothCounts) {
+  config_.host_lock_dir = "off";
+  config_.cpu_slots = 2;
+  config_.rank_uid_first = 61000;
+  config_.rank_uid_count = 1;
+  config_.cache_dir = config_.work_dir + "-cache";
+  if (geteuid() != 0) {
+    ExpectRejectedNaming({"--rank-uids needs root"});
+  } else {
+    ExpectRejectedNaming({"--rank-uids has 1 uid(s)", "up to 2 attempts"});
+  }
+  std::filesystem::remove_all(config_.cache_dir);
+}
+
+// A directory ranks must pass through but cannot (root's home, 0700) is refused at
+// startup with the path and the chmod, instead of every rank failing later.
+TEST_F(WorkerConfigTest, RankUidsRefuseAWorkDirectoryOtherUsersCannotReach) {
+  if (geteuid() != 0) GTEST_SKIP() << "--rank-uids needs root";
+  const std::filesystem::path closed = config_.work_dir + "-closed";
+  std::filesystem::create_directories(closed);
+  std::filesystem::permissions(closed, std::filesystem::perms::owner_all);
+  config_.host_lock_dir = "off";
+  config_.rank_uid_first = 61000;
+  config_.rank_uid_count = 1;
+  config_.work_dir = (closed / "work").string();
+  config_.cache_dir = (closed / "cache").string();
+  ExpectRejectedNaming({closed.string().c_str(), "mode 0700", "chmod o+x"});
+  std::filesystem::remove_all(closed);
 }
 
 }  // namespace
