@@ -1162,6 +1162,15 @@ void AddMarginalEffects(const ReportInput& input, bool interleaved, const Report
       effect.max_pair = *std::max_element(ratios.begin(), ratios.end());
       AddMarginalInterval(pairs, interleaved, options, effect);
       effect.verdict = VerdictOf(effect.speedup, effect.method);
+      // A pair whose sides ran on different workers would carry the workers' speed into
+      // the contrast, as in a single comparison: no verdict then.
+      for (auto [a, b] : pairs) {
+        std::string confound = WorkerConfound(*a, *b, effect.method);
+        if (confound.empty()) continue;
+        effect.worker_confound = a->report->key + " (" + confound + ")";
+        effect.verdict = Verdict::kUnclear;
+        break;
+      }
       report.marginals.push_back(effect);
     }
   }

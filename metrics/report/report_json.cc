@@ -143,7 +143,8 @@ nlohmann::json ReportToJson(const Report& report) {
                          {"speedup", FigureJson(m.speedup)},
                          {"interval_method", IntervalMethodName(m.method)}, {"df", OrNull(m.df)},
                          {"verdict", VerdictName(m.verdict)}, {"pairs", m.pairs},
-                         {"min_pair", m.min_pair}, {"max_pair", m.max_pair}});
+                         {"min_pair", m.min_pair}, {"max_pair", m.max_pair},
+                         {"worker_confound", m.worker_confound.empty() ? json(nullptr) : json(m.worker_confound)}});
   }
   json iso = json::array();
   for (const IsoMemoryRow& row : report.iso_memory) {

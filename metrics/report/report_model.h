@@ -424,6 +424,9 @@ struct MarginalEffect {
   Verdict verdict = Verdict::kUnclear;
   int pairs = 0;
   double min_pair = 0, max_pair = 0;
+  // As Comparison::worker_confound, for the first of its pairs whose sides ran on the
+  // workers in different shares: then no verdict (kUnclear), "" otherwise.
+  std::string worker_confound;
 };
 
 // Iso-memory view: each setting (every axis but micro_batch) at its own largest

@@ -354,7 +354,8 @@ std::vector<ReportSection> ReportSections(const Report& report) {
     marginals.rows.push_back({m.axis + "=" + m.value, m.axis + "=" + m.reference,
                               decided ? FormatRatioAwayFromOne(m.speedup.value)
                                       : FormatRatio(m.speedup.value),
-                              FormatInterval(m.speedup), VerdictName(m.verdict),
+                              FormatInterval(m.speedup),
+                              m.worker_confound.empty() ? VerdictName(m.verdict) : "confounded with workers",
                               std::to_string(m.pairs),
                               FormatRatio(m.min_pair) + " .. " + FormatRatio(m.max_pair)});
   }

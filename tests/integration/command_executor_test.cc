@@ -302,6 +302,55 @@ TEST_F(CommandExecutorTest, UnderRankUidsAScriptCannotReadTheWorkersCredentialOr
   EXPECT_EQ(st.st_uid, 0u);
 }
 
+// Issue 33: a comparison whose two sides ran on workers in different shares is called
+// out and gets no verdict, on real processes. The split is forced: w1 offers no command
+// template, so the first native trial runs there while its pair's probe trial waits;
+// w2, which offers the template, joins only after, and runs every probe trial (a worker
+// that does not offer a trial's template frees it from its pair's worker: docs/sweep.md,
+// "Placement"). So w1 ran a share of the native side and none of the probe side.
+TEST_F(CommandExecutorTest, AComparisonWhoseSidesRanOnDifferentWorkersIsCalledOutWithNoVerdict) {
+  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
+  cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", "none"}});
+  const std::int64_t id = cluster_->Submit(
+      "name: confound\n"
+      "workload:\n  steps: 3\n  warmup_steps: 1\n  world_size: 1\n"
+      "parameters:\n  executor: {values: [lora, probe]}\n"
+      "baseline: {executor: lora}\n"
+      "repeats: 3\n");
+  ASSERT_GT(id, 0);
+  auto native_done = [&] {
+    auto rows = cluster_->Query("SELECT count(*) FROM trials WHERE variant_key = 'executor=lora' AND "
+                                "outcome = 'succeeded'");
+    return !rows.empty() && rows[0][0] >= 1;
+  };
+  ASSERT_TRUE(testing::WaitFor(native_done, 60s)) << cluster_->Trials().dump();
+  cluster_->StartWorker("w2", 1, 0, {{}, "127.0.0.1", {"--executors", catalog()}});
+  ASSERT_TRUE(WaitFinished(60s)) << cluster_->Trials().dump();
+  cluster_->ExpectEveryTrialSucceededOnce(6);
+
+  const auto json_path = dir_ / "report.json";
+  testing::ProcessGuard report({kBin + "/bakeoff", "report", std::to_string(id), "--db", cluster_->db(), "--format",
+                                "json", "--output", json_path.string()},
+                               {}, (dir_ / "report.log").string());
+  ASSERT_EQ(report.WaitExit(120s), 0) << testing::ReadFile(dir_ / "report.log");
+  const json parsed = json::parse(testing::ReadFile(json_path), nullptr, false);
+  ASSERT_FALSE(parsed.is_discarded());
+  const std::string text = parsed.dump();
+  EXPECT_NE(text.find("\"worker_confound\":\""), std::string::npos) << "no comparison is confounded: " << text;
+  EXPECT_NE(text.find("confounded with workers"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\"verdict\":\"faster\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("\"verdict\":\"slower\""), std::string::npos) << text;
+  // The text report says it in its call-outs, naming the workers.
+  testing::ProcessGuard plain({kBin + "/bakeoff", "report", std::to_string(id), "--db", cluster_->db(), "--output",
+                               (dir_ / "report.txt").string()},
+                              {}, (dir_ / "report-text.log").string());
+  ASSERT_EQ(plain.WaitExit(120s), 0) << testing::ReadFile(dir_ / "report-text.log");
+  const std::string report_text = testing::ReadFile(dir_ / "report.txt");
+  EXPECT_NE(report_text.find("is confounded with its workers"), std::string::npos) << report_text;
+  EXPECT_NE(report_text.find("w1"), std::string::npos);
+  EXPECT_NE(report_text.find("w2"), std::string::npos);
+}
+
 // Review 2026-12-02, finding 7: one trial stored 519,000 junk events in 20 s. A rank's
 // events other than steps and summaries are capped at 1,000 (its `started` and `ready`
 // among them); its steps and summary still arrive and the trial succeeds.

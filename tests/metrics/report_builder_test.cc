@@ -646,12 +646,27 @@ TEST(ReportBuilderTest, AComparisonConfoundedWithItsWorkersGetsNoVerdict) {
   for (const std::string& line : report.callouts) called_out = called_out || line.find("confounded") != std::string::npos;
   EXPECT_TRUE(called_out);
 
+  // The axis's marginal effect pools the same pairs: no verdict either (a real-process
+  // run found it said "faster" beside the confounded comparison).
+  bool marginal_seen = false;
+  for (const MarginalEffect& m : report.marginals) {
+    if (m.axis != "compile_mode") continue;
+    marginal_seen = true;
+    EXPECT_EQ(m.verdict, Verdict::kUnclear);
+    EXPECT_NE(m.worker_confound.find("node-b"), std::string::npos) << m.worker_confound;
+  }
+  EXPECT_TRUE(marginal_seen);
+
   ReportInput balanced = TwoByTwoSweep();
   AddTrials(balanced, 4, 1.3);
   for (TrialInput& t : balanced.trials) t.worker = t.repeat % 2 ? "node-b" : "node-a";
-  const Comparison& b = ComparisonOf(BuildReport(balanced, ReportOptions{}), kJit1);
+  const Report balanced_report = BuildReport(balanced, ReportOptions{});
+  const Comparison& b = ComparisonOf(balanced_report, kJit1);
   EXPECT_TRUE(b.worker_confound.empty()) << b.worker_confound;
   EXPECT_EQ(b.verdict, Verdict::kFaster);
+  for (const MarginalEffect& m : balanced_report.marginals) {
+    if (m.axis == "compile_mode") EXPECT_TRUE(m.worker_confound.empty()) << m.worker_confound;
+  }
 }
 
 // Issue 33: a baseline over two axes compares each axis on its own, the other held:
