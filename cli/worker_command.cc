@@ -6,6 +6,7 @@
 #include "protocol/frame_connection.h"  // first: includes <utility> before Asio
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <iostream>
@@ -125,6 +126,15 @@ int RunWorker(WorkerFlags& flags) {
     if (!flags.config.cores.note().empty()) std::cerr << "bakeoff worker: warning: " << flags.config.cores.note() << "\n";
     std::cerr << "bakeoff worker: ranks not pinned, store ports " << flags.config.store_ports.first << "-"
               << flags.config.store_ports.last << "\n";
+  }
+  if (flags.config.rank_uid_count == 0 && !flags.config.simulate) {
+    std::cerr << "bakeoff worker: warning: ranks run as this worker's own user"
+              << (geteuid() == 0 ? " (root)" : "")
+              << ": a command template's code can read the worker's credential and other trials' files; "
+                 "as root, give them uids of their own with --rank-uids FIRST-LAST (docs/security.md)\n";
+  } else if (flags.config.rank_uid_count > 0) {
+    std::cerr << "bakeoff worker: ranks run as uids " << flags.config.rank_uid_first << "-"
+              << flags.config.rank_uid_first + flags.config.rank_uid_count - 1 << ", one per attempt\n";
   }
   if (std::string warning = flags.config.RankAddressWarning(); !warning.empty()) {
     std::cerr << "bakeoff worker: warning: " << warning << "\n";
