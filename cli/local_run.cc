@@ -68,11 +68,12 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
   }
   const std::string log_path = flags.log_file.empty() ? DefaultLogPath(flags.db) : flags.log_file;
   LogToFile log_to_file;
-  if (Status s = log_to_file.Open(log_path, flags.verbose); !s.ok()) {
+  // The screen shows the coordinator's and workers' lines (-v) only after the page's
+  // address, which is the first line.
+  if (Status s = log_to_file.Open(log_path, /*verbose=*/false); !s.ok()) {
     std::cerr << who << "--log-file: " << s.message() << "\n";
     return Failed(kExitUsage);
   }
-  std::cerr << who << "logs in " << log_path << (flags.verbose ? "" : " (-v shows them here too)") << "\n";
   // The API token from BAKEOFF_TOKEN (to reach this run's API), else a random one; the
   // workers, in this process, get a credential of their own that nobody else knows.
   auto env_token = protocol::LoadToken("");
@@ -81,6 +82,7 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
 
   coordinator::CoordinatorConfig config;
   config.http_listen = "127.0.0.1:0";
+  config.open_reads = true;  // loopback only: the page opens without a token
   config.worker_listen = "127.0.0.1:0";
   config.db_path = flags.db;
   config.submit_tokens = {token};
@@ -106,6 +108,10 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
     std::cerr << who << s.message() << "\n";
     return Failed(ExitCodeFor(s));
   }
+  // First, so that a user can open it while the rest starts.
+  std::cerr << who << "watch it at http://127.0.0.1:" << node.http_port() << "/ (this machine only)\n";
+  std::cerr << who << "logs in " << log_path << (flags.verbose ? "" : " (-v shows them here too)") << "\n";
+  if (flags.verbose) logging::SetStderr(true);
   // Worker settings are checked before the sweep is stored, so that a missing trainer
   // does not leave a sweep behind that nobody runs.
   std::vector<worker::WorkerConfig> worker_configs;
@@ -239,12 +245,32 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
           final_state = *sweep;
           if (tty) std::cerr << "\n";
           for (auto& a : agents) a->Stop(std::chrono::milliseconds(1000));
-          node.Stop();
+          // An open page gets the final state and the report before the server goes.
+          const bool linger = node.pages_served() > 0 && flags.linger_s > 0 && !interrupted;
+          if (linger) {
+            std::cerr << who << "the page stays up " << flags.linger_s << " s more (Ctrl-C ends it now)\n";
+          }
           signals.cancel();
-          // Let the agents deliver their last frames, then end.
           auto end = std::make_shared<asio::steady_timer>(io);
-          end->expires_after(std::chrono::milliseconds(200));
-          end->async_wait([&io, end](const boost::system::error_code&) { io.stop(); });
+          auto finish = [&io, &node, end]() {
+            node.Stop();
+            // Let the agents deliver their last frames, then end.
+            end->expires_after(std::chrono::milliseconds(200));
+            end->async_wait([&io, end](const boost::system::error_code&) { io.stop(); });
+          };
+          if (!linger) {
+            finish();
+            return;
+          }
+          end->expires_after(std::chrono::seconds(flags.linger_s));
+          end->async_wait([finish](const boost::system::error_code& ec) {
+            if (!ec) finish();
+          });
+          signals.async_wait([end, finish](const boost::system::error_code& ec, int) {
+            if (ec) return;
+            end->cancel();
+            finish();
+          });
           return;
         }
       }
@@ -263,6 +289,9 @@ void AddLocalRunFlags(CLI::App* cmd, LocalRunFlags* flags) {
   cmd->add_option("--slots", flags->slots, "CPU slots (ranks at once) per worker")->capture_default_str();
   cmd->add_option("--db", flags->db, "results database to create or extend")->capture_default_str();
   cmd->add_option("--trainer", flags->trainer, "trainer executable (default: bakeoff-trainer next to this binary)");
+  cmd->add_option("--linger", flags->linger_s,
+                  "seconds the web page stays up after the sweep ends, when it was opened (0: none)")
+      ->capture_default_str();
   cmd->add_option("--work-dir", flags->work_dir, "trial directories (default: new temp dirs)");
   cmd->add_option("--data-root", flags->data_root,
                   "the only directory sweeps' token files (dataset: NAME) are read from (default: none)");

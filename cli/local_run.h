@@ -26,6 +26,9 @@ struct LocalRunFlags {
   bool share_cores = false;
   bool verbose = false;
   std::string log_file;  // "" = the --db path with .log
+  // After the sweep ends, the page stays up this long when someone opened it, so that
+  // it shows the final state and the report (Ctrl-C ends it sooner); 0: no wait.
+  int linger_s = 20;
   std::string argv0;
 };
 

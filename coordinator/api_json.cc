@@ -79,4 +79,16 @@ json TrialsJson(const std::vector<metrics::TrialResult>& trials) {
   return out;
 }
 
+json LiveJson(const std::vector<metrics::LiveTrialFigures>& live) {
+  json trials = json::array();
+  for (const auto& f : live) {
+    trials.push_back({{"trial_id", f.trial_id},
+                      {"attempt", f.attempt},
+                      {"measured_steps", f.measured_steps},
+                      {"tokens_per_s", f.step_s > 0 ? json(static_cast<double>(f.tokens) / f.step_s) : json(nullptr)},
+                      {"peak_mem_bytes", f.peak_mem_bytes ? json(*f.peak_mem_bytes) : json(nullptr)}});
+  }
+  return {{"trials", std::move(trials)}};
+}
+
 }  // namespace bakeoff::coordinator

@@ -35,4 +35,9 @@ nlohmann::json SweepJson(const metrics::SweepRecord& sweep);
 nlohmann::json TrialJson(const metrics::TrialResult& trial);
 nlohmann::json TrialsJson(const std::vector<metrics::TrialResult>& trials);
 
+// GET .../live: {"trials": [{"trial_id","attempt","measured_steps","tokens_per_s",
+// "peak_mem_bytes"}]} for the trials with stored steps; tokens_per_s is null before the
+// first measured step, peak_mem_bytes when no rank reported one.
+nlohmann::json LiveJson(const std::vector<metrics::LiveTrialFigures>& live);
+
 }  // namespace bakeoff::coordinator

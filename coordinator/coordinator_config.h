@@ -47,6 +47,10 @@ struct CoordinatorConfig {
   // names or contents); true: it needs an API token (either role) as every other route
   // but /healthz does, and bakeoff_sweep_info also carries each sweep's name.
   bool metrics_require_token = false;
+  // Routes of the read role answer without a token (`bakeoff local`, whose HTTP listener
+  // is on loopback only: its page opens with no token to type). Submit routes still need
+  // a submit token.
+  bool open_reads = false;
   // Connections open at once on each listener. At the cap the oldest connection that
   // has not authenticated (registered, or shown a valid token) is shut down to make
   // room; one more is closed as soon as it is accepted only when all have

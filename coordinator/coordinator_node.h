@@ -29,6 +29,9 @@ class CoordinatorNode {
 
   int http_port() const { return http_ ? http_->port() : 0; }
   int worker_port() const { return workers_ ? workers_->port() : 0; }
+  // How many times the web page (GET /) was served (`bakeoff local` keeps it up a little
+  // after the sweep when someone opened it).
+  int pages_served() const { return http_ ? http_->pages_served() : 0; }
   bool tls() const { return tls_ != nullptr; }
   CoordinatorService& service() { return *service_; }
   SlurmProvisioner* slurm() { return slurm_.get(); }

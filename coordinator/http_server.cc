@@ -15,6 +15,7 @@
 #include <boost/beast/ssl.hpp>
 
 #include "coordinator/api_json.h"
+#include "coordinator/web_assets.h"
 #include "metrics/store/read_only_query.h"
 #include "metrics/report/report_renderer.h"
 #include "metrics/report/report_service.h"
@@ -60,6 +61,13 @@ HttpReply JsonReply(int status, const json& body) {
 HttpReply Error(int status, const std::string& message) { return JsonReply(status, {{"error", message}}); }
 
 HttpReply ErrorFrom(const Status& status) { return Error(HttpStatusFor(status), status.message()); }
+
+std::string ReplaceAll(std::string text, const std::string& from, const std::string& to) {
+  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
 
 std::string UrlDecode(const std::string& text) {
   std::string out;
@@ -233,7 +241,7 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::Connec
       } else if (ec) {
         break;
       } else {
-        reply = Route(std::string(request.method_string()), target, request.body());
+        reply = Dispatch(std::string(request.method_string()), target, request.body());
         if (reply.blocking_work && reply.query) {
           reply = co_await RunOffExecutor(query_pool_.get_executor(), executor_, std::move(reply.blocking_work),
                                           asio::use_awaitable);
@@ -254,6 +262,18 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::Connec
     response.set(http::field::server, "bakeoff");
     response.set(http::field::content_type, reply.content_type);
     if (reply.bearer_challenge) response.set(http::field::www_authenticate, "Bearer realm=\"bakeoff\"");
+    if (!reply.allow.empty()) response.set(http::field::allow, ReplaceAll(reply.allow, " or ", ", "));
+    response.set("X-Content-Type-Options", "nosniff");
+    if (reply.page) {
+      // The page runs its own script only (no inline script, nothing from elsewhere) and
+      // talks to this coordinator alone; no frame may embed it. Inline style is allowed
+      // for the report it shows in a sandboxed frame (the report's own <style>).
+      response.set("Content-Security-Policy",
+                   "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; "
+                   "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
+      response.set(http::field::cache_control, "no-cache");
+      response.set("Referrer-Policy", "no-referrer");
+    }
     response.keep_alive(keep_alive);
     response.body() = std::move(reply.body);
     response.prepare_payload();
@@ -266,7 +286,8 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::Connec
 
 // POST /api/v1/query {"sql", "max_rows"?, "timeout_s"?}: the reply (work done on the
 // pool) is RunReadOnlyQuery's result as {"columns", "rows", "truncated"}.
-HttpReply HttpServer::QueryRoute(const std::string& body) const {
+HttpReply HttpServer::QueryRoute(const RouteCall& call) {
+  const std::string& body = call.body;
   if (Status deep = protocol::CheckJsonDepth(body); !deep.ok()) return Error(400, "request body: " + deep.message());
   json request = json::parse(body, nullptr, false);
   if (request.is_discarded() || !request.is_object() || !request.contains("sql") || !request["sql"].is_string()) {
@@ -312,12 +333,102 @@ HttpReply HttpServer::QueryRoute(const std::string& body) const {
   return reply;
 }
 
+// ------------------------------------------------------------------ routing
+
+namespace {
+
+// A path's segments, each decoded: "/api/v1/sweeps/a%20b" -> {"api", "v1", "sweeps", "a b"}.
+std::vector<std::string> PathSegments(const std::string& path) {
+  std::vector<std::string> seg;
+  std::size_t pos = 1;
+  while (pos <= path.size()) {
+    auto slash = path.find('/', pos);
+    std::string part = path.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
+    if (!part.empty()) seg.push_back(UrlDecode(part));
+    if (slash == std::string::npos) break;
+    pos = slash + 1;
+  }
+  return seg;
+}
+
+// The pattern's captures when `segments` match it ("{sweep}" matches any one segment).
+std::optional<std::map<std::string, std::string>> MatchPattern(std::string_view pattern,
+                                                               const std::vector<std::string>& segments) {
+  const auto parts = PathSegments(std::string(pattern));
+  if (parts.size() != segments.size()) return std::nullopt;
+  std::map<std::string, std::string> params;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].size() > 2 && parts[i].front() == '{' && parts[i].back() == '}') {
+      params[parts[i].substr(1, parts[i].size() - 2)] = segments[i];
+    } else if (parts[i] != segments[i]) {
+      return std::nullopt;
+    }
+  }
+  return params;
+}
+
+}  // namespace
+
+const std::vector<HttpServer::Route>& HttpServer::Routes() {
+  using R = ApiRole;
+  static const std::vector<Route> routes = {
+      {"GET", "/", R::kNone, &HttpServer::PageRoute, ""},
+      {"GET", "/ui/{file}", R::kNone, &HttpServer::AssetRoute, ""},
+      {"GET", "/healthz", R::kNone, &HttpServer::HealthRoute, ""},
+      {"GET", "/metrics", R::kRead, &HttpServer::MetricsRoute, ""},
+      {"GET", "/api/v1/openapi.json", R::kNone, &HttpServer::OpenApiRoute, ""},
+      {"GET", "/api/v1/sd", R::kRead, &HttpServer::ServiceDiscoveryRoute, ""},
+      {"POST", "/api/v1/query", R::kRead, &HttpServer::QueryRoute, " with {\"sql\": \"SELECT ...\"}"},
+      {"GET", "/api/v1/workers", R::kRead, &HttpServer::WorkersRoute, ""},
+      {"POST", "/api/v1/workers/{worker}/drain", R::kSubmit, &HttpServer::DrainRoute, ""},
+      {"GET", "/api/v1/sweeps", R::kRead, &HttpServer::ListSweepsRoute, ""},
+      {"POST", "/api/v1/sweeps", R::kSubmit, &HttpServer::SubmitRoute, " with the sweep's YAML"},
+      {"GET", "/api/v1/sweeps/{sweep}", R::kRead, &HttpServer::SweepRoute, ""},
+      {"POST", "/api/v1/sweeps/{sweep}/cancel", R::kSubmit, &HttpServer::CancelRoute, ""},
+      {"GET", "/api/v1/sweeps/{sweep}/trials", R::kRead, &HttpServer::TrialsRoute, ""},
+      {"GET", "/api/v1/sweeps/{sweep}/live", R::kRead, &HttpServer::LiveRoute, ""},
+      {"GET", "/api/v1/sweeps/{sweep}/report", R::kRead, &HttpServer::ReportRoute, ""},
+  };
+  return routes;
+}
+
+HttpServer::Match HttpServer::Find(const std::string& method, const std::string& path) {
+  Match match;
+  const auto segments = PathSegments(path);
+  for (const Route& route : Routes()) {
+    auto params = MatchPattern(route.pattern, segments);
+    if (!params) continue;
+    if (!match.allowed.empty()) match.allowed += " or ";
+    match.allowed += route.method;
+    match.lowest = std::min(match.lowest, route.role);
+    if (route.method == method) {
+      if (match.route == nullptr) {
+        match.route = &route;
+        match.params = std::move(*params);
+      }
+    } else if (match.hint.empty()) {
+      match.hint = route.hint;
+    }
+  }
+  return match;
+}
+
 std::optional<HttpReply> HttpServer::Authorize(const std::string& method, const std::string& target,
                                                const std::string& authorization) const {
   const std::string path = target.substr(0, target.find('?'));
-  if (path == "/healthz") return std::nullopt;
+  const Match match = Find(method, path);
   const CoordinatorConfig& config = service_.config();
-  if (path == "/metrics" && !config.metrics_require_token) return std::nullopt;
+  ApiRole needs;
+  if (match.route != nullptr) {
+    needs = match.route->role;
+    if (path == "/metrics" && !config.metrics_require_token) needs = ApiRole::kNone;
+  } else if (!match.allowed.empty() && match.lowest == ApiRole::kNone) {
+    needs = ApiRole::kNone;  // e.g. POST /healthz: a 405 that tells nothing
+  } else {
+    // No such route: a read token learns that, anything else needs the submit role.
+    needs = method == "GET" || method == "HEAD" ? ApiRole::kRead : ApiRole::kSubmit;
+  }
+  if (needs == ApiRole::kNone || (needs == ApiRole::kRead && config.open_reads)) return std::nullopt;
   if (config.submit_tokens.empty() && config.read_tokens.empty()) return std::nullopt;  // loopback, no token
   const std::string prefix = "Bearer ";
   const bool has_bearer = authorization.rfind(prefix, 0) == 0;
@@ -334,10 +445,7 @@ std::optional<HttpReply> HttpServer::Authorize(const std::string& method, const 
     reply.bearer_challenge = true;
     return reply;
   }
-  // Reading: GET (and HEAD), and the query route, which only reads. Anything else
-  // (submit, cancel, drain, and any route added later) needs the submit role.
-  const bool reads = method == "GET" || method == "HEAD" || (method == "POST" && path == "/api/v1/query");
-  if (!reads && !submit) {
+  if (needs == ApiRole::kSubmit && !submit) {
     return Error(403, "this token has the read role; " + method + " " + path +
                           " needs a token with the submit role (the coordinator's --token-file)");
   }
@@ -347,98 +455,114 @@ std::optional<HttpReply> HttpServer::Authorize(const std::string& method, const 
 HttpReply HttpServer::Handle(const std::string& method, const std::string& target,
                              const std::string& authorization, const std::string& body) {
   if (auto refused = Authorize(method, target, authorization)) return std::move(*refused);
-  return Route(method, target, body);
+  return Dispatch(method, target, body);
 }
 
-HttpReply HttpServer::Route(const std::string& method, const std::string& target, const std::string& body) {
-  std::string path = target;
-  std::string query;
+HttpReply HttpServer::Dispatch(const std::string& method, const std::string& target, const std::string& body) {
+  RouteCall call{target, "", {}, body};
   if (auto q = target.find('?'); q != std::string::npos) {
-    path = target.substr(0, q);
-    query = target.substr(q + 1);
+    call.path = target.substr(0, q);
+    call.query = target.substr(q + 1);
   }
-  if (path == "/healthz") {
-    if (!service_.store().healthy()) {
-      return JsonReply(503, {{"status", "unhealthy"}, {"error", service_.store().health().message()}});
-    }
-    return JsonReply(200, {{"status", "ok"}});
+  Match match = Find(method, call.path);
+  if (match.route == nullptr) {
+    if (match.allowed.empty()) return Error(404, "no route " + call.path);
+    HttpReply refused = Error(405, "use " + match.allowed + " " + call.path + match.hint);
+    refused.allow = match.allowed;
+    return refused;
   }
-  if (path == "/metrics") return MetricsReply(service_);
-  if (path == "/api/v1/sd") {
-    if (method != "GET") return Error(405, "use GET " + path);
-    return JsonReply(200, service_.ServiceDiscoveryJson());
+  call.params = std::move(match.params);
+  return (this->*(match.route->handle))(call);
+}
+
+// ------------------------------------------------------------------ routes
+
+HttpReply HttpServer::PageRoute(const RouteCall&) {
+  ++pages_served_;
+  const EmbeddedFile* page = FindEmbeddedFile("index.html");
+  HttpReply reply{200, "text/html; charset=utf-8", std::string(page->body), false};
+  reply.page = true;
+  return reply;
+}
+
+HttpReply HttpServer::AssetRoute(const RouteCall& call) {
+  const std::string& name = call.params.at("file");
+  const bool js = name == "app.js";
+  if (!js && name != "app.css") return Error(404, "no route " + call.path);
+  HttpReply reply{200, js ? "text/javascript; charset=utf-8" : "text/css; charset=utf-8",
+                  std::string(FindEmbeddedFile(name)->body), false};
+  reply.page = true;
+  return reply;
+}
+
+HttpReply HttpServer::OpenApiRoute(const RouteCall&) {
+  return HttpReply{200, "application/json", std::string(FindEmbeddedFile("openapi.json")->body), false};
+}
+
+HttpReply HttpServer::HealthRoute(const RouteCall&) {
+  if (!service_.store().healthy()) {
+    return JsonReply(503, {{"status", "unhealthy"}, {"error", service_.store().health().message()}});
   }
-  // Split /api/v1/... into segments.
-  std::vector<std::string> seg;
-  {
-    std::size_t pos = 1;
-    while (pos <= path.size()) {
-      auto slash = path.find('/', pos);
-      std::string part = path.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
-      if (!part.empty()) seg.push_back(UrlDecode(part));
-      if (slash == std::string::npos) break;
-      pos = slash + 1;
-    }
-  }
-  if (seg.size() < 3 || seg[0] != "api" || seg[1] != "v1") return Error(404, "no route " + path);
+  return JsonReply(200, {{"status", "ok"}});
+}
+
+HttpReply HttpServer::MetricsRoute(const RouteCall&) { return MetricsReply(service_); }
+
+HttpReply HttpServer::ServiceDiscoveryRoute(const RouteCall&) {
+  return JsonReply(200, service_.ServiceDiscoveryJson());
+}
+
+HttpReply HttpServer::WorkersRoute(const RouteCall&) { return JsonReply(200, service_.WorkersJson()); }
+
+HttpReply HttpServer::DrainRoute(const RouteCall& call) {
+  auto result = service_.DrainWorker(call.params.at("worker"));
+  if (auto* error = std::get_if<ApiError>(&result)) return Error(error->http_status, error->message);
+  return JsonReply(200, std::get<json>(result));
+}
+
+HttpReply HttpServer::ListSweepsRoute(const RouteCall&) {
+  auto sweeps = service_.store().ListSweeps();
+  if (!sweeps.ok()) return ErrorFrom(sweeps.status());
+  json out = json::array();
+  for (const auto& s : *sweeps) out.push_back(WithWaiting(SweepJson(s), service_.WaitingReason(s.id)));
+  return JsonReply(200, out);
+}
+
+HttpReply HttpServer::SubmitRoute(const RouteCall& call) {
+  if (call.body.empty()) return Error(400, "the request body must be the sweep's YAML");
+  // Parsed and expanded on the pool (a sweep at the caps takes a while), stored and
+  // scheduled back on the executor.
+  auto submission = service_.BeginSubmit();
+  if (auto* error = std::get_if<ApiError>(&submission)) return Error(error->http_status, error->message);
+  HttpReply reply;
+  reply.in_order = true;
+  reply.blocking_work = [&service = service_, prepare = sweep_preparer_,
+                         submission = std::get<SweepSubmission>(std::move(submission)), yaml = call.body]() mutable {
+    auto prepared = prepare(submission, std::move(yaml));
+    if (auto* error = std::get_if<ApiError>(&prepared)) return Error(error->http_status, error->message);
+    HttpReply stored;
+    stored.then_on_executor = [&service, prepared = std::make_shared<PreparedSweep>(
+                                             std::get<PreparedSweep>(std::move(prepared)))]() {
+      auto result = service.CommitSweep(std::move(*prepared));
+      if (auto* error = std::get_if<ApiError>(&result)) return Error(error->http_status, error->message);
+      return JsonReply(201, std::get<json>(result));
+    };
+    return stored;
+  };
+  return reply;
+}
+
+HttpReply HttpServer::CancelRoute(const RouteCall& call) {
+  auto result = service_.CancelSweep(call.params.at("sweep"));
+  if (auto* error = std::get_if<ApiError>(&result)) return Error(error->http_status, error->message);
+  return JsonReply(200, std::get<json>(result));
+}
+
+std::variant<metrics::SweepRecord, HttpReply> HttpServer::FindSweep(const std::string& name) {
   auto& store = service_.store();
-  if (seg[2] == "query" && seg.size() == 3) {
-    if (method != "POST") return Error(405, "use POST " + path + " with {\"sql\": \"SELECT ...\"}");
-    return QueryRoute(body);
-  }
-  if (seg[2] == "workers" && seg.size() == 5 && seg[4] == "drain") {
-    if (method != "POST") return Error(405, "use POST " + path);
-    auto result = service_.DrainWorker(seg[3]);
-    if (auto* error = std::get_if<ApiError>(&result)) return Error(error->http_status, error->message);
-    return JsonReply(200, std::get<json>(result));
-  }
-  if (seg[2] == "workers" && seg.size() == 3) {
-    if (method != "GET") return Error(405, "use GET " + path);
-    return JsonReply(200, service_.WorkersJson());
-  }
-  if (seg[2] != "sweeps") return Error(404, "no route " + path);
-  if (seg.size() == 3) {
-    if (method == "POST") {
-      if (body.empty()) return Error(400, "the request body must be the sweep's YAML");
-      // Parsed and expanded on the pool (a sweep at the caps takes a while), stored and
-      // scheduled back on the executor.
-      auto submission = service_.BeginSubmit();
-      if (auto* error = std::get_if<ApiError>(&submission)) return Error(error->http_status, error->message);
-      HttpReply reply;
-      reply.in_order = true;
-      reply.blocking_work = [&service = service_, prepare = sweep_preparer_,
-                             submission = std::get<SweepSubmission>(std::move(submission)), yaml = body]() mutable {
-        auto prepared = prepare(submission, std::move(yaml));
-        if (auto* error = std::get_if<ApiError>(&prepared)) return Error(error->http_status, error->message);
-        HttpReply stored;
-        stored.then_on_executor = [&service, prepared = std::make_shared<PreparedSweep>(
-                                                 std::get<PreparedSweep>(std::move(prepared)))]() {
-          auto result = service.CommitSweep(std::move(*prepared));
-          if (auto* error = std::get_if<ApiError>(&result)) return Error(error->http_status, error->message);
-          return JsonReply(201, std::get<json>(result));
-        };
-        return stored;
-      };
-      return reply;
-    }
-    if (method != "GET") return Error(405, "use GET or POST " + path);
-    auto sweeps = store.ListSweeps();
-    if (!sweeps.ok()) return ErrorFrom(sweeps.status());
-    json out = json::array();
-    for (const auto& s : *sweeps) out.push_back(WithWaiting(SweepJson(s), service_.WaitingReason(s.id)));
-    return JsonReply(200, out);
-  }
-  const std::string& sweep_name = seg[3];
-  if (seg.size() == 5 && seg[4] == "cancel") {
-    if (method != "POST") return Error(405, "use POST " + path);
-    auto result = service_.CancelSweep(sweep_name);
-    if (auto* error = std::get_if<ApiError>(&result)) return Error(error->http_status, error->message);
-    return JsonReply(200, std::get<json>(result));
-  }
-  if (method != "GET") return Error(405, "use GET " + path);
   // A sweep this coordinator runs is counted from its trial table (after the read, which
   // commits the open group); the store counts the others.
-  auto sweep = store.FindSweep(sweep_name, metrics::ResultsStore::Counts::kSkip);
+  auto sweep = store.FindSweep(name, metrics::ResultsStore::Counts::kSkip);
   if (sweep.ok()) {
     if (auto live = service_.LiveTrialCounts(sweep->id)) {
       sweep->counts = *live;
@@ -447,41 +571,60 @@ HttpReply HttpServer::Route(const std::string& method, const std::string& target
     }
   }
   if (!sweep.ok()) {
-    return sweep.status().code() == Status::Code::kNotFound
-               ? Error(404, "no sweep with id or name '" + sweep_name + "'")
-               : ErrorFrom(sweep.status());
+    return sweep.status().code() == Status::Code::kNotFound ? Error(404, "no sweep with id or name '" + name + "'")
+                                                             : ErrorFrom(sweep.status());
   }
-  if (seg.size() == 4) return JsonReply(200, WithWaiting(SweepJson(*sweep), service_.WaitingReason(sweep->id)));
-  if (seg.size() == 5 && seg[4] == "trials") {
-    auto trials = store.ListTrialResults(sweep->id);
-    if (!trials.ok()) return ErrorFrom(trials.status());
-    return JsonReply(200, TrialsJson(*trials));
+  return std::move(sweep).value();
+}
+
+HttpReply HttpServer::SweepRoute(const RouteCall& call) {
+  auto found = FindSweep(call.params.at("sweep"));
+  if (auto* reply = std::get_if<HttpReply>(&found)) return std::move(*reply);
+  const auto& sweep = std::get<metrics::SweepRecord>(found);
+  return JsonReply(200, WithWaiting(SweepJson(sweep), service_.WaitingReason(sweep.id)));
+}
+
+HttpReply HttpServer::TrialsRoute(const RouteCall& call) {
+  auto found = FindSweep(call.params.at("sweep"));
+  if (auto* reply = std::get_if<HttpReply>(&found)) return std::move(*reply);
+  auto trials = service_.store().ListTrialResults(std::get<metrics::SweepRecord>(found).id);
+  if (!trials.ok()) return ErrorFrom(trials.status());
+  return JsonReply(200, TrialsJson(*trials));
+}
+
+HttpReply HttpServer::LiveRoute(const RouteCall& call) {
+  auto found = FindSweep(call.params.at("sweep"));
+  if (auto* reply = std::get_if<HttpReply>(&found)) return std::move(*reply);
+  auto live = service_.store().LiveFigures(std::get<metrics::SweepRecord>(found).id);
+  if (!live.ok()) return ErrorFrom(live.status());
+  return JsonReply(200, LiveJson(*live));
+}
+
+HttpReply HttpServer::ReportRoute(const RouteCall& call) {
+  auto found = FindSweep(call.params.at("sweep"));
+  if (auto* reply = std::get_if<HttpReply>(&found)) return std::move(*reply);
+  // The report library parses its own options (a bad one is 400 before any work).
+  auto options = metrics::ParseReportQuery(QueryParams(call.query));
+  if (!options.ok()) return ErrorFrom(options.status());
+  // Built on the pool (a big sweep's bootstrap takes seconds), never on the service's
+  // executor; at most kMaxReportsInFlight at once, so that queued reports cannot pile up.
+  if (reports_in_flight_->load() >= kMaxReportsInFlight) {
+    return Error(503, "the coordinator is already building " + std::to_string(kMaxReportsInFlight) +
+                          " reports; retry in a few seconds");
   }
-  if (seg.size() == 5 && seg[4] == "report") {
-    // The report library parses its own options (a bad one is 400 before any work).
-    auto options = metrics::ParseReportQuery(QueryParams(query));
-    if (!options.ok()) return ErrorFrom(options.status());
-    // Built on the pool (a big sweep's bootstrap takes seconds), never on the service's
-    // executor; at most kMaxReportsInFlight at once, so that queued reports cannot pile up.
-    if (reports_in_flight_->load() >= kMaxReportsInFlight) {
-      return Error(503, "the coordinator is already building " + std::to_string(kMaxReportsInFlight) +
-                            " reports; retry in a few seconds");
-    }
-    reports_in_flight_->fetch_add(1);
-    HttpReply reply;
-    reply.blocking_work = [in_flight = reports_in_flight_, db_path = store.path(),
-                           sweep_id = std::to_string(sweep->id), options = *options]() {
-      auto rendered = metrics::RenderSweepReport(db_path, sweep_id, options);
-      in_flight->fetch_sub(1);
-      if (!rendered.ok()) return ErrorFrom(rendered.status());
-      HttpReply done;
-      done.content_type = metrics::ReportContentType(options.format);
-      done.body = std::move(rendered).value();
-      return done;
-    };
-    return reply;
-  }
-  return Error(404, "no route " + path);
+  reports_in_flight_->fetch_add(1);
+  HttpReply reply;
+  reply.blocking_work = [in_flight = reports_in_flight_, db_path = service_.store().path(),
+                         sweep_id = std::to_string(std::get<metrics::SweepRecord>(found).id), options = *options]() {
+    auto rendered = metrics::RenderSweepReport(db_path, sweep_id, options);
+    in_flight->fetch_sub(1);
+    if (!rendered.ok()) return ErrorFrom(rendered.status());
+    HttpReply done;
+    done.content_type = metrics::ReportContentType(options.format);
+    done.body = std::move(rendered).value();
+    return done;
+  };
+  return reply;
 }
 
 }  // namespace bakeoff::coordinator

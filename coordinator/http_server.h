@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/strand.hpp>
@@ -56,7 +57,15 @@ struct HttpReply {
   // executor (a prepared sweep is stored and scheduled there): the session calls it
   // there and sends its reply instead.
   std::function<HttpReply()> then_on_executor{};
+  std::string allow;  // a 405's methods, for its Allow header
+  // The web page and its assets: sent with a Content-Security-Policy that lets the page
+  // load only its own script and style and talk only to this coordinator.
+  bool page = false;
 };
+
+// Who may call a route: anyone (the page's files, /healthz, the OpenAPI document: they
+// hold no data), a read token, or a submit token.
+enum class ApiRole { kNone = 0, kRead = 1, kSubmit = 2 };
 
 // How a submitted sweep is prepared off the executor: CoordinatorService::PrepareSweep
 // unless a test wraps it.
@@ -80,6 +89,7 @@ class HttpServer {
   void Start();
   void Stop() { listener_.Stop(); }
   int port() const { return listener_.port(); }
+  int pages_served() const { return pages_served_; }
 
   // The refusal (401, 403) of a request with these headers, or nullopt when it may go on
   // to have its body read and be handled. Transport-free, like Handle.
@@ -93,13 +103,58 @@ class HttpServer {
   HttpReply Handle(const std::string& method, const std::string& target,
                    const std::string& authorization, const std::string& body);
 
+  // One request's route and what it carries.
+  struct RouteCall {
+    std::string path;  // without the query string
+    std::string query;
+    std::map<std::string, std::string> params;  // "{sweep}" -> its decoded segment
+    const std::string& body;
+  };
+  // The coordinator's routes, one table: Authorize reads each one's role, Dispatch its
+  // handler, and the tests check /api/v1/openapi.json against it.
+  struct Route {
+    const char* method;
+    const char* pattern;  // e.g. "/api/v1/sweeps/{sweep}/trials"; "{x}" is one segment
+    ApiRole role;
+    HttpReply (HttpServer::*handle)(const RouteCall&);
+    const char* hint;  // appended to a 405's message
+  };
+  static const std::vector<Route>& Routes();
+
   // Replaces how submitted sweeps are prepared (tests hold one mid-preparation).
   // REQUIRES: called before Start.
   void set_sweep_preparer(SweepPreparer preparer) { sweep_preparer_ = std::move(preparer); }
 
  private:
-  HttpReply Route(const std::string& method, const std::string& target, const std::string& body);
-  HttpReply QueryRoute(const std::string& body) const;
+  // What a (method, path) finds in Routes(): the route, or the methods the path takes.
+  struct Match {
+    const Route* route = nullptr;
+    std::map<std::string, std::string> params;
+    std::string allowed;  // "GET or POST": every method of the routes the path matches
+    std::string hint;
+    ApiRole lowest = ApiRole::kSubmit;  // the lowest role of those routes
+  };
+  static Match Find(const std::string& method, const std::string& path);
+  HttpReply Dispatch(const std::string& method, const std::string& target, const std::string& body);
+  // The sweep a route names, counted live when this coordinator runs it; else its error reply.
+  std::variant<metrics::SweepRecord, HttpReply> FindSweep(const std::string& name);
+
+  HttpReply PageRoute(const RouteCall& call);
+  HttpReply AssetRoute(const RouteCall& call);
+  HttpReply OpenApiRoute(const RouteCall& call);
+  HttpReply HealthRoute(const RouteCall& call);
+  HttpReply MetricsRoute(const RouteCall& call);
+  HttpReply ServiceDiscoveryRoute(const RouteCall& call);
+  HttpReply QueryRoute(const RouteCall& call);
+  HttpReply WorkersRoute(const RouteCall& call);
+  HttpReply DrainRoute(const RouteCall& call);
+  HttpReply ListSweepsRoute(const RouteCall& call);
+  HttpReply SubmitRoute(const RouteCall& call);
+  HttpReply SweepRoute(const RouteCall& call);
+  HttpReply CancelRoute(const RouteCall& call);
+  HttpReply TrialsRoute(const RouteCall& call);
+  HttpReply LiveRoute(const RouteCall& call);
+  HttpReply ReportRoute(const RouteCall& call);
   boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket, protocol::ConnectionSlot slot);
   // Requests and replies until the client is done; Stream: beast::tcp_stream or
   // beast::ssl_stream<beast::tcp_stream>.
@@ -121,6 +176,7 @@ class HttpServer {
   // HttpReply::in_order work runs here.
   boost::asio::strand<boost::asio::thread_pool::executor_type> in_order_{blocking_pool_.get_executor()};
   SweepPreparer sweep_preparer_ = &CoordinatorService::PrepareSweep;
+  int pages_served_ = 0;  // GET / (on the executor)
 };
 
 }  // namespace bakeoff::coordinator

@@ -235,6 +235,15 @@ Result<WorkerRecord> ReadWorkerRow(const SqliteStatement& row, const SqliteConne
   return w;
 }
 
+Result<LiveTrialFigures> ReadLiveFiguresRow(const SqliteStatement& row, const SqliteConnection& db) {
+  LiveTrialFigures f;
+  double steps = 0, tokens = 0;  // TOTAL() is a real
+  BAKEOFF_RETURN_IF_ERROR(ReadColumns(row, db, f.trial_id, f.attempt, steps, tokens, f.step_s, f.peak_mem_bytes));
+  f.measured_steps = static_cast<int64_t>(steps);
+  f.tokens = static_cast<int64_t>(tokens);
+  return f;
+}
+
 // Reads every row of `stmt` with `read` into a vector.
 template <typename T, typename Reader>
 Result<std::vector<T>> ReadAll(SqliteStatement& stmt, Reader read) {
@@ -1320,6 +1329,21 @@ Result<std::vector<StepMetric>> ResultsStore::ReadStepMetrics(int64_t trial_id,
       "WHERE id = ?1)) AND (?3 IS NULL OR m.rank = ?3) "
       "ORDER BY m.rank, m.phase = 'measure', m.step",
       ReadStepMetricRow, trial_id, attempt, rank);
+}
+
+Result<std::vector<LiveTrialFigures>> ResultsStore::LiveFigures(int64_t sweep_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
+  return QueryAll(
+      *db_,
+      "SELECT t.id, t.attempts_used, "
+      "TOTAL(m.rank = 0 AND m.phase = 'measure'), "
+      "TOTAL(CASE WHEN m.rank = 0 AND m.phase = 'measure' THEN m.tokens END), "
+      "TOTAL(CASE WHEN m.rank = 0 AND m.phase = 'measure' THEN m.step_s END), "
+      "MAX(m.peak_mem_bytes) "
+      "FROM trials t JOIN step_metrics m ON m.trial_id = t.id AND m.attempt = t.attempts_used "
+      "WHERE t.sweep_id = ? GROUP BY t.id ORDER BY t.order_index",
+      ReadLiveFiguresRow, sweep_id);
 }
 
 Result<std::vector<EventRecord>> ResultsStore::ReadEvents(int64_t trial_id) {

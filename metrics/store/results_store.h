@@ -261,6 +261,10 @@ class ResultsStore {
   Result<std::vector<StepMetric>> ReadStepMetrics(int64_t trial_id,
                                                   std::optional<int64_t> attempt = std::nullopt,
                                                   std::optional<int64_t> rank = std::nullopt);
+  // Every trial of the sweep that has stored steps in its current attempt, in order_index
+  // order: what the web page charts while the sweep runs. One indexed pass over
+  // step_metrics per trial (its primary key starts with trial_id).
+  Result<std::vector<LiveTrialFigures>> LiveFigures(int64_t sweep_id);
   // In insertion order.
   Result<std::vector<EventRecord>> ReadEvents(int64_t trial_id);
   Result<std::vector<WorkerRecord>> ListWorkers();

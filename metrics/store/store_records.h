@@ -123,6 +123,18 @@ struct AttemptRecord {
   std::string reason;
 };
 
+// What a sweep's page shows of a trial while it runs (ResultsStore::LiveTrialFigures):
+// rank 0's measured steps of the trial's current attempt so far (each step's tokens are
+// the optimizer step's global tokens), and the highest peak memory any rank reported.
+struct LiveTrialFigures {
+  int64_t trial_id = 0;
+  int64_t attempt = 0;
+  int64_t measured_steps = 0;
+  int64_t tokens = 0;
+  double step_s = 0;  // the measured steps' summed time
+  std::optional<int64_t> peak_mem_bytes;
+};
+
 struct WorkerRecord {
   std::string id;  // chosen by the coordinator
   std::string name;

@@ -289,6 +289,32 @@ TEST_F(CoordinatorServiceTest, ReadTokenReadsButCannotSubmitCancelOrDrain) {
   EXPECT_EQ(http.Handle("POST", "/api/v1/sweeps/svc/cancel", "Bearer secret", "").status, 200);
 }
 
+// Issue 31: the page and its files need no token (they hold no data; the page asks for
+// one and sends it in the Authorization header); the live figures need the read role;
+// a wrong method on a known path is 405 with the methods it takes.
+TEST_F(CoordinatorServiceTest, ThePageNeedsNoTokenTheLiveFiguresTheReadRoleAndAWrongMethodIs405) {
+  HttpServer http(io_.get_executor(), *service_, nullptr);
+  for (const std::string path : {"/", "/ui/app.js", "/ui/app.css", "/api/v1/openapi.json"}) {
+    auto reply = http.Handle("GET", path, "", "");
+    EXPECT_EQ(reply.status, 200) << path;
+    EXPECT_FALSE(reply.body.empty()) << path;
+  }
+  EXPECT_TRUE(http.Handle("GET", "/", "", "").page);
+  EXPECT_EQ(http.Handle("GET", "/", "", "").content_type, "text/html; charset=utf-8");
+  EXPECT_EQ(http.Handle("GET", "/ui/other.js", "", "").status, 404);
+  ASSERT_EQ(Complete(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep)).status, 201);
+  EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps/svc/live", "", "").status, 401);
+  auto live = http.Handle("GET", "/api/v1/sweeps/svc/live", "Bearer reader", "");
+  ASSERT_EQ(live.status, 200) << live.body;
+  EXPECT_EQ(nlohmann::json::parse(live.body)["trials"], nlohmann::json::array()) << "no steps yet";
+  EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps/nope/live", "Bearer reader", "").status, 404);
+  auto wrong = http.Handle("PUT", "/api/v1/sweeps", "Bearer secret", "");
+  EXPECT_EQ(wrong.status, 405);
+  EXPECT_EQ(wrong.allow, "GET or POST");
+  EXPECT_EQ(http.Handle("POST", "/healthz", "", "").status, 405) << "a known path that needs no token";
+  EXPECT_EQ(http.Handle("GET", "/api/v1/nothing", "Bearer reader", "").status, 404);
+}
+
 TEST_F(CoordinatorServiceTest, TheWorkerCredentialCannotCallTheApi) {
   HttpServer http(io_.get_executor(), *service_, nullptr);
   for (const std::string route : {"/api/v1/sweeps", "/api/v1/workers", "/api/v1/sd"}) {

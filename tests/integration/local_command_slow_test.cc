@@ -68,11 +68,13 @@ TEST_F(LocalCommandTest, RunsTheSweepAndLeavesTheDatabase) {
     EXPECT_EQ(t.trial.outcome, metrics::Outcome::kSucceeded) << t.trial.reason;
     EXPECT_FALSE(t.summaries.empty());
   }
-  // Issue 29: the screen is the progress line's. Its first line names the log file, which
-  // holds the coordinator's and workers' lines; none of them reaches the screen.
+  // Issue 29: the screen is the progress line's. Its first line is the page's address
+  // (issue 31), its second names the log file, which holds the coordinator's and
+  // workers' lines; none of them reaches the screen.
   const std::string screen = testing::ReadFile(dir_ / "local.log");
   const std::string log_path = (dir_ / "results.log").string();
-  EXPECT_EQ(screen.rfind("bakeoff local: logs in " + log_path, 0), 0u) << screen;
+  EXPECT_EQ(screen.rfind("bakeoff local: watch it at http://127.0.0.1:", 0), 0u) << screen;
+  EXPECT_NE(screen.find("\nbakeoff local: logs in " + log_path), std::string::npos) << screen;
   EXPECT_EQ(screen.find("INFO  coordinator:"), std::string::npos) << screen;
   EXPECT_EQ(screen.find("INFO  worker:"), std::string::npos) << screen;
   const std::string log = testing::ReadFile(log_path);
@@ -98,7 +100,8 @@ TEST_F(LocalCommandTest, VerboseShowsTheLogLinesOnTheScreenToo) {
   ASSERT_TRUE(code.has_value());
   EXPECT_EQ(*code, 0);
   const std::string screen = testing::ReadFile(dir_ / "local.log");
-  EXPECT_EQ(screen.rfind("bakeoff local: logs in " + log_path + "\n", 0), 0u) << screen;
+  EXPECT_EQ(screen.rfind("bakeoff local: watch it at http://127.0.0.1:", 0), 0u) << screen;
+  EXPECT_NE(screen.find("\nbakeoff local: logs in " + log_path + "\n"), std::string::npos) << screen;
   EXPECT_NE(screen.find(" INFO  coordinator: sweep submitted id="), std::string::npos) << screen;
   EXPECT_NE(testing::ReadFile(log_path).find(" INFO  coordinator: sweep submitted id="), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(dir_ / "results.log")) << "--log-file replaces the default";

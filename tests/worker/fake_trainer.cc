@@ -1,6 +1,6 @@
 // A stand-in for bakeoff-trainer in worker tests: same flags, same event stream
 // (docs/trainer.md), with the behaviour picked by the config field "fake_behavior":
-//   succeed (default) | error_oom | error_failed | error_backtrace (a LibTorch-style
+//   succeed (default) | error_oom | error_failed | error_html (a reason holding markup) | error_backtrace (a LibTorch-style
 //   message: cause, then "Exception raised from" and frames; also on stderr) |
 //   sigkill_self | exit_code (uses "fake_exit_code") | hang | hang_with_child | garbage |
 //   slow_steps | rank1_fails | flood_stderr (prints "fake_stderr_bytes" of numbered lines to
@@ -144,6 +144,11 @@ int main(int argc, char** argv) {
   if (behavior == "error_oom") {
     emit({{"event", "error"}, {"kind", "oom"}, {"message", "CUDA out of memory (fake)"}});
     return 3;
+  }
+  if (behavior == "error_html") {  // the web page's tests: a reason that is markup and script
+    emit({{"event", "error"}, {"kind", "failed"},
+          {"message", "<img src=x onerror=\"window.__xss=3\"><script>window.__xss=4</script> broke (fake)"}});
+    return 1;
   }
   if (behavior == "error_failed") {
     emit({{"event", "error"}, {"kind", "failed"}, {"message", "workload broke (fake)"}});
