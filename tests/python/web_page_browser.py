@@ -235,7 +235,7 @@ class WebPageTest(unittest.TestCase):
              "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,"
                          "response_schema_conformance",
              "--max-examples", "25", "--workers", "1", "--seed", "31", "--request-timeout", "30"],
-            capture_output=True, text=True, timeout=600)
+            capture_output=True, text=True, timeout=600, cwd=self.dir)  # its cache stays there
         with open(os.path.join(ARTIFACTS, "schemathesis.txt"), "w") as f:
             f.write(result.stdout + result.stderr)
         self.assertEqual(result.returncode, 0, result.stdout[-6000:] + result.stderr[-2000:])
