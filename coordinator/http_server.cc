@@ -577,32 +577,37 @@ std::variant<metrics::SweepRecord, HttpReply> HttpServer::FindSweep(const std::s
   return std::move(sweep).value();
 }
 
-HttpReply HttpServer::SweepRoute(const RouteCall& call) {
+HttpReply HttpServer::OnSweep(const RouteCall& call, const std::function<HttpReply(const metrics::SweepRecord&)>& f) {
   auto found = FindSweep(call.params.at("sweep"));
   if (auto* reply = std::get_if<HttpReply>(&found)) return std::move(*reply);
-  const auto& sweep = std::get<metrics::SweepRecord>(found);
-  return JsonReply(200, WithWaiting(SweepJson(sweep), service_.WaitingReason(sweep.id)));
+  return f(std::get<metrics::SweepRecord>(found));
+}
+
+HttpReply HttpServer::SweepRoute(const RouteCall& call) {
+  return OnSweep(call, [this](const metrics::SweepRecord& sweep) {
+    return JsonReply(200, WithWaiting(SweepJson(sweep), service_.WaitingReason(sweep.id)));
+  });
 }
 
 HttpReply HttpServer::TrialsRoute(const RouteCall& call) {
-  auto found = FindSweep(call.params.at("sweep"));
-  if (auto* reply = std::get_if<HttpReply>(&found)) return std::move(*reply);
-  auto trials = service_.store().ListTrialResults(std::get<metrics::SweepRecord>(found).id);
-  if (!trials.ok()) return ErrorFrom(trials.status());
-  return JsonReply(200, TrialsJson(*trials));
+  return OnSweep(call, [this](const metrics::SweepRecord& sweep) {
+    auto trials = service_.store().ListTrialResults(sweep.id);
+    return trials.ok() ? JsonReply(200, TrialsJson(*trials)) : ErrorFrom(trials.status());
+  });
 }
 
 HttpReply HttpServer::LiveRoute(const RouteCall& call) {
-  auto found = FindSweep(call.params.at("sweep"));
-  if (auto* reply = std::get_if<HttpReply>(&found)) return std::move(*reply);
-  auto live = service_.store().LiveFigures(std::get<metrics::SweepRecord>(found).id);
-  if (!live.ok()) return ErrorFrom(live.status());
-  return JsonReply(200, LiveJson(*live));
+  return OnSweep(call, [this](const metrics::SweepRecord& sweep) {
+    auto live = service_.store().LiveFigures(sweep.id);
+    return live.ok() ? JsonReply(200, LiveJson(*live)) : ErrorFrom(live.status());
+  });
 }
 
 HttpReply HttpServer::ReportRoute(const RouteCall& call) {
-  auto found = FindSweep(call.params.at("sweep"));
-  if (auto* reply = std::get_if<HttpReply>(&found)) return std::move(*reply);
+  return OnSweep(call, [this, &call](const metrics::SweepRecord& sweep) { return BuildReport(call, sweep); });
+}
+
+HttpReply HttpServer::BuildReport(const RouteCall& call, const metrics::SweepRecord& sweep) {
   // The report library parses its own options (a bad one is 400 before any work).
   auto options = metrics::ParseReportQuery(QueryParams(call.query));
   if (!options.ok()) return ErrorFrom(options.status());
@@ -615,7 +620,7 @@ HttpReply HttpServer::ReportRoute(const RouteCall& call) {
   reports_in_flight_->fetch_add(1);
   HttpReply reply;
   reply.blocking_work = [in_flight = reports_in_flight_, db_path = service_.store().path(),
-                         sweep_id = std::to_string(std::get<metrics::SweepRecord>(found).id), options = *options]() {
+                         sweep_id = std::to_string(sweep.id), options = *options]() {
     auto rendered = metrics::RenderSweepReport(db_path, sweep_id, options);
     in_flight->fetch_sub(1);
     if (!rendered.ok()) return ErrorFrom(rendered.status());

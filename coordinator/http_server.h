@@ -138,6 +138,10 @@ class HttpServer {
   HttpReply Dispatch(const std::string& method, const std::string& target, const std::string& body);
   // The sweep a route names, counted live when this coordinator runs it; else its error reply.
   std::variant<metrics::SweepRecord, HttpReply> FindSweep(const std::string& name);
+  // `f` of the sweep the call's {sweep} names, or FindSweep's error reply.
+  HttpReply OnSweep(const RouteCall& call, const std::function<HttpReply(const metrics::SweepRecord&)>& f);
+  // GET .../report once its sweep is found: options checked, then built on the pool.
+  HttpReply BuildReport(const RouteCall& call, const metrics::SweepRecord& sweep);
 
   HttpReply PageRoute(const RouteCall& call);
   HttpReply AssetRoute(const RouteCall& call);
