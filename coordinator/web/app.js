@@ -6,7 +6,11 @@
 "use strict";
 
 const POLL_MS = 2000;        // sweeps, trials and live figures while a sweep runs
-const HEADLINE_MS = 10000;   // the report's headline while a sweep runs
+const HEADLINE_MS = 10000;   // the report's headline while a sweep runs, at most this often
+
+// A big sweep's trials list and report cost the coordinator more: poll it less often
+// (2 s up to 250 trials, then 2 s more per 250, at most 10 s; docs/web.md, "Limits").
+function pollMs(trials) { return Math.min(10000, POLL_MS * Math.max(1, Math.ceil(trials / 250))); }
 const COLORS = ["#2f5bd3", "#d9480f", "#2b8a3e", "#ae3ec9", "#e67700", "#0b7285", "#c2255c", "#5c940d"];
 
 let timer = null;            // the current view's poll
@@ -174,7 +178,12 @@ async function sweepView(gen, id, state) {
   if (gen !== generation) return;
   const running = sweep.state !== "finished";
   const now = Date.now();
-  if (!state.report || (running && now - state.reportAt > HEADLINE_MS) || (!running && !state.final)) {
+  // The headline again when trials finished since the last one (a report is the
+  // costliest read), at most every HEADLINE_MS or five polls, and once at the end.
+  const stale = sweep.counts.finished !== state.reportFinished &&
+                now - (state.reportAt || 0) > Math.max(HEADLINE_MS, 5 * pollMs(sweep.trial_count));
+  if (!state.report || (running && stale) || (!running && !state.final)) {
+    state.reportFinished = sweep.counts.finished;
     try {
       state.report = await api(base + "/report?format=json");
       state.reportAt = now;
@@ -253,7 +262,7 @@ async function sweepView(gen, id, state) {
   }
   // Keep the report frame across polls of a finished sweep: it is set once.
   show(...parts.filter(Boolean));
-  if (running) schedule(() => sweepView(gen, id, state), POLL_MS, gen);
+  if (running) schedule(() => sweepView(gen, id, state), pollMs(sweep.trial_count), gen);
 }
 
 // ------------------------------------------------------------------ routing
