@@ -74,9 +74,9 @@ function table(headings, rows) {
     el("tbody", {}, rows));
 }
 
-function progressBar(done, total) {
+function progressBar(done, total, title) {
   const share = total > 0 ? Math.min(1, done / total) : 0;
-  const bar = el("span", { class: "bar", title: done + " of " + total }, el("span", {}));
+  const bar = el("span", { class: "bar", title: title || done + " of " + total }, el("span", {}));
   bar.firstChild.style.width = (100 * share).toFixed(1) + "%";
   return bar;
 }
@@ -198,6 +198,10 @@ async function sweepView(gen, id, state) {
   const colorOf = key => COLORS[variants.indexOf(key) % COLORS.length];
   const liveBy = new Map(live.trials.map(f => [f.trial_id, f]));
 
+  // Peak memory per variant, drawn as a bar against the largest, as it is reported.
+  const peakOf = key => Math.max(-1, ...trials.filter(t => t.variant_key === key).map(t => liveBy.get(t.id))
+    .filter(f => f && f.peak_mem_bytes !== null).map(f => f.peak_mem_bytes));
+  const largestPeak = Math.max(1, ...variants.map(peakOf));
   const perVariant = variants.map(key => {
     const mine = trials.filter(t => t.variant_key === key);
     const rates = mine.map(t => liveBy.get(t.id)).filter(f => f && f.tokens_per_s !== null).map(f => f.tokens_per_s)
@@ -208,7 +212,9 @@ async function sweepView(gen, id, state) {
       el("td", {}, progressBar(mine.filter(t => t.state === "finished").length, mine.length), " ",
          mine.filter(t => t.state === "finished").length + "/" + mine.length),
       el("td", { class: "num" }, rates.length ? fmtRate(rates[Math.floor(rates.length / 2)]) : "–"),
-      el("td", { class: "num" }, peaks.length ? fmtBytes(Math.max(...peaks)) : "–"));
+      el("td", { class: "num" }, peaks.length ? fmtBytes(Math.max(...peaks)) : "–"),
+      el("td", {}, peaks.length ? progressBar(Math.max(...peaks), largestPeak,
+                                              (100 * Math.max(...peaks) / largestPeak).toFixed(0) + "% of the largest") : ""));
   });
   perVariant.forEach((row, i) => { row.querySelector(".swatch").style.background = colorOf(variants[i]); });
 
@@ -241,8 +247,9 @@ async function sweepView(gen, id, state) {
       return s;
     })),
     liveChart(trials, live, colorOf),
-    el("h2", {}, "Variants"),
-    table(["variant", "progress", { label: "median tokens/s", num: true }, { label: "peak memory", num: true }], perVariant),
+    el("h2", {}, "Variants: throughput and peak memory so far"),
+    table(["variant", "progress", { label: "median tokens/s", num: true }, { label: "peak memory", num: true }, ""],
+          perVariant),
     el("h2", {}, "Trials"),
     table([{ label: "id", num: true }, "variant", { label: "repeat", num: true }, "state", "worker", "outcome",
            { label: "tokens/s", num: true }, "reason"], trialRows),
