@@ -351,10 +351,10 @@ std::vector<std::string> PathSegments(const std::string& path) {
   return seg;
 }
 
-// The pattern's captures when `segments` match it ("{sweep}" matches any one segment).
-std::optional<std::map<std::string, std::string>> MatchPattern(std::string_view pattern,
+// The pattern's captures when `segments` match it ("{sweep}" matches any one segment);
+// `parts`: the pattern's segments.
+std::optional<std::map<std::string, std::string>> MatchPattern(const std::vector<std::string>& parts,
                                                                const std::vector<std::string>& segments) {
-  const auto parts = PathSegments(std::string(pattern));
   if (parts.size() != segments.size()) return std::nullopt;
   std::map<std::string, std::string> params;
   for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -394,9 +394,16 @@ const std::vector<HttpServer::Route>& HttpServer::Routes() {
 
 HttpServer::Match HttpServer::Find(const std::string& method, const std::string& path) {
   Match match;
+  // Each pattern split once, not per request.
+  static const std::vector<std::vector<std::string>> patterns = [] {
+    std::vector<std::vector<std::string>> split;
+    for (const Route& route : Routes()) split.push_back(PathSegments(route.pattern));
+    return split;
+  }();
   const auto segments = PathSegments(path);
-  for (const Route& route : Routes()) {
-    auto params = MatchPattern(route.pattern, segments);
+  for (std::size_t i = 0; i < Routes().size(); ++i) {
+    const Route& route = Routes()[i];
+    auto params = MatchPattern(patterns[i], segments);
     if (!params) continue;
     if (!match.allowed.empty()) match.allowed += " or ";
     match.allowed += route.method;

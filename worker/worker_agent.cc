@@ -319,12 +319,7 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
   const auto ref = assign.attempt;
   if (runners_.count(ref)) return;  // a redelivered assign: already running
   if (draining_ || stopping_) {
-    protocol::AttemptFinishedMessage refused;
-    refused.attempt = ref;
-    refused.outcome = protocol::OutcomeName(protocol::Outcome::kLost);
-    refused.reason = "the worker is draining";
-    outbox_.AddFinished(refused);
-    Flush();
+    RefuseAttempt(ref, "the worker is draining", /*infrastructure=*/false);
     return;
   }
   kLog.Info("start trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
@@ -386,13 +381,7 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
         cores_.Release(held->second);
         pinned_slots_.erase(held);
       }
-      protocol::AttemptFinishedMessage refused;
-      refused.attempt = ref;
-      refused.outcome = protocol::OutcomeName(protocol::Outcome::kLost);
-      refused.reason = "infrastructure: no free uid of the worker's --rank-uids";
-      refused.infrastructure = true;
-      outbox_.AddFinished(refused);
-      Flush();
+      RefuseAttempt(ref, "infrastructure: no free uid of the worker's --rank-uids", /*infrastructure=*/true);
       return;
     }
     *free = true;
@@ -404,6 +393,16 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
   if (uid) runner->RunAs(*uid);
   runners_[ref] = runner;
   runner->Start();
+}
+
+void WorkerAgent::RefuseAttempt(const protocol::AttemptRef& ref, const std::string& reason, bool infrastructure) {
+  protocol::AttemptFinishedMessage refused;
+  refused.attempt = ref;
+  refused.outcome = protocol::OutcomeName(protocol::Outcome::kLost);
+  refused.reason = reason;
+  refused.infrastructure = infrastructure;
+  outbox_.AddFinished(refused);
+  Flush();
 }
 
 void WorkerAgent::ReclaimRankUid(const protocol::AttemptRef& ref, const std::string& trial_dir,

@@ -70,6 +70,8 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
  private:
   // Removes an ended attempt's directory by WorkerConfig's keep rules.
   void RetireTrialDir(const std::string& dir, bool succeeded);
+  // Reports an assigned attempt `lost` without running it (the coordinator requeues it).
+  void RefuseAttempt(const protocol::AttemptRef& ref, const std::string& reason, bool infrastructure);
   boost::asio::awaitable<Status> Connect();  // connects and reconnects until the run ends
   boost::asio::awaitable<Status> Session();  // one connection, until it drops
   // A connection to the coordinator, over TLS when configured.
