@@ -873,18 +873,14 @@ void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
   }
   // Per variant and repeat: finished, and the trial's tokens/s (slowest rank) when it
   // succeeded.
-  struct RepeatState {
-    bool finished = false;
-    std::optional<double> tokens_per_s;
-  };
-  std::map<std::string, std::vector<RepeatState>> by_variant;
+  std::map<std::string, std::vector<metrics::RepeatOutcome>> by_variant;
   for (const auto& [key, info] : sweep.variants) {
     by_variant[key].resize(static_cast<std::size_t>(design.max_pairs));
   }
   for (const auto& r : *results) {
     auto v = by_variant.find(r.trial.variant_key);
     if (v == by_variant.end() || r.trial.repeat < 0 || r.trial.repeat >= design.max_pairs) continue;
-    RepeatState& state = v->second[static_cast<std::size_t>(r.trial.repeat)];
+    metrics::RepeatOutcome& state = v->second[static_cast<std::size_t>(r.trial.repeat)];
     state.finished = r.trial.state == metrics::TrialState::kFinished;
     if (r.trial.outcome != metrics::Outcome::kSucceeded) continue;
     std::optional<double> slowest;
@@ -919,32 +915,33 @@ void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
           std::to_string(cancelled) + " queued trial(s) cancelled");
     }
   };
-  // Per baseline: whether some variant paired with it still needs pairs.
-  std::map<std::string, bool> baseline_needed;
-  for (const auto& [key, info] : sweep.variants) {
-    if (info.is_baseline || info.counterpart_key.empty()) continue;
-    auto counterpart = by_variant.find(info.counterpart_key);
-    if (counterpart == by_variant.end()) continue;
-    const auto& mine = by_variant.at(key);
-    std::vector<metrics::RepeatPair> pairs(mine.size());
-    for (std::size_t r = 0; r < mine.size(); ++r) {
-      const RepeatState& v = mine[r];
-      const RepeatState& c = counterpart->second[r];
-      pairs[r].finished = v.finished && c.finished;
-      if (v.tokens_per_s && c.tokens_per_s) pairs[r].log_ratio = std::log(*v.tokens_per_s / *c.tokens_per_s);
-    }
-    metrics::SequentialDecision decision = metrics::SequentialWalk(pairs, design);
-    bool& needed = baseline_needed.try_emplace(info.counterpart_key, false).first->second;
-    if (!decision.stopped()) {
-      needed = true;
-      continue;
-    }
-    cancel_queued(key, "adaptive repeats: stopped after " + std::to_string(decision.pairs) + " of " +
-                           std::to_string(design.max_pairs) + " pairs (" +
-                           metrics::SequentialStopName(decision.stop) + ")");
+  // Each comparison of the answer, walked; a variant stops once every comparison it is a
+  // side of has stopped (the report reads the same decisions: VariantDecision).
+  std::map<std::string, std::vector<metrics::SequentialDecision>> decisions;
+  int answered = 0;
+  for (const spec::AnswerComparison& c : sweep.comparisons) {
+    auto mine = by_variant.find(c.variant_key);
+    auto theirs = by_variant.find(c.counterpart_key);
+    if (mine == by_variant.end() || theirs == by_variant.end()) continue;
+    metrics::SequentialDecision decision =
+        metrics::SequentialWalk(metrics::RepeatPairs(mine->second, theirs->second), design);
+    decisions[c.variant_key].push_back(decision);
+    decisions[c.counterpart_key].push_back(decision);
+    answered += decision.stopped() ? 1 : 0;
   }
-  for (const auto& [key, needed] : baseline_needed) {
-    if (!needed) cancel_queued(key, "adaptive repeats: no variant paired with this baseline needs more pairs");
+  sweep.comparisons_answered = answered;
+  for (const auto& [key, mine] : decisions) {
+    metrics::SequentialDecision decision = metrics::VariantDecision(mine);
+    if (!decision.stopped()) continue;
+    // "stopped after" for a variant compared once, with its counterpart; otherwise
+    // (a baseline, a variant in several comparisons) the binding comparison's pairs.
+    const bool single = mine.size() == 1 && sweep.variants.at(key).counterpart_key != key &&
+                        std::any_of(sweep.comparisons.begin(), sweep.comparisons.end(),
+                                    [&](const spec::AnswerComparison& c) { return c.variant_key == key; });
+    cancel_queued(key, "adaptive repeats: " +
+                           std::string(single ? "stopped" : "every comparison with this variant stopped") +
+                           " after " + std::to_string(decision.pairs) + " of " + std::to_string(design.max_pairs) +
+                           " pairs (" + metrics::SequentialStopName(decision.stop) + ")");
   }
 }
 
@@ -975,6 +972,12 @@ std::set<std::string> CoordinatorService::OfferedTemplates(bool live_only) const
     names.insert(info.executors.begin(), info.executors.end());
   }
   return names;
+}
+
+std::optional<std::pair<int, int>> CoordinatorService::AnsweredComparisons(std::int64_t sweep_id) const {
+  auto it = table_.sweeps().find(sweep_id);
+  if (it == table_.sweeps().end() || !it->second.adaptive || it->second.comparisons.empty()) return std::nullopt;
+  return std::make_pair(it->second.comparisons_answered, static_cast<int>(it->second.comparisons.size()));
 }
 
 std::string CoordinatorService::WaitingReason(std::int64_t sweep_id) const {

@@ -133,6 +133,9 @@ class CoordinatorService {
   // Why sweep `sweep_id`'s queued trials cannot start now ("" when they can or none
   // wait): e.g. no live worker offers its command template.
   std::string WaitingReason(std::int64_t sweep_id) const;
+  // An adaptive sweep this coordinator runs: how many of the comparisons its answer
+  // reports the sequential rule has stopped, of how many ({answered, total}).
+  std::optional<std::pair<int, int>> AnsweredComparisons(std::int64_t sweep_id) const;
   // The trial counts of a sweep this coordinator runs (held in memory, not finished),
   // from its trial table; nullopt otherwise (the store counts those). Call after a store
   // read, which commits the open group: memory then says what the store holds.

@@ -32,9 +32,21 @@ using nlohmann::json;
 
 namespace {
 
-// A sweep's JSON with "waiting": why its queued trials cannot start, when they cannot.
-json WithWaiting(json sweep, const std::string& reason) {
-  if (!reason.empty()) sweep["waiting"] = reason;
+// A 200 reply of `content_type` (the other fields at their defaults).
+HttpReply Reply200(std::string content_type, std::string body) {
+  HttpReply reply;
+  reply.content_type = std::move(content_type);
+  reply.body = std::move(body);
+  return reply;
+}
+
+// A sweep's JSON with what only the running coordinator knows: "waiting" (why its queued
+// trials cannot start, when they cannot) and, for an adaptive sweep, "comparisons".
+json WithLiveState(json sweep, const CoordinatorService& service, std::int64_t id) {
+  if (std::string reason = service.WaitingReason(id); !reason.empty()) sweep["waiting"] = reason;
+  if (auto answered = service.AnsweredComparisons(id)) {
+    sweep["comparisons"] = {{"total", answered->second}, {"answered", answered->first}};
+  }
   return sweep;
 }
 
@@ -130,7 +142,7 @@ auto RunOffExecutor(Executor pool, asio::any_io_executor home, std::function<Htt
 
 // Prometheus' text format; scraped by GET /metrics (docs/metrics.md).
 HttpReply MetricsReply(const CoordinatorService& service) {
-  return HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", service.MetricsText(), false};
+  return Reply200("text/plain; version=0.0.4; charset=utf-8", service.MetricsText());
 }
 
 }  // namespace
@@ -487,7 +499,7 @@ HttpReply HttpServer::Dispatch(const std::string& method, const std::string& tar
 HttpReply HttpServer::PageRoute(const RouteCall&) {
   ++pages_served_;
   const EmbeddedFile* page = FindEmbeddedFile("index.html");
-  HttpReply reply{200, "text/html; charset=utf-8", std::string(page->body), false};
+  HttpReply reply = Reply200("text/html; charset=utf-8", std::string(page->body));
   reply.page = true;
   return reply;
 }
@@ -496,14 +508,14 @@ HttpReply HttpServer::AssetRoute(const RouteCall& call) {
   const std::string& name = call.params.at("file");
   const bool js = name == "app.js";
   if (!js && name != "app.css") return Error(404, "no route " + call.path);
-  HttpReply reply{200, js ? "text/javascript; charset=utf-8" : "text/css; charset=utf-8",
-                  std::string(FindEmbeddedFile(name)->body), false};
+  HttpReply reply = Reply200(js ? "text/javascript; charset=utf-8" : "text/css; charset=utf-8",
+                             std::string(FindEmbeddedFile(name)->body));
   reply.page = true;
   return reply;
 }
 
 HttpReply HttpServer::OpenApiRoute(const RouteCall&) {
-  return HttpReply{200, "application/json", std::string(FindEmbeddedFile("openapi.json")->body), false};
+  return Reply200("application/json", std::string(FindEmbeddedFile("openapi.json")->body));
 }
 
 HttpReply HttpServer::HealthRoute(const RouteCall&) {
@@ -531,7 +543,7 @@ HttpReply HttpServer::ListSweepsRoute(const RouteCall&) {
   auto sweeps = service_.store().ListSweeps();
   if (!sweeps.ok()) return ErrorFrom(sweeps.status());
   json out = json::array();
-  for (const auto& s : *sweeps) out.push_back(WithWaiting(SweepJson(s), service_.WaitingReason(s.id)));
+  for (const auto& s : *sweeps) out.push_back(WithLiveState(SweepJson(s), service_, s.id));
   return JsonReply(200, out);
 }
 
@@ -592,7 +604,7 @@ HttpReply HttpServer::OnSweep(const RouteCall& call, const std::function<HttpRep
 
 HttpReply HttpServer::SweepRoute(const RouteCall& call) {
   return OnSweep(call, [this](const metrics::SweepRecord& sweep) {
-    return JsonReply(200, WithWaiting(SweepJson(sweep), service_.WaitingReason(sweep.id)));
+    return JsonReply(200, WithLiveState(SweepJson(sweep), service_, sweep.id));
   });
 }
 

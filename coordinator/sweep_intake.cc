@@ -3,6 +3,7 @@
 #include <chrono>
 #include <optional>
 
+#include "experiments/spec/expanded_sweep.h"
 #include "experiments/spec/sweep_expander.h"
 #include "experiments/spec/sweep_parser.h"
 
@@ -32,6 +33,21 @@ SweepEntry SweepFields(std::int64_t sweep_id, std::string name, const spec::Swee
   sweep.gpu_type = spec.resources.gpu_type;
   sweep.adaptive = AdaptiveDesign(spec);
   return sweep;
+}
+
+// The comparisons of the sweep's answer, over its variants in `order`.
+std::vector<spec::AnswerComparison> Comparisons(const spec::SweepSpec& spec, const SweepEntry& sweep,
+                                                const std::vector<std::string>& order) {
+  std::vector<std::string> axis_order;
+  for (const spec::ParameterAxis& axis : spec.parameters) axis_order.push_back(axis.name);
+  std::map<std::string, std::string> baseline;
+  for (const auto& [axis, value] : spec.baseline) baseline[axis] = spec::CanonicalValue(value);
+  std::vector<spec::ComparedVariant> variants;
+  for (const std::string& key : order) {
+    const VariantInfo& v = sweep.variants.at(key);
+    variants.push_back({key, v.params, v.counterpart_key});
+  }
+  return spec::AnswerComparisons(axis_order, baseline, variants);
 }
 
 }  // namespace
@@ -91,9 +107,14 @@ std::variant<PreparedSweep, ApiError> PrepareSubmittedSweep(const SweepSubmissio
 
 SweepEntry SweepFromSpec(std::int64_t sweep_id, const spec::SweepSpec& spec, const spec::ExpandedSweep& expanded) {
   SweepEntry sweep = SweepFields(sweep_id, spec.name, spec);
+  std::vector<std::string> order;
   for (const auto& v : expanded.variants) {
-    sweep.variants[v.key] = VariantInfo{v.config, v.world_size, v.counterpart ? v.counterpart_key : "", v.is_baseline};
+    VariantInfo info{v.config, v.world_size, v.counterpart ? v.counterpart_key : "", v.is_baseline, {}};
+    for (const auto& [axis, value] : v.axis_values) info.params[axis] = spec::CanonicalValue(value);
+    sweep.variants[v.key] = std::move(info);
+    order.push_back(v.key);
   }
+  sweep.comparisons = Comparisons(spec, sweep, order);
   return sweep;
 }
 
@@ -104,14 +125,20 @@ Result<SweepEntry> SweepFromStore(const metrics::SweepRecord& record, metrics::R
   SweepEntry sweep = SweepFields(record.id, record.name, *stored);
   auto variants = store.ListVariants(record.id);
   if (!variants.ok()) return variants.status();
+  std::vector<std::string> order;  // as stored: the sweep's order
   for (const auto& v : *variants) {
     VariantInfo info;
     info.config = spec::VariantConfig(v.trainer_config);
     info.world_size = static_cast<int>(v.trainer_config.value("world_size", std::int64_t{1}));
     info.counterpart_key = v.counterpart_excluded ? "" : v.counterpart_key;
     info.is_baseline = v.is_baseline;
+    if (v.params.is_object()) {
+      for (const auto& [axis, value] : v.params.items()) info.params[axis] = spec::CanonicalValue(value);
+    }
     sweep.variants[v.key] = info;
+    order.push_back(v.key);
   }
+  sweep.comparisons = Comparisons(*stored, sweep, order);
   return sweep;
 }
 

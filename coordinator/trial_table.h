@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "coordinator/trial_state_machine.h"
+#include "experiments/spec/answer_comparisons.h"
 #include "experiments/spec/variant_config.h"
 #include "metrics/report/statistics.h"
 #include "metrics/store/results_store.h"
@@ -65,6 +66,8 @@ struct VariantInfo {
   int world_size = 1;
   std::string counterpart_key;  // the baseline counterpart; empty when none
   bool is_baseline = false;
+  // Varying axis -> value as it appears in keys (spec::CanonicalValue).
+  std::map<std::string, std::string> params;
   // The command template the variant runs (its config's command_template); "" = the
   // native trainer. One sweep may compare executors (an `executor` axis).
   std::string CommandTemplate() const {
@@ -89,6 +92,10 @@ struct SweepEntry {
   // Adaptive repeats (docs/sweep.md): the sequential rule's design; every variant has
   // adaptive->max_pairs trials, repeats 0..max-1.
   std::optional<metrics::SequentialDesign> adaptive;
+  // The comparisons the sweep's answer reports (spec::AnswerComparisons): adaptive
+  // repeats stop a variant once each one it is a side of has stopped.
+  std::vector<spec::AnswerComparison> comparisons;
+  int comparisons_answered = 0;  // stopped by the sequential rule at its last look
   bool cancelled = false;
   bool done = false;          // every trial finished
   bool state_stored = false;  // the store has it finished or cancelled: evictable

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "experiments/spec/answer_comparisons.h"
 #include "metrics/report/statistics.h"
 
 namespace bakeoff::metrics {
@@ -370,32 +371,29 @@ std::string FallbackReason(const std::map<std::string, std::string>& params,
 std::string SettingKey(const std::vector<AxisInput>& axes,
                        const std::map<std::string, std::string>& params,
                        const std::string& skip_axis) {
-  std::string key;
-  std::set<std::string> done;
-  auto add = [&](const std::string& name, const std::string& value) {
-    if (name == skip_axis) return;
-    key += (key.empty() ? "" : ",") + name + "=" + value;
-  };
-  for (const AxisInput& axis : axes) {
-    auto it = params.find(axis.name);
-    if (it == params.end()) continue;
-    add(axis.name, it->second);
-    done.insert(axis.name);
-  }
-  for (const auto& [name, value] : params) {
-    if (!done.count(name)) add(name, value);
-  }
-  return key;
+  std::vector<std::string> axis_order;
+  for (const AxisInput& axis : axes) axis_order.push_back(axis.name);
+  return spec::SettingKey(axis_order, params, skip_axis);
 }
 
 namespace {
+
+// The comparisons the answer reports (spec::AnswerComparisons), on the report's variants.
+std::vector<spec::AnswerComparison> AnswerComparisonsOf(const ReportInput& input, const Report& report) {
+  std::vector<std::string> axis_order;
+  for (const AxisInput& axis : input.axes) axis_order.push_back(axis.name);
+  std::vector<spec::ComparedVariant> variants;
+  for (const VariantReport& v : report.variants) variants.push_back({v.key, v.params, v.counterpart_key});
+  return spec::AnswerComparisons(axis_order, input.baseline, variants);
+}
 
 bool CancelledByAdaptiveRepeats(const TrialView& t) {
   return t.outcome == "cancelled" && t.reason.rfind("adaptive repeats:", 0) == 0;
 }
 
 // Adaptive repeats: each compared variant's stop (the coordinator's rule on the same
-// outcomes) and what the design saved against running every variant to max.
+// outcomes: a variant stops once every comparison of the answer it is a side of has
+// stopped) and what the design saved against running every variant to max.
 void AddAdaptiveRepeats(const ReportInput& input, const SequentialDesign& design, Report& report) {
   AdaptiveSavings savings;
   savings.design = AdaptiveDesignInput{design.min_pairs, design.max_pairs, design.ci_half_width};
@@ -415,13 +413,32 @@ void AddAdaptiveRepeats(const ReportInput& input, const SequentialDesign& design
   }
   std::map<std::string, int> world_size;
   for (const VariantInput& v : input.variants) world_size[v.key] = v.world_size;
-  auto repeats_of = [&](const std::string& key) {
-    std::vector<const TrialView*> out(static_cast<std::size_t>(design.max_pairs), nullptr);
+  auto outcomes_of = [&](const std::string& key) {
+    std::vector<RepeatOutcome> out(static_cast<std::size_t>(design.max_pairs));
     for (const TrialView* t : by_variant[key]) {
-      if (t->repeat >= 0 && t->repeat < design.max_pairs) out[static_cast<std::size_t>(t->repeat)] = t;
+      if (t->repeat < 0 || t->repeat >= design.max_pairs) continue;
+      RepeatOutcome& o = out[static_cast<std::size_t>(t->repeat)];
+      o.finished = IsFinishedOutcome(t->outcome);
+      if (t->outcome == "succeeded" && t->tokens_per_s && *t->tokens_per_s > 0) o.tokens_per_s = t->tokens_per_s;
     }
     return out;
   };
+  // Per variant, the decisions of the comparisons it is a side of, and whether it is the
+  // compared side of one whose throughput was compared (those get a row).
+  std::map<std::string, std::vector<SequentialDecision>> decisions;
+  std::set<std::string> compared;
+  for (const VariantReport& v : report.variants) {
+    if (v.comparison.status == Comparison::Status::kCompared) compared.insert(v.key);
+  }
+  for (const AxisComparison& a : report.axis_comparisons) {
+    if (a.comparison.status == Comparison::Status::kCompared) compared.insert(a.variant_key);
+  }
+  for (const spec::AnswerComparison& c : AnswerComparisonsOf(input, report)) {
+    SequentialDecision decision = SequentialWalk(RepeatPairs(outcomes_of(c.variant_key), outcomes_of(c.counterpart_key)),
+                                                 design);
+    decisions[c.variant_key].push_back(decision);
+    decisions[c.counterpart_key].push_back(decision);
+  }
   double device_seconds = 0;
   bool any_duration = false;
   for (VariantReport& v : report.variants) {
@@ -439,19 +456,8 @@ void AddAdaptiveRepeats(const ReportInput& input, const SequentialDesign& design
         device_seconds += not_run * Mean(pool) * (ws == world_size.end() ? 1 : ws->second);
       }
     }
-    if (v.comparison.status != Comparison::Status::kCompared) continue;
-    auto mine = repeats_of(v.key), theirs = repeats_of(v.counterpart_key);
-    std::vector<RepeatPair> pairs(mine.size());
-    for (std::size_t r = 0; r < mine.size(); ++r) {
-      const TrialView* a = mine[r];
-      const TrialView* b = theirs[r];
-      pairs[r].finished = a && b && IsFinishedOutcome(a->outcome) && IsFinishedOutcome(b->outcome);
-      if (a && b && a->outcome == "succeeded" && b->outcome == "succeeded" && a->tokens_per_s &&
-          b->tokens_per_s && *a->tokens_per_s > 0 && *b->tokens_per_s > 0) {
-        pairs[r].log_ratio = std::log(*a->tokens_per_s / *b->tokens_per_s);
-      }
-    }
-    SequentialDecision decision = SequentialWalk(pairs, design);
+    if (!compared.count(v.key) || decisions[v.key].empty()) continue;
+    SequentialDecision decision = VariantDecision(decisions[v.key]);
     AdaptiveVariant a;
     a.stopped = decision.stopped();
     a.pairs = decision.pairs;
@@ -941,35 +947,23 @@ void AddComparisons(const std::optional<SequentialDesign>& design, bool interlea
 void AddAxisComparisons(const ReportInput& input, const std::optional<SequentialDesign>& design,
                         bool interleaved, const ReportOptions& options,
                         std::map<std::string, Side>& sides, Report& report) {
-  std::vector<const AxisInput*> axes;
-  for (const AxisInput& axis : input.axes) {
-    if (axis.values.size() >= 2 && input.baseline.count(axis.name)) axes.push_back(&axis);
-  }
-  if (axes.size() < 2) return;
+  std::vector<spec::AnswerComparison> pairs = AnswerComparisonsOf(input, report);
+  if (pairs.empty() || pairs.front().axis.empty()) return;
   ReportOptions compare_options = options;
   if (design) compare_options.confidence = SequentialLookConfidence(*design);
-  std::map<std::string, const VariantReport*> by_setting;
-  for (const VariantReport& v : report.variants) by_setting[SettingKey(input.axes, v.params)] = &v;
-  for (const AxisInput* axis : axes) {
-    const std::string& reference = input.baseline.at(axis->name);
-    for (const VariantReport& v : report.variants) {
-      auto value = v.params.find(axis->name);
-      if (v.excluded || value == v.params.end() || value->second == reference) continue;
-      auto cp_params = v.params;
-      cp_params[axis->name] = reference;
-      auto cp = by_setting.find(SettingKey(input.axes, cp_params));
-      if (cp == by_setting.end()) continue;
-      AxisComparison a;
-      a.axis = axis->name;
-      a.value = value->second;
-      a.reference = reference;
-      a.held = SettingKey(input.axes, v.params, axis->name);
-      a.variant_key = v.key;
-      a.counterpart_key = cp->second->key;
-      a.comparison = Compare(v, *cp->second, sides, interleaved, compare_options, options,
-                             report.spread_across_workers);
-      report.axis_comparisons.push_back(std::move(a));
-    }
+  for (const spec::AnswerComparison& p : pairs) {
+    const VariantReport* v = report.FindVariant(p.variant_key);
+    const VariantReport* cp = report.FindVariant(p.counterpart_key);
+    if (!v || !cp || v->excluded) continue;
+    AxisComparison a;
+    a.axis = p.axis;
+    a.value = p.value;
+    a.reference = p.reference;
+    a.held = p.held;
+    a.variant_key = p.variant_key;
+    a.counterpart_key = p.counterpart_key;
+    a.comparison = Compare(*v, *cp, sides, interleaved, compare_options, options, report.spread_across_workers);
+    report.axis_comparisons.push_back(std::move(a));
   }
 }
 
@@ -991,6 +985,37 @@ std::string CalibrationCallout(const Report& report) {
 
 // Call-outs: outcome mismatches first, then what undermines a verdict, the loader's
 // notes, missing evidence of fusion, unfinished and noisy trials.
+// "N trial(s) ran far below ...": succeeded trials under options.slow_outlier_ratio of
+// their variant's median tokens/s (variants with 4 or more succeeded trials). Whole
+// trials slowed by the machine (a host's CPU slowing for seconds, another process) are
+// what widens a pair interval most; they are kept, not dropped, and named.
+std::string SlowOutliers(const Report& report, const ReportOptions& options) {
+  std::map<std::string, std::vector<const TrialView*>> by_variant;
+  for (const TrialView& t : report.trials) {
+    if (t.outcome == "succeeded" && t.tokens_per_s && *t.tokens_per_s > 0) by_variant[t.variant_key].push_back(&t);
+  }
+  std::vector<std::string> named;
+  for (const auto& [key, trials] : by_variant) {
+    if (trials.size() < 4) continue;
+    std::vector<double> tokens;
+    for (const TrialView* t : trials) tokens.push_back(*t->tokens_per_s);
+    const double median = Median(tokens);
+    for (const TrialView* t : trials) {
+      const double ratio = *t->tokens_per_s / median;
+      if (ratio >= options.slow_outlier_ratio) continue;
+      char text[64];
+      snprintf(text, sizeof(text), "%.2fx", ratio);
+      named.push_back("trial " + std::to_string(t->id) + " (" + key + ", repeat " + std::to_string(t->repeat) +
+                      ") at " + text);
+    }
+  }
+  if (named.empty()) return "";
+  std::string text = std::to_string(named.size()) + " trial(s) ran below " + Percent(options.slow_outlier_ratio) +
+                     " of their variant's median tokens/s, as on a disturbed machine: ";
+  for (std::size_t i = 0; i < named.size(); ++i) text += (i ? "; " : "") + named[i];
+  return text + ". Each widens the intervals of the comparisons it is in; kept, not dropped (docs/statistics.md)";
+}
+
 void AddCallouts(const ReportInput& input, const ReportOptions& options, Report& report) {
   for (const VariantReport& v : report.variants) {
     if (v.comparison.status == Comparison::Status::kVariantFailed ||
@@ -1050,6 +1075,7 @@ void AddCallouts(const ReportInput& input, const ReportOptions& options, Report&
     report.callouts.push_back(std::to_string(noisy) + " noisy trial(s): step-time CV above " +
                               Percent(options.noisy_cv_threshold));
   }
+  if (std::string slow = SlowOutliers(report, options); !slow.empty()) report.callouts.push_back(slow);
 }
 
 // A variant's side when its throughput can enter a cross-variant figure (it succeeded

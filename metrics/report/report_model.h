@@ -130,6 +130,9 @@ struct ReportOptions {
   double loss_parity_threshold = 0.02;  // flag a loss curve deviating more (2%)
   int loss_smoothing_window = 5;        // centred moving mean over this many steps
   double noisy_cv_threshold = 0.10;     // a trial whose step-time CV exceeds this is noisy
+  // A succeeded trial below this fraction of its variant's median tokens/s (4 or more
+  // succeeded trials) is called out as a slow outlier: a disturbed machine, usually.
+  double slow_outlier_ratio = 0.85;
   double resolve_difference = 0.05;     // "repeats needed to resolve a 5% difference"
   // With one repeat the run-to-run noise is unknown: "repeats needed" then assumes this
   // sd of one pair's log-throughput ratio (docs/statistics.md: typical of a quiet machine),

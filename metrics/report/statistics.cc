@@ -305,4 +305,25 @@ SequentialDecision SequentialWalk(const std::vector<RepeatPair>& repeats, const 
   return last;
 }
 
+std::vector<RepeatPair> RepeatPairs(const std::vector<RepeatOutcome>& variant,
+                                    const std::vector<RepeatOutcome>& counterpart) {
+  std::vector<RepeatPair> pairs(std::min(variant.size(), counterpart.size()));
+  for (std::size_t r = 0; r < pairs.size(); ++r) {
+    const RepeatOutcome& v = variant[r];
+    const RepeatOutcome& c = counterpart[r];
+    pairs[r].finished = v.finished && c.finished;
+    if (v.tokens_per_s && c.tokens_per_s) pairs[r].log_ratio = std::log(*v.tokens_per_s / *c.tokens_per_s);
+  }
+  return pairs;
+}
+
+SequentialDecision VariantDecision(const std::vector<SequentialDecision>& decisions) {
+  const SequentialDecision* most = &decisions.front();
+  for (const SequentialDecision& d : decisions) {
+    if (!d.stopped()) return d;
+    if (d.pairs > most->pairs) most = &d;
+  }
+  return *most;
+}
+
 }  // namespace bakeoff::metrics

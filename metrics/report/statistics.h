@@ -196,6 +196,16 @@ struct RepeatPair {
   bool finished = false;              // both trials of the repeat have an outcome
   std::optional<double> log_ratio;    // ln(variant / counterpart) when both succeeded
 };
+// One trial of a repeat, as far as it is known.
+struct RepeatOutcome {
+  bool finished = false;               // it has an outcome
+  std::optional<double> tokens_per_s;  // when it succeeded with a positive figure
+};
+// Repeat r of a variant against repeat r of the other side of a comparison (both
+// max_pairs long): finished when both are; the log ratio when both have a figure.
+std::vector<RepeatPair> RepeatPairs(const std::vector<RepeatOutcome>& variant,
+                                    const std::vector<RepeatOutcome>& counterpart);
+
 // The looks in repeat order: walks the leading finished repeats (stops at the first
 // unfinished one, so the decision does not depend on which trials happened to finish
 // first), adding each complete pair and looking at every n >= min_pairs; returns the
@@ -203,5 +213,10 @@ struct RepeatPair {
 // expanded) has finished without a stop: kAllRan. Otherwise kContinue with the pairs so
 // far. A pure function of the outcomes, so a restarted coordinator decides the same.
 SequentialDecision SequentialWalk(const std::vector<RepeatPair>& repeats, const SequentialDesign& design);
+
+// A variant's decision from the comparisons it is a side of (adaptive repeats stop a
+// variant once every comparison the answer reports with it has stopped): the first that
+// continues, else the one that ran the most pairs. REQUIRES: decisions not empty.
+SequentialDecision VariantDecision(const std::vector<SequentialDecision>& decisions);
 
 }  // namespace bakeoff::metrics

@@ -999,7 +999,7 @@ TEST_F(CoordinatorServiceTest, AfterARestartOnlyTheSecretTakesANameWhoseAttempts
   auto impostor = std::make_shared<RecordingLink>();
   protocol::RegisterMessage m = Registration("w1");
   m.running = {{t1, 1}};
-  for (const std::string guess : {std::string(), std::string("0123456789abcdef0123456789abcdef"),
+  for (const std::string& guess : {std::string(), std::string("0123456789abcdef0123456789abcdef"),
                                   protocol::Sha256Hex(secret)}) {
     m.worker_secret = guess;
     auto reply = service_->OnRegister(m, impostor);
@@ -1559,6 +1559,13 @@ double AdaptiveTokens(const std::string& variant, int repeat) {
   static const double kAA[] = {103, 97, 102, 98, 101, 99};
   if (variant == "micro_batch=1") return kBaseline[repeat];
   if (variant == "micro_batch=2") return 2 * kBaseline[repeat] + repeat;
+  // kTwoAxisAdaptiveSweep: micro_batch=2 doubles, seed=2 is an A/A noise.
+  if (variant == "micro_batch=1,seed=1") return kBaseline[repeat];
+  if (variant == "micro_batch=1,seed=2") return kAA[repeat];
+  if (variant == "micro_batch=2,seed=1") return 2 * kBaseline[repeat] + repeat;
+  if (variant == "micro_batch=2,seed=2") return 2 * kAA[repeat];
+  if (variant == "micro_batch=1,seed=3") return 3 * kBaseline[repeat] + repeat;
+  if (variant == "micro_batch=2,seed=3") return 6 * kBaseline[repeat] + 2 * repeat;
   return kAA[repeat];
 }
 
@@ -1647,7 +1654,8 @@ TEST_F(AdaptiveRepeatsTest, ABaselineStopsOnceNoVariantPairedWithItNeedsMore) {
       EXPECT_EQ(t.outcome, metrics::Outcome::kSucceeded);
     } else {
       EXPECT_EQ(t.outcome, metrics::Outcome::kCancelled);
-      EXPECT_EQ(t.reason, "adaptive repeats: no variant paired with this baseline needs more pairs");
+      EXPECT_EQ(t.reason,
+                "adaptive repeats: every comparison with this variant stopped after 3 of 6 pairs (interval excludes 1)");
     }
   }
 }
@@ -1689,6 +1697,103 @@ TEST_F(AdaptiveRepeatsTest, ARestartedCoordinatorReachesTheSameDecisionFromTheSt
   for (const auto& t : by_variant["micro_batch=1"]) EXPECT_EQ(t.outcome, metrics::Outcome::kSucceeded);
   for (const auto& t : by_variant["micro_batch=2"]) {
     EXPECT_EQ(t.outcome, t.repeat < 3 ? metrics::Outcome::kSucceeded : metrics::Outcome::kCancelled);
+  }
+}
+
+const std::string kTwoAxisAdaptiveSweep = std::string(R"(name: adaptive-2x2
+question: does each comparison the answer reports get its pairs?
+)") + testing::kTinyWorkload + R"(parameters:
+  micro_batch: {values: [1, 2]}
+  seed: {values: [1, 2]}
+baseline: {micro_batch: 1, seed: 1}
+repeats: {min: 3, max: 6, until: {ci_half_width: 0.001}}
+limits: {trial_timeout: 60s, max_attempts: 2}
+)";
+
+TEST_F(AdaptiveRepeatsTest, AVariantRunsOnWhileAComparisonTheAnswerReportsWithItNeedsPairs) {
+  // Against the baseline, micro_batch=2,seed=2 is 2x after 3 pairs; but the answer
+  // compares it with micro_batch=2,seed=1 (seed alone, an A/A noise), which needs every
+  // pair: it runs on, as do both sides of the other seed comparison. Only the
+  // micro_batch comparisons stopped, and each of their variants is in a seed one.
+  Register("w1");
+  const auto sweep_id = Submit(kTwoAxisAdaptiveSweep);
+  EXPECT_EQ(service_->AnsweredComparisons(sweep_id), std::make_optional(std::make_pair(0, 4)));
+  RunAll(sweep_id);
+  EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kFinished);
+  auto by_variant = ByVariant(sweep_id);
+  ASSERT_EQ(by_variant.size(), 4u);
+  for (const auto& [key, trials] : by_variant) {
+    for (const auto& t : trials) {
+      EXPECT_EQ(t.outcome, metrics::Outcome::kSucceeded) << key << " repeat " << t.repeat << ": " << t.reason;
+    }
+  }
+  auto input = metrics::LoadReportInputFromFile((dir_ / "results.db").string(), std::to_string(sweep_id));
+  ASSERT_TRUE(input.ok()) << input.status().ToString();
+  metrics::Report report = metrics::BuildReport(*input, metrics::ReportOptions{});
+  ASSERT_EQ(report.axis_comparisons.size(), 4u);
+  const metrics::VariantReport* diagonal = report.FindVariant("micro_batch=2,seed=2");
+  ASSERT_NE(diagonal, nullptr);
+  ASSERT_TRUE(diagonal->adaptive.has_value());
+  EXPECT_EQ(diagonal->adaptive->pairs, 6);
+  EXPECT_EQ(diagonal->adaptive->reason, "max pairs reached");
+}
+
+TEST_F(AdaptiveRepeatsTest, ARestartedCoordinatorKeepsTheAnswersComparisonsFromTheStore) {
+  // The 2x2 sweep's first three repeats are in the store when a coordinator starts on it:
+  // it rebuilds the comparisons from the stored variants (each axis within the other),
+  // so the diagonal variant, 2x against the baseline, is not stopped.
+  const auto sweep_id = Submit(kTwoAxisAdaptiveSweep);
+  service_.reset();
+  const auto trials = store_->ListTrials(sweep_id).value();
+  for (const auto& t : trials) {
+    if (t.repeat >= 3) continue;
+    metrics::AttemptRecord placement;
+    placement.trial_id = t.id;
+    placement.worker_id = "w-old";
+    placement.host = "127.0.0.1";
+    ASSERT_TRUE(store_->AssignTrial(t.id, 0, placement).ok());
+    ASSERT_TRUE(store_->MarkRunning(t.id, 1).ok());
+    metrics::TrialSummary summary{t.id, 1, 0,
+                                  {{"tokens_per_s", AdaptiveTokens(t.variant_key, static_cast<int>(t.repeat))}}};
+    ASSERT_TRUE(store_->RecordSummary(summary).ok());
+    ASSERT_TRUE(store_->FinishTrial(t.id, 1, metrics::Outcome::kSucceeded, "").ok());
+  }
+  ASSERT_NO_FATAL_FAILURE(RestartService());
+  // The two micro_batch comparisons (2x) have stopped; the two seed ones (A/A) run on:
+  // what `status`, the API and the progress line show as "answered 2/4".
+  EXPECT_EQ(service_->AnsweredComparisons(sweep_id), std::make_optional(std::make_pair(2, 4)));
+  for (const auto& [key, list] : ByVariant(sweep_id)) {
+    for (const auto& t : list) {
+      if (t.repeat < 3) continue;
+      EXPECT_EQ(t.state, metrics::TrialState::kQueued) << key << " repeat " << t.repeat;
+    }
+  }
+}
+
+TEST_F(AdaptiveRepeatsTest, EveryVariantStopsOnceAllTheAnswersComparisonsHaveStopped) {
+  // seed=3 triples the tokens: every comparison the answer reports (micro_batch within
+  // each seed, seed within each micro_batch) excludes 1 after 3 pairs, so each variant's
+  // later repeats are cancelled, the baseline's too.
+  std::string yaml = kTwoAxisAdaptiveSweep;
+  yaml.replace(yaml.find("seed: {values: [1, 2]}"), 22, "seed: {values: [1, 3]}");
+  Register("w1");
+  const auto sweep_id = Submit(yaml.c_str());
+  RunAll(sweep_id);
+  EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kFinished);
+  auto by_variant = ByVariant(sweep_id);
+  ASSERT_EQ(by_variant.size(), 4u);
+  for (const auto& [key, trials] : by_variant) {
+    for (const auto& t : trials) {
+      if (t.repeat < 3) {
+        EXPECT_EQ(t.outcome, metrics::Outcome::kSucceeded) << key << " repeat " << t.repeat;
+        continue;
+      }
+      EXPECT_EQ(t.outcome, metrics::Outcome::kCancelled) << key << " repeat " << t.repeat;
+      // Each variant is a side of two comparisons (one per axis).
+      EXPECT_EQ(t.reason,
+                "adaptive repeats: every comparison with this variant stopped after 3 of 6 pairs (interval excludes 1)")
+          << key;
+    }
   }
 }
 

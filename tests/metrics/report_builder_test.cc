@@ -53,6 +53,36 @@ TEST(ReportBuilderTest, FasterVariantGetsPairedSpeedupWithInterval) {
   EXPECT_EQ(ComparisonOf(report, kEager1).status, Comparison::Status::kIsBaseline);
 }
 
+TEST(ReportBuilderTest, ATrialFarBelowItsVariantsMedianIsNamedAsASlowOutlierAndKept) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 4, 1.10);
+  auto has_outlier_callout = [](const Report& r) {
+    for (const std::string& c : r.callouts) {
+      if (c.find("of their variant's median tokens/s") != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_FALSE(has_outlier_callout(BuildReport(input, ReportOptions{}))) << "the +-2% drift is no outlier";
+  std::int64_t slowed = 0;
+  for (TrialInput& t : input.trials) {
+    if (t.variant_key != kJit1 || t.repeat != 2) continue;
+    slowed = t.id;
+    for (RankSummary& r : t.ranks) {
+      r.tokens_per_s *= 0.7;
+      r.step_s_median /= 0.7;
+    }
+  }
+  Report report = BuildReport(input, ReportOptions{});
+  ASSERT_TRUE(has_outlier_callout(report));
+  std::string callout;
+  for (const std::string& c : report.callouts) {
+    if (c.find("of their variant's median") != std::string::npos) callout = c;
+  }
+  testing::ExpectContains(callout, {"1 trial(s) ran below 85.0%",
+                           "trial " + std::to_string(slowed) + " (" + kJit1 + ", repeat 2) at 0.7"});
+  EXPECT_EQ(ComparisonOf(report, kJit1).pairs, 4) << "kept, not dropped";
+}
+
 TEST(ReportBuilderTest, SameInputGivesTheSameIntervalEveryTime) {
   ReportInput input = TwoByTwoSweep();
   AddTrials(input, 3, 1.10);
@@ -665,7 +695,9 @@ TEST(ReportBuilderTest, AComparisonConfoundedWithItsWorkersGetsNoVerdict) {
   EXPECT_TRUE(b.worker_confound.empty()) << b.worker_confound;
   EXPECT_EQ(b.verdict, Verdict::kFaster);
   for (const MarginalEffect& m : balanced_report.marginals) {
-    if (m.axis == "compile_mode") EXPECT_TRUE(m.worker_confound.empty()) << m.worker_confound;
+    if (m.axis == "compile_mode") {
+      EXPECT_TRUE(m.worker_confound.empty()) << m.worker_confound;
+    }
   }
 }
 
