@@ -17,6 +17,7 @@ inline constexpr int kExitUsage = 2;        // bad flags or invalid input (a swe
 inline constexpr int kExitUnavailable = 3;  // coordinator unreachable, database missing
 inline constexpr int kExitIncomplete = 4;   // submit --wait: the sweep ended with trials
                                             // that did not succeed (oom, failed, ...)
+inline constexpr int kExitInterrupted = 130;  // Ctrl-C (or SIGTERM): the shell's 128 + SIGINT
 
 // The one mapping from a failed Status to the exit code (docs/cli.md, "Exit codes"):
 // unreachable, timed out or unreadable -> kExitUnavailable; bad input -> kExitUsage;

@@ -231,6 +231,9 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
         // Why queued trials cannot start, as `status` and the API say it (same thread as
         // the service: the io_context runs both).
         std::string text = line;
+        if (auto answered = node.service().AnsweredComparisons(sweep_id)) {
+          text += " · answered " + std::to_string(answered->first) + "/" + std::to_string(answered->second);
+        }
         if (std::string waiting = node.service().WaitingReason(sweep_id); !waiting.empty()) {
           text += " · waiting: " + waiting;
         }

@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/exit_codes.h"
 #include "metrics/store/store_records.h"
 
 namespace bakeoff::cli {
@@ -40,9 +41,6 @@ struct LocalRun {
   metrics::SweepRecord final_state;
   bool interrupted = false;  // Ctrl-C or SIGTERM cancelled it
 };
-
-// Exit status of a run that Ctrl-C (or SIGTERM) ended: the shell's 128 + SIGINT.
-inline constexpr int kExitInterrupted = 130;
 
 // Runs `yaml` (named `source` in messages). Log lines go to flags.log_file (the screen
 // too with flags.verbose) until it returns. A trial that none of the workers could ever

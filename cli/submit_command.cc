@@ -1,6 +1,7 @@
 // `bakeoff submit FILE [--wait]`: sends a sweep to the coordinator; with --wait, shows
 // a live progress line on stderr until the sweep ends, then prints its report.
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <thread>
@@ -25,6 +26,11 @@ struct SubmitFlags {
   std::string output;
   double poll_s = 1.0;
 };
+
+// Set by Ctrl-C (or SIGTERM) while --wait watches: the sweep is the coordinator's, so
+// watching stops and the sweep runs on.
+volatile std::sig_atomic_t g_stop_watching = 0;
+void StopWatching(int) { g_stop_watching = 1; }
 
 std::string Clock(double seconds) {
   long s = static_cast<long>(seconds + 0.5);
@@ -61,7 +67,17 @@ int RunSubmit(const SubmitFlags& flags) {
   nlohmann::json sweep;
   int failures = 0;
   ProgressEta eta;
+  g_stop_watching = 0;
+  std::signal(SIGINT, StopWatching);
+  std::signal(SIGTERM, StopWatching);
   while (true) {
+    if (g_stop_watching) {
+      std::cerr << (tty ? "\n" : "") << "bakeoff submit: stopped watching; sweep " << id
+                << " keeps running on the coordinator. Watch it again: bakeoff status " << id
+                << " --coordinator " << flags.coordinator << "; cancel it: bakeoff cancel " << id
+                << " --coordinator " << flags.coordinator << "\n";
+      return kExitInterrupted;
+    }
     auto got = client->GetJson("/api/v1/sweeps/" + id);
     if (!got.ok()) {
       // The coordinator may be restarting: keep waiting, within reason.
@@ -83,6 +99,10 @@ int RunSubmit(const SubmitFlags& flags) {
       std::string line = "sweep " + id + ": done " + std::to_string(done) + "/" + std::to_string(total) +
                          " · running " + std::to_string(running) + " · queued " + std::to_string(queued) +
                          " · elapsed " + Clock(elapsed) + " · remaining " + remaining;
+      if (sweep.contains("comparisons")) {
+        const auto& a = sweep["comparisons"];
+        line += " · answered " + std::to_string(a.value("answered", 0)) + "/" + std::to_string(a.value("total", 0));
+      }
       if (sweep.contains("waiting")) line += " · waiting: " + sweep.value("waiting", "");
       if (tty) {
         std::cerr << "\r\033[K" << line << std::flush;
@@ -91,7 +111,11 @@ int RunSubmit(const SubmitFlags& flags) {
       }
       if (sweep.value("state", "running") != "running") break;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(flags.poll_s * 1000)));
+    // In short naps, so that Ctrl-C is answered at once.
+    const auto wake = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(flags.poll_s * 1000));
+    while (!g_stop_watching && std::chrono::steady_clock::now() < wake) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
   if (tty) std::cerr << "\n";
   auto report = client->GetText("/api/v1/sweeps/" + id + "/report?format=" + UrlEncode(flags.format));
