@@ -13,6 +13,7 @@
 #include "metrics/store/results_store.h"
 #include "tests/integration/loopback_cluster_test.h"
 #include "tests/integration/test_sweeps.h"
+#include "worker/core_partition.h"
 
 namespace bakeoff {
 namespace {
@@ -170,6 +171,68 @@ TEST_F(SweepEndToEndTest, GangSweepRunsWithTheRealTrainer) {
                      {"BAKEOFF_TOKEN="}, (dir_ / "query-write.log").string());
   EXPECT_EQ(write.WaitExit(60s), 2) << "a write is a usage error";
   ExpectEveryTrialSucceededAcrossBothWorkers(db(), sweep["id"], 2);
+}
+
+// Issue 33, the reviewer's case: two workers started by hand on one host, the docs'
+// eager-against-jit sweep with no `threads`, run twice back to back. Before isolation each
+// trial took every core while another ran beside it, and the two runs said 0.16x [0.09-0.29]
+// and 7.42x. Now each worker's rank is pinned to a core of its own (the second worker,
+// refused the first one's cores, names its own with --cpus as the refusal says), and
+// the two runs agree within their intervals.
+TEST_F(SweepEndToEndTest, TheSameSweepTwiceOnTwoHandStartedWorkersAgreesWithinItsIntervals) {
+  const std::string trainer = testing::RealTrainerPath();
+  if (!std::filesystem::exists(trainer)) GTEST_SKIP() << "bakeoff-trainer is not built in " << kBin;
+  const std::vector<int> cpus = worker::AllowedCpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator());
+  StartWorker("a", 1, trainer, "29800-29849", {"--cpus", std::to_string(cpus[0])});
+  StartWorker("b", 1, trainer, "29850-29899", {"--cpus", std::to_string(cpus[1])});
+  ASSERT_NO_FATAL_FAILURE(Connect("http://127.0.0.1:" + std::to_string(http_port_)));
+  ASSERT_TRUE(WaitFor([&] { return ConnectedWorkers() == 2; }, 30s)) << "workers did not register";
+  std::vector<std::pair<double, double>> intervals;
+  for (const std::string name : {"agree-1", "agree-2"}) {
+    const std::string yaml = testing::TinyLoraSweep{.name = name,
+                                                    .question = "is jit faster than eager?",
+                                                    .seq_len = 64,
+                                                    .warmup_steps = 2,
+                                                    .steps = 40,
+                                                    .one_thread = false,
+                                                    .parameters = {"compile_mode: {values: [eager, jit]}"},
+                                                    .baseline = "{compile_mode: eager}",
+                                                    .repeats = 3}
+                                 .Yaml();
+    json sweep = RunSweep(yaml, 600s);
+    ASSERT_EQ(sweep.value("state", ""), "finished") << sweep.dump();
+    const std::string id = std::to_string(sweep["id"].get<int>());
+    auto report = client_->GetJson("/api/v1/sweeps/" + id + "/report?format=json");
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    json speedup;
+    for (const auto& v : (*report)["variants"]) {
+      if (v.value("key", "") == "compile_mode=jit") speedup = v["comparison"]["speedup"];
+    }
+    ASSERT_TRUE(speedup.is_object() && speedup["ci_low"].is_number()) << report->dump();
+    intervals.emplace_back(speedup["ci_low"].get<double>(), speedup["ci_high"].get<double>());
+    // Why they agree: every rank ran on the one core its worker was given.
+    metrics::StoreOptions options;
+    options.path = db();
+    options.read_only = true;
+    auto store = metrics::ResultsStore::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    auto results = (*store)->ListTrialResults(sweep["id"].get<int>());
+    ASSERT_TRUE(results.ok());
+    ASSERT_EQ(results->size(), 6u);
+    for (const auto& r : *results) {
+      ASSERT_FALSE(r.summaries.empty()) << "trial " << r.trial.id;
+      const json& applied = r.summaries[0].summary["applied"];
+      const std::string reason = applied["decisions"]["threads"].value("reason", "");
+      EXPECT_NE(reason.find("pinned to this rank alone"), std::string::npos) << reason;
+      EXPECT_EQ(applied.value("threads", 0), 1) << "one core a worker: one thread";
+    }
+  }
+  const auto& [low1, high1] = intervals[0];
+  const auto& [low2, high2] = intervals[1];
+  EXPECT_LE(std::max(low1, low2), std::min(high1, high2))
+      << "the two runs disagree: [" << low1 << ", " << high1 << "] and [" << low2 << ", " << high2 << "]";
 }
 
 }  // namespace
