@@ -10,6 +10,7 @@
 #include "experiments/spec/calibration_sweep.h"
 #include "experiments/spec/expanded_sweep.h"
 #include "experiments/spec/sweep_spec.h"
+#include "metrics/store/store_records.h"
 #include "metrics/store/calibrations.h"
 #include "metrics/store/sqlite_statement.h"
 #include "protocol/trainer_event.h"
@@ -40,16 +41,11 @@ json ParseJson(const std::string& text) {
   return value.is_discarded() ? json(nullptr) : value;
 }
 
-bool AllDigits(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
-}
-
 Result<std::int64_t> ResolveSweep(SqliteConnection& db, const std::string& sweep) {
   std::optional<std::int64_t> id;
   auto take = [&](const SqliteStatement& s) { id = s.Int64(0); };
-  if (AllDigits(sweep) && sweep.size() < 18) {
-    BAKEOFF_RETURN_IF_ERROR(ForEachRow(db, "SELECT id FROM sweeps WHERE id = ?",
-                                       static_cast<std::int64_t>(std::stoll(sweep)), "sweeps", take));
+  if (std::optional<std::int64_t> try_id = SweepIdToTry(sweep)) {
+    BAKEOFF_RETURN_IF_ERROR(ForEachRow(db, "SELECT id FROM sweeps WHERE id = ?", *try_id, "sweeps", take));
     if (id) return *id;
   }
   BAKEOFF_RETURN_IF_ERROR(ForEachRow(db, "SELECT id FROM sweeps WHERE name = ? ORDER BY id DESC LIMIT 1",

@@ -1206,10 +1206,8 @@ Result<SweepRecord> ResultsStore::GetSweepByName(const std::string& name, Counts
 }
 
 Result<SweepRecord> ResultsStore::FindSweep(const std::string& id_or_name, Counts counts) {
-  bool numeric = !id_or_name.empty() && id_or_name.size() <= 18 &&
-                 id_or_name.find_first_not_of("0123456789") == std::string::npos;
-  if (numeric) {
-    Result<SweepRecord> by_id = GetSweep(std::stoll(id_or_name), counts);
+  if (std::optional<int64_t> id = SweepIdToTry(id_or_name)) {
+    Result<SweepRecord> by_id = GetSweep(*id, counts);
     if (by_id.ok() || by_id.status().code() != Status::Code::kNotFound) return by_id;
   }
   Result<SweepRecord> by_name = GetSweepByName(id_or_name, counts);

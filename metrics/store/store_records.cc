@@ -79,4 +79,12 @@ Result<SummaryRecord> ReadSummaryRecord(const TrialSummary& summary) {
   return SummaryRecord{summary.trial_id, summary.attempt, summary.rank, std::move(figures).value(), summary.summary};
 }
 
+std::optional<int64_t> SweepIdToTry(const std::string& id_or_name) {
+  if (id_or_name.empty() || id_or_name.size() > 18 ||
+      id_or_name.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  return std::stoll(id_or_name);
+}
+
 }  // namespace bakeoff::metrics

@@ -221,4 +221,10 @@ struct TrialResult {
   std::vector<TrialSummary> summaries;
 };
 
+// The one rule for text that names a sweep (every command, route and the report): 1 to
+// 18 digits is an id first, and a name when no sweep has that id; anything else is a
+// name (the newest sweep of that name). Returns the id to try first, if any. 18 digits
+// always fit an int64.
+std::optional<int64_t> SweepIdToTry(const std::string& id_or_name);
+
 }  // namespace bakeoff::metrics

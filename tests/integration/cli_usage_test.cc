@@ -100,7 +100,7 @@ TEST(CliUsageTest, ReadingCommandsPickTheirResultsByOneRuleAndSayWhich) {
             std::string::npos)
       << testing::ReadFile(dir / "out.log");
   // $BAKEOFF_COORDINATOR wins over ./results.db, for all three (this one is unreachable: 3).
-  for (const std::vector<std::string> args : {std::vector<std::string>{"status"}, {"query", "SELECT 1"},
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"status"}, {"query", "SELECT 1"},
                                               {"report", "some-sweep"}}) {
     EXPECT_EQ(run(args, "http://127.0.0.1:9"), 3) << args[0] << ": " << testing::ReadFile(dir / "out.log");
     EXPECT_NE(testing::ReadFile(dir / "out.log").find("reading coordinator http://127.0.0.1:9 ($BAKEOFF_COORDINATOR)"),

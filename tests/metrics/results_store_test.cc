@@ -355,6 +355,19 @@ TEST_F(ResultsStoreTest, FindSweepByIdOrNameReturnsNewestOfAName) {
   EXPECT_EQ((*all)[0].id, other.sweep_id);  // newest first
 }
 
+TEST(SweepIdToTryTest, OneToEighteenDigitsAreAnIdFirstAnythingElseAName) {
+  // The one rule the store (FindSweep), the report (LoadReportInput) and every command
+  // share; the report's own copy once stopped at 17 digits.
+  EXPECT_EQ(SweepIdToTry("12"), std::optional<int64_t>(12));
+  EXPECT_EQ(SweepIdToTry("007"), std::optional<int64_t>(7));
+  EXPECT_EQ(SweepIdToTry("123456789012345678"), std::optional<int64_t>(123456789012345678));
+  EXPECT_EQ(SweepIdToTry("1234567890123456789"), std::nullopt) << "19 digits: a name";
+  EXPECT_EQ(SweepIdToTry(""), std::nullopt);
+  EXPECT_EQ(SweepIdToTry("-3"), std::nullopt);
+  EXPECT_EQ(SweepIdToTry("12a"), std::nullopt);
+  EXPECT_EQ(SweepIdToTry(" 12"), std::nullopt);
+}
+
 TEST_F(ResultsStoreTest, CreateSweepRejectsTrialOfUnknownVariantAndStoresNothing) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
