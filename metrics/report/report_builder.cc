@@ -955,15 +955,9 @@ void AddAxisComparisons(const ReportInput& input, const std::optional<Sequential
     const VariantReport* v = report.FindVariant(p.variant_key);
     const VariantReport* cp = report.FindVariant(p.counterpart_key);
     if (!v || !cp || v->excluded) continue;
-    AxisComparison a;
-    a.axis = p.axis;
-    a.value = p.value;
-    a.reference = p.reference;
-    a.held = p.held;
-    a.variant_key = p.variant_key;
-    a.counterpart_key = p.counterpart_key;
-    a.comparison = Compare(*v, *cp, sides, interleaved, compare_options, options, report.spread_across_workers);
-    report.axis_comparisons.push_back(std::move(a));
+    report.axis_comparisons.push_back(
+        AxisComparison{p.axis, p.value, p.reference, p.held, p.variant_key, p.counterpart_key,
+                       Compare(*v, *cp, sides, interleaved, compare_options, options, report.spread_across_workers)});
   }
 }
 

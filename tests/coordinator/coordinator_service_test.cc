@@ -1585,6 +1585,25 @@ class AdaptiveRepeatsTest : public CoordinatorServiceTest {
     }
     (void)sweep_id;
   }
+  // Records in the store alone (as a coordinator that stopped before acting on them
+  // would have left it) the successes of every trial below `repeats`, with
+  // AdaptiveTokens' figures; `skip_variant`'s trials are left queued.
+  void StoreFirstRepeats(std::int64_t sweep_id, int repeats, const std::string& skip_variant = "") {
+    const auto trials = store_->ListTrials(sweep_id).value();
+    for (const auto& t : trials) {
+      if (t.repeat >= repeats || t.variant_key == skip_variant) continue;
+      metrics::AttemptRecord placement;
+      placement.trial_id = t.id;
+      placement.worker_id = "w-old";
+      placement.host = "127.0.0.1";
+      ASSERT_TRUE(store_->AssignTrial(t.id, 0, placement).ok());
+      ASSERT_TRUE(store_->MarkRunning(t.id, 1).ok());
+      metrics::TrialSummary summary{t.id, 1, 0,
+                                    {{"tokens_per_s", AdaptiveTokens(t.variant_key, static_cast<int>(t.repeat))}}};
+      ASSERT_TRUE(store_->RecordSummary(summary).ok());
+      ASSERT_TRUE(store_->FinishTrial(t.id, 1, metrics::Outcome::kSucceeded, "").ok());
+    }
+  }
   std::map<std::string, std::vector<metrics::TrialRecord>> ByVariant(std::int64_t sweep_id) {
     std::map<std::string, std::vector<metrics::TrialRecord>> out;
     const auto trials = store_->ListTrials(sweep_id).value();  // outlives the loop
@@ -1665,20 +1684,7 @@ TEST_F(AdaptiveRepeatsTest, ARestartedCoordinatorReachesTheSameDecisionFromTheSt
   // then stopped before acting on them: the store alone holds the outcomes.
   const auto sweep_id = Submit(kAdaptiveSweep);
   service_.reset();
-  const auto trials = store_->ListTrials(sweep_id).value();
-  for (const auto& t : trials) {
-    if (t.repeat >= 3 || t.variant_key == "micro_batch=4") continue;
-    metrics::AttemptRecord placement;
-    placement.trial_id = t.id;
-    placement.worker_id = "w-old";
-    placement.host = "127.0.0.1";
-    ASSERT_TRUE(store_->AssignTrial(t.id, 0, placement).ok());
-    ASSERT_TRUE(store_->MarkRunning(t.id, 1).ok());
-    metrics::TrialSummary summary{t.id, 1, 0,
-                                  {{"tokens_per_s", AdaptiveTokens(t.variant_key, static_cast<int>(t.repeat))}}};
-    ASSERT_TRUE(store_->RecordSummary(summary).ok());
-    ASSERT_TRUE(store_->FinishTrial(t.id, 1, metrics::Outcome::kSucceeded, "").ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(StoreFirstRepeats(sweep_id, 3, "micro_batch=4"));
   ASSERT_NO_FATAL_FAILURE(RestartService());
   auto by_variant = ByVariant(sweep_id);
   for (const auto& t : by_variant["micro_batch=2"]) {
@@ -1744,20 +1750,7 @@ TEST_F(AdaptiveRepeatsTest, ARestartedCoordinatorKeepsTheAnswersComparisonsFromT
   // so the diagonal variant, 2x against the baseline, is not stopped.
   const auto sweep_id = Submit(kTwoAxisAdaptiveSweep);
   service_.reset();
-  const auto trials = store_->ListTrials(sweep_id).value();
-  for (const auto& t : trials) {
-    if (t.repeat >= 3) continue;
-    metrics::AttemptRecord placement;
-    placement.trial_id = t.id;
-    placement.worker_id = "w-old";
-    placement.host = "127.0.0.1";
-    ASSERT_TRUE(store_->AssignTrial(t.id, 0, placement).ok());
-    ASSERT_TRUE(store_->MarkRunning(t.id, 1).ok());
-    metrics::TrialSummary summary{t.id, 1, 0,
-                                  {{"tokens_per_s", AdaptiveTokens(t.variant_key, static_cast<int>(t.repeat))}}};
-    ASSERT_TRUE(store_->RecordSummary(summary).ok());
-    ASSERT_TRUE(store_->FinishTrial(t.id, 1, metrics::Outcome::kSucceeded, "").ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(StoreFirstRepeats(sweep_id, 3));
   ASSERT_NO_FATAL_FAILURE(RestartService());
   // The two micro_batch comparisons (2x) have stopped; the two seed ones (A/A) run on:
   // what `status`, the API and the progress line show as "answered 2/4".
