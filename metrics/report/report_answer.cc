@@ -46,7 +46,7 @@ Sides CounterpartSides(const VariantReport& v, const VariantReport* cp) {
 }
 
 bool RanOutOfMemory(const VariantReport* v) {
-  return v != nullptr && v->outcome_counts.count("oom") > 0;
+  return v != nullptr && v->CountOf(protocol::Outcome::kOom) > 0;
 }
 
 std::string VerdictWords(const Comparison& c) {

@@ -66,13 +66,6 @@ std::vector<std::string> AxesChangingTheMath(const std::map<std::string, std::st
   return changing;
 }
 
-bool IsFinishedOutcome(const std::string& outcome) {
-  static const std::set<std::string> kFinished = {"succeeded", "oom",     "unsupported",
-                                                  "diverged",  "failed",  "timeout",
-                                                  "lost",      "cancelled"};
-  return kFinished.count(outcome) > 0;
-}
-
 std::string ScalarText(const nlohmann::json& value) {
   if (value.is_string()) return value.get<std::string>();
   return value.dump();
@@ -313,7 +306,7 @@ TrialView MakeTrialView(const TrialInput& trial, const VariantInput* variant,
     view.step_cv = CoefficientOfVariation(steps);
     view.noisy = *view.step_cv > options.noisy_cv_threshold;
   }
-  if (variant != nullptr && trial.outcome == "succeeded") {
+  if (variant != nullptr && trial.outcome.Succeeded()) {
     view.fallback_reason = FallbackReason(variant->params, trial.applied);
     view.fell_back = !view.fallback_reason.empty();
   }
@@ -324,7 +317,7 @@ std::string OutcomeSummary(const VariantReport& v) {
   std::ostringstream out;
   bool first = true;
   for (const auto& [outcome, count] : v.outcome_counts) {
-    if (outcome == "succeeded") continue;
+    if (outcome == protocol::OutcomeName(protocol::Outcome::kSucceeded)) continue;
     out << (first ? "" : ", ") << outcome << " x" << count;
     first = false;
   }
@@ -388,7 +381,7 @@ std::vector<spec::AnswerComparison> AnswerComparisonsOf(const ReportInput& input
 }
 
 bool CancelledByAdaptiveRepeats(const TrialView& t) {
-  return t.outcome == "cancelled" && t.reason.rfind("adaptive repeats:", 0) == 0;
+  return t.outcome.Is(protocol::Outcome::kCancelled) && t.reason.rfind("adaptive repeats:", 0) == 0;
 }
 
 // Adaptive repeats: each compared variant's stop (the coordinator's rule on the same
@@ -418,8 +411,8 @@ void AddAdaptiveRepeats(const ReportInput& input, const SequentialDesign& design
     for (const TrialView* t : by_variant[key]) {
       if (t->repeat < 0 || t->repeat >= design.max_pairs) continue;
       RepeatOutcome& o = out[static_cast<std::size_t>(t->repeat)];
-      o.finished = IsFinishedOutcome(t->outcome);
-      if (t->outcome == "succeeded" && t->tokens_per_s && *t->tokens_per_s > 0) o.tokens_per_s = t->tokens_per_s;
+      o.finished = t->outcome.Finished();
+      if (t->outcome.Succeeded() && t->tokens_per_s && *t->tokens_per_s > 0) o.tokens_per_s = t->tokens_per_s;
     }
     return out;
   };
@@ -506,7 +499,7 @@ RunOrder AddTrialViews(const ReportInput& input, const ReportOptions& options, R
     order.of_variant[t->variant_key].push_back(report.trials.size() - 1);
     if (!t->worker.empty()) workers.insert(t->worker);
     ++report.trials_total;
-    if (IsFinishedOutcome(t->outcome)) ++report.trials_finished;
+    if (t->outcome.Finished()) ++report.trials_finished;
   }
   report.workers.assign(workers.begin(), workers.end());
   report.spread_across_workers = workers.size() > 1;
@@ -527,7 +520,7 @@ void AddMeanFigures(const std::vector<const TrialView*>& ok, const std::vector<s
   }
   for (std::size_t index : indices) {
     const TrialInput& raw = *order.trials[index];
-    if (raw.outcome != "succeeded" || raw.ranks.empty()) continue;
+    if (!raw.outcome.Succeeded() || raw.ranks.empty()) continue;
     mfu.push_back(raw.ranks.front().mfu);
     double c = 0;
     for (const RankSummary& r : raw.ranks) c = std::max(c, r.comm_s_per_step);
@@ -605,10 +598,10 @@ VariantReport SummariseVariant(const VariantInput& in, const std::vector<std::si
     const TrialView& t = report.trials[index];
     const TrialInput& raw = *order.trials[index];
     ++v.trials;
-    ++v.outcome_counts[t.outcome];
+    ++v.outcome_counts[t.outcome.Text()];
     if (!t.worker.empty()) variant_workers.insert(t.worker);
-    if (!IsFinishedOutcome(t.outcome)) ++v.unfinished;
-    if (t.outcome != "succeeded") {
+    if (!t.outcome.Finished()) ++v.unfinished;
+    if (!t.outcome.Succeeded()) {
       if (!t.reason.empty() &&
           std::find(v.reasons.begin(), v.reasons.end(), t.reason) == v.reasons.end()) {
         v.reasons.push_back(t.reason);
@@ -986,7 +979,7 @@ std::string CalibrationCallout(const Report& report) {
 std::string SlowOutliers(const Report& report, const ReportOptions& options) {
   std::map<std::string, std::vector<const TrialView*>> by_variant;
   for (const TrialView& t : report.trials) {
-    if (t.outcome == "succeeded" && t.tokens_per_s && *t.tokens_per_s > 0) by_variant[t.variant_key].push_back(&t);
+    if (t.outcome.Succeeded() && t.tokens_per_s && *t.tokens_per_s > 0) by_variant[t.variant_key].push_back(&t);
   }
   std::vector<std::string> named;
   for (const auto& [key, trials] : by_variant) {

@@ -164,7 +164,7 @@ nlohmann::json ReportToJson(const Report& report) {
                       {"repeat", t.repeat},
                       {"order_index", t.order_index},
                       {"worker", t.worker},
-                      {"outcome", t.outcome},
+                      {"outcome", t.outcome.Text()},
                       {"reason", t.reason},
                       {"tokens_per_s", OrNull(t.tokens_per_s)},
                       {"step_s_median", OrNull(t.step_s_median)},

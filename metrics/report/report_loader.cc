@@ -210,7 +210,7 @@ Result<ReportInput> LoadReportInput(SqliteConnection& db, const std::string& swe
       t.variant_key = s.Text(1);
       t.repeat = static_cast<int>(s.Int64(2));
       t.order_index = static_cast<int>(s.Int64(3));
-      t.outcome = s.IsNull(5) ? s.Text(4) : s.Text(5);
+      t.outcome = TrialStanding::FromText(s.IsNull(5) ? s.Text(4) : s.Text(5));
       t.reason = s.Text(6);
       t.worker = s.Text(7);
       simulated += s.Int64(8) != 0 ? 1 : 0;
@@ -273,7 +273,7 @@ Result<ReportInput> LoadReportInput(SqliteConnection& db, const std::string& swe
         if (summary.ok() && summary->environment) t.environment = *summary->environment;
       }
       // Only succeeded trials' summaries count (a summary may precede a late failure).
-      if (t.outcome == "succeeded") t.ranks.push_back(r);
+      if (t.outcome.Succeeded()) t.ranks.push_back(r);
     }));
   }
 

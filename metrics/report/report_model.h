@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "protocol/outcome.h"
+
 namespace bakeoff::metrics {
 
 // ---------------------------------------------------------------- input
@@ -64,15 +66,33 @@ struct StepSample {
   std::optional<double> loss;
 };
 
+// Where a trial stands: its outcome once it finished, else the state it is in. Parsed
+// once, where the report reads the store; the report decides on the typed outcome and
+// prints Text().
+struct TrialStanding {
+  std::optional<protocol::Outcome> outcome;  // once finished
+  std::string state;                         // "queued", "assigned", "running" until then
+  // An outcome's name ("succeeded", "oom", ...) or else a state's.
+  static TrialStanding FromText(const std::string& text) {
+    TrialStanding standing;
+    standing.outcome = protocol::ParseOutcome(text);
+    if (!standing.outcome) standing.state = text;
+    return standing;
+  }
+  bool Finished() const { return outcome.has_value(); }
+  bool Is(protocol::Outcome o) const { return outcome == o; }
+  bool Succeeded() const { return Is(protocol::Outcome::kSucceeded); }
+  // The outcome's name, or the state while unfinished.
+  std::string Text() const { return outcome ? protocol::OutcomeName(*outcome) : state; }
+};
+
 struct TrialInput {
   std::int64_t id = 0;
   std::string variant_key;
   int repeat = 0;
   int order_index = 0;  // position in the sweep's run order
   std::string worker;   // of the final attempt; empty if never assigned
-  // succeeded, oom, unsupported, diverged, failed, timeout, lost, cancelled; anything
-  // else (queued, running) is an unfinished trial.
-  std::string outcome;
+  TrialStanding outcome;
   std::string reason;
   std::vector<RankSummary> ranks;  // empty unless the trial succeeded
   nlohmann::json applied;          // the trainer's `applied` evidence (rank 0), or null
@@ -204,7 +224,7 @@ struct TrialView {
   int repeat = 0;
   int order_index = 0;
   std::string worker;
-  std::string outcome;
+  TrialStanding outcome;
   std::string reason;
   std::optional<double> tokens_per_s;    // slowest rank
   std::optional<double> step_s_median;   // slowest rank
@@ -378,7 +398,12 @@ struct VariantReport {
   int trials = 0;
   int succeeded = 0;
   int unfinished = 0;
-  std::map<std::string, int> outcome_counts;
+  std::map<std::string, int> outcome_counts;  // by TrialStanding::Text()
+  // Trials of the variant that ended with `outcome`.
+  int CountOf(protocol::Outcome outcome) const {
+    auto it = outcome_counts.find(protocol::OutcomeName(outcome));
+    return it == outcome_counts.end() ? 0 : it->second;
+  }
   std::vector<std::string> reasons;  // distinct, of trials that did not succeed
 
   std::optional<double> tokens_per_s;    // geometric mean over succeeded trials

@@ -486,7 +486,7 @@ std::vector<ReportSection> ReportSections(const Report& report) {
     std::string cv = t.step_cv ? FormatPercent(*t.step_cv) + (t.noisy ? " *" : "") : kNone;
     std::string reason = t.fell_back ? "fell back: " + t.fallback_reason : t.reason;
     std::vector<std::string> row{std::to_string(t.id), t.variant_key, std::to_string(t.repeat),
-                                 t.worker.empty() ? kNone : t.worker, t.outcome,
+                                 t.worker.empty() ? kNone : t.worker, t.outcome.Text(),
                                  t.tokens_per_s ? Tps(*t.tokens_per_s) : kNone,
                                  Optional(t.step_s_median, FormatSeconds), cv,
                                  BytesOr(t.peak_mem_bytes), reason.empty() ? kNone : reason};
@@ -502,7 +502,7 @@ std::string OutcomeCounts(const VariantReport& v) {
   std::ostringstream out;
   out << v.succeeded << "/" << v.trials << " ok";
   for (const auto& [outcome, count] : v.outcome_counts) {
-    if (outcome != "succeeded") out << ", " << outcome << " x" << count;
+    if (outcome != protocol::OutcomeName(protocol::Outcome::kSucceeded)) out << ", " << outcome << " x" << count;
   }
   return out.str();
 }

@@ -24,7 +24,7 @@ Status CheckReportCost(const ReportInput& input, const ReportOptions& options) {
   };
   std::map<std::string, Side> sides;
   for (const TrialInput& trial : input.trials) {
-    if (trial.outcome != "succeeded") continue;
+    if (!trial.outcome.Succeeded()) continue;
     Side& side = sides[trial.variant_key];
     ++side.succeeded;
     side.steps += static_cast<std::int64_t>(trial.steps.size());

@@ -814,7 +814,7 @@ TEST(ReportBuilderTest, AdaptiveSweepReportsWhereEachVariantStoppedAndWhatItSave
   EXPECT_NEAR(report.adaptive->look_confidence, 1 - 0.05 / 4, 1e-12);
   std::vector<double> num, den;
   for (const TrialView& t : report.trials) {
-    if (t.outcome != "succeeded") continue;
+    if (!t.outcome.Succeeded()) continue;
     if (t.variant_key == kJit1) num.push_back(*t.tokens_per_s);
     if (t.variant_key == kEager1) den.push_back(*t.tokens_per_s);
   }

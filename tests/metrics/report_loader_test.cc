@@ -40,7 +40,7 @@ TEST_F(ReportLoaderTest, ReadsTheSweepAsStored) {
   }
   ASSERT_EQ(input->trials.size(), 8u);
   for (const TrialInput& t : input->trials) {
-    EXPECT_EQ(t.outcome, "queued");
+    EXPECT_EQ(t.outcome.Text(), "queued");
     EXPECT_TRUE(t.ranks.empty());
   }
 }
@@ -90,7 +90,7 @@ TEST_F(ReportLoaderTest, ReadsSummariesStepsWorkersAndOnlyTheCurrentAttempt) {
   ASSERT_TRUE(input.ok()) << input.status().ToString();
   const TrialInput& t0 = input->trials[0];
   EXPECT_EQ(t0.id, first);
-  EXPECT_EQ(t0.outcome, "succeeded");
+  EXPECT_EQ(t0.outcome.outcome, protocol::Outcome::kSucceeded);
   EXPECT_EQ(t0.worker, "node-a");
   ASSERT_EQ(t0.ranks.size(), 1u);
   EXPECT_DOUBLE_EQ(t0.ranks[0].tokens_per_s, 9000.0);
@@ -101,10 +101,11 @@ TEST_F(ReportLoaderTest, ReadsSummariesStepsWorkersAndOnlyTheCurrentAttempt) {
   ASSERT_TRUE(t0.steps[0].loss);
   EXPECT_DOUBLE_EQ(*t0.steps[0].loss, 2.9);
   const TrialInput& t1 = input->trials[1];
-  EXPECT_EQ(t1.outcome, "oom");
+  EXPECT_EQ(t1.outcome.outcome, protocol::Outcome::kOom);
   EXPECT_EQ(t1.reason, "out of memory at step 0");
   EXPECT_EQ(t1.worker, "node-b");
-  EXPECT_EQ(input->trials[2].outcome, "queued");
+  EXPECT_FALSE(input->trials[2].outcome.Finished());
+  EXPECT_EQ(input->trials[2].outcome.state, "queued");
 }
 
 TEST_F(ReportLoaderTest, RendersAFinishedSweepInEveryFormat) {
@@ -247,7 +248,7 @@ TEST_F(ReportLoaderTest, EnvironmentsAreReadShownAndDifferencesCalledOut) {
   auto input = LoadReportInputFromFile(path_, std::to_string(sweep_id));
   ASSERT_TRUE(input.ok()) << input.status().ToString();
   for (const TrialInput& t : input->trials) {
-    if (t.outcome != "succeeded") continue;
+    if (!t.outcome.Succeeded()) continue;
     ASSERT_TRUE(t.environment.is_object()) << t.id;
     EXPECT_EQ(t.environment["torch_version"], t.repeat == 0 ? "2.4.1" : "2.5.0");
   }

@@ -116,7 +116,7 @@ inline TrialInput SimTrial(std::int64_t id, const std::string& variant, int repe
   t.repeat = repeat;
   t.order_index = order_index;
   t.worker = "w1";
-  t.outcome = "succeeded";
+  t.outcome = TrialStanding::FromText("succeeded");
   RankSummary r;
   r.step_s_median = Median(steps);
   r.tokens_per_s = kTokensPerStep / r.step_s_median;

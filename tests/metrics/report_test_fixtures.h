@@ -64,7 +64,7 @@ inline TrialInput Succeeded(const std::string& variant, int repeat, const TrialS
   t.repeat = repeat;
   t.order_index = order_index >= 0 ? order_index : static_cast<int>(t.id);
   t.worker = spec.worker;
-  t.outcome = "succeeded";
+  t.outcome = TrialStanding::FromText("succeeded");
   double step_s = static_cast<double>(spec.tokens_per_step) / spec.tokens_per_s;
   for (int rank = 0; rank < 2; ++rank) {
     RankSummary r;
@@ -101,7 +101,7 @@ inline TrialInput Unsuccessful(const std::string& variant, int repeat, const std
   t.repeat = repeat;
   t.order_index = static_cast<int>(t.id);
   t.worker = worker;
-  t.outcome = outcome;
+  t.outcome = TrialStanding::FromText(outcome);
   t.reason = reason;
   return t;
 }
