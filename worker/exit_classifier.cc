@@ -5,22 +5,13 @@
 #include <cstring>
 
 #include "protocol/error_cause.h"
+#include "protocol/trainer_exit.h"
 
 namespace bakeoff::worker {
 
 using protocol::Outcome;
 
-std::optional<Outcome> OutcomeForExitCode(int exit_code) {
-  switch (exit_code) {
-    case 0: return Outcome::kSucceeded;
-    case 1: return Outcome::kFailed;
-    case 2: return Outcome::kFailed;
-    case 3: return Outcome::kOom;
-    case 4: return Outcome::kUnsupported;
-    case 5: return Outcome::kDiverged;
-    default: return std::nullopt;
-  }
-}
+std::optional<Outcome> OutcomeForExitCode(int exit_code) { return protocol::OutcomeForTrainerExit(exit_code); }
 
 namespace {
 

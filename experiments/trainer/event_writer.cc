@@ -26,10 +26,7 @@ int EventWriter::Error(const std::string& kind, const std::string& message) {
   }
   const std::string cause = protocol::ErrorCause(message);
   Write("error", {{"kind", kind}, {"message", cause.empty() ? message : cause}});
-  if (kind == "oom") return kExitOom;
-  if (kind == "unsupported") return kExitUnsupported;
-  if (kind == "diverged") return kExitDiverged;
-  return kExitFailed;
+  return protocol::TrainerExitForErrorKind(kind);
 }
 
 }  // namespace bakeoff::trainer

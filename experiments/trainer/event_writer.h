@@ -11,14 +11,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/trainer_exit.h"
+
 namespace bakeoff::trainer {
 
+// The exit codes, from the one table the worker reads them back by (protocol/trainer_exit.h).
 inline constexpr int kExitSucceeded = 0;
-inline constexpr int kExitFailed = 1;
-inline constexpr int kExitInvalidConfig = 2;
-inline constexpr int kExitOom = 3;
-inline constexpr int kExitUnsupported = 4;
-inline constexpr int kExitDiverged = 5;
+inline constexpr int kExitFailed = protocol::TrainerExitForErrorKind("failed");
+inline constexpr int kExitInvalidConfig = protocol::TrainerExitForErrorKind("config");
+inline constexpr int kExitOom = protocol::TrainerExitForErrorKind("oom");
+inline constexpr int kExitUnsupported = protocol::TrainerExitForErrorKind("unsupported");
+inline constexpr int kExitDiverged = protocol::TrainerExitForErrorKind("diverged");
 
 class EventWriter {
  public:

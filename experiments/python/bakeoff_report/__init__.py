@@ -33,7 +33,8 @@ import traceback
 __all__ = ["init", "Run", "compile_evidence", "cuda_graph_evidence", "compile_outcome", "classify_exception",
            "EXIT_CODES", "InfrastructureError"]
 
-# docs/trainer.md, "Exit codes".
+# docs/trainer.md, "Exit codes"; the same table as the native trainer's and the worker's
+# (protocol/trainer_exit.h; TrainerExitTest checks that they agree).
 EXIT_CODES = {"failed": 1, "config": 2, "oom": 3, "unsupported": 4, "diverged": 5}
 
 _PROCESS_START = time.perf_counter()
