@@ -125,24 +125,39 @@ std::optional<std::pair<int, int>> FlowDepthExceeded(const std::string& text, in
   return std::nullopt;
 }
 
-// The position (1-based line, column) of the first byte that is not part of valid
-// UTF-8, if any. JSON output (nlohmann) throws on invalid UTF-8, so it stops here.
-std::optional<std::pair<int, int>> InvalidUtf8(const std::string& text) {
+// The first place (1-based line, column) where the text is not YAML's character set:
+// bytes that are not valid UTF-8, or a character outside YAML 1.2's c-printable (a control
+// character other than tab, line feed and carriage return; U+FFFE, U+FFFF). JSON output
+// (nlohmann) throws on invalid UTF-8, and yaml-cpp turns a NUL inside a scalar into bytes
+// that are not UTF-8, so both stop here.
+struct TextFault {
+  int line = 1;
+  int column = 1;
+  std::string what;  // "not UTF-8 text" or "control character U+0000"
+};
+std::optional<TextFault> FirstTextFault(const std::string& text) {
   int line = 1, column = 1;
   size_t i = 0;
   while (i < text.size()) {
     auto c = static_cast<unsigned char>(text[i]);
     size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (length == 0 || i + length > text.size()) return std::make_pair(line, column);
+    if (length == 0 || i + length > text.size()) return TextFault{line, column, "not UTF-8 text"};
     uint32_t code = length == 1 ? c : c & (0x7F >> length);
     for (size_t k = 1; k < length; ++k) {
       auto next = static_cast<unsigned char>(text[i + k]);
-      if ((next >> 6) != 0x2) return std::make_pair(line, column);
+      if ((next >> 6) != 0x2) return TextFault{line, column, "not UTF-8 text"};
       code = (code << 6) | (next & 0x3F);
     }
     static constexpr uint32_t kMinCode[] = {0, 0, 0x80, 0x800, 0x10000};
     if (code < kMinCode[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
-      return std::make_pair(line, column);
+      return TextFault{line, column, "not UTF-8 text"};
+    }
+    const bool printable = code == 0x9 || code == 0xA || code == 0xD || (code >= 0x20 && code <= 0x7E) ||
+                           code == 0x85 || (code >= 0xA0 && code != 0xFFFE && code != 0xFFFF);
+    if (!printable) {
+      char name[16];
+      snprintf(name, sizeof(name), "U+%04X", static_cast<unsigned>(code));
+      return TextFault{line, column, std::string("control character ") + name + ", which YAML does not allow"};
     }
     if (c == '\n') {
       ++line;
@@ -182,10 +197,10 @@ class SweepParser {
           std::to_string(limits_.max_yaml_bytes) +
           " bytes for a sweep file; split the sweep into several");
     }
-    if (auto at = InvalidUtf8(text)) {
-      return Status::InvalidArgument(source_ + ":" + std::to_string(at->first) + ":" +
-                                     std::to_string(at->second) +
-                                     ": not UTF-8 text; save the sweep file as UTF-8");
+    if (auto fault = FirstTextFault(text)) {
+      return Status::InvalidArgument(source_ + ":" + std::to_string(fault->line) + ":" +
+                                     std::to_string(fault->column) + ": " + fault->what +
+                                     "; save the sweep file as UTF-8 text");
     }
     if (auto at = FlowDepthExceeded(text, limits_.max_depth)) {
       return Status::ResourceExhausted(source_ + ":" + std::to_string(at->first) + ":" +

@@ -150,7 +150,8 @@ std::string Got(const json& value) {
   if (value.is_null()) return "got nothing";
   if (value.is_object()) return "got a mapping";
   if (value.is_array()) return "got a list";
-  return "got " + value.dump();
+  // replace: a value from a peer's or a file's text never makes the message throw.
+  return "got " + value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 Status Invalid(const TrainerField& field, const json& value) {

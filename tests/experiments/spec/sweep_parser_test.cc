@@ -153,6 +153,18 @@ TEST(SweepParserTest, ReportsSyntaxErrorsWithLineAndColumn) {
   });
 }
 
+TEST(SweepParserTest, RejectsControlCharactersYamlDoesNotAllowAtTheirPlace) {
+  // A NUL inside a plain scalar: yaml-cpp made bytes of it that are not UTF-8, and the
+  // error message's JSON then threw (the fuzzer's find, 2026-12-06; corpus
+  // nul_in_plain_scalar.yaml). Refused before YAML is read, at its line and column.
+  const std::string nul = std::string("name: g\nworkload: {model: ti") + '\0' + "_, steps: 2}\n";
+  EXPECT_THAT(ErrorOf(nul), HasSubstr("test.yaml:2:21: control character U+0000, which YAML does not allow"));
+  EXPECT_THAT(ErrorOf("name: s\nquestion: a\x07" "b\n"), HasSubstr("test.yaml:2:12: control character U+0007"));
+  EXPECT_THAT(ErrorOf("name: s\nquestion: \xc2\x9b\n"), HasSubstr("control character U+009B"));
+  // Tab, line feed, carriage return and everything printable stay allowed.
+  EXPECT_THAT(ErrorOf("name: s\r\nquestion: \"a\tb \xc2\xa0\xe2\x82\xac\"\r\n"), Not(HasSubstr("control character")));
+}
+
 TEST(SweepParserTest, RejectsTextThatIsNotUtf8) {
   EXPECT_THAT(ErrorOf("name: s\nquestion: caf\xe9?\n"),
               HasSubstr("test.yaml:2:14: not UTF-8 text"));
