@@ -1604,6 +1604,15 @@ class AdaptiveRepeatsTest : public CoordinatorServiceTest {
       ASSERT_TRUE(store_->FinishTrial(t.id, 1, metrics::Outcome::kSucceeded, "").ok());
     }
   }
+  // Submits `yaml`, runs it on worker w1 until it finishes (a failure otherwise) and
+  // returns its trials by variant.
+  std::map<std::string, std::vector<metrics::TrialRecord>> RunToTheEnd(const std::string& yaml) {
+    Register("w1");
+    const auto sweep_id = Submit(yaml.c_str());
+    RunAll(sweep_id);
+    EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kFinished);
+    return ByVariant(sweep_id);
+  }
   std::map<std::string, std::vector<metrics::TrialRecord>> ByVariant(std::int64_t sweep_id) {
     std::map<std::string, std::vector<metrics::TrialRecord>> out;
     const auto trials = store_->ListTrials(sweep_id).value();  // outlives the loop
@@ -1663,11 +1672,7 @@ TEST_F(AdaptiveRepeatsTest, ABaselineStopsOnceNoVariantPairedWithItNeedsMore) {
   // nothing and are cancelled too.
   std::string yaml = kAdaptiveSweep;
   yaml.replace(yaml.find("[1, 2, 4]"), 9, "[1, 2]");
-  Register("w1");
-  const auto sweep_id = Submit(yaml.c_str());
-  RunAll(sweep_id);
-  EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kFinished);
-  auto by_variant = ByVariant(sweep_id);
+  auto by_variant = RunToTheEnd(yaml);
   for (const auto& t : by_variant["micro_batch=1"]) {
     if (t.repeat < 3) {
       EXPECT_EQ(t.outcome, metrics::Outcome::kSucceeded);
@@ -1769,11 +1774,7 @@ TEST_F(AdaptiveRepeatsTest, EveryVariantStopsOnceAllTheAnswersComparisonsHaveSto
   // later repeats are cancelled, the baseline's too.
   std::string yaml = kTwoAxisAdaptiveSweep;
   yaml.replace(yaml.find("seed: {values: [1, 2]}"), 22, "seed: {values: [1, 3]}");
-  Register("w1");
-  const auto sweep_id = Submit(yaml.c_str());
-  RunAll(sweep_id);
-  EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kFinished);
-  auto by_variant = ByVariant(sweep_id);
+  auto by_variant = RunToTheEnd(yaml);
   ASSERT_EQ(by_variant.size(), 4u);
   for (const auto& [key, trials] : by_variant) {
     for (const auto& t : trials) {
