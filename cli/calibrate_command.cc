@@ -156,7 +156,7 @@ int RunCalibrate(const CalibrateFlags& flags) {
   return kExitOk;
 }
 
-void Setup(CLI::App& root, int* exit_code) {
+void SetupCalibrate(CLI::App& root, int* exit_code) {
   auto flags = std::make_shared<CalibrateFlags>();
   auto* cmd = root.add_subcommand(
       "calibrate", "Measure this machine's run-to-run noise for a sweep's workload (an A/A run) and store it");
@@ -176,6 +176,6 @@ void Setup(CLI::App& root, int* exit_code) {
 
 }  // namespace
 
-BAKEOFF_REGISTER_COMMAND("calibrate", Setup);
+BAKEOFF_REGISTER_COMMAND("calibrate", SetupCalibrate);
 
 }  // namespace bakeoff::cli

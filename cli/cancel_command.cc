@@ -23,7 +23,7 @@ int RunCancel(const CancelFlags& flags) {
   return WriteOutput(flags.api.output, text).ok() ? kExitOk : kExitFailure;
 }
 
-void Setup(CLI::App& root, int* exit_code) {
+void SetupCancel(CLI::App& root, int* exit_code) {
   auto flags = std::make_shared<CancelFlags>();
   auto* cmd = root.add_subcommand("cancel", "Cancel a sweep (by id or name)");
   cmd->add_option("sweep", flags->sweep, "sweep id or name")->required();
@@ -33,6 +33,6 @@ void Setup(CLI::App& root, int* exit_code) {
 
 }  // namespace
 
-BAKEOFF_REGISTER_COMMAND("cancel", Setup);
+BAKEOFF_REGISTER_COMMAND("cancel", SetupCancel);
 
 }  // namespace bakeoff::cli

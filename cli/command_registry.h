@@ -34,5 +34,5 @@ inline bool RegisterCommand(const std::string& name, CommandSetup setup) {
 #define BAKEOFF_CONCAT(a, b) BAKEOFF_CONCAT_INNER(a, b)
 // Use once per *_command.cc at namespace scope: BAKEOFF_REGISTER_COMMAND("validate", SetupValidate);
 #define BAKEOFF_REGISTER_COMMAND(name, setup) \
-  static const bool BAKEOFF_CONCAT(bakeoff_command_registered_, __LINE__) = \
+  static const bool BAKEOFF_CONCAT(bakeoff_command_registered_, __COUNTER__) = \
       ::bakeoff::cli::RegisterCommand(name, setup)

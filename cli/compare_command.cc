@@ -29,7 +29,7 @@ struct CompareFlags {
   bool fail_on_regression = false;
 };
 
-int Fail(const Status& status, int code) {
+int FailCompare(const Status& status, int code) {
   std::cerr << "bakeoff compare: " << status.message() << "\n";
   return code;
 }
@@ -46,19 +46,19 @@ Result<metrics::ReportInput> Load(const std::string& db, const std::string& swee
 
 int RunCompare(const CompareFlags& flags) {
   Result<metrics::ReportFormat> format = metrics::ParseReportFormat(flags.format);
-  if (!format.ok()) return Fail(format.status(), kExitUsage);
+  if (!format.ok()) return FailCompare(format.status(), kExitUsage);
   metrics::ReportOptions options;
   options.format = *format;
   options.loss_parity_threshold = flags.loss_threshold;
   options.seed = flags.seed;
   options.bootstrap_resamples = flags.resamples;
   Result<metrics::ReportInput> a = Load(flags.db, flags.sweep_a);
-  if (!a.ok()) return Fail(a.status().WithContext("sweep A"), ExitCodeFor(a.status()));
+  if (!a.ok()) return FailCompare(a.status().WithContext("sweep A"), ExitCodeFor(a.status()));
   Result<metrics::ReportInput> b = Load(flags.db_b.empty() ? flags.db : flags.db_b, flags.sweep_b);
-  if (!b.ok()) return Fail(b.status().WithContext("sweep B"), ExitCodeFor(b.status()));
+  if (!b.ok()) return FailCompare(b.status().WithContext("sweep B"), ExitCodeFor(b.status()));
   metrics::SweepComparison comparison = metrics::CompareSweeps(*a, *b, options);
   Status written = WriteOutput(flags.output, metrics::RenderComparison(comparison, *format));
-  if (!written.ok()) return Fail(written, kExitFailure);
+  if (!written.ok()) return FailCompare(written, kExitFailure);
   if (flags.fail_on_regression) {
     for (const metrics::CompareRow& row : comparison.rows) {
       if (row.verdict == metrics::CompareRow::Verdict::kNowFails ||

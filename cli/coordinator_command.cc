@@ -193,7 +193,7 @@ constexpr Limit kLimits[] = {
      "CUDA devices one worker may offer; a registration claiming more is refused"},
 };
 
-void Setup(CLI::App& root, int* exit_code) {
+void SetupCoordinator(CLI::App& root, int* exit_code) {
   auto flags = std::make_shared<CoordinatorFlags>();
   auto* cmd = root.add_subcommand("coordinator", "Run the coordinator: HTTP API, worker listener, results database");
   cmd->add_option("--listen", flags->config.http_listen, "HTTP API address HOST:PORT (port 0 picks a free port)")
@@ -246,6 +246,6 @@ void Setup(CLI::App& root, int* exit_code) {
 
 }  // namespace
 
-BAKEOFF_REGISTER_COMMAND("coordinator", Setup);
+BAKEOFF_REGISTER_COMMAND("coordinator", SetupCoordinator);
 
 }  // namespace bakeoff::cli

@@ -49,7 +49,7 @@ int RunLocal(const LocalFlags& flags) {
   return SweepSucceeded(finished, c.succeeded, c.cancelled, final_state.trial_count) ? kExitOk : kExitIncomplete;
 }
 
-void Setup(CLI::App& root, int* exit_code) {
+void SetupLocal(CLI::App& root, int* exit_code) {
   auto flags = std::make_shared<LocalFlags>();
   auto* cmd = root.add_subcommand("local", "Run a sweep on this machine: a coordinator plus N workers");
   cmd->add_option("file", flags->file, "sweep YAML file")->required();
@@ -64,6 +64,6 @@ void Setup(CLI::App& root, int* exit_code) {
 
 }  // namespace
 
-BAKEOFF_REGISTER_COMMAND("local", Setup);
+BAKEOFF_REGISTER_COMMAND("local", SetupLocal);
 
 }  // namespace bakeoff::cli

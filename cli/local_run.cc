@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -129,6 +130,15 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
     host_cores = std::move(partition).value();
     if (!host_cores.note().empty()) std::cerr << who << "warning: " << host_cores.note() << "\n";
   }
+  // A sweep whose variants all run command templates (the main job: the Python stack)
+  // needs no trainer: its workers start without one (only `bakeoff` is built).
+  bool needs_trainer = true;
+  if (auto spec = spec::ParseSweepText(yaml, source); spec.ok()) {
+    if (auto expanded = spec::Expand(*spec); expanded.ok()) {
+      needs_trainer = std::any_of(expanded->variants.begin(), expanded->variants.end(),
+                                  [](const spec::Variant& v) { return !v.config["command_template"].is_string(); });
+    }
+  }
   for (int i = 0; i < flags.workers; ++i) {
     worker::WorkerConfig wc;
     wc.coordinator_address = "127.0.0.1:" + std::to_string(node.worker_port());
@@ -143,6 +153,7 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
       }
     }
     wc.trainer_path = flags.trainer;
+    wc.trainer_optional = !needs_trainer;
     wc.store_ports = {29500 + 100 * i, 29599 + 100 * i};
     if (!flags.work_dir.empty()) wc.work_dir = flags.work_dir + "/" + wc.name;
     wc.data_root = flags.data_root;
@@ -222,21 +233,20 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
       if (sweep.ok()) {
         const auto& c = sweep->counts;
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        char line[256];
-        const double remaining = eta.Update(c.finished, sweep->trial_count, elapsed);
-        snprintf(line, sizeof(line), "done %lld/%lld · running %lld · queued %lld · elapsed %.0f s · remaining %s",
-                 static_cast<long long>(c.finished), static_cast<long long>(sweep->trial_count),
-                 static_cast<long long>(c.running + c.assigned), static_cast<long long>(c.queued), elapsed,
-                 remaining < 0 ? "?" : ("~" + std::to_string(static_cast<long>(remaining + 0.5)) + " s").c_str());
-        // Why queued trials cannot start, as `status` and the API say it (same thread as
-        // the service: the io_context runs both).
-        std::string text = line;
+        ProgressFigures figures;
+        figures.done = c.finished;
+        figures.total = sweep->trial_count;
+        figures.running = c.running + c.assigned;
+        figures.queued = c.queued;
+        figures.elapsed_s = elapsed;
+        figures.remaining_s = eta.Update(c.finished, sweep->trial_count, elapsed);
+        // The answer's comparisons and why queued trials cannot start, as `status` and the
+        // API say them (same thread as the service: the io_context runs both).
         if (auto answered = node.service().AnsweredComparisons(sweep_id)) {
-          text += " · answered " + std::to_string(answered->first) + "/" + std::to_string(answered->second);
+          figures.comparisons = ProgressFigures::Answered{answered->first, answered->second};
         }
-        if (std::string waiting = node.service().WaitingReason(sweep_id); !waiting.empty()) {
-          text += " · waiting: " + waiting;
-        }
+        figures.waiting = node.service().WaitingReason(sweep_id);
+        const std::string text = FormatProgressLine(figures);
         if (tty) {
           std::cerr << "\r\033[K" << text << std::flush;
         } else if (static_cast<long>(elapsed) / 10 != last_printed ||

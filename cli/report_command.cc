@@ -36,14 +36,14 @@ struct ReportFlags {
   int resamples = 2000;
 };
 
-int Fail(const Status& status, int code) {
+int FailReport(const Status& status, int code) {
   std::cerr << "bakeoff report: " << status.message() << "\n";
   return code;
 }
 
 int RunReport(const ReportFlags& flags) {
   Result<metrics::ReportFormat> format = metrics::ParseReportFormat(flags.format);
-  if (!format.ok()) return Fail(format.status(), kExitUsage);
+  if (!format.ok()) return FailReport(format.status(), kExitUsage);
   metrics::ReportOptions options;
   options.format = *format;
   options.loss_parity_threshold = flags.loss_threshold;
@@ -52,7 +52,7 @@ int RunReport(const ReportFlags& flags) {
   options.bootstrap_resamples = flags.resamples;
   if (!flags.memory_budget.empty()) {
     Result<std::int64_t> budget = metrics::ParseByteSize(flags.memory_budget);
-    if (!budget.ok()) return Fail(budget.status().WithContext("--memory-budget"), kExitUsage);
+    if (!budget.ok()) return FailReport(budget.status().WithContext("--memory-budget"), kExitUsage);
     options.memory_budget_bytes = *budget;
   }
 
@@ -63,19 +63,19 @@ int RunReport(const ReportFlags& flags) {
   }
   if (!source.coordinator.empty()) {
     Result<std::string> token = protocol::LoadToken(flags.token_file);
-    if (!token.ok()) return Fail(token.status(), kExitUsage);
+    if (!token.ok()) return FailReport(token.status(), kExitUsage);
     Result<CoordinatorClient> client =
         CoordinatorClient::Create(source.coordinator, *token, std::chrono::seconds(30), flags.tls_ca);
-    if (!client.ok()) return Fail(client.status(), ExitCodeFor(client.status()));
+    if (!client.ok()) return FailReport(client.status(), ExitCodeFor(client.status()));
     // The coordinator computes the report with its defaults; options that change the
     // figures travel as query parameters, written by the report library that reads them.
     const std::string target = "/api/v1/sweeps/" + UrlEncode(flags.sweep) + "/report?" + metrics::ReportQuery(options);
     text = client->GetText(target);
-    if (!text.ok()) return Fail(text.status(), ExitCodeFor(text.status()));
+    if (!text.ok()) return FailReport(text.status(), ExitCodeFor(text.status()));
   } else {
     std::error_code ec;
     if (!std::filesystem::exists(source.db, ec)) {
-      return Fail(Status::NotFound("results database " + source.db +
+      return FailReport(Status::NotFound("results database " + source.db +
                                    " does not exist; pass --db FILE (the coordinator's --db), "
                                    "or --coordinator URL to ask a running coordinator"),
                   kExitUnavailable);
@@ -84,11 +84,11 @@ int RunReport(const ReportFlags& flags) {
     if (!text.ok()) {
       int code = text.status().code() == Status::Code::kNotFound ? kExitFailure
                                                                  : ExitCodeFor(text.status());
-      return Fail(text.status(), code);
+      return FailReport(text.status(), code);
     }
   }
   Status written = WriteOutput(flags.output, *text);
-  if (!written.ok()) return Fail(written, kExitFailure);
+  if (!written.ok()) return FailReport(written, kExitFailure);
   return kExitOk;
 }
 

@@ -156,7 +156,7 @@ int RunStatus(const StatusFlags& flags) {
   return kExitOk;
 }
 
-void Setup(CLI::App& root, int* exit_code) {
+void SetupStatus(CLI::App& root, int* exit_code) {
   auto flags = std::make_shared<StatusFlags>();
   auto* cmd = root.add_subcommand("status", "Show sweeps, or one sweep's trials");
   cmd->add_option("sweep", flags->sweep, "sweep id or name (default: list every sweep)");
@@ -168,6 +168,6 @@ void Setup(CLI::App& root, int* exit_code) {
 
 }  // namespace
 
-BAKEOFF_REGISTER_COMMAND("status", Setup);
+BAKEOFF_REGISTER_COMMAND("status", SetupStatus);
 
 }  // namespace bakeoff::cli

@@ -32,17 +32,6 @@ struct SubmitFlags {
 volatile std::sig_atomic_t g_stop_watching = 0;
 void StopWatching(int) { g_stop_watching = 1; }
 
-std::string Clock(double seconds) {
-  long s = static_cast<long>(seconds + 0.5);
-  char buf[32];
-  if (s >= 3600) {
-    snprintf(buf, sizeof(buf), "%ldh%02ldm", s / 3600, (s / 60) % 60);
-  } else {
-    snprintf(buf, sizeof(buf), "%ldm%02lds", s / 60, s % 60);
-  }
-  return buf;
-}
-
 int RunSubmit(const SubmitFlags& flags) {
   auto yaml = ReadSweepFile(flags.file);
   if (!yaml.ok()) return ReportFailure("submit", yaml.status());
@@ -72,10 +61,13 @@ int RunSubmit(const SubmitFlags& flags) {
   std::signal(SIGTERM, StopWatching);
   while (true) {
     if (g_stop_watching) {
+      // The flags that reached this coordinator reach it again.
+      std::string reach = " --coordinator " + flags.coordinator;
+      if (!flags.token_file.empty()) reach += " --token-file " + flags.token_file;
+      if (!flags.tls_ca.empty()) reach += " --tls-ca " + flags.tls_ca;
       std::cerr << (tty ? "\n" : "") << "bakeoff submit: stopped watching; sweep " << id
-                << " keeps running on the coordinator. Watch it again: bakeoff status " << id
-                << " --coordinator " << flags.coordinator << "; cancel it: bakeoff cancel " << id
-                << " --coordinator " << flags.coordinator << "\n";
+                << " keeps running on the coordinator. Watch it again: bakeoff status " << id << reach
+                << "; cancel it: bakeoff cancel " << id << reach << "\n";
       return kExitInterrupted;
     }
     auto got = client->GetJson("/api/v1/sweeps/" + id);
@@ -89,21 +81,19 @@ int RunSubmit(const SubmitFlags& flags) {
       failures = 0;
       sweep = *got;
       const auto& c = sweep["counts"];
-      const long total = sweep.value("trial_count", 0L);
-      const long done = c.value("finished", 0L);
-      const long running = c.value("running", 0L) + c.value("assigned", 0L);
-      const long queued = c.value("queued", 0L);
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const double left = eta.Update(done, total, elapsed);
-      std::string remaining = left >= 0 ? "~" + Clock(left) : "?";
-      std::string line = "sweep " + id + ": done " + std::to_string(done) + "/" + std::to_string(total) +
-                         " · running " + std::to_string(running) + " · queued " + std::to_string(queued) +
-                         " · elapsed " + Clock(elapsed) + " · remaining " + remaining;
+      ProgressFigures figures;
+      figures.total = sweep.value("trial_count", 0L);
+      figures.done = c.value("finished", 0L);
+      figures.running = c.value("running", 0L) + c.value("assigned", 0L);
+      figures.queued = c.value("queued", 0L);
+      figures.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      figures.remaining_s = eta.Update(figures.done, figures.total, figures.elapsed_s);
       if (sweep.contains("comparisons")) {
         const auto& a = sweep["comparisons"];
-        line += " · answered " + std::to_string(a.value("answered", 0)) + "/" + std::to_string(a.value("total", 0));
+        figures.comparisons = ProgressFigures::Answered{a.value("answered", 0), a.value("total", 0)};
       }
-      if (sweep.contains("waiting")) line += " · waiting: " + sweep.value("waiting", "");
+      figures.waiting = sweep.value("waiting", "");
+      const std::string line = "sweep " + id + ": " + FormatProgressLine(figures);
       if (tty) {
         std::cerr << "\r\033[K" << line << std::flush;
       } else {
@@ -138,7 +128,7 @@ int RunSubmit(const SubmitFlags& flags) {
   return all_ok ? kExitOk : kExitIncomplete;
 }
 
-void Setup(CLI::App& root, int* exit_code) {
+void SetupSubmit(CLI::App& root, int* exit_code) {
   auto flags = std::make_shared<SubmitFlags>();
   auto* cmd = root.add_subcommand("submit", "Submit a sweep to the coordinator");
   cmd->add_option("file", flags->file, "sweep YAML file")->required();
@@ -155,6 +145,6 @@ void Setup(CLI::App& root, int* exit_code) {
 
 }  // namespace
 
-BAKEOFF_REGISTER_COMMAND("submit", Setup);
+BAKEOFF_REGISTER_COMMAND("submit", SetupSubmit);
 
 }  // namespace bakeoff::cli

@@ -198,7 +198,7 @@ int RunWorker(WorkerFlags& flags) {
   return kExitOk;
 }
 
-void Setup(CLI::App& root, int* exit_code) {
+void SetupWorker(CLI::App& root, int* exit_code) {
   auto flags = std::make_shared<WorkerFlags>();
   auto* cmd = root.add_subcommand("worker", "Run a worker agent that executes trials for a coordinator");
   // An option whose --help shows its default.
@@ -295,6 +295,6 @@ void Setup(CLI::App& root, int* exit_code) {
 
 }  // namespace
 
-BAKEOFF_REGISTER_COMMAND("worker", Setup);
+BAKEOFF_REGISTER_COMMAND("worker", SetupWorker);
 
 }  // namespace bakeoff::cli

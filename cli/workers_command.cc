@@ -55,7 +55,7 @@ int RunWorkers(const WorkersFlags& flags) {
   return WriteOutput(flags.api.output, text).ok() ? kExitOk : kExitFailure;
 }
 
-void Setup(CLI::App& root, int* exit_code) {
+void SetupWorkers(CLI::App& root, int* exit_code) {
   auto flags = std::make_shared<WorkersFlags>();
   auto* cmd = root.add_subcommand("workers", "List the coordinator's workers");
   AddApiClientOptions(cmd, &flags->api);
@@ -64,6 +64,6 @@ void Setup(CLI::App& root, int* exit_code) {
 
 }  // namespace
 
-BAKEOFF_REGISTER_COMMAND("workers", Setup);
+BAKEOFF_REGISTER_COMMAND("workers", SetupWorkers);
 
 }  // namespace bakeoff::cli

@@ -2,12 +2,30 @@
 # .cc in its folder, and each tests/<component>/<name>_test.cc is one test executable.
 # A file named *_slow_test.cc gets the ctest label "slow" (CI runs it; `-LE slow` skips).
 
+# bakeoff_unity(TARGET...): compile each target's sources in batches, one translation
+# unit per batch (CMake's unity build), when BAKEOFF_UNITY is ON. The Asio, Beast and
+# nlohmann-json templates a folder's files share are then instantiated and optimised once
+# a batch instead of once a file (docs/build.md, "Unity batches"). A file's
+# anonymous-namespace names must therefore be unique within its library.
+function(bakeoff_unity)
+  foreach(target ${ARGN})
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ${BAKEOFF_UNITY}
+      UNITY_BUILD_BATCH_SIZE ${BAKEOFF_UNITY_BATCH})
+    # In a batch each .cc is an included file, and GCC then warns about every type of a
+    # file's anonymous namespace that a coroutine frame or class of that file holds.
+    if(BAKEOFF_UNITY AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+      target_compile_options(${target} PRIVATE -Wno-subobject-linkage)
+    endif()
+  endforeach()
+endfunction()
+
 # bakeoff_component_library(NAME DIR LIBS...)
 function(bakeoff_component_library name dir)
   file(GLOB sources CONFIGURE_DEPENDS ${dir}/*.cc)
   if(sources)
     add_library(${name} STATIC ${sources})
     target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+    bakeoff_unity(${name})
   else()
     add_library(${name} INTERFACE)
     target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR})

@@ -14,7 +14,7 @@
 #include "protocol/outcome.h"
 #include "protocol/token.h"
 #include "protocol/trainer_event.h"
-#include "protocol/log.h"
+#include "coordinator/coordinator_log.h"
 
 namespace bakeoff::coordinator {
 namespace asio = boost::asio;
@@ -23,7 +23,6 @@ using protocol::Outcome;
 
 namespace {
 
-constexpr logging::Logger kLog("coordinator");
 
 }  // namespace
 

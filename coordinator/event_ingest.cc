@@ -6,12 +6,11 @@
 #include <vector>
 
 #include "protocol/trainer_event.h"
-#include "protocol/log.h"
+#include "coordinator/coordinator_log.h"
 
 namespace bakeoff::coordinator {
 namespace {
 
-constexpr logging::Logger kLog("coordinator");
 
 }  // namespace
 

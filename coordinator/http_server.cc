@@ -21,7 +21,7 @@
 #include "metrics/report/report_service.h"
 #include "protocol/json_limits.h"
 #include "protocol/token.h"
-#include "protocol/log.h"
+#include "coordinator/coordinator_log.h"
 
 namespace bakeoff::coordinator {
 namespace asio = boost::asio;
@@ -54,7 +54,6 @@ constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
 // A connection that has not shown a valid token yet sends its request header within this.
 constexpr std::chrono::seconds kPreAuthHeaderTimeout{10};
 
-constexpr logging::Logger kLog("coordinator");
 
 std::string PeerAddress(const tcp::socket& socket) {
   boost::system::error_code ec;

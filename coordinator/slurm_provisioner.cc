@@ -1,5 +1,4 @@
 #include "coordinator/slurm_provisioner.h"
-#include "protocol/log.h"
 
 #include <sys/stat.h>
 
@@ -11,13 +10,14 @@
 
 #include <boost/asio/post.hpp>
 
+#include "coordinator/coordinator_log.h"
+
 namespace bakeoff::coordinator {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
 namespace {
 
-constexpr logging::Logger kLog("coordinator.slurm");
 
 std::string Quote(const std::string& s) {
   std::string out = "'";
@@ -120,7 +120,7 @@ Status SlurmProvisioner::Start() {
     if (!out) return Status::Unavailable("slurm: cannot write the batch script '" + script_path_ + "'");
   }
   chmod(script_path_.c_str(), 0755);
-  kLog.Info("partition=" + config_.partition + " max_nodes=" + std::to_string(config_.max_nodes) +
+  kSlurmLog.Info("partition=" + config_.partition + " max_nodes=" + std::to_string(config_.max_nodes) +
       " max_pending_jobs=" + std::to_string(config_.max_pending_jobs) +
       (config_.gpus_per_node > 0 ? " gpus_per_node=" + std::to_string(config_.gpus_per_node)
                                  : " slots_per_node=" + std::to_string(config_.slots_per_node)) +
@@ -169,7 +169,7 @@ void SlurmProvisioner::OnQueue(Result<std::vector<SlurmQueueEntry>> queue) {
   if (!queue.ok()) {
     // Without a fresh view nothing is submitted or cancelled this round (a slurmctld
     // that does not answer must not make us submit twice).
-    if (last_query_error_ != queue.status().message()) kLog.Warning("squeue failed: " + queue.status().message());
+    if (last_query_error_ != queue.status().message()) kSlurmLog.Warning("squeue failed: " + queue.status().message());
     last_query_error_ = queue.status().message();
     SlurmPlan none;
     UpdateNote(none);
@@ -184,7 +184,7 @@ void SlurmProvisioner::OnQueue(Result<std::vector<SlurmQueueEntry>> queue) {
       continue;
     }
     const SlurmJob& job = it->second;
-    kLog.Info("job=" + job.id + " ended (no longer in squeue); its output: " + config_.work_dir + "/" + config_.job_name +
+    kSlurmLog.Info("job=" + job.id + " ended (no longer in squeue); its output: " + config_.work_dir + "/" + config_.job_name +
         "-" + job.id + ".out");
     cancel_sent_.erase(job.id);
     workers_seen_.erase(job.id);
@@ -200,12 +200,12 @@ void SlurmProvisioner::OnQueue(Result<std::vector<SlurmQueueEntry>> queue) {
       job.submitted_at = now;
       job.last_active = now;
       it = jobs_.emplace(e.id, job).first;
-      kLog.Info("job=" + e.id + " adopted (found in squeue at start: a previous coordinator's) state=" + e.state);
+      kSlurmLog.Info("job=" + e.id + " adopted (found in squeue at start: a previous coordinator's) state=" + e.state);
     }
     SlurmJob& job = it->second;
     // A job we cancelled may still show RUNNING for a moment: it is on its way out.
     const SlurmJobState state = cancel_sent_.count(e.id) ? SlurmJobState::kEnding : StateOf(e.state);
-    if (state != job.state) kLog.Info("job=" + job.id + " state=" + StateName(state) + " (" + e.state + ")");
+    if (state != job.state) kSlurmLog.Info("job=" + job.id + " state=" + StateName(state) + " (" + e.state + ")");
     job.state = state;
     job.reason = e.reason;
     job.nodes = std::max(1, e.nodes);
@@ -252,7 +252,7 @@ void SlurmProvisioner::Decide() {
 
   if (!plan.cancel.empty()) {
     for (std::size_t i = 0; i < plan.cancel.size(); ++i) {
-      kLog.Info("scancel job=" + plan.cancel[i] + " reason=\"" + plan.cancel_reasons[i] + "\"");
+      kSlurmLog.Info("scancel job=" + plan.cancel[i] + " reason=\"" + plan.cancel_reasons[i] + "\"");
       jobs_[plan.cancel[i]].state = SlurmJobState::kEnding;
       cancel_sent_.insert(plan.cancel[i]);
     }
@@ -262,7 +262,7 @@ void SlurmProvisioner::Decide() {
       if (s.ok()) {
         cancelled_ += ids.size();
       } else {
-        kLog.Warning("scancel failed: " + s.message() + " (retried at the next poll)");
+        kSlurmLog.Warning("scancel failed: " + s.message() + " (retried at the next poll)");
         for (const auto& id : ids) cancel_sent_.erase(id);  // the next squeue says where they stand
       }
       RoundStep(-1);
@@ -294,14 +294,14 @@ void SlurmProvisioner::SubmitJobs(std::vector<int> nodes) {
       job.submitted_at = now;
       job.last_active = now;
       jobs_[*id] = job;
-      kLog.Info("sbatch job=" + *id + " nodes=" + std::to_string(n) + " partition=" + config_.partition);
+      kSlurmLog.Info("sbatch job=" + *id + " nodes=" + std::to_string(n) + " partition=" + config_.partition);
       SubmitJobs(std::move(rest));
     } else {
       ++submitted_failed_;
       const auto delay = submit_backoff_.Next();
       next_submit_ = now + delay;
       last_submit_error_ = id.status().message();
-      kLog.Warning("sbatch failed: " + last_submit_error_ + "; next try in " + std::to_string(delay.count()) + " ms");
+      kSlurmLog.Warning("sbatch failed: " + last_submit_error_ + "; next try in " + std::to_string(delay.count()) + " ms");
     }
     SlurmPlan empty;
     empty.held_back = nodes_held_back_;
@@ -340,7 +340,7 @@ void SlurmProvisioner::UpdateNote(const SlurmPlan& plan) {
   }
   std::string note;
   for (const auto& p : parts) note += (note.empty() ? "" : "; ") + p;
-  if (note != last_note_ && !note.empty()) kLog.Info("waiting: " + note);
+  if (note != last_note_ && !note.empty()) kSlurmLog.Info("waiting: " + note);
   last_note_ = note;
   service_.SetCapacityNote(note);
 }

@@ -1,5 +1,4 @@
 #include "coordinator/worker_server.h"
-#include "protocol/log.h"
 
 #include <cstdio>
 
@@ -8,6 +7,8 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
+#include "coordinator/coordinator_log.h"
 
 namespace bakeoff::coordinator {
 namespace asio = boost::asio;
@@ -19,7 +20,6 @@ constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
 // A connection registers within this of its TLS handshake (or of its accept).
 constexpr std::chrono::seconds kRegisterTimeout{3};
 
-constexpr logging::Logger kLog("coordinator");
 
 class ConnectionLink : public WorkerLink {
  public:

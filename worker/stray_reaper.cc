@@ -10,13 +10,12 @@
 
 #include <boost/asio/steady_timer.hpp>
 
-#include "protocol/log.h"
+#include "worker/worker_log.h"
 #include "worker/rank_process.h"
 
 namespace bakeoff::worker {
 namespace {
 
-constexpr logging::Logger kLog("worker");
 
 // Sweeps, then waits `period`, for as long as the executor runs.
 void ScheduleSweep(std::shared_ptr<boost::asio::steady_timer> timer, std::chrono::milliseconds period) {

@@ -170,6 +170,11 @@ void TrialRunner::Start() {
       return;
     }
   }
+  if (command == nullptr && !config_.has_trainer) {
+    Finish(Outcome::kFailed, "this worker has no trainer ('" + config_.trainer_path +
+                                 "' is not an executable file): it runs command templates only; nothing ran");
+    return;
+  }
   auto store = protocol::SplitHostPort(assign_.store_address, "store address");
   std::string master_addr = store.ok() ? store->first : "127.0.0.1";
   std::string master_port = store.ok() ? std::to_string(store->second) : "0";

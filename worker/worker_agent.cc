@@ -11,7 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "protocol/outcome.h"
-#include "protocol/log.h"
+#include "worker/worker_log.h"
 #include "worker/rank_process.h"
 #include "worker/stray_reaper.h"
 
@@ -29,7 +29,6 @@ asio::awaitable<void> Sleep(std::chrono::milliseconds duration) {
   co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
 }
 
-constexpr logging::Logger kLog("worker");
 
 }  // namespace
 

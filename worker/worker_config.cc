@@ -54,7 +54,8 @@ Status WorkerConfig::Finalize(const std::string& argv0) {
     if (dir.empty()) dir = std::filesystem::path(argv0).parent_path().string();
     trainer_path = (std::filesystem::path(dir) / "bakeoff-trainer").string();
   }
-  if (!simulate && access(trainer_path.c_str(), X_OK) != 0) {
+  has_trainer = simulate || access(trainer_path.c_str(), X_OK) == 0;
+  if (!has_trainer && !trainer_optional) {
     return Status::NotFound("worker: the trainer '" + trainer_path +
                             "' is not an executable file; build it (target bakeoff-trainer) or pass --trainer PATH");
   }
@@ -210,7 +211,9 @@ Status WorkerConfig::CheckRankUids() const {
                                    std::to_string(concurrent) + " attempts at once (slots + CUDA devices); give at "
                                    "least that many");
   }
-  if (Status s = OthersCanReach(trainer_path, "trainer"); !s.ok()) return s;
+  if (has_trainer) {
+    if (Status s = OthersCanReach(trainer_path, "trainer"); !s.ok()) return s;
+  }
   if (!executors.dir.empty()) {
     if (Status s = OthersCanReach(executors.dir, "executors' directory"); !s.ok()) return s;
   }

@@ -73,6 +73,11 @@ struct WorkerConfig {
   std::shared_ptr<const HostClaims> claims;
   // The trainer executable; default: `bakeoff-trainer` next to the running binary.
   std::string trainer_path;
+  // A missing trainer is no error (`bakeoff local` for a sweep whose variants all run
+  // command templates: the main job needs no trainer build). Finalize sets has_trainer;
+  // a native trial on a worker without one fails at its start, naming the path.
+  bool trainer_optional = false;
+  bool has_trainer = true;
   // Trial directories (config.json, per-rank stderr logs, outputs/); default: a fresh
   // temp dir.
   std::string work_dir;

@@ -19,9 +19,12 @@
 #include "experiments/spec/duration.h"
 #include "experiments/spec/expanded_sweep.h"
 #include "experiments/spec/trainer_fields.h"
+#include "experiments/trainer/trainer_fields.h"
 
 namespace bakeoff::spec {
 namespace {
+
+using trainer::JoinNames;
 
 using nlohmann::json;
 
@@ -48,11 +51,6 @@ std::string IndexPath(const std::string& path, size_t index) {
   return path + "[" + std::to_string(index) + "]";
 }
 
-std::string JoinNames(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
 
 // A command template's name as a sweep may write it: letters, digits, '.', '_', '-'.
 bool IsTemplateName(const std::string& name) {

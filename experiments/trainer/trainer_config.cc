@@ -8,18 +8,12 @@
 namespace bakeoff::trainer {
 namespace {
 
-std::string Join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
 Status ApplyField(const std::string& name, const nlohmann::json& value, TrainerConfig* config) {
   const TrainerField* field = FindTrainerField(name);
   if (field == nullptr) {
     const std::string best = ClosestName(name, TrainerConfigFieldNames());
     return Status::InvalidArgument(name + ": unknown field" + (best.empty() ? "" : " (did you mean " + best + "?)") +
-                                   "; allowed: " + Join(TrainerConfigFieldNames()));
+                                   "; allowed: " + JoinNames(TrainerConfigFieldNames()));
   }
   auto normalized = NormalizeTrainerValue(*field, value);
   if (!normalized.ok()) return Status::InvalidArgument(name + ": " + normalized.status().message());

@@ -131,14 +131,6 @@ std::vector<TrainerField> BuildTable() {
   };
 }
 
-std::string Join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) {
-    if (!out.empty()) out += ", ";
-    out += item;
-  }
-  return out;
-}
 
 std::string FormatBound(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -175,7 +167,7 @@ Result<json> NormalizeModel(const TrainerField& field, const json& value) {
       std::string hint = ClosestName(key, kDims);
       return Status::InvalidArgument("unknown model dimension '" + key + "'" +
                                      (hint.empty() ? "" : "; did you mean " + hint + "?") +
-                                     " (dimensions: " + Join(kDims) + ")");
+                                     " (dimensions: " + JoinNames(kDims) + ")");
     }
     if (!dim.is_number_integer() || dim.get<int64_t>() < 1 || dim.get<int64_t>() > (1LL << 31)) {
       return Status::InvalidArgument("model." + key + ": expected an integer >= 1, " + Got(dim));
@@ -184,7 +176,7 @@ Result<json> NormalizeModel(const TrainerField& field, const json& value) {
   }
   for (const auto& key : kDims) {
     if (!out.contains(key) && key != "kv_heads") {
-      return Status::InvalidArgument("model: missing '" + key + "'; a custom model names " + Join(kDims) +
+      return Status::InvalidArgument("model: missing '" + key + "'; a custom model names " + JoinNames(kDims) +
                                      " (kv_heads defaults to heads)");
     }
   }
@@ -218,15 +210,15 @@ std::string TrainerField::Expected() const {
       if (max >= kQuietMax) return std::string("a number ") + (min_exclusive ? "> " : ">= ") + FormatBound(min);
       return FullRange(*this);
     case Kind::kBool: return "true or false";
-    case Kind::kEnum: return "one of " + Join(choices);
+    case Kind::kEnum: return "one of " + JoinNames(choices);
     case Kind::kString: return "a string";
     case Kind::kDataset:
-      return Join(choices) + " or a token file's name inside the worker's data root (relative, no '..')";
+      return JoinNames(choices) + " or a token file's name inside the worker's data root (relative, no '..')";
     case Kind::kOutput: return "a file name inside the trial's output directory (relative, no '..')";
     case Kind::kModel:
-      return "a preset (" + Join(choices) +
+      return "a preset (" + JoinNames(choices) +
              ") or {dim, layers, heads, kv_heads, ffn_dim, vocab}";
-    case Kind::kTargets: return "a non-empty list of distinct modules from " + Join(choices);
+    case Kind::kTargets: return "a non-empty list of distinct modules from " + JoinNames(choices);
   }
   return "a value";
 }
@@ -295,6 +287,12 @@ Result<json> NormalizeTrainerValue(const TrainerField& field, const json& value)
     }
   }
   return Invalid(field, value);
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
 }
 
 std::string ClosestName(const std::string& name, const std::vector<std::string>& candidates) {

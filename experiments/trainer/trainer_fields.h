@@ -79,4 +79,7 @@ inline constexpr std::size_t kMaxSandboxedNameBytes = 255;
 // else "".
 std::string ClosestName(const std::string& name, const std::vector<std::string>& candidates);
 
+// "a, b, c": names as error messages list them ("" for none).
+std::string JoinNames(const std::vector<std::string>& names);
+
 }  // namespace bakeoff::trainer

@@ -1,4 +1,5 @@
-// Issue 29: the progress line's "remaining" never grows while nothing finishes.
+// Issue 29: the progress line's "remaining" never grows while nothing finishes; `bakeoff
+// local` and `submit --wait` print the same line.
 #include "cli/progress_eta.h"
 
 #include <gtest/gtest.h>
@@ -33,6 +34,30 @@ TEST(ProgressEtaTest, AFinishGivesANewEstimateFromTheWholeElapsedTime) {
   EXPECT_DOUBLE_EQ(eta.Update(3, 12, 150), 450);
   EXPECT_DOUBLE_EQ(eta.Update(3, 12, 160), 440);
   EXPECT_DOUBLE_EQ(eta.Update(12, 12, 500), 0);
+}
+
+TEST(ProgressLineTest, SaysTheCountsTheClocksAndTheAnswerSoFar) {
+  ProgressFigures f;
+  f.done = 3;
+  f.total = 16;
+  f.running = 1;
+  f.queued = 12;
+  f.elapsed_s = 65;
+  f.remaining_s = 260.4;
+  f.comparisons = ProgressFigures::Answered{1, 4};
+  EXPECT_EQ(FormatProgressLine(f),
+            "done 3/16 · running 1 · queued 12 · elapsed 1m05s · remaining ~4m20s · answered 1/4");
+}
+
+TEST(ProgressLineTest, AnUnknownRemainderIsAQuestionMarkAndAWaitingReasonComesLast) {
+  ProgressFigures f;
+  f.total = 4;
+  f.queued = 4;
+  f.elapsed_s = 3725;
+  f.waiting = "no live worker offers template probe";
+  EXPECT_EQ(FormatProgressLine(f),
+            "done 0/4 · running 0 · queued 4 · elapsed 1h02m · remaining ? · waiting: no live worker offers "
+            "template probe");
 }
 
 }  // namespace

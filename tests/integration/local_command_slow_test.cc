@@ -190,6 +190,69 @@ TEST_F(LocalCommandTest, ACudaSweepOnCpuWorkersIsRefusedAtOnceWithItsReason) {
   EXPECT_EQ(text.find("trials on"), std::string::npos) << "no sweep was stored: " << text;
 }
 
+// Issue 29: the main job runs the Python stack through a command template, so
+// `bakeoff local` starts its workers without a trainer when no variant needs one (the
+// main job builds only `bakeoff`); a sweep that does need it is still refused at once.
+TEST_F(LocalCommandTest, ACommandTemplateSweepRunsWithNoTrainerBuiltAndANativeOneIsRefused) {
+  Write("probe.py",
+        "import bakeoff_report\n"
+        "run = bakeoff_report.init()\n"
+        "run.ready()\n"
+        "for i in range(run.config.get('warmup_steps', 1) + run.config.get('steps', 2)):\n"
+        "    with run.step(tokens=16) as step:\n"
+        "        step.loss = 1.0\n"
+        "run.summary()\n");
+  const std::string catalog = Write("executors.yaml",
+                                    "python: /usr/bin/python3\n"
+                                    "templates:\n"
+                                    "  probe:\n"
+                                    "    argv: [\"{python}\", \"{dir}/probe.py\", \"--config\", \"{config}\"]\n"
+                                    "    env:\n"
+                                    "      pass: [PATH]\n"
+                                    "      set: {PYTHONPATH: \"" BAKEOFF_SOURCE_DIR "/experiments/python\"}\n"
+                                    "    trainer_fields: [steps, warmup_steps, world_size, micro_batch]\n");
+  const std::string missing = (dir_ / "no-such-trainer").string();
+  const std::string sweep = Write("command.yaml",
+                                  "name: no-trainer\n"
+                                  "workload: {executor: command, command: {template: probe}, warmup_steps: 1, steps: 2}\n"
+                                  "parameters:\n"
+                                  "  micro_batch: {values: [1, 2]}\n"
+                                  "baseline: {micro_batch: 1}\n"
+                                  "repeats: 1\n");
+  const std::string db = (dir_ / "results.db").string();
+  ProcessGuard local({kBin + "/bakeoff", "local", sweep, "--db", db, "--trainer", missing, "--executors", catalog},
+                     {}, (dir_ / "local.log").string());
+  auto code = local.WaitExit(120s);
+  ASSERT_TRUE(code.has_value()) << "bakeoff local did not finish";
+  EXPECT_EQ(*code, 0) << testing::ReadFile(dir_ / "local.log");
+  metrics::StoreOptions options;
+  options.path = db;
+  options.read_only = true;
+  auto store = metrics::ResultsStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto found = (*store)->FindSweep("no-trainer");
+  ASSERT_TRUE(found.ok());
+  auto trials = (*store)->ListTrialResults(found->id);
+  ASSERT_TRUE(trials.ok());
+  ASSERT_EQ(trials->size(), 2u);
+  for (const auto& t : *trials) EXPECT_EQ(t.trial.outcome, metrics::Outcome::kSucceeded) << t.trial.reason;
+
+  const std::string native = Write("native.yaml",
+                                   "name: native\n"
+                                   "workload: {executor: lora, model: tiny, seq_len: 16, warmup_steps: 1, steps: 2}\n"
+                                   "parameters:\n"
+                                   "  micro_batch: {values: [1, 2]}\n"
+                                   "baseline: {micro_batch: 1}\n");
+  ProcessGuard refused({kBin + "/bakeoff", "local", native, "--db", (dir_ / "native.db").string(), "--trainer",
+                        missing, "--executors", catalog},
+                       {}, (dir_ / "native.log").string());
+  code = refused.WaitExit(60s);
+  ASSERT_TRUE(code.has_value()) << "bakeoff local waited instead of refusing";
+  EXPECT_EQ(*code, 1);
+  const std::string text = testing::ReadFile(dir_ / "native.log");
+  EXPECT_NE(text.find("the trainer '" + missing + "' is not an executable file"), std::string::npos) << text;
+}
+
 // Trials that adaptive repeats found not needed are the design at work, not failures:
 // the sweep exits 0 and says how many it saved. (The fake trainer's throughput does not
 // depend on micro_batch, so every pair's ratio is exactly 1 and the rule stops at `min`.)
