@@ -130,15 +130,19 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
     host_cores = std::move(partition).value();
     if (!host_cores.note().empty()) std::cerr << who << "warning: " << host_cores.note() << "\n";
   }
+  // The sweep, read once here for what its workers need and whether they can place it;
+  // a sweep that does not parse or expand is the submission's to refuse, with its error.
+  Result<spec::SweepSpec> parsed = spec::ParseSweepText(yaml, source);
+  std::optional<spec::ExpandedSweep> expanded;
+  if (parsed.ok()) {
+    if (auto e = spec::Expand(*parsed); e.ok()) expanded = std::move(e).value();
+  }
   // A sweep whose variants all run command templates (the main job: the Python stack)
   // needs no trainer: its workers start without one (only `bakeoff` is built).
-  bool needs_trainer = true;
-  if (auto spec = spec::ParseSweepText(yaml, source); spec.ok()) {
-    if (auto expanded = spec::Expand(*spec); expanded.ok()) {
-      needs_trainer = std::any_of(expanded->variants.begin(), expanded->variants.end(),
-                                  [](const spec::Variant& v) { return !v.config["command_template"].is_string(); });
-    }
-  }
+  const bool needs_trainer =
+      !expanded || std::any_of(expanded->variants.begin(), expanded->variants.end(), [](const spec::Variant& v) {
+        return !v.config["command_template"].is_string();
+      });
   for (int i = 0; i < flags.workers; ++i) {
     worker::WorkerConfig wc;
     wc.coordinator_address = "127.0.0.1:" + std::to_string(node.worker_port());
@@ -169,16 +173,16 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
   }
   // A trial that none of the workers started here can ever place would wait forever:
   // refuse the sweep now, with the reason.
-  if (auto spec = spec::ParseSweepText(yaml, source); spec.ok()) {
+  if (parsed.ok()) {
     bool any_cuda = false;
     for (const auto& wc : worker_configs) any_cuda = any_cuda || !wc.cuda_devices.empty();
-    if (spec->resources.device == "cuda" && !any_cuda) {
+    if (parsed->resources.device == "cuda" && !any_cuda) {
       std::cerr << who << source << ": resources.device is cuda, but `bakeoff local` starts "
                 << "CPU workers only, so no trial could ever be placed; run it on a coordinator with CUDA "
                 << "workers (`bakeoff worker` on a GPU node), or set resources: {device: cpu}\n";
       return Failed(kExitUsage);
     }
-    if (auto expanded = spec::Expand(*spec); expanded.ok()) {
+    if (expanded) {
       int widest = 1;
       for (const auto& v : expanded->variants) widest = std::max(widest, v.world_size);
       if (widest > flags.workers * flags.slots) {

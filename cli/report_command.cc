@@ -76,9 +76,9 @@ int RunReport(const ReportFlags& flags) {
     std::error_code ec;
     if (!std::filesystem::exists(source.db, ec)) {
       return FailReport(Status::NotFound("results database " + source.db +
-                                   " does not exist; pass --db FILE (the coordinator's --db), "
-                                   "or --coordinator URL to ask a running coordinator"),
-                  kExitUnavailable);
+                                         " does not exist; pass --db FILE (the coordinator's --db), "
+                                         "or --coordinator URL to ask a running coordinator"),
+                        kExitUnavailable);
     }
     text = metrics::RenderSweepReport(source.db, flags.sweep, options);
     if (!text.ok()) {

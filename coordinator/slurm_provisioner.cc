@@ -184,8 +184,8 @@ void SlurmProvisioner::OnQueue(Result<std::vector<SlurmQueueEntry>> queue) {
       continue;
     }
     const SlurmJob& job = it->second;
-    kSlurmLog.Info("job=" + job.id + " ended (no longer in squeue); its output: " + config_.work_dir + "/" + config_.job_name +
-        "-" + job.id + ".out");
+    kSlurmLog.Info("job=" + job.id + " ended (no longer in squeue); its output: " + config_.work_dir + "/" +
+                   config_.job_name + "-" + job.id + ".out");
     cancel_sent_.erase(job.id);
     workers_seen_.erase(job.id);
     it = jobs_.erase(it);
@@ -301,7 +301,8 @@ void SlurmProvisioner::SubmitJobs(std::vector<int> nodes) {
       const auto delay = submit_backoff_.Next();
       next_submit_ = now + delay;
       last_submit_error_ = id.status().message();
-      kSlurmLog.Warning("sbatch failed: " + last_submit_error_ + "; next try in " + std::to_string(delay.count()) + " ms");
+      kSlurmLog.Warning("sbatch failed: " + last_submit_error_ + "; next try in " + std::to_string(delay.count()) +
+                        " ms");
     }
     SlurmPlan empty;
     empty.held_back = nodes_held_back_;

@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "experiments/spec/trainer_fields.h"
+#include "experiments/trainer/trainer_fields.h"
 
 namespace bakeoff::spec {
 namespace {
@@ -35,9 +36,9 @@ const std::regex& EnvNameRegex() {
   return kEnv;
 }
 
+// trainer::JoinNames, with "none" for an empty list.
 std::string Join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  std::string out = trainer::JoinNames(items);
   return out.empty() ? "none" : out;
 }
 

@@ -29,6 +29,13 @@ class LocalCommandTest : public ::testing::Test {
   void TearDown() override {
     if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
+  // The run's results database, read-only (as `bakeoff report` opens it).
+  static Result<std::unique_ptr<metrics::ResultsStore>> OpenResults(const std::string& db) {
+    metrics::StoreOptions options;
+    options.path = db;
+    options.read_only = true;
+    return metrics::ResultsStore::Open(options);
+  }
   std::string Write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ / name) << text;
     return (dir_ / name).string();
@@ -53,10 +60,7 @@ TEST_F(LocalCommandTest, RunsTheSweepAndLeavesTheDatabase) {
   auto code = local.WaitExit(180s);
   ASSERT_TRUE(code.has_value()) << "bakeoff local did not finish";
   EXPECT_EQ(*code, 0) << "see " << (dir_ / "local.log");
-  metrics::StoreOptions options;
-  options.path = db;
-  options.read_only = true;
-  auto store = metrics::ResultsStore::Open(options);
+  auto store = OpenResults(db);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   auto found = (*store)->FindSweep("local-test");
   ASSERT_TRUE(found.ok());
@@ -122,14 +126,11 @@ TEST_F(LocalCommandTest, InterruptCancelsKeepsWhatFinishedPrintsTheReportAndExit
   ProcessGuard local({kBin + "/bakeoff", "local", sweep, "--db", db, "--trainer", kBin + "/bakeoff-fake-trainer",
                       "--output", (dir_ / "report.txt").string()},
                      {"FAKE_TRAINER_BEHAVIOR_BY_MICRO_BATCH=2=hang"}, (dir_ / "local.log").string());
-  metrics::StoreOptions options;
-  options.path = db;
-  options.read_only = true;
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   bool one_succeeded = false;
   while (!one_succeeded && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(200ms);
-    auto store = metrics::ResultsStore::Open(options);
+    auto store = OpenResults(db);
     if (!store.ok()) continue;
     auto found = (*store)->FindSweep("local-interrupted");
     if (!found.ok()) continue;
@@ -142,7 +143,7 @@ TEST_F(LocalCommandTest, InterruptCancelsKeepsWhatFinishedPrintsTheReportAndExit
   auto code = local.WaitExit(60s);
   ASSERT_TRUE(code.has_value()) << "bakeoff local did not end after Ctrl-C";
   EXPECT_EQ(*code, 130) << testing::ReadFile(dir_ / "local.log");
-  auto store = metrics::ResultsStore::Open(options);
+  auto store = OpenResults(db);
   ASSERT_TRUE(store.ok());
   auto found = (*store)->FindSweep("local-interrupted");
   ASSERT_TRUE(found.ok());
@@ -225,10 +226,7 @@ TEST_F(LocalCommandTest, ACommandTemplateSweepRunsWithNoTrainerBuiltAndANativeOn
   auto code = local.WaitExit(120s);
   ASSERT_TRUE(code.has_value()) << "bakeoff local did not finish";
   EXPECT_EQ(*code, 0) << testing::ReadFile(dir_ / "local.log");
-  metrics::StoreOptions options;
-  options.path = db;
-  options.read_only = true;
-  auto store = metrics::ResultsStore::Open(options);
+  auto store = OpenResults(db);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   auto found = (*store)->FindSweep("no-trainer");
   ASSERT_TRUE(found.ok());
@@ -308,10 +306,7 @@ TEST_F(LocalCommandTest, CalibrateStoresThisMachinesNoiseAndValidateAndTheReport
   {
     // The A/A sweep is stored like any other: 3 pairs of two variants that differ only in
     // their seed, each at the baseline's micro_batch, on real trainer processes.
-    metrics::StoreOptions options;
-    options.path = db;
-    options.read_only = true;
-    auto store = metrics::ResultsStore::Open(options);
+    auto store = OpenResults(db);
     ASSERT_TRUE(store.ok());
     auto aa = (*store)->FindSweep("calibrate-calibrated");
     ASSERT_TRUE(aa.ok());
