@@ -13,7 +13,7 @@
 #include "cli/coordinator_client.h"
 #include "cli/result_source.h"
 #include "coordinator/api_json.h"
-#include "metrics/store/results_store.h"
+#include "metrics/store/results_reader.h"
 #include "protocol/trainer_event.h"
 
 namespace bakeoff::cli {
@@ -112,10 +112,8 @@ int RunStatus(const StatusFlags& flags) {
                 << "'; give --db FILE or --coordinator URL\n";
       return kExitUnavailable;
     }
-    metrics::StoreOptions options;
-    options.path = db;
-    options.read_only = true;  // beside a running coordinator, or on a read-only copy
-    auto store = metrics::ResultsStore::Open(options);
+    // Read-only: beside a running coordinator, or on a read-only copy.
+    auto store = metrics::ResultsReader::Open(db);
     if (!store.ok()) return Fail(store.status());
     if (flags.sweep.empty()) {
       auto list = (*store)->ListSweeps();

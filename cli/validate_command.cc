@@ -19,7 +19,7 @@
 #include "experiments/spec/sweep_expander.h"
 #include "experiments/spec/sweep_parser.h"
 #include "metrics/report/statistics.h"
-#include "metrics/store/results_store.h"
+#include "metrics/store/results_reader.h"
 
 namespace bakeoff::cli {
 namespace {
@@ -38,10 +38,7 @@ struct ValidateOptions {
 nlohmann::json CalibrationOf(const spec::SweepSpec& sweep, const std::string& db) {
   std::error_code ec;
   if (db.empty() || !std::filesystem::exists(db, ec)) return nullptr;
-  metrics::StoreOptions options;
-  options.path = db;
-  options.read_only = true;
-  auto store = metrics::ResultsStore::Open(options);
+  auto store = metrics::ResultsReader::Open(db);
   if (!store.ok()) return nullptr;
   auto found = (*store)->LatestCalibration(spec::CalibrationKey(sweep));
   if (!found.ok() || !*found) return nullptr;

@@ -67,9 +67,9 @@ json TrialJson(const metrics::TrialResult& r) {
     j["ended_at"] = r.attempt->ended_at ? json(*r.attempt->ended_at) : json(nullptr);
   }
   for (const auto& s : r.summaries) {
-    if (s.rank == 0) j["summary"] = s.summary;
+    if (s.rank == 0) j["summary"] = s.body;
   }
-  if (j["summary"].is_null() && !r.summaries.empty()) j["summary"] = r.summaries.front().summary;
+  if (j["summary"].is_null() && !r.summaries.empty()) j["summary"] = r.summaries.front().body;
   return j;
 }
 

@@ -11,10 +11,10 @@
 #include <boost/asio/post.hpp>
 
 #include "coordinator/api_json.h"
+#include "coordinator/coordinator_log.h"
+#include "metrics/report/adaptive_repeats.h"
 #include "protocol/outcome.h"
 #include "protocol/token.h"
-#include "protocol/trainer_event.h"
-#include "coordinator/coordinator_log.h"
 
 namespace bakeoff::coordinator {
 namespace asio = boost::asio;
@@ -870,26 +870,19 @@ void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
     kLog.Info("adaptive repeats of sweep " + std::to_string(sweep_id) + " not evaluated: " + results.status().ToString());
     return;
   }
-  // Per variant and repeat: finished, and the trial's tokens/s (slowest rank) when it
-  // succeeded.
-  std::map<std::string, std::vector<metrics::RepeatOutcome>> by_variant;
-  for (const auto& [key, info] : sweep.variants) {
-    by_variant[key].resize(static_cast<std::size_t>(design.max_pairs));
-  }
+  // Each trial: finished, and its tokens/s (slowest rank) when it succeeded.
+  std::vector<metrics::RepeatTrial> repeats;
+  repeats.reserve(results->size());
   for (const auto& r : *results) {
-    auto v = by_variant.find(r.trial.variant_key);
-    if (v == by_variant.end() || r.trial.repeat < 0 || r.trial.repeat >= design.max_pairs) continue;
-    metrics::RepeatOutcome& state = v->second[static_cast<std::size_t>(r.trial.repeat)];
-    state.finished = r.trial.state == metrics::TrialState::kFinished;
+    metrics::RepeatTrial& t = repeats.emplace_back();
+    t.variant_key = r.trial.variant_key;
+    t.repeat = r.trial.repeat;
+    t.finished = r.trial.state == metrics::TrialState::kFinished;
     if (r.trial.outcome != metrics::Outcome::kSucceeded) continue;
-    std::optional<double> slowest;
     for (const auto& summary : r.summaries) {
-      // Stored as the coordinator received it, so it reads (else it counts as no figure).
-      auto figures = protocol::ReadSummaryEvent(summary.summary);
-      auto t = figures.ok() ? figures->tokens_per_s : std::nullopt;
-      if (t && *t > 0) slowest = slowest ? std::min(*slowest, *t) : *t;
+      auto tps = summary.figures.tokens_per_s;
+      if (tps && *tps > 0) t.tokens_per_s = t.tokens_per_s ? std::min(*t.tokens_per_s, *tps) : *tps;
     }
-    state.tokens_per_s = slowest;
   }
   // Cancels the variant's queued trials with `reason`.
   auto cancel_queued = [&](const std::string& key, const std::string& reason) {
@@ -915,30 +908,20 @@ void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
     }
   };
   // Each comparison of the answer, walked; a variant stops once every comparison it is a
-  // side of has stopped (the report reads the same decisions: VariantDecision).
-  std::map<std::string, std::vector<metrics::SequentialDecision>> decisions;
-  int answered = 0;
-  for (const spec::AnswerComparison& c : sweep.comparisons) {
-    auto mine = by_variant.find(c.variant_key);
-    auto theirs = by_variant.find(c.counterpart_key);
-    if (mine == by_variant.end() || theirs == by_variant.end()) continue;
-    metrics::SequentialDecision decision =
-        metrics::SequentialWalk(metrics::RepeatPairs(mine->second, theirs->second), design);
-    decisions[c.variant_key].push_back(decision);
-    decisions[c.counterpart_key].push_back(decision);
-    answered += decision.stopped() ? 1 : 0;
-  }
-  sweep.comparisons_answered = answered;
-  for (const auto& [key, mine] : decisions) {
+  // side of has stopped (the report walks the same: WalkComparisons).
+  metrics::AdaptiveWalk walk = metrics::WalkComparisons(sweep.comparisons, repeats, design);
+  sweep.comparisons_answered = walk.answered;
+  for (const auto& [key, mine] : walk.decisions) {
     metrics::SequentialDecision decision = metrics::VariantDecision(mine);
-    if (!decision.stopped()) continue;
+    auto variant = sweep.variants.find(key);
+    if (!decision.stopped() || variant == sweep.variants.end()) continue;
     // "stopped after" for a variant compared once, with its counterpart; otherwise
     // (a baseline, a variant in several comparisons) the binding comparison's pairs.
-    const bool single = mine.size() == 1 && sweep.variants.at(key).counterpart_key != key &&
+    const bool single = mine.size() == 1 && variant->second.counterpart_key != key &&
                         std::any_of(sweep.comparisons.begin(), sweep.comparisons.end(),
                                     [&](const spec::AnswerComparison& c) { return c.variant_key == key; });
-    cancel_queued(key, "adaptive repeats: " +
-                           std::string(single ? "stopped" : "every comparison with this variant stopped") +
+    cancel_queued(key, std::string(metrics::kAdaptiveRepeatsReason) + " " +
+                           (single ? "stopped" : "every comparison with this variant stopped") +
                            " after " + std::to_string(decision.pairs) + " of " + std::to_string(design.max_pairs) +
                            " pairs (" + metrics::SequentialStopName(decision.stop) + ")");
   }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "experiments/spec/answer_comparisons.h"
+#include "metrics/report/adaptive_repeats.h"
 #include "metrics/report/statistics.h"
 
 namespace bakeoff::metrics {
@@ -381,7 +382,7 @@ std::vector<spec::AnswerComparison> AnswerComparisonsOf(const ReportInput& input
 }
 
 bool CancelledByAdaptiveRepeats(const TrialView& t) {
-  return t.outcome.Is(protocol::Outcome::kCancelled) && t.reason.rfind("adaptive repeats:", 0) == 0;
+  return t.outcome.Is(protocol::Outcome::kCancelled) && t.reason.rfind(kAdaptiveRepeatsReason, 0) == 0;
 }
 
 // Adaptive repeats: each compared variant's stop (the coordinator's rule on the same
@@ -406,19 +407,8 @@ void AddAdaptiveRepeats(const ReportInput& input, const SequentialDesign& design
   }
   std::map<std::string, int> world_size;
   for (const VariantInput& v : input.variants) world_size[v.key] = v.world_size;
-  auto outcomes_of = [&](const std::string& key) {
-    std::vector<RepeatOutcome> out(static_cast<std::size_t>(design.max_pairs));
-    for (const TrialView* t : by_variant[key]) {
-      if (t->repeat < 0 || t->repeat >= design.max_pairs) continue;
-      RepeatOutcome& o = out[static_cast<std::size_t>(t->repeat)];
-      o.finished = t->outcome.Finished();
-      if (t->outcome.Succeeded() && t->tokens_per_s && *t->tokens_per_s > 0) o.tokens_per_s = t->tokens_per_s;
-    }
-    return out;
-  };
-  // Per variant, the decisions of the comparisons it is a side of, and whether it is the
-  // compared side of one whose throughput was compared (those get a row).
-  std::map<std::string, std::vector<SequentialDecision>> decisions;
+  // Whether a variant is the compared side of a comparison whose throughput was compared
+  // (those get a row), and per variant the decisions of the comparisons it is a side of.
   std::set<std::string> compared;
   for (const VariantReport& v : report.variants) {
     if (v.comparison.status == Comparison::Status::kCompared) compared.insert(v.key);
@@ -426,12 +416,13 @@ void AddAdaptiveRepeats(const ReportInput& input, const SequentialDesign& design
   for (const AxisComparison& a : report.axis_comparisons) {
     if (a.comparison.status == Comparison::Status::kCompared) compared.insert(a.variant_key);
   }
-  for (const spec::AnswerComparison& c : AnswerComparisonsOf(input, report)) {
-    SequentialDecision decision = SequentialWalk(RepeatPairs(outcomes_of(c.variant_key), outcomes_of(c.counterpart_key)),
-                                                 design);
-    decisions[c.variant_key].push_back(decision);
-    decisions[c.counterpart_key].push_back(decision);
+  std::vector<RepeatTrial> repeats;
+  for (const TrialView& t : report.trials) {
+    repeats.push_back({t.variant_key, t.repeat, t.outcome.Finished(),
+                       t.outcome.Succeeded() && t.tokens_per_s && *t.tokens_per_s > 0 ? t.tokens_per_s : std::nullopt});
   }
+  std::map<std::string, std::vector<SequentialDecision>> decisions =
+      WalkComparisons(AnswerComparisonsOf(input, report), repeats, design).decisions;
   double device_seconds = 0;
   bool any_duration = false;
   for (VariantReport& v : report.variants) {

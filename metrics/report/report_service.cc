@@ -49,14 +49,6 @@ Status CheckReportCost(const ReportInput& input, const ReportOptions& options) {
   return Status::Ok();
 }
 
-Result<std::string> RenderSweepReport(SqliteConnection& db, const std::string& sweep_id_or_name,
-                                      const ReportOptions& options) {
-  Result<ReportInput> input = LoadReportInput(db, sweep_id_or_name);
-  if (!input.ok()) return input.status();
-  BAKEOFF_RETURN_IF_ERROR(CheckReportCost(*input, options));
-  return RenderReport(BuildReport(*input, options), options.format);
-}
-
 Result<std::string> RenderSweepReport(const std::string& db_path,
                                       const std::string& sweep_id_or_name,
                                       const ReportOptions& options) {

@@ -11,7 +11,6 @@
 #include <string>
 
 #include "metrics/report/report_model.h"
-#include "metrics/store/sqlite_connection.h"
 #include "protocol/status.h"
 
 namespace bakeoff::metrics {
@@ -33,8 +32,6 @@ Status CheckReportCost(const ReportInput& input, const ReportOptions& options);
 // ResourceExhausted (over options.max_bootstrap_draws: CheckReportCost).
 Result<std::string> RenderSweepReport(const std::string& db_path,
                                       const std::string& sweep_id_or_name,
-                                      const ReportOptions& options);
-Result<std::string> RenderSweepReport(SqliteConnection& db, const std::string& sweep_id_or_name,
                                       const ReportOptions& options);
 
 // The computed report, for callers that render it themselves (`bakeoff compare`).

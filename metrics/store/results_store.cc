@@ -1,7 +1,5 @@
 #include "metrics/store/results_store.h"
 
-#include <sys/stat.h>
-
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -9,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "metrics/store/row_reader.h"
 #include "metrics/store/schema_migrations.h"
 #include "metrics/store/sqlite_connection.h"
 #include "metrics/store/sqlite_transaction.h"
@@ -16,17 +15,14 @@
 namespace bakeoff::metrics {
 namespace {
 
+using namespace rows;
+
 // Pages a Probe() wants free under max_page_count before it calls the store healthy.
 constexpr int64_t kProbeMinFreePages = 16;
 
 std::string Dump(const nlohmann::json& value) {
   // Replace invalid UTF-8 instead of throwing: event text may come from a process.
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-nlohmann::json ParseJsonOr(const std::string& text, nlohmann::json fallback) {
-  nlohmann::json parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return parsed.is_discarded() ? fallback : parsed;
 }
 
 nlohmann::json RanksToJson(const std::vector<RankPlacement>& ranks) {
@@ -38,255 +34,6 @@ nlohmann::json RanksToJson(const std::vector<RankPlacement>& ranks) {
                      {"device", rank.device}});
   }
   return array;
-}
-
-std::vector<RankPlacement> RanksFromJson(const std::string& text) {
-  std::vector<RankPlacement> ranks;
-  nlohmann::json array = ParseJsonOr(text, nlohmann::json::array());
-  if (!array.is_array()) return ranks;
-  for (const nlohmann::json& item : array) {
-    if (!item.is_object()) continue;
-    RankPlacement rank;
-    rank.rank = item.value("rank", int64_t{0});
-    rank.worker_id = item.value("worker_id", std::string());
-    rank.host = item.value("host", std::string());
-    rank.device = item.value("device", std::string());
-    ranks.push_back(std::move(rank));
-  }
-  return ranks;
-}
-
-// Converts a stored enum name, treating an unknown one as a damaged database.
-template <typename Enum>
-Result<Enum> ParseStored(Result<Enum> parsed, const SqliteConnection& db, const char* column) {
-  if (parsed.ok()) return parsed;
-  return Status::IoError("results database " + db.path() + ": column " + column +
-                         " holds an unexpected value (" + parsed.status().message() + ")");
-}
-
-// --- Row readers: the column lists and the code reading them stay side by side. ----
-// A reader names a record's fields in column order; ReadColumns fills them by type.
-
-// A JSON column read into `out`, `fallback` when NULL or not JSON.
-struct JsonOr {
-  nlohmann::json& out;
-  nlohmann::json fallback;
-};
-
-// A column holding an enum's SQL name (store_records.h), into Enum or std::optional<Enum>
-// (NULL: nullopt); an unknown name is a damaged database.
-template <typename Enum, typename Target = Enum>
-struct Stored {
-  Target& out;
-  Result<Enum> (*parse)(const std::string&);
-  const char* column;
-};
-template <typename Enum>
-Stored(Enum&, Result<Enum> (*)(const std::string&), const char*) -> Stored<Enum, Enum>;
-template <typename Enum>
-Stored(std::optional<Enum>&, Result<Enum> (*)(const std::string&), const char*)
-    -> Stored<Enum, std::optional<Enum>>;
-
-class ColumnReader {
- public:
-  ColumnReader(const SqliteStatement& row, const SqliteConnection& db) : row_(row), db_(db) {}
-
-  template <typename Field>
-  void Next(Field&& field) {
-    if (status_.ok()) Read(std::forward<Field>(field));
-    ++column_;
-  }
-  const Status& status() const { return status_; }
-
- private:
-  void Read(int64_t& out) { out = row_.Int64(column_); }
-  void Read(double& out) { out = row_.Double(column_); }
-  void Read(bool& out) { out = row_.Int64(column_) != 0; }
-  void Read(std::string& out) { out = row_.Text(column_); }
-  void Read(std::optional<int64_t>& out) { out = row_.OptionalInt64(column_); }
-  void Read(std::optional<double>& out) { out = row_.OptionalDouble(column_); }
-  void Read(nlohmann::json& out) { out = ParseJsonOr(row_.Text(column_), nlohmann::json::object()); }
-  void Read(JsonOr field) { field.out = ParseJsonOr(row_.Text(column_), field.fallback); }
-  void Read(std::vector<RankPlacement>& out) { out = RanksFromJson(row_.Text(column_)); }
-  template <typename Enum, typename Target>
-  void Read(Stored<Enum, Target> field) {
-    if constexpr (!std::is_same_v<Enum, Target>) {
-      if (row_.IsNull(column_)) return;  // an optional enum stays nullopt
-    }
-    Result<Enum> parsed = ParseStored(field.parse(row_.Text(column_)), db_, field.column);
-    if (parsed.ok()) {
-      field.out = *parsed;
-    } else {
-      status_ = parsed.status();
-    }
-  }
-
-  const SqliteStatement& row_;
-  const SqliteConnection& db_;
-  int column_ = 0;
-  Status status_;
-};
-
-// Fills `fields` from columns 0, 1, ... of the current row; the first unknown enum name
-// is an IoError (ParseStored).
-template <typename... Fields>
-Status ReadColumns(const SqliteStatement& row, const SqliteConnection& db, Fields&&... fields) {
-  ColumnReader reader(row, db);
-  (reader.Next(std::forward<Fields>(fields)), ...);
-  return reader.status();
-}
-
-
-// A sweep with its trial counts. The counts are a join of the sweep's own trials (the
-// trials_by_sweep index), grouped per sweep: reading one sweep used to aggregate every
-// trial of every sweep in the database, about 10 ms per status read at 20,000 trials
-// and growing with the database.
-std::string SweepQuery(const std::string& where, const std::string& order,
-                       ResultsStore::Counts counts = ResultsStore::Counts::kRead) {
-  if (counts == ResultsStore::Counts::kSkip) {
-    return "SELECT w.id, w.name, w.question, w.yaml, w.spec_json, w.state, w.created_at, w.finished_at, "
-           "w.variant_count, w.trial_count, 0, 0, 0, 0, 0, 0, 0 FROM sweeps w " +
-           where + " " + order;
-  }
-  return "SELECT w.id, w.name, w.question, w.yaml, w.spec_json, w.state, w.created_at, w.finished_at, "
-         "w.variant_count, w.trial_count, COALESCE(SUM(t.state = 'queued'), 0), "
-         "COALESCE(SUM(t.state = 'assigned'), 0), COALESCE(SUM(t.state = 'running'), 0), "
-         "COALESCE(SUM(t.state = 'finished'), 0), COALESCE(SUM(t.outcome = 'succeeded'), 0), "
-         "COALESCE(SUM(t.state = 'finished' AND t.outcome <> 'succeeded'), 0), "
-         "COALESCE(SUM(t.state = 'finished' AND t.outcome = 'cancelled'), 0) "
-         "FROM sweeps w LEFT JOIN trials t ON t.sweep_id = w.id " +
-         where + " GROUP BY w.id " + order;
-}
-
-Result<SweepRecord> ReadSweepRow(const SqliteStatement& row, const SqliteConnection& db) {
-  SweepRecord w;
-  BAKEOFF_RETURN_IF_ERROR(ReadColumns(
-      row, db, w.id, w.name, w.question, w.yaml, JsonOr{w.spec, nlohmann::json()},
-      Stored{w.state, ParseSweepState, "sweeps.state"}, w.created_at, w.finished_at,
-      w.variant_count, w.trial_count, w.counts.queued, w.counts.assigned, w.counts.running,
-      w.counts.finished, w.counts.succeeded, w.counts.unsuccessful, w.counts.cancelled));
-  return w;
-}
-
-constexpr const char* kTrialColumns =
-    "t.id, t.sweep_id, t.variant_key, t.repeat, t.order_index, t.state, t.outcome, "
-    "t.reason, t.attempts_used, t.max_attempts, t.queued_at, t.finished_at FROM trials t ";
-
-Result<TrialRecord> ReadTrialRow(const SqliteStatement& row, const SqliteConnection& db) {
-  TrialRecord t;
-  BAKEOFF_RETURN_IF_ERROR(ReadColumns(
-      row, db, t.id, t.sweep_id, t.variant_key, t.repeat, t.order_index,
-      Stored{t.state, ParseTrialState, "trials.state"},
-      Stored{t.outcome, ParseOutcome, "trials.outcome"}, t.reason, t.attempts_used,
-      t.max_attempts, t.queued_at, t.finished_at));
-  return t;
-}
-
-constexpr const char* kAttemptColumns =
-    "a.trial_id, a.attempt, a.worker_id, a.host, a.ranks_json, a.simulated, a.assigned_at, "
-    "a.started_at, a.ended_at, a.outcome, a.reason FROM attempts a ";
-
-Result<AttemptRecord> ReadAttemptRow(const SqliteStatement& row, const SqliteConnection& db) {
-  AttemptRecord a;
-  BAKEOFF_RETURN_IF_ERROR(ReadColumns(
-      row, db, a.trial_id, a.attempt, a.worker_id, a.host, a.ranks, a.simulated, a.assigned_at,
-      a.started_at, a.ended_at, Stored{a.outcome, ParseOutcome, "attempts.outcome"},
-      a.reason));
-  return a;
-}
-
-constexpr const char* kSummaryColumns =
-    "s.trial_id, s.attempt, s.rank, s.summary_json FROM trial_summaries s ";
-
-Result<TrialSummary> ReadSummaryRow(const SqliteStatement& row, const SqliteConnection& db) {
-  TrialSummary summary;
-  BAKEOFF_RETURN_IF_ERROR(
-      ReadColumns(row, db, summary.trial_id, summary.attempt, summary.rank, summary.summary));
-  return summary;
-}
-
-Result<VariantRecord> ReadVariantRow(const SqliteStatement& row, const SqliteConnection& db) {
-  VariantRecord v;
-  BAKEOFF_RETURN_IF_ERROR(ReadColumns(row, db, v.key, v.ordinal, v.params, v.trainer_config,
-                                      v.counterpart_key, v.is_baseline, v.counterpart_excluded));
-  return v;
-}
-
-Result<StepMetric> ReadStepMetricRow(const SqliteStatement& row, const SqliteConnection& db) {
-  StepMetric m;
-  BAKEOFF_RETURN_IF_ERROR(ReadColumns(row, db, m.trial_id, m.attempt, m.rank, m.step, m.phase,
-                                      m.step_s, m.tokens, m.loss, m.lr, m.peak_mem_bytes,
-                                      m.rss_bytes, m.comm_s, m.comm_bytes));
-  return m;
-}
-
-Result<EventRecord> ReadEventRow(const SqliteStatement& row, const SqliteConnection& db) {
-  EventRecord e;
-  BAKEOFF_RETURN_IF_ERROR(
-      ReadColumns(row, db, e.trial_id, e.attempt, e.rank, e.kind, e.seq, e.data, e.at));
-  return e;
-}
-
-Result<WorkerRecord> ReadWorkerRow(const SqliteStatement& row, const SqliteConnection& db) {
-  WorkerRecord w;
-  BAKEOFF_RETURN_IF_ERROR(ReadColumns(row, db, w.id, w.name, w.host, w.resources, w.metrics_url,
-                                      Stored{w.state, ParseWorkerState, "workers.state"},
-                                      w.registered_at, w.last_heartbeat_at, w.secret_sha256));
-  return w;
-}
-
-Result<LiveTrialFigures> ReadLiveFiguresRow(const SqliteStatement& row, const SqliteConnection& db) {
-  LiveTrialFigures f;
-  double steps = 0, tokens = 0;  // TOTAL() is a real
-  BAKEOFF_RETURN_IF_ERROR(ReadColumns(row, db, f.trial_id, f.attempt, steps, tokens, f.step_s, f.peak_mem_bytes));
-  f.measured_steps = static_cast<int64_t>(steps);
-  f.tokens = static_cast<int64_t>(tokens);
-  return f;
-}
-
-// Reads every row of `stmt` with `read` into a vector.
-template <typename T, typename Reader>
-Result<std::vector<T>> ReadAll(SqliteStatement& stmt, Reader read) {
-  std::vector<T> rows;
-  while (true) {
-    Result<bool> has_row = stmt.Step();
-    if (!has_row.ok()) return has_row.status();
-    if (!*has_row) return rows;
-    Result<T> row = read(stmt);
-    if (!row.ok()) return row.status();
-    rows.push_back(std::move(*row));
-  }
-}
-
-// `sql` prepared (cached) with `args` bound from parameter 1.
-template <typename... Args>
-Result<SqliteStatement> PrepareBound(SqliteConnection& db, const std::string& sql, const Args&... args) {
-  Result<SqliteStatement> stmt = db.PrepareCached(sql);
-  if (stmt.ok()) stmt->BindAll(args...);
-  return stmt;
-}
-
-// Runs `sql` (cached) with `args` bound and reads every row with read(row, db).
-template <typename T, typename... Args>
-Result<std::vector<T>> QueryAll(SqliteConnection& db, const std::string& sql,
-                                Result<T> (*read)(const SqliteStatement&, const SqliteConnection&),
-                                const Args&... args) {
-  Result<SqliteStatement> stmt = PrepareBound(db, sql, args...);
-  if (!stmt.ok()) return stmt.status();
-  return ReadAll<T>(*stmt, [&](const SqliteStatement& row) { return read(row, db); });
-}
-
-// As QueryAll for the first row; `not_found` when there is none.
-template <typename T, typename... Args>
-Result<T> QueryOne(SqliteConnection& db, const std::string& sql, const Status& not_found,
-                   Result<T> (*read)(const SqliteStatement&, const SqliteConnection&),
-                   const Args&... args) {
-  Result<SqliteStatement> stmt = PrepareBound(db, sql, args...);
-  if (!stmt.ok()) return stmt.status();
-  Result<bool> row = stmt->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return not_found;
-  return read(*stmt, db);
 }
 
 Result<TransitionResult> ReadTransitionRow(const SqliteStatement& row, const SqliteConnection& db) {
@@ -577,12 +324,12 @@ Result<std::unique_ptr<ResultsStore>> ResultsStore::Open(StoreOptions options) {
     return Status::InvalidArgument("results database path is empty; give a file name");
   }
   std::unique_ptr<ResultsStore> store(new ResultsStore(std::move(options)));
-  if (store->options_.read_only) return OpenReadOnly(std::move(store));
   Result<std::unique_ptr<SqliteConnection>> db = SqliteConnection::Open(
       store->options_.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, store->options_.vfs);
   if (!db.ok()) return db.status();
   store->db_ = std::move(*db);
   SqliteConnection& conn = *store->db_;
+  store->reader_ = std::make_unique<ResultsReader>(conn);
   sqlite3_busy_timeout(conn.handle(), store->options_.busy_timeout_ms);
 
   std::string mode;
@@ -620,39 +367,6 @@ Result<std::unique_ptr<ResultsStore>> ResultsStore::Open(StoreOptions options) {
   return store;
 }
 
-Result<std::unique_ptr<ResultsStore>> ResultsStore::OpenReadOnly(
-    std::unique_ptr<ResultsStore> store) {
-  const std::string& path = store->options_.path;
-  struct stat info;
-  if (::stat(path.c_str(), &info) != 0) {
-    return Status::NotFound("results database " + path +
-                            " does not exist; give the file a sweep's results were written to");
-  }
-  Result<std::unique_ptr<SqliteConnection>> db =
-      SqliteConnection::Open(path, SQLITE_OPEN_READONLY, store->options_.vfs);
-  if (!db.ok()) return db.status();
-  store->db_ = std::move(*db);
-  sqlite3_busy_timeout(store->db_->handle(), store->options_.busy_timeout_ms);
-  BAKEOFF_RETURN_IF_ERROR(store->db_->Exec("PRAGMA query_only = ON"));
-  Result<int> version = ReadSchemaVersion(*store->db_);
-  if (!version.ok()) return version.status();
-  if (*version != kLatestSchemaVersion) {
-    return Status::InvalidArgument(
-        "results database " + path + " has schema version " + std::to_string(*version) +
-        " but this Bakeoff reads version " + std::to_string(kLatestSchemaVersion) + "; " +
-        (*version < kLatestSchemaVersion
-             ? "open it once with a writer (e.g. `bakeoff coordinator --db`) to migrate it"
-             : "use a newer bakeoff"));
-  }
-  return store;
-}
-
-Result<int> ResultsStore::SchemaVersion() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  return ReadSchemaVersion(*db_);
-}
-
 bool ResultsStore::healthy() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return health_.ok();
@@ -686,10 +400,6 @@ Status ResultsStore::SetSynchronous(bool full) {
 
 Status ResultsStore::WriteTransaction(const char* operation, bool durable,
                                       const std::function<Status()>& body) {
-  if (options_.read_only) {
-    return Status::Unsupported("results database " + options_.path +
-                               " was opened read-only; " + operation + " needs a writer");
-  }
   auto started = std::chrono::steady_clock::now();
   Status status = [&]() -> Status {
     if (group_) return GroupWrite(body);
@@ -1175,191 +885,64 @@ Result<BatchResult> ResultsStore::RecordSummary(const TrialSummary& summary) {
   return AppendBatch(batch);
 }
 
-// --- Read side -----------------------------------------------------------------------
+// --- Read side: through the reader, after the open group's writes are committed ------
 
+template <typename Read>
+auto ResultsStore::Locked(Read read) -> decltype(read(std::declval<ResultsReader&>())) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  (void)CommitOpenGroup();  // readers never see writes that could still be lost
+  return read(*reader_);
+}
+
+Result<int> ResultsStore::SchemaVersion() {
+  return Locked([](ResultsReader& r) { return r.SchemaVersion(); });
+}
 Result<std::vector<SweepRecord>> ResultsStore::ListSweeps(std::optional<SweepState> state) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  if (!state) return QueryAll(*db_, SweepQuery("", "ORDER BY w.id DESC"), ReadSweepRow);
-  return QueryAll(*db_, SweepQuery("WHERE w.state = ?", "ORDER BY w.id DESC"), ReadSweepRow,
-                  SweepStateName(*state));
+  return Locked([&](ResultsReader& r) { return r.ListSweeps(state); });
 }
-
 Result<SweepRecord> ResultsStore::GetSweep(int64_t sweep_id, Counts counts) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  return QueryOne(*db_, SweepQuery("WHERE w.id = ?", "", counts),
-                  Status::NotFound("sweep " + std::to_string(sweep_id) +
-                                   " is not in the results database " + options_.path +
-                                   "; `bakeoff status` lists the sweeps"),
-                  ReadSweepRow, sweep_id);
+  return Locked([&](ResultsReader& r) { return r.GetSweep(sweep_id, counts); });
 }
-
 Result<SweepRecord> ResultsStore::GetSweepByName(const std::string& name, Counts counts) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  return QueryOne(*db_,
-                  SweepQuery("WHERE w.name = ?", "ORDER BY w.id DESC LIMIT 1", counts),
-                  Status::NotFound("no sweep named '" + name + "' in the results database " +
-                                   options_.path + "; `bakeoff status` lists the sweeps"),
-                  ReadSweepRow, name);
+  return Locked([&](ResultsReader& r) { return r.GetSweepByName(name, counts); });
 }
-
 Result<SweepRecord> ResultsStore::FindSweep(const std::string& id_or_name, Counts counts) {
-  if (std::optional<int64_t> id = SweepIdToTry(id_or_name)) {
-    Result<SweepRecord> by_id = GetSweep(*id, counts);
-    if (by_id.ok() || by_id.status().code() != Status::Code::kNotFound) return by_id;
-  }
-  Result<SweepRecord> by_name = GetSweepByName(id_or_name, counts);
-  if (by_name.ok() || by_name.status().code() != Status::Code::kNotFound) return by_name;
-  return Status::NotFound("no sweep with id or name '" + id_or_name +
-                          "' in the results database " + options_.path +
-                          "; `bakeoff status` lists the sweeps");
+  return Locked([&](ResultsReader& r) { return r.FindSweep(id_or_name, counts); });
 }
-
 Result<std::vector<VariantRecord>> ResultsStore::ListVariants(int64_t sweep_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  return QueryAll(*db_,
-                  "SELECT key, ordinal, params_json, trainer_config_json, counterpart_key, "
-                  "is_baseline, counterpart_excluded FROM variants WHERE sweep_id = ? "
-                  "ORDER BY ordinal, key",
-                  ReadVariantRow, sweep_id);
+  return Locked([&](ResultsReader& r) { return r.ListVariants(sweep_id); });
 }
-
 Result<std::vector<TrialRecord>> ResultsStore::ListTrials(int64_t sweep_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  return QueryAll(*db_,
-                  std::string("SELECT ") + kTrialColumns +
-                      "WHERE t.sweep_id = ? ORDER BY t.order_index, t.id",
-                  ReadTrialRow, sweep_id);
+  return Locked([&](ResultsReader& r) { return r.ListTrials(sweep_id); });
 }
-
-namespace {
-
-// Fills each trial's current attempt and summaries; `where` selects the trials (over
-// alias t) and binds nothing or one integer.
-Result<std::vector<TrialResult>> ReadTrialResults(SqliteConnection& db, const std::string& where,
-                                                  const std::string& order,
-                                                  std::optional<int64_t> param) {
-  // The same selection, with its parameter when it has one, for each table.
-  auto query = [&](const std::string& sql, auto read) {
-    return param ? QueryAll(db, sql, read, *param) : QueryAll(db, sql, read);
-  };
-  auto trials = query(std::string("SELECT ") + kTrialColumns + where + order, ReadTrialRow);
-  if (!trials.ok()) return trials.status();
-
-  std::vector<TrialResult> results;
-  std::map<int64_t, size_t> index_of;
-  for (TrialRecord& trial : *trials) {
-    index_of[trial.id] = results.size();
-    TrialResult result;
-    result.trial = std::move(trial);
-    results.push_back(std::move(result));
-  }
-
-  auto attempts = query(std::string("SELECT ") + kAttemptColumns +
-                           "JOIN trials t ON t.id = a.trial_id AND a.attempt = t.attempts_used " +
-                           where,
-                       ReadAttemptRow);
-  if (!attempts.ok()) return attempts.status();
-  for (AttemptRecord& attempt : *attempts) {
-    auto it = index_of.find(attempt.trial_id);
-    if (it != index_of.end()) results[it->second].attempt = std::move(attempt);
-  }
-
-  auto summaries = query(std::string("SELECT ") + kSummaryColumns +
-                            "JOIN trials t ON t.id = s.trial_id AND s.attempt = t.attempts_used " +
-                            where + "ORDER BY s.trial_id, s.rank",
-                        ReadSummaryRow);
-  if (!summaries.ok()) return summaries.status();
-  for (TrialSummary& summary : *summaries) {
-    auto it = index_of.find(summary.trial_id);
-    if (it != index_of.end()) results[it->second].summaries.push_back(std::move(summary));
-  }
-  return results;
-}
-
-}  // namespace
-
 Result<std::vector<TrialResult>> ResultsStore::ListTrialResults(int64_t sweep_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  return ReadTrialResults(*db_, "WHERE t.sweep_id = ? ", "ORDER BY t.order_index, t.id",
-                          sweep_id);
+  return Locked([&](ResultsReader& r) { return r.ListTrialResults(sweep_id); });
 }
-
 Result<std::vector<TrialResult>> ResultsStore::ListActiveTrials() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  return ReadTrialResults(*db_, "WHERE t.state IN ('assigned', 'running') ", "ORDER BY t.id",
-                          std::nullopt);
+  return Locked([](ResultsReader& r) { return r.ListActiveTrials(); });
 }
-
 Result<TrialRecord> ResultsStore::GetTrial(int64_t trial_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  return QueryOne(*db_, std::string("SELECT ") + kTrialColumns + "WHERE t.id = ?",
-                  Status::NotFound("trial " + std::to_string(trial_id) +
-                                   " is not in the results database " + options_.path),
-                  ReadTrialRow, trial_id);
+  return Locked([&](ResultsReader& r) { return r.GetTrial(trial_id); });
 }
-
 Result<std::vector<AttemptRecord>> ResultsStore::ListAttempts(int64_t trial_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  return QueryAll(*db_,
-                  std::string("SELECT ") + kAttemptColumns + "WHERE a.trial_id = ? ORDER BY a.attempt",
-                  ReadAttemptRow, trial_id);
+  return Locked([&](ResultsReader& r) { return r.ListAttempts(trial_id); });
 }
-
 Result<std::vector<StepMetric>> ResultsStore::ReadStepMetrics(int64_t trial_id,
                                                               std::optional<int64_t> attempt,
                                                               std::optional<int64_t> rank) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  return QueryAll(
-      *db_,
-      "SELECT m.trial_id, m.attempt, m.rank, m.step, m.phase, m.step_s, m.tokens, m.loss, "
-      "m.lr, m.peak_mem_bytes, m.rss_bytes, m.comm_s, m.comm_bytes FROM step_metrics m "
-      "WHERE m.trial_id = ?1 AND m.attempt = COALESCE(?2, (SELECT attempts_used FROM trials "
-      "WHERE id = ?1)) AND (?3 IS NULL OR m.rank = ?3) "
-      "ORDER BY m.rank, m.phase = 'measure', m.step",
-      ReadStepMetricRow, trial_id, attempt, rank);
+  return Locked([&](ResultsReader& r) { return r.ReadStepMetrics(trial_id, attempt, rank); });
 }
-
 Result<std::vector<LiveTrialFigures>> ResultsStore::LiveFigures(int64_t sweep_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  return QueryAll(
-      *db_,
-      "SELECT t.id, t.attempts_used, "
-      "TOTAL(m.rank = 0 AND m.phase = 'measure'), "
-      "TOTAL(CASE WHEN m.rank = 0 AND m.phase = 'measure' THEN m.tokens END), "
-      "TOTAL(CASE WHEN m.rank = 0 AND m.phase = 'measure' THEN m.step_s END), "
-      "MAX(m.peak_mem_bytes) "
-      "FROM trials t JOIN step_metrics m ON m.trial_id = t.id AND m.attempt = t.attempts_used "
-      "WHERE t.sweep_id = ? GROUP BY t.id ORDER BY t.order_index",
-      ReadLiveFiguresRow, sweep_id);
+  return Locked([&](ResultsReader& r) { return r.LiveFigures(sweep_id); });
 }
-
 Result<std::vector<EventRecord>> ResultsStore::ReadEvents(int64_t trial_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  return QueryAll(*db_,
-                  "SELECT trial_id, attempt, rank, kind, seq, data_json, at FROM events "
-                  "WHERE trial_id = ? ORDER BY id",
-                  ReadEventRow, trial_id);
+  return Locked([&](ResultsReader& r) { return r.ReadEvents(trial_id); });
 }
-
 Result<std::vector<WorkerRecord>> ResultsStore::ListWorkers() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  return QueryAll(*db_,
-                  "SELECT id, name, host, resources_json, metrics_url, state, registered_at, "
-                  "last_heartbeat_at, secret_sha256 FROM workers ORDER BY registered_at, id",
-                  ReadWorkerRow);
+  return Locked([](ResultsReader& r) { return r.ListWorkers(); });
+}
+Result<std::optional<CalibrationRecord>> ResultsStore::LatestCalibration(const std::string& workload_key) {
+  return Locked([&](ResultsReader& r) { return r.LatestCalibration(workload_key); });
 }
 
 Status ResultsStore::RecordCalibration(CalibrationRecord& record) {
@@ -1370,10 +953,5 @@ Status ResultsStore::RecordCalibration(CalibrationRecord& record) {
   }).WithContext("storing the calibration of " + record.calibrated_sweep);
 }
 
-Result<std::optional<CalibrationRecord>> ResultsStore::LatestCalibration(const std::string& workload_key) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)CommitOpenGroup();
-  return metrics::LatestCalibration(*db_, workload_key);
-}
 
 }  // namespace bakeoff::metrics

@@ -26,6 +26,9 @@
 // refused for its content (kInvalidArgument: a constraint) leaves it healthy. The
 // coordinator refuses new work, and /healthz answers 503, while the store is unhealthy.
 //
+// Read side. The read methods are ResultsReader's (results_reader.h), run on the
+// store's connection; a process that only reads opens a ResultsReader of its own.
+//
 // Thread-safety: one connection guarded by an internal mutex. Every method may be
 // called from any thread; calls are serialised. Other processes may read the file at
 // the same time (WAL mode), e.g. `bakeoff query` or `sqlite3 results.db`.
@@ -44,6 +47,7 @@
 
 #include "metrics/store/calibrations.h"
 #include "metrics/store/read_only_query.h"
+#include "metrics/store/results_reader.h"
 #include "metrics/store/store_records.h"
 #include "protocol/status.h"
 
@@ -64,11 +68,6 @@ struct StoreOptions {
   // Name of a registered SQLite VFS to open the file through; empty = the default.
   // Tests register a fault-injecting VFS here (a full or failing disk).
   std::string vfs;
-  // Open an existing file for reading only (SQLITE_OPEN_READONLY, query_only): for
-  // `bakeoff status/report --db` beside a running coordinator or on a read-only copy.
-  // No file is created and no migration runs (a file of another schema version is
-  // refused with kInvalidArgument); every write method fails with kUnsupported.
-  bool read_only = false;
   // synchronous=FULL for the durable writes (the default, what the store promises).
   // false: NORMAL for every write, so a power loss may lose the last commits, acknowledged
   // ones included. Only for benchmarks that measure what FULL costs.
@@ -236,48 +235,29 @@ class ResultsStore {
   // The summary read through ReadSummaryRecord first (InvalidArgument when mistyped).
   Result<BatchResult> RecordSummary(const TrialSummary& summary);
 
-  // --- Read side ------------------------------------------------------------------
-  // Newest first. `state` filters when given.
+  // Calibrations (calibrations.h): stores `record` (id and created_at filled in).
+  Status RecordCalibration(CalibrationRecord& record);
+
+  // --- Read side: ResultsReader's methods (results_reader.h says what each returns) ---
+  using Counts = ResultsReader::Counts;
   Result<std::vector<SweepRecord>> ListSweeps(std::optional<SweepState> state = std::nullopt);
-  // `counts` (SweepRecord::counts) are read from the sweep's trials unless the caller
-  // knows them (a coordinator running the sweep): kSkip leaves them zero.
-  enum class Counts { kRead, kSkip };
   Result<SweepRecord> GetSweep(int64_t sweep_id, Counts counts = Counts::kRead);
-  // The newest sweep with this name (names need not be unique).
   Result<SweepRecord> GetSweepByName(const std::string& name, Counts counts = Counts::kRead);
-  // A decimal string is tried as an id first, then as a name.
   Result<SweepRecord> FindSweep(const std::string& id_or_name, Counts counts = Counts::kRead);
-  // In expansion order.
   Result<std::vector<VariantRecord>> ListVariants(int64_t sweep_id);
-  // In order_index order.
   Result<std::vector<TrialRecord>> ListTrials(int64_t sweep_id);
-  // Each trial with its current attempt and that attempt's per-rank summaries.
   Result<std::vector<TrialResult>> ListTrialResults(int64_t sweep_id);
   Result<TrialRecord> GetTrial(int64_t trial_id);
-  // Oldest first.
   Result<std::vector<AttemptRecord>> ListAttempts(int64_t trial_id);
-  // Step metrics of one attempt (default: the trial's current attempt), ordered by
-  // rank, phase (warmup first) and step; `rank` filters when given.
   Result<std::vector<StepMetric>> ReadStepMetrics(int64_t trial_id,
                                                   std::optional<int64_t> attempt = std::nullopt,
                                                   std::optional<int64_t> rank = std::nullopt);
-  // Every trial of the sweep that has stored steps in its current attempt, in order_index
-  // order: what the web page charts while the sweep runs. One indexed pass over
-  // step_metrics per trial (its primary key starts with trial_id).
   Result<std::vector<LiveTrialFigures>> LiveFigures(int64_t sweep_id);
-  // In insertion order.
   Result<std::vector<EventRecord>> ReadEvents(int64_t trial_id);
   Result<std::vector<WorkerRecord>> ListWorkers();
-
-  // Calibrations (calibrations.h): stores `record` (id and created_at filled in), and
-  // the newest one for a workload key, or nullopt.
-  Status RecordCalibration(CalibrationRecord& record);
   Result<std::optional<CalibrationRecord>> LatestCalibration(const std::string& workload_key);
-
-  // --- Recovery ---------------------------------------------------------------------
-  // Trials in state assigned or running, each with its current attempt, across all
-  // sweeps, in trial id order: after a restart the coordinator waits for their workers
-  // to reconnect and requeues the rest.
+  // Recovery after a restart: the coordinator waits for these trials' workers to
+  // reconnect and requeues the rest.
   Result<std::vector<TrialResult>> ListActiveTrials();
 
  private:
@@ -289,7 +269,9 @@ class ResultsStore {
   // REQUIRES: mutex_ held.
   Status WriteTransaction(const char* operation, bool durable,
                           const std::function<Status()>& body);
-  static Result<std::unique_ptr<ResultsStore>> OpenReadOnly(std::unique_ptr<ResultsStore> store);
+  // Runs read(reader) under the mutex after committing the open group's writes.
+  template <typename Read>
+  auto Locked(Read read) -> decltype(read(std::declval<ResultsReader&>()));
   // REQUIRES: mutex_ held.
   Status SetSynchronous(bool full);
   // Turns the store unhealthy when `status` says it cannot write (IsStoreFailure); returns it unchanged.
@@ -319,6 +301,7 @@ class ResultsStore {
   StoreOptions options_;
   mutable std::mutex mutex_;
   std::unique_ptr<SqliteConnection> db_;  // guarded by mutex_
+  std::unique_ptr<ResultsReader> reader_;  // over db_; guarded by mutex_
   // The background checkpoint (StoreOptions::background_checkpoint): its thread, and how
   // it is told to stop.
   void CheckpointLoop();

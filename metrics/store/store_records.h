@@ -214,11 +214,21 @@ struct EventRecord {
 };
 
 // A trial with its current attempt (if any) and that attempt's summaries, one per
-// rank that sent one, ordered by rank.
+// rank that sent one, ordered by rank: each read once into its type (a stored summary
+// was checked so on its way in; one that no longer reads has no figures).
 struct TrialResult {
   TrialRecord trial;
   std::optional<AttemptRecord> attempt;
-  std::vector<TrialSummary> summaries;
+  std::vector<SummaryRecord> summaries;
+};
+
+// One measured step of a trial's current attempt across its ranks
+// (ResultsReader::MeasuredSteps).
+struct MeasuredStep {
+  int64_t trial_id = 0;
+  int64_t step = 0;
+  double step_s = 0;           // the slowest rank's
+  std::optional<double> loss;  // the lowest rank's that reported one
 };
 
 // The one rule for text that names a sweep (every command, route and the report): 1 to

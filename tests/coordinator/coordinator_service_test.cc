@@ -366,7 +366,7 @@ TEST_F(CoordinatorServiceTest, SweepRunsToTheEndAndIsAcknowledged) {
   for (const auto& r : results) {
     EXPECT_EQ(r.trial.outcome, metrics::Outcome::kSucceeded);
     ASSERT_EQ(r.summaries.size(), 1u);
-    EXPECT_EQ(r.summaries[0].summary["tokens_per_s"], 160.0);
+    EXPECT_EQ(r.summaries[0].body["tokens_per_s"], 160.0);
   }
   EXPECT_EQ(results[0].attempt->worker_id, results[1].attempt->worker_id) << "both sides of the pair on one worker";
 }
@@ -445,7 +445,7 @@ TEST_F(CoordinatorServiceTest, AnUnreadableEventIsDroppedAndTheRestOfItsFrameSto
   for (const auto& r : results) {
     if (r.trial.id != ref.trial_id) continue;
     ASSERT_EQ(r.summaries.size(), 1u);
-    EXPECT_EQ(r.summaries[0].summary["custom"]["graphs"], 2) << "unknown fields are stored as written";
+    EXPECT_EQ(r.summaries[0].body["custom"]["graphs"], 2) << "unknown fields are stored as written";
     found = true;
   }
   EXPECT_TRUE(found);
@@ -767,7 +767,7 @@ TEST_F(CoordinatorServiceTest, AWorkerCannotWriteEventsForRanksItWasNotGiven) {
     if (r.trial.id != victim.trial_id && r.trial.id != own.trial_id) continue;  // not run yet
     ASSERT_EQ(r.summaries.size(), 1u) << "trial " << r.trial.id << ": one summary, of rank 0";
     EXPECT_EQ(r.summaries[0].rank, 0);
-    const double tps = r.summaries[0].summary.value("tokens_per_s", 0.0);
+    const double tps = r.summaries[0].body.value("tokens_per_s", 0.0);
     EXPECT_EQ(tps, r.trial.id == victim.trial_id ? 160.0 : 150.0) << "the real summary, not the forged one";
   }
   const std::string metrics = service_->MetricsText();

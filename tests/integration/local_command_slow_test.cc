@@ -30,11 +30,8 @@ class LocalCommandTest : public ::testing::Test {
     if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
   // The run's results database, read-only (as `bakeoff report` opens it).
-  static Result<std::unique_ptr<metrics::ResultsStore>> OpenResults(const std::string& db) {
-    metrics::StoreOptions options;
-    options.path = db;
-    options.read_only = true;
-    return metrics::ResultsStore::Open(options);
+  static Result<std::unique_ptr<metrics::ResultsReader>> OpenResults(const std::string& db) {
+    return metrics::ResultsReader::Open(db);
   }
   std::string Write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ / name) << text;

@@ -47,10 +47,7 @@ class SweepEndToEndTest : public testing::LoopbackClusterTest {
 };
 
 void ExpectEveryTrialSucceededAcrossBothWorkers(const std::string& db, std::int64_t sweep_id, int trials) {
-  metrics::StoreOptions options;
-  options.path = db;
-  options.read_only = true;
-  auto store = metrics::ResultsStore::Open(options);
+  auto store = metrics::ResultsReader::Open(db);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   auto results = (*store)->ListTrialResults(sweep_id);
   ASSERT_TRUE(results.ok());
@@ -65,7 +62,7 @@ void ExpectEveryTrialSucceededAcrossBothWorkers(const std::string& db, std::int6
     for (const auto& rank : r.attempt->ranks) workers.insert(rank.worker_id);
     EXPECT_EQ(workers, (std::set<std::string>{"w1", "w2"})) << "a gang over two one-slot workers";
     ASSERT_FALSE(r.summaries.empty()) << "trial " << r.trial.id << " has no summary";
-    EXPECT_GT(r.summaries[0].summary.value("tokens_per_s", 0.0), 0.0);
+    EXPECT_GT(r.summaries[0].figures.tokens_per_s.value_or(0.0), 0.0);
   }
 }
 
@@ -213,17 +210,15 @@ TEST_F(SweepEndToEndTest, TheSameSweepTwiceOnTwoHandStartedWorkersAgreesWithinIt
     ASSERT_TRUE(speedup.is_object() && speedup["ci_low"].is_number()) << report->dump();
     intervals.emplace_back(speedup["ci_low"].get<double>(), speedup["ci_high"].get<double>());
     // Why they agree: every rank ran on the one core its worker was given.
-    metrics::StoreOptions options;
-    options.path = db();
-    options.read_only = true;
-    auto store = metrics::ResultsStore::Open(options);
+    auto store = metrics::ResultsReader::Open(db());
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     auto results = (*store)->ListTrialResults(sweep["id"].get<int>());
     ASSERT_TRUE(results.ok());
     ASSERT_EQ(results->size(), 6u);
     for (const auto& r : *results) {
       ASSERT_FALSE(r.summaries.empty()) << "trial " << r.trial.id;
-      const json& applied = r.summaries[0].summary["applied"];
+      ASSERT_TRUE(r.summaries[0].figures.applied.has_value()) << "trial " << r.trial.id;
+      const json& applied = *r.summaries[0].figures.applied;
       const std::string reason = applied["decisions"]["threads"].value("reason", "");
       EXPECT_NE(reason.find("pinned to this rank alone"), std::string::npos) << reason;
       EXPECT_EQ(applied.value("threads", 0), 1) << "one core a worker: one thread";

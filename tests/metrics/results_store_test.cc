@@ -740,7 +740,7 @@ TEST_F(ResultsStoreTest, SummaryFieldsBecomeColumnsAndTrialResultsCarryThem) {
   ASSERT_TRUE(first.attempt.has_value());
   EXPECT_EQ(first.attempt->worker_id, "w1");
   ASSERT_EQ(first.summaries.size(), 2u);
-  EXPECT_EQ(first.summaries[0].summary, fields);
+  EXPECT_EQ(first.summaries[0].body, fields);
   EXPECT_EQ(first.summaries[1].rank, 1);
   EXPECT_FALSE((*results)[1].attempt.has_value());
   EXPECT_TRUE((*results)[1].summaries.empty());
@@ -927,46 +927,90 @@ TEST_F(ResultsStoreTest, StoreMayBeUsedFromSeveralThreads) {
   EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 100);
 }
 
-TEST_F(ResultsStoreTest, ReadOnlyStoreReadsBesideTheWriterAndRefusesWrites) {
+// --- ResultsReader: the read side on a connection of its own ------------------------
+
+TEST_F(ResultsStoreTest, AReaderReadsBesideTheWriterAndSeesItsLaterCommits) {
   auto writer = OpenStore();
   ASSERT_NE(writer, nullptr);
   CreatedSweep created = CreateSample(*writer);
   ASSERT_TRUE(writer->AssignTrial(created.trial_ids[0], 0, Placement("w1", "node-a"))->applied);
 
-  StoreOptions options;
-  options.path = db_path_;
-  options.read_only = true;
-  Result<std::unique_ptr<ResultsStore>> reader = ResultsStore::Open(options);
+  Result<std::unique_ptr<ResultsReader>> reader = ResultsReader::Open(db_path_);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   Result<std::vector<TrialResult>> trials = (*reader)->ListTrialResults(created.sweep_id);
   ASSERT_TRUE(trials.ok()) << trials.status().ToString();
   ASSERT_EQ(trials->size(), 4u);
   EXPECT_EQ((*trials)[0].trial.state, TrialState::kAssigned);
+  Result<SweepRecord> by_name = (*reader)->FindSweep("compile-vs-eager");
+  ASSERT_TRUE(by_name.ok()) << by_name.status().ToString();
+  EXPECT_EQ(by_name->id, created.sweep_id);
 
-  // The writer's later commits are visible to the open reader.
   ASSERT_TRUE(writer->FinishTrial(created.trial_ids[0], 1, Outcome::kSucceeded, "")->applied);
   Result<TrialRecord> trial = (*reader)->GetTrial(created.trial_ids[0]);
   ASSERT_TRUE(trial.ok());
   EXPECT_EQ(trial->outcome, Outcome::kSucceeded);
-
-  Result<TransitionResult> refused = (*reader)->AssignTrial(created.trial_ids[1], 0, Placement("w", "h"));
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), Status::Code::kUnsupported);
-  EXPECT_NE(refused.status().message().find("read-only"), std::string::npos);
-  EXPECT_TRUE((*reader)->healthy());  // a refused write on a reader is not a disk fault
-  Result<TrialRecord> untouched = writer->GetTrial(created.trial_ids[1]);
-  ASSERT_TRUE(untouched.ok());
-  EXPECT_EQ(untouched->state, TrialState::kQueued);
+  // A snapshot holds one state of the file while the writer goes on.
+  {
+    ResultsReader::Snapshot snapshot = (*reader)->BeginSnapshot();
+    EXPECT_EQ((*reader)->GetTrial(created.trial_ids[1])->state, TrialState::kQueued);
+    ASSERT_TRUE(writer->AssignTrial(created.trial_ids[1], 0, Placement("w1", "node-a"))->applied);
+    EXPECT_EQ((*reader)->GetTrial(created.trial_ids[1])->state, TrialState::kQueued);
+  }
+  EXPECT_EQ((*reader)->GetTrial(created.trial_ids[1])->state, TrialState::kAssigned);
 }
 
-TEST_F(ResultsStoreTest, ReadOnlyOpenOfMissingFileCreatesNothing) {
-  StoreOptions options;
-  options.path = dir_.File("absent.db");
-  options.read_only = true;
-  Result<std::unique_ptr<ResultsStore>> reader = ResultsStore::Open(options);
-  ASSERT_FALSE(reader.ok());
-  EXPECT_EQ(reader.status().code(), Status::Code::kNotFound);
-  EXPECT_FALSE(std::filesystem::exists(options.path));
+TEST_F(ResultsStoreTest, AReaderOpensNoMissingFileAndNoOtherSchemaVersion) {
+  Result<std::unique_ptr<ResultsReader>> absent = ResultsReader::Open(dir_.File("absent.db"));
+  ASSERT_FALSE(absent.ok());
+  EXPECT_EQ(absent.status().code(), Status::Code::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("absent.db")));
+
+  ASSERT_NE(OpenStore(), nullptr);
+  {
+    auto db = SqliteConnection::Open(db_path_, SQLITE_OPEN_READWRITE);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = " + std::to_string(kLatestSchemaVersion + 1)).ok());
+  }
+  Result<std::unique_ptr<ResultsReader>> newer = ResultsReader::Open(db_path_);
+  ASSERT_FALSE(newer.ok());
+  EXPECT_EQ(newer.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(newer.status().message().find("use a newer bakeoff"), std::string::npos) << newer.status().ToString();
+}
+
+TEST_F(ResultsStoreTest, SummariesComeBackTypedAndMeasuredStepsTakeTheSlowestRank) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  CreatedSweep created = CreateSample(*store);
+  const int64_t trial = created.trial_ids[0];
+  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  ASSERT_TRUE(store->RecordSummary(TrialSummary{trial, 1, 0, {{"tokens_per_s", 160.0}, {"custom", 1}}}).ok());
+  std::vector<StepMetric> steps = {Step(trial, 1, 0, 0), Step(trial, 1, 1, 0), Step(trial, 1, 0, 1),
+                                   Step(trial, 1, 1, 1), Step(trial, 1, 0, 0, "warmup")};
+  steps[0].step_s = 0.5;
+  steps[1].step_s = 0.7;  // rank 1 is the slower at step 0
+  steps[2].step_s = 0.9;  // rank 0 at step 1
+  steps[3].step_s = 0.4;
+  steps[0].loss = std::nullopt;  // rank 0 reported no loss at step 0: rank 1's stands
+  steps[1].loss = 2.5;
+  ASSERT_TRUE(store->AppendStepMetrics(steps).ok());
+
+  Result<std::unique_ptr<ResultsReader>> reader = ResultsReader::Open(db_path_);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  auto results = (*reader)->ListTrialResults(created.sweep_id);
+  ASSERT_TRUE(results.ok());
+  ASSERT_EQ((*results)[0].summaries.size(), 1u);
+  EXPECT_EQ((*results)[0].summaries[0].figures.tokens_per_s, 160.0);
+  EXPECT_EQ((*results)[0].summaries[0].body["custom"], 1) << "the body is kept as written";
+
+  auto measured = (*reader)->MeasuredSteps(created.sweep_id);
+  ASSERT_TRUE(measured.ok()) << measured.status().ToString();
+  ASSERT_EQ(measured->size(), 2u) << "measured steps only, one per step across ranks";
+  EXPECT_EQ((*measured)[0].step, 0);
+  EXPECT_DOUBLE_EQ((*measured)[0].step_s, 0.7);
+  EXPECT_EQ((*measured)[0].loss, 2.5);
+  EXPECT_EQ((*measured)[1].step, 1);
+  EXPECT_DOUBLE_EQ((*measured)[1].step_s, 0.9);
+  EXPECT_EQ((*measured)[1].loss, steps[2].loss);
 }
 
 TEST_F(ResultsStoreTest, WriteObserverSeesEveryWriteWithItsOperationAndOutcome) {
