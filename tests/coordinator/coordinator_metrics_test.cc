@@ -13,7 +13,7 @@
 #include "protocol/version.h"
 #include "tests/coordinator/coordinator_test_util.h"
 #include "tests/coordinator/exposition_value.h"
-#include "tests/metrics/promtool_check.h"
+#include "tests/metrics/prometheus/promtool_check.h"
 
 namespace bakeoff::coordinator {
 namespace {

@@ -23,7 +23,7 @@
 #include "tests/integration/loopback_cluster_test.h"
 #include "tests/integration/loopback_port.h"
 #include "tests/integration/test_sweeps.h"
-#include "tests/metrics/promtool_check.h"
+#include "tests/metrics/prometheus/promtool_check.h"
 
 namespace bakeoff {
 namespace {

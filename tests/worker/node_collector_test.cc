@@ -10,7 +10,7 @@
 
 #include <prometheus/text_serializer.h>
 
-#include "tests/metrics/promtool_check.h"
+#include "tests/metrics/prometheus/promtool_check.h"
 
 namespace bakeoff::worker {
 namespace {

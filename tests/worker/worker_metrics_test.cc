@@ -6,7 +6,7 @@
 
 #include "protocol/version.h"
 #include "tests/coordinator/exposition_value.h"
-#include "tests/metrics/promtool_check.h"
+#include "tests/metrics/prometheus/promtool_check.h"
 
 namespace bakeoff::worker {
 namespace {

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/metrics/bakeoff_command.h"
+#include "tests/cli/bakeoff_command.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include "experiments/spec/sweep_expander.h"
 #include "experiments/spec/sweep_parser.h"
 #include "metrics/store/results_store.h"
-#include "tests/metrics/results_store_test_util.h"
+#include "tests/metrics/store/results_store_test_util.h"
 
 namespace bakeoff::metrics {
 

@@ -12,7 +12,7 @@
 #include "metrics/report/report_builder.h"
 #include "metrics/report/report_renderer.h"
 #include "metrics/report/report_service.h"
-#include "tests/metrics/report_store_fixture.h"
+#include "tests/metrics/report/report_store_fixture.h"
 
 namespace bakeoff::metrics {
 namespace {

@@ -7,7 +7,7 @@
 #include "metrics/report/report_renderer.h"
 #include "metrics/report/statistics.h"
 
-#include "tests/metrics/report_test_fixtures.h"
+#include "tests/metrics/report/report_test_fixtures.h"
 
 namespace bakeoff::metrics {
 namespace {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "metrics/report/report_renderer.h"
-#include "tests/metrics/report_test_fixtures.h"
+#include "tests/metrics/report/report_test_fixtures.h"
 
 namespace bakeoff::metrics {
 namespace {

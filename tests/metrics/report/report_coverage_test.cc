@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "tests/metrics/report_simulation.h"
+#include "tests/metrics/report/report_simulation.h"
 
 namespace bakeoff::metrics {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/metrics/results_store_test_util.h"
+#include "tests/metrics/store/results_store_test_util.h"
 
 namespace bakeoff::metrics {
 namespace {

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "metrics/report/report_builder.h"
-#include "tests/metrics/report_test_fixtures.h"
+#include "tests/metrics/report/report_test_fixtures.h"
 
 namespace bakeoff::metrics {
 namespace {

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/metrics/bakeoff_command.h"
-#include "tests/metrics/report_store_fixture.h"
+#include "tests/cli/bakeoff_command.h"
+#include "tests/metrics/report/report_store_fixture.h"
 
 namespace bakeoff::metrics {
 namespace {

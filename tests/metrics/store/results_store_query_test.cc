@@ -11,7 +11,7 @@
 
 #include "metrics/store/results_store.h"
 #include "metrics/store/schema_migrations.h"
-#include "tests/metrics/results_store_test_util.h"
+#include "tests/metrics/store/results_store_test_util.h"
 
 namespace bakeoff::metrics {
 namespace {

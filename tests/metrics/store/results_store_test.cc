@@ -12,7 +12,7 @@
 #include "metrics/store/read_only_query.h"
 #include "metrics/store/schema_migrations.h"
 #include "metrics/store/sqlite_connection.h"
-#include "tests/metrics/results_store_test_util.h"
+#include "tests/metrics/store/results_store_test_util.h"
 
 namespace bakeoff::metrics {
 namespace {

@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "metrics/store/read_only_query.h"
-#include "tests/metrics/results_store_test_util.h"
+#include "tests/metrics/store/results_store_test_util.h"
 
 namespace bakeoff::metrics {
 namespace {

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/metrics/bakeoff_command.h"
-#include "tests/metrics/results_store_test_util.h"
+#include "tests/cli/bakeoff_command.h"
+#include "tests/metrics/store/results_store_test_util.h"
 
 namespace bakeoff::metrics {
 namespace {

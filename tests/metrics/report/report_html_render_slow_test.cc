@@ -15,7 +15,7 @@
 
 #include "metrics/report/report_builder.h"
 #include "metrics/report/report_renderer.h"
-#include "tests/metrics/report_test_fixtures.h"
+#include "tests/metrics/report/report_test_fixtures.h"
 
 namespace bakeoff::metrics {
 namespace {
