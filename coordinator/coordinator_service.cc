@@ -34,7 +34,10 @@ CoordinatorService::CoordinatorService(asio::any_io_executor executor, Coordinat
       clock_(clock),
       registry_(clock, config_.heartbeat_timeout),
       tick_timer_(executor_),
-      events_(config_.max_worker_events_per_s, store_, metrics_) {}
+      events_(config_.max_worker_events_per_s, store_, metrics_),
+      group_(executor_, store_, clock_, config_.group_commit_window, metrics_,
+             GroupCommit::Hooks{[this]() { ScheduleIfWanted(); },
+                                [this](const Status& why) { ReloadAfterLostGroup(why); }}) {}
 
 CoordinatorService::~CoordinatorService() { Stop(); }
 
@@ -79,6 +82,7 @@ Status CoordinatorService::Recover() {
 
 void CoordinatorService::Start() {
   stopped_ = false;
+  group_.Restart();
   tick_timer_.expires_after(config_.tick);
   tick_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopped_) return;
@@ -90,9 +94,7 @@ void CoordinatorService::Start() {
 void CoordinatorService::Stop() {
   stopped_ = true;
   tick_timer_.cancel();
-  // What this turn stored is committed; what waited for it is not sent any more.
-  if (store_.in_group()) (void)store_.CommitGroup();
-  after_commit_.clear();
+  group_.Stop();
   for (auto& [id, link] : links_) link->Close();
   links_.clear();
 }
@@ -102,7 +104,7 @@ void CoordinatorService::Tick() {
     reload_needed_ = false;
     ReloadAfterLostGroup(Status::IoError("the last reload from the store failed"));
   }
-  BeginWrites();
+  group_.Begin();
   const auto probe_now = clock_.Now();
   if (!store_.healthy() && probe_now >= next_store_probe_) {
     // A full, read-only or capped database refuses writes; try one small real write now
@@ -171,65 +173,16 @@ void CoordinatorService::Tick() {
 
 void CoordinatorService::ScheduleSoon() {
   schedule_wanted_ = true;
-  PostEndOfTurn();
+  group_.PostEndOfTurn();
 }
 
-// ------------------------------------------------------------------ group commit
-
-void CoordinatorService::BeginWrites() {
-  if (!store_.in_group()) {
-    store_.BeginGroup();
-    group_opened_ = clock_.Now();
-  }
-  PostEndOfTurn();
+void CoordinatorService::ScheduleIfWanted() {
+  if (!schedule_wanted_) return;
+  schedule_wanted_ = false;
+  Schedule();  // its assignments join the turn's group
 }
 
-void CoordinatorService::CommitIfGroupIsOld() {
-  if (config_.group_commit_window.count() <= 0 || !store_.in_group()) return;
-  if (clock_.Now() - group_opened_ < config_.group_commit_window) return;
-  if (schedule_wanted_) {
-    schedule_wanted_ = false;
-    Schedule();
-  }
-  (void)FinishGroup();
-}
-
-void CoordinatorService::PostEndOfTurn() {
-  if (turn_posted_) return;
-  turn_posted_ = true;
-  // Posted behind the handlers already queued: the frames read in this pass of the
-  // event loop join the group before it commits.
-  asio::post(executor_, [this]() { EndOfTurn(); });
-}
-
-void CoordinatorService::EndOfTurn() {
-  if (!stopped_) {
-    if (schedule_wanted_) {
-      schedule_wanted_ = false;
-      Schedule();  // its assignments join this turn's group
-    }
-    (void)FinishGroup();
-  }
-  turn_posted_ = false;
-}
-
-Status CoordinatorService::FinishGroup() {
-  Status committed = Status::Ok();
-  if (store_.in_group()) {
-    // Timed only when it writes: a turn that stored nothing (most ticks) commits nothing.
-    std::optional<CoordinatorMetrics::StoreWriteTimer> timer;
-    if (store_.group_pending()) timer.emplace(metrics_, "commit_group");
-    committed = store_.CommitGroup();
-  }
-  std::vector<std::function<void()>> waiting;
-  waiting.swap(after_commit_);
-  if (!committed.ok()) {
-    ReloadAfterLostGroup(committed);
-    return committed;
-  }
-  for (auto& send : waiting) send();
-  return Status::Ok();
-}
+// ------------------------------------------------------------------ a lost store group
 
 void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
   // The store may hold less than memory says (the lost writes), or more (a reader
@@ -243,7 +196,7 @@ void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
   for (auto& [id, link] : links_) link->Close();
   links_.clear();
   acked_.clear();
-  after_commit_.clear();
+  group_.Discard();
   registry_.ReleaseAll();
   table_.Clear();
   history_.clear();
@@ -321,7 +274,7 @@ void CoordinatorService::Schedule() {
     return it == history_.end() ? 0 : it->second;
   };
   auto placements = scheduler_.Schedule(sweeps, std::move(workers), history);
-  if (!placements.empty()) BeginWrites();
+  if (!placements.empty()) group_.Begin();
   for (const auto& placement : placements) {
     Status applied = ApplyPlacement(placement);
     if (!applied.ok()) {
@@ -517,7 +470,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   }
   record.state = message.running.empty() ? metrics::WorkerState::kIdle : metrics::WorkerState::kBusy;
   record.secret_sha256 = protocol::Sha256Hex(info.secret);
-  BeginWrites();
+  group_.Begin();
   Status upsert = store_.UpsertWorker(record);
   if (!upsert.ok()) kLog.Warning("cannot record worker " + id + ": " + upsert.ToString());
 
@@ -580,13 +533,13 @@ void CoordinatorService::HandleOutboxFrame(const std::string& worker_id, const j
 }
 
 void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink* link, const json& frame) {
-  CommitIfGroupIsOld();  // first: a reload after a lost group replaces the links checked below
+  group_.CommitIfOld();  // first: a reload after a lost group replaces the links checked below
   auto current = links_.find(worker_id);
   if (current == links_.end() || current->second.get() != link) return;  // a replaced connection
   auto type = protocol::MessageType(frame);
   if (!type.ok()) return;
   registry_.Heartbeat(worker_id);  // any frame proves the worker alive
-  BeginWrites();
+  group_.Begin();
   if (*type == protocol::kTypeHeartbeat) {
     auto hb = protocol::Parse<protocol::HeartbeatMessage>(frame);
     if (hb.ok()) HandleHeartbeat(worker_id, *hb);
@@ -641,11 +594,7 @@ void CoordinatorService::Ack(const std::string& worker_id, std::int64_t outbox_s
     Send(worker_id, protocol::ToJson(protocol::AckMessage{outbox_seq}));
   };
   // The worker forgets what is acknowledged: only once the group holding it committed.
-  if (store_.in_group()) {
-    after_commit_.push_back(std::move(ack));
-  } else {
-    ack();
-  }
+  group_.AfterCommit(std::move(ack));
 }
 
 void CoordinatorService::HandleHeartbeat(const std::string& worker_id, const protocol::HeartbeatMessage& message) {
@@ -938,11 +887,7 @@ void CoordinatorService::Send(const std::string& worker_id, const json& frame) {
     }
   };
   // What this turn decided leaves once it is stored; frames keep their order.
-  if (store_.in_group()) {
-    after_commit_.push_back(std::move(send));
-  } else {
-    send();
-  }
+  group_.AfterCommit(std::move(send));
 }
 
 // ------------------------------------------------------------------ HTTP API
@@ -1103,7 +1048,7 @@ std::variant<json, ApiError> CoordinatorService::CommitSweep(PreparedSweep prepa
   json out = {{"id", sweep_id}, {"name", name}, {"variant_count", variants.size()},
               {"trial_count", trials.size()}, {"state", "running"}};
   // The user hears of the sweep once it is durable (it may have joined this turn's group).
-  if (Status committed = FinishGroup(); !committed.ok()) {
+  if (Status committed = group_.Finish(); !committed.ok()) {
     return ApiError{503, "the sweep was not stored: " + committed.message() +
                              "; the coordinator accepts no new sweeps until the results database writes again"};
   }
@@ -1145,7 +1090,7 @@ std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& 
   MaybeFinishSweep(sweep.id);
   json out{{"id", sweep.id}, {"name", sweep.name}, {"state", sweep.done ? "cancelled" : "cancelling"},
            {"cancelled_trials", *cancelled}, {"stopping_trials", stopping}};  // evicted later, not now
-  if (Status committed = FinishGroup(); !committed.ok()) return ApiErrorFrom(committed);
+  if (Status committed = group_.Finish(); !committed.ok()) return ApiErrorFrom(committed);
   return out;
 }
 
@@ -1158,7 +1103,7 @@ std::variant<json, ApiError> CoordinatorService::DrainWorker(const std::string& 
   (void)s;
   kLog.Info("draining worker=" + worker_id + " with " + std::to_string(info->attempts.size()) + " running attempt(s)");
   json out{{"id", worker_id}, {"state", "draining"}, {"running", info->attempts.size()}};
-  if (Status committed = FinishGroup(); !committed.ok()) return ApiErrorFrom(committed);
+  if (Status committed = group_.Finish(); !committed.ok()) return ApiErrorFrom(committed);
   return out;
 }
 

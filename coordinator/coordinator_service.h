@@ -3,25 +3,21 @@
 // (Scheduler), talks to workers through WorkerLinks, and persists every decision in the
 // results store before acknowledging it (the store owns durability).
 //
-// Group commit (docs/scale.md). The store writes of one turn of the event loop (the
-// frames read in one pass, the scheduling they cause, a tick) join one store group:
-// one transaction and one fsync. Every frame sent while a group is open (acks,
-// assignments, cancels, heartbeat answers) waits until the group commits, in the order
-// it was sent, so nothing is acknowledged or dispatched on a write that could still be
-// lost; an API call that stores something (submit, cancel, drain) commits the group
-// before it answers. When a group is lost (its commit, or a disk error in it), nothing
-// it decided is sent: the service closes every worker connection and reloads its state
-// from the store, as after a restart; the workers reconnect, re-register their running
-// attempts and send again everything that was not acknowledged. On start it
-// recovers from the store: queued trials are scheduled again; assigned and running
-// ones wait `recovery_grace` for their workers to reconnect and reclaim them, and are
-// requeued as lost otherwise.
+// Group commit (docs/scale.md; group_commit.h). The store writes of one turn of the
+// event loop join one store group, and every frame sent while it is open waits until it
+// commits; an API call that stores something (submit, cancel, drain) commits the group
+// before it answers. When a group is lost, nothing it decided is sent: the service
+// closes every worker connection and reloads its state from the store, as after a
+// restart; the workers reconnect, re-register their running attempts and send again
+// everything that was not acknowledged. On start it recovers from the store: queued
+// trials are scheduled again; assigned and running ones wait `recovery_grace` for their
+// workers to reconnect and reclaim them, and are requeued as lost otherwise.
 //
 // What it decides on is translated elsewhere: a submitted or stored sweep into records
 // and an in-memory sweep (sweep_intake.h), the store's rows into the trial table it
 // holds (trial_table.h, recovery), and a worker's trainer events into store rows
-// (event_ingest.h). The decisions (state machine calls, scheduling and placement,
-// cancel, drain, adaptive repeats, group commit) stay here.
+// (event_ingest.h); the group commit is group_commit.h's. The decisions (state machine
+// calls, scheduling and placement, cancel, drain, adaptive repeats) stay here.
 //
 // Thread-safety: not thread-safe. Every method runs on the coordinator's io thread
 // (the one executor given to the constructor); the transports (WorkerServer,
@@ -50,6 +46,7 @@
 #include "coordinator/coordinator_config.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/event_ingest.h"
+#include "coordinator/group_commit.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/sweep_intake.h"
 #include "coordinator/trial_state_machine.h"
@@ -225,19 +222,9 @@ class CoordinatorService {
   void Ack(const std::string& worker_id, std::int64_t outbox_seq);
   // Scheduling at the end of this turn (before its group commits).
   void ScheduleSoon();
-  // Opens the store group for this turn's writes if none is open, and posts the end of
-  // the turn, which commits it. Call before any store write made on the executor.
-  void BeginWrites();
-  // Schedules if asked to and commits the group when it has been open for
-  // group_commit_window. Called where no reference into table_ is held.
-  void CommitIfGroupIsOld();
-  void PostEndOfTurn();
-  // Schedules if asked to, then commits the open group (FinishGroup).
-  void EndOfTurn();
-  // Commits the open group, then sends what waited for it; when the group is lost,
-  // sends none of it and reloads (ReloadAfterLostGroup). Returns the commit's Status.
-  // REQUIRES: no reference into table_ is held (a reload clears them).
-  Status FinishGroup();
+  void ScheduleIfWanted();
+  // The group was lost (GroupCommit): memory is rebuilt from the store and every worker
+  // reconnects. REQUIRES: no reference into table_ is held.
   void ReloadAfterLostGroup(const Status& why);
 
   boost::asio::any_io_executor executor_;
@@ -249,11 +236,7 @@ class CoordinatorService {
   boost::asio::steady_timer tick_timer_;
   bool stopped_ = false;
   bool schedule_wanted_ = false;  // ScheduleSoon was called this turn
-  bool turn_posted_ = false;      // EndOfTurn is posted
-  bool reload_needed_ = false;
-  Clock::TimePoint group_opened_{};  // when the open group was begun    // a reload after a lost group failed: Tick tries again
-  // What waits for the open group to commit (frames to send, acks to record), in order.
-  std::vector<std::function<void()>> after_commit_;
+  bool reload_needed_ = false;   // a reload after a lost group failed: Tick tries again
   bool evict_posted_ = false;
   Clock::TimePoint next_store_probe_{};  // when an unhealthy store is probed next (Tick)
   std::map<std::string, std::shared_ptr<WorkerLink>> links_;
@@ -266,6 +249,7 @@ class CoordinatorService {
   std::map<std::tuple<std::int64_t, std::string, std::string>, int> history_;
   CoordinatorMetrics metrics_;
   EventIngest events_;  // after metrics_, which it uses
+  GroupCommit group_;   // after store_ and metrics_; its hooks call back into this service
   std::string capacity_note_;
   std::function<std::string()> extra_metrics_;
 };
