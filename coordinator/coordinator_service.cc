@@ -810,69 +810,39 @@ void CoordinatorService::EvictFinishedSweeps() {
 }
 
 void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
-  auto sit = table_.sweeps().find(sweep_id);
-  if (sit == table_.sweeps().end() || !sit->second.adaptive || sit->second.done || sit->second.cancelled) return;
-  SweepEntry& sweep = sit->second;
-  const metrics::SequentialDesign& design = *sweep.adaptive;
+  SweepEntry* sweep = table_.FindSweep(sweep_id);
+  if (sweep == nullptr || !sweep->adaptive || sweep->done || sweep->cancelled) return;
   auto results = store_.ListTrialResults(sweep_id);
   if (!results.ok()) {
     kLog.Info("adaptive repeats of sweep " + std::to_string(sweep_id) + " not evaluated: " + results.status().ToString());
     return;
   }
-  // Each trial: finished, and its tokens/s (slowest rank) when it succeeded.
-  std::vector<metrics::RepeatTrial> repeats;
-  repeats.reserve(results->size());
-  for (const auto& r : *results) {
-    metrics::RepeatTrial& t = repeats.emplace_back();
-    t.variant_key = r.trial.variant_key;
-    t.repeat = r.trial.repeat;
-    t.finished = r.trial.state == metrics::TrialState::kFinished;
-    if (r.trial.outcome != metrics::Outcome::kSucceeded) continue;
-    for (const auto& summary : r.summaries) {
-      auto tps = summary.figures.tokens_per_s;
-      if (tps && *tps > 0) t.tokens_per_s = t.tokens_per_s ? std::min(*t.tokens_per_s, *tps) : *tps;
-    }
-  }
-  // Cancels the variant's queued trials with `reason`.
-  auto cancel_queued = [&](const std::string& key, const std::string& reason) {
+  // Each comparison of the answer, walked; a variant stops once every comparison it is a
+  // side of has stopped (the report walks the same).
+  metrics::AdaptiveWalk walk = metrics::WalkComparisons(sweep->comparisons, metrics::RepeatTrials(*results), *sweep->adaptive);
+  sweep->comparisons_answered = walk.answered;
+  std::map<std::string, std::string> counterpart_of;
+  for (const auto& [key, variant] : sweep->variants) counterpart_of[key] = variant.counterpart_key;
+  for (const metrics::VariantStop& stop :
+       metrics::StoppedVariants(walk, sweep->comparisons, counterpart_of, *sweep->adaptive)) {
     int cancelled = 0;
-    for (std::int64_t tid : sweep.trial_order) {
-      TrialEntry& trial = table_.trials().at(tid);
-      if (trial.variant_key != key || trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
+    for (TrialEntry* trial : table_.QueuedTrialsOf(*sweep, stop.variant_key)) {
       auto stored = [&] {
         CoordinatorMetrics::StoreWriteTimer timer(metrics_, "cancel_trials");
-        return store_.FinishTrial(tid, trial.machine.attempts_used(), metrics::Outcome::kCancelled, reason);
+        return store_.FinishTrial(trial->id, trial->machine.attempts_used(), Outcome::kCancelled, stop.reason);
       }();
       if (!stored.ok() || !stored->applied) {
-        kLog.Warning("cannot cancel trial=" + std::to_string(tid) + " (" + reason + "): " +
-            (stored.ok() ? "the store refused it" : stored.status().ToString()));
+        kLog.Warning("cannot cancel trial=" + std::to_string(trial->id) + " (" + stop.reason + "): " +
+                     (stored.ok() ? "the store refused it" : stored.status().ToString()));
         continue;
       }
-      trial.machine.Cancel();
+      trial->machine.Cancel();
       ++cancelled;
     }
     if (cancelled > 0) {
-      kLog.Info("sweep " + std::to_string(sweep_id) + " variant=" + key + ": " + reason + "; " +
-          std::to_string(cancelled) + " queued trial(s) cancelled");
+      kLog.Info("sweep " + std::to_string(sweep_id) + " variant=" + stop.variant_key + ": " + stop.reason + "; " +
+                std::to_string(cancelled) + " queued trial(s) cancelled");
     }
-  };
-  // Each comparison of the answer, walked; a variant stops once every comparison it is a
-  // side of has stopped (the report walks the same: WalkComparisons).
-  metrics::AdaptiveWalk walk = metrics::WalkComparisons(sweep.comparisons, repeats, design);
-  sweep.comparisons_answered = walk.answered;
-  for (const auto& [key, mine] : walk.decisions) {
-    metrics::SequentialDecision decision = metrics::VariantDecision(mine);
-    auto variant = sweep.variants.find(key);
-    if (!decision.stopped() || variant == sweep.variants.end()) continue;
-    // "stopped after" for a variant compared once, with its counterpart; otherwise
-    // (a baseline, a variant in several comparisons) the binding comparison's pairs.
-    const bool single = mine.size() == 1 && variant->second.counterpart_key != key &&
-                        std::any_of(sweep.comparisons.begin(), sweep.comparisons.end(),
-                                    [&](const spec::AnswerComparison& c) { return c.variant_key == key; });
-    cancel_queued(key, std::string(metrics::kAdaptiveRepeatsReason) + " " +
-                           (single ? "stopped" : "every comparison with this variant stopped") +
-                           " after " + std::to_string(decision.pairs) + " of " + std::to_string(design.max_pairs) +
-                           " pairs (" + metrics::SequentialStopName(decision.stop) + ")");
   }
 }
 

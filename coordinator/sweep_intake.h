@@ -21,7 +21,7 @@
 
 #include "coordinator/api_json.h"
 #include "coordinator/coordinator_config.h"
-#include "coordinator/trial_table.h"
+#include "coordinator/sweep_entry.h"
 #include "experiments/spec/executor_catalog.h"
 #include "experiments/spec/expanded_sweep.h"
 #include "experiments/spec/sweep_spec.h"

@@ -6,12 +6,6 @@
 
 namespace bakeoff::coordinator {
 
-std::string PairGroup(const std::string& variant_key, const VariantInfo& variant, int repeat) {
-  const std::string& baseline = variant.is_baseline ? variant_key : variant.counterpart_key;
-  if (baseline.empty()) return "";
-  return baseline + "#" + std::to_string(repeat);
-}
-
 Status TrialTable::Recover(metrics::ResultsStore& store, Clock::TimePoint now,
                            std::chrono::milliseconds recovery_grace) {
   auto active = store.ListActiveTrials();
@@ -103,6 +97,27 @@ void TrialTable::Clear() {
   sweeps_.clear();
   awaiting_reclaim_.clear();
   attempt_deadlines_.clear();
+}
+
+SweepEntry* TrialTable::FindSweep(std::int64_t sweep_id) {
+  auto it = sweeps_.find(sweep_id);
+  return it == sweeps_.end() ? nullptr : &it->second;
+}
+
+TrialEntry* TrialTable::FindTrial(std::int64_t trial_id) {
+  auto it = trials_.find(trial_id);
+  return it == trials_.end() ? nullptr : &it->second;
+}
+
+std::vector<TrialEntry*> TrialTable::QueuedTrialsOf(const SweepEntry& sweep, const std::string& variant_key) {
+  std::vector<TrialEntry*> queued;
+  for (std::int64_t id : sweep.trial_order) {
+    TrialEntry& trial = trials_.at(id);
+    if (trial.variant_key == variant_key && trial.machine.phase() == TrialState::kQueued && !trial.cancel_requested) {
+      queued.push_back(&trial);
+    }
+  }
+  return queued;
 }
 
 }  // namespace bakeoff::coordinator

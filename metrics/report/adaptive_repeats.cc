@@ -1,5 +1,7 @@
 #include "metrics/report/adaptive_repeats.h"
 
+#include <algorithm>
+
 namespace bakeoff::metrics {
 
 AdaptiveWalk WalkComparisons(const std::vector<spec::AnswerComparison>& comparisons,
@@ -25,6 +27,45 @@ AdaptiveWalk WalkComparisons(const std::vector<spec::AnswerComparison>& comparis
     walk.answered += decision.stopped() ? 1 : 0;
   }
   return walk;
+}
+
+std::vector<RepeatTrial> RepeatTrials(const std::vector<TrialResult>& trials) {
+  std::vector<RepeatTrial> repeats;
+  repeats.reserve(trials.size());
+  for (const TrialResult& r : trials) {
+    RepeatTrial& t = repeats.emplace_back();
+    t.variant_key = r.trial.variant_key;
+    t.repeat = r.trial.repeat;
+    t.finished = r.trial.state == TrialState::kFinished;
+    if (r.trial.outcome != Outcome::kSucceeded) continue;
+    for (const SummaryRecord& summary : r.summaries) {
+      const std::optional<double>& tps = summary.figures.tokens_per_s;
+      if (tps && *tps > 0) t.tokens_per_s = t.tokens_per_s ? std::min(*t.tokens_per_s, *tps) : *tps;
+    }
+  }
+  return repeats;
+}
+
+std::vector<VariantStop> StoppedVariants(const AdaptiveWalk& walk,
+                                         const std::vector<spec::AnswerComparison>& comparisons,
+                                         const std::map<std::string, std::string>& counterpart_of,
+                                         const SequentialDesign& design) {
+  std::vector<VariantStop> stops;
+  for (const auto& [key, mine] : walk.decisions) {
+    const SequentialDecision decision = VariantDecision(mine);
+    auto counterpart = counterpart_of.find(key);
+    if (!decision.stopped() || counterpart == counterpart_of.end()) continue;
+    // "stopped after" for a variant compared once, with its counterpart; otherwise
+    // (a baseline, a variant in several comparisons) the binding comparison's pairs.
+    const bool single = mine.size() == 1 && counterpart->second != key &&
+                        std::any_of(comparisons.begin(), comparisons.end(),
+                                    [&](const spec::AnswerComparison& c) { return c.variant_key == key; });
+    stops.push_back({key, std::string(kAdaptiveRepeatsReason) + " " +
+                              (single ? "stopped" : "every comparison with this variant stopped") + " after " +
+                              std::to_string(decision.pairs) + " of " + std::to_string(design.max_pairs) +
+                              " pairs (" + SequentialStopName(decision.stop) + ")"});
+  }
+  return stops;
 }
 
 }  // namespace bakeoff::metrics

@@ -15,6 +15,7 @@
 
 #include "experiments/spec/answer_comparisons.h"
 #include "metrics/report/statistics.h"
+#include "metrics/store/store_records.h"
 
 namespace bakeoff::metrics {
 
@@ -40,5 +41,25 @@ struct AdaptiveWalk {
 
 AdaptiveWalk WalkComparisons(const std::vector<spec::AnswerComparison>& comparisons,
                              const std::vector<RepeatTrial>& trials, const SequentialDesign& design);
+
+// The stored trials as the walk sees them: finished per the trial's state, and the
+// slowest rank's tokens/s (of the typed summaries) when it succeeded.
+std::vector<RepeatTrial> RepeatTrials(const std::vector<TrialResult>& trials);
+
+// A variant whose comparisons have all stopped, and the reason its queued trials are
+// cancelled with (it begins with kAdaptiveRepeatsReason).
+struct VariantStop {
+  std::string variant_key;
+  std::string reason;
+};
+// Every variant of `walk` whose decision (VariantDecision) stopped, in key order.
+// `counterpart_of` maps each variant's key to its baseline counterpart's (itself for a
+// baseline); variants it does not name are left alone. The reason says "stopped after
+// N of M pairs" for a variant compared once, with its counterpart, and "every
+// comparison with this variant stopped" for a baseline or a variant in several.
+std::vector<VariantStop> StoppedVariants(const AdaptiveWalk& walk,
+                                         const std::vector<spec::AnswerComparison>& comparisons,
+                                         const std::map<std::string, std::string>& counterpart_of,
+                                         const SequentialDesign& design);
 
 }  // namespace bakeoff::metrics

@@ -69,5 +69,51 @@ TEST(AdaptiveRepeatsTest, ABaselineInTwoComparisonsGetsBothDecisionsAndRepeatsPa
   EXPECT_EQ(walk.decisions["ghost"][0].pairs, 0);
 }
 
+TEST(AdaptiveRepeatsTest, StoredTrialsCountTheSlowestRankOfASucceededTrialOnly) {
+  std::vector<TrialResult> stored(3);
+  stored[0].trial.variant_key = "a";
+  stored[0].trial.repeat = 0;
+  stored[0].trial.state = TrialState::kFinished;
+  stored[0].trial.outcome = Outcome::kSucceeded;
+  for (double tps : {120.0, 100.0, -1.0}) {
+    SummaryRecord s;
+    s.figures.tokens_per_s = tps;
+    stored[0].summaries.push_back(s);
+  }
+  stored[1] = stored[0];
+  stored[1].trial.repeat = 1;
+  stored[1].trial.outcome = Outcome::kOom;  // finished, no figure
+  stored[2].trial.variant_key = "a";
+  stored[2].trial.repeat = 2;
+  stored[2].trial.state = TrialState::kRunning;
+  std::vector<RepeatTrial> trials = RepeatTrials(stored);
+  ASSERT_EQ(trials.size(), 3u);
+  EXPECT_TRUE(trials[0].finished);
+  EXPECT_EQ(trials[0].tokens_per_s, 100.0) << "the slowest positive rank";
+  EXPECT_TRUE(trials[1].finished);
+  EXPECT_FALSE(trials[1].tokens_per_s.has_value());
+  EXPECT_FALSE(trials[2].finished);
+}
+
+TEST(AdaptiveRepeatsTest, AStoppedVariantComparedOnceSaysStoppedAndABaselineSaysEveryComparison) {
+  SequentialDesign design{3, 6, 0.001, 0.95};
+  std::vector<RepeatTrial> trials;
+  AddTrials(trials, "fast", {150.0, 151.0, 149.0});
+  AddTrials(trials, "base", {100.0, 100.5, 99.5});
+  const std::vector<spec::AnswerComparison> comparisons = {Comparison("fast", "base")};
+  AdaptiveWalk walk = WalkComparisons(comparisons, trials, design);
+  std::vector<VariantStop> stops =
+      StoppedVariants(walk, comparisons, {{"fast", "base"}, {"base", "base"}}, design);
+  ASSERT_EQ(stops.size(), 2u);
+  EXPECT_EQ(stops[0].variant_key, "base");
+  EXPECT_EQ(stops[0].reason,
+            "adaptive repeats: every comparison with this variant stopped after 3 of 6 pairs (interval excludes 1)");
+  EXPECT_EQ(stops[1].variant_key, "fast");
+  EXPECT_EQ(stops[1].reason, "adaptive repeats: stopped after 3 of 6 pairs (interval excludes 1)");
+  EXPECT_EQ(stops[1].reason.rfind(kAdaptiveRepeatsReason, 0), 0u) << "the report finds them by this prefix";
+  // A variant the sweep does not hold is left alone.
+  EXPECT_EQ(StoppedVariants(walk, comparisons, {{"fast", "base"}}, design).size(), 1u);
+}
+
 }  // namespace
 }  // namespace bakeoff::metrics
