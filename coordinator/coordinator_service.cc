@@ -793,7 +793,7 @@ void CoordinatorService::EvictFinishedSweeps() {
     }
     // Its last figures stay on /metrics for a while (kFinishedSweepsShown); everything
     // else about it is read from the store, as after a restart.
-    finished_sweeps_.push_back(SweepSnapshot(sweep));
+    finished_sweeps_.push_back(coordinator::SweepSnapshot(sweep, table_));
     while (finished_sweeps_.size() > kFinishedSweepsShown) finished_sweeps_.pop_front();
     for (std::int64_t tid : sweep.trial_order) table_.trials().erase(tid);
     evicted_trials += sweep.trial_order.size();
@@ -862,121 +862,42 @@ void CoordinatorService::Send(const std::string& worker_id, const json& frame) {
 
 // ------------------------------------------------------------------ HTTP API
 
-std::set<std::string> CoordinatorService::OfferedTemplates(bool live_only) const {
-  std::set<std::string> names;
-  for (const auto& [id, info] : registry_.workers()) {
-    if (live_only && (!info.schedulable() || !links_.count(id))) continue;
-    names.insert(info.executors.begin(), info.executors.end());
-  }
-  return names;
-}
-
 std::optional<std::pair<int, int>> CoordinatorService::AnsweredComparisons(std::int64_t sweep_id) const {
   auto it = table_.sweeps().find(sweep_id);
   if (it == table_.sweeps().end() || !it->second.adaptive || it->second.comparisons.empty()) return std::nullopt;
   return std::make_pair(it->second.comparisons_answered, static_cast<int>(it->second.comparisons.size()));
 }
 
+std::set<std::string> CoordinatorService::OfferedTemplates(bool live_only) const {
+  return coordinator::OfferedTemplates(registry_, Connected(), live_only);
+}
+
 std::string CoordinatorService::WaitingReason(std::int64_t sweep_id) const {
-  auto it = table_.sweeps().find(sweep_id);
-  if (it == table_.sweeps().end() || it->second.done || it->second.cancelled) return "";
-  const SweepEntry& sweep = it->second;
-  // The command templates of the queued trials (a sweep may compare executors). Only
-  // trials from the queue cursor on can be queued; without templates, the first queued
-  // trial answers (a status read of a 20,000-trial sweep walked all of them).
-  bool any_template = false;
-  for (const auto& [key, variant] : sweep.variants) any_template = any_template || !variant.CommandTemplate().empty();
-  std::set<std::string> wanted;
-  bool waiting = false;
-  int first_world_size = 1;
-  for (std::size_t i = sweep.queued_from; i < sweep.trial_order.size(); ++i) {
-    const TrialEntry& trial = table_.trials().at(sweep.trial_order[i]);
-    if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
-    auto v = sweep.variants.find(trial.variant_key);
-    if (!waiting && v != sweep.variants.end()) first_world_size = std::max(1, v->second.world_size);
-    waiting = true;
-    if (!any_template) break;
-    if (v != sweep.variants.end() && !v->second.CommandTemplate().empty()) wanted.insert(v->second.CommandTemplate());
-  }
-  // Capacity a provider is obtaining (Slurm jobs pending), when nothing else holds it.
-  const std::string capacity = waiting ? capacity_note_ : std::string();
-  // The first queued trial's ranks against every live worker's whole capacity (in use or
-  // not): short of it, no live worker can ever place it, as Slurm's REASON says. While a
-  // provider obtains capacity (its note is set) or Slurm is on, workers may still come:
-  // then only the provider's note is said.
-  if (waiting && config_.slurm.partition.empty() && capacity_note_.empty()) {
-    int offered = 0;
-    int live = 0;
-    std::map<std::string, int> other_models;  // GPUs of live workers that do not match
-    for (const auto& [id, w] : registry_.workers()) {
-      if (!w.schedulable() || !links_.count(id)) continue;
-      ++live;
-      if (sweep.cuda && !protocol::GpuTypeMatches(w.resources.gpu_model, sweep.gpu_type)) {
-        if (w.capacity(true) > 0) {
-          other_models[w.resources.gpu_model.empty() ? "unknown model" : w.resources.gpu_model] += w.capacity(true);
-        }
-        continue;
-      }
-      offered += w.capacity(sweep.cuda);
-    }
-    if (offered < first_world_size) {
-      const std::string unit =
-          sweep.cuda ? (sweep.gpu_type.empty() ? "CUDA device" : sweep.gpu_type + " CUDA device") : "CPU slot";
-      std::string others;
-      for (const auto& [model, n] : other_models) {
-        others += (others.empty() ? " (they have " : ", ") + model + " x" + std::to_string(n);
-      }
-      if (!others.empty()) others += ")";
-      return "its next trial needs " + std::to_string(first_world_size) + " " + unit +
-             (first_world_size == 1 ? "" : "s") + " and the " + std::to_string(live) + " live worker" +
-             (live == 1 ? "" : "s") + " offer " + std::to_string(offered) + " in all" + others + "; start workers with " +
-             (sweep.cuda ? (sweep.gpu_type.empty() ? std::string("--cuda-devices")
-                                                   : "--cuda-devices on " + sweep.gpu_type + " nodes")
-                         : std::string("more --slots")) +
-             " or lower the sweep's " + (sweep.gpu_type.empty() ? "world_size" : "world_size or gpu_type");
-    }
-  }
-  if (wanted.empty()) return capacity;
-  std::set<std::string> offered = OfferedTemplates(/*live_only=*/true);
-  std::string missing;
-  for (const auto& name : wanted) {
-    if (!offered.count(name)) missing += (missing.empty() ? "" : ", ") + name;
-  }
-  if (missing.empty()) return capacity;
-  std::string list;
-  for (const auto& n : offered) list += (list.empty() ? "" : ", ") + n;
-  return "no live worker offers command template " + missing + " (live workers offer: " +
-         (list.empty() ? "none" : list) + "); start a worker whose --executors file has it";
+  const SweepEntry* sweep = table_.FindSweep(sweep_id);
+  if (sweep == nullptr) return "";
+  return coordinator::WaitingReason(*sweep, table_, registry_, Connected(), !config_.slurm.partition.empty(),
+                                    capacity_note_);
 }
 
 std::optional<metrics::TrialCounts> CoordinatorService::LiveTrialCounts(std::int64_t sweep_id) const {
-  auto it = table_.sweeps().find(sweep_id);
-  if (it == table_.sweeps().end() || it->second.done) return std::nullopt;
-  const SweepEntry& sweep = it->second;
-  if (sweep.trial_order.empty()) return std::nullopt;
-  // A sweep's trial ids are one range (stored together): walk that range of the id-ordered
-  // table instead of looking each trial up.
-  const auto [lo, hi] = std::minmax_element(sweep.trial_order.begin(), sweep.trial_order.end());
-  metrics::TrialCounts counts;
-  std::size_t seen = 0;
-  for (auto t = table_.trials().lower_bound(*lo); t != table_.trials().end() && t->first <= *hi; ++t) {
-    const TrialEntry& trial = t->second;
-    if (trial.sweep_id != sweep_id) continue;
-    ++seen;
-    switch (trial.machine.phase()) {
-      case TrialState::kQueued: ++counts.queued; break;
-      case TrialState::kAssigned: ++counts.assigned; break;
-      case TrialState::kRunning: ++counts.running; break;
-      case TrialState::kFinished:
-        ++counts.finished;
-        ++(trial.machine.outcome() == Outcome::kSucceeded ? counts.succeeded : counts.unsuccessful);
-        if (trial.machine.outcome() == Outcome::kCancelled) ++counts.cancelled;
-        break;
-    }
-  }
-  // Every trial of the sweep is held while it runs; if not, the store counts.
-  if (seen != sweep.trial_order.size()) return std::nullopt;
-  return counts;
+  return table_.LiveCounts(sweep_id);
+}
+
+json CoordinatorService::WorkersJson() const { return coordinator::WorkersJson(registry_, Connected(), clock_.Now()); }
+
+json CoordinatorService::ServiceDiscoveryJson() const { return coordinator::ServiceDiscoveryJson(registry_); }
+
+CoordinatorSnapshot CoordinatorService::MetricsSnapshot() const {
+  return coordinator::MetricsSnapshot(finished_sweeps_, table_, registry_, links_.size(),
+                                      /*name_sweeps=*/config_.metrics_require_token);
+}
+
+CapacityView CoordinatorService::Capacity(std::size_t max_queued) const {
+  return coordinator::Capacity(table_, registry_, Connected(), max_queued);
+}
+
+Connected CoordinatorService::Connected() const {
+  return [this](const std::string& worker_id) { return links_.count(worker_id) > 0; };
 }
 
 std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& yaml) {
@@ -1077,120 +998,12 @@ std::variant<json, ApiError> CoordinatorService::DrainWorker(const std::string& 
   return out;
 }
 
-json CoordinatorService::WorkersJson() const {
-  json out = json::array();
-  const auto now = clock_.Now();
-  for (const auto& [id, info] : registry_.workers()) {
-    json attempts = json::array();
-    for (const auto& a : info.attempts) attempts.push_back({{"trial_id", a.trial_id}, {"attempt", a.attempt}});
-    out.push_back({{"id", id},
-                   {"host", info.host},
-                   {"state", WorkerLivenessName(info.liveness)},
-                   {"connected", links_.count(id) > 0},
-                   {"cpu_slots", info.resources.cpu_slots},
-                   {"cpu_slots_used", info.used_cpu_slots},
-                   {"cuda_devices", info.resources.cuda_devices},
-                   {"cuda_devices_used", std::vector<int>(info.used_cuda_devices.begin(), info.used_cuda_devices.end())},
-                   {"gpu_model", info.resources.gpu_model},
-                   {"simulate", info.simulate},
-                   {"slurm_job_id", info.slurm_job_id},
-                   {"running", attempts},
-                   {"last_heartbeat_s_ago",
-                    std::chrono::duration<double>(now - info.last_heartbeat).count()}});
-  }
-  return out;
-}
-
 // ------------------------------------------------------------------ live metrics
-
-json CoordinatorService::ServiceDiscoveryJson() const {
-  json out = json::array();
-  for (const auto& [id, info] : registry_.workers()) {
-    if (info.departed() || info.metrics_port <= 0) continue;
-    std::string host = info.metrics_host.empty() ? info.host : info.metrics_host;
-    if (host.find(':') != std::string::npos) host = "[" + host + "]";  // IPv6 literal
-    out.push_back({{"targets", {host + ":" + std::to_string(info.metrics_port)}},
-                   {"labels", {{"worker", id}, {"__meta_bakeoff_worker_state", WorkerLivenessName(info.liveness)}}}});
-  }
-  return out;
-}
-
-CoordinatorSnapshot::Sweep CoordinatorService::SweepSnapshot(const SweepEntry& sweep) const {
-  CoordinatorSnapshot::Sweep s;
-  s.id = sweep.id;
-  s.name = sweep.name;
-  s.active = !sweep.done;
-  for (std::int64_t tid : sweep.trial_order) {
-    const TrialEntry& trial = table_.trials().at(tid);
-    switch (trial.machine.phase()) {
-      case TrialState::kQueued:
-        ++s.trials_by_state["queued"];
-        if (!sweep.cancelled && !trial.cancel_requested) ++s.queue_depth;
-        break;
-      case TrialState::kAssigned: ++s.trials_by_state["assigned"]; break;
-      case TrialState::kRunning: ++s.trials_by_state["running"]; break;
-      case TrialState::kFinished: {
-        ++s.trials_by_state["finished"];
-        auto outcome = trial.machine.outcome();
-        // A trial finished before a coordinator restart has its outcome in the store only.
-        ++s.outcomes[outcome ? protocol::OutcomeName(*outcome) : "recorded"];
-        break;
-      }
-    }
-  }
-  return s;
-}
-
-CoordinatorSnapshot CoordinatorService::MetricsSnapshot() const {
-  CoordinatorSnapshot snapshot;
-  for (const auto& finished : finished_sweeps_) snapshot.sweeps.push_back(finished);
-  for (const auto& [sid, sweep] : table_.sweeps()) snapshot.sweeps.push_back(SweepSnapshot(sweep));
-  for (auto& s : snapshot.sweeps) {
-    snapshot.queue_depth += s.queue_depth;
-    if (!config_.metrics_require_token) s.name.clear();  // the open /metrics names no sweep
-  }
-  for (const auto& [id, info] : registry_.workers()) {
-    ++snapshot.workers_by_state[WorkerLivenessName(info.liveness)];
-    if (info.departed()) continue;
-    snapshot.cpu_slots_total += info.resources.cpu_slots;
-    snapshot.cpu_slots_used += info.used_cpu_slots;
-    snapshot.cuda_devices_total += static_cast<int>(info.resources.cuda_devices.size());
-    snapshot.cuda_devices_used += static_cast<int>(info.used_cuda_devices.size());
-  }
-  snapshot.workers_connected = static_cast<int>(links_.size());
-  return snapshot;
-}
 
 std::string CoordinatorService::MetricsText() const {
   std::string text = metrics_.Render(MetricsSnapshot());
   if (extra_metrics_) text += extra_metrics_();
   return text;
-}
-
-CapacityView CoordinatorService::Capacity(std::size_t max_queued) const {
-  CapacityView view;
-  for (const auto& [sid, sweep] : table_.sweeps()) {
-    if (sweep.done || sweep.cancelled) continue;
-    for (std::int64_t tid : sweep.trial_order) {
-      if (view.queued.size() >= max_queued) break;
-      const TrialEntry& trial = table_.trials().at(tid);
-      if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
-      auto v = sweep.variants.find(trial.variant_key);
-      view.queued.push_back({v != sweep.variants.end() ? v->second.world_size : 1, sweep.cuda});
-    }
-  }
-  for (const auto& [id, info] : registry_.workers()) {
-    if (info.departed()) continue;
-    CapacityView::Worker w;
-    w.id = id;
-    w.slurm_job_id = info.slurm_job_id;
-    w.schedulable = info.schedulable() && links_.count(id) > 0;
-    w.free_cpu_slots = info.free_cpu_slots();
-    w.free_cuda_devices = static_cast<int>(info.free_cuda_devices().size());
-    w.busy = !info.attempts.empty();
-    view.workers.push_back(std::move(w));
-  }
-  return view;
 }
 
 }  // namespace bakeoff::coordinator

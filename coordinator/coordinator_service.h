@@ -45,6 +45,7 @@
 #include "protocol/clock.h"
 #include "coordinator/coordinator_config.h"
 #include "coordinator/coordinator_metrics.h"
+#include "coordinator/coordinator_views.h"
 #include "coordinator/event_ingest.h"
 #include "coordinator/group_commit.h"
 #include "coordinator/scheduler.h"
@@ -57,25 +58,6 @@
 #include "protocol/messages.h"
 
 namespace bakeoff::coordinator {
-
-// What a capacity provider (the Slurm provisioner, coordinator/slurm_provisioner.h)
-// reads to decide how many workers to ask for: the waiting trials and the live workers.
-struct CapacityView {
-  struct QueuedTrial {
-    int world_size = 1;
-    bool cuda = false;
-  };
-  struct Worker {
-    std::string id;
-    std::string slurm_job_id;  // "" = not started by Slurm
-    bool schedulable = false;  // alive (not draining)
-    int free_cpu_slots = 0;
-    int free_cuda_devices = 0;
-    bool busy = false;  // runs at least one attempt
-  };
-  std::vector<QueuedTrial> queued;  // queued trials of unfinished sweeps, sweep by sweep in run order
-  std::vector<Worker> workers;      // live workers (alive or draining)
-};
 
 class CoordinatorService {
  public:
@@ -167,6 +149,8 @@ class CoordinatorService {
  private:
   // The command templates registered workers offer (live_only: schedulable and linked).
   std::set<std::string> OfferedTemplates(bool live_only) const;
+  // Whether a registered worker holds a live connection (for the views).
+  coordinator::Connected Connected() const;
 
   void Schedule();
   Status ApplyPlacement(const TrialPlacement& placement);
@@ -209,7 +193,6 @@ class CoordinatorService {
   // Drops done sweeps whose state is stored, with their trials, keeping their last
   // figures for /metrics. REQUIRES: no reference into table_ is held.
   void EvictFinishedSweeps();
-  CoordinatorSnapshot::Sweep SweepSnapshot(const SweepEntry& sweep) const;
   // Adaptive repeats: applies the sequential rule (metrics::SequentialWalk) to every
   // non-baseline variant's complete pairs as the store records them, and cancels the
   // queued trials of each stopped variant, and of a baseline once none of the variants

@@ -1,5 +1,6 @@
 #include "coordinator/trial_table.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "coordinator/sweep_intake.h"
@@ -104,6 +105,11 @@ SweepEntry* TrialTable::FindSweep(std::int64_t sweep_id) {
   return it == sweeps_.end() ? nullptr : &it->second;
 }
 
+const SweepEntry* TrialTable::FindSweep(std::int64_t sweep_id) const {
+  auto it = sweeps_.find(sweep_id);
+  return it == sweeps_.end() ? nullptr : &it->second;
+}
+
 TrialEntry* TrialTable::FindTrial(std::int64_t trial_id) {
   auto it = trials_.find(trial_id);
   return it == trials_.end() ? nullptr : &it->second;
@@ -118,6 +124,36 @@ std::vector<TrialEntry*> TrialTable::QueuedTrialsOf(const SweepEntry& sweep, con
     }
   }
   return queued;
+}
+
+std::optional<metrics::TrialCounts> TrialTable::LiveCounts(std::int64_t sweep_id) const {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end() || it->second.done) return std::nullopt;
+  const SweepEntry& sweep = it->second;
+  if (sweep.trial_order.empty()) return std::nullopt;
+  // A sweep's trial ids are one range (stored together): walk that range of the id-ordered
+  // table instead of looking each trial up.
+  const auto [lo, hi] = std::minmax_element(sweep.trial_order.begin(), sweep.trial_order.end());
+  metrics::TrialCounts counts;
+  std::size_t seen = 0;
+  for (auto t = trials_.lower_bound(*lo); t != trials_.end() && t->first <= *hi; ++t) {
+    const TrialEntry& trial = t->second;
+    if (trial.sweep_id != sweep_id) continue;
+    ++seen;
+    switch (trial.machine.phase()) {
+      case TrialState::kQueued: ++counts.queued; break;
+      case TrialState::kAssigned: ++counts.assigned; break;
+      case TrialState::kRunning: ++counts.running; break;
+      case TrialState::kFinished:
+        ++counts.finished;
+        ++(trial.machine.outcome() == protocol::Outcome::kSucceeded ? counts.succeeded : counts.unsuccessful);
+        if (trial.machine.outcome() == protocol::Outcome::kCancelled) ++counts.cancelled;
+        break;
+    }
+  }
+  // Every trial of the sweep is held while it runs; if not, the store counts.
+  if (seen != sweep.trial_order.size()) return std::nullopt;
+  return counts;
 }
 
 }  // namespace bakeoff::coordinator

@@ -47,6 +47,10 @@ class TrialTable {
   TrialEntry* FindTrial(std::int64_t trial_id);
   // The sweep's queued trials of one variant not already being cancelled, in run order.
   std::vector<TrialEntry*> QueuedTrialsOf(const SweepEntry& sweep, const std::string& variant_key);
+  const SweepEntry* FindSweep(std::int64_t sweep_id) const;
+  // The trial counts of an unfinished sweep held whole; nullopt otherwise (the store
+  // counts those).
+  std::optional<metrics::TrialCounts> LiveCounts(std::int64_t sweep_id) const;
 
   // Unfinished sweeps and their trials, by id.
   std::map<std::int64_t, TrialEntry>& trials() { return trials_; }
