@@ -219,61 +219,13 @@ std::size_t CoordinatorService::queued_trials() const {
 
 void CoordinatorService::Schedule() {
   if (!store_.healthy()) return;  // refuse new work until the disk is fixed
-  // Workers with room only; every trial placed takes at least one of their free units
-  // (CPU slots, CUDA devices), so no sweep needs more of its queue than that.
-  std::vector<SchedulerWorker> workers;
-  std::size_t free_units = 0;
-  for (const auto& [id, info] : registry_.workers()) {
-    if (!info.schedulable()) continue;
-    const int cpu = info.free_cpu_slots();
-    std::vector<int> cuda = info.free_cuda_devices();
-    if ((cpu <= 0 && cuda.empty()) || !links_.count(id)) continue;
-    free_units += static_cast<std::size_t>(std::max(0, cpu)) + cuda.size();
-    workers.push_back(SchedulerWorker{id, cpu, std::move(cuda), info.executors, info.resources.gpu_model});
-  }
-  if (workers.empty()) return;
-  std::vector<SchedulerSweep> sweeps;
-  for (auto& [sid, sweep] : table_.sweeps()) {
-    if (sweep.done || sweep.cancelled) continue;
-    SchedulerSweep s;
-    s.sweep_id = sid;
-    // Trials before queued_from are not queued (assigned, running or finished; a
-    // requeue resets it): a long sweep's scan starts where its queue does.
-    while (sweep.queued_from < sweep.trial_order.size() &&
-           table_.trials().at(sweep.trial_order[sweep.queued_from]).machine.phase() != TrialState::kQueued) {
-      ++sweep.queued_from;
-    }
-    // A trial whose pair group already has a trial in this queue may wait for that
-    // trial's worker, so it does not count against the free units.
-    std::set<std::string> groups_queued;
-    std::size_t counted = 0;
-    for (std::size_t i = sweep.queued_from; i < sweep.trial_order.size() && counted < free_units; ++i) {
-      const std::int64_t tid = sweep.trial_order[i];
-      const auto& trial = table_.trials().at(tid);
-      if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
-      auto v = sweep.variants.find(trial.variant_key);
-      SchedulerTrial queued{tid, trial.variant_key, v == sweep.variants.end() ? 1 : v->second.world_size,
-                            sweep.cuda, sweep.gpu_type, v == sweep.variants.end() ? "" : v->second.CommandTemplate(),
-                            "", ""};
-      if (v != sweep.variants.end()) {
-        switch (PairWorker(sweep, trial, v->second, queued.pinned_worker)) {
-          case PairPlacement::kBusy: continue;  // its pair's worker has no room: it waits, uncounted
-          case PairPlacement::kPinned:
-          case PairPlacement::kFree: break;
-        }
-        queued.pair_group = PairGroup(trial.variant_key, v->second, trial.repeat);
-      }
-      if (queued.pair_group.empty() || groups_queued.insert(queued.pair_group).second) ++counted;
-      s.queue.push_back(std::move(queued));
-    }
-    if (!s.queue.empty()) sweeps.push_back(std::move(s));
-  }
-  if (sweeps.empty()) return;
+  SchedulingRound round = CollectQueued(table_, registry_, Connected());
+  if (round.sweeps.empty()) return;
   auto history = [this](std::int64_t sweep_id, const std::string& variant, const std::string& worker) {
     auto it = history_.find({sweep_id, variant, worker});
     return it == history_.end() ? 0 : it->second;
   };
-  auto placements = scheduler_.Schedule(sweeps, std::move(workers), history);
+  auto placements = scheduler_.Schedule(round.sweeps, std::move(round.workers), history);
   if (!placements.empty()) group_.Begin();
   for (const auto& placement : placements) {
     Status applied = ApplyPlacement(placement);
@@ -284,29 +236,6 @@ void CoordinatorService::Schedule() {
   }
 }
 
-CoordinatorService::PairPlacement CoordinatorService::PairWorker(const SweepEntry& sweep, const TrialEntry& trial,
-                                                                 const VariantInfo& variant,
-                                                                 std::string& pinned) {
-  const std::string group = PairGroup(trial.variant_key, variant, trial.repeat);
-  auto it = group.empty() ? sweep.pair_workers.end() : sweep.pair_workers.find(group);
-  if (it == sweep.pair_workers.end()) return PairPlacement::kFree;
-  const WorkerInfo* w = registry_.Find(it->second);
-  // A worker that left, or one too small for this trial, cannot take it: the pair is then
-  // split, and the report calls the comparison confounded with its workers.
-  if (!w || !w->schedulable() || !links_.count(it->second)) return PairPlacement::kFree;
-  const std::string executor = variant.CommandTemplate();
-  if (!executor.empty() && std::find(w->executors.begin(), w->executors.end(), executor) == w->executors.end()) {
-    return PairPlacement::kFree;
-  }
-  const int need = std::max(1, variant.world_size);
-  if (w->capacity(sweep.cuda) < need) return PairPlacement::kFree;
-  if (sweep.cuda && !protocol::GpuTypeMatches(w->resources.gpu_model, sweep.gpu_type)) return PairPlacement::kFree;
-  const int room = sweep.cuda ? static_cast<int>(w->free_cuda_devices().size()) : w->free_cpu_slots();
-  if (room < need) return PairPlacement::kBusy;
-  pinned = it->second;
-  return PairPlacement::kPinned;
-}
-
 Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
   TrialEntry& trial = table_.trials().at(placement.trial_id);
   SweepEntry& sweep = table_.sweeps().at(trial.sweep_id);
@@ -315,19 +244,7 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
   WorkerInfo* rank0 = registry_.Find(rank0_worker);
   if (!rank0) return Status::Internal("placement on an unknown worker");
 
-  metrics::AttemptRecord record;
-  record.trial_id = trial.id;
-  record.worker_id = rank0_worker;
-  record.host = rank0->host;
-  bool simulated = false;
-  for (const auto& r : placement.ranks) {
-    WorkerInfo* w = registry_.Find(r.worker_id);
-    simulated = simulated || (w && w->simulate);
-    record.ranks.push_back(metrics::RankPlacement{
-        r.rank, r.worker_id, w ? w->host : "",
-        r.cuda_device >= 0 ? "cuda:" + std::to_string(r.cuda_device) : "cpu"});
-  }
-  record.simulated = simulated;
+  const metrics::AttemptRecord record = AttemptRecordOf(trial.id, placement, registry_);
   TrialStateMachine next = trial.machine;
   auto attempt = next.Assign();
   if (!attempt.ok()) return attempt.status();
@@ -345,26 +262,16 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
   SetAttemptDeadline(trial);
   const protocol::AttemptRef ref{trial.id, *attempt};
 
-  std::map<std::string, TrialPart> parts;
-  std::vector<std::string> order;
-  for (const auto& r : placement.ranks) {
-    if (!parts.count(r.worker_id)) order.push_back(r.worker_id);
-    TrialPart& part = parts[r.worker_id];
-    part.worker_id = r.worker_id;
-    part.cuda = r.cuda_device >= 0;
-    protocol::RankSlot slot{r.rank, r.local_rank, {}};
-    if (r.cuda_device >= 0) slot.cuda_devices = {r.cuda_device};
-    part.ranks.push_back(slot);
-  }
   const std::string store_address = rank0->host + ":" + std::to_string(registry_.NextStorePort(rank0_worker));
   trial.parts.clear();
-  for (const auto& wid : order) {
-    TrialPart& part = parts[wid];
+  std::vector<TrialPart> parts = PartsOf(placement);
+  for (TrialPart& part : parts) {
+    const std::string& wid = part.worker_id;
     std::vector<int> devices;
     for (const auto& s : part.ranks) devices.insert(devices.end(), s.cuda_devices.begin(), s.cuda_devices.end());
     registry_.Reserve(wid, ref, part.cuda ? 0 : static_cast<int>(part.ranks.size()), devices);
     ++history_[{trial.sweep_id, trial.variant_key, wid}];
-    if (order.size() == 1) {
+    if (parts.size() == 1) {
       // The first trial of its pair group placed whole on one worker names the group's worker.
       const std::string group = PairGroup(trial.variant_key, variant, trial.repeat);
       if (!group.empty()) sweep.pair_workers.emplace(group, wid);
@@ -382,7 +289,7 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
     trial.parts.push_back(std::move(part));
   }
   kLog.Info("assigned trial=" + std::to_string(trial.id) + " attempt=" + std::to_string(*attempt) +
-      " variant=" + trial.variant_key + " workers=" + std::to_string(order.size()) +
+      " variant=" + trial.variant_key + " workers=" + std::to_string(parts.size()) +
       " rank0=" + rank0_worker + " store=" + store_address);
   return Status::Ok();
 }

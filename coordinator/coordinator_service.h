@@ -48,6 +48,7 @@
 #include "coordinator/coordinator_views.h"
 #include "coordinator/event_ingest.h"
 #include "coordinator/group_commit.h"
+#include "coordinator/placement.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/sweep_intake.h"
 #include "coordinator/trial_state_machine.h"
@@ -154,12 +155,6 @@ class CoordinatorService {
 
   void Schedule();
   Status ApplyPlacement(const TrialPlacement& placement);
-  // Where `trial`'s pair group wants it (docs/sweep.md, "Placement"): free (no group
-  // worker yet, or one that can no longer take it), pinned to the group's worker
-  // (`pinned` gets its id) or busy (that worker has no room now: the trial waits).
-  enum class PairPlacement { kFree, kPinned, kBusy };
-  PairPlacement PairWorker(const SweepEntry& sweep, const TrialEntry& trial, const VariantInfo& variant,
-                           std::string& pinned);
   void HandleHeartbeat(const std::string& worker_id, const protocol::HeartbeatMessage& message);
   // Stores the events (EventIngest) and marks running the trials that started.
   Status HandleEvents(const std::string& worker_id, const protocol::EventsMessage& message);

@@ -164,6 +164,11 @@ void WorkerRegistry::ReleaseAll() {
   }
 }
 
+const WorkerInfo* WorkerRegistry::Find(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it == workers_.end() ? nullptr : &it->second;
+}
+
 WorkerInfo* WorkerRegistry::Find(const std::string& worker_id) {
   auto it = workers_.find(worker_id);
   return it == workers_.end() ? nullptr : &it->second;

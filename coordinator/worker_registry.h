@@ -117,6 +117,7 @@ class WorkerRegistry {
   void ReleaseAll();
 
   WorkerInfo* Find(const std::string& worker_id);
+  const WorkerInfo* Find(const std::string& worker_id) const;
   const std::map<std::string, WorkerInfo>& workers() const { return workers_; }
   std::chrono::milliseconds ttl() const { return ttl_; }
 

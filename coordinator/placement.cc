@@ -1,0 +1,119 @@
+#include "coordinator/placement.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace bakeoff::coordinator {
+
+PairPlacement PairWorker(const SweepEntry& sweep, const TrialEntry& trial, const VariantInfo& variant,
+                         const WorkerRegistry& registry, const Connected& connected, std::string& pinned) {
+  const std::string group = PairGroup(trial.variant_key, variant, trial.repeat);
+  auto it = group.empty() ? sweep.pair_workers.end() : sweep.pair_workers.find(group);
+  if (it == sweep.pair_workers.end()) return PairPlacement::kFree;
+  const WorkerInfo* w = registry.Find(it->second);
+  // A worker that left, or one too small for this trial, cannot take it: the pair is then
+  // split, and the report calls the comparison confounded with its workers.
+  if (!w || !w->schedulable() || !connected(it->second)) return PairPlacement::kFree;
+  const std::string executor = variant.CommandTemplate();
+  if (!executor.empty() && std::find(w->executors.begin(), w->executors.end(), executor) == w->executors.end()) {
+    return PairPlacement::kFree;
+  }
+  const int need = std::max(1, variant.world_size);
+  if (w->capacity(sweep.cuda) < need) return PairPlacement::kFree;
+  if (sweep.cuda && !protocol::GpuTypeMatches(w->resources.gpu_model, sweep.gpu_type)) return PairPlacement::kFree;
+  const int room = sweep.cuda ? static_cast<int>(w->free_cuda_devices().size()) : w->free_cpu_slots();
+  if (room < need) return PairPlacement::kBusy;
+  pinned = it->second;
+  return PairPlacement::kPinned;
+}
+
+SchedulingRound CollectQueued(TrialTable& table, const WorkerRegistry& registry, const Connected& connected) {
+  // Workers with room only; every trial placed takes at least one of their free units
+  // (CPU slots, CUDA devices), so no sweep needs more of its queue than that.
+  SchedulingRound round;
+  std::vector<SchedulerWorker>& workers = round.workers;
+  std::size_t free_units = 0;
+  for (const auto& [id, info] : registry.workers()) {
+    if (!info.schedulable()) continue;
+    const int cpu = info.free_cpu_slots();
+    std::vector<int> cuda = info.free_cuda_devices();
+    if ((cpu <= 0 && cuda.empty()) || !connected(id)) continue;
+    free_units += static_cast<std::size_t>(std::max(0, cpu)) + cuda.size();
+    workers.push_back(SchedulerWorker{id, cpu, std::move(cuda), info.executors, info.resources.gpu_model});
+  }
+  if (workers.empty()) return round;
+  for (auto& [sid, sweep] : table.sweeps()) {
+    if (sweep.done || sweep.cancelled) continue;
+    SchedulerSweep s;
+    s.sweep_id = sid;
+    // Trials before queued_from are not queued (assigned, running or finished; a
+    // requeue resets it): a long sweep's scan starts where its queue does.
+    while (sweep.queued_from < sweep.trial_order.size() &&
+           table.trials().at(sweep.trial_order[sweep.queued_from]).machine.phase() != TrialState::kQueued) {
+      ++sweep.queued_from;
+    }
+    // A trial whose pair group already has a trial in this queue may wait for that
+    // trial's worker, so it does not count against the free units.
+    std::set<std::string> groups_queued;
+    std::size_t counted = 0;
+    for (std::size_t i = sweep.queued_from; i < sweep.trial_order.size() && counted < free_units; ++i) {
+      const std::int64_t tid = sweep.trial_order[i];
+      const auto& trial = table.trials().at(tid);
+      if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
+      auto v = sweep.variants.find(trial.variant_key);
+      SchedulerTrial queued{tid, trial.variant_key, v == sweep.variants.end() ? 1 : v->second.world_size,
+                            sweep.cuda, sweep.gpu_type, v == sweep.variants.end() ? "" : v->second.CommandTemplate(),
+                            "", ""};
+      if (v != sweep.variants.end()) {
+        switch (PairWorker(sweep, trial, v->second, registry, connected, queued.pinned_worker)) {
+          case PairPlacement::kBusy: continue;  // its pair's worker has no room: it waits, uncounted
+          case PairPlacement::kPinned:
+          case PairPlacement::kFree: break;
+        }
+        queued.pair_group = PairGroup(trial.variant_key, v->second, trial.repeat);
+      }
+      if (queued.pair_group.empty() || groups_queued.insert(queued.pair_group).second) ++counted;
+      s.queue.push_back(std::move(queued));
+    }
+    if (!s.queue.empty()) round.sweeps.push_back(std::move(s));
+  }
+  return round;
+}
+
+metrics::AttemptRecord AttemptRecordOf(std::int64_t trial_id, const TrialPlacement& placement,
+                                       const WorkerRegistry& registry) {
+  metrics::AttemptRecord record;
+  record.trial_id = trial_id;
+  record.worker_id = placement.ranks.front().worker_id;
+  const WorkerInfo* rank0 = registry.Find(record.worker_id);
+  record.host = rank0 ? rank0->host : "";
+  bool simulated = false;
+  for (const auto& r : placement.ranks) {
+    const WorkerInfo* w = registry.Find(r.worker_id);
+    simulated = simulated || (w && w->simulate);
+    record.ranks.push_back(metrics::RankPlacement{
+        r.rank, r.worker_id, w ? w->host : "",
+        r.cuda_device >= 0 ? "cuda:" + std::to_string(r.cuda_device) : "cpu"});
+  }
+  record.simulated = simulated;
+  return record;
+}
+
+std::vector<TrialPart> PartsOf(const TrialPlacement& placement) {
+  std::vector<TrialPart> parts;
+  for (const auto& r : placement.ranks) {
+    auto part = std::find_if(parts.begin(), parts.end(), [&](const TrialPart& p) { return p.worker_id == r.worker_id; });
+    if (part == parts.end()) {
+      parts.push_back(TrialPart{r.worker_id, {}, r.cuda_device >= 0});
+      part = parts.end() - 1;
+    }
+    part->cuda = r.cuda_device >= 0;
+    protocol::RankSlot slot{r.rank, r.local_rank, {}};
+    if (r.cuda_device >= 0) slot.cuda_devices = {r.cuda_device};
+    part->ranks.push_back(slot);
+  }
+  return parts;
+}
+
+}  // namespace bakeoff::coordinator
