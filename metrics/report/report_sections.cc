@@ -2,6 +2,7 @@
 // renderers (declared in report_renderer.h).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "metrics/report/report_renderer.h"
@@ -165,11 +166,19 @@ std::vector<std::string> ReportHeadline(const Report& report) {
   return lines;
 }
 
-std::vector<ReportSection> ReportSections(const Report& report) {
-  std::vector<ReportSection> sections;
-  const double confidence = report.options.confidence;
-  const std::string ci_name = FormatNumber(confidence * 100, 2) + "% CI";
+namespace {
 
+// The interval column's name, at the report's confidence ("95% CI").
+std::string CiName(const Report& report) { return FormatNumber(report.options.confidence * 100, 2) + "% CI"; }
+
+// A section with no rows is left out rather than printed as an empty table.
+std::optional<ReportSection> UnlessEmpty(ReportSection section) {
+  if (section.rows.empty()) return std::nullopt;
+  return section;
+}
+
+// Always shown, even before a trial finished: the answer the report is for.
+ReportSection VerdictsSection(const Report& report, const std::string& ci_name) {
   ReportSection verdicts{"verdicts", "Verdicts",
                          "Each variant against its baseline counterpart (same axes, baseline values "
                          "substituted). Speedup = tokens/s ratio; n = succeeded trials behind it.",
@@ -190,51 +199,60 @@ std::vector<ReportSection> ReportSections(const Report& report) {
                              Optional(c.memory_relative, FormatSignedPercent), WarmupDeltaCell(c),
                              BreakEvenCell(c), loss, effect});
   }
-  sections.push_back(std::move(verdicts));
+  return verdicts;
+}
 
-  if (!report.axis_comparisons.empty()) {
-    ReportSection axes{"axis_effects", "Each axis on its own",
-                       "Each axis against its baseline value with every other axis held: the "
-                       "variant against the same variant with only that axis changed.",
-                       {"axis", "with", "variant", "counterpart", "speedup", ci_name, "verdict",
-                        "mem vs cp", "warm-up delta", "break-even"},
-                       {},
-                       {false, false, false, false, true, true, false, true, true, true}};
-    for (const AxisComparison& a : report.axis_comparisons) {
-      const Comparison& c = a.comparison;
-      bool compared = c.status == Comparison::Status::kCompared;
-      axes.rows.push_back({a.axis + "=" + a.value, a.held.empty() ? kNone : a.held, a.variant_key,
-                           a.counterpart_key,
-                           compared ? FormatRatio(c.speedup.value) : kNone,
-                           compared ? FormatInterval(c.speedup) : "",
-                           compared ? (c.worker_confound.empty() ? VerdictName(c.verdict)
-                                                                 : "confounded with workers")
-                                    : c.note,
-                           Optional(c.memory_relative, FormatSignedPercent), WarmupDeltaCell(c),
-                           BreakEvenCell(c)});
-    }
-    sections.push_back(std::move(axes));
+// Each axis with the others held: what one setting does on its own, apart from the
+// variant's other axes.
+std::optional<ReportSection> AxisEffectsSection(const Report& report, const std::string& ci_name) {
+  if (report.axis_comparisons.empty()) return std::nullopt;
+  ReportSection axes{"axis_effects", "Each axis on its own",
+                     "Each axis against its baseline value with every other axis held: the "
+                     "variant against the same variant with only that axis changed.",
+                     {"axis", "with", "variant", "counterpart", "speedup", ci_name, "verdict",
+                      "mem vs cp", "warm-up delta", "break-even"},
+                     {},
+                     {false, false, false, false, true, true, false, true, true, true}};
+  for (const AxisComparison& a : report.axis_comparisons) {
+    const Comparison& c = a.comparison;
+    bool compared = c.status == Comparison::Status::kCompared;
+    axes.rows.push_back({a.axis + "=" + a.value, a.held.empty() ? kNone : a.held, a.variant_key,
+                         a.counterpart_key,
+                         compared ? FormatRatio(c.speedup.value) : kNone,
+                         compared ? FormatInterval(c.speedup) : "",
+                         compared ? (c.worker_confound.empty() ? VerdictName(c.verdict)
+                                                               : "confounded with workers")
+                                  : c.note,
+                         Optional(c.memory_relative, FormatSignedPercent), WarmupDeltaCell(c),
+                         BreakEvenCell(c)});
   }
+  return axes;
+}
 
-  if (report.adaptive) {
-    ReportSection adaptive{"adaptive", "Adaptive repeats",
-                           "Each variant stopped by the sequential rule (docs/statistics.md): its "
-                           "intervals above are at " +
-                               FormatNumber(report.adaptive->look_confidence * 100, 4) +
-                               "% per look, so that the whole procedure keeps " + ci_name + ".",
-                           {"variant", "adaptive", "trials not run"},
-                           {},
-                           {false, false, true}};
-    for (const VariantReport& v : report.variants) {
-      if (!v.adaptive) continue;
-      const AdaptiveVariant& a = *v.adaptive;
-      std::string cell = (a.stopped ? "stopped after " : "running, ") + std::to_string(a.pairs) + " of " +
-                         std::to_string(a.max_pairs) + " pairs" + (a.stopped ? " (" + a.reason + ")" : "");
-      adaptive.rows.push_back({v.key, "adaptive: " + cell, std::to_string(a.trials_not_run)});
-    }
-    if (!adaptive.rows.empty()) sections.push_back(std::move(adaptive));
+// Adaptive sweeps only: why each variant stopped, and why its intervals are wider than
+// the report's confidence alone would make them.
+std::optional<ReportSection> AdaptiveRepeatsSection(const Report& report, const std::string& ci_name) {
+  if (!report.adaptive) return std::nullopt;
+  ReportSection adaptive{"adaptive", "Adaptive repeats",
+                         "Each variant stopped by the sequential rule (docs/statistics.md): its "
+                         "intervals above are at " +
+                             FormatNumber(report.adaptive->look_confidence * 100, 4) +
+                             "% per look, so that the whole procedure keeps " + ci_name + ".",
+                         {"variant", "adaptive", "trials not run"},
+                         {},
+                         {false, false, true}};
+  for (const VariantReport& v : report.variants) {
+    if (!v.adaptive) continue;
+    const AdaptiveVariant& a = *v.adaptive;
+    std::string cell = (a.stopped ? "stopped after " : "running, ") + std::to_string(a.pairs) + " of " +
+                       std::to_string(a.max_pairs) + " pairs" + (a.stopped ? " (" + a.reason + ")" : "");
+    adaptive.rows.push_back({v.key, "adaptive: " + cell, std::to_string(a.trials_not_run)});
   }
+  return UnlessEmpty(std::move(adaptive));
+}
 
+// Peak memory and the trainer's held bytes by kind: where a memory saving comes from.
+std::optional<ReportSection> MemorySection(const Report& report) {
   ReportSection memory{"memory", "Memory",
                        "Peak bytes of the largest rank. Compression = counterpart peak / variant peak. "
                        "Held bytes by kind are the trainer's own, on that rank.",
@@ -251,8 +269,32 @@ std::vector<ReportSection> ReportSections(const Report& report) {
                            BytesOr(v.trainable_bytes), BytesOr(v.grad_bytes),
                            BytesOr(v.optimizer_bytes)});
   }
-  if (!memory.rows.empty()) sections.push_back(std::move(memory));
+  return UnlessEmpty(std::move(memory));
+}
 
+// A compiled variant's rows, one per compile-cache state, each with that state's own
+// warm-up cost against the counterpart.
+std::vector<std::vector<std::string>> WarmupRowsByCache(const VariantReport& v) {
+  const Comparison& c = v.comparison;
+  std::vector<std::vector<std::string>> rows;
+  for (const CacheWarmup& w : v.by_cache) {
+    const CompileCost* cost = nullptr;
+    for (const CompileCost& k : c.compile_costs) {
+      if (k.cache == w.cache) cost = &k;
+    }
+    rows.push_back({v.key, w.cache + " x" + std::to_string(w.trials),
+                    Optional(w.first_step_s, FormatSeconds), Optional(w.warmup_s, FormatSeconds),
+                    kNone,
+                    cost ? Optional(cost->warmup_delta_s, FormatSignedSeconds) : kNone,
+                    Optional(c.step_saving_s, FormatSignedSeconds),
+                    cost ? cost->break_even.value_or(kNone) : kNone});
+  }
+  return rows;
+}
+
+// What a variant costs before it pays off: the warm-up it adds against the time it
+// saves per step.
+std::optional<ReportSection> WarmupSection(const Report& report) {
   ReportSection warmup{"warmup", "Warm-up and break-even",
                        "Break-even steps = warm-up difference / per-step saving: \"never\" when the "
                        "variant is not faster, \"immediately\" when its warm-up is not longer.",
@@ -284,21 +326,13 @@ std::vector<ReportSection> ReportSections(const Report& report) {
       warmup.rows.push_back(std::move(row));
       continue;
     }
-    for (const CacheWarmup& w : v.by_cache) {
-      const CompileCost* cost = nullptr;
-      for (const CompileCost& k : c.compile_costs) {
-        if (k.cache == w.cache) cost = &k;
-      }
-      warmup.rows.push_back({v.key, w.cache + " x" + std::to_string(w.trials),
-                             Optional(w.first_step_s, FormatSeconds), Optional(w.warmup_s, FormatSeconds),
-                             kNone,
-                             cost ? Optional(cost->warmup_delta_s, FormatSignedSeconds) : kNone,
-                             Optional(c.step_saving_s, FormatSignedSeconds),
-                             cost ? cost->break_even.value_or(kNone) : kNone});
-    }
+    for (auto& row : WarmupRowsByCache(v)) warmup.rows.push_back(std::move(row));
   }
-  if (!warmup.rows.empty()) sections.push_back(std::move(warmup));
+  return UnlessEmpty(std::move(warmup));
+}
 
+// A speedup that changes the math is not the same training: the loss curves side by side.
+std::optional<ReportSection> LossParitySection(const Report& report) {
   ReportSection loss{"loss", "Loss parity",
                      "Largest relative deviation between the mean loss curves (moving mean over " +
                          std::to_string(report.options.loss_smoothing_window) +
@@ -319,8 +353,12 @@ std::vector<ReportSection> ReportSections(const Report& report) {
                          : c.loss_flagged        ? "DEVIATES !"
                                                  : "matches"});
   }
-  if (!loss.rows.empty()) sections.push_back(std::move(loss));
+  return UnlessEmpty(std::move(loss));
+}
 
+// Failures, the one-sided ones first: a variant that fails where its counterpart runs
+// (or the reverse) is a result in itself.
+std::optional<ReportSection> OutcomesSection(const Report& report) {
   ReportSection outcomes{"outcomes", "Outcomes",
                          "Variants that did not always succeed; a variant failing where its "
                          "counterpart succeeds (or the reverse) is listed first.",
@@ -339,8 +377,12 @@ std::vector<ReportSection> ReportSections(const Report& report) {
   }
   for (auto& row : mismatched) outcomes.rows.push_back(std::move(row));
   for (auto& row : other) outcomes.rows.push_back(std::move(row));
-  if (!outcomes.rows.empty()) sections.push_back(std::move(outcomes));
+  return UnlessEmpty(std::move(outcomes));
+}
 
+// Each axis value over every pair of variants that differs only there: one figure per
+// value across the whole sweep.
+std::optional<ReportSection> MarginalEffectsSection(const Report& report, const std::string& ci_name) {
   ReportSection marginals{"marginals", "Marginal effect of each axis value",
                           "Geometric-mean speedup over all pairs of variants that differ only in "
                           "that axis (against the baseline value, or the axis's first value); "
@@ -359,27 +401,34 @@ std::vector<ReportSection> ReportSections(const Report& report) {
                               std::to_string(m.pairs),
                               FormatRatio(m.min_pair) + " .. " + FormatRatio(m.max_pair)});
   }
-  if (!marginals.rows.empty()) sections.push_back(std::move(marginals));
+  return UnlessEmpty(std::move(marginals));
+}
 
-  if (report.iso_memory_applicable && !report.iso_memory.empty()) {
-    ReportSection iso{"iso_memory", "Iso-memory view",
-                      "Each setting at its own largest micro-batch that did not run out of memory, "
-                      "against its baseline setting at that setting's largest.",
-                      {"setting", "micro_batch", "tokens/s", "against", "its micro_batch",
-                       "speedup", ci_name},
-                      {},
-                      {false, true, true, false, true, true, true}};
-    for (const IsoMemoryRow& row : report.iso_memory) {
-      iso.rows.push_back({row.setting.empty() ? "(all)" : row.setting, row.micro_batch,
-                          Tps(row.tokens_per_s),
-                          row.counterpart_setting == row.setting ? "(baseline)" : row.counterpart_setting,
-                          row.counterpart_micro_batch.empty() ? kNone : row.counterpart_micro_batch,
-                          row.speedup ? FormatRatio(row.speedup->value) : kNone,
-                          row.speedup ? FormatInterval(*row.speedup) : ""});
-    }
-    sections.push_back(std::move(iso));
+// Sweeps with a micro-batch axis only: a setting that saves memory may win by running a
+// larger micro-batch, which a same-micro-batch comparison never shows.
+std::optional<ReportSection> IsoMemorySection(const Report& report, const std::string& ci_name) {
+  if (!report.iso_memory_applicable || report.iso_memory.empty()) return std::nullopt;
+  ReportSection iso{"iso_memory", "Iso-memory view",
+                    "Each setting at its own largest micro-batch that did not run out of memory, "
+                    "against its baseline setting at that setting's largest.",
+                    {"setting", "micro_batch", "tokens/s", "against", "its micro_batch",
+                     "speedup", ci_name},
+                    {},
+                    {false, true, true, false, true, true, true}};
+  for (const IsoMemoryRow& row : report.iso_memory) {
+    iso.rows.push_back({row.setting.empty() ? "(all)" : row.setting, row.micro_batch,
+                        Tps(row.tokens_per_s),
+                        row.counterpart_setting == row.setting ? "(baseline)" : row.counterpart_setting,
+                        row.counterpart_micro_batch.empty() ? kNone : row.counterpart_micro_batch,
+                        row.speedup ? FormatRatio(row.speedup->value) : kNone,
+                        row.speedup ? FormatInterval(*row.speedup) : ""});
   }
+  return iso;
+}
 
+// A setting the trainer could not apply would compare the baseline with itself: what
+// was asked for beside what the trainer says it ran.
+std::optional<ReportSection> EvidenceSection(const Report& report) {
   ReportSection evidence{"evidence", "Did it take effect",
                          "The trainer's own evidence (\"applied\") beside what the variant asked "
                          "for; a variant whose evidence shows a fallback is flagged, not compared.",
@@ -390,8 +439,31 @@ std::vector<ReportSection> ReportSections(const Report& report) {
     if (v.succeeded == 0) continue;
     evidence.rows.push_back({v.key, JoinParams(v.params), EvidenceCell(v)});
   }
-  if (!evidence.rows.empty()) sections.push_back(std::move(evidence));
+  return UnlessEmpty(std::move(evidence));
+}
 
+// One field of the environments a variant's trials ran in: its distinct values, in the
+// order first seen, separated by " | ".
+std::string EnvironmentCell(const std::vector<nlohmann::json>& environments, const char* key) {
+  std::vector<std::string> values;
+  for (const nlohmann::json& env : environments) {
+    auto it = env.find(key);
+    std::string text = kNone;
+    if (it != env.end() && it->is_string()) text = it->get<std::string>();
+    if (it != env.end() && it->is_array()) {
+      text.clear();
+      for (const auto& f : *it) text += (text.empty() ? "" : " ") + (f.is_string() ? f.get<std::string>() : f.dump());
+    }
+    if (std::find(values.begin(), values.end(), text) == values.end()) values.push_back(text);
+  }
+  std::string cell;
+  for (const std::string& value : values) cell += (cell.empty() ? "" : " | ") + value;
+  return cell;
+}
+
+// Where each variant ran: a speedup measured across different machines or libraries is
+// not the variant's alone.
+std::optional<ReportSection> EnvironmentSection(const Report& report) {
   ReportSection environment{"environment", "Environment",
                             "Where each variant's succeeded trials ran, from the trainer's summary; "
                             "alternatives are separated by \" | \". A comparison whose trials ran "
@@ -405,25 +477,15 @@ std::vector<ReportSection> ReportSections(const Report& report) {
     std::vector<std::string> row = {v.key};
     for (const char* key : {"host", "cpu_model", "cpu_flags", "torch_version", "cuda_version", "blas",
                             "gpu_model", "gpu_driver", "bakeoff_version"}) {
-      std::vector<std::string> values;
-      for (const nlohmann::json& env : v.environments) {
-        auto it = env.find(key);
-        std::string text = kNone;
-        if (it != env.end() && it->is_string()) text = it->get<std::string>();
-        if (it != env.end() && it->is_array()) {
-          text.clear();
-          for (const auto& f : *it) text += (text.empty() ? "" : " ") + (f.is_string() ? f.get<std::string>() : f.dump());
-        }
-        if (std::find(values.begin(), values.end(), text) == values.end()) values.push_back(text);
-      }
-      std::string cell;
-      for (const std::string& value : values) cell += (cell.empty() ? "" : " | ") + value;
-      row.push_back(cell);
+      row.push_back(EnvironmentCell(v.environments, key));
     }
     environment.rows.push_back(std::move(row));
   }
-  if (!environment.rows.empty()) sections.push_back(std::move(environment));
+  return UnlessEmpty(std::move(environment));
+}
 
+// How much to trust each interval, and how many repeats an unclear one would need.
+std::optional<ReportSection> NoiseSection(const Report& report) {
   ReportSection noise{"noise", "Noise and repeats",
                       "How each interval was obtained; sd of the per-repeat log ratio; repeats per "
                       "variant that would resolve a " +
@@ -447,29 +509,35 @@ std::vector<ReportSection> ReportSections(const Report& report) {
                           std::to_string(std::min(v.trials, cp != nullptr ? cp->trials : 0)),
                           std::to_string(v.noisy_trials)});
   }
-  if (!noise.rows.empty()) sections.push_back(std::move(noise));
+  return UnlessEmpty(std::move(noise));
+}
 
-  if (report.spread_across_workers) {
-    ReportSection workers{"by_worker", "Effects by worker",
-                          "Speedup computed from trials on one worker only (both sides there).",
-                          {"variant", "worker", "speedup", "trials (variant vs counterpart)"},
-                          {},
-                          {false, false, true, true}};
-    for (const VariantReport& v : report.variants) {
-      if (!Compared(v)) continue;
-      for (const WorkerEffect& w : v.comparison.by_worker) {
-        workers.rows.push_back({v.key, w.worker, FormatRatio(w.speedup),
-                                std::to_string(w.variant_trials) + " vs " +
-                                    std::to_string(w.counterpart_trials)});
-      }
-      // Shown exactly when it matters most: no worker ran both sides.
-      if (v.comparison.by_worker.empty()) {
-        workers.rows.push_back({v.key, "none ran both sides", kNone, v.comparison.worker_confound});
-      }
+// Sweeps spread across workers only: the speedup on each worker alone, so that a
+// difference between machines does not pass for the variant's effect.
+std::optional<ReportSection> ByWorkerSection(const Report& report) {
+  if (!report.spread_across_workers) return std::nullopt;
+  ReportSection workers{"by_worker", "Effects by worker",
+                        "Speedup computed from trials on one worker only (both sides there).",
+                        {"variant", "worker", "speedup", "trials (variant vs counterpart)"},
+                        {},
+                        {false, false, true, true}};
+  for (const VariantReport& v : report.variants) {
+    if (!Compared(v)) continue;
+    for (const WorkerEffect& w : v.comparison.by_worker) {
+      workers.rows.push_back({v.key, w.worker, FormatRatio(w.speedup),
+                              std::to_string(w.variant_trials) + " vs " +
+                                  std::to_string(w.counterpart_trials)});
     }
-    sections.push_back(std::move(workers));
+    // Shown exactly when it matters most: no worker ran both sides.
+    if (v.comparison.by_worker.empty()) {
+      workers.rows.push_back({v.key, "none ran both sides", kNone, v.comparison.worker_confound});
+    }
   }
+  return workers;
+}
 
+// Every trial in run order, the evidence behind every figure above.
+std::optional<ReportSection> TrialsSection(const Report& report) {
   ReportSection trials{"trials", "Trials",
                        "Every trial in run order, with its worker; * marks a noisy trial.",
                        {"trial", "variant", "repeat", "worker", "outcome", "tokens/s", "median step",
@@ -493,7 +561,32 @@ std::vector<ReportSection> ReportSections(const Report& report) {
     if (any_trial_cache) row.insert(row.end() - 1, t.compile_cache.empty() ? kNone : t.compile_cache);
     trials.rows.push_back(std::move(row));
   }
-  if (!trials.rows.empty()) sections.push_back(std::move(trials));
+  return UnlessEmpty(std::move(trials));
+}
+
+}  // namespace
+
+std::vector<ReportSection> ReportSections(const Report& report) {
+  const std::string ci_name = CiName(report);
+  std::vector<ReportSection> sections;
+  // Each section decides whether it is shown; the order is the reading order.
+  auto add = [&sections](std::optional<ReportSection> section) {
+    if (section) sections.push_back(std::move(*section));
+  };
+  add(VerdictsSection(report, ci_name));
+  add(AxisEffectsSection(report, ci_name));
+  add(AdaptiveRepeatsSection(report, ci_name));
+  add(MemorySection(report));
+  add(WarmupSection(report));
+  add(LossParitySection(report));
+  add(OutcomesSection(report));
+  add(MarginalEffectsSection(report, ci_name));
+  add(IsoMemorySection(report, ci_name));
+  add(EvidenceSection(report));
+  add(EnvironmentSection(report));
+  add(NoiseSection(report));
+  add(ByWorkerSection(report));
+  add(TrialsSection(report));
   return sections;
 }
 
