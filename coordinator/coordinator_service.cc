@@ -122,41 +122,15 @@ void CoordinatorService::Tick() {
     events_.ForgetWorker(worker_id);
   }
   const auto now = clock_.Now();
-  // Only the attempts recovered after a restart have a reclaim deadline: walk those, not
-  // every trial held.
-  for (auto waiting = table_.awaiting_reclaim().begin(); waiting != table_.awaiting_reclaim().end();) {
-    auto it = table_.trials().find(*waiting);
-    if (it == table_.trials().end() || !it->second.reclaim_deadline) {
-      waiting = table_.awaiting_reclaim().erase(waiting);
-      continue;
-    }
-    TrialEntry& trial = it->second;
-    if (now < *trial.reclaim_deadline) {
-      ++waiting;
-      continue;
-    }
-    waiting = table_.awaiting_reclaim().erase(waiting);
-    trial.reclaim_deadline.reset();
-    bool all_reclaimed = !trial.parts.empty();
-    for (const auto& p : trial.parts) all_reclaimed = all_reclaimed && p.reclaimed;
-    if (!all_reclaimed && trial.machine.IsCurrent(trial.machine.attempts_used())) {
-      EndAttempt(trial, Outcome::kLost, "its worker did not reconnect within the recovery grace period");
-    }
+  for (std::int64_t tid : table_.TakeUnreclaimed(now)) {
+    EndAttempt(*table_.FindTrial(tid), Outcome::kLost, "its worker did not reconnect within the recovery grace period");
   }
   // The coordinator's own deadline: an attempt its workers have not ended by then ends
   // `timeout` here, and they are told to cancel it.
-  auto& deadlines = table_.attempt_deadlines();
-  while (!deadlines.empty() && deadlines.begin()->first <= now) {
-    const auto [at, trial_id] = *deadlines.begin();
-    deadlines.erase(deadlines.begin());
-    auto it = table_.trials().find(trial_id);
-    if (it == table_.trials().end() || it->second.attempt_deadline != at) continue;  // stale
-    TrialEntry& trial = it->second;
-    trial.attempt_deadline.reset();
-    if (!trial.machine.IsCurrent(trial.machine.attempts_used())) continue;
-    const auto& sweep = table_.sweeps().at(trial.sweep_id);
+  for (std::int64_t tid : table_.TakeOverdue(now)) {
+    TrialEntry& trial = *table_.FindTrial(tid);
     const std::string reason = "the coordinator's deadline passed (trial_timeout " +
-                               std::to_string(sweep.timeout_ms / 1000) + " s + " +
+                               std::to_string(table_.FindSweep(trial.sweep_id)->timeout_ms / 1000) + " s + " +
                                std::to_string(config_.attempt_deadline_grace.count() / 1000) +
                                " s) and its worker had not ended the attempt";
     kLog.Info("trial=" + std::to_string(trial.id) + ": " + reason);
@@ -267,9 +241,7 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
   std::vector<TrialPart> parts = PartsOf(placement);
   for (TrialPart& part : parts) {
     const std::string& wid = part.worker_id;
-    std::vector<int> devices;
-    for (const auto& s : part.ranks) devices.insert(devices.end(), s.cuda_devices.begin(), s.cuda_devices.end());
-    registry_.Reserve(wid, ref, part.cuda ? 0 : static_cast<int>(part.ranks.size()), devices);
+    ReservePart(registry_, part, ref);
     ++history_[{trial.sweep_id, trial.variant_key, wid}];
     if (parts.size() == 1) {
       // The first trial of its pair group placed whole on one worker names the group's worker.
@@ -297,57 +269,9 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
 // ------------------------------------------------------------------ worker protocol
 
 json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, std::shared_ptr<WorkerLink> link) {
-  // The name goes into log lines and metric labels: checked before anything logs it, and
-  // logged escaped when refused (a newline in it once forged a coordinator log line).
-  if (!protocol::IsValidWorkerName(message.worker_name)) {
-    kLog.Warning("rejected a worker registration: invalid name " + json(message.worker_name).dump());
-    return protocol::ToJson(protocol::RejectedMessage{
-        "invalid worker name: use 1-64 letters, digits, '.', '_' or '-'"});
-  }
-  // Only the worker credential registers: an API token is refused like any other.
-  if (!config_.worker_tokens.empty() && !protocol::TokenInList(config_.worker_tokens, message.token)) {
-    kLog.Warning("rejected a worker registration from name=" + message.worker_name + ": wrong token");
-    return protocol::ToJson(protocol::RejectedMessage{
-        "wrong worker token; give the coordinator's worker token (its --worker-token-file) in BAKEOFF_TOKEN or "
-        "--token-file"});
-  }
-  if (Status identity = registry_.CheckIdentity(message); !identity.ok()) {
-    kLog.Warning("refused a worker registration for name=" + message.worker_name + ": the name is held by a live worker");
-    return protocol::ToJson(protocol::RejectedMessage{identity.message(), config_.heartbeat_timeout.count()});
-  }
-  // A worker's capacity is what its operator allows, not what it claims.
-  if (message.resources.cpu_slots < 0 ||
-      static_cast<std::size_t>(message.resources.cpu_slots) > config_.max_worker_slots ||
-      message.resources.cuda_devices.size() > config_.max_worker_gpus) {
-    kLog.Warning("rejected a worker registration from name=" + message.worker_name + ": it offers " +
-        std::to_string(message.resources.cpu_slots) + " CPU slots and " +
-        std::to_string(message.resources.cuda_devices.size()) + " GPUs");
-    return protocol::ToJson(protocol::RejectedMessage{
-        "this worker offers " + std::to_string(message.resources.cpu_slots) + " CPU slots and " +
-        std::to_string(message.resources.cuda_devices.size()) + " CUDA devices; this coordinator accepts at most " +
-        std::to_string(config_.max_worker_slots) + " and " + std::to_string(config_.max_worker_gpus) +
-        " per worker (its --max-worker-slots, --max-worker-gpus)"});
-  }
-  if (message.protocol_version < protocol::kMinProtocolVersion ||
-      message.protocol_version > protocol::kProtocolVersion) {
-    return protocol::ToJson(protocol::RejectedMessage{
-        "protocol version " + std::to_string(message.protocol_version) + " is not supported; this coordinator speaks " +
-        std::to_string(protocol::kMinProtocolVersion) + " to " + std::to_string(protocol::kProtocolVersion)});
-  }
-  // The scrape address goes verbatim into /api/v1/sd: never a link-local (cloud
-  // metadata) address or something that is not a host.
-  // A host name is scraped at the connection's own address (ScrapeAddress).
-  protocol::RegisterMessage checked = message;
-  if (message.metrics_port > 0) {
-    const std::string& scrape_host = message.metrics_host.empty() ? message.host : message.metrics_host;
-    auto scrape = protocol::ScrapeAddress(scrape_host, link->peer_address());
-    if (!scrape.ok()) {
-      kLog.Warning("rejected a worker registration from name=" + message.worker_name + ": metrics host " +
-          json(scrape_host).dump() + ": " + scrape.status().message());
-      return protocol::ToJson(protocol::RejectedMessage{"metrics host: " + scrape.status().message()});
-    }
-    checked.metrics_host = *scrape;
-  }
+  auto admitted = AdmitWorker(message, config_, registry_, link->peer_address());
+  if (auto* rejected = std::get_if<protocol::RejectedMessage>(&admitted)) return protocol::ToJson(*rejected);
+  const protocol::RegisterMessage& checked = std::get<protocol::RegisterMessage>(admitted);
   auto& info = registry_.Register(checked);
   const std::string id = info.id;
   auto old = links_.find(id);
@@ -364,56 +288,24 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   reply.worker_secret = info.secret;
   link->Send(protocol::ToJson(reply));
 
-  metrics::WorkerRecord record;
-  record.id = id;
-  record.name = message.worker_name;
-  record.host = message.host;
-  record.resources = {{"cpu_slots", message.resources.cpu_slots},
-                      {"cuda_devices", message.resources.cuda_devices},
-                      {"simulate", message.simulate}};
-  if (!message.resources.gpu_model.empty()) record.resources["gpu_model"] = message.resources.gpu_model;
-  if (message.metrics_port > 0) {
-    record.metrics_url = "http://" + info.metrics_host + ":" + std::to_string(message.metrics_port) + "/metrics";
-  }
-  record.state = message.running.empty() ? metrics::WorkerState::kIdle : metrics::WorkerState::kBusy;
-  record.secret_sha256 = protocol::Sha256Hex(info.secret);
+  const metrics::WorkerRecord record = WorkerRecordOf(message, info);
   group_.Begin();
   Status upsert = store_.UpsertWorker(record);
   if (!upsert.ok()) kLog.Warning("cannot record worker " + id + ": " + upsert.ToString());
 
   // Reclaim: attempts this worker still runs (or has results for) stay; others stop.
-  std::set<protocol::AttemptRef> claimed(message.running.begin(), message.running.end());
-  for (const auto& ref : message.running) {
-    auto it = table_.trials().find(ref.trial_id);
-    TrialPart* part = nullptr;
-    if (it != table_.trials().end() && it->second.machine.IsCurrent(ref.attempt)) {
-      for (auto& p : it->second.parts) {
-        if (p.worker_id == id) part = &p;
-      }
-    }
-    if (!part) {
-      Send(id, protocol::ToJson(protocol::CancelMessage{ref, "stale attempt: not current on this coordinator"}));
-      continue;
-    }
-    if (!part->reclaimed || !info.attempts.count(ref)) {
-      std::vector<int> devices;
-      for (const auto& s : part->ranks) devices.insert(devices.end(), s.cuda_devices.begin(), s.cuda_devices.end());
-      registry_.Reserve(id, ref, part->cuda ? 0 : static_cast<int>(part->ranks.size()), devices);
-      part->reclaimed = true;
-      kLog.Info("reclaimed trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
-          " on worker=" + id);
-    }
+  TrialTable::Reclaim reclaim = table_.ReclaimWorker(id, message.running, info.attempts);
+  for (const auto& ref : reclaim.stale) {
+    Send(id, protocol::ToJson(protocol::CancelMessage{ref, "stale attempt: not current on this coordinator"}));
+  }
+  for (const auto& [ref, part] : reclaim.parts) {
+    ReservePart(registry_, *part, ref);
+    kLog.Info("reclaimed trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
+              " on worker=" + id);
   }
   // Attempts placed here that the worker no longer knows: it restarted; they are lost.
-  for (auto& [tid, trial] : table_.trials()) {
-    if (!trial.machine.IsCurrent(trial.machine.attempts_used())) continue;
-    for (const auto& p : trial.parts) {
-      if (p.worker_id == id && !p.finished &&
-          !claimed.count(protocol::AttemptRef{tid, trial.machine.attempts_used()})) {
-        EndAttempt(trial, Outcome::kLost, "worker " + id + " re-registered without this attempt");
-        break;
-      }
-    }
+  for (std::int64_t tid : reclaim.lost) {
+    EndAttempt(*table_.FindTrial(tid), Outcome::kLost, "worker " + id + " re-registered without this attempt");
   }
   kLog.Info("worker registered id=" + id + " host=" + message.host + " slots=" +
       std::to_string(message.resources.cpu_slots) + " cuda=" + std::to_string(message.resources.cuda_devices.size()) +
@@ -618,11 +510,10 @@ Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const 
 }
 
 void CoordinatorService::SetAttemptDeadline(TrialEntry& trial) {
-  const auto sweep = table_.sweeps().find(trial.sweep_id);
-  if (sweep == table_.sweeps().end() || sweep->second.timeout_ms <= 0) return;
-  const auto at = clock_.Now() + std::chrono::milliseconds(sweep->second.timeout_ms) + config_.attempt_deadline_grace;
-  trial.attempt_deadline = at;
-  table_.attempt_deadlines().insert({at, trial.id});
+  const SweepEntry* sweep = table_.FindSweep(trial.sweep_id);
+  if (sweep == nullptr || sweep->timeout_ms <= 0) return;
+  table_.SetAttemptDeadline(trial, clock_.Now() + std::chrono::milliseconds(sweep->timeout_ms) +
+                                       config_.attempt_deadline_grace);
 }
 
 void CoordinatorService::ReleaseParts(TrialEntry& trial, bool send_cancel, const std::string& reason) {

@@ -53,6 +53,7 @@
 #include "coordinator/sweep_intake.h"
 #include "coordinator/trial_state_machine.h"
 #include "coordinator/trial_table.h"
+#include "coordinator/worker_admission.h"
 #include "coordinator/worker_link.h"
 #include "coordinator/worker_registry.h"
 #include "metrics/store/results_store.h"

@@ -116,4 +116,10 @@ std::vector<TrialPart> PartsOf(const TrialPlacement& placement) {
   return parts;
 }
 
+void ReservePart(WorkerRegistry& registry, const TrialPart& part, const protocol::AttemptRef& ref) {
+  std::vector<int> devices;
+  for (const auto& slot : part.ranks) devices.insert(devices.end(), slot.cuda_devices.begin(), slot.cuda_devices.end());
+  registry.Reserve(part.worker_id, ref, part.cuda ? 0 : static_cast<int>(part.ranks.size()), devices);
+}
+
 }  // namespace bakeoff::coordinator

@@ -43,5 +43,7 @@ metrics::AttemptRecord AttemptRecordOf(std::int64_t trial_id, const TrialPlaceme
                                        const WorkerRegistry& registry);
 // The placement's ranks grouped per worker, in the order the workers first appear.
 std::vector<TrialPart> PartsOf(const TrialPlacement& placement);
+// Holds `part`'s CPU slots or CUDA devices on its worker for attempt `ref`.
+void ReservePart(WorkerRegistry& registry, const TrialPart& part, const protocol::AttemptRef& ref);
 
 }  // namespace bakeoff::coordinator

@@ -126,6 +126,80 @@ std::vector<TrialEntry*> TrialTable::QueuedTrialsOf(const SweepEntry& sweep, con
   return queued;
 }
 
+TrialTable::Reclaim TrialTable::ReclaimWorker(const std::string& worker_id,
+                                              const std::vector<protocol::AttemptRef>& running,
+                                              const std::set<protocol::AttemptRef>& held) {
+  Reclaim reclaim;
+  for (const auto& ref : running) {
+    TrialEntry* trial = FindTrial(ref.trial_id);
+    TrialPart* part = nullptr;
+    if (trial != nullptr && trial->machine.IsCurrent(ref.attempt)) {
+      for (auto& p : trial->parts) {
+        if (p.worker_id == worker_id) part = &p;
+      }
+    }
+    if (part == nullptr) {
+      reclaim.stale.push_back(ref);
+    } else if (!part->reclaimed || !held.count(ref)) {
+      part->reclaimed = true;
+      reclaim.parts.emplace_back(ref, part);
+    }
+  }
+  const std::set<protocol::AttemptRef> claimed(running.begin(), running.end());
+  for (auto& [tid, trial] : trials_) {
+    const auto current = trial.machine.attempts_used();
+    if (!trial.machine.IsCurrent(current) || claimed.count(protocol::AttemptRef{tid, current})) continue;
+    for (const auto& p : trial.parts) {
+      if (p.worker_id == worker_id && !p.finished) {
+        reclaim.lost.push_back(tid);
+        break;
+      }
+    }
+  }
+  return reclaim;
+}
+
+std::vector<std::int64_t> TrialTable::TakeUnreclaimed(Clock::TimePoint now) {
+  // Only the attempts recovered after a restart have a reclaim deadline: walk those, not
+  // every trial held.
+  std::vector<std::int64_t> lost;
+  for (auto waiting = awaiting_reclaim_.begin(); waiting != awaiting_reclaim_.end();) {
+    TrialEntry* trial = FindTrial(*waiting);
+    if (trial == nullptr || !trial->reclaim_deadline) {
+      waiting = awaiting_reclaim_.erase(waiting);
+      continue;
+    }
+    if (now < *trial->reclaim_deadline) {
+      ++waiting;
+      continue;
+    }
+    waiting = awaiting_reclaim_.erase(waiting);
+    trial->reclaim_deadline.reset();
+    bool all_reclaimed = !trial->parts.empty();
+    for (const auto& p : trial->parts) all_reclaimed = all_reclaimed && p.reclaimed;
+    if (!all_reclaimed && trial->machine.IsCurrent(trial->machine.attempts_used())) lost.push_back(trial->id);
+  }
+  return lost;
+}
+
+void TrialTable::SetAttemptDeadline(TrialEntry& trial, Clock::TimePoint at) {
+  trial.attempt_deadline = at;
+  attempt_deadlines_.insert({at, trial.id});
+}
+
+std::vector<std::int64_t> TrialTable::TakeOverdue(Clock::TimePoint now) {
+  std::vector<std::int64_t> overdue;
+  while (!attempt_deadlines_.empty() && attempt_deadlines_.begin()->first <= now) {
+    const auto [at, trial_id] = *attempt_deadlines_.begin();
+    attempt_deadlines_.erase(attempt_deadlines_.begin());
+    TrialEntry* trial = FindTrial(trial_id);
+    if (trial == nullptr || trial->attempt_deadline != at) continue;  // stale
+    trial->attempt_deadline.reset();
+    if (trial->machine.IsCurrent(trial->machine.attempts_used())) overdue.push_back(trial_id);
+  }
+  return overdue;
+}
+
 std::optional<metrics::TrialCounts> TrialTable::LiveCounts(std::int64_t sweep_id) const {
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end() || it->second.done) return std::nullopt;

@@ -52,17 +52,32 @@ class TrialTable {
   // counts those).
   std::optional<metrics::TrialCounts> LiveCounts(std::int64_t sweep_id) const;
 
+  // What a (re-)registering worker's running attempts mean here. `parts`: its parts of
+  // current attempts that need their resources reserved again (recovered after a
+  // restart, or not held by the registry), marked reclaimed; `stale`: attempts it runs
+  // that are not current here (it is told to cancel them); `lost`: trials whose current
+  // attempt has an unfinished part on it that it no longer runs (it restarted).
+  struct Reclaim {
+    std::vector<std::pair<protocol::AttemptRef, const TrialPart*>> parts;
+    std::vector<protocol::AttemptRef> stale;
+    std::vector<std::int64_t> lost;
+  };
+  Reclaim ReclaimWorker(const std::string& worker_id, const std::vector<protocol::AttemptRef>& running,
+                        const std::set<protocol::AttemptRef>& held);
+  // Trials recovered assigned or running whose reclaim deadline has passed with a part
+  // no worker reclaimed (their attempts are lost); each is taken off the waiting list.
+  std::vector<std::int64_t> TakeUnreclaimed(Clock::TimePoint now);
+  // Trials whose current attempt's coordinator deadline has passed (they end `timeout`);
+  // each deadline is taken off the list, and stale entries are dropped.
+  std::vector<std::int64_t> TakeOverdue(Clock::TimePoint now);
+
   // Unfinished sweeps and their trials, by id.
   std::map<std::int64_t, TrialEntry>& trials() { return trials_; }
   const std::map<std::int64_t, TrialEntry>& trials() const { return trials_; }
   std::map<std::int64_t, SweepEntry>& sweeps() { return sweeps_; }
   const std::map<std::int64_t, SweepEntry>& sweeps() const { return sweeps_; }
-  // Trials recovered assigned or running, until reclaimed or past their deadline (the
-  // service walks these, not every trial).
-  std::set<std::int64_t>& awaiting_reclaim() { return awaiting_reclaim_; }
-  // (deadline, trial) of every attempt with a coordinator deadline, soonest first; an
-  // entry whose trial has since moved on (another attempt, finished) is stale and skipped.
-  std::set<std::pair<Clock::TimePoint, std::int64_t>>& attempt_deadlines() { return attempt_deadlines_; }
+  // Sets `trial`'s coordinator deadline for its current attempt (TakeOverdue finds it).
+  void SetAttemptDeadline(TrialEntry& trial, Clock::TimePoint at);
 
  private:
   Status LoadSweep(metrics::ResultsStore& store, const metrics::SweepRecord& record,
@@ -71,7 +86,11 @@ class TrialTable {
 
   std::map<std::int64_t, TrialEntry> trials_;
   std::map<std::int64_t, SweepEntry> sweeps_;
+  // Trials recovered assigned or running, until reclaimed or past their deadline
+  // (TakeUnreclaimed walks these, not every trial).
   std::set<std::int64_t> awaiting_reclaim_;
+  // (deadline, trial) of every attempt with a coordinator deadline, soonest first; an
+  // entry whose trial has since moved on (another attempt, finished) is stale and skipped.
   std::set<std::pair<Clock::TimePoint, std::int64_t>> attempt_deadlines_;
 };
 

@@ -32,5 +32,52 @@ TEST(TrialTableTest, ASubmittedSweepsTrialsAreFoundAndItsQueuedOnesListedPerVari
   EXPECT_EQ(table.FindTrial(70), nullptr);
 }
 
+// A table of one sweep whose trials 1 and 2 run attempt 1 on worker "w" (trial 2 with a
+// second part on "x").
+TrialTable RunningOnW() {
+  TrialTable table;
+  SweepEntry sweep;
+  sweep.id = 1;
+  table.AddSubmitted(sweep, {1, 2, 3}, {{"a", 0, 0, 2}, {"a", 1, 1, 2}, {"a", 2, 2, 2}}, 2, Clock::TimePoint{});
+  for (std::int64_t id : {1, 2}) {
+    TrialEntry& trial = *table.FindTrial(id);
+    EXPECT_TRUE(trial.machine.Assign().ok());
+    trial.parts.push_back(TrialPart{"w", {protocol::RankSlot{0, 0, {}}}});
+  }
+  table.FindTrial(2)->parts.push_back(TrialPart{"x", {protocol::RankSlot{1, 0, {}}}});
+  return table;
+}
+
+TEST(TrialTableTest, AReRegisteringWorkerReclaimsWhatItRunsIsToldOfStaleAttemptsAndLosesTheRest) {
+  TrialTable table = RunningOnW();
+  table.FindTrial(1)->parts[0].reclaimed = false;  // recovered after a restart
+  // It still runs trial 1's attempt, and an attempt of trial 3 it was never given here.
+  TrialTable::Reclaim reclaim = table.ReclaimWorker("w", {{1, 1}, {3, 1}}, /*held=*/{});
+  ASSERT_EQ(reclaim.parts.size(), 1u);
+  EXPECT_EQ(reclaim.parts[0].first.trial_id, 1);
+  EXPECT_TRUE(table.FindTrial(1)->parts[0].reclaimed);
+  ASSERT_EQ(reclaim.stale.size(), 1u);
+  EXPECT_EQ(reclaim.stale[0].trial_id, 3);
+  EXPECT_EQ(reclaim.lost, std::vector<std::int64_t>{2}) << "trial 2's part on w is not running any more";
+
+  // Held by the registry already and reclaimed: nothing to reserve again.
+  reclaim = table.ReclaimWorker("w", {{1, 1}, {2, 1}}, /*held=*/{{1, 1}});
+  ASSERT_EQ(reclaim.parts.size(), 1u);
+  EXPECT_EQ(reclaim.parts[0].first.trial_id, 2);
+  EXPECT_TRUE(reclaim.lost.empty());
+}
+
+TEST(TrialTableTest, DeadlinesAreTakenOnceWhenTheyPassAndStaleOnesAreDropped) {
+  TrialTable table = RunningOnW();
+  const Clock::TimePoint t0{};
+  table.SetAttemptDeadline(*table.FindTrial(1), t0 + std::chrono::seconds(10));
+  table.SetAttemptDeadline(*table.FindTrial(2), t0 + std::chrono::seconds(5));
+  table.SetAttemptDeadline(*table.FindTrial(2), t0 + std::chrono::seconds(20));  // the first is now stale
+  EXPECT_TRUE(table.TakeOverdue(t0 + std::chrono::seconds(4)).empty());
+  EXPECT_EQ(table.TakeOverdue(t0 + std::chrono::seconds(10)), std::vector<std::int64_t>{1});
+  EXPECT_TRUE(table.TakeOverdue(t0 + std::chrono::seconds(10)).empty()) << "taken once";
+  EXPECT_EQ(table.TakeOverdue(t0 + std::chrono::seconds(30)), std::vector<std::int64_t>{2});
+}
+
 }  // namespace
 }  // namespace bakeoff::coordinator

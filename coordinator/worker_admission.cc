@@ -1,0 +1,84 @@
+#include "coordinator/worker_admission.h"
+
+#include "coordinator/coordinator_log.h"
+#include "protocol/token.h"
+
+namespace bakeoff::coordinator {
+
+using nlohmann::json;
+
+std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
+    const protocol::RegisterMessage& message, const CoordinatorConfig& config, const WorkerRegistry& registry,
+    const std::string& peer_address) {
+  // The name goes into log lines and metric labels: checked before anything logs it, and
+  // logged escaped when refused (a newline in it once forged a coordinator log line).
+  if (!protocol::IsValidWorkerName(message.worker_name)) {
+    kLog.Warning("rejected a worker registration: invalid name " + json(message.worker_name).dump());
+    return protocol::RejectedMessage{
+        "invalid worker name: use 1-64 letters, digits, '.', '_' or '-'"};
+  }
+  // Only the worker credential registers: an API token is refused like any other.
+  if (!config.worker_tokens.empty() && !protocol::TokenInList(config.worker_tokens, message.token)) {
+    kLog.Warning("rejected a worker registration from name=" + message.worker_name + ": wrong token");
+    return protocol::RejectedMessage{
+        "wrong worker token; give the coordinator's worker token (its --worker-token-file) in BAKEOFF_TOKEN or "
+        "--token-file"};
+  }
+  if (Status identity = registry.CheckIdentity(message); !identity.ok()) {
+    kLog.Warning("refused a worker registration for name=" + message.worker_name + ": the name is held by a live worker");
+    return protocol::RejectedMessage{identity.message(), config.heartbeat_timeout.count()};
+  }
+  // A worker's capacity is what its operator allows, not what it claims.
+  if (message.resources.cpu_slots < 0 ||
+      static_cast<std::size_t>(message.resources.cpu_slots) > config.max_worker_slots ||
+      message.resources.cuda_devices.size() > config.max_worker_gpus) {
+    kLog.Warning("rejected a worker registration from name=" + message.worker_name + ": it offers " +
+        std::to_string(message.resources.cpu_slots) + " CPU slots and " +
+        std::to_string(message.resources.cuda_devices.size()) + " GPUs");
+    return protocol::RejectedMessage{
+        "this worker offers " + std::to_string(message.resources.cpu_slots) + " CPU slots and " +
+        std::to_string(message.resources.cuda_devices.size()) + " CUDA devices; this coordinator accepts at most " +
+        std::to_string(config.max_worker_slots) + " and " + std::to_string(config.max_worker_gpus) +
+        " per worker (its --max-worker-slots, --max-worker-gpus)"};
+  }
+  if (message.protocol_version < protocol::kMinProtocolVersion ||
+      message.protocol_version > protocol::kProtocolVersion) {
+    return protocol::RejectedMessage{
+        "protocol version " + std::to_string(message.protocol_version) + " is not supported; this coordinator speaks " +
+        std::to_string(protocol::kMinProtocolVersion) + " to " + std::to_string(protocol::kProtocolVersion)};
+  }
+  // The scrape address goes verbatim into /api/v1/sd: never a link-local (cloud
+  // metadata) address or something that is not a host.
+  // A host name is scraped at the connection's own address (ScrapeAddress).
+  protocol::RegisterMessage checked = message;
+  if (message.metrics_port > 0) {
+    const std::string& scrape_host = message.metrics_host.empty() ? message.host : message.metrics_host;
+    auto scrape = protocol::ScrapeAddress(scrape_host, peer_address);
+    if (!scrape.ok()) {
+      kLog.Warning("rejected a worker registration from name=" + message.worker_name + ": metrics host " +
+          json(scrape_host).dump() + ": " + scrape.status().message());
+      return protocol::RejectedMessage{"metrics host: " + scrape.status().message()};
+    }
+    checked.metrics_host = *scrape;
+  }
+  return checked;
+}
+
+metrics::WorkerRecord WorkerRecordOf(const protocol::RegisterMessage& message, const WorkerInfo& info) {
+  metrics::WorkerRecord record;
+  record.id = info.id;
+  record.name = message.worker_name;
+  record.host = message.host;
+  record.resources = {{"cpu_slots", message.resources.cpu_slots},
+                      {"cuda_devices", message.resources.cuda_devices},
+                      {"simulate", message.simulate}};
+  if (!message.resources.gpu_model.empty()) record.resources["gpu_model"] = message.resources.gpu_model;
+  if (message.metrics_port > 0) {
+    record.metrics_url = "http://" + info.metrics_host + ":" + std::to_string(message.metrics_port) + "/metrics";
+  }
+  record.state = message.running.empty() ? metrics::WorkerState::kIdle : metrics::WorkerState::kBusy;
+  record.secret_sha256 = protocol::Sha256Hex(info.secret);
+  return record;
+}
+
+}  // namespace bakeoff::coordinator

@@ -1,0 +1,30 @@
+// Who may register as a worker, and on what terms (docs/security.md): a valid name (it
+// goes into log lines and metric labels), the worker credential (an API token is
+// refused like any other), a name no live worker holds, at most the capacity the
+// operator allows (--max-worker-slots, --max-worker-gpus), a protocol version this
+// coordinator speaks, and a scrape address that is a host and never link-local (it goes
+// verbatim into /api/v1/sd). Each refusal is logged and says what to do.
+// Thread-safety: pure but for the log; call on the coordinator's executor (the registry).
+#pragma once
+
+#include <string>
+#include <variant>
+
+#include "coordinator/coordinator_config.h"
+#include "coordinator/worker_registry.h"
+#include "metrics/store/store_records.h"
+#include "protocol/messages.h"
+
+namespace bakeoff::coordinator {
+
+// The registration as admitted (its metrics host resolved to the address it is scraped
+// at: protocol::ScrapeAddress against `peer_address`), or the reply that refuses it.
+std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
+    const protocol::RegisterMessage& message, const CoordinatorConfig& config, const WorkerRegistry& registry,
+    const std::string& peer_address);
+
+// The worker's row in the store: its resources, scrape URL, busy when it re-registers
+// with running attempts, and the SHA-256 of the secret it was given (never the secret).
+metrics::WorkerRecord WorkerRecordOf(const protocol::RegisterMessage& message, const WorkerInfo& info);
+
+}  // namespace bakeoff::coordinator
