@@ -48,13 +48,7 @@ Status CoordinatorService::Recover() {
   // A name whose attempts await reclaim is held for the worker that ran them: during the
   // grace only a registration carrying its secret (stored hashed) takes it, so that no
   // one else can reclaim, forge or lose those attempts by registering first.
-  std::set<std::string> awaited;
-  for (const auto& [id, t] : table_.trials()) {
-    if (!t.reclaim_deadline) continue;
-    for (const auto& p : t.parts) {
-      if (!p.reclaimed) awaited.insert(p.worker_id);
-    }
-  }
+  const std::set<std::string> awaited = table_.AwaitedWorkers();
   if (!awaited.empty()) {
     Result<std::vector<metrics::WorkerRecord>> stored = store_.ListWorkers();
     if (!stored.ok()) return stored.status().WithContext("reading the workers' secrets");
@@ -62,18 +56,15 @@ Status CoordinatorService::Recover() {
       if (awaited.count(w.id)) registry_.HoldName(w.id, w.secret_sha256, clock_.Now() + config_.recovery_grace);
     }
   }
-  std::size_t waiting = 0;
-  for (const auto& [id, t] : table_.trials()) waiting += t.reclaim_deadline.has_value();
-  if (!table_.sweeps().empty()) {
-    kLog.Info("recovered " + std::to_string(table_.sweeps().size()) + " unfinished sweep(s); " +
-        std::to_string(waiting) + " attempt(s) wait up to " +
-        std::to_string(config_.recovery_grace.count()) + " ms for their workers");
+  const std::vector<std::int64_t> sweeps = table_.SweepIds();
+  if (!sweeps.empty()) {
+    kLog.Info("recovered " + std::to_string(sweeps.size()) + " unfinished sweep(s); " +
+              std::to_string(table_.AwaitingReclaimCount()) + " attempt(s) wait up to " +
+              std::to_string(config_.recovery_grace.count()) + " ms for their workers");
   }
   // A recovered attempt gets a whole deadline again from now: its start is not known here.
-  for (auto& [id, t] : table_.trials()) {
-    if (t.reclaim_deadline) SetAttemptDeadline(t);
-  }
-  for (auto& [id, sweep] : table_.sweeps()) {
+  for (std::int64_t tid : table_.AwaitingReclaim()) SetAttemptDeadline(*table_.FindTrial(tid));
+  for (std::int64_t id : sweeps) {
     ApplyAdaptiveRepeats(id);  // a decision the previous process may not have carried out
     MaybeFinishSweep(id);
   }
@@ -138,7 +129,8 @@ void CoordinatorService::Tick() {
     if (!ended.ok()) kLog.Warning("cannot end trial=" + std::to_string(trial.id) + " at its deadline: " + ended.ToString());
   }
   // A finished sweep whose state the store could not take: try again.
-  for (auto& [sid, sweep] : table_.sweeps()) {
+  for (std::int64_t id : table_.SweepIds()) {
+    SweepEntry& sweep = *table_.FindSweep(id);
     if (sweep.done && !sweep.state_stored && store_.healthy()) StoreSweepState(sweep);
   }
   Schedule();
@@ -186,9 +178,7 @@ void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
 // ------------------------------------------------------------------ scheduling
 
 std::size_t CoordinatorService::queued_trials() const {
-  std::size_t n = 0;
-  for (const auto& [id, t] : table_.trials()) n += t.machine.phase() == TrialState::kQueued;
-  return n;
+  return table_.QueuedCount();
 }
 
 void CoordinatorService::Schedule() {
@@ -211,8 +201,8 @@ void CoordinatorService::Schedule() {
 }
 
 Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
-  TrialEntry& trial = table_.trials().at(placement.trial_id);
-  SweepEntry& sweep = table_.sweeps().at(trial.sweep_id);
+  TrialEntry& trial = *table_.FindTrial(placement.trial_id);
+  SweepEntry& sweep = *table_.FindSweep(trial.sweep_id);
   const VariantInfo& variant = sweep.variants.at(trial.variant_key);
   const std::string& rank0_worker = placement.ranks.front().worker_id;
   WorkerInfo* rank0 = registry_.Find(rank0_worker);
@@ -400,12 +390,8 @@ void CoordinatorService::HandleHeartbeat(const std::string& worker_id, const pro
   Status recorded = store_.RecordWorkerHeartbeat(worker_id);
   (void)recorded;  // a missed heartbeat row is harmless; the registry is authoritative
   for (const auto& ref : message.running) {
-    auto it = table_.trials().find(ref.trial_id);
-    bool current = false;
-    if (it != table_.trials().end() && it->second.machine.IsCurrent(ref.attempt)) {
-      for (const auto& p : it->second.parts) current = current || (p.worker_id == worker_id && !p.finished);
-    }
-    if (!current) Send(worker_id, protocol::ToJson(protocol::CancelMessage{ref, "stale attempt"}));
+    const TrialPart* part = table_.CurrentPart(ref.trial_id, ref.attempt, worker_id);
+    if (part == nullptr || part->finished) Send(worker_id, protocol::ToJson(protocol::CancelMessage{ref, "stale attempt"}));
   }
   // The answer doubles as the worker's proof that the coordinator is alive.
   Send(worker_id, protocol::ToJson(protocol::AckMessage{acked_[worker_id]}));
@@ -415,11 +401,11 @@ Status CoordinatorService::HandleEvents(const std::string& worker_id, const prot
   using Provenance = EventIngest::Provenance;
   // A worker speaks only for the ranks of the current attempt that it was given.
   auto accept = [this, &worker_id](const protocol::AttemptRef& attempt, int rank) {
-    auto it = table_.trials().find(attempt.trial_id);
-    if (it == table_.trials().end() || !it->second.machine.IsCurrent(attempt.attempt)) return Provenance::kStale;
-    for (const auto& part : it->second.parts) {
-      if (part.worker_id != worker_id) continue;
-      for (const auto& slot : part.ranks) {
+    const TrialEntry* trial = table_.FindTrial(attempt.trial_id);
+    if (trial == nullptr || !trial->machine.IsCurrent(attempt.attempt)) return Provenance::kStale;
+    const TrialPart* part = table_.CurrentPart(attempt.trial_id, attempt.attempt, worker_id);
+    if (part != nullptr) {
+      for (const auto& slot : part->ranks) {
         if (slot.rank == rank) return Provenance::kStore;
       }
     }
@@ -428,10 +414,9 @@ Status CoordinatorService::HandleEvents(const std::string& worker_id, const prot
   auto started = events_.Store(worker_id, message, accept);
   if (!started.ok()) return started.status();
   for (std::int64_t tid : *started) {
-    auto it = table_.trials().find(tid);
-    if (it == table_.trials().end()) continue;
-    TrialEntry& trial = it->second;
-    if (trial.machine.phase() != TrialState::kAssigned) continue;
+    TrialEntry* entry = table_.FindTrial(tid);
+    if (entry == nullptr || entry->machine.phase() != TrialState::kAssigned) continue;
+    TrialEntry& trial = *entry;
     auto marked = [&] {
       CoordinatorMetrics::StoreWriteTimer timer(metrics_, "mark_running");
       return store_.MarkRunning(tid, trial.machine.attempts_used());
@@ -448,16 +433,10 @@ Status CoordinatorService::HandleEvents(const std::string& worker_id, const prot
 
 Status CoordinatorService::HandleFinished(const std::string& worker_id,
                                           const protocol::AttemptFinishedMessage& message) {
-  auto it = table_.trials().find(message.attempt.trial_id);
-  if (it == table_.trials().end() || !it->second.machine.IsCurrent(message.attempt.attempt)) {
-    return Status::Ok();  // stale or duplicate: acknowledged, ignored
-  }
-  TrialEntry& trial = it->second;
-  TrialPart* part = nullptr;
-  for (auto& p : trial.parts) {
-    if (p.worker_id == worker_id) part = &p;
-  }
-  if (!part || part->finished) return Status::Ok();
+  TrialPart* part = table_.CurrentPart(message.attempt.trial_id, message.attempt.attempt, worker_id);
+  // Stale, duplicate or not this worker's: acknowledged, ignored.
+  if (part == nullptr || part->finished) return Status::Ok();
+  TrialEntry& trial = *table_.FindTrial(message.attempt.trial_id);
   auto outcome = protocol::ParseOutcome(message.outcome).value_or(Outcome::kFailed);
   if (outcome != Outcome::kSucceeded) {
     std::string reason = message.reason;
@@ -476,9 +455,9 @@ Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const 
   const int attempt = trial.machine.attempts_used();
   if (trial.cancel_requested && outcome == Outcome::kLost) outcome = Outcome::kCancelled;
   TrialStateMachine next = trial.machine;
-  const auto sweep = table_.sweeps().find(trial.sweep_id);
-  const bool grant = infrastructure && outcome == Outcome::kLost && sweep != table_.sweeps().end() &&
-                     next.max_attempts() < sweep->second.max_attempts + kMaxInfrastructureRetries;
+  SweepEntry* sweep = table_.FindSweep(trial.sweep_id);
+  const bool grant = infrastructure && outcome == Outcome::kLost && sweep != nullptr &&
+                     next.max_attempts() < sweep->max_attempts + kMaxInfrastructureRetries;
   if (grant) next.GrantAttempt();
   const auto effect = next.Report(attempt, outcome);
   if (effect == TrialStateMachine::Effect::kIgnored) return Status::Ok();
@@ -494,7 +473,7 @@ Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const 
   trial.machine = next;
   if (requeue) {
     trial.queued_since = clock_.Now();
-    table_.sweeps().at(trial.sweep_id).queued_from = 0;  // queued again, possibly before the cursor
+    if (sweep != nullptr) sweep->queued_from = 0;  // queued again, possibly before the cursor
     metrics_.CountRequeue();
   }
   kLog.Info(std::string(effect == TrialStateMachine::Effect::kRequeued ? "requeued" : "finished") +
@@ -537,27 +516,14 @@ void CoordinatorService::HandleWorkerLost(const std::string& worker_id, const st
     link->second->Close();
     links_.erase(link);
   }
-  for (auto& [tid, trial] : table_.trials()) {
-    if (!trial.machine.IsCurrent(trial.machine.attempts_used())) continue;
-    bool involved = false;
-    for (const auto& p : trial.parts) involved = involved || (p.worker_id == worker_id && !p.finished);
-    if (involved) EndAttempt(trial, Outcome::kLost, reason);
-  }
+  for (std::int64_t tid : table_.RunningOn(worker_id)) EndAttempt(*table_.FindTrial(tid), Outcome::kLost, reason);
 }
 
 void CoordinatorService::MaybeFinishSweep(std::int64_t sweep_id) {
-  auto it = table_.sweeps().find(sweep_id);
-  if (it == table_.sweeps().end() || it->second.done) return;
-  // Finished is final: the finished prefix only grows, so each call resumes the scan
-  // where the last stopped (a check per finished trial, not a walk of the whole sweep).
-  SweepEntry& sweep = it->second;
-  while (sweep.finished_prefix < sweep.trial_order.size() &&
-         table_.trials().at(sweep.trial_order[sweep.finished_prefix]).machine.phase() == TrialState::kFinished) {
-    ++sweep.finished_prefix;
-  }
-  if (sweep.finished_prefix < sweep.trial_order.size()) return;
-  it->second.done = true;
-  StoreSweepState(it->second);
+  SweepEntry* sweep = table_.FindSweep(sweep_id);
+  if (sweep == nullptr || sweep->done || !table_.AllFinished(*sweep)) return;
+  sweep->done = true;
+  StoreSweepState(*sweep);
 }
 
 void CoordinatorService::StoreSweepState(SweepEntry& sweep) {
@@ -582,23 +548,14 @@ void CoordinatorService::StoreSweepState(SweepEntry& sweep) {
 }
 
 void CoordinatorService::EvictFinishedSweeps() {
-  std::size_t evicted_trials = 0;
-  for (auto it = table_.sweeps().begin(); it != table_.sweeps().end();) {
-    SweepEntry& sweep = it->second;
-    if (!sweep.done || !sweep.state_stored) {
-      ++it;
-      continue;
-    }
+  const std::size_t evicted_trials = table_.EvictDone([this](const SweepEntry& sweep) {
     // Its last figures stay on /metrics for a while (kFinishedSweepsShown); everything
     // else about it is read from the store, as after a restart.
     finished_sweeps_.push_back(coordinator::SweepSnapshot(sweep, table_));
     while (finished_sweeps_.size() > kFinishedSweepsShown) finished_sweeps_.pop_front();
-    for (std::int64_t tid : sweep.trial_order) table_.trials().erase(tid);
-    evicted_trials += sweep.trial_order.size();
     history_.erase(history_.lower_bound({sweep.id, std::string(), std::string()}),
                    history_.lower_bound({sweep.id + 1, std::string(), std::string()}));
-    it = table_.sweeps().erase(it);
-  }
+  });
 #if defined(__GLIBC__)
   // A large sweep's entries (about 460 bytes a trial, docs/scale.md) go back to the
   // system, not only to the allocator's free lists: the resident set follows the live
@@ -661,9 +618,9 @@ void CoordinatorService::Send(const std::string& worker_id, const json& frame) {
 // ------------------------------------------------------------------ HTTP API
 
 std::optional<std::pair<int, int>> CoordinatorService::AnsweredComparisons(std::int64_t sweep_id) const {
-  auto it = table_.sweeps().find(sweep_id);
-  if (it == table_.sweeps().end() || !it->second.adaptive || it->second.comparisons.empty()) return std::nullopt;
-  return std::make_pair(it->second.comparisons_answered, static_cast<int>(it->second.comparisons.size()));
+  const SweepEntry* sweep = table_.FindSweep(sweep_id);
+  if (sweep == nullptr || !sweep->adaptive || sweep->comparisons.empty()) return std::nullopt;
+  return std::make_pair(sweep->comparisons_answered, static_cast<int>(sweep->comparisons.size()));
 }
 
 std::set<std::string> CoordinatorService::OfferedTemplates(bool live_only) const {
@@ -748,12 +705,12 @@ std::variant<json, ApiError> CoordinatorService::CommitSweep(PreparedSweep prepa
 std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& id_or_name) {
   auto record = store_.FindSweep(id_or_name);
   if (!record.ok()) return ApiErrorFrom(record.status());
-  auto it = table_.sweeps().find(record->id);
-  if (it == table_.sweeps().end() || it->second.done) {
+  SweepEntry* entry = table_.FindSweep(record->id);
+  if (entry == nullptr || entry->done) {
     return json{{"id", record->id}, {"name", record->name}, {"state", metrics::SweepStateName(record->state)},
                 {"cancelled_trials", 0}};
   }
-  SweepEntry& sweep = it->second;
+  SweepEntry& sweep = *entry;
   sweep.cancelled = true;
   auto cancelled = [&] {
     CoordinatorMetrics::StoreWriteTimer timer(metrics_, "cancel_trials");
@@ -762,7 +719,7 @@ std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& 
   if (!cancelled.ok()) return ApiErrorFrom(cancelled.status());
   int stopping = 0;
   for (std::int64_t tid : sweep.trial_order) {
-    TrialEntry& trial = table_.trials().at(tid);
+    TrialEntry& trial = *table_.FindTrial(tid);
     if (trial.machine.phase() == TrialState::kQueued) {
       trial.machine.Cancel();
     } else if (trial.machine.phase() != TrialState::kFinished) {

@@ -115,6 +115,83 @@ TrialEntry* TrialTable::FindTrial(std::int64_t trial_id) {
   return it == trials_.end() ? nullptr : &it->second;
 }
 
+const TrialEntry* TrialTable::FindTrial(std::int64_t trial_id) const {
+  auto it = trials_.find(trial_id);
+  return it == trials_.end() ? nullptr : &it->second;
+}
+
+TrialPart* TrialTable::CurrentPart(std::int64_t trial_id, int attempt, const std::string& worker_id) {
+  TrialEntry* trial = FindTrial(trial_id);
+  if (trial == nullptr || !trial->machine.IsCurrent(attempt)) return nullptr;
+  TrialPart* part = nullptr;
+  for (auto& p : trial->parts) {
+    if (p.worker_id == worker_id) part = &p;
+  }
+  return part;
+}
+
+std::vector<std::int64_t> TrialTable::RunningOn(const std::string& worker_id) const {
+  std::vector<std::int64_t> ids;
+  for (const auto& [tid, trial] : trials_) {
+    if (!trial.machine.IsCurrent(trial.machine.attempts_used())) continue;
+    for (const auto& p : trial.parts) {
+      if (p.worker_id == worker_id && !p.finished) {
+        ids.push_back(tid);
+        break;
+      }
+    }
+  }
+  return ids;
+}
+
+bool TrialTable::AllFinished(SweepEntry& sweep) const {
+  while (sweep.finished_prefix < sweep.trial_order.size() &&
+         trials_.at(sweep.trial_order[sweep.finished_prefix]).machine.phase() == TrialState::kFinished) {
+    ++sweep.finished_prefix;
+  }
+  return sweep.finished_prefix == sweep.trial_order.size();
+}
+
+std::size_t TrialTable::EvictDone(const std::function<void(const SweepEntry&)>& before) {
+  std::size_t evicted = 0;
+  for (auto it = sweeps_.begin(); it != sweeps_.end();) {
+    const SweepEntry& sweep = it->second;
+    if (!sweep.done || !sweep.state_stored) {
+      ++it;
+      continue;
+    }
+    before(sweep);
+    for (std::int64_t tid : sweep.trial_order) trials_.erase(tid);
+    evicted += sweep.trial_order.size();
+    it = sweeps_.erase(it);
+  }
+  return evicted;
+}
+
+std::vector<std::int64_t> TrialTable::SweepIds() const {
+  std::vector<std::int64_t> ids;
+  for (const auto& [id, sweep] : sweeps_) ids.push_back(id);
+  return ids;
+}
+
+std::size_t TrialTable::QueuedCount() const {
+  std::size_t n = 0;
+  for (const auto& [id, t] : trials_) n += t.machine.phase() == TrialState::kQueued;
+  return n;
+}
+
+std::set<std::string> TrialTable::AwaitedWorkers() const {
+  std::set<std::string> workers;
+  for (std::int64_t id : awaiting_reclaim_) {
+    const TrialEntry* t = FindTrial(id);
+    if (t == nullptr || !t->reclaim_deadline) continue;
+    for (const auto& p : t->parts) {
+      if (!p.reclaimed) workers.insert(p.worker_id);
+    }
+  }
+  return workers;
+}
+
 std::vector<TrialEntry*> TrialTable::QueuedTrialsOf(const SweepEntry& sweep, const std::string& variant_key) {
   std::vector<TrialEntry*> queued;
   for (std::int64_t id : sweep.trial_order) {
@@ -131,13 +208,7 @@ TrialTable::Reclaim TrialTable::ReclaimWorker(const std::string& worker_id,
                                               const std::set<protocol::AttemptRef>& held) {
   Reclaim reclaim;
   for (const auto& ref : running) {
-    TrialEntry* trial = FindTrial(ref.trial_id);
-    TrialPart* part = nullptr;
-    if (trial != nullptr && trial->machine.IsCurrent(ref.attempt)) {
-      for (auto& p : trial->parts) {
-        if (p.worker_id == worker_id) part = &p;
-      }
-    }
+    TrialPart* part = CurrentPart(ref.trial_id, ref.attempt, worker_id);
     if (part == nullptr) {
       reclaim.stale.push_back(ref);
     } else if (!part->reclaimed || !held.count(ref)) {
@@ -146,15 +217,8 @@ TrialTable::Reclaim TrialTable::ReclaimWorker(const std::string& worker_id,
     }
   }
   const std::set<protocol::AttemptRef> claimed(running.begin(), running.end());
-  for (auto& [tid, trial] : trials_) {
-    const auto current = trial.machine.attempts_used();
-    if (!trial.machine.IsCurrent(current) || claimed.count(protocol::AttemptRef{tid, current})) continue;
-    for (const auto& p : trial.parts) {
-      if (p.worker_id == worker_id && !p.finished) {
-        reclaim.lost.push_back(tid);
-        break;
-      }
-    }
+  for (std::int64_t tid : RunningOn(worker_id)) {
+    if (!claimed.count(protocol::AttemptRef{tid, trials_.at(tid).machine.attempts_used()})) reclaim.lost.push_back(tid);
   }
   return reclaim;
 }

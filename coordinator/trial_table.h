@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -48,6 +49,24 @@ class TrialTable {
   // The sweep's queued trials of one variant not already being cancelled, in run order.
   std::vector<TrialEntry*> QueuedTrialsOf(const SweepEntry& sweep, const std::string& variant_key);
   const SweepEntry* FindSweep(std::int64_t sweep_id) const;
+  const TrialEntry* FindTrial(std::int64_t trial_id) const;
+  // The part on `worker_id` of trial `trial_id`'s attempt `attempt` while that attempt is
+  // current; nullptr otherwise (stale, or not placed on that worker).
+  TrialPart* CurrentPart(std::int64_t trial_id, int attempt, const std::string& worker_id);
+  // Trials whose current attempt has an unfinished part on `worker_id`.
+  std::vector<std::int64_t> RunningOn(const std::string& worker_id) const;
+  // Whether every trial of the sweep has finished; advances its finished prefix (finished
+  // is final, so each call resumes where the last stopped).
+  bool AllFinished(SweepEntry& sweep) const;
+  // Drops every done sweep whose state is stored, with its trials, calling `before` on
+  // each first; returns how many trials went.
+  std::size_t EvictDone(const std::function<void(const SweepEntry&)>& before);
+  std::vector<std::int64_t> SweepIds() const;
+  std::size_t QueuedCount() const;
+  // Recovered attempts still waiting for their workers, and those workers.
+  const std::set<std::int64_t>& AwaitingReclaim() const { return awaiting_reclaim_; }
+  std::size_t AwaitingReclaimCount() const { return awaiting_reclaim_.size(); }
+  std::set<std::string> AwaitedWorkers() const;
   // The trial counts of an unfinished sweep held whole; nullopt otherwise (the store
   // counts those).
   std::optional<metrics::TrialCounts> LiveCounts(std::int64_t sweep_id) const;
