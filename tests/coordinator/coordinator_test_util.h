@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 
@@ -31,6 +32,19 @@ inline constexpr const char* kTinyWorkload = R"(workload:
   warmup_steps: 1
   steps: 2
 )";
+
+// A worker's registration: `name` on host `host` with `slots` CPU slots, offering
+// `executors` (command templates).
+inline protocol::RegisterMessage Registration(const std::string& name, int slots, const std::string& host = "127.0.0.1",
+                                              std::vector<std::string> executors = {}) {
+  protocol::RegisterMessage m;
+  m.worker_name = name;
+  m.host = host;
+  m.resources.cpu_slots = slots;
+  m.store_ports = {30000, 30002};
+  m.executors = std::move(executors);
+  return m;
+}
 
 // Opens (creating) `dir`/results.db into `store`; `max_page_count` 0: not capped.
 inline void OpenTestStore(const std::filesystem::path& dir, std::unique_ptr<metrics::ResultsStore>& store,

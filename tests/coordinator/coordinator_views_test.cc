@@ -4,18 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/coordinator/coordinator_test_util.h"
+
 namespace bakeoff::coordinator {
 namespace {
 using namespace std::chrono_literals;
 
 protocol::RegisterMessage Reg(const std::string& name, int slots, std::vector<std::string> executors = {}) {
-  protocol::RegisterMessage m;
-  m.worker_name = name;
-  m.host = "127.0.0.1";
-  m.resources.cpu_slots = slots;
-  m.store_ports = {30000, 30002};
-  m.executors = std::move(executors);
-  return m;
+  return testing::Registration(name, slots, "127.0.0.1", std::move(executors));
 }
 
 class CoordinatorViewsTest : public ::testing::Test {

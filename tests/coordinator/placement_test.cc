@@ -4,17 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/coordinator/coordinator_test_util.h"
+
 namespace bakeoff::coordinator {
 namespace {
 using namespace std::chrono_literals;
 
 protocol::RegisterMessage Reg(const std::string& name, int slots) {
-  protocol::RegisterMessage m;
-  m.worker_name = name;
-  m.host = name + ".host";
-  m.resources.cpu_slots = slots;
-  m.store_ports = {30000, 30002};
-  return m;
+  return testing::Registration(name, slots, name + ".host");
 }
 
 TEST(PlacementTest, APairGroupPinsItsTrialToItsWorkerUntilThatWorkerCannotTakeIt) {

@@ -2,18 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/coordinator/coordinator_test_util.h"
+
 namespace bakeoff::coordinator {
 namespace {
 using namespace std::chrono_literals;
 
-protocol::RegisterMessage Reg(const std::string& name, int slots = 2) {
-  protocol::RegisterMessage m;
-  m.worker_name = name;
-  m.host = "127.0.0.1";
-  m.resources.cpu_slots = slots;
-  m.store_ports = {30000, 30002};
-  return m;
-}
+protocol::RegisterMessage Reg(const std::string& name, int slots = 2) { return testing::Registration(name, slots); }
 
 TEST(WorkerRegistryTest, WorkerExpiresOnlyAfterTheTtlWithoutHeartbeat) {
   FakeClock clock;
