@@ -1,7 +1,6 @@
 #include "cli/coordinator_client.h"
 
-#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
-
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -16,6 +15,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "protocol/frame_connection.h"
 #include "protocol/tls.h"
 #include "protocol/token.h"
 

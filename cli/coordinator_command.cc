@@ -2,8 +2,7 @@
 // store) until SIGINT/SIGTERM. Credentials come from files or BAKEOFF_TOKEN only, never
 // flags' values (docs/security.md): --token-file (submit role, else BAKEOFF_TOKEN),
 // --read-token-file (read role), --worker-token-file (workers).
-#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
-
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <fstream>
 #include <iostream>
 

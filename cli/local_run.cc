@@ -1,7 +1,6 @@
-#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
-
 #include "cli/local_run.h"
 
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <unistd.h>
 
 #include <algorithm>

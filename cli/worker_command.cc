@@ -3,9 +3,8 @@
 // Inside a Slurm job it takes its name, host and GPUs from the allocation, and SIGUSR1
 // (sbatch --signal) or SIGTERM (time limit, preemption, scancel) preempt it: its running
 // trials are reported lost and requeued by the coordinator (docs/slurm.md).
-#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
-
 #include <sys/stat.h>
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <unistd.h>
 
 #include <cstdlib>

@@ -5,8 +5,6 @@
 // Thread-safety: construct, Start and Stop on the executor's thread (or before it runs).
 #pragma once
 
-#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
-
 #include <memory>
 
 #include "protocol/clock.h"

@@ -24,8 +24,7 @@
 // HttpServer) call in from coroutines on that executor.
 #pragma once
 
-#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
-
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -42,7 +41,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
-#include "protocol/clock.h"
 #include "coordinator/coordinator_config.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/coordinator_views.h"
@@ -57,6 +55,7 @@
 #include "coordinator/worker_link.h"
 #include "coordinator/worker_registry.h"
 #include "metrics/store/results_store.h"
+#include "protocol/clock.h"
 #include "protocol/messages.h"
 
 namespace bakeoff::coordinator {

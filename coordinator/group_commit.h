@@ -10,6 +10,7 @@
 // constructor (the coordinator's io thread).
 #pragma once
 
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <chrono>
 #include <functional>
 #include <vector>

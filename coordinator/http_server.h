@@ -16,8 +16,7 @@
 // Thread-safety: runs on the service's single-threaded executor.
 #pragma once
 
-#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
-
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -31,8 +30,8 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 
-#include "protocol/listener.h"
 #include "coordinator/coordinator_service.h"
+#include "protocol/listener.h"
 
 namespace bakeoff::coordinator {
 

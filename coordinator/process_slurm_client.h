@@ -6,6 +6,7 @@
 // for the command in flight (at most its timeout).
 #pragma once
 
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <chrono>
 #include <string>
 #include <vector>

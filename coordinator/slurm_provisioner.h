@@ -11,8 +11,7 @@
 // executor (or before it runs).
 #pragma once
 
-#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
-
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <map>
 #include <memory>
 #include <random>
@@ -22,12 +21,12 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "protocol/clock.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/slurm_client.h"
 #include "coordinator/slurm_config.h"
 #include "coordinator/slurm_policy.h"
 #include "protocol/backoff.h"
+#include "protocol/clock.h"
 
 namespace bakeoff::coordinator {
 

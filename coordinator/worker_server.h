@@ -7,15 +7,15 @@
 // Thread-safety: runs on the service's single-threaded executor.
 #pragma once
 
-#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
-
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <memory>
 #include <string>
 
 #include <boost/asio/ip/tcp.hpp>
 
-#include "protocol/listener.h"
 #include "coordinator/coordinator_service.h"
+#include "protocol/frame_connection.h"
+#include "protocol/listener.h"
 
 namespace bakeoff::coordinator {
 

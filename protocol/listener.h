@@ -21,8 +21,6 @@
 // released on that executor too.
 #pragma once
 
-#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
-
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -36,7 +34,7 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <utility>
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -48,6 +46,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "protocol/backoff.h"
+#include "protocol/frame_connection.h"
 #include "protocol/status.h"
 
 namespace bakeoff::protocol {

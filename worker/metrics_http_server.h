@@ -10,8 +10,7 @@
 // (single-threaded). Sessions keep the server alive until they end.
 #pragma once
 
-#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
-
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <functional>
 #include <memory>
 #include <string>

@@ -11,6 +11,7 @@
 // the first call's executor runs the sweeps.
 #pragma once
 
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <chrono>
 
 #include <boost/asio/any_io_executor.hpp>

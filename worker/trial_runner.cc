@@ -21,6 +21,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "protocol/frame_connection.h"
 #include "protocol/token.h"
 #include "protocol/trainer_event.h"
 #include "worker/rank_process.h"

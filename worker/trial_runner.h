@@ -13,10 +13,9 @@
 // must be single-threaded.
 #pragma once
 
-#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
-
 #include <sys/types.h>
 
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <functional>
 #include <memory>
 #include <optional>
@@ -24,14 +23,15 @@
 #include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
+#include "experiments/spec/executor_catalog.h"
 #include "protocol/clock.h"
 #include "protocol/messages.h"
 #include "protocol/trainer_event.h"
-#include "experiments/spec/executor_catalog.h"
 #include "worker/exit_classifier.h"
 #include "worker/rank_log.h"
 #include "worker/rank_process.h"

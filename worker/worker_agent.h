@@ -12,8 +12,7 @@
 // asio::signal_set callback on that executor.
 #pragma once
 
-#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
-
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <deque>
 #include <map>
 #include <memory>
@@ -24,12 +23,13 @@
 
 #include "protocol/backoff.h"
 #include "protocol/clock.h"
+#include "protocol/frame_connection.h"
 #include "protocol/messages.h"
 #include "protocol/status.h"
+#include "worker/metrics_http_server.h"
 #include "worker/outbox.h"
 #include "worker/trial_runner.h"
 #include "worker/worker_config.h"
-#include "worker/metrics_http_server.h"
 #include "worker/worker_metrics.h"
 
 namespace bakeoff::worker {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <cstdint>
 #include <filesystem>
 #include <memory>

@@ -3,10 +3,9 @@
 // returns its result. Shared by the protocol tests. Thread-safety: the caller's thread.
 #pragma once
 
-#include "protocol/frame_connection.h"  // first: includes <utility> before Asio
-
 #include <gtest/gtest.h>
 
+#include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <chrono>
 #include <exception>
 #include <optional>
