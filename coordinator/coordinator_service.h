@@ -188,11 +188,11 @@ class CoordinatorService {
   // Drops done sweeps whose state is stored, with their trials, keeping their last
   // figures for /metrics. REQUIRES: no reference into table_ is held.
   void EvictFinishedSweeps();
-  // Adaptive repeats: applies the sequential rule (metrics::SequentialWalk) to every
-  // non-baseline variant's complete pairs as the store records them, and cancels the
-  // queued trials of each stopped variant, and of a baseline once none of the variants
-  // paired with it needs more pairs. A function of the stored outcomes only, so a
-  // restarted coordinator reaches the same decisions. No-op for other sweeps.
+  // Adaptive repeats: walks the answer's comparisons on the outcomes the store records
+  // (metrics/report/adaptive_repeats.h, the walk the report runs too) and cancels the
+  // queued trials of every variant whose comparisons have all stopped. A function of the
+  // stored outcomes only, so a restarted coordinator reaches the same decisions. No-op
+  // for other sweeps.
   void ApplyAdaptiveRepeats(std::int64_t sweep_id);
   void Send(const std::string& worker_id, const nlohmann::json& frame);
   // A frame the store could not take: close the worker's connection (see .cc).
