@@ -37,7 +37,8 @@ CoordinatorService::CoordinatorService(asio::any_io_executor executor, Coordinat
       events_(config_.max_worker_events_per_s, store_, metrics_),
       group_(executor_, store_, clock_, config_.group_commit_window, metrics_,
              GroupCommit::Hooks{[this]() { ScheduleIfWanted(); },
-                                [this](const Status& why) { ReloadAfterLostGroup(why); }}) {}
+                                [this](const Status& why) { ReloadAfterLostGroup(why); }}),
+      links_(group_) {}
 
 CoordinatorService::~CoordinatorService() { Stop(); }
 
@@ -86,8 +87,7 @@ void CoordinatorService::Stop() {
   stopped_ = true;
   tick_timer_.cancel();
   group_.Stop();
-  for (auto& [id, link] : links_) link->Close();
-  links_.clear();
+  links_.CloseAll();
 }
 
 void CoordinatorService::Tick() {
@@ -109,7 +109,7 @@ void CoordinatorService::Tick() {
   }
   // What the registry forgot (long-departed workers), the per-worker counters forget too.
   for (const auto& worker_id : registry_.TakeForgotten()) {
-    acked_.erase(worker_id);
+    links_.Forget(worker_id);
     events_.ForgetWorker(worker_id);
   }
   const auto now = clock_.Now();
@@ -159,9 +159,7 @@ void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
       std::to_string(links_.size()) +
       " worker connection(s) so that the workers send again what was not acknowledged, and reloading sweeps and "
       "trials from the store");
-  for (auto& [id, link] : links_) link->Close();
-  links_.clear();
-  acked_.clear();
+  links_.CloseAll();
   group_.Discard();
   registry_.ReleaseAll();
   table_.Clear();
@@ -264,10 +262,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   const protocol::RegisterMessage& checked = std::get<protocol::RegisterMessage>(admitted);
   auto& info = registry_.Register(checked);
   const std::string id = info.id;
-  auto old = links_.find(id);
-  if (old != links_.end() && old->second != link) old->second->Close();  // the newer connection wins
-  links_[id] = link;
-  acked_[id] = 0;
+  links_.Attach(id, link);  // the newer connection wins
   // The reply goes first: the cancels and lost-attempt releases below send on this link,
   // and a worker reads `registered` before anything else (it would otherwise drop the
   // connection, reconnect with the same stale list, and never get in).
@@ -315,7 +310,7 @@ void CoordinatorService::HandleOutboxFrame(const std::string& worker_id, const j
   }
   Status handled = (this->*handle)(worker_id, *message);
   if (handled.ok()) {
-    Ack(worker_id, message->outbox_seq);
+    links_.Ack(worker_id, message->outbox_seq);
   } else {
     DropUnstored(worker_id, std::string("cannot ") + action + " from worker=" + worker_id + ": " + handled.ToString());
   }
@@ -323,8 +318,7 @@ void CoordinatorService::HandleOutboxFrame(const std::string& worker_id, const j
 
 void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink* link, const json& frame) {
   group_.CommitIfOld();  // first: a reload after a lost group replaces the links checked below
-  auto current = links_.find(worker_id);
-  if (current == links_.end() || current->second.get() != link) return;  // a replaced connection
+  if (!links_.IsCurrent(worker_id, link)) return;  // a replaced connection
   auto type = protocol::MessageType(frame);
   if (!type.ok()) return;
   registry_.Heartbeat(worker_id);  // any frame proves the worker alive
@@ -358,8 +352,7 @@ void CoordinatorService::DropUnstored(const std::string& worker_id, const std::s
   // worker forget this one. Closing it instead makes the worker reconnect and send
   // everything unacknowledged again, once the store takes writes.
   kLog.Info(reason + "; closing the connection so that the worker sends it again");
-  auto link = links_.find(worker_id);
-  if (link != links_.end()) link->second->Close();
+  links_.Close(worker_id);
 }
 
 std::chrono::milliseconds CoordinatorService::EventsReadDelay(const std::string& worker_id, const json& frame) {
@@ -367,23 +360,10 @@ std::chrono::milliseconds CoordinatorService::EventsReadDelay(const std::string&
 }
 
 void CoordinatorService::OnDisconnect(const std::string& worker_id, const WorkerLink* link) {
-  auto it = links_.find(worker_id);
-  if (it == links_.end() || it->second.get() != link) return;
-  links_.erase(it);
+  if (!links_.Detach(worker_id, link)) return;
   // Its attempts keep running: the worker may reconnect within the heartbeat TTL.
   kLog.Info("worker disconnected id=" + worker_id + "; waiting up to " +
       std::to_string(config_.heartbeat_timeout.count()) + " ms for it to return");
-}
-
-void CoordinatorService::Ack(const std::string& worker_id, std::int64_t outbox_seq) {
-  if (outbox_seq <= 0) return;
-  auto ack = [this, worker_id, outbox_seq]() {
-    auto& acked = acked_[worker_id];
-    acked = std::max(acked, outbox_seq);
-    Send(worker_id, protocol::ToJson(protocol::AckMessage{outbox_seq}));
-  };
-  // The worker forgets what is acknowledged: only once the group holding it committed.
-  group_.AfterCommit(std::move(ack));
 }
 
 void CoordinatorService::HandleHeartbeat(const std::string& worker_id, const protocol::HeartbeatMessage& message) {
@@ -394,7 +374,7 @@ void CoordinatorService::HandleHeartbeat(const std::string& worker_id, const pro
     if (part == nullptr || part->finished) Send(worker_id, protocol::ToJson(protocol::CancelMessage{ref, "stale attempt"}));
   }
   // The answer doubles as the worker's proof that the coordinator is alive.
-  Send(worker_id, protocol::ToJson(protocol::AckMessage{acked_[worker_id]}));
+  Send(worker_id, protocol::ToJson(protocol::AckMessage{links_.acked(worker_id)}));
 }
 
 Status CoordinatorService::HandleEvents(const std::string& worker_id, const protocol::EventsMessage& message) {
@@ -511,11 +491,7 @@ void CoordinatorService::HandleWorkerLost(const std::string& worker_id, const st
   kLog.Info(reason + "; its attempts are lost");
   Status s = store_.SetWorkerState(worker_id, state);
   (void)s;
-  auto link = links_.find(worker_id);
-  if (link != links_.end()) {
-    link->second->Close();
-    links_.erase(link);
-  }
+  links_.Drop(worker_id);
   for (std::int64_t tid : table_.RunningOn(worker_id)) EndAttempt(*table_.FindTrial(tid), Outcome::kLost, reason);
 }
 
@@ -601,19 +577,7 @@ void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
   }
 }
 
-void CoordinatorService::Send(const std::string& worker_id, const json& frame) {
-  auto it = links_.find(worker_id);
-  if (it == links_.end()) return;  // reconnect and heartbeats reconcile later
-  auto send = [worker_id, link = it->second, frame]() {
-    Status sent = link->Send(frame);
-    if (!sent.ok()) {
-      kLog.Warning("cannot send to worker=" + worker_id + ": " + sent.ToString());
-      link->Close();
-    }
-  };
-  // What this turn decided leaves once it is stored; frames keep their order.
-  group_.AfterCommit(std::move(send));
-}
+void CoordinatorService::Send(const std::string& worker_id, const json& frame) { links_.Send(worker_id, frame); }
 
 // ------------------------------------------------------------------ HTTP API
 
@@ -652,7 +616,7 @@ CapacityView CoordinatorService::Capacity(std::size_t max_queued) const {
 }
 
 Connected CoordinatorService::Connected() const {
-  return [this](const std::string& worker_id) { return links_.count(worker_id) > 0; };
+  return [this](const std::string& worker_id) { return links_.connected(worker_id); };
 }
 
 std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& yaml) {

@@ -53,6 +53,7 @@
 #include "coordinator/trial_table.h"
 #include "coordinator/worker_admission.h"
 #include "coordinator/worker_link.h"
+#include "coordinator/worker_links.h"
 #include "coordinator/worker_registry.h"
 #include "metrics/store/results_store.h"
 #include "protocol/clock.h"
@@ -197,7 +198,6 @@ class CoordinatorService {
   void Send(const std::string& worker_id, const nlohmann::json& frame);
   // A frame the store could not take: close the worker's connection (see .cc).
   void DropUnstored(const std::string& worker_id, const std::string& reason);
-  void Ack(const std::string& worker_id, std::int64_t outbox_seq);
   // Scheduling at the end of this turn (before its group commits).
   void ScheduleSoon();
   void ScheduleIfWanted();
@@ -217,8 +217,6 @@ class CoordinatorService {
   bool reload_needed_ = false;   // a reload after a lost group failed: Tick tries again
   bool evict_posted_ = false;
   Clock::TimePoint next_store_probe_{};  // when an unhealthy store is probed next (Tick)
-  std::map<std::string, std::shared_ptr<WorkerLink>> links_;
-  std::map<std::string, std::int64_t> acked_;  // highest outbox_seq handled, per worker
   // Unfinished sweeps and their trials (finished ones are evicted: EvictFinishedSweeps).
   TrialTable table_;
   // The last figures of the most recently finished sweeps, shown on /metrics.
@@ -228,6 +226,7 @@ class CoordinatorService {
   CoordinatorMetrics metrics_;
   EventIngest events_;  // after metrics_, which it uses
   GroupCommit group_;   // after store_ and metrics_; its hooks call back into this service
+  WorkerLinks links_;   // after group_, which its frames leave through
   std::string capacity_note_;
   std::function<std::string()> extra_metrics_;
 };
