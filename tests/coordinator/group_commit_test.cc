@@ -7,30 +7,16 @@
 #include <memory>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
-
 #include "metrics/store/results_reader.h"
-#include "tests/coordinator/coordinator_test_util.h"
+#include "tests/coordinator/group_commit_fixture.h"
 
 namespace bakeoff::coordinator {
 namespace {
 
 using namespace std::chrono_literals;
 
-class GroupCommitTest : public ::testing::Test {
+class GroupCommitTest : public testing::GroupCommitFixture {
  protected:
-  void SetUp() override {
-    dir_ = testing::FreshTestDir("bakeoff-group-commit");
-    ASSERT_NO_FATAL_FAILURE(testing::OpenTestStore(dir_, store_));
-    group_ = std::make_unique<GroupCommit>(
-        io_.get_executor(), *store_, clock_, 5ms, metrics_,
-        GroupCommit::Hooks{[this]() { ++before_commit_; }, [this](const Status&) { ++lost_; }});
-  }
-  void TearDown() override {
-    group_.reset();
-    store_.reset();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
-  }
   // A small real store write.
   void Write(const std::string& worker) {
     metrics::WorkerRecord record;
@@ -47,14 +33,6 @@ class GroupCommitTest : public ::testing::Test {
     return workers.ok() ? workers->size() : 0;
   }
 
-  std::filesystem::path dir_;
-  boost::asio::io_context io_;
-  FakeClock clock_;
-  CoordinatorMetrics metrics_;
-  std::unique_ptr<metrics::ResultsStore> store_;
-  std::unique_ptr<GroupCommit> group_;
-  int before_commit_ = 0;
-  int lost_ = 0;
   std::vector<int> sent_;
 };
 

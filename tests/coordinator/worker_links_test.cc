@@ -4,9 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include <boost/asio/io_context.hpp>
-
-#include "tests/coordinator/coordinator_test_util.h"
+#include "tests/coordinator/group_commit_fixture.h"
 
 namespace bakeoff::coordinator {
 namespace {
@@ -23,27 +21,16 @@ class Link : public WorkerLink {
   bool closed = false;
 };
 
-class WorkerLinksTest : public ::testing::Test {
+class WorkerLinksTest : public testing::GroupCommitFixture {
  protected:
   void SetUp() override {
-    dir_ = testing::FreshTestDir("bakeoff-worker-links");
-    ASSERT_NO_FATAL_FAILURE(testing::OpenTestStore(dir_, store_));
-    group_ = std::make_unique<GroupCommit>(io_.get_executor(), *store_, clock_, 5ms, metrics_, GroupCommit::Hooks{});
+    GroupCommitFixture::SetUp();
     links_ = std::make_unique<WorkerLinks>(*group_);
   }
   void TearDown() override {
     links_.reset();
-    group_.reset();
-    store_.reset();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
+    GroupCommitFixture::TearDown();
   }
-
-  std::filesystem::path dir_;
-  boost::asio::io_context io_;
-  FakeClock clock_;
-  CoordinatorMetrics metrics_;
-  std::unique_ptr<metrics::ResultsStore> store_;
-  std::unique_ptr<GroupCommit> group_;
   std::unique_ptr<WorkerLinks> links_;
 };
 
