@@ -245,10 +245,11 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
         figures.remaining_s = eta.Update(c.finished, sweep->trial_count, elapsed);
         // The answer's comparisons and why queued trials cannot start, as `status` and the
         // API say them (same thread as the service: the io_context runs both).
-        if (auto answered = node.service().AnsweredComparisons(sweep_id)) {
+        const coordinator::CoordinatorState state = node.service().State();
+        if (auto answered = coordinator::AnsweredComparisons(state, sweep_id)) {
           figures.comparisons = ProgressFigures::Answered{answered->first, answered->second};
         }
-        figures.waiting = node.service().WaitingReason(sweep_id);
+        figures.waiting = coordinator::WaitingReason(state, sweep_id);
         const std::string text = FormatProgressLine(figures);
         if (tty) {
           std::cerr << "\r\033[K" << text << std::flush;

@@ -1,18 +1,16 @@
 #include "coordinator/coordinator_service.h"
 
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <set>
+#include <string>
+#include <vector>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
 #include <boost/asio/post.hpp>
 
+#include "coordinator/adaptive_stops.h"
 #include "coordinator/api_json.h"
 #include "coordinator/coordinator_log.h"
-#include "metrics/report/adaptive_repeats.h"
 #include "protocol/outcome.h"
 #include "protocol/token.h"
 
@@ -20,11 +18,6 @@ namespace bakeoff::coordinator {
 namespace asio = boost::asio;
 using nlohmann::json;
 using protocol::Outcome;
-
-namespace {
-
-
-}  // namespace
 
 CoordinatorService::CoordinatorService(asio::any_io_executor executor, CoordinatorConfig config,
                                        metrics::ResultsStore& store, const Clock& clock)
@@ -47,16 +40,9 @@ CoordinatorService::~CoordinatorService() { Stop(); }
 Status CoordinatorService::Recover() {
   BAKEOFF_RETURN_IF_ERROR(table_.Recover(store_, clock_.Now(), config_.recovery_grace));
   // A name whose attempts await reclaim is held for the worker that ran them: during the
-  // grace only a registration carrying its secret (stored hashed) takes it, so that no
-  // one else can reclaim, forge or lose those attempts by registering first.
-  const std::set<std::string> awaited = table_.AwaitedWorkers();
-  if (!awaited.empty()) {
-    Result<std::vector<metrics::WorkerRecord>> stored = store_.ListWorkers();
-    if (!stored.ok()) return stored.status().WithContext("reading the workers' secrets");
-    for (const auto& w : *stored) {
-      if (awaited.count(w.id)) registry_.HoldName(w.id, w.secret_sha256, clock_.Now() + config_.recovery_grace);
-    }
-  }
+  // grace only a registration carrying its secret (stored hashed) takes it.
+  BAKEOFF_RETURN_IF_ERROR(
+      HoldAwaitedNames(table_.AwaitedWorkers(), store_, registry_, clock_.Now() + config_.recovery_grace));
   const std::vector<std::int64_t> sweeps = table_.SweepIds();
   if (!sweeps.empty()) {
     kLog.Info("recovered " + std::to_string(sweeps.size()) + " unfinished sweep(s); " +
@@ -66,7 +52,7 @@ Status CoordinatorService::Recover() {
   // A recovered attempt gets a whole deadline again from now: its start is not known here.
   for (std::int64_t tid : table_.AwaitingReclaim()) SetAttemptDeadline(*table_.FindTrial(tid));
   for (std::int64_t id : sweeps) {
-    ApplyAdaptiveRepeats(id);  // a decision the previous process may not have carried out
+    ApplyAdaptiveStops(id, table_, store_, metrics_);  // a decision the previous process may not have carried out
     MaybeFinishSweep(id);
   }
   return Status::Ok();
@@ -163,7 +149,7 @@ void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
   group_.Discard();
   registry_.ReleaseAll();
   table_.Clear();
-  history_.clear();
+  history_.Clear();
   schedule_wanted_ = false;
   Status recovered = Recover();
   if (!recovered.ok()) {
@@ -175,17 +161,12 @@ void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
 
 // ------------------------------------------------------------------ scheduling
 
-std::size_t CoordinatorService::queued_trials() const {
-  return table_.QueuedCount();
-}
-
 void CoordinatorService::Schedule() {
   if (!store_.healthy()) return;  // refuse new work until the disk is fixed
   SchedulingRound round = CollectQueued(table_, registry_, Connected());
   if (round.sweeps.empty()) return;
   auto history = [this](std::int64_t sweep_id, const std::string& variant, const std::string& worker) {
-    auto it = history_.find({sweep_id, variant, worker});
-    return it == history_.end() ? 0 : it->second;
+    return history_.Count(sweep_id, variant, worker);
   };
   auto placements = scheduler_.Schedule(round.sweeps, std::move(round.workers), history);
   if (!placements.empty()) group_.Begin();
@@ -201,7 +182,6 @@ void CoordinatorService::Schedule() {
 Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
   TrialEntry& trial = *table_.FindTrial(placement.trial_id);
   SweepEntry& sweep = *table_.FindSweep(trial.sweep_id);
-  const VariantInfo& variant = sweep.variants.at(trial.variant_key);
   const std::string& rank0_worker = placement.ranks.front().worker_id;
   WorkerInfo* rank0 = registry_.Find(rank0_worker);
   if (!rank0) return Status::Internal("placement on an unknown worker");
@@ -228,24 +208,14 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
   trial.parts.clear();
   std::vector<TrialPart> parts = PartsOf(placement);
   for (TrialPart& part : parts) {
-    const std::string& wid = part.worker_id;
     ReservePart(registry_, part, ref);
-    ++history_[{trial.sweep_id, trial.variant_key, wid}];
+    history_.Add(trial.sweep_id, trial.variant_key, part.worker_id);
     if (parts.size() == 1) {
       // The first trial of its pair group placed whole on one worker names the group's worker.
-      const std::string group = PairGroup(trial.variant_key, variant, trial.repeat);
-      if (!group.empty()) sweep.pair_workers.emplace(group, wid);
+      const std::string group = PairGroup(trial.variant_key, sweep.variants.at(trial.variant_key), trial.repeat);
+      if (!group.empty()) sweep.pair_workers.emplace(group, part.worker_id);
     }
-    protocol::AssignMessage assign;
-    assign.attempt = ref;
-    assign.sweep_id = std::to_string(trial.sweep_id);
-    assign.variant_key = trial.variant_key;
-    assign.config = variant.config.Merged();
-    assign.ranks = part.ranks;
-    assign.world_size = variant.world_size;
-    assign.store_address = store_address;
-    assign.timeout_ms = sweep.timeout_ms;
-    Send(wid, protocol::ToJson(assign));
+    links_.Send(part.worker_id, protocol::ToJson(AssignMessageOf(trial, sweep, part, ref, store_address)));
     trial.parts.push_back(std::move(part));
   }
   kLog.Info("assigned trial=" + std::to_string(trial.id) + " attempt=" + std::to_string(*attempt) +
@@ -266,11 +236,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   // The reply goes first: the cancels and lost-attempt releases below send on this link,
   // and a worker reads `registered` before anything else (it would otherwise drop the
   // connection, reconnect with the same stale list, and never get in).
-  protocol::RegisteredMessage reply;
-  reply.worker_id = id;
-  reply.heartbeat_interval_ms = config_.heartbeat_interval.count();
-  reply.heartbeat_timeout_ms = config_.heartbeat_timeout.count();
-  reply.worker_secret = info.secret;
+  const protocol::RegisteredMessage reply = RegisteredReply(info, config_);
   link->Send(protocol::ToJson(reply));
 
   const metrics::WorkerRecord record = WorkerRecordOf(message, info);
@@ -281,7 +247,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   // Reclaim: attempts this worker still runs (or has results for) stay; others stop.
   TrialTable::Reclaim reclaim = table_.ReclaimWorker(id, message.running, info.attempts);
   for (const auto& ref : reclaim.stale) {
-    Send(id, protocol::ToJson(protocol::CancelMessage{ref, "stale attempt: not current on this coordinator"}));
+    links_.Send(id, protocol::ToJson(protocol::CancelMessage{ref, "stale attempt: not current on this coordinator"}));
   }
   for (const auto& [ref, part] : reclaim.parts) {
     ReservePart(registry_, *part, ref);
@@ -371,42 +337,27 @@ void CoordinatorService::HandleHeartbeat(const std::string& worker_id, const pro
   (void)recorded;  // a missed heartbeat row is harmless; the registry is authoritative
   for (const auto& ref : message.running) {
     const TrialPart* part = table_.CurrentPart(ref.trial_id, ref.attempt, worker_id);
-    if (part == nullptr || part->finished) Send(worker_id, protocol::ToJson(protocol::CancelMessage{ref, "stale attempt"}));
+    if (part == nullptr || part->finished) {
+      links_.Send(worker_id, protocol::ToJson(protocol::CancelMessage{ref, "stale attempt"}));
+    }
   }
   // The answer doubles as the worker's proof that the coordinator is alive.
-  Send(worker_id, protocol::ToJson(protocol::AckMessage{links_.acked(worker_id)}));
+  links_.Send(worker_id, protocol::ToJson(protocol::AckMessage{links_.acked(worker_id)}));
 }
 
 Status CoordinatorService::HandleEvents(const std::string& worker_id, const protocol::EventsMessage& message) {
-  using Provenance = EventIngest::Provenance;
   // A worker speaks only for the ranks of the current attempt that it was given.
-  auto accept = [this, &worker_id](const protocol::AttemptRef& attempt, int rank) {
-    const TrialEntry* trial = table_.FindTrial(attempt.trial_id);
-    if (trial == nullptr || !trial->machine.IsCurrent(attempt.attempt)) return Provenance::kStale;
-    const TrialPart* part = table_.CurrentPart(attempt.trial_id, attempt.attempt, worker_id);
-    if (part != nullptr) {
-      for (const auto& slot : part->ranks) {
-        if (slot.rank == rank) return Provenance::kStore;
-      }
-    }
-    return Provenance::kForeign;
-  };
-  auto started = events_.Store(worker_id, message, accept);
+  auto started = events_.Store(worker_id, message, table_);
   if (!started.ok()) return started.status();
   for (std::int64_t tid : *started) {
-    TrialEntry* entry = table_.FindTrial(tid);
-    if (entry == nullptr || entry->machine.phase() != TrialState::kAssigned) continue;
-    TrialEntry& trial = *entry;
+    TrialEntry* trial = table_.FindTrial(tid);
+    if (trial == nullptr || trial->machine.phase() != TrialState::kAssigned) continue;
     auto marked = [&] {
       CoordinatorMetrics::StoreWriteTimer timer(metrics_, "mark_running");
-      return store_.MarkRunning(tid, trial.machine.attempts_used());
+      return store_.MarkRunning(tid, trial->machine.attempts_used());
     }();
     if (!marked.ok()) return marked.status();
-    trial.machine.MarkRunning(trial.machine.attempts_used());
-    if (trial.queued_since) {
-      metrics_.ObserveDispatch(clock_.Now() - *trial.queued_since);
-      trial.queued_since.reset();
-    }
+    if (auto waited = table_.MarkRunning(*trial, clock_.Now())) metrics_.ObserveDispatch(*waited);
   }
   return Status::Ok();
 }
@@ -461,7 +412,7 @@ Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const 
       protocol::OutcomeName(outcome) + (reason.empty() ? "" : " reason=\"" + reason + "\""));
   ReleaseParts(trial, /*send_cancel=*/true, "attempt ended: " + std::string(protocol::OutcomeName(outcome)));
   if (effect == TrialStateMachine::Effect::kFinished) {
-    ApplyAdaptiveRepeats(trial.sweep_id);
+    ApplyAdaptiveStops(trial.sweep_id, table_, store_, metrics_);
     MaybeFinishSweep(trial.sweep_id);
   }
   ScheduleSoon();
@@ -478,10 +429,8 @@ void CoordinatorService::SetAttemptDeadline(TrialEntry& trial) {
 void CoordinatorService::ReleaseParts(TrialEntry& trial, bool send_cancel, const std::string& reason) {
   const protocol::AttemptRef ref{trial.id, trial.machine.attempts_used()};
   for (const auto& p : trial.parts) {
-    std::vector<int> devices;
-    for (const auto& s : p.ranks) devices.insert(devices.end(), s.cuda_devices.begin(), s.cuda_devices.end());
-    registry_.Release(p.worker_id, ref, p.cuda ? 0 : static_cast<int>(p.ranks.size()), devices);
-    if (send_cancel && !p.finished) Send(p.worker_id, protocol::ToJson(protocol::CancelMessage{ref, reason}));
+    ReleasePart(registry_, p, ref);
+    if (send_cancel && !p.finished) links_.Send(p.worker_id, protocol::ToJson(protocol::CancelMessage{ref, reason}));
   }
   trial.parts.clear();
 }
@@ -529,8 +478,7 @@ void CoordinatorService::EvictFinishedSweeps() {
     // else about it is read from the store, as after a restart.
     finished_sweeps_.push_back(coordinator::SweepSnapshot(sweep, table_));
     while (finished_sweeps_.size() > kFinishedSweepsShown) finished_sweeps_.pop_front();
-    history_.erase(history_.lower_bound({sweep.id, std::string(), std::string()}),
-                   history_.lower_bound({sweep.id + 1, std::string(), std::string()}));
+    history_.ForgetSweep(sweep.id);
   });
 #if defined(__GLIBC__)
   // A large sweep's entries (about 460 bytes a trial, docs/scale.md) go back to the
@@ -540,79 +488,15 @@ void CoordinatorService::EvictFinishedSweeps() {
 #endif
 }
 
-void CoordinatorService::ApplyAdaptiveRepeats(std::int64_t sweep_id) {
-  SweepEntry* sweep = table_.FindSweep(sweep_id);
-  if (sweep == nullptr || !sweep->adaptive || sweep->done || sweep->cancelled) return;
-  auto results = store_.ListTrialResults(sweep_id);
-  if (!results.ok()) {
-    kLog.Info("adaptive repeats of sweep " + std::to_string(sweep_id) + " not evaluated: " + results.status().ToString());
-    return;
-  }
-  // Each comparison of the answer, walked; a variant stops once every comparison it is a
-  // side of has stopped (the report walks the same).
-  metrics::AdaptiveWalk walk = metrics::WalkComparisons(sweep->comparisons, metrics::RepeatTrials(*results), *sweep->adaptive);
-  sweep->comparisons_answered = walk.answered;
-  std::map<std::string, std::string> counterpart_of;
-  for (const auto& [key, variant] : sweep->variants) counterpart_of[key] = variant.counterpart_key;
-  for (const metrics::VariantStop& stop :
-       metrics::StoppedVariants(walk, sweep->comparisons, counterpart_of, *sweep->adaptive)) {
-    int cancelled = 0;
-    for (TrialEntry* trial : table_.QueuedTrialsOf(*sweep, stop.variant_key)) {
-      auto stored = [&] {
-        CoordinatorMetrics::StoreWriteTimer timer(metrics_, "cancel_trials");
-        return store_.FinishTrial(trial->id, trial->machine.attempts_used(), Outcome::kCancelled, stop.reason);
-      }();
-      if (!stored.ok() || !stored->applied) {
-        kLog.Warning("cannot cancel trial=" + std::to_string(trial->id) + " (" + stop.reason + "): " +
-                     (stored.ok() ? "the store refused it" : stored.status().ToString()));
-        continue;
-      }
-      trial->machine.Cancel();
-      ++cancelled;
-    }
-    if (cancelled > 0) {
-      kLog.Info("sweep " + std::to_string(sweep_id) + " variant=" + stop.variant_key + ": " + stop.reason + "; " +
-                std::to_string(cancelled) + " queued trial(s) cancelled");
-    }
-  }
-}
-
-void CoordinatorService::Send(const std::string& worker_id, const json& frame) { links_.Send(worker_id, frame); }
-
 // ------------------------------------------------------------------ HTTP API
 
-std::optional<std::pair<int, int>> CoordinatorService::AnsweredComparisons(std::int64_t sweep_id) const {
-  const SweepEntry* sweep = table_.FindSweep(sweep_id);
-  if (sweep == nullptr || !sweep->adaptive || sweep->comparisons.empty()) return std::nullopt;
-  return std::make_pair(sweep->comparisons_answered, static_cast<int>(sweep->comparisons.size()));
+CoordinatorState CoordinatorService::State() const {
+  return CoordinatorState{table_, registry_, Connected(), clock_.Now(), !config_.slurm.partition.empty(), capacity_note_};
 }
-
-std::set<std::string> CoordinatorService::OfferedTemplates(bool live_only) const {
-  return coordinator::OfferedTemplates(registry_, Connected(), live_only);
-}
-
-std::string CoordinatorService::WaitingReason(std::int64_t sweep_id) const {
-  const SweepEntry* sweep = table_.FindSweep(sweep_id);
-  if (sweep == nullptr) return "";
-  return coordinator::WaitingReason(*sweep, table_, registry_, Connected(), !config_.slurm.partition.empty(),
-                                    capacity_note_);
-}
-
-std::optional<metrics::TrialCounts> CoordinatorService::LiveTrialCounts(std::int64_t sweep_id) const {
-  return table_.LiveCounts(sweep_id);
-}
-
-json CoordinatorService::WorkersJson() const { return coordinator::WorkersJson(registry_, Connected(), clock_.Now()); }
-
-json CoordinatorService::ServiceDiscoveryJson() const { return coordinator::ServiceDiscoveryJson(registry_); }
 
 CoordinatorSnapshot CoordinatorService::MetricsSnapshot() const {
   return coordinator::MetricsSnapshot(finished_sweeps_, table_, registry_, links_.size(),
                                       /*name_sweeps=*/config_.metrics_require_token);
-}
-
-CapacityView CoordinatorService::Capacity(std::size_t max_queued) const {
-  return coordinator::Capacity(table_, registry_, Connected(), max_queued);
 }
 
 Connected CoordinatorService::Connected() const {
@@ -629,7 +513,7 @@ std::variant<json, ApiError> CoordinatorService::SubmitSweep(const std::string& 
 
 std::variant<SweepSubmission, ApiError> CoordinatorService::BeginSubmit() const {
   if (!store_.healthy()) return NoNewSweeps(store_);
-  return MakeSubmission(config_, OfferedTemplates(/*live_only=*/false));
+  return MakeSubmission(config_, OfferedTemplates(State(), /*live_only=*/false));
 }
 
 std::variant<PreparedSweep, ApiError> CoordinatorService::PrepareSweep(const SweepSubmission& submission,
@@ -639,23 +523,19 @@ std::variant<PreparedSweep, ApiError> CoordinatorService::PrepareSweep(const Swe
 
 std::variant<json, ApiError> CoordinatorService::CommitSweep(PreparedSweep prepared) {
   if (!store_.healthy()) return NoNewSweeps(store_);
-  const spec::SweepSpec* spec = &prepared.spec;
-  const spec::ExpandedSweep* expanded = &prepared.expanded;
-  const metrics::SweepRecord& record = prepared.record;
-  const std::vector<metrics::VariantRecord>& variants = prepared.variants;
   const std::vector<metrics::NewTrial>& trials = prepared.trials;
   auto created = [&] {
     CoordinatorMetrics::StoreWriteTimer timer(metrics_, "create_sweep");
-    return store_.CreateSweep(record, variants, trials);
+    return store_.CreateSweep(prepared.record, prepared.variants, trials);
   }();
   if (!created.ok()) return SweepNotCreated(store_, created.status());
-  SweepEntry sweep = SweepFromSpec(created->sweep_id, *spec, *expanded);
+  SweepEntry sweep = SweepFromSpec(created->sweep_id, prepared.spec, prepared.expanded);
   const std::int64_t sweep_id = sweep.id;
   const std::string name = sweep.name;
-  table_.AddSubmitted(std::move(sweep), created->trial_ids, trials, spec->limits.max_attempts, clock_.Now());
+  table_.AddSubmitted(std::move(sweep), created->trial_ids, trials, prepared.spec.limits.max_attempts, clock_.Now());
   kLog.Info("sweep submitted id=" + std::to_string(sweep_id) + " name=" + name + " variants=" +
-      std::to_string(variants.size()) + " trials=" + std::to_string(trials.size()));
-  json out = {{"id", sweep_id}, {"name", name}, {"variant_count", variants.size()},
+      std::to_string(prepared.variants.size()) + " trials=" + std::to_string(trials.size()));
+  json out = {{"id", sweep_id}, {"name", name}, {"variant_count", prepared.variants.size()},
               {"trial_count", trials.size()}, {"state", "running"}};
   // The user hears of the sweep once it is durable (it may have joined this turn's group).
   if (Status committed = group_.Finish(); !committed.ok()) {
@@ -675,26 +555,16 @@ std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& 
                 {"cancelled_trials", 0}};
   }
   SweepEntry& sweep = *entry;
-  sweep.cancelled = true;
   auto cancelled = [&] {
     CoordinatorMetrics::StoreWriteTimer timer(metrics_, "cancel_trials");
     return store_.CancelQueuedTrials(sweep.id, "sweep cancelled");
   }();
   if (!cancelled.ok()) return ApiErrorFrom(cancelled.status());
-  int stopping = 0;
-  for (std::int64_t tid : sweep.trial_order) {
-    TrialEntry& trial = *table_.FindTrial(tid);
-    if (trial.machine.phase() == TrialState::kQueued) {
-      trial.machine.Cancel();
-    } else if (trial.machine.phase() != TrialState::kFinished) {
-      trial.cancel_requested = true;
-      ++stopping;
-      const protocol::AttemptRef ref{tid, trial.machine.attempts_used()};
-      for (const auto& p : trial.parts) {
-        if (!p.finished) Send(p.worker_id, protocol::ToJson(protocol::CancelMessage{ref, "sweep cancelled"}));
-      }
-    }
+  const TrialTable::Cancelling cancelling = table_.CancelSweep(sweep);
+  for (const auto& [worker_id, ref] : cancelling.cancels) {
+    links_.Send(worker_id, protocol::ToJson(protocol::CancelMessage{ref, "sweep cancelled"}));
   }
+  const int stopping = cancelling.stopping;
   kLog.Info("sweep " + std::to_string(sweep.id) + " cancelled: " + std::to_string(*cancelled) +
       " queued trial(s) cancelled, " + std::to_string(stopping) + " running trial(s) being stopped");
   MaybeFinishSweep(sweep.id);
@@ -708,7 +578,7 @@ std::variant<json, ApiError> CoordinatorService::DrainWorker(const std::string& 
   WorkerInfo* info = registry_.Find(worker_id);
   if (!info) return ApiError{404, "no worker '" + worker_id + "'"};
   registry_.SetDraining(worker_id);
-  Send(worker_id, protocol::ToJson(protocol::DrainMessage{}));
+  links_.Send(worker_id, protocol::ToJson(protocol::DrainMessage{}));
   Status s = store_.SetWorkerState(worker_id, metrics::WorkerState::kDraining);
   (void)s;
   kLog.Info("draining worker=" + worker_id + " with " + std::to_string(info->attempts.size()) + " running attempt(s)");

@@ -16,8 +16,11 @@
 // What it decides on is translated elsewhere: a submitted or stored sweep into records
 // and an in-memory sweep (sweep_intake.h), the store's rows into the trial table it
 // holds (trial_table.h, recovery), and a worker's trainer events into store rows
-// (event_ingest.h); the group commit is group_commit.h's. The decisions (state machine
-// calls, scheduling and placement, cancel, drain, adaptive repeats) stay here.
+// (event_ingest.h, which also applies the rank-provenance rule); the group commit is
+// group_commit.h's, what a placement becomes placement.h's, a worker's admission
+// worker_admission.h's, adaptive repeats' cancellations adaptive_stops.h's, and what the
+// API shows coordinator_views.h's (on State()). The decisions (state machine calls,
+// scheduling, cancel, drain) and their order stay here.
 //
 // Thread-safety: not thread-safe. Every method runs on the coordinator's io thread
 // (the one executor given to the constructor); the transports (WorkerServer,
@@ -28,14 +31,9 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
-#include <optional>
-#include <set>
 #include <string>
-#include <tuple>
 #include <variant>
-#include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -86,9 +84,14 @@ class CoordinatorService {
   // sends stay within `max_worker_events_per_s`.
   std::chrono::milliseconds EventsReadDelay(const std::string& worker_id, const nlohmann::json& frame);
 
+  // --- What the API, `bakeoff local` and capacity providers read ------------------
+  // A read-only window on the table and registry for coordinator_views.h's views
+  // (WaitingReason, AnsweredComparisons, Capacity, WorkersJson, ServiceDiscoveryJson;
+  // State().table.LiveCounts for a held sweep's trial counts, which after a store read,
+  // which commits the open group, say what the store holds). Use it within the handler.
+  CoordinatorState State() const;
+
   // --- Capacity providers (SlurmProvisioner) --------------------------------------
-  // At most `max_queued` queued trials.
-  CapacityView Capacity(std::size_t max_queued) const;
   // A line on why queued trials wait for capacity ("waiting for Slurm: ..."), shown as
   // the waiting reason of every sweep with queued trials that has no reason of its own;
   // "" clears it.
@@ -111,25 +114,10 @@ class CoordinatorService {
   // Stores the sweep and queues its trials (503 when the store cannot write). Sweep
   // and trial ids follow the order of CommitSweep calls.
   std::variant<nlohmann::json, ApiError> CommitSweep(PreparedSweep prepared);
-  // Why sweep `sweep_id`'s queued trials cannot start now ("" when they can or none
-  // wait): e.g. no live worker offers its command template.
-  std::string WaitingReason(std::int64_t sweep_id) const;
-  // An adaptive sweep this coordinator runs: how many of the comparisons its answer
-  // reports the sequential rule has stopped, of how many ({answered, total}).
-  std::optional<std::pair<int, int>> AnsweredComparisons(std::int64_t sweep_id) const;
-  // The trial counts of a sweep this coordinator runs (held in memory, not finished),
-  // from its trial table; nullopt otherwise (the store counts those). Call after a store
-  // read, which commits the open group: memory then says what the store holds.
-  std::optional<metrics::TrialCounts> LiveTrialCounts(std::int64_t sweep_id) const;
   // Cancels queued trials and stops running ones. Returns the sweep's JSON.
   std::variant<nlohmann::json, ApiError> CancelSweep(const std::string& id_or_name);
-  // Live workers with their resources, usage and attempts.
-  nlohmann::json WorkersJson() const;
   // Tells the worker to finish its running attempts and take no new ones.
   std::variant<nlohmann::json, ApiError> DrainWorker(const std::string& worker_id);
-  // Prometheus HTTP service discovery (GET /api/v1/sd): one target group per live
-  // (alive or draining) worker that serves /metrics, labelled with its worker id.
-  nlohmann::json ServiceDiscoveryJson() const;
   // GET /metrics: the text exposition (docs/metrics.md).
   std::string MetricsText() const;
   CoordinatorSnapshot MetricsSnapshot() const;
@@ -139,18 +127,16 @@ class CoordinatorService {
   const CoordinatorConfig& config() const { return config_; }
 
   // Observability for tests and benchmarks.
-  std::size_t queued_trials() const;
+  std::size_t queued_trials() const { return table_.QueuedCount(); }
   std::size_t connected_workers() const { return links_.size(); }
   // Trials held in memory: those of unfinished sweeps only (a finished sweep's are
   // evicted once the store records it finished; reads go to the store).
-  std::size_t live_trials() const { return table_.trials().size(); }
+  std::size_t live_trials() const { return table_.TrialCount(); }
 
   // Runs expiry, grace deadlines and scheduling now (the timer calls it every tick).
   void Tick();
 
  private:
-  // The command templates registered workers offer (live_only: schedulable and linked).
-  std::set<std::string> OfferedTemplates(bool live_only) const;
   // Whether a registered worker holds a live connection (for the views).
   coordinator::Connected Connected() const;
 
@@ -194,8 +180,6 @@ class CoordinatorService {
   // queued trials of every variant whose comparisons have all stopped. A function of the
   // stored outcomes only, so a restarted coordinator reaches the same decisions. No-op
   // for other sweeps.
-  void ApplyAdaptiveRepeats(std::int64_t sweep_id);
-  void Send(const std::string& worker_id, const nlohmann::json& frame);
   // A frame the store could not take: close the worker's connection (see .cc).
   void DropUnstored(const std::string& worker_id, const std::string& reason);
   // Scheduling at the end of this turn (before its group commits).
@@ -222,7 +206,7 @@ class CoordinatorService {
   // The last figures of the most recently finished sweeps, shown on /metrics.
   static constexpr std::size_t kFinishedSweepsShown = 16;
   std::deque<CoordinatorSnapshot::Sweep> finished_sweeps_;
-  std::map<std::tuple<std::int64_t, std::string, std::string>, int> history_;
+  PlacementHistory history_;
   CoordinatorMetrics metrics_;
   EventIngest events_;  // after metrics_, which it uses
   GroupCommit group_;   // after store_ and metrics_; its hooks call back into this service

@@ -10,18 +10,20 @@ namespace bakeoff::coordinator {
 using nlohmann::json;
 using protocol::Outcome;
 
-std::set<std::string> OfferedTemplates(const WorkerRegistry& registry, const Connected& connected, bool live_only) {
+std::set<std::string> OfferedTemplates(const CoordinatorState& state, bool live_only) {
   std::set<std::string> names;
-  for (const auto& [id, info] : registry.workers()) {
-    if (live_only && (!info.schedulable() || !connected(id))) continue;
+  for (const auto& [id, info] : state.registry.workers()) {
+    if (live_only && (!info.schedulable() || !state.connected(id))) continue;
     names.insert(info.executors.begin(), info.executors.end());
   }
   return names;
 }
 
-std::string WaitingReason(const SweepEntry& sweep, const TrialTable& table, const WorkerRegistry& registry,
-                          const Connected& connected, bool slurm_on, const std::string& capacity_note) {
-  if (sweep.done || sweep.cancelled) return "";
+std::string WaitingReason(const CoordinatorState& state, std::int64_t sweep_id) {
+  const SweepEntry* held = state.table.FindSweep(sweep_id);
+  if (held == nullptr || held->done || held->cancelled) return "";
+  const SweepEntry& sweep = *held;
+  const std::string& capacity_note = state.capacity_note;
   // The command templates of the queued trials (a sweep may compare executors). Only
   // trials from the queue cursor on can be queued; without templates, the first queued
   // trial answers (a status read of a 20,000-trial sweep walked all of them).
@@ -31,7 +33,7 @@ std::string WaitingReason(const SweepEntry& sweep, const TrialTable& table, cons
   bool waiting = false;
   int first_world_size = 1;
   for (std::size_t i = sweep.queued_from; i < sweep.trial_order.size(); ++i) {
-    const TrialEntry& trial = table.trials().at(sweep.trial_order[i]);
+    const TrialEntry& trial = state.table.Trial(sweep.trial_order[i]);
     if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
     auto v = sweep.variants.find(trial.variant_key);
     if (!waiting && v != sweep.variants.end()) first_world_size = std::max(1, v->second.world_size);
@@ -45,12 +47,12 @@ std::string WaitingReason(const SweepEntry& sweep, const TrialTable& table, cons
   // not): short of it, no live worker can ever place it, as Slurm's REASON says. While a
   // provider obtains capacity (its note is set) or Slurm is on, workers may still come:
   // then only the provider's note is said.
-  if (waiting && !slurm_on && capacity_note.empty()) {
+  if (waiting && !state.slurm_on && capacity_note.empty()) {
     int offered = 0;
     int live = 0;
     std::map<std::string, int> other_models;  // GPUs of live workers that do not match
-    for (const auto& [id, w] : registry.workers()) {
-      if (!w.schedulable() || !connected(id)) continue;
+    for (const auto& [id, w] : state.registry.workers()) {
+      if (!w.schedulable() || !state.connected(id)) continue;
       ++live;
       if (sweep.cuda && !protocol::GpuTypeMatches(w.resources.gpu_model, sweep.gpu_type)) {
         if (w.capacity(true) > 0) {
@@ -78,7 +80,7 @@ std::string WaitingReason(const SweepEntry& sweep, const TrialTable& table, cons
     }
   }
   if (wanted.empty()) return capacity;
-  std::set<std::string> offered = OfferedTemplates(registry, connected, /*live_only=*/true);
+  std::set<std::string> offered = OfferedTemplates(state, /*live_only=*/true);
   std::string missing;
   for (const auto& name : wanted) {
     if (!offered.count(name)) missing += (missing.empty() ? "" : ", ") + name;
@@ -96,7 +98,7 @@ CoordinatorSnapshot::Sweep SweepSnapshot(const SweepEntry& sweep, const TrialTab
   s.name = sweep.name;
   s.active = !sweep.done;
   for (std::int64_t tid : sweep.trial_order) {
-    const TrialEntry& trial = table.trials().at(tid);
+    const TrialEntry& trial = table.Trial(tid);
     switch (trial.machine.phase()) {
       case TrialState::kQueued:
         ++s.trials_by_state["queued"];
@@ -137,25 +139,31 @@ CoordinatorSnapshot MetricsSnapshot(const std::deque<CoordinatorSnapshot::Sweep>
   return snapshot;
 }
 
-CapacityView Capacity(const TrialTable& table, const WorkerRegistry& registry, const Connected& connected,
-                      std::size_t max_queued) {
+std::optional<std::pair<int, int>> AnsweredComparisons(const CoordinatorState& state, std::int64_t sweep_id) {
+  const SweepEntry* sweep = state.table.FindSweep(sweep_id);
+  if (sweep == nullptr || !sweep->adaptive || sweep->comparisons.empty()) return std::nullopt;
+  return std::make_pair(sweep->comparisons_answered, static_cast<int>(sweep->comparisons.size()));
+}
+
+CapacityView Capacity(const CoordinatorState& state, std::size_t max_queued) {
+  const TrialTable& table = state.table;
   CapacityView view;
   for (const auto& [sid, sweep] : table.sweeps()) {
     if (sweep.done || sweep.cancelled) continue;
     for (std::int64_t tid : sweep.trial_order) {
       if (view.queued.size() >= max_queued) break;
-      const TrialEntry& trial = table.trials().at(tid);
+      const TrialEntry& trial = table.Trial(tid);
       if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
       auto v = sweep.variants.find(trial.variant_key);
       view.queued.push_back({v != sweep.variants.end() ? v->second.world_size : 1, sweep.cuda});
     }
   }
-  for (const auto& [id, info] : registry.workers()) {
+  for (const auto& [id, info] : state.registry.workers()) {
     if (info.departed()) continue;
     CapacityView::Worker w;
     w.id = id;
     w.slurm_job_id = info.slurm_job_id;
-    w.schedulable = info.schedulable() && connected(id);
+    w.schedulable = info.schedulable() && state.connected(id);
     w.free_cpu_slots = info.free_cpu_slots();
     w.free_cuda_devices = static_cast<int>(info.free_cuda_devices().size());
     w.busy = !info.attempts.empty();
@@ -164,15 +172,15 @@ CapacityView Capacity(const TrialTable& table, const WorkerRegistry& registry, c
   return view;
 }
 
-json WorkersJson(const WorkerRegistry& registry, const Connected& connected, Clock::TimePoint now) {
+json WorkersJson(const CoordinatorState& state) {
   json out = json::array();
-  for (const auto& [id, info] : registry.workers()) {
+  for (const auto& [id, info] : state.registry.workers()) {
     json attempts = json::array();
     for (const auto& a : info.attempts) attempts.push_back({{"trial_id", a.trial_id}, {"attempt", a.attempt}});
     out.push_back({{"id", id},
                    {"host", info.host},
                    {"state", WorkerLivenessName(info.liveness)},
-                   {"connected", connected(id)},
+                   {"connected", state.connected(id)},
                    {"cpu_slots", info.resources.cpu_slots},
                    {"cpu_slots_used", info.used_cpu_slots},
                    {"cuda_devices", info.resources.cuda_devices},
@@ -182,14 +190,14 @@ json WorkersJson(const WorkerRegistry& registry, const Connected& connected, Clo
                    {"slurm_job_id", info.slurm_job_id},
                    {"running", attempts},
                    {"last_heartbeat_s_ago",
-                    std::chrono::duration<double>(now - info.last_heartbeat).count()}});
+                    std::chrono::duration<double>(state.now - info.last_heartbeat).count()}});
   }
   return out;
 }
 
-json ServiceDiscoveryJson(const WorkerRegistry& registry) {
+json ServiceDiscoveryJson(const CoordinatorState& state) {
   json out = json::array();
-  for (const auto& [id, info] : registry.workers()) {
+  for (const auto& [id, info] : state.registry.workers()) {
     if (info.departed() || info.metrics_port <= 0) continue;
     std::string host = info.metrics_host.empty() ? info.host : info.metrics_host;
     if (host.find(':') != std::string::npos) host = "[" + host + "]";  // IPv6 literal

@@ -11,6 +11,20 @@
 namespace bakeoff::coordinator {
 namespace {
 
+enum class Provenance { kStore, kStale, kForeign };
+
+// The rule of docs/security.md, "A worker speaks only for its own ranks".
+Provenance ProvenanceOf(const TrialTable& table, const std::string& worker_id, const protocol::AttemptRef& attempt,
+                        int rank) {
+  const TrialEntry* trial = table.FindTrial(attempt.trial_id);
+  if (trial == nullptr || !trial->machine.IsCurrent(attempt.attempt)) return Provenance::kStale;
+  if (const TrialPart* part = table.CurrentPart(attempt.trial_id, attempt.attempt, worker_id)) {
+    for (const auto& slot : part->ranks) {
+      if (slot.rank == rank) return Provenance::kStore;
+    }
+  }
+  return Provenance::kForeign;
+}
 
 }  // namespace
 
@@ -19,7 +33,7 @@ EventIngest::EventIngest(std::size_t max_events_per_s, metrics::ResultsStore& st
 
 Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
                                                   const protocol::EventsMessage& message,
-                                                  const Accept& accept) {
+                                                  const TrialTable& table) {
   metrics::MetricsBatch batch;
   std::set<std::int64_t> started;
   std::size_t unreadable = 0;
@@ -47,7 +61,7 @@ Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
   };
   // Whether to store what names (attempt, rank); a foreign one is counted.
   auto keep = [&](const protocol::AttemptRef& attempt, int rank) {
-    const Provenance p = accept(attempt, rank);
+    const Provenance p = ProvenanceOf(table, worker_id, attempt, rank);
     if (p == Provenance::kForeign && foreign++ == 0) {
       first_foreign = "trial " + std::to_string(attempt.trial_id) + " attempt " + std::to_string(attempt.attempt) +
                       " rank " + std::to_string(rank);

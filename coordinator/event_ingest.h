@@ -7,10 +7,11 @@
 // whose first rank said `started` or `ready` are returned: marking them running is the
 // caller's decision (CoordinatorService).
 //
-// Provenance (docs/security.md, "A worker speaks only for its own ranks"): the caller's
-// `accept` says, per (attempt, rank), whether the event is stored, stale (a replaced
-// attempt: skipped silently) or foreign (a current attempt whose rank the sending worker
-// was not given: dropped, counted and logged once per frame). The rest of the frame is
+// Provenance (docs/security.md, "A worker speaks only for its own ranks"): per (attempt,
+// rank) the trial table says whether the event is stored (the current attempt's rank was
+// given to the sending worker), stale (a replaced attempt: skipped silently) or foreign
+// (a current attempt whose rank the sending worker was not given: dropped, counted and
+// logged once per frame). The rest of the frame is
 // stored and acknowledged either way, so a worker cannot make its frame hold back others.
 //
 // Quotas (docs/security.md, "Limits"): each (attempt, rank) stores at most
@@ -28,7 +29,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -38,6 +38,7 @@
 
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/event_rate_limiter.h"
+#include "coordinator/trial_table.h"
 #include "metrics/store/results_store.h"
 #include "protocol/clock.h"
 #include "protocol/messages.h"
@@ -47,10 +48,6 @@ namespace bakeoff::coordinator {
 
 class EventIngest {
  public:
-  // What becomes of an event of `attempt` that names `rank`.
-  enum class Provenance { kStore, kStale, kForeign };
-  using Accept = std::function<Provenance(const protocol::AttemptRef& attempt, int rank)>;
-
   // Per (attempt, rank), stored by this coordinator process (a restart starts anew).
   static constexpr std::size_t kMaxStepRowsPerRank = 1'000'000;
   static constexpr std::size_t kMaxOtherEventsPerRank = 1'000;
@@ -58,11 +55,11 @@ class EventIngest {
   // `max_events_per_s` 0: no limit. The references must outlive this object.
   EventIngest(std::size_t max_events_per_s, metrics::ResultsStore& store, CoordinatorMetrics& metrics);
 
-  // Stores the events of `message` from `worker_id` that `accept` says to store. Returns
-  // the ids of the trials that reported started or ready, or the store's error (nothing
-  // of the frame is stored then).
+  // Stores the events of `message` from `worker_id` of the ranks `table` says it was
+  // given (above). Returns the ids of the trials that reported started or ready, or the
+  // store's error (nothing of the frame is stored then).
   Result<std::set<std::int64_t>> Store(const std::string& worker_id, const protocol::EventsMessage& message,
-                                       const Accept& accept);
+                                       const TrialTable& table);
 
   // How long to wait before reading `frame` from `worker_id`: zero unless it is an
   // events frame over the worker's budget at `now`.

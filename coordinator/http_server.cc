@@ -43,8 +43,9 @@ HttpReply Reply200(std::string content_type, std::string body) {
 // A sweep's JSON with what only the running coordinator knows: "waiting" (why its queued
 // trials cannot start, when they cannot) and, for an adaptive sweep, "comparisons".
 json WithLiveState(json sweep, const CoordinatorService& service, std::int64_t id) {
-  if (std::string reason = service.WaitingReason(id); !reason.empty()) sweep["waiting"] = reason;
-  if (auto answered = service.AnsweredComparisons(id)) {
+  const CoordinatorState state = service.State();
+  if (std::string reason = WaitingReason(state, id); !reason.empty()) sweep["waiting"] = reason;
+  if (auto answered = AnsweredComparisons(state, id)) {
     sweep["comparisons"] = {{"total", answered->second}, {"answered", answered->first}};
   }
   return sweep;
@@ -527,10 +528,10 @@ HttpReply HttpServer::HealthRoute(const RouteCall&) {
 HttpReply HttpServer::MetricsRoute(const RouteCall&) { return MetricsReply(service_); }
 
 HttpReply HttpServer::ServiceDiscoveryRoute(const RouteCall&) {
-  return JsonReply(200, service_.ServiceDiscoveryJson());
+  return JsonReply(200, ServiceDiscoveryJson(service_.State()));
 }
 
-HttpReply HttpServer::WorkersRoute(const RouteCall&) { return JsonReply(200, service_.WorkersJson()); }
+HttpReply HttpServer::WorkersRoute(const RouteCall&) { return JsonReply(200, WorkersJson(service_.State())); }
 
 HttpReply HttpServer::DrainRoute(const RouteCall& call) {
   auto result = service_.DrainWorker(call.params.at("worker"));
@@ -582,7 +583,7 @@ std::variant<metrics::SweepRecord, HttpReply> HttpServer::FindSweep(const std::s
   // commits the open group); the store counts the others.
   auto sweep = store.FindSweep(name, metrics::ResultsStore::Counts::kSkip);
   if (sweep.ok()) {
-    if (auto live = service_.LiveTrialCounts(sweep->id)) {
+    if (auto live = service_.State().table.LiveCounts(sweep->id)) {
       sweep->counts = *live;
     } else {
       sweep = store.GetSweep(sweep->id);

@@ -43,23 +43,18 @@ SchedulingRound CollectQueued(TrialTable& table, const WorkerRegistry& registry,
     workers.push_back(SchedulerWorker{id, cpu, std::move(cuda), info.executors, info.resources.gpu_model});
   }
   if (workers.empty()) return round;
-  for (auto& [sid, sweep] : table.sweeps()) {
+  for (const auto& [sid, sweep] : table.sweeps()) {
     if (sweep.done || sweep.cancelled) continue;
     SchedulerSweep s;
     s.sweep_id = sid;
-    // Trials before queued_from are not queued (assigned, running or finished; a
-    // requeue resets it): a long sweep's scan starts where its queue does.
-    while (sweep.queued_from < sweep.trial_order.size() &&
-           table.trials().at(sweep.trial_order[sweep.queued_from]).machine.phase() != TrialState::kQueued) {
-      ++sweep.queued_from;
-    }
+    const std::size_t queued_from = table.AdvanceQueueCursor(sid);
     // A trial whose pair group already has a trial in this queue may wait for that
     // trial's worker, so it does not count against the free units.
     std::set<std::string> groups_queued;
     std::size_t counted = 0;
-    for (std::size_t i = sweep.queued_from; i < sweep.trial_order.size() && counted < free_units; ++i) {
+    for (std::size_t i = queued_from; i < sweep.trial_order.size() && counted < free_units; ++i) {
       const std::int64_t tid = sweep.trial_order[i];
-      const auto& trial = table.trials().at(tid);
+      const TrialEntry& trial = table.Trial(tid);
       if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
       auto v = sweep.variants.find(trial.variant_key);
       SchedulerTrial queued{tid, trial.variant_key, v == sweep.variants.end() ? 1 : v->second.world_size,
@@ -116,10 +111,50 @@ std::vector<TrialPart> PartsOf(const TrialPlacement& placement) {
   return parts;
 }
 
-void ReservePart(WorkerRegistry& registry, const TrialPart& part, const protocol::AttemptRef& ref) {
+namespace {
+std::vector<int> DevicesOf(const TrialPart& part) {
   std::vector<int> devices;
   for (const auto& slot : part.ranks) devices.insert(devices.end(), slot.cuda_devices.begin(), slot.cuda_devices.end());
-  registry.Reserve(part.worker_id, ref, part.cuda ? 0 : static_cast<int>(part.ranks.size()), devices);
+  return devices;
+}
+}  // namespace
+
+void ReservePart(WorkerRegistry& registry, const TrialPart& part, const protocol::AttemptRef& ref) {
+  registry.Reserve(part.worker_id, ref, part.cuda ? 0 : static_cast<int>(part.ranks.size()), DevicesOf(part));
+}
+
+void ReleasePart(WorkerRegistry& registry, const TrialPart& part, const protocol::AttemptRef& ref) {
+  registry.Release(part.worker_id, ref, part.cuda ? 0 : static_cast<int>(part.ranks.size()), DevicesOf(part));
+}
+
+protocol::AssignMessage AssignMessageOf(const TrialEntry& trial, const SweepEntry& sweep, const TrialPart& part,
+                                        const protocol::AttemptRef& ref, const std::string& store_address) {
+  const VariantInfo& variant = sweep.variants.at(trial.variant_key);
+  protocol::AssignMessage assign;
+  assign.attempt = ref;
+  assign.sweep_id = std::to_string(trial.sweep_id);
+  assign.variant_key = trial.variant_key;
+  assign.config = variant.config.Merged();
+  assign.ranks = part.ranks;
+  assign.world_size = variant.world_size;
+  assign.store_address = store_address;
+  assign.timeout_ms = sweep.timeout_ms;
+  return assign;
+}
+
+int PlacementHistory::Count(std::int64_t sweep_id, const std::string& variant_key,
+                            const std::string& worker_id) const {
+  auto it = counts_.find({sweep_id, variant_key, worker_id});
+  return it == counts_.end() ? 0 : it->second;
+}
+
+void PlacementHistory::Add(std::int64_t sweep_id, const std::string& variant_key, const std::string& worker_id) {
+  ++counts_[{sweep_id, variant_key, worker_id}];
+}
+
+void PlacementHistory::ForgetSweep(std::int64_t sweep_id) {
+  counts_.erase(counts_.lower_bound({sweep_id, std::string(), std::string()}),
+                counts_.lower_bound({sweep_id + 1, std::string(), std::string()}));
 }
 
 }  // namespace bakeoff::coordinator

@@ -7,7 +7,10 @@
 // executor, which owns it.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "coordinator/coordinator_views.h"
@@ -16,6 +19,7 @@
 #include "coordinator/trial_table.h"
 #include "coordinator/worker_registry.h"
 #include "metrics/store/store_records.h"
+#include "protocol/messages.h"
 
 namespace bakeoff::coordinator {
 
@@ -43,7 +47,26 @@ metrics::AttemptRecord AttemptRecordOf(std::int64_t trial_id, const TrialPlaceme
                                        const WorkerRegistry& registry);
 // The placement's ranks grouped per worker, in the order the workers first appear.
 std::vector<TrialPart> PartsOf(const TrialPlacement& placement);
-// Holds `part`'s CPU slots or CUDA devices on its worker for attempt `ref`.
+// Holds `part`'s CPU slots or CUDA devices on its worker for attempt `ref`; ReleasePart
+// gives them back.
 void ReservePart(WorkerRegistry& registry, const TrialPart& part, const protocol::AttemptRef& ref);
+void ReleasePart(WorkerRegistry& registry, const TrialPart& part, const protocol::AttemptRef& ref);
+// The `assign` frame that tells `part`'s worker to run its ranks of attempt `ref` of
+// `trial` (of `sweep`), whose rank 0 serves the rendezvous at `store_address`.
+protocol::AssignMessage AssignMessageOf(const TrialEntry& trial, const SweepEntry& sweep, const TrialPart& part,
+                                        const protocol::AttemptRef& ref, const std::string& store_address);
+
+// How many attempts of each sweep's variant each worker has been given this process: the
+// Scheduler spreads a variant's trials over the workers by it (Scheduler::HistoryFn).
+class PlacementHistory {
+ public:
+  int Count(std::int64_t sweep_id, const std::string& variant_key, const std::string& worker_id) const;
+  void Add(std::int64_t sweep_id, const std::string& variant_key, const std::string& worker_id);
+  void ForgetSweep(std::int64_t sweep_id);
+  void Clear() { counts_.clear(); }
+
+ private:
+  std::map<std::tuple<std::int64_t, std::string, std::string>, int> counts_;
+};
 
 }  // namespace bakeoff::coordinator

@@ -218,7 +218,7 @@ void SlurmProvisioner::OnQueue(Result<std::vector<SlurmQueueEntry>> queue) {
 void SlurmProvisioner::Decide() {
   const auto now = clock_.Now();
   const bool cuda = config_.gpus_per_node > 0;
-  CapacityView view = service_.Capacity(SlurmPolicy::kMaxLookahead);
+  CapacityView view = Capacity(service_.State(), SlurmPolicy::kMaxLookahead);
   std::vector<int> queued;
   for (const auto& t : view.queued) {
     if (t.cuda == cuda) queued.push_back(t.world_size);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include "coordinator/sweep_intake.h"
 
@@ -120,14 +121,18 @@ const TrialEntry* TrialTable::FindTrial(std::int64_t trial_id) const {
   return it == trials_.end() ? nullptr : &it->second;
 }
 
-TrialPart* TrialTable::CurrentPart(std::int64_t trial_id, int attempt, const std::string& worker_id) {
-  TrialEntry* trial = FindTrial(trial_id);
+const TrialPart* TrialTable::CurrentPart(std::int64_t trial_id, int attempt, const std::string& worker_id) const {
+  const TrialEntry* trial = FindTrial(trial_id);
   if (trial == nullptr || !trial->machine.IsCurrent(attempt)) return nullptr;
-  TrialPart* part = nullptr;
-  for (auto& p : trial->parts) {
+  const TrialPart* part = nullptr;
+  for (const auto& p : trial->parts) {
     if (p.worker_id == worker_id) part = &p;
   }
   return part;
+}
+
+TrialPart* TrialTable::CurrentPart(std::int64_t trial_id, int attempt, const std::string& worker_id) {
+  return const_cast<TrialPart*>(std::as_const(*this).CurrentPart(trial_id, attempt, worker_id));
 }
 
 std::vector<std::int64_t> TrialTable::RunningOn(const std::string& worker_id) const {
@@ -190,6 +195,44 @@ std::set<std::string> TrialTable::AwaitedWorkers() const {
     }
   }
   return workers;
+}
+
+std::optional<std::chrono::steady_clock::duration> TrialTable::MarkRunning(TrialEntry& trial, Clock::TimePoint now) {
+  trial.machine.MarkRunning(trial.machine.attempts_used());
+  if (!trial.queued_since) return std::nullopt;
+  const auto waited = now - *trial.queued_since;
+  trial.queued_since.reset();
+  return waited;
+}
+
+std::size_t TrialTable::AdvanceQueueCursor(std::int64_t sweep_id) {
+  SweepEntry& sweep = sweeps_.at(sweep_id);
+  // Trials before queued_from are not queued (assigned, running or finished; a requeue
+  // resets it).
+  while (sweep.queued_from < sweep.trial_order.size() &&
+         trials_.at(sweep.trial_order[sweep.queued_from]).machine.phase() != TrialState::kQueued) {
+    ++sweep.queued_from;
+  }
+  return sweep.queued_from;
+}
+
+TrialTable::Cancelling TrialTable::CancelSweep(SweepEntry& sweep) {
+  sweep.cancelled = true;
+  Cancelling cancelling;
+  for (std::int64_t tid : sweep.trial_order) {
+    TrialEntry& trial = trials_.at(tid);
+    if (trial.machine.phase() == TrialState::kQueued) {
+      trial.machine.Cancel();
+    } else if (trial.machine.phase() != TrialState::kFinished) {
+      trial.cancel_requested = true;
+      ++cancelling.stopping;
+      const protocol::AttemptRef ref{tid, trial.machine.attempts_used()};
+      for (const auto& p : trial.parts) {
+        if (!p.finished) cancelling.cancels.emplace_back(p.worker_id, ref);
+      }
+    }
+  }
+  return cancelling;
 }
 
 std::vector<TrialEntry*> TrialTable::QueuedTrialsOf(const SweepEntry& sweep, const std::string& variant_key) {

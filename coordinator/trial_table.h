@@ -53,6 +53,7 @@ class TrialTable {
   // The part on `worker_id` of trial `trial_id`'s attempt `attempt` while that attempt is
   // current; nullptr otherwise (stale, or not placed on that worker).
   TrialPart* CurrentPart(std::int64_t trial_id, int attempt, const std::string& worker_id);
+  const TrialPart* CurrentPart(std::int64_t trial_id, int attempt, const std::string& worker_id) const;
   // Trials whose current attempt has an unfinished part on `worker_id`.
   std::vector<std::int64_t> RunningOn(const std::string& worker_id) const;
   // Whether every trial of the sweep has finished; advances its finished prefix (finished
@@ -90,11 +91,26 @@ class TrialTable {
   // each deadline is taken off the list, and stale entries are dropped.
   std::vector<std::int64_t> TakeOverdue(Clock::TimePoint now);
 
-  // Unfinished sweeps and their trials, by id.
-  std::map<std::int64_t, TrialEntry>& trials() { return trials_; }
-  const std::map<std::int64_t, TrialEntry>& trials() const { return trials_; }
-  std::map<std::int64_t, SweepEntry>& sweeps() { return sweeps_; }
+  // Unfinished sweeps by id (read-only: the table's methods change them), a trial the
+  // table holds (REQUIRES: it does, e.g. one of a held sweep's trial_order), and how many.
   const std::map<std::int64_t, SweepEntry>& sweeps() const { return sweeps_; }
+  const TrialEntry& Trial(std::int64_t trial_id) const { return trials_.at(trial_id); }
+  std::size_t TrialCount() const { return trials_.size(); }
+  // Moves `sweep`'s queue cursor (queued_from) past the trials no longer queued and
+  // returns it: a long sweep's scan starts where its queue does.
+  std::size_t AdvanceQueueCursor(std::int64_t sweep_id);
+
+  // Cancels sweep `sweep_id`: its queued trials now (the caller has stored that), the
+  // others that still run are marked cancel_requested; `cancels` are the unfinished parts
+  // of those, to be told to stop. `stopping` counts the running trials.
+  struct Cancelling {
+    int stopping = 0;
+    std::vector<std::pair<std::string, protocol::AttemptRef>> cancels;  // (worker, attempt)
+  };
+  Cancelling CancelSweep(SweepEntry& sweep);
+  // Marks `trial`'s current attempt running (the caller has stored that); returns how
+  // long it waited from queued to running, once per queueing.
+  std::optional<std::chrono::steady_clock::duration> MarkRunning(TrialEntry& trial, Clock::TimePoint now);
   // Sets `trial`'s coordinator deadline for its current attempt (TakeOverdue finds it).
   void SetAttemptDeadline(TrialEntry& trial, Clock::TimePoint at);
 

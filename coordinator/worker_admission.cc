@@ -81,4 +81,24 @@ metrics::WorkerRecord WorkerRecordOf(const protocol::RegisterMessage& message, c
   return record;
 }
 
+protocol::RegisteredMessage RegisteredReply(const WorkerInfo& info, const CoordinatorConfig& config) {
+  protocol::RegisteredMessage reply;
+  reply.worker_id = info.id;
+  reply.heartbeat_interval_ms = config.heartbeat_interval.count();
+  reply.heartbeat_timeout_ms = config.heartbeat_timeout.count();
+  reply.worker_secret = info.secret;
+  return reply;
+}
+
+Status HoldAwaitedNames(const std::set<std::string>& awaited, metrics::ResultsStore& store,
+                        WorkerRegistry& registry, Clock::TimePoint until) {
+  if (awaited.empty()) return Status::Ok();
+  Result<std::vector<metrics::WorkerRecord>> stored = store.ListWorkers();
+  if (!stored.ok()) return stored.status().WithContext("reading the workers' secrets");
+  for (const auto& w : *stored) {
+    if (awaited.count(w.id)) registry.HoldName(w.id, w.secret_sha256, until);
+  }
+  return Status::Ok();
+}
+
 }  // namespace bakeoff::coordinator

@@ -7,12 +7,15 @@
 // Thread-safety: pure but for the log; call on the coordinator's executor (the registry).
 #pragma once
 
+#include <set>
 #include <string>
 #include <variant>
 
 #include "coordinator/coordinator_config.h"
 #include "coordinator/worker_registry.h"
+#include "metrics/store/results_store.h"
 #include "metrics/store/store_records.h"
+#include "protocol/clock.h"
 #include "protocol/messages.h"
 
 namespace bakeoff::coordinator {
@@ -23,8 +26,18 @@ std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
     const protocol::RegisterMessage& message, const CoordinatorConfig& config, const WorkerRegistry& registry,
     const std::string& peer_address);
 
+// The `registered` reply to an admitted worker: its id and secret, and the heartbeat
+// interval and timeout it keeps to.
+protocol::RegisteredMessage RegisteredReply(const WorkerInfo& info, const CoordinatorConfig& config);
+
 // The worker's row in the store: its resources, scrape URL, busy when it re-registers
 // with running attempts, and the SHA-256 of the secret it was given (never the secret).
 metrics::WorkerRecord WorkerRecordOf(const protocol::RegisterMessage& message, const WorkerInfo& info);
+
+// After a restart: every name in `awaited` (workers whose attempts await reclaim) is held
+// until `until` for the worker whose secret the store keeps (WorkerRegistry::HoldName),
+// so that no one else can reclaim, forge or lose those attempts by registering first.
+Status HoldAwaitedNames(const std::set<std::string>& awaited, metrics::ResultsStore& store,
+                        WorkerRegistry& registry, Clock::TimePoint until);
 
 }  // namespace bakeoff::coordinator

@@ -94,11 +94,11 @@ Result<VariantRecord> ReadVariantRow(const SqliteStatement& row, const SqliteCon
   return v;
 }
 
-Result<StepMetric> ReadStepMetricRow(const SqliteStatement& row, const SqliteConnection& db) {
-  StepMetric m;
-  BAKEOFF_RETURN_IF_ERROR(ReadColumns(row, db, m.trial_id, m.attempt, m.rank, m.step, m.phase,
-                                      m.step_s, m.tokens, m.loss, m.lr, m.peak_mem_bytes,
-                                      m.rss_bytes, m.comm_s, m.comm_bytes));
+Result<StepRecord> ReadStepMetricRow(const SqliteStatement& row, const SqliteConnection& db) {
+  StepRecord m;
+  protocol::StepRow& r = m.row;
+  BAKEOFF_RETURN_IF_ERROR(ReadColumns(row, db, m.trial_id, m.attempt, m.rank, r.step, m.phase, r.step_s, r.tokens,
+                                      r.loss, r.lr, r.peak_mem_bytes, r.rss_bytes, r.comm_s, r.comm_bytes));
   return m;
 }
 
@@ -300,7 +300,7 @@ Result<std::vector<AttemptRecord>> ResultsReader::ListAttempts(int64_t trial_id)
                   ReadAttemptRow, trial_id);
 }
 
-Result<std::vector<StepMetric>> ResultsReader::ReadStepMetrics(int64_t trial_id,
+Result<std::vector<StepRecord>> ResultsReader::ReadStepMetrics(int64_t trial_id,
                                                                std::optional<int64_t> attempt,
                                                                std::optional<int64_t> rank) {
   return QueryAll(

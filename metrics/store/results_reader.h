@@ -97,7 +97,7 @@ class ResultsReader {
   // --- Steps and events -------------------------------------------------------------
   // Step metrics of one attempt (default: the trial's current attempt), ordered by
   // rank, phase (warmup first) and step; `rank` filters when given.
-  Result<std::vector<StepMetric>> ReadStepMetrics(int64_t trial_id,
+  Result<std::vector<StepRecord>> ReadStepMetrics(int64_t trial_id,
                                                   std::optional<int64_t> attempt = std::nullopt,
                                                   std::optional<int64_t> rank = std::nullopt);
   // The measured steps of every trial of the sweep (current attempts), per trial in step

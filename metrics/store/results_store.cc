@@ -124,18 +124,16 @@ Status InsertCurrent(SqliteConnection& db, CurrentAttemptCache& current, const s
 
 // Single steps as blocks: a new block wherever the rank, phase or attempt changes or the
 // step does not increase.
-std::vector<StepBlockRecord> StepsAsBlocks(const std::vector<StepMetric>& steps) {
+std::vector<StepBlockRecord> StepsAsBlocks(const std::vector<StepRecord>& steps) {
   std::vector<StepBlockRecord> blocks;
-  for (const StepMetric& step : steps) {
+  for (const StepRecord& step : steps) {
     StepBlockRecord* last = blocks.empty() ? nullptr : &blocks.back();
     if (last == nullptr || last->trial_id != step.trial_id || last->attempt != step.attempt ||
-        last->rank != step.rank || last->phase != step.phase || last->rows.back().step >= step.step) {
+        last->rank != step.rank || last->phase != step.phase || last->rows.back().step >= step.row.step) {
       blocks.push_back(StepBlockRecord{step.trial_id, step.attempt, step.rank, step.phase, {}});
       last = &blocks.back();
     }
-    last->rows.push_back(protocol::StepRow{step.step, step.step_s, step.tokens, step.loss, step.lr,
-                                           step.peak_mem_bytes, step.rss_bytes, step.comm_s,
-                                           step.comm_bytes});
+    last->rows.push_back(step.row);
   }
   return blocks;
 }
@@ -213,10 +211,10 @@ Status InsertStepBlock(SqliteConnection& db, const StepBlockRecord& block, Batch
 }
 
 Status ValidateBatch(const MetricsBatch& batch) {
-  for (const StepMetric& step : batch.steps) {
+  for (const StepRecord& step : batch.steps) {
     if (step.phase != "warmup" && step.phase != "measure") {
       return Status::InvalidArgument("step metric of trial " + std::to_string(step.trial_id) +
-                                     " step " + std::to_string(step.step) + " has phase '" +
+                                     " step " + std::to_string(step.row.step) + " has phase '" +
                                      step.phase + "'; expected warmup or measure");
     }
   }
@@ -865,7 +863,7 @@ Result<BatchResult> ResultsStore::AppendBatch(const MetricsBatch& batch) {
   return result;
 }
 
-Result<BatchResult> ResultsStore::AppendStepMetrics(const std::vector<StepMetric>& steps) {
+Result<BatchResult> ResultsStore::AppendStepMetrics(const std::vector<StepRecord>& steps) {
   MetricsBatch batch;
   batch.steps = steps;
   return AppendBatch(batch);
@@ -927,7 +925,7 @@ Result<TrialRecord> ResultsStore::GetTrial(int64_t trial_id) {
 Result<std::vector<AttemptRecord>> ResultsStore::ListAttempts(int64_t trial_id) {
   return Locked([&](ResultsReader& r) { return r.ListAttempts(trial_id); });
 }
-Result<std::vector<StepMetric>> ResultsStore::ReadStepMetrics(int64_t trial_id,
+Result<std::vector<StepRecord>> ResultsStore::ReadStepMetrics(int64_t trial_id,
                                                               std::optional<int64_t> attempt,
                                                               std::optional<int64_t> rank) {
   return Locked([&](ResultsReader& r) { return r.ReadStepMetrics(trial_id, attempt, rank); });

@@ -116,7 +116,7 @@ struct MetricsBatch {
   std::vector<StepBlockRecord> step_blocks;
   // Single steps, stored as blocks of consecutive rows of one rank and phase (a caller
   // with blocks at hand passes step_blocks).
-  std::vector<StepMetric> steps;
+  std::vector<StepRecord> steps;
   std::vector<SummaryRecord> summaries;
   std::vector<EventRecord> events;
 };
@@ -230,7 +230,7 @@ class ResultsStore {
   // refused and counted, redelivered rows are counted as duplicates. A summary for the
   // same (trial, attempt, rank) replaces nothing: the first one stays.
   Result<BatchResult> AppendBatch(const MetricsBatch& batch);
-  Result<BatchResult> AppendStepMetrics(const std::vector<StepMetric>& steps);
+  Result<BatchResult> AppendStepMetrics(const std::vector<StepRecord>& steps);
   Result<BatchResult> AppendEvents(const std::vector<EventRecord>& events);
   // The summary read through ReadSummaryRecord first (InvalidArgument when mistyped).
   Result<BatchResult> RecordSummary(const TrialSummary& summary);
@@ -249,7 +249,7 @@ class ResultsStore {
   Result<std::vector<TrialResult>> ListTrialResults(int64_t sweep_id);
   Result<TrialRecord> GetTrial(int64_t trial_id);
   Result<std::vector<AttemptRecord>> ListAttempts(int64_t trial_id);
-  Result<std::vector<StepMetric>> ReadStepMetrics(int64_t trial_id,
+  Result<std::vector<StepRecord>> ReadStepMetrics(int64_t trial_id,
                                                   std::optional<int64_t> attempt = std::nullopt,
                                                   std::optional<int64_t> rank = std::nullopt);
   Result<std::vector<LiveTrialFigures>> LiveFigures(int64_t sweep_id);

@@ -149,21 +149,15 @@ struct WorkerRecord {
   std::string secret_sha256;
 };
 
-// One `step` event of docs/trainer.md. Missing values are nullopt (stored as NULL).
-struct StepMetric {
+// One step of one rank, a row of the step_metrics view (docs/schema.md): whose it is, its
+// phase, and the row of its `step` event (docs/trainer.md; missing values are nullopt,
+// stored as NULL, and so is a non-finite loss).
+struct StepRecord {
   int64_t trial_id = 0;
   int64_t attempt = 0;
   int64_t rank = 0;
-  int64_t step = 0;
   std::string phase = "measure";  // "warmup" | "measure"
-  double step_s = 0;
-  std::optional<int64_t> tokens;
-  std::optional<double> loss;  // a non-finite loss is stored as NULL
-  std::optional<double> lr;
-  std::optional<int64_t> peak_mem_bytes;
-  std::optional<int64_t> rss_bytes;
-  std::optional<double> comm_s;
-  std::optional<int64_t> comm_bytes;
+  protocol::StepRow row;
 };
 
 // Consecutive steps of one rank and phase, in strictly increasing step order: one row of

@@ -153,7 +153,7 @@ TEST_F(CoordinatorMetricsTest, ServiceDiscoveryListsLiveWorkersWithMetricsEndpoi
   Register("w2", 0);                // serves no /metrics
   Register("w3", 9103, "192.168.7.3");  // a separate metrics address
   Register("w4", 9104, "fd00::4");
-  json sd = service_->ServiceDiscoveryJson();
+  json sd = ServiceDiscoveryJson(service_->State());
   ASSERT_EQ(sd.size(), 3u) << sd.dump();
   std::map<std::string, std::string> targets;
   for (const auto& group : sd) {
@@ -169,7 +169,7 @@ TEST_F(CoordinatorMetricsTest, ServiceDiscoveryListsLiveWorkersWithMetricsEndpoi
   clock_.Advance(1500ms);
   for (const auto& name : {"w1", "w3"}) Frame(name, protocol::ToJson(protocol::HeartbeatMessage{}));
   service_->Tick();
-  sd = service_->ServiceDiscoveryJson();
+  sd = ServiceDiscoveryJson(service_->State());
   ASSERT_EQ(sd.size(), 2u) << sd.dump();
   for (const auto& group : sd) EXPECT_NE(group["labels"]["worker"], "w4");
 }

@@ -377,7 +377,7 @@ TEST_F(CoordinatorServiceTest, LiveTrialCountsAgreeWithTheStoresCounts) {
   auto expect_same = [&](std::int64_t sweep_id, const char* when) {
     auto stored = store_->GetSweep(sweep_id);
     ASSERT_TRUE(stored.ok());
-    auto live = service_->LiveTrialCounts(sweep_id);
+    auto live = service_->State().table.LiveCounts(sweep_id);
     ASSERT_TRUE(live.has_value()) << when;
     EXPECT_EQ(live->queued, stored->counts.queued) << when;
     EXPECT_EQ(live->assigned, stored->counts.assigned) << when;
@@ -396,16 +396,16 @@ TEST_F(CoordinatorServiceTest, LiveTrialCountsAgreeWithTheStoresCounts) {
   ASSERT_EQ(a1.size(), 1u);
   ASSERT_EQ(a2.size(), 1u);
   expect_same(sweep_id, "two assigned, four queued");
-  ASSERT_TRUE(service_->LiveTrialCounts(sweep_id).has_value());
-  EXPECT_EQ(service_->LiveTrialCounts(sweep_id)->assigned, 2);
-  EXPECT_EQ(service_->LiveTrialCounts(sweep_id)->queued, 4);
+  ASSERT_TRUE(service_->State().table.LiveCounts(sweep_id).has_value());
+  EXPECT_EQ(service_->State().table.LiveCounts(sweep_id)->assigned, 2);
+  EXPECT_EQ(service_->State().table.LiveCounts(sweep_id)->queued, 4);
   Succeed("w1", a1[0], 1);
   expect_same(sweep_id, "one succeeded, the next assigned");
   Succeed("w2", a2[0], 1, 0, "failed", "the trainer crashed");
   expect_same(sweep_id, "one failed");
-  ASSERT_TRUE(service_->LiveTrialCounts(sweep_id).has_value());
-  EXPECT_EQ(service_->LiveTrialCounts(sweep_id)->succeeded, 1);
-  EXPECT_EQ(service_->LiveTrialCounts(sweep_id)->finished, 2);
+  ASSERT_TRUE(service_->State().table.LiveCounts(sweep_id).has_value());
+  EXPECT_EQ(service_->State().table.LiveCounts(sweep_id)->succeeded, 1);
+  EXPECT_EQ(service_->State().table.LiveCounts(sweep_id)->finished, 2);
 }
 
 // Events arrive as JSON in a frame and are read into their types once: one that does
@@ -431,10 +431,10 @@ TEST_F(CoordinatorServiceTest, AnUnreadableEventIsDroppedAndTheRestOfItsFrameSto
 
   auto steps = store_->ReadStepMetrics(ref.trial_id).value();
   ASSERT_EQ(steps.size(), 1u) << "the mistyped step is dropped";
-  EXPECT_EQ(steps[0].step, 1);
+  EXPECT_EQ(steps[0].row.step, 1);
   EXPECT_EQ(steps[0].phase, "warmup");
-  EXPECT_EQ(steps[0].step_s, 0.25);
-  EXPECT_EQ(steps[0].tokens, 16);
+  EXPECT_EQ(steps[0].row.step_s, 0.25);
+  EXPECT_EQ(steps[0].row.tokens, 16);
   auto stored = store_->ReadEvents(ref.trial_id).value();
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_EQ(stored[0].kind, "started");
@@ -469,7 +469,7 @@ TEST_F(CoordinatorServiceTest, AStepOfAnUnknownPhaseDoesNotHoldItsFrameBack) {
   EXPECT_EQ(acks.back()["outbox_seq"], 1);
   auto steps = store_->ReadStepMetrics(ref.trial_id).value();
   ASSERT_EQ(steps.size(), 1u);
-  EXPECT_EQ(steps[0].step, 1);
+  EXPECT_EQ(steps[0].row.step, 1);
 }
 
 // Steps in blocks (protocol 2): stored once a row per step; a block sent again is kept
@@ -503,11 +503,11 @@ TEST_F(CoordinatorServiceTest, StepBlocksAreStoredOnceAndABadBlockIsDroppedAlone
   auto steps = store_->ReadStepMetrics(ref.trial_id).value();
   ASSERT_EQ(steps.size(), 5u) << "steps 0-4 once each; not the bad block's 5-6, nor the other attempt's";
   for (int s = 0; s < 5; ++s) {
-    EXPECT_EQ(steps[s].step, s);
-    EXPECT_DOUBLE_EQ(steps[s].step_s, 0.1 * (s + 1));
-    EXPECT_EQ(steps[s].tokens, 64);
-    EXPECT_DOUBLE_EQ(*steps[s].loss, 5.0 - s);
-    EXPECT_FALSE(steps[s].lr.has_value());
+    EXPECT_EQ(steps[s].row.step, s);
+    EXPECT_DOUBLE_EQ(steps[s].row.step_s, 0.1 * (s + 1));
+    EXPECT_EQ(steps[s].row.tokens, 64);
+    EXPECT_DOUBLE_EQ(*steps[s].row.loss, 5.0 - s);
+    EXPECT_FALSE(steps[s].row.lr.has_value());
   }
 }
 
@@ -904,10 +904,10 @@ TEST_F(CoordinatorServiceTest, ATrialNoLiveWorkerCanPlaceSaysWhyItWaits) {
   yaml.replace(yaml.find("world_size: {value: 1}"), 22, "world_size: {value: 2}");
   const auto sweep_id = Submit(yaml);
   EXPECT_TRUE(w1->Take("assign").empty());
-  const std::string reason = service_->WaitingReason(sweep_id);
+  const std::string reason = WaitingReason(service_->State(), sweep_id);
   EXPECT_NE(reason.find("needs 2 CPU slots and the 1 live worker offer 1 in all"), std::string::npos) << reason;
   auto w2 = Register("w2");
-  EXPECT_EQ(service_->WaitingReason(sweep_id), "") << "two one-slot workers can place it";
+  EXPECT_EQ(WaitingReason(service_->State(), sweep_id), "") << "two one-slot workers can place it";
   EXPECT_FALSE(w1->Take("assign").empty());
 }
 
@@ -931,13 +931,13 @@ TEST_F(CoordinatorServiceTest, ATrialNamingAGpuTypeNoLiveWorkerHasSaysWhyAndWait
   yaml += "resources: {device: cuda, gpu_type: A100}\n";
   const auto sweep_id = Submit(yaml);
   EXPECT_TRUE(h100->Take("assign").empty()) << "an H100 took a trial that asked for an A100";
-  const std::string reason = service_->WaitingReason(sweep_id);
+  const std::string reason = WaitingReason(service_->State(), sweep_id);
   EXPECT_NE(reason.find("needs 1 A100 CUDA device and the 1 live worker offer 0 in all (they have NVIDIA H100 80GB "
                         "HBM3 x1)"),
             std::string::npos)
       << reason;
   auto a100 = register_gpu("a", "NVIDIA A100-SXM4-80GB");
-  EXPECT_EQ(service_->WaitingReason(sweep_id), "");
+  EXPECT_EQ(WaitingReason(service_->State(), sweep_id), "");
   EXPECT_FALSE(a100->Take("assign").empty());
   EXPECT_TRUE(h100->Take("assign").empty());
 }
@@ -1728,7 +1728,7 @@ TEST_F(AdaptiveRepeatsTest, AVariantRunsOnWhileAComparisonTheAnswerReportsWithIt
   // micro_batch comparisons stopped, and each of their variants is in a seed one.
   Register("w1");
   const auto sweep_id = Submit(kTwoAxisAdaptiveSweep);
-  EXPECT_EQ(service_->AnsweredComparisons(sweep_id), std::make_optional(std::make_pair(0, 4)));
+  EXPECT_EQ(AnsweredComparisons(service_->State(), sweep_id), std::make_optional(std::make_pair(0, 4)));
   RunAll(sweep_id);
   EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kFinished);
   auto by_variant = ByVariant(sweep_id);
@@ -1759,7 +1759,7 @@ TEST_F(AdaptiveRepeatsTest, ARestartedCoordinatorKeepsTheAnswersComparisonsFromT
   ASSERT_NO_FATAL_FAILURE(RestartService());
   // The two micro_batch comparisons (2x) have stopped; the two seed ones (A/A) run on:
   // what `status`, the API and the progress line show as "answered 2/4".
-  EXPECT_EQ(service_->AnsweredComparisons(sweep_id), std::make_optional(std::make_pair(2, 4)));
+  EXPECT_EQ(AnsweredComparisons(service_->State(), sweep_id), std::make_optional(std::make_pair(2, 4)));
   for (const auto& [key, list] : ByVariant(sweep_id)) {
     for (const auto& t : list) {
       if (t.repeat < 3) continue;

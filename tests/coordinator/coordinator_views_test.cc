@@ -37,7 +37,11 @@ class CoordinatorViewsTest : public ::testing::Test {
     table_.AddSubmitted(sweep, ids, news, 1, clock_.Now());
   }
   std::string Waiting() {
-    return WaitingReason(*table_.FindSweep(1), table_, registry_, connected_, /*slurm_on=*/false, "");
+    return WaitingReason(State(), 1);
+  }
+
+  CoordinatorState State(std::string capacity_note = "") {
+    return CoordinatorState{table_, registry_, connected_, clock_.Now(), /*slurm_on=*/false, std::move(capacity_note)};
   }
 
   FakeClock clock_;
@@ -59,7 +63,7 @@ TEST_F(CoordinatorViewsTest, AWaitingSweepSaysWhenNoLiveWorkerCanEverHoldItsNext
   connected_ = [](const std::string& id) { return id != "c"; };
   EXPECT_NE(Waiting().find("offer 3 in all"), std::string::npos) << Waiting();
   // While a provider obtains capacity, only its note is said.
-  EXPECT_EQ(WaitingReason(*table_.FindSweep(1), table_, registry_, connected_, false, "waiting for Slurm: job 7"),
+  EXPECT_EQ(WaitingReason(State("waiting for Slurm: job 7"), 1),
             "waiting for Slurm: job 7");
 }
 
@@ -77,7 +81,7 @@ TEST_F(CoordinatorViewsTest, CapacityListsQueuedTrialsUpToTheLookaheadAndLiveWor
   AddSweep(2, 3);
   registry_.Register(Reg("a", 2));
   connected_ = [](const std::string&) { return false; };
-  CapacityView view = Capacity(table_, registry_, connected_, /*max_queued=*/2);
+  CapacityView view = Capacity(State(), /*max_queued=*/2);
   ASSERT_EQ(view.queued.size(), 2u);
   EXPECT_EQ(view.queued[0].world_size, 2);
   ASSERT_EQ(view.workers.size(), 1u);

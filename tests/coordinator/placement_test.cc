@@ -67,5 +67,50 @@ TEST(PlacementTest, APlacementBecomesOnePartPerWorkerAndTheStoredAttempt) {
   EXPECT_FALSE(record.simulated);
 }
 
+TEST(PlacementTest, AReleasedPartGivesBackWhatItsReservationHeldAndTheAssignFrameCarriesThePart) {
+  FakeClock clock;
+  WorkerRegistry registry(clock, 1000ms);
+  registry.Register(Reg("a", 2));
+  const TrialPart part{"a", {protocol::RankSlot{0, 0, {}}, protocol::RankSlot{1, 1, {}}}};
+  const protocol::AttemptRef ref{5, 2};
+  ReservePart(registry, part, ref);
+  EXPECT_EQ(registry.Find("a")->free_cpu_slots(), 0);
+  ReleasePart(registry, part, ref);
+  EXPECT_EQ(registry.Find("a")->free_cpu_slots(), 2);
+  EXPECT_TRUE(registry.Find("a")->attempts.empty());
+
+  SweepEntry sweep;
+  sweep.timeout_ms = 60000;
+  VariantInfo variant;
+  variant.world_size = 2;
+  sweep.variants["v"] = variant;
+  TrialEntry trial;
+  trial.sweep_id = 3;
+  trial.variant_key = "v";
+  protocol::AssignMessage assign = AssignMessageOf(trial, sweep, part, ref, "a.host:29500");
+  EXPECT_EQ(assign.attempt, ref);
+  EXPECT_EQ(assign.sweep_id, "3");
+  EXPECT_EQ(assign.world_size, 2);
+  EXPECT_EQ(assign.ranks.size(), 2u);
+  EXPECT_EQ(assign.store_address, "a.host:29500");
+  EXPECT_EQ(assign.timeout_ms, 60000);
+}
+
+TEST(PlacementTest, ThePlacementHistoryCountsPerSweepVariantAndWorkerAndForgetsOneSweepWhole) {
+  PlacementHistory history;
+  history.Add(1, "v", "a");
+  history.Add(1, "v", "a");
+  history.Add(1, "w", "a");
+  history.Add(2, "v", "a");
+  EXPECT_EQ(history.Count(1, "v", "a"), 2);
+  EXPECT_EQ(history.Count(1, "v", "b"), 0);
+  history.ForgetSweep(1);
+  EXPECT_EQ(history.Count(1, "v", "a"), 0);
+  EXPECT_EQ(history.Count(1, "w", "a"), 0);
+  EXPECT_EQ(history.Count(2, "v", "a"), 1) << "other sweeps keep theirs";
+  history.Clear();
+  EXPECT_EQ(history.Count(2, "v", "a"), 0);
+}
+
 }  // namespace
 }  // namespace bakeoff::coordinator

@@ -121,7 +121,7 @@ class SlurmProvisionerTest : public ::testing::Test {
   // Every worker reports each attempt it runs finished with `outcome`.
   void FinishAll(const std::string& outcome) {
     std::int64_t seq = 0;
-    for (const auto& w : service_->WorkersJson()) {
+    for (const auto& w : WorkersJson(service_->State())) {
       for (const auto& a : w["running"]) {
         const json done = testing::FinishedFrame({a["trial_id"], a["attempt"]}, outcome, ++seq);
         service_->OnFrame(w["id"], links_[w["id"]].get(), done);
@@ -159,8 +159,8 @@ TEST_F(SlurmProvisionerTest, QueuedTrialsGetOneJobEachAndTheSweepSaysItWaitsForT
   EXPECT_TRUE(has("--nodes=1"));
   EXPECT_TRUE(has("--cpus-per-task=2"));
   EXPECT_TRUE(has("--signal=USR1@120"));
-  EXPECT_NE(service_->WaitingReason(sweep).find("job 101 (1 node, "), std::string::npos)
-      << service_->WaitingReason(sweep);
+  EXPECT_NE(WaitingReason(service_->State(), sweep).find("job 101 (1 node, "), std::string::npos)
+      << WaitingReason(service_->State(), sweep);
   // The next round counts the pending jobs as capacity: no more submissions.
   Round();
   EXPECT_EQ(client_->submits.size(), 2u);
@@ -198,15 +198,15 @@ TEST_F(SlurmProvisionerTest, FailedSbatchIsTheWaitingReasonAndTheNextTryWaitsABa
   const auto sweep = Submit();
   Round();
   ASSERT_EQ(client_->submits.size(), 1u);  // the first failure stops this round's submissions
-  EXPECT_NE(service_->WaitingReason(sweep).find("invalid account"), std::string::npos)
-      << service_->WaitingReason(sweep);
+  EXPECT_NE(WaitingReason(service_->State(), sweep).find("invalid account"), std::string::npos)
+      << WaitingReason(service_->State(), sweep);
   Round();
   EXPECT_EQ(client_->submits.size(), 1u);  // within the back-off
   clock_.Advance(13s);                     // past 10 s (poll interval) +20% jitter
   client_->submit_error.clear();
   Round();
   EXPECT_EQ(client_->submits.size(), 3u);
-  EXPECT_EQ(service_->WaitingReason(sweep).find("sbatch failed"), std::string::npos);
+  EXPECT_EQ(WaitingReason(service_->State(), sweep).find("sbatch failed"), std::string::npos);
 }
 
 TEST_F(SlurmProvisionerTest, FailingSqueueSubmitsAndCancelsNothing) {
@@ -214,7 +214,7 @@ TEST_F(SlurmProvisionerTest, FailingSqueueSubmitsAndCancelsNothing) {
   const auto sweep = Submit();
   Round();
   EXPECT_TRUE(client_->submits.empty());
-  EXPECT_NE(service_->WaitingReason(sweep).find("Unable to contact slurm controller"), std::string::npos);
+  EXPECT_NE(WaitingReason(service_->State(), sweep).find("Unable to contact slurm controller"), std::string::npos);
 }
 
 TEST_F(SlurmProvisionerTest, BatchScriptRunsOneWorkerPerNodeWithTheTokenFileNotTheToken) {

@@ -79,5 +79,37 @@ TEST(TrialTableTest, DeadlinesAreTakenOnceWhenTheyPassAndStaleOnesAreDropped) {
   EXPECT_EQ(table.TakeOverdue(t0 + std::chrono::seconds(30)), std::vector<std::int64_t>{2});
 }
 
+TEST(TrialTableTest, CancellingASweepCancelsItsQueuedTrialsAndNamesThePartsOfTheRunningOnesToStop) {
+  TrialTable table = RunningOnW();
+  table.FindTrial(1)->parts[0].finished = true;  // trial 1's only part has ended; it still runs until reported
+  TrialTable::Cancelling cancelling = table.CancelSweep(*table.FindSweep(1));
+  EXPECT_TRUE(table.FindSweep(1)->cancelled);
+  EXPECT_EQ(table.FindTrial(3)->machine.phase(), TrialState::kFinished) << "the queued trial is cancelled now";
+  EXPECT_TRUE(table.FindTrial(1)->cancel_requested);
+  EXPECT_TRUE(table.FindTrial(2)->cancel_requested);
+  EXPECT_EQ(cancelling.stopping, 2);
+  ASSERT_EQ(cancelling.cancels.size(), 2u) << "trial 2's two parts; trial 1's part has ended";
+  EXPECT_EQ(cancelling.cancels[0].first, "w");
+  EXPECT_EQ(cancelling.cancels[1].first, "x");
+  EXPECT_EQ(cancelling.cancels[1].second, (protocol::AttemptRef{2, 1}));
+}
+
+TEST(TrialTableTest, TheQueueCursorSkipsTrialsNoLongerQueuedAndRunningTrialsReportTheirWaitOnce) {
+  TrialTable table = RunningOnW();  // trials 1 and 2 assigned, 3 queued
+  EXPECT_EQ(table.AdvanceQueueCursor(1), 2u);
+  EXPECT_EQ(table.FindSweep(1)->queued_from, 2u);
+  EXPECT_EQ(table.Trial(3).variant_key, "a");
+  EXPECT_EQ(table.TrialCount(), 3u);
+
+  TrialEntry& trial = *table.FindTrial(1);
+  trial.queued_since = Clock::TimePoint{} + std::chrono::seconds(1);
+  auto waited = table.MarkRunning(trial, Clock::TimePoint{} + std::chrono::seconds(4));
+  ASSERT_TRUE(waited.has_value());
+  EXPECT_EQ(*waited, std::chrono::seconds(3));
+  EXPECT_EQ(trial.machine.phase(), TrialState::kRunning);
+  EXPECT_FALSE(table.MarkRunning(trial, Clock::TimePoint{} + std::chrono::seconds(5)).has_value())
+      << "the wait is counted once per queueing";
+}
+
 }  // namespace
 }  // namespace bakeoff::coordinator

@@ -78,13 +78,13 @@ void SeedFinishedSweep(const std::string& db, const std::string& name, int varia
     ASSERT_TRUE(store.MarkRunning(trial_id, assigned->attempt).ok());
     metrics::MetricsBatch batch;
     for (int step = 1; step <= steps; ++step) {
-      metrics::StepMetric m;
+      metrics::StepRecord m;
       m.trial_id = trial_id;
       m.attempt = assigned->attempt;
-      m.step = step;
+      m.row.step = step;
       m.phase = "measure";
-      m.step_s = 0.1 * (1 + 0.01 * (step % 7)) * (1 + 0.001 * static_cast<double>(trial_id % 13));
-      m.loss = 2.0 - 0.001 * step;
+      m.row.step_s = 0.1 * (1 + 0.01 * (step % 7)) * (1 + 0.001 * static_cast<double>(trial_id % 13));
+      m.row.loss = 2.0 - 0.001 * step;
       batch.steps.push_back(m);
     }
     batch.summaries.push_back(

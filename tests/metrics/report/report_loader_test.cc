@@ -53,11 +53,11 @@ TEST_F(ReportLoaderTest, ReadsSummariesStepsWorkersAndOnlyTheCurrentAttempt) {
   // Trial 0: lost on w-2 once (its metrics must not count), then succeeded on w-1.
   int64_t first = trials->at(0).id;
   int64_t lost_attempt = Assign(first, 0, "w-2");
-  StepMetric stale;
+  StepRecord stale;
   stale.trial_id = first;
   stale.attempt = lost_attempt;
-  stale.step = 1;
-  stale.step_s = 99;
+  stale.row.step = 1;
+  stale.row.step_s = 99;
   ASSERT_TRUE(store_->AppendStepMetrics({stale}).ok());
   ASSERT_TRUE(store_->RequeueTrial(first, lost_attempt, Outcome::kLost, "worker lost").ok());
   {
@@ -65,13 +65,13 @@ TEST_F(ReportLoaderTest, ReadsSummariesStepsWorkersAndOnlyTheCurrentAttempt) {
     MetricsBatch batch;
     for (int step = 1; step <= 3; ++step) {
       for (int rank = 0; rank < 2; ++rank) {
-        StepMetric m;
+        StepRecord m;
         m.trial_id = first;
         m.attempt = attempt;
         m.rank = rank;
-        m.step = step;
-        m.step_s = rank == 0 ? 0.1 : 0.12;
-        if (rank == 0) m.loss = 3.0 - step * 0.1;
+        m.row.step = step;
+        m.row.step_s = rank == 0 ? 0.1 : 0.12;
+        if (rank == 0) m.row.loss = 3.0 - step * 0.1;
         batch.steps.push_back(m);
       }
     }

@@ -106,21 +106,21 @@ class ReportStoreFixture : public ::testing::Test {
     int64_t attempt = Assign(trial_id, 0, worker);
     MetricsBatch batch;
     for (int rank = 0; rank < 2; ++rank) {
-      StepMetric warm;
+      StepRecord warm;
       warm.trial_id = trial_id;
       warm.attempt = attempt;
       warm.rank = rank;
-      warm.step = 0;
+      warm.row.step = 0;
       warm.phase = "warmup";
-      warm.step_s = 5.0;
-      warm.loss = 9.0;
+      warm.row.step_s = 5.0;
+      warm.row.loss = 9.0;
       batch.steps.push_back(warm);
       for (int step = 1; step <= 6; ++step) {
-        StepMetric m = warm;
+        StepRecord m = warm;
         m.phase = "measure";
-        m.step = step;
-        m.step_s = step_s * (1 + 0.01 * (step % 3)) + (rank == 1 ? 0.001 : 0.0);
-        m.loss = rank == 0 ? std::optional<double>(2.0 - 0.05 * step) : std::nullopt;
+        m.row.step = step;
+        m.row.step_s = step_s * (1 + 0.01 * (step % 3)) + (rank == 1 ? 0.001 : 0.0);
+        m.row.loss = rank == 0 ? std::optional<double>(2.0 - 0.05 * step) : std::nullopt;
         batch.steps.push_back(m);
       }
       TrialSummary summary;

@@ -29,7 +29,7 @@ class QueryCommandTest : public ::testing::Test {
     ASSERT_TRUE(created.ok());
     trial_ = created->trial_ids[0];
     ASSERT_TRUE((*store)->AssignTrial(trial_, 0, Placement("w1", "node-a"))->applied);
-    std::vector<StepMetric> steps;
+    std::vector<StepRecord> steps;
     for (int step = 0; step < 5; ++step) steps.push_back(Step(trial_, 1, 0, step));
     ASSERT_TRUE((*store)->AppendStepMetrics(steps).ok());
     ASSERT_TRUE((*store)->FinishTrial(trial_, 1, Outcome::kOom, "CUDA out of memory, \"tried\" 2 GiB")->applied);

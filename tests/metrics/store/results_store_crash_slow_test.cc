@@ -57,7 +57,7 @@ void Report(int fd, int64_t value) {
   if (!trials.ok()) ::_exit(2);
   int64_t writer_trial = trials->front().id;  // assigned by the parent, attempt 1
   for (int64_t batch = first_batch;; ++batch) {
-    std::vector<StepMetric> steps;
+    std::vector<StepRecord> steps;
     steps.reserve(kRowsPerBatch);
     for (int i = 0; i < kRowsPerBatch; ++i) {
       steps.push_back(Step(writer_trial, 1, 0, batch * kRowsPerBatch + i));

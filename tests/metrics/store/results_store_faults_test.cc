@@ -173,8 +173,8 @@ class ResultsStoreFaultTest : public ::testing::Test {
     return OpenAndStart(options);
   }
 
-  static std::vector<StepMetric> Batch(int64_t trial, int batch, int rows) {
-    std::vector<StepMetric> steps;
+  static std::vector<StepRecord> Batch(int64_t trial, int batch, int rows) {
+    std::vector<StepRecord> steps;
     for (int i = 0; i < rows; ++i) steps.push_back(Step(trial, 1, 0, batch * rows + i));
     return steps;
   }
@@ -214,7 +214,7 @@ TEST_F(ResultsStoreFaultTest, FullDatabaseRefusesWritesAndKeepsCommittedRows) {
 
   // Every committed batch is intact, through the store and through another connection.
   EXPECT_EQ(CountSteps(), committed * 200);
-  Result<std::vector<StepMetric>> read = store->ReadStepMetrics(trial);
+  Result<std::vector<StepRecord>> read = store->ReadStepMetrics(trial);
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(static_cast<int>(read->size()), committed * 200);
   Result<TrialRecord> stored = store->GetTrial(trial);
@@ -260,7 +260,7 @@ TEST_P(ResultsStoreDiskFaultTest, FailingDiskMakesStoreUnhealthyAndKeepsCommitte
   EXPECT_FALSE(store->healthy());
 
   // Reads work meanwhile and see exactly what was committed before the fault.
-  Result<std::vector<StepMetric>> read = store->ReadStepMetrics(trial);
+  Result<std::vector<StepRecord>> read = store->ReadStepMetrics(trial);
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(read->size(), 50u);
   Result<TrialRecord> stored = store->GetTrial(trial);

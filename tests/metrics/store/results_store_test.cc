@@ -185,15 +185,15 @@ TEST_F(ResultsStoreTest, MigratesVersionOneDatabaseKeepingItsRows) {
   EXPECT_EQ(QueryValue("SELECT typeof(step_s) || ' ' || typeof(tokens) || ' ' || typeof(lr) FROM step_metrics "
                        "WHERE rank = 0 AND phase = 'measure' AND step = 1"),
             "real integer real");
-  Result<std::vector<StepMetric>> steps = store->ReadStepMetrics(70, 1, 0);
+  Result<std::vector<StepRecord>> steps = store->ReadStepMetrics(70, 1, 0);
   ASSERT_TRUE(steps.ok()) << steps.status().ToString();
   ASSERT_EQ(steps->size(), 3u);
   EXPECT_EQ((*steps)[0].phase, "warmup");
-  EXPECT_EQ((*steps)[2].step, 1);
-  EXPECT_DOUBLE_EQ((*steps)[2].step_s, 1.0);
-  EXPECT_EQ((*steps)[2].tokens, 256);
-  EXPECT_EQ((*steps)[2].comm_bytes, 4096);
-  EXPECT_DOUBLE_EQ(*(*steps)[2].lr, 0.0001);
+  EXPECT_EQ((*steps)[2].row.step, 1);
+  EXPECT_DOUBLE_EQ((*steps)[2].row.step_s, 1.0);
+  EXPECT_EQ((*steps)[2].row.tokens, 256);
+  EXPECT_EQ((*steps)[2].row.comm_bytes, 4096);
+  EXPECT_DOUBLE_EQ(*(*steps)[2].row.lr, 0.0001);
   Result<SweepRecord> sweep = store->GetSweep(7);
   ASSERT_TRUE(sweep.ok()) << sweep.status().ToString();
   EXPECT_EQ(sweep->name, "old");
@@ -572,41 +572,41 @@ TEST_F(ResultsStoreTest, BatchedStepMetricsRoundTripInStepOrder) {
   ASSERT_NE(store, nullptr);
   int64_t trial = AssignFirstTrial(*store);
 
-  std::vector<StepMetric> steps;
+  std::vector<StepRecord> steps;
   for (int rank = 1; rank >= 0; --rank) {
     for (int step = 9; step >= 0; --step) steps.push_back(Step(trial, 1, rank, step, "measure"));
     for (int step = 2; step >= 0; --step) steps.push_back(Step(trial, 1, rank, step, "warmup"));
   }
-  steps.back().loss = std::numeric_limits<double>::quiet_NaN();
-  steps.back().comm_bytes.reset();
+  steps.back().row.loss = std::numeric_limits<double>::quiet_NaN();
+  steps.back().row.comm_bytes.reset();
   Result<BatchResult> written = store->AppendStepMetrics(steps);
   ASSERT_TRUE(written.ok()) << written.status().ToString();
   EXPECT_EQ(written->written, 26);
   EXPECT_EQ(written->duplicates, 0);
   EXPECT_EQ(written->stale, 0);
 
-  Result<std::vector<StepMetric>> rank0 = store->ReadStepMetrics(trial, std::nullopt, 0);
+  Result<std::vector<StepRecord>> rank0 = store->ReadStepMetrics(trial, std::nullopt, 0);
   ASSERT_TRUE(rank0.ok());
   ASSERT_EQ(rank0->size(), 13u);
   EXPECT_EQ((*rank0)[0].phase, "warmup");
-  EXPECT_EQ((*rank0)[0].step, 0);
-  EXPECT_FALSE((*rank0)[0].loss.has_value());  // NaN is stored as NULL
-  EXPECT_FALSE((*rank0)[0].comm_bytes.has_value());
+  EXPECT_EQ((*rank0)[0].row.step, 0);
+  EXPECT_FALSE((*rank0)[0].row.loss.has_value());  // NaN is stored as NULL
+  EXPECT_FALSE((*rank0)[0].row.comm_bytes.has_value());
   EXPECT_EQ((*rank0)[3].phase, "measure");
-  EXPECT_EQ((*rank0)[3].step, 0);
-  const StepMetric expected = Step(trial, 1, 0, 9);
-  const StepMetric& last = (*rank0)[12];
-  EXPECT_EQ(last.step, 9);
-  EXPECT_DOUBLE_EQ(last.step_s, expected.step_s);
-  EXPECT_EQ(last.tokens, expected.tokens);
-  EXPECT_EQ(last.loss, expected.loss);
-  EXPECT_EQ(last.lr, expected.lr);
-  EXPECT_EQ(last.peak_mem_bytes, expected.peak_mem_bytes);
-  EXPECT_EQ(last.rss_bytes, expected.rss_bytes);
-  EXPECT_EQ(last.comm_s, expected.comm_s);
-  EXPECT_EQ(last.comm_bytes, expected.comm_bytes);
+  EXPECT_EQ((*rank0)[3].row.step, 0);
+  const StepRecord expected = Step(trial, 1, 0, 9);
+  const StepRecord& last = (*rank0)[12];
+  EXPECT_EQ(last.row.step, 9);
+  EXPECT_DOUBLE_EQ(last.row.step_s, expected.row.step_s);
+  EXPECT_EQ(last.row.tokens, expected.row.tokens);
+  EXPECT_EQ(last.row.loss, expected.row.loss);
+  EXPECT_EQ(last.row.lr, expected.row.lr);
+  EXPECT_EQ(last.row.peak_mem_bytes, expected.row.peak_mem_bytes);
+  EXPECT_EQ(last.row.rss_bytes, expected.row.rss_bytes);
+  EXPECT_EQ(last.row.comm_s, expected.row.comm_s);
+  EXPECT_EQ(last.row.comm_bytes, expected.row.comm_bytes);
 
-  Result<std::vector<StepMetric>> all = store->ReadStepMetrics(trial);
+  Result<std::vector<StepRecord>> all = store->ReadStepMetrics(trial);
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->size(), 26u);
   EXPECT_EQ(all->front().rank, 0);
@@ -624,7 +624,7 @@ TEST_F(ResultsStoreTest, BatchWithInvalidPhaseIsRejectedWhole) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   int64_t trial = AssignFirstTrial(*store);
-  std::vector<StepMetric> steps = {Step(trial, 1, 0, 0), Step(trial, 1, 0, 1, "cooldown")};
+  std::vector<StepRecord> steps = {Step(trial, 1, 0, 0), Step(trial, 1, 0, 1, "cooldown")};
   Result<BatchResult> written = store->AppendStepMetrics(steps);
   ExpectRefusedAndNothingStored(*store, written.status(), "cooldown", "step_metrics");
 }
@@ -668,7 +668,7 @@ TEST_F(ResultsStoreTest, WritesForStaleOrLostAttemptsAreRefused) {
   ASSERT_TRUE(after_lost.ok());
   EXPECT_EQ(after_lost->stale, 1);
 
-  Result<std::vector<StepMetric>> attempt1 = store->ReadStepMetrics(trial, 1);
+  Result<std::vector<StepRecord>> attempt1 = store->ReadStepMetrics(trial, 1);
   ASSERT_TRUE(attempt1.ok());
   EXPECT_EQ(attempt1->size(), 1u);  // only what arrived while attempt 1 was current
 }
@@ -918,7 +918,7 @@ TEST_F(ResultsStoreTest, StoreMayBeUsedFromSeveralThreads) {
       for (int step = 0; step < 25; ++step) {
         Result<BatchResult> written = store->AppendStepMetrics({Step(trial, 1, rank, step)});
         EXPECT_TRUE(written.ok());
-        Result<std::vector<StepMetric>> read = store->ReadStepMetrics(trial, 1, rank);
+        Result<std::vector<StepRecord>> read = store->ReadStepMetrics(trial, 1, rank);
         EXPECT_TRUE(read.ok());
       }
     });
@@ -984,14 +984,14 @@ TEST_F(ResultsStoreTest, SummariesComeBackTypedAndMeasuredStepsTakeTheSlowestRan
   const int64_t trial = created.trial_ids[0];
   ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
   ASSERT_TRUE(store->RecordSummary(TrialSummary{trial, 1, 0, {{"tokens_per_s", 160.0}, {"custom", 1}}}).ok());
-  std::vector<StepMetric> steps = {Step(trial, 1, 0, 0), Step(trial, 1, 1, 0), Step(trial, 1, 0, 1),
+  std::vector<StepRecord> steps = {Step(trial, 1, 0, 0), Step(trial, 1, 1, 0), Step(trial, 1, 0, 1),
                                    Step(trial, 1, 1, 1), Step(trial, 1, 0, 0, "warmup")};
-  steps[0].step_s = 0.5;
-  steps[1].step_s = 0.7;  // rank 1 is the slower at step 0
-  steps[2].step_s = 0.9;  // rank 0 at step 1
-  steps[3].step_s = 0.4;
-  steps[0].loss = std::nullopt;  // rank 0 reported no loss at step 0: rank 1's stands
-  steps[1].loss = 2.5;
+  steps[0].row.step_s = 0.5;
+  steps[1].row.step_s = 0.7;  // rank 1 is the slower at step 0
+  steps[2].row.step_s = 0.9;  // rank 0 at step 1
+  steps[3].row.step_s = 0.4;
+  steps[0].row.loss = std::nullopt;  // rank 0 reported no loss at step 0: rank 1's stands
+  steps[1].row.loss = 2.5;
   ASSERT_TRUE(store->AppendStepMetrics(steps).ok());
 
   Result<std::unique_ptr<ResultsReader>> reader = ResultsReader::Open(db_path_);
@@ -1010,7 +1010,7 @@ TEST_F(ResultsStoreTest, SummariesComeBackTypedAndMeasuredStepsTakeTheSlowestRan
   EXPECT_EQ((*measured)[0].loss, 2.5);
   EXPECT_EQ((*measured)[1].step, 1);
   EXPECT_DOUBLE_EQ((*measured)[1].step_s, 0.9);
-  EXPECT_EQ((*measured)[1].loss, steps[2].loss);
+  EXPECT_EQ((*measured)[1].loss, steps[2].row.loss);
 }
 
 TEST_F(ResultsStoreTest, WriteObserverSeesEveryWriteWithItsOperationAndOutcome) {
@@ -1098,9 +1098,7 @@ TEST_F(ResultsStoreTest, TheCheckpointThreadCopiesTheWalIntoTheDatabaseAndReuses
 StepBlockRecord Block(int64_t trial, int64_t first, int64_t last) {
   StepBlockRecord block{trial, 1, 0, "measure", {}};
   for (int64_t s = first; s <= last; ++s) {
-    const StepMetric m = Step(trial, 1, 0, s);
-    block.rows.push_back(protocol::StepRow{m.step, m.step_s, m.tokens, m.loss, m.lr, m.peak_mem_bytes,
-                                           m.rss_bytes, m.comm_s, m.comm_bytes});
+    block.rows.push_back(Step(trial, 1, 0, s).row);
   }
   return block;
 }
@@ -1133,13 +1131,13 @@ TEST_F(ResultsStoreTest, StepBlocksAreStoredOnceAndOverlapsAddOnlyTheirNewSteps)
   EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 16);
   EXPECT_EQ(QueryValue("SELECT COUNT(DISTINCT step) FROM step_metrics"), 16);
   EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_blocks"), 5);
-  Result<std::vector<StepMetric>> steps = store->ReadStepMetrics(trial, 1, 0);
+  Result<std::vector<StepRecord>> steps = store->ReadStepMetrics(trial, 1, 0);
   ASSERT_TRUE(steps.ok());
   ASSERT_EQ(steps->size(), 16u);
   for (int64_t s = 0; s < 16; ++s) {
-    EXPECT_EQ((*steps)[s].step, s);
-    EXPECT_DOUBLE_EQ((*steps)[s].step_s, Step(trial, 1, 0, s).step_s);
-    EXPECT_EQ((*steps)[s].peak_mem_bytes, 1'000'000 + s);
+    EXPECT_EQ((*steps)[s].row.step, s);
+    EXPECT_DOUBLE_EQ((*steps)[s].row.step_s, Step(trial, 1, 0, s).row.step_s);
+    EXPECT_EQ((*steps)[s].row.peak_mem_bytes, 1'000'000 + s);
   }
 }
 
@@ -1161,19 +1159,19 @@ TEST_F(ResultsStoreTest, AStepBlockKeepsEveryValueAndType) {
                        "typeof(peak_mem_bytes) || typeof(rss_bytes) || typeof(comm_s) || typeof(comm_bytes) "
                        "FROM step_metrics WHERE step = 7"),
             "integerrealintegerrealrealintegernullnullinteger");
-  Result<std::vector<StepMetric>> steps = store->ReadStepMetrics(trial, 1, 2);
+  Result<std::vector<StepRecord>> steps = store->ReadStepMetrics(trial, 1, 2);
   ASSERT_TRUE(steps.ok());
   ASSERT_EQ(steps->size(), 2u);
-  const StepMetric& a = (*steps)[0];
+  const StepRecord& a = (*steps)[0];
   EXPECT_EQ(a.phase, "warmup");
-  EXPECT_DOUBLE_EQ(a.step_s, 2.0);
-  EXPECT_EQ(a.tokens, int64_t{9'007'199'254'740'993}) << "an integer past 2^53 is exact";
-  EXPECT_EQ(a.loss, 1.0 / 3.0) << "a double round-trips exactly";
-  EXPECT_EQ(a.lr, 3e-5);
-  EXPECT_EQ(a.peak_mem_bytes, 0);
-  EXPECT_FALSE(a.rss_bytes.has_value());
-  EXPECT_EQ((*steps)[1].comm_s, 1e-300);
-  EXPECT_FALSE((*steps)[1].loss.has_value());
+  EXPECT_DOUBLE_EQ(a.row.step_s, 2.0);
+  EXPECT_EQ(a.row.tokens, int64_t{9'007'199'254'740'993}) << "an integer past 2^53 is exact";
+  EXPECT_EQ(a.row.loss, 1.0 / 3.0) << "a double round-trips exactly";
+  EXPECT_EQ(a.row.lr, 3e-5);
+  EXPECT_EQ(a.row.peak_mem_bytes, 0);
+  EXPECT_FALSE(a.row.rss_bytes.has_value());
+  EXPECT_EQ((*steps)[1].row.comm_s, 1e-300);
+  EXPECT_FALSE((*steps)[1].row.loss.has_value());
 }
 
 // A block whose steps do not increase is refused whole, and nothing of its batch stays.

@@ -89,22 +89,22 @@ inline AttemptRecord Placement(const std::string& worker_id, const std::string& 
   return placement;
 }
 
-inline StepMetric Step(int64_t trial_id, int64_t attempt, int64_t rank, int64_t step,
+inline StepRecord Step(int64_t trial_id, int64_t attempt, int64_t rank, int64_t step,
                        const std::string& phase = "measure") {
-  StepMetric metric;
+  StepRecord metric;
   metric.trial_id = trial_id;
   metric.attempt = attempt;
   metric.rank = rank;
-  metric.step = step;
+  metric.row.step = step;
   metric.phase = phase;
-  metric.step_s = 0.25 + 0.001 * static_cast<double>(step);
-  metric.tokens = 1024;
-  metric.loss = 10.0 - 0.01 * static_cast<double>(step);
-  metric.lr = 1e-3;
-  metric.peak_mem_bytes = 1'000'000 + step;
-  metric.rss_bytes = 2'000'000;
-  metric.comm_s = 0.01;
-  metric.comm_bytes = 4096;
+  metric.row.step_s = 0.25 + 0.001 * static_cast<double>(step);
+  metric.row.tokens = 1024;
+  metric.row.loss = 10.0 - 0.01 * static_cast<double>(step);
+  metric.row.lr = 1e-3;
+  metric.row.peak_mem_bytes = 1'000'000 + step;
+  metric.row.rss_bytes = 2'000'000;
+  metric.row.comm_s = 0.01;
+  metric.row.comm_bytes = 4096;
   return metric;
 }
 

@@ -1,0 +1,52 @@
+#include "coordinator/adaptive_stops.h"
+
+#include <map>
+#include <string>
+
+#include "coordinator/coordinator_log.h"
+#include "metrics/report/adaptive_repeats.h"
+
+namespace bakeoff::coordinator {
+
+int ApplyAdaptiveStops(std::int64_t sweep_id, TrialTable& table, metrics::ResultsStore& store,
+                       CoordinatorMetrics& metrics) {
+  SweepEntry* sweep = table.FindSweep(sweep_id);
+  if (sweep == nullptr || !sweep->adaptive || sweep->done || sweep->cancelled) return 0;
+  auto results = store.ListTrialResults(sweep_id);
+  if (!results.ok()) {
+    kLog.Info("adaptive repeats of sweep " + std::to_string(sweep_id) + " not evaluated: " + results.status().ToString());
+    return 0;
+  }
+  // Each comparison of the answer, walked; a variant stops once every comparison it is a
+  // side of has stopped (the report walks the same).
+  metrics::AdaptiveWalk walk = metrics::WalkComparisons(sweep->comparisons, metrics::RepeatTrials(*results), *sweep->adaptive);
+  sweep->comparisons_answered = walk.answered;
+  std::map<std::string, std::string> counterpart_of;
+  for (const auto& [key, variant] : sweep->variants) counterpart_of[key] = variant.counterpart_key;
+  int total = 0;
+  for (const metrics::VariantStop& stop :
+       metrics::StoppedVariants(walk, sweep->comparisons, counterpart_of, *sweep->adaptive)) {
+    int cancelled = 0;
+    for (TrialEntry* trial : table.QueuedTrialsOf(*sweep, stop.variant_key)) {
+      auto stored = [&] {
+        CoordinatorMetrics::StoreWriteTimer timer(metrics, "cancel_trials");
+        return store.FinishTrial(trial->id, trial->machine.attempts_used(), protocol::Outcome::kCancelled, stop.reason);
+      }();
+      if (!stored.ok() || !stored->applied) {
+        kLog.Warning("cannot cancel trial=" + std::to_string(trial->id) + " (" + stop.reason + "): " +
+                     (stored.ok() ? "the store refused it" : stored.status().ToString()));
+        continue;
+      }
+      trial->machine.Cancel();
+      ++cancelled;
+    }
+    if (cancelled > 0) {
+      kLog.Info("sweep " + std::to_string(sweep_id) + " variant=" + stop.variant_key + ": " + stop.reason + "; " +
+                std::to_string(cancelled) + " queued trial(s) cancelled");
+    }
+    total += cancelled;
+  }
+  return total;
+}
+
+}  // namespace bakeoff::coordinator
