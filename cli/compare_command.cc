@@ -10,6 +10,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
+#include "cli/report_flags.h"
 #include "metrics/report/report_compare.h"
 #include "metrics/report/report_loader.h"
 #include "metrics/report/report_renderer.h"
@@ -21,11 +22,7 @@ struct CompareFlags {
   std::string sweep_a, sweep_b;
   std::string db = "results.db";
   std::string db_b;
-  std::string format = "table";
-  std::string output;
-  double loss_threshold = 0.02;
-  std::uint64_t seed = metrics::ReportOptions{}.seed;
-  int resamples = 2000;
+  ReportFlags report;
   bool fail_on_regression = false;
 };
 
@@ -45,19 +42,14 @@ Result<metrics::ReportInput> Load(const std::string& db, const std::string& swee
 }
 
 int RunCompare(const CompareFlags& flags) {
-  Result<metrics::ReportFormat> format = metrics::ParseReportFormat(flags.format);
-  if (!format.ok()) return FailCompare(format.status(), kExitUsage);
-  metrics::ReportOptions options;
-  options.format = *format;
-  options.loss_parity_threshold = flags.loss_threshold;
-  options.seed = flags.seed;
-  options.bootstrap_resamples = flags.resamples;
+  Result<metrics::ReportOptions> options = ReportOptionsFrom(flags.report);
+  if (!options.ok()) return FailCompare(options.status(), kExitUsage);
   Result<metrics::ReportInput> a = Load(flags.db, flags.sweep_a);
   if (!a.ok()) return FailCompare(a.status().WithContext("sweep A"), ExitCodeFor(a.status()));
   Result<metrics::ReportInput> b = Load(flags.db_b.empty() ? flags.db : flags.db_b, flags.sweep_b);
   if (!b.ok()) return FailCompare(b.status().WithContext("sweep B"), ExitCodeFor(b.status()));
-  metrics::SweepComparison comparison = metrics::CompareSweeps(*a, *b, options);
-  Status written = WriteOutput(flags.output, metrics::RenderComparison(comparison, *format));
+  metrics::SweepComparison comparison = metrics::CompareSweeps(*a, *b, *options);
+  Status written = WriteOutput(flags.report.output, metrics::RenderComparison(comparison, options->format));
   if (!written.ok()) return FailCompare(written, kExitFailure);
   if (flags.fail_on_regression) {
     for (const metrics::CompareRow& row : comparison.rows) {
@@ -78,15 +70,7 @@ void SetupCompare(CLI::App& root, int* exit_code) {
   cmd->add_option("sweep_b", flags->sweep_b, "Sweep B (compared with A): id or name")->required();
   cmd->add_option("--db", flags->db, "Results database of sweep A (and B) (default ./results.db)");
   cmd->add_option("--db-b", flags->db_b, "Results database of sweep B when it is another file");
-  cmd->add_option("--format", flags->format, "table, markdown, json, csv or html (default table)")
-      ->check(CLI::IsMember({"table", "text", "markdown", "md", "json", "csv", "html"}));
-  cmd->add_option("--output", flags->output, "Write to this file instead of stdout");
-  cmd->add_option("--loss-threshold", flags->loss_threshold,
-                  "Flag loss curves differing more than this fraction (default 0.02)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", flags->seed, "Bootstrap seed");
-  cmd->add_option("--resamples", flags->resamples, "Bootstrap resamples (default 2000)")
-      ->check(CLI::Range(100, 1000000));
+  AddReportFlags(cmd, &flags->report);
   cmd->add_flag("--fail-on-regression", flags->fail_on_regression,
                 "Exit 1 when a variant regressed or now fails (for CI)");
   cmd->callback([flags, exit_code] { *exit_code = RunCompare(*flags); });

@@ -13,6 +13,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
+#include "cli/report_flags.h"
 #include "cli/result_source.h"
 #include "metrics/report/report_renderer.h"
 #include "metrics/report/report_service.h"
@@ -21,19 +22,15 @@
 namespace bakeoff::cli {
 namespace {
 
-struct ReportFlags {
+struct ReportCommandFlags {
   std::string sweep;
-  std::string format = "table";
-  std::string output;
+  ReportFlags report;
   std::string db;           // PickResultSource: --coordinator, --db, $BAKEOFF_COORDINATOR,
   std::string coordinator;  // ./results.db, the default coordinator
   std::string token_file;
   std::string tls_ca;
   std::string memory_budget;
-  double loss_threshold = 0.02;
   double noisy_cv = 0.10;
-  std::uint64_t seed = metrics::ReportOptions{}.seed;
-  int resamples = 2000;
 };
 
 int FailReport(const Status& status, int code) {
@@ -41,15 +38,11 @@ int FailReport(const Status& status, int code) {
   return code;
 }
 
-int RunReport(const ReportFlags& flags) {
-  Result<metrics::ReportFormat> format = metrics::ParseReportFormat(flags.format);
-  if (!format.ok()) return FailReport(format.status(), kExitUsage);
-  metrics::ReportOptions options;
-  options.format = *format;
-  options.loss_parity_threshold = flags.loss_threshold;
+int RunReport(const ReportCommandFlags& flags) {
+  Result<metrics::ReportOptions> parsed = ReportOptionsFrom(flags.report);
+  if (!parsed.ok()) return FailReport(parsed.status(), kExitUsage);
+  metrics::ReportOptions options = *parsed;
   options.noisy_cv_threshold = flags.noisy_cv;
-  options.seed = flags.seed;
-  options.bootstrap_resamples = flags.resamples;
   if (!flags.memory_budget.empty()) {
     Result<std::int64_t> budget = metrics::ParseByteSize(flags.memory_budget);
     if (!budget.ok()) return FailReport(budget.status().WithContext("--memory-budget"), kExitUsage);
@@ -87,21 +80,19 @@ int RunReport(const ReportFlags& flags) {
       return FailReport(text.status(), code);
     }
   }
-  Status written = WriteOutput(flags.output, *text);
+  Status written = WriteOutput(flags.report.output, *text);
   if (!written.ok()) return FailReport(written, kExitFailure);
   return kExitOk;
 }
 
 void SetupReport(CLI::App& root, int* exit_code) {
-  auto flags = std::make_shared<ReportFlags>();
+  auto flags = std::make_shared<ReportCommandFlags>();
   CLI::App* cmd = root.add_subcommand(
       "report", "The verdict report of a sweep: speedups with intervals, memory, warm-up, "
                 "loss parity, outcomes (docs/statistics.md)");
   cmd->add_option("sweep", flags->sweep, "Sweep id or name (the newest sweep of that name)")
       ->required();
-  cmd->add_option("--format", flags->format, "table, markdown, json, csv or html (default table)")
-      ->check(CLI::IsMember({"table", "text", "markdown", "md", "json", "csv", "html"}));
-  cmd->add_option("--output", flags->output, "Write the report to this file instead of stdout");
+  AddReportFlags(cmd, &flags->report);
   cmd->add_option("--db", flags->db, "Results database file (without it or --coordinator: $BAKEOFF_COORDINATOR, else ./results.db, else the default coordinator)");
   cmd->add_option("--coordinator", flags->coordinator,
                   "Ask a running coordinator (URL) instead of reading --db");
@@ -110,15 +101,9 @@ void SetupReport(CLI::App& root, int* exit_code) {
                   "Bearer token file for --coordinator (default $BAKEOFF_TOKEN)");
   cmd->add_option("--memory-budget", flags->memory_budget,
                   "Also name the fastest configuration whose peak memory fits, e.g. 4GiB");
-  cmd->add_option("--loss-threshold", flags->loss_threshold,
-                  "Flag loss curves deviating more than this fraction (default 0.02)")
-      ->check(CLI::PositiveNumber);
   cmd->add_option("--noisy-cv", flags->noisy_cv,
                   "Mark trials whose step-time coefficient of variation exceeds this (default 0.10)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", flags->seed, "Bootstrap seed (the same seed gives the same intervals)");
-  cmd->add_option("--resamples", flags->resamples, "Bootstrap resamples (default 2000)")
-      ->check(CLI::Range(100, 1000000));
   cmd->callback([flags, exit_code] { *exit_code = RunReport(*flags); });
 }
 

@@ -1,5 +1,7 @@
 #include "metrics/store/calibrations.h"
 
+#include "metrics/store/row_reader.h"
+
 namespace bakeoff::metrics {
 
 Status InsertCalibration(SqliteConnection& db, CalibrationRecord& record, UnixSeconds now) {
@@ -33,18 +35,9 @@ Result<std::optional<CalibrationRecord>> LatestCalibration(SqliteConnection& db,
   if (!row.ok()) return row.status();
   if (!*row) return std::optional<CalibrationRecord>();
   CalibrationRecord r;
-  r.id = select->Int64(0);
-  r.created_at = select->Double(1);
-  r.workload_key = select->Text(2);
-  r.calibrated_sweep = select->Text(3);
-  r.sweep_id = select->Int64(4);
-  r.host = select->Text(5);
-  r.workers = select->Int64(6);
-  r.pairs = select->Int64(7);
-  r.sd_log_ratio = select->Double(8);
-  r.aa_ratio = select->OptionalDouble(9);
-  r.aa_low = select->OptionalDouble(10);
-  r.aa_high = select->OptionalDouble(11);
+  BAKEOFF_RETURN_IF_ERROR(rows::ReadColumns(*select, db, r.id, r.created_at, r.workload_key, r.calibrated_sweep,
+                                            r.sweep_id, r.host, r.workers, r.pairs, r.sd_log_ratio, r.aa_ratio,
+                                            r.aa_low, r.aa_high));
   return std::optional<CalibrationRecord>(std::move(r));
 }
 

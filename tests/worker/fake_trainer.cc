@@ -12,7 +12,6 @@
 // Through a sweep (whose fields must be trainer fields) the behaviour comes from the
 // environment instead: FAKE_TRAINER_BEHAVIOR_BY_MICRO_BATCH="1=hang,2=error_oom" picks
 // it by the config's micro_batch (the worker passes its environment to its ranks).
-#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -26,18 +25,11 @@
 
 #include <nlohmann/json.hpp>
 
-// The CPUs this process may run on, as a JSON array.
-nlohmann::json Affinity() {
-  nlohmann::json cpus = nlohmann::json::array();
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
-    }
-  }
-  return cpus;
-}
+#include "worker/core_partition.h"
+
+// The CPUs this process may run on (its affinity, as the worker reads its own), as a
+// JSON array.
+nlohmann::json Affinity() { return nlohmann::json(bakeoff::worker::AllowedCpus()); }
 
 int main(int argc, char** argv) {
   std::string config_path;
