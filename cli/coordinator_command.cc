@@ -13,9 +13,9 @@
 #include "cli/coordinator_client.h"
 #include "cli/slurm_flags.h"
 #include "coordinator/coordinator_node.h"
-#include "experiments/spec/duration.h"
+#include "experiments/sweep/duration.h"
 #include "metrics/report/report_service.h"
-#include "experiments/spec/executor_catalog.h"
+#include "experiments/sweep/executor_catalog.h"
 #include "protocol/token.h"
 
 namespace bakeoff::cli {

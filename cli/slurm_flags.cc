@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "experiments/spec/duration.h"
+#include "experiments/sweep/duration.h"
 
 namespace bakeoff::cli {
 namespace {

@@ -13,11 +13,11 @@
 
 #include "cli/command_registry.h"
 #include "cli/coordinator_client.h"
-#include "experiments/spec/calibration_sweep.h"
-#include "experiments/spec/duration.h"
-#include "experiments/spec/expanded_sweep.h"
-#include "experiments/spec/sweep_expander.h"
-#include "experiments/spec/sweep_parser.h"
+#include "experiments/sweep/calibration_sweep.h"
+#include "experiments/sweep/duration.h"
+#include "experiments/sweep/expanded_sweep.h"
+#include "experiments/sweep/sweep_expander.h"
+#include "experiments/sweep/sweep_parser.h"
 #include "metrics/report/statistics.h"
 #include "metrics/store/results_reader.h"
 

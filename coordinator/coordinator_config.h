@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "coordinator/slurm_config.h"
-#include "experiments/spec/executor_catalog.h"
+#include "experiments/sweep/executor_catalog.h"
 #include "protocol/frame_codec.h"
 
 namespace bakeoff::coordinator {

@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "coordinator/trial_state_machine.h"
-#include "experiments/spec/answer_comparisons.h"
-#include "experiments/spec/variant_config.h"
+#include "experiments/sweep/answer_comparisons.h"
+#include "experiments/sweep/variant_config.h"
 #include "metrics/report/statistics.h"
 #include "protocol/clock.h"
 #include "protocol/messages.h"

@@ -3,9 +3,9 @@
 #include <chrono>
 #include <optional>
 
-#include "experiments/spec/expanded_sweep.h"
-#include "experiments/spec/sweep_expander.h"
-#include "experiments/spec/sweep_parser.h"
+#include "experiments/sweep/expanded_sweep.h"
+#include "experiments/sweep/sweep_expander.h"
+#include "experiments/sweep/sweep_parser.h"
 
 namespace bakeoff::coordinator {
 using nlohmann::json;

@@ -22,9 +22,9 @@
 #include "coordinator/api_json.h"
 #include "coordinator/coordinator_config.h"
 #include "coordinator/sweep_entry.h"
-#include "experiments/spec/executor_catalog.h"
-#include "experiments/spec/expanded_sweep.h"
-#include "experiments/spec/sweep_spec.h"
+#include "experiments/sweep/executor_catalog.h"
+#include "experiments/sweep/expanded_sweep.h"
+#include "experiments/sweep/sweep_spec.h"
 #include "metrics/store/results_store.h"
 #include "protocol/status.h"
 

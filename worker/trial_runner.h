@@ -28,7 +28,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
-#include "experiments/spec/executor_catalog.h"
+#include "experiments/sweep/executor_catalog.h"
 #include "protocol/clock.h"
 #include "protocol/messages.h"
 #include "protocol/trainer_event.h"

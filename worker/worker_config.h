@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "experiments/spec/executor_catalog.h"
+#include "experiments/sweep/executor_catalog.h"
 #include "protocol/messages.h"
 #include "protocol/status.h"
 #include "worker/core_partition.h"

@@ -1,6 +1,6 @@
 // The trainer's configuration contract, written down once: every field's name, type,
 // default, range or choices, and the TrainerConfig member it sets. The sweep validator
-// (experiments/spec) checks sweeps against this table and the trainer applies its
+// (experiments/sweep) checks sweeps against this table and the trainer applies its
 // configuration through it, so `bakeoff validate` and the trainer cannot disagree on a
 // boundary (tests/experiments/trainer/trainer_fields_test.cc walks the table to prove
 // it). Defaults are read from a default-constructed TrainerConfig, never restated.

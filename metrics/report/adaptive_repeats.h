@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "experiments/spec/answer_comparisons.h"
+#include "experiments/sweep/answer_comparisons.h"
 #include "metrics/report/statistics.h"
 #include "metrics/store/store_records.h"
 

@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "experiments/spec/answer_comparisons.h"
+#include "experiments/sweep/answer_comparisons.h"
 #include "metrics/report/adaptive_repeats.h"
 #include "metrics/report/statistics.h"
 

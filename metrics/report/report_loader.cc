@@ -4,9 +4,9 @@
 #include <map>
 #include <set>
 
-#include "experiments/spec/calibration_sweep.h"
-#include "experiments/spec/expanded_sweep.h"
-#include "experiments/spec/sweep_spec.h"
+#include "experiments/sweep/calibration_sweep.h"
+#include "experiments/sweep/expanded_sweep.h"
+#include "experiments/sweep/sweep_spec.h"
 #include "metrics/store/store_records.h"
 
 namespace bakeoff::metrics {

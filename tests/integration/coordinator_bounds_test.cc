@@ -16,8 +16,8 @@
 #include <fstream>
 #include <future>
 
-#include "experiments/spec/sweep_expander.h"
-#include "experiments/spec/sweep_parser.h"
+#include "experiments/sweep/sweep_expander.h"
+#include "experiments/sweep/sweep_parser.h"
 #include "metrics/store/results_store.h"
 #include "protocol/frame_codec.h"
 #include "tests/integration/raw_connection.h"

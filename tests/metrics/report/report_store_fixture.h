@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "experiments/spec/sweep_expander.h"
-#include "experiments/spec/sweep_parser.h"
+#include "experiments/sweep/sweep_expander.h"
+#include "experiments/sweep/sweep_parser.h"
 #include "metrics/store/results_store.h"
 #include "tests/metrics/store/results_store_test_util.h"
 

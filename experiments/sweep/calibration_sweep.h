@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "experiments/spec/executor_catalog.h"
-#include "experiments/spec/sweep_spec.h"
+#include "experiments/sweep/executor_catalog.h"
+#include "experiments/sweep/sweep_spec.h"
 #include "protocol/status.h"
 
 namespace bakeoff::spec {

@@ -1,6 +1,6 @@
-#include "experiments/spec/sweep_spec.h"
+#include "experiments/sweep/sweep_spec.h"
 
-#include "experiments/spec/duration.h"
+#include "experiments/sweep/duration.h"
 
 namespace bakeoff::spec {
 

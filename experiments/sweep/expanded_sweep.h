@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "experiments/spec/variant_config.h"
+#include "experiments/sweep/variant_config.h"
 
 namespace bakeoff::spec {
 

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "experiments/spec/sweep_expander.h"
-#include "experiments/spec/sweep_parser.h"
+#include "experiments/sweep/sweep_expander.h"
+#include "experiments/sweep/sweep_parser.h"
 
 namespace bakeoff::spec {
 namespace {

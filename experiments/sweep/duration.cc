@@ -1,4 +1,4 @@
-#include "experiments/spec/duration.h"
+#include "experiments/sweep/duration.h"
 
 #include <cctype>
 #include <cstdint>

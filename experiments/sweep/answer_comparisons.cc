@@ -1,4 +1,4 @@
-#include "experiments/spec/answer_comparisons.h"
+#include "experiments/sweep/answer_comparisons.h"
 
 #include <set>
 

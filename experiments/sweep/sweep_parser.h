@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <string>
 
-#include "experiments/spec/executor_catalog.h"
-#include "experiments/spec/sweep_spec.h"
+#include "experiments/sweep/executor_catalog.h"
+#include "experiments/sweep/sweep_spec.h"
 #include "protocol/status.h"
 
 namespace bakeoff::spec {

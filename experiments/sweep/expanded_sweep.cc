@@ -1,4 +1,4 @@
-#include "experiments/spec/expanded_sweep.h"
+#include "experiments/sweep/expanded_sweep.h"
 
 #include <regex>
 

@@ -1,12 +1,12 @@
 // The command allowlist: the shipped catalog loads, bad catalogs are refused with
 // file:line, argument vectors render only from the operator's templates, and sweeps are
 // checked against a template's own fields.
-#include "experiments/spec/executor_catalog.h"
+#include "experiments/sweep/executor_catalog.h"
 
 #include <gtest/gtest.h>
 
-#include "experiments/spec/sweep_expander.h"
-#include "experiments/spec/sweep_parser.h"
+#include "experiments/sweep/sweep_expander.h"
+#include "experiments/sweep/sweep_parser.h"
 
 namespace bakeoff::spec {
 namespace {

@@ -1,4 +1,4 @@
-#include "experiments/spec/sweep_expander.h"
+#include "experiments/sweep/sweep_expander.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "experiments/spec/trainer_fields.h"
+#include "experiments/sweep/trainer_fields.h"
 
 namespace bakeoff::spec {
 namespace {

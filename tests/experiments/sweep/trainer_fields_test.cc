@@ -1,6 +1,6 @@
-#include "experiments/spec/trainer_fields.h"
+#include "experiments/sweep/trainer_fields.h"
 
-#include "experiments/spec/sweep_parser.h"
+#include "experiments/sweep/sweep_parser.h"
 #include "experiments/trainer/trainer_config.h"
 
 #include <gmock/gmock.h>

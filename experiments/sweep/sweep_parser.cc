@@ -1,4 +1,4 @@
-#include "experiments/spec/sweep_parser.h"
+#include "experiments/sweep/sweep_parser.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -16,9 +16,9 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "experiments/spec/duration.h"
-#include "experiments/spec/expanded_sweep.h"
-#include "experiments/spec/trainer_fields.h"
+#include "experiments/sweep/duration.h"
+#include "experiments/sweep/expanded_sweep.h"
+#include "experiments/sweep/trainer_fields.h"
 #include "experiments/trainer/trainer_fields.h"
 
 namespace bakeoff::spec {

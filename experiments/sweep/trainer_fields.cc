@@ -1,4 +1,4 @@
-#include "experiments/spec/trainer_fields.h"
+#include "experiments/sweep/trainer_fields.h"
 
 namespace bakeoff::spec {
 

@@ -1,4 +1,4 @@
-#include "experiments/spec/executor_catalog.h"
+#include "experiments/sweep/executor_catalog.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "experiments/spec/trainer_fields.h"
+#include "experiments/sweep/trainer_fields.h"
 #include "experiments/trainer/trainer_fields.h"
 
 namespace bakeoff::spec {

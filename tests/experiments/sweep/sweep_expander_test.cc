@@ -1,4 +1,4 @@
-#include "experiments/spec/sweep_expander.h"
+#include "experiments/sweep/sweep_expander.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <set>
 #include <string>
 
-#include "experiments/spec/sweep_parser.h"
-#include "experiments/spec/trainer_fields.h"
+#include "experiments/sweep/sweep_parser.h"
+#include "experiments/sweep/trainer_fields.h"
 
 namespace bakeoff::spec {
 namespace {

@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <string>
 
-#include "experiments/spec/expanded_sweep.h"
-#include "experiments/spec/sweep_expander.h"
-#include "experiments/spec/sweep_parser.h"
+#include "experiments/sweep/expanded_sweep.h"
+#include "experiments/sweep/sweep_expander.h"
+#include "experiments/sweep/sweep_parser.h"
 
 namespace bakeoff::spec {
 

@@ -8,8 +8,8 @@
 
 #include <cstddef>
 
-#include "experiments/spec/expanded_sweep.h"
-#include "experiments/spec/sweep_spec.h"
+#include "experiments/sweep/expanded_sweep.h"
+#include "experiments/sweep/sweep_spec.h"
 #include "protocol/status.h"
 
 namespace bakeoff::spec {

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/experiments/spec/fuzz/sweep_parser_fuzz.h"
+#include "tests/experiments/sweep/fuzz/sweep_parser_fuzz.h"
 
 namespace bakeoff::spec {
 namespace {
@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 
 TEST(SweepParserFuzzCorpusTest, EveryCorpusInputParsesOrFailsCleanly) {
   std::vector<fs::path> inputs;
-  for (const char* dir : {BAKEOFF_SOURCE_DIR "/tests/experiments/spec/fuzz/corpus",
+  for (const char* dir : {BAKEOFF_SOURCE_DIR "/tests/experiments/sweep/fuzz/corpus",
                           BAKEOFF_SOURCE_DIR "/experiments/sweeps"}) {
     for (const auto& entry : fs::directory_iterator(dir)) {
       if (entry.is_regular_file() && entry.path().filename() != "README.md") {
@@ -39,7 +39,7 @@ TEST(SweepParserFuzzCorpusTest, EveryCorpusInputParsesOrFailsCleanly) {
 // refused by the scan before yaml-cpp recurses, 40 block levels by the tree walk.
 TEST(SweepParserFuzzCorpusTest, SeedsPastTheNestingLimitAreRefusedWithTheDepthError) {
   for (const char* name : {"deep_flow.yaml", "deep_block.yaml"}) {
-    std::ifstream in(std::string(BAKEOFF_SOURCE_DIR "/tests/experiments/spec/fuzz/corpus/") + name,
+    std::ifstream in(std::string(BAKEOFF_SOURCE_DIR "/tests/experiments/sweep/fuzz/corpus/") + name,
                      std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();

@@ -1,4 +1,4 @@
-#include "experiments/spec/sweep_parser.h"
+#include "experiments/sweep/sweep_parser.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

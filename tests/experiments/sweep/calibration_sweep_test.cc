@@ -1,12 +1,12 @@
 // The A/A sweep `bakeoff calibrate` runs, and the key that says which sweeps a stored
 // calibration applies to.
-#include "experiments/spec/calibration_sweep.h"
+#include "experiments/sweep/calibration_sweep.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "experiments/spec/sweep_expander.h"
-#include "experiments/spec/sweep_parser.h"
+#include "experiments/sweep/sweep_expander.h"
+#include "experiments/sweep/sweep_parser.h"
 
 namespace bakeoff::spec {
 namespace {

@@ -1,4 +1,4 @@
-#include "experiments/spec/variant_config.h"
+#include "experiments/sweep/variant_config.h"
 
 #include <utility>
 

@@ -1,8 +1,8 @@
-#include "experiments/spec/calibration_sweep.h"
+#include "experiments/sweep/calibration_sweep.h"
 
 #include <yaml-cpp/yaml.h>
 
-#include "experiments/spec/sweep_parser.h"
+#include "experiments/sweep/sweep_parser.h"
 
 namespace bakeoff::spec {
 namespace {

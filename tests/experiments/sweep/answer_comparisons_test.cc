@@ -1,6 +1,6 @@
 // AnswerComparisons: the comparisons a sweep's answer reports, the one rule the report and
 // the coordinator's adaptive repeats share.
-#include "experiments/spec/answer_comparisons.h"
+#include "experiments/sweep/answer_comparisons.h"
 
 #include <gtest/gtest.h>
 
