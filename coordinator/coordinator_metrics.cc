@@ -4,6 +4,8 @@
 
 #include <prometheus/text_serializer.h>
 
+#include "coordinator/worker_registry.h"
+#include "metrics/store/store_records.h"
 #include "metrics/prometheus/prometheus_families.h"
 
 namespace bakeoff::coordinator {
@@ -22,9 +24,6 @@ const prometheus::Histogram::BucketBoundaries kDispatchBuckets = {
 // SQLite commits with fsync in WAL mode: tens of microseconds to a slow disk's seconds.
 const prometheus::Histogram::BucketBoundaries kStoreBuckets = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
-
-const char* const kTrialStates[] = {"queued", "assigned", "running", "finished"};
-const char* const kWorkerStates[] = {"alive", "draining", "lost", "gone"};
 
 std::vector<std::string> Segments(const std::string& path) {
   std::vector<std::string> out;
@@ -131,7 +130,8 @@ std::string CoordinatorMetrics::Render(const CoordinatorSnapshot& snapshot) cons
     } else {
       AddSample(sweep_info, {{"sweep", id}, {"name", sweep.name}, {"active", sweep.active ? "true" : "false"}}, 1);
     }
-    for (const char* state : kTrialStates) {
+    for (metrics::TrialState trial_state : metrics::kTrialStates) {
+      const char* state = metrics::TrialStateName(trial_state);
       auto found = sweep.trials_by_state.find(state);
       const int n = found == sweep.trials_by_state.end() ? 0 : found->second;
       trial_totals[state] += n;
@@ -139,7 +139,9 @@ std::string CoordinatorMetrics::Render(const CoordinatorSnapshot& snapshot) cons
     }
     for (const auto& [outcome, n] : sweep.outcomes) AddSample(sweep_outcomes, {{"sweep", id}, {"outcome", outcome}}, n);
   }
-  for (const char* state : kTrialStates) AddSample(trials, {{"state", state}}, trial_totals[state]);
+  for (metrics::TrialState state : metrics::kTrialStates) {
+    AddSample(trials, {{"state", metrics::TrialStateName(state)}}, trial_totals[metrics::TrialStateName(state)]);
+  }
   families.push_back(std::move(trials));
   if (!sweep_trials.metric.empty()) {
     families.push_back(std::move(sweep_info));
@@ -156,7 +158,8 @@ std::string CoordinatorMetrics::Render(const CoordinatorSnapshot& snapshot) cons
   families.push_back(std::move(queue));
 
   auto workers = MakeFamily("bakeoff_workers", "Workers known to the coordinator, by state.", MetricType::Gauge);
-  for (const char* state : kWorkerStates) {
+  for (WorkerLiveness liveness : kWorkerLivenesses) {
+    const char* state = WorkerLivenessName(liveness);
     auto found = snapshot.workers_by_state.find(state);
     AddSample(workers, {{"state", state}}, found == snapshot.workers_by_state.end() ? 0 : found->second);
   }

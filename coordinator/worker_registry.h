@@ -23,6 +23,8 @@ namespace bakeoff::coordinator {
 
 // kGone: the worker said goodbye (a clean stop); kLost: its heartbeats stopped.
 enum class WorkerLiveness { kAlive, kDraining, kLost, kGone };
+inline constexpr WorkerLiveness kWorkerLivenesses[] = {WorkerLiveness::kAlive, WorkerLiveness::kDraining,
+                                                      WorkerLiveness::kLost, WorkerLiveness::kGone};
 const char* WorkerLivenessName(WorkerLiveness liveness);
 
 struct WorkerInfo {

@@ -27,20 +27,20 @@ const char* NameOf(const std::array<std::pair<Enum, const char*>, N>& names, Enu
   return "unknown";
 }
 
-constexpr std::array<std::pair<TrialState, const char*>, 4> kTrialStates{{
+constexpr std::array<std::pair<TrialState, const char*>, 4> kTrialStateNames{{
     {TrialState::kQueued, "queued"},
     {TrialState::kAssigned, "assigned"},
     {TrialState::kRunning, "running"},
     {TrialState::kFinished, "finished"},
 }};
 
-constexpr std::array<std::pair<SweepState, const char*>, 3> kSweepStates{{
+constexpr std::array<std::pair<SweepState, const char*>, 3> kSweepStateNames{{
     {SweepState::kRunning, "running"},
     {SweepState::kFinished, "finished"},
     {SweepState::kCancelled, "cancelled"},
 }};
 
-constexpr std::array<std::pair<WorkerState, const char*>, 5> kWorkerStates{{
+constexpr std::array<std::pair<WorkerState, const char*>, 5> kWorkerStateNames{{
     {WorkerState::kIdle, "idle"},
     {WorkerState::kBusy, "busy"},
     {WorkerState::kDraining, "draining"},
@@ -50,12 +50,12 @@ constexpr std::array<std::pair<WorkerState, const char*>, 5> kWorkerStates{{
 
 }  // namespace
 
-const char* TrialStateName(TrialState state) { return NameOf(kTrialStates, state); }
-const char* SweepStateName(SweepState state) { return NameOf(kSweepStates, state); }
-const char* WorkerStateName(WorkerState state) { return NameOf(kWorkerStates, state); }
+const char* TrialStateName(TrialState state) { return NameOf(kTrialStateNames, state); }
+const char* SweepStateName(SweepState state) { return NameOf(kSweepStateNames, state); }
+const char* WorkerStateName(WorkerState state) { return NameOf(kWorkerStateNames, state); }
 
 Result<TrialState> ParseTrialState(const std::string& name) {
-  return ParseName(kTrialStates, name, "trial state");
+  return ParseName(kTrialStateNames, name, "trial state");
 }
 Result<Outcome> ParseOutcome(const std::string& name) {
   if (auto outcome = protocol::ParseOutcome(name)) return *outcome;
@@ -64,10 +64,10 @@ Result<Outcome> ParseOutcome(const std::string& name) {
   return Status::InvalidArgument("unknown outcome '" + name + "': expected one of " + allowed);
 }
 Result<SweepState> ParseSweepState(const std::string& name) {
-  return ParseName(kSweepStates, name, "sweep state");
+  return ParseName(kSweepStateNames, name, "sweep state");
 }
 Result<WorkerState> ParseWorkerState(const std::string& name) {
-  return ParseName(kWorkerStates, name, "worker state");
+  return ParseName(kWorkerStateNames, name, "worker state");
 }
 
 Result<SummaryRecord> ReadSummaryRecord(const TrialSummary& summary) {

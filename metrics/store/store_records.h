@@ -23,6 +23,8 @@ namespace bakeoff::metrics {
 //   assigned|running -> queued      (attempt lost, attempts remain: requeued)
 //   queued|assigned|running -> finished (outcome decided, e.g. cancelled)
 enum class TrialState { kQueued, kAssigned, kRunning, kFinished };
+inline constexpr TrialState kTrialStates[] = {TrialState::kQueued, TrialState::kAssigned, TrialState::kRunning,
+                                              TrialState::kFinished};
 
 // How a trial or an attempt ended: the protocol's outcomes, spelled the same in
 // trials.outcome and attempts.outcome.
