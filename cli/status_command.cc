@@ -14,7 +14,6 @@
 #include "cli/result_source.h"
 #include "coordinator/api_json.h"
 #include "metrics/store/results_reader.h"
-#include "protocol/trainer_event.h"
 
 namespace bakeoff::cli {
 namespace {
@@ -58,11 +57,7 @@ std::string SweepDetail(const nlohmann::json& sweep, const nlohmann::json& trial
   std::vector<std::vector<std::string>> rows;
   std::vector<nlohmann::json> truncated;
   for (const auto& t : trials) {
-    std::string tokens = "-";
-    if (t["summary"].is_object()) {
-      auto summary = protocol::ReadSummaryEvent(t["summary"]);  // the trainer's summary, as stored
-      if (summary.ok() && summary->tokens_per_s) tokens = Number(*summary->tokens_per_s);
-    }
+    const std::string tokens = t["tokens_per_s"].is_number() ? Number(t["tokens_per_s"].get<double>()) : "-";
     std::string outcome = t["outcome"].is_string() ? t["outcome"].get<std::string>() : "-";
     if (t.value("simulated", false)) outcome += " (simulated)";
     std::string reason = t.value("reason", "");

@@ -53,7 +53,8 @@ json TrialJson(const metrics::TrialResult& r) {
             {"worker_id", nullptr},
             {"host", nullptr},
             {"simulated", false},
-            {"summary", nullptr}};
+            {"summary", nullptr},
+            {"tokens_per_s", nullptr}};
   if (r.attempt) {
     j["worker_id"] = r.attempt->worker_id;
     j["host"] = r.attempt->host;
@@ -66,10 +67,16 @@ json TrialJson(const metrics::TrialResult& r) {
     j["started_at"] = r.attempt->started_at ? json(*r.attempt->started_at) : json(nullptr);
     j["ended_at"] = r.attempt->ended_at ? json(*r.attempt->ended_at) : json(nullptr);
   }
+  // Rank 0's summary, else the first rank's that has one: its body as written, and its
+  // tokens/s as the store typed it (a client reads the figure, not the body).
+  const metrics::SummaryRecord* shown = r.summaries.empty() ? nullptr : &r.summaries.front();
   for (const auto& s : r.summaries) {
-    if (s.rank == 0) j["summary"] = s.body;
+    if (s.rank == 0) shown = &s;
   }
-  if (j["summary"].is_null() && !r.summaries.empty()) j["summary"] = r.summaries.front().body;
+  if (shown != nullptr) {
+    j["summary"] = shown->body;
+    if (shown->figures.tokens_per_s) j["tokens_per_s"] = *shown->figures.tokens_per_s;
+  }
   return j;
 }
 

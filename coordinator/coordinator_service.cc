@@ -210,11 +210,7 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
   for (TrialPart& part : parts) {
     ReservePart(registry_, part, ref);
     history_.Add(trial.sweep_id, trial.variant_key, part.worker_id);
-    if (parts.size() == 1) {
-      // The first trial of its pair group placed whole on one worker names the group's worker.
-      const std::string group = PairGroup(trial.variant_key, sweep.variants.at(trial.variant_key), trial.repeat);
-      if (!group.empty()) sweep.pair_workers.emplace(group, part.worker_id);
-    }
+    if (parts.size() == 1) NamePairWorker(sweep, trial, part.worker_id);  // the first whole one names it
     links_.Send(part.worker_id, protocol::ToJson(AssignMessageOf(trial, sweep, part, ref, store_address)));
     trial.parts.push_back(std::move(part));
   }
@@ -403,8 +399,7 @@ Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const 
   if (!stored.ok()) return stored.status();
   trial.machine = next;
   if (requeue) {
-    trial.queued_since = clock_.Now();
-    if (sweep != nullptr) sweep->queued_from = 0;  // queued again, possibly before the cursor
+    table_.Requeued(trial, clock_.Now());
     metrics_.CountRequeue();
   }
   kLog.Info(std::string(effect == TrialStateMachine::Effect::kRequeued ? "requeued" : "finished") +

@@ -8,4 +8,11 @@ std::string PairGroup(const std::string& variant_key, const VariantInfo& variant
   return baseline + "#" + std::to_string(repeat);
 }
 
+void NamePairWorker(SweepEntry& sweep, const TrialEntry& trial, const std::string& worker_id) {
+  auto variant = sweep.variants.find(trial.variant_key);
+  if (variant == sweep.variants.end()) return;
+  const std::string group = PairGroup(trial.variant_key, variant->second, trial.repeat);
+  if (!group.empty()) sweep.pair_workers.emplace(group, worker_id);
+}
+
 }  // namespace bakeoff::coordinator

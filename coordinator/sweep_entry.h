@@ -100,4 +100,9 @@ struct SweepEntry {
   std::size_t queued_from = 0;
 };
 
+// Names `worker_id` the worker of `trial`'s pair group in `sweep` unless the group has one
+// already: `trial` was placed whole on that worker (or found so after a restart). A trial
+// without a group, or of a variant `sweep` does not hold, names none.
+void NamePairWorker(SweepEntry& sweep, const TrialEntry& trial, const std::string& worker_id);
+
 }  // namespace bakeoff::coordinator

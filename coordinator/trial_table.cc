@@ -63,13 +63,7 @@ Status TrialTable::LoadSweep(metrics::ResultsStore& store, const metrics::SweepR
       }
     }
     // A running trial placed whole on one worker keeps its pair group there.
-    if (entry.parts.size() == 1) {
-      auto v = sweep.variants.find(t.variant_key);
-      if (v != sweep.variants.end()) {
-        const std::string group = PairGroup(t.variant_key, v->second, entry.repeat);
-        if (!group.empty()) sweep.pair_workers.emplace(group, entry.parts.front().worker_id);
-      }
-    }
+    if (entry.parts.size() == 1) NamePairWorker(sweep, entry, entry.parts.front().worker_id);
     sweep.trial_order.push_back(t.id);
     trials_[t.id] = std::move(entry);
   }
@@ -203,6 +197,12 @@ std::optional<std::chrono::steady_clock::duration> TrialTable::MarkRunning(Trial
   const auto waited = now - *trial.queued_since;
   trial.queued_since.reset();
   return waited;
+}
+
+void TrialTable::Requeued(TrialEntry& trial, Clock::TimePoint now) {
+  trial.queued_since = now;
+  // Queued again, possibly before the sweep's cursor.
+  if (SweepEntry* sweep = FindSweep(trial.sweep_id)) sweep->queued_from = 0;
 }
 
 std::size_t TrialTable::AdvanceQueueCursor(std::int64_t sweep_id) {

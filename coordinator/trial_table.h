@@ -96,6 +96,9 @@ class TrialTable {
   const std::map<std::int64_t, SweepEntry>& sweeps() const { return sweeps_; }
   const TrialEntry& Trial(std::int64_t trial_id) const { return trials_.at(trial_id); }
   std::size_t TrialCount() const { return trials_.size(); }
+  // `trial` (its state machine requeued it) is queued again since `now`: its sweep's
+  // queue cursor goes back to the start.
+  void Requeued(TrialEntry& trial, Clock::TimePoint now);
   // Moves `sweep`'s queue cursor (queued_from) past the trials no longer queued and
   // returns it: a long sweep's scan starts where its queue does.
   std::size_t AdvanceQueueCursor(std::int64_t sweep_id);

@@ -25,6 +25,7 @@
 #include "protocol/token.h"
 #include "protocol/trainer_event.h"
 #include "worker/rank_process.h"
+#include "worker/worker_log.h"
 
 namespace bakeoff::worker {
 namespace asio = boost::asio;
@@ -69,7 +70,7 @@ std::string StorePortBusy(int port) {
 protocol::TrainerEvent OwnEvent(nlohmann::json body) {
   auto event = protocol::TrainerEventFromJson(std::move(body));
   if (!event.ok()) {
-    fprintf(stderr, "bakeoff worker: BUG: an event of its own does not read: %s\n", event.status().ToString().c_str());
+    kLog.Error("BUG: an event of its own does not read: " + event.status().ToString());
     std::abort();
   }
   return std::move(event).value();

@@ -111,5 +111,26 @@ TEST(TrialTableTest, TheQueueCursorSkipsTrialsNoLongerQueuedAndRunningTrialsRepo
       << "the wait is counted once per queueing";
 }
 
+TEST(TrialTableTest, ARequeuedTrialRewindsItsSweepsCursorAndTheFirstWholePlacementNamesItsPairWorker) {
+  TrialTable table = RunningOnW();
+  EXPECT_EQ(table.AdvanceQueueCursor(1), 2u);
+  TrialEntry& trial = *table.FindTrial(1);
+  table.Requeued(trial, Clock::TimePoint{} + std::chrono::seconds(7));
+  EXPECT_EQ(table.FindSweep(1)->queued_from, 0u);
+  EXPECT_EQ(trial.queued_since, Clock::TimePoint{} + std::chrono::seconds(7));
+
+  SweepEntry& sweep = *table.FindSweep(1);
+  VariantInfo variant;
+  variant.counterpart_key = "base";
+  sweep.variants["a"] = variant;
+  NamePairWorker(sweep, trial, "w");
+  NamePairWorker(sweep, trial, "x");  // the group keeps its first worker
+  EXPECT_EQ(sweep.pair_workers, (std::map<std::string, std::string>{{PairGroup("a", variant, 0), "w"}}));
+  TrialEntry other = trial;
+  other.variant_key = "unknown";
+  NamePairWorker(sweep, other, "x");
+  EXPECT_EQ(sweep.pair_workers.size(), 1u) << "a variant the sweep does not hold names none";
+}
+
 }  // namespace
 }  // namespace bakeoff::coordinator
