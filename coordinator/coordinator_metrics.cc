@@ -139,8 +139,9 @@ std::string CoordinatorMetrics::Render(const CoordinatorSnapshot& snapshot) cons
     }
     for (const auto& [outcome, n] : sweep.outcomes) AddSample(sweep_outcomes, {{"sweep", id}, {"outcome", outcome}}, n);
   }
-  for (metrics::TrialState state : metrics::kTrialStates) {
-    AddSample(trials, {{"state", metrics::TrialStateName(state)}}, trial_totals[metrics::TrialStateName(state)]);
+  for (metrics::TrialState trial_state : metrics::kTrialStates) {
+    const char* state = metrics::TrialStateName(trial_state);
+    AddSample(trials, {{"state", state}}, trial_totals[state]);
   }
   families.push_back(std::move(trials));
   if (!sweep_trials.metric.empty()) {

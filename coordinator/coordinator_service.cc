@@ -559,12 +559,11 @@ std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& 
   for (const auto& [worker_id, ref] : cancelling.cancels) {
     links_.Send(worker_id, protocol::ToJson(protocol::CancelMessage{ref, "sweep cancelled"}));
   }
-  const int stopping = cancelling.stopping;
   kLog.Info("sweep " + std::to_string(sweep.id) + " cancelled: " + std::to_string(*cancelled) +
-      " queued trial(s) cancelled, " + std::to_string(stopping) + " running trial(s) being stopped");
+      " queued trial(s) cancelled, " + std::to_string(cancelling.stopping) + " running trial(s) being stopped");
   MaybeFinishSweep(sweep.id);
   json out{{"id", sweep.id}, {"name", sweep.name}, {"state", sweep.done ? "cancelled" : "cancelling"},
-           {"cancelled_trials", *cancelled}, {"stopping_trials", stopping}};  // evicted later, not now
+           {"cancelled_trials", *cancelled}, {"stopping_trials", cancelling.stopping}};  // evicted later, not now
   if (Status committed = group_.Finish(); !committed.ok()) return ApiErrorFrom(committed);
   return out;
 }

@@ -99,20 +99,13 @@ CoordinatorSnapshot::Sweep SweepSnapshot(const SweepEntry& sweep, const TrialTab
   s.active = !sweep.done;
   for (std::int64_t tid : sweep.trial_order) {
     const TrialEntry& trial = table.Trial(tid);
-    switch (trial.machine.phase()) {
-      case TrialState::kQueued:
-        ++s.trials_by_state["queued"];
-        if (!sweep.cancelled && !trial.cancel_requested) ++s.queue_depth;
-        break;
-      case TrialState::kAssigned: ++s.trials_by_state["assigned"]; break;
-      case TrialState::kRunning: ++s.trials_by_state["running"]; break;
-      case TrialState::kFinished: {
-        ++s.trials_by_state["finished"];
-        auto outcome = trial.machine.outcome();
-        // A trial finished before a coordinator restart has its outcome in the store only.
-        ++s.outcomes[outcome ? protocol::OutcomeName(*outcome) : "recorded"];
-        break;
-      }
+    const TrialState phase = trial.machine.phase();
+    ++s.trials_by_state[metrics::TrialStateName(phase)];
+    if (phase == TrialState::kQueued && !sweep.cancelled && !trial.cancel_requested) ++s.queue_depth;
+    if (phase == TrialState::kFinished) {
+      auto outcome = trial.machine.outcome();
+      // A trial finished before a coordinator restart has its outcome in the store only.
+      ++s.outcomes[outcome ? protocol::OutcomeName(*outcome) : "recorded"];
     }
   }
   return s;
