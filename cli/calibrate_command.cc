@@ -152,8 +152,7 @@ int RunCalibrate(const CalibrateFlags& flags) {
   } else {
     text = Text(record, repeats, flags.run.db);
   }
-  if (Status s = WriteOutput(flags.output, text); !s.ok()) return ReportFailure("calibrate", s);
-  return kExitOk;
+  return WriteCommandOutput("calibrate", flags.output, text);
 }
 
 void SetupCalibrate(CLI::App& root, int* exit_code) {
@@ -168,10 +167,7 @@ void SetupCalibrate(CLI::App& root, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--output", flags->output, "write the result to this file instead of stdout");
   AddLocalRunFlags(cmd, &flags->run);
-  cmd->callback([flags, exit_code, &root]() {
-    flags->run.argv0 = root.get_name();
-    *exit_code = RunCalibrate(*flags);
-  });
+  cmd->callback([flags, exit_code] { *exit_code = RunCalibrate(*flags); });
 }
 
 }  // namespace

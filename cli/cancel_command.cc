@@ -20,7 +20,7 @@ int RunCancel(const CancelFlags& flags) {
                                "): " + result->value("state", "") + "; " +
                                std::to_string(result->value("cancelled_trials", 0)) + " queued trial(s) cancelled, " +
                                std::to_string(result->value("stopping_trials", 0)) + " running trial(s) stopping";
-  return WriteOutput(flags.api.output, text).ok() ? kExitOk : kExitFailure;
+  return WriteCommandOutput("cancel", flags.api.output, text);
 }
 
 void SetupCancel(CLI::App& root, int* exit_code) {

@@ -15,6 +15,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "cli/exit_codes.h"
 #include "protocol/frame_connection.h"
 #include "protocol/tls.h"
 #include "protocol/token.h"
@@ -259,6 +260,14 @@ Status WriteOutput(const std::string& output_path, const std::string& text) {
   out.close();
   if (!out) return Status::IoError("cannot write '" + output_path + "': check the directory and its permissions");
   return Status::Ok();
+}
+
+int WriteCommandOutput(std::string_view command, const std::string& output_path, const std::string& text) {
+  if (Status written = WriteOutput(output_path, text); !written.ok()) {
+    std::cerr << "bakeoff " << command << ": " << written.message() << "\n";
+    return kExitFailure;
+  }
+  return kExitOk;
 }
 
 std::string RenderTextTable(const std::vector<std::string>& header,

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -99,6 +100,9 @@ inline constexpr const char* kTlsCaHelp =
 
 // Writes `text` to `output_path`, or to stdout when it is empty or "-".
 Status WriteOutput(const std::string& output_path, const std::string& text);
+// How a command ends with its output: WriteOutput, then kExitOk, or "bakeoff COMMAND:
+// cannot write ..." on stderr and kExitFailure (the operation ran and failed).
+int WriteCommandOutput(std::string_view command, const std::string& output_path, const std::string& text);
 
 // A plain-text table with a header row and aligned columns (numbers right-aligned
 // when `numeric[i]`).

@@ -30,10 +30,7 @@ int RunLocal(const LocalFlags& flags) {
   auto report = options.ok() ? metrics::RenderSweepReport(flags.run.db, std::to_string(run.sweep_id), *options)
                              : Result<std::string>(options.status());
   if (report.ok()) {
-    if (Status s = WriteOutput(flags.output, *report); !s.ok()) {
-      std::cerr << "bakeoff local: " << s.message() << "\n";
-      return kExitFailure;
-    }
+    if (int code = WriteCommandOutput("local", flags.output, *report); code != kExitOk) return code;
   } else {
     std::cerr << "bakeoff local: no report: " << report.status().message() << "\n";
   }
@@ -56,10 +53,7 @@ void SetupLocal(CLI::App& root, int* exit_code) {
   cmd->add_option("--format", flags->format, "report format: table|markdown|json|csv|html")->capture_default_str();
   cmd->add_option("--output", flags->output, "write the report to this file instead of stdout");
   AddLocalRunFlags(cmd, &flags->run);
-  cmd->callback([flags, exit_code, &root]() {
-    flags->run.argv0 = root.get_name();
-    *exit_code = RunLocal(*flags);
-  });
+  cmd->callback([flags, exit_code] { *exit_code = RunLocal(*flags); });
 }
 
 }  // namespace

@@ -302,6 +302,8 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
 }
 
 void AddLocalRunFlags(CLI::App* cmd, LocalRunFlags* flags) {
+  // The program's path as invoked: the default trainer is the one next to it.
+  cmd->preparse_callback([cmd, flags](std::size_t) { flags->argv0 = cmd->get_parent()->get_name(); });
   cmd->add_option("--workers", flags->workers, "workers to start")->capture_default_str();
   cmd->add_option("--slots", flags->slots, "CPU slots (ranks at once) per worker")->capture_default_str();
   cmd->add_option("--db", flags->db, "results database to create or extend")->capture_default_str();

@@ -30,7 +30,7 @@ struct LocalRunFlags {
   // After the sweep ends, the page stays up this long when someone opened it, so that
   // it shows the final state and the report (Ctrl-C ends it sooner); 0: no wait.
   int linger_s = 20;
-  std::string argv0;
+  std::string argv0;  // set by AddLocalRunFlags when the command is parsed
 };
 
 struct LocalRun {

@@ -183,11 +183,7 @@ int RunQuery(QueryOptions options) {
     std::cerr << "bakeoff query: showing the first " << result->rows.size()
               << " rows; raise --max-rows or add LIMIT/WHERE to see the rest\n";
   }
-  if (Status written = WriteOutput(options.output, text); !written.ok()) {
-    std::cerr << "bakeoff query: " << written.message() << "\n";
-    return kExitFailure;
-  }
-  return kExitOk;
+  return WriteCommandOutput("query", options.output, text);
 }
 
 void SetupQuery(CLI::App& root, int* exit_code) {

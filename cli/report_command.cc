@@ -80,9 +80,7 @@ int RunReport(const ReportCommandFlags& flags) {
       return FailReport(text.status(), code);
     }
   }
-  Status written = WriteOutput(flags.report.output, *text);
-  if (!written.ok()) return FailReport(written, kExitFailure);
-  return kExitOk;
+  return WriteCommandOutput("report", flags.report.output, *text);
 }
 
 void SetupReport(CLI::App& root, int* exit_code) {

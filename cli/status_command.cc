@@ -145,8 +145,7 @@ int RunStatus(const StatusFlags& flags) {
   } else {
     text = flags.sweep.empty() ? SweepsTable(sweeps) : SweepDetail(sweep, trials);
   }
-  if (Status s = WriteOutput(flags.api.output, text); !s.ok()) return Fail(s);
-  return kExitOk;
+  return WriteCommandOutput("status", flags.api.output, text);
 }
 
 void SetupStatus(CLI::App& root, int* exit_code) {

@@ -46,8 +46,7 @@ int RunSubmit(const SubmitFlags& flags) {
                            : "submitted sweep " + id + " (" + created->value("name", "") + "): " +
                                  std::to_string(created->value("variant_count", 0)) + " variants, " +
                                  std::to_string(created->value("trial_count", 0)) + " trials";
-    Status written = WriteOutput(flags.output, text);
-    return written.ok() ? kExitOk : kExitFailure;
+    return WriteCommandOutput("submit", flags.output, text);
   }
   std::cerr << "submitted sweep " << id << " (" << created->value("name", "") << "), "
             << created->value("trial_count", 0) << " trials\n";
@@ -110,10 +109,7 @@ int RunSubmit(const SubmitFlags& flags) {
   if (tty) std::cerr << "\n";
   auto report = client->GetText("/api/v1/sweeps/" + id + "/report?format=" + UrlEncode(flags.format));
   if (report.ok()) {
-    if (Status s = WriteOutput(flags.output, *report); !s.ok()) {
-      std::cerr << "bakeoff submit: " << s.message() << "\n";
-      return kExitFailure;
-    }
+    if (int code = WriteCommandOutput("submit", flags.output, *report); code != kExitOk) return code;
   } else {
     std::cerr << "bakeoff submit: the sweep ended but its report is unavailable: " << report.status().message()
               << "\n";

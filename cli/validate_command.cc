@@ -177,11 +177,7 @@ int RunValidate(const ValidateOptions& options) {
   } else {
     text = Table(*sweep, *expanded, CalibrationText(*sweep, calibration, options.db));
   }
-  if (Status written = WriteOutput(options.output, text); !written.ok()) {
-    std::cerr << "bakeoff validate: " << written.message() << "\n";
-    return kExitFailure;
-  }
-  return kExitOk;
+  return WriteCommandOutput("validate", options.output, text);
 }
 
 void SetupValidate(CLI::App& root, int* exit_code) {

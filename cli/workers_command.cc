@@ -52,7 +52,7 @@ int RunWorkers(const WorkersFlags& flags) {
     text = RenderTextTable(header, rows, right);
     if (rows.empty()) text += "(no workers registered)\n";
   }
-  return WriteOutput(flags.api.output, text).ok() ? kExitOk : kExitFailure;
+  return WriteCommandOutput("workers", flags.api.output, text);
 }
 
 void SetupWorkers(CLI::App& root, int* exit_code) {

@@ -326,16 +326,16 @@ HttpReply HttpServer::QueryRoute(const RouteCall& call) {
       limits.timeout = std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(asked_s * 1000)));
     }
   }
-  if (queries_in_flight_->load() >= kMaxQueriesInFlight) {
+  JobSlots::Slot slot = query_slots_.TryTake();
+  if (slot == nullptr) {
     return Error(503, "the coordinator is already running " + std::to_string(kMaxQueriesInFlight) +
                           " queries; retry in a few seconds");
   }
-  queries_in_flight_->fetch_add(1);
   HttpReply reply;
-  reply.blocking_work = [in_flight = queries_in_flight_, db_path = service_.store().path(),
-                         sql = request["sql"].get<std::string>(), limits]() {
+  reply.blocking_work = [slot, db_path = service_.store().path(), sql = request["sql"].get<std::string>(),
+                         limits]() mutable {
     auto result = metrics::RunReadOnlyQuery(db_path, sql, limits);
-    in_flight->fetch_sub(1);
+    slot.reset();
     if (!result.ok()) return ErrorFrom(result.status());
     json rows = json::array();
     for (auto& row : result->rows) rows.push_back(std::move(row));
@@ -632,16 +632,16 @@ HttpReply HttpServer::BuildReport(const RouteCall& call, const metrics::SweepRec
   if (!options.ok()) return ErrorFrom(options.status());
   // Built on the pool (a big sweep's bootstrap takes seconds), never on the service's
   // executor; at most kMaxReportsInFlight at once, so that queued reports cannot pile up.
-  if (reports_in_flight_->load() >= kMaxReportsInFlight) {
+  JobSlots::Slot slot = report_slots_.TryTake();
+  if (slot == nullptr) {
     return Error(503, "the coordinator is already building " + std::to_string(kMaxReportsInFlight) +
                           " reports; retry in a few seconds");
   }
-  reports_in_flight_->fetch_add(1);
   HttpReply reply;
-  reply.blocking_work = [in_flight = reports_in_flight_, db_path = service_.store().path(),
-                         sweep_id = std::to_string(sweep.id), options = *options]() {
+  reply.blocking_work = [slot, db_path = service_.store().path(), sweep_id = std::to_string(sweep.id),
+                         options = *options]() mutable {
     auto rendered = metrics::RenderSweepReport(db_path, sweep_id, options);
-    in_flight->fetch_sub(1);
+    slot.reset();
     if (!rendered.ok()) return ErrorFrom(rendered.status());
     HttpReply done;
     done.content_type = metrics::ReportContentType(options.format);

@@ -77,6 +77,25 @@ inline constexpr int kMaxReportsInFlight = 4;
 // answered 503 at once, so that slow queries cannot pile up behind each other.
 inline constexpr int kMaxQueriesInFlight = 2;
 
+// At most `max` blocking jobs of one kind (reports, queries) queued or running at once.
+// A job holds its Slot while it runs; the slot is free again when the job lets it go or
+// when the job is dropped unrun (a copy of the slot may outlive the request's coroutine).
+class JobSlots {
+ public:
+  using Slot = std::shared_ptr<void>;
+  explicit JobSlots(int max) : max_(max) {}
+  // A slot, or nullptr when `max` jobs hold one.
+  Slot TryTake() {
+    if (held_->load() >= max_) return nullptr;
+    held_->fetch_add(1);
+    return Slot(held_.get(), [held = held_](void*) { held->fetch_sub(1); });
+  }
+
+ private:
+  int max_;
+  std::shared_ptr<std::atomic<int>> held_ = std::make_shared<std::atomic<int>>(0);
+};
+
 class HttpServer {
  public:
   // `tls` null: plain HTTP.
@@ -169,10 +188,9 @@ class HttpServer {
   CoordinatorService& service_;
   protocol::Listener listener_;
   std::shared_ptr<protocol::TlsContext> tls_;
-  // Reports queued or being built on blocking_pool_ (shared with the work items, which
-  // may outlive a request's coroutine).
-  std::shared_ptr<std::atomic<int>> reports_in_flight_ = std::make_shared<std::atomic<int>>(0);
-  std::shared_ptr<std::atomic<int>> queries_in_flight_ = std::make_shared<std::atomic<int>>(0);
+  // Reports queued or being built on blocking_pool_; queries on query_pool_.
+  JobSlots report_slots_{kMaxReportsInFlight};
+  JobSlots query_slots_{kMaxQueriesInFlight};
   boost::asio::thread_pool blocking_pool_{2};
   // HttpReply::query work runs here, one at a time.
   boost::asio::thread_pool query_pool_{1};

@@ -95,25 +95,19 @@ void TrialTable::Clear() {
   attempt_deadlines_.clear();
 }
 
-SweepEntry* TrialTable::FindSweep(std::int64_t sweep_id) {
-  auto it = sweeps_.find(sweep_id);
-  return it == sweeps_.end() ? nullptr : &it->second;
+namespace {
+// The entry under `key`, or nullptr; one body for the const and the mutable lookups.
+template <typename Map>
+auto* EntryIn(Map& map, std::int64_t key) {
+  auto it = map.find(key);
+  return it == map.end() ? nullptr : &it->second;
 }
+}  // namespace
 
-const SweepEntry* TrialTable::FindSweep(std::int64_t sweep_id) const {
-  auto it = sweeps_.find(sweep_id);
-  return it == sweeps_.end() ? nullptr : &it->second;
-}
-
-TrialEntry* TrialTable::FindTrial(std::int64_t trial_id) {
-  auto it = trials_.find(trial_id);
-  return it == trials_.end() ? nullptr : &it->second;
-}
-
-const TrialEntry* TrialTable::FindTrial(std::int64_t trial_id) const {
-  auto it = trials_.find(trial_id);
-  return it == trials_.end() ? nullptr : &it->second;
-}
+SweepEntry* TrialTable::FindSweep(std::int64_t sweep_id) { return EntryIn(sweeps_, sweep_id); }
+const SweepEntry* TrialTable::FindSweep(std::int64_t sweep_id) const { return EntryIn(sweeps_, sweep_id); }
+TrialEntry* TrialTable::FindTrial(std::int64_t trial_id) { return EntryIn(trials_, trial_id); }
+const TrialEntry* TrialTable::FindTrial(std::int64_t trial_id) const { return EntryIn(trials_, trial_id); }
 
 const TrialPart* TrialTable::CurrentPart(std::int64_t trial_id, int attempt, const std::string& worker_id) const {
   const TrialEntry* trial = FindTrial(trial_id);

@@ -3,7 +3,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -58,22 +57,7 @@ std::vector<LogicalCpu> ReadCpuTopology(const std::string& proc_cpuinfo, const s
 }
 
 std::vector<LogicalCpu> ReadHostCpuTopology(const std::vector<int>& allowed) {
-  std::ifstream in("/proc/cpuinfo");
-  std::stringstream text;
-  text << in.rdbuf();
-  return ReadCpuTopology(text.str(), allowed);
-}
-
-std::vector<int> AllowedCpus() {
-  std::vector<int> cpus;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
-    }
-  }
-  return cpus;
+  return ReadCpuTopology(protocol::ProcCpuinfo(), allowed);
 }
 
 Result<std::vector<int>> ParseCpuList(const std::string& text) {

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "protocol/host_cpus.h"
 #include "protocol/status.h"
 
 namespace bakeoff::worker {
@@ -29,8 +30,8 @@ struct LogicalCpu {
 std::vector<LogicalCpu> ReadCpuTopology(const std::string& proc_cpuinfo, const std::vector<int>& allowed);
 // ReadCpuTopology of this host's /proc/cpuinfo (no file: each allowed CPU its own core).
 std::vector<LogicalCpu> ReadHostCpuTopology(const std::vector<int>& allowed);
-// This process's affinity mask, ascending.
-std::vector<int> AllowedCpus();
+// This process's affinity mask, ascending (protocol/host_cpus.h).
+using protocol::AllowedCpus;
 // "0-3,6" -> {0,1,2,3,6}; an error names the bad part.
 Result<std::vector<int>> ParseCpuList(const std::string& text);
 // {0,1,2,3,6} -> "0-3,6".

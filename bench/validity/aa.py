@@ -29,29 +29,21 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# Tiny trials: a 2-layer model, so that a sweep takes about a minute on 2 cores.
+# Tiny trials: a 2-layer model, so that a sweep takes about a minute on 2 cores. The two
+# kinds share the model and the run; they differ in the executor and LoRA's targets.
+_TINY_RUN = """\
+  model: {dim: 128, layers: 2, heads: 4, kv_heads: 2, ffn_dim: 344, vocab: 1024}
+  seq_len: 64
+  micro_batch: 2
+  warmup_steps: 2
+  steps: 10
+  dataset: synthetic
+"""
 WORKLOADS = {
-    "native": """\
-  executor: lora
-  model: {dim: 128, layers: 2, heads: 4, kv_heads: 2, ffn_dim: 344, vocab: 1024}
-  seq_len: 64
-  micro_batch: 2
-  warmup_steps: 2
-  steps: 10
-  dataset: synthetic
-  lora: {rank: 8, alpha: 16, dropout: 0.0, targets: [q, v]}
-""",
-    "torch-reference": """\
-  executor: command
-  command: {template: torch-reference}
-  model: {dim: 128, layers: 2, heads: 4, kv_heads: 2, ffn_dim: 344, vocab: 1024}
-  seq_len: 64
-  micro_batch: 2
-  warmup_steps: 2
-  steps: 10
-  dataset: synthetic
-  lora: {rank: 8, alpha: 16, dropout: 0.0, targets: [q, k, v, o]}
-""",
+    "native": "  executor: lora\n" + _TINY_RUN +
+              "  lora: {rank: 8, alpha: 16, dropout: 0.0, targets: [q, v]}\n",
+    "torch-reference": "  executor: command\n  command: {template: torch-reference}\n" + _TINY_RUN +
+                       "  lora: {rank: 8, alpha: 16, dropout: 0.0, targets: [q, k, v, o]}\n",
 }
 
 

@@ -1,12 +1,11 @@
 #include "experiments/trainer/hardware_defaults.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <sstream>
+
+#include "protocol/host_cpus.h"
 
 namespace bakeoff::trainer {
 namespace {
@@ -86,18 +85,7 @@ CpuInfo ParseCpuInfo(std::string_view text, const std::vector<int>& usable) {
 }
 
 CpuInfo DetectCpuInfo() {
-  std::ifstream in("/proc/cpuinfo");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::vector<int> usable;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (CPU_ISSET(cpu, &set)) usable.push_back(cpu);
-    }
-  }
-  return ParseCpuInfo(text.str(), usable);
+  return ParseCpuInfo(protocol::ProcCpuinfo(), protocol::AllowedCpus());
 }
 
 Decision DecideBf16Matmul(const std::string& requested, bool cuda, const CpuInfo& cpu,

@@ -21,6 +21,7 @@
 #include "metrics/report/report_loader.h"
 #include "protocol/token.h"
 #include "tests/coordinator/coordinator_test_util.h"
+#include "tests/integration/test_sweeps.h"  // EveryCombinationOfSevenAxes
 
 namespace bakeoff::coordinator {
 namespace {
@@ -45,26 +46,24 @@ class RecordingLink : public WorkerLink {
   bool closed = false;
 };
 
-const std::string kSweep = std::string(R"(name: svc
-question: does the service work?
-)") + testing::kTinyWorkload + R"(parameters:
-  micro_batch: {values: [1, 2]}
-  world_size: {value: 1}
-baseline: {micro_batch: 1}
-repeats: 1
-limits: {trial_timeout: 60s, max_attempts: 2}
-)";
+// A sweep of the tiny workload: `name`, its question when one is given, the lines under
+// `parameters:` down to the baseline, `repeats` as written, and limits of 60 s and
+// `max_attempts` a trial.
+std::string TinySweep(const std::string& name, const std::string& parameters, const std::string& repeats,
+                      int max_attempts = 2, const std::string& question = "") {
+  return "name: " + name + "\n" + (question.empty() ? "" : "question: " + question + "\n") + testing::kTinyWorkload +
+         "parameters:\n" + parameters + "repeats: " + repeats + "\nlimits: {trial_timeout: 60s, max_attempts: " +
+         std::to_string(max_attempts) + "}\n";
+}
+
+// micro_batch 1 (the baseline) against 2, on one rank.
+const std::string kOneRankPair = "  micro_batch: {values: [1, 2]}\n  world_size: {value: 1}\nbaseline: {micro_batch: 1}\n";
+
+const std::string kSweep = TinySweep("svc", kOneRankPair, "1", 2, "does the service work?");
 
 // Two pair groups (repeat 0's and repeat 1's), so that two one-slot workers each get a
 // trial at once: a pair's two sides wait for one worker (docs/sweep.md, "Placement").
-const std::string kTwoPairSweep = std::string(R"(name: svc2
-)") + testing::kTinyWorkload + R"(parameters:
-  micro_batch: {values: [1, 2]}
-  world_size: {value: 1}
-baseline: {micro_batch: 1}
-repeats: 2
-limits: {trial_timeout: 60s, max_attempts: 2}
-)";
+const std::string kTwoPairSweep = TinySweep("svc2", kOneRankPair, "2");
 
 // Runs the reply's deferred work as the session would: blocking_work (off the
 // executor), then what its reply leaves for the executor.
@@ -577,26 +576,23 @@ TEST_F(CoordinatorServiceTest, GangWorkerLostAfterTheOtherPartFinishedLosesTheAt
 // (the worker says so) is retried without using up max_attempts, a bounded number of
 // times; a lost attempt the worker does not call infrastructure uses one up.
 TEST_F(CoordinatorServiceTest, AnInfrastructureFailureIsRetriedWithoutUsingUpMaxAttempts) {
-  const std::string one_attempt = std::string(R"(name: infra
-)") + testing::kTinyWorkload + R"(parameters:
-  micro_batch: {values: [1, 2]}
-  world_size: {value: 1}
-baseline: {micro_batch: 1}
-repeats: 1
-limits: {trial_timeout: 60s, max_attempts: 1}
-)";
+  const std::string one_attempt = TinySweep("infra", kOneRankPair, "1", 1);
   json a;
   auto w1 = RegisterAndSubmit("w1", a, nullptr, one_attempt);
   const std::int64_t trial = a["trial_id"];
   std::int64_t seq = 1;
-  for (int i = 0; i < kMaxInfrastructureRetries; ++i) {
+  // w1 says the attempt it holds was lost to Bakeoff's own machinery.
+  auto infrastructure_loss = [&](const std::string& reason) {
     protocol::AttemptFinishedMessage lost;
     lost.attempt = {trial, a["attempt"]};
     lost.outcome = "lost";
-    lost.reason = "infrastructure: the rank store's port 30000 on this host is in use";
+    lost.reason = "infrastructure: " + reason;
     lost.infrastructure = true;
     lost.outbox_seq = seq++;
     Frame("w1", protocol::ToJson(lost));
+  };
+  for (int i = 0; i < kMaxInfrastructureRetries; ++i) {
+    infrastructure_loss("the rank store's port 30000 on this host is in use");
     auto again = w1->Take("assign");
     ASSERT_EQ(again.size(), 1u) << "retry " << i << " of a one-attempt trial";
     EXPECT_EQ(again[0]["trial_id"], trial);
@@ -605,13 +601,7 @@ limits: {trial_timeout: 60s, max_attempts: 1}
   }
   EXPECT_EQ(Trial(trial).max_attempts, 1 + kMaxInfrastructureRetries) << "the grant is stored";
   // Past the bound, an infrastructure loss ends the trial like any other.
-  protocol::AttemptFinishedMessage last;
-  last.attempt = {trial, a["attempt"]};
-  last.outcome = "lost";
-  last.reason = "infrastructure: again";
-  last.infrastructure = true;
-  last.outbox_seq = seq++;
-  Frame("w1", protocol::ToJson(last));
+  infrastructure_loss("again");
   EXPECT_EQ(Trial(trial).state, metrics::TrialState::kFinished);
   EXPECT_EQ(Trial(trial).outcome, metrics::Outcome::kLost);
 
@@ -1139,6 +1129,11 @@ TEST_F(CoordinatorServiceTest, ReportsAreBuiltOffTheExecutorAtMostFourAtOnce) {
   EXPECT_EQ(pending.front().blocking_work().status, 200);
   EXPECT_TRUE(http.Handle("GET", "/api/v1/sweeps/svc/report", "Bearer secret", "").blocking_work)
       << "a finished report frees its place";
+  pending.push_back(http.Handle("GET", "/api/v1/sweeps/svc/report", "Bearer secret", ""));
+  EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps/svc/report", "Bearer secret", "").status, 503) << "four held again";
+  pending.pop_back();  // dropped unrun, as when the pool stops before it runs
+  EXPECT_TRUE(http.Handle("GET", "/api/v1/sweeps/svc/report", "Bearer secret", "").blocking_work)
+      << "a report dropped unrun frees its place";
 }
 
 // One HTTP request to 127.0.0.1:`port`, answered or failed; {status, body}.
@@ -1238,23 +1233,7 @@ TEST_F(CoordinatorServiceTest, ASubmittedSweepIsPreparedInOrderOffTheExecutorAnd
 // the limit, before a point is visited.
 TEST_F(CoordinatorServiceTest, ExcludeRulesOverTheWorkLimitAreRefusedWith413) {
   HttpServer http(io_.get_executor(), *service_, nullptr);
-  const std::vector<std::pair<std::string, int>> axes = {
-      {"seed", 10}, {"micro_batch", 10}, {"grad_accum", 10}, {"steps", 10},
-      {"seq_len", 10}, {"lora_rank", 5}, {"warmup_steps", 2}};
-  std::string yaml = "name: shapes\nworkload: {executor: lora, model: tiny}\nparameters:\n";
-  for (const auto& [axis, n] : axes) {
-    yaml += "  " + axis + ": {values: [";
-    for (int i = 0; i < n; ++i) yaml += (i ? ", " : "") + std::to_string(i + 2);
-    yaml += "]}\n";
-  }
-  yaml += "exclude:\n";
-  for (int mask = 1; mask < 128; ++mask) {
-    std::string rule;
-    for (int a = 0; a < 7; ++a) {
-      if (mask & (1 << a)) rule += (rule.empty() ? "" : ", ") + axes[a].first + ": 3";
-    }
-    yaml += "  - {" + rule + "}\n";
-  }
+  const std::string yaml = testing::EveryCombinationOfSevenAxes();
   auto over = Complete(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", yaml));
   EXPECT_EQ(over.status, 413) << over.body;
   EXPECT_NE(over.body.find("over the limit of 200000000 steps"), std::string::npos) << over.body;
@@ -1544,14 +1523,9 @@ TEST_F(CoordinatorServiceTest, RegisteredIsTheFirstFrameEvenWhenTheRegistrationC
 
 // Adaptive repeats: micro_batch=1 is the baseline; micro_batch=2 is twice as fast (it
 // stops at min pairs), micro_batch=4 is the baseline again (A/A: it runs to max).
-const std::string kAdaptiveSweep = std::string(R"(name: adaptive
-question: do adaptive repeats stop early?
-)") + testing::kTinyWorkload + R"(parameters:
-  micro_batch: {values: [1, 2, 4]}
-baseline: {micro_batch: 1}
-repeats: {min: 3, max: 6, until: {ci_half_width: 0.001}}
-limits: {trial_timeout: 60s, max_attempts: 2}
-)";
+const std::string kAdaptiveSweep =
+    TinySweep("adaptive", "  micro_batch: {values: [1, 2, 4]}\nbaseline: {micro_batch: 1}\n",
+              "{min: 3, max: 6, until: {ci_half_width: 0.001}}", 2, "do adaptive repeats stop early?");
 
 // tokens/s of repeat r of each variant of kAdaptiveSweep.
 double AdaptiveTokens(const std::string& variant, int repeat) {
@@ -1711,15 +1685,10 @@ TEST_F(AdaptiveRepeatsTest, ARestartedCoordinatorReachesTheSameDecisionFromTheSt
   }
 }
 
-const std::string kTwoAxisAdaptiveSweep = std::string(R"(name: adaptive-2x2
-question: does each comparison the answer reports get its pairs?
-)") + testing::kTinyWorkload + R"(parameters:
-  micro_batch: {values: [1, 2]}
-  seed: {values: [1, 2]}
-baseline: {micro_batch: 1, seed: 1}
-repeats: {min: 3, max: 6, until: {ci_half_width: 0.001}}
-limits: {trial_timeout: 60s, max_attempts: 2}
-)";
+const std::string kTwoAxisAdaptiveSweep =
+    TinySweep("adaptive-2x2", "  micro_batch: {values: [1, 2]}\n  seed: {values: [1, 2]}\nbaseline: {micro_batch: 1, seed: 1}\n",
+              "{min: 3, max: 6, until: {ci_half_width: 0.001}}", 2,
+              "does each comparison the answer reports get its pairs?");
 
 TEST_F(AdaptiveRepeatsTest, AVariantRunsOnWhileAComparisonTheAnswerReportsWithItNeedsPairs) {
   // Against the baseline, micro_batch=2,seed=2 is 2x after 3 pairs; but the answer

@@ -33,13 +33,18 @@ class GroupCommitTest : public testing::GroupCommitFixture {
     return workers.ok() ? workers->size() : 0;
   }
 
+  // A turn's group opened, worker w1 stored in it, and send 1 waiting for its commit.
+  void BeginTurnThatStoresAndWaitsToSend() {
+    group_->Begin();
+    Write("w1");
+    group_->AfterCommit([this] { sent_.push_back(1); });
+  }
+
   std::vector<int> sent_;
 };
 
 TEST_F(GroupCommitTest, WhatWaitsRunsInOrderOnlyOnceTheTurnsGroupCommitted) {
-  group_->Begin();
-  Write("w1");
-  group_->AfterCommit([this] { sent_.push_back(1); });
+  BeginTurnThatStoresAndWaitsToSend();
   group_->AfterCommit([this] { sent_.push_back(2); });
   EXPECT_TRUE(sent_.empty()) << "nothing leaves on a write that could still be lost";
   EXPECT_EQ(WorkersVisibleOutside(), 0u) << "the group's write is not committed yet";
@@ -56,9 +61,7 @@ TEST_F(GroupCommitTest, WhatWaitsRunsInOrderOnlyOnceTheTurnsGroupCommitted) {
 }
 
 TEST_F(GroupCommitTest, ABusyTurnCommitsOncePastTheWindowAndNotBefore) {
-  group_->Begin();
-  Write("w1");
-  group_->AfterCommit([this] { sent_.push_back(1); });
+  BeginTurnThatStoresAndWaitsToSend();
   group_->CommitIfOld();
   EXPECT_TRUE(sent_.empty());
   EXPECT_TRUE(store_->in_group());
@@ -72,9 +75,7 @@ TEST_F(GroupCommitTest, ABusyTurnCommitsOncePastTheWindowAndNotBefore) {
 }
 
 TEST_F(GroupCommitTest, StopKeepsWhatWasStoredAndSendsNothingThatWaited) {
-  group_->Begin();
-  Write("w1");
-  group_->AfterCommit([this] { sent_.push_back(1); });
+  BeginTurnThatStoresAndWaitsToSend();
   group_->Stop();
   EXPECT_TRUE(sent_.empty());
   EXPECT_EQ(WorkersVisibleOutside(), 1u) << "a stop commits what the turn stored";

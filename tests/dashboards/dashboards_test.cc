@@ -16,6 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "tests/dashboards/dashboard_files.h"
+#include "tests/integration/test_files.h"  // ReadFile
 
 namespace bakeoff {
 namespace {
@@ -46,13 +47,6 @@ void CollectDatasourceRefs(const json& node, const std::string& path, std::vecto
   } else if (node.is_array()) {
     for (std::size_t i = 0; i < node.size(); ++i) CollectDatasourceRefs(node[i], path + "/" + std::to_string(i), out);
   }
-}
-
-std::string Slurp(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 TEST(DashboardsTest, EveryDashboardIsValidJsonWithItsStableUid) {
@@ -140,7 +134,7 @@ TEST(DashboardsTest, EveryVariableUsedIsDefinedBeforeUse) {
 }
 
 TEST(DashboardsTest, EveryQueriedMetricIsDocumented) {
-  const std::string doc = Slurp(std::filesystem::path(BAKEOFF_SOURCE_DIR) / "docs" / "metrics.md");
+  const std::string doc = testing::ReadFile(std::filesystem::path(BAKEOFF_SOURCE_DIR) / "docs" / "metrics.md");
   ASSERT_FALSE(doc.empty()) << "docs/metrics.md is missing";
   static const std::regex kMetric(R"(\bbakeoff_[a-z_]+)");
   std::set<std::string> queried;

@@ -83,20 +83,27 @@ if run.config.get("mode") in ("daemon", "daemon_and_hang"):
         time.sleep(120)  # until the trial's timeout
 )PY";
 
+// A sweep of one trial of `template_name` in `mode` on `world` ranks, 3 measured steps.
+std::string Sweep(const std::string& template_name, const std::string& mode, int world) {
+  return "name: probe\n"
+         "workload:\n"
+         "  executor: command\n"
+         "  command: {template: " + template_name + "}\n"
+         "  steps: 3\n"
+         "  warmup_steps: 1\n"
+         "  world_size: " + std::to_string(world) + "\n"
+         "  mode: " + mode + "\n"
+         "repeats: 1\n";
+}
+
 class CommandExecutorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = testing::FreshTestDir("bakeoff-command");
     std::ofstream(dir_ / "probe.py") << kProbe;
     std::ofstream(dir_ / "executors.yaml")
-        << "python: /usr/bin/python3\n"
-           "templates:\n"
-           "  probe:\n"
-           "    argv: [\"{python}\", \"{dir}/probe.py\", \"--config\", \"{config}\"]\n"
-           "    env:\n"
-           "      pass: [PATH]\n"
-           "      set: {PYTHONPATH: \"" BAKEOFF_SOURCE_DIR "/experiments/python\"}\n"
-           "    trainer_fields: [steps, warmup_steps, world_size]\n"
+        << testing::kProbeCatalogHead
+        << "    trainer_fields: [steps, warmup_steps, world_size]\n"
            "    fields:\n"
            "      mode: {choices: [ok, unsupported, daemon, daemon_and_hang, flood, snoop], default: ok}\n"
            "    args:\n"
@@ -108,6 +115,24 @@ class CommandExecutorTest : public ::testing::Test {
     if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
   std::string catalog() const { return (dir_ / "executors.yaml").string(); }
+  // A coordinator with the probe catalog, worker w1 offering it, and the one-rank trial of
+  // Sweep("probe", mode, 1) run to the sweep's end within 60 s: whether it ended.
+  bool RunProbeSweepOnOneWorker(const std::string& mode) {
+    if (!cluster_->StartCoordinator({"--executors", catalog()})) return false;
+    cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", catalog()}});
+    return cluster_->Submit(Sweep("probe", mode, 1)) > 0 && WaitFinished(60s);
+  }
+  // A coordinator with the probe catalog, a worker `worker` that offers no command
+  // template, and the sweep `name` submitted: the native trainer against the probe
+  // template (an executor axis), 3-step trials, `repeats` pairs. The sweep's id.
+  std::int64_t SubmitExecutorAxisWithANativeWorker(const std::string& worker, const std::string& name, int repeats,
+                                                   const std::string& more_workload = "") {
+    EXPECT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
+    cluster_->StartWorker(worker, 0, 0, {{}, "127.0.0.1", {"--executors", "none"}});
+    return cluster_->Submit("name: " + name + "\nworkload:\n  steps: 3\n  warmup_steps: 1\n" + more_workload +
+                            "parameters:\n  executor: {values: [lora, probe]}\nbaseline: {executor: lora}\nrepeats: " +
+                            std::to_string(repeats) + "\n");
+  }
   // Waits until the sweep finishes; false after `limit`.
   bool WaitFinished(std::chrono::seconds limit) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -121,18 +146,6 @@ class CommandExecutorTest : public ::testing::Test {
   std::filesystem::path dir_;
   std::unique_ptr<TestCluster> cluster_;
 };
-
-std::string Sweep(const std::string& template_name, const std::string& mode, int world) {
-  return "name: probe\n"
-         "workload:\n"
-         "  executor: command\n"
-         "  command: {template: " + template_name + "}\n"
-         "  steps: 3\n"
-         "  warmup_steps: 1\n"
-         "  world_size: " + std::to_string(world) + "\n"
-         "  mode: " + mode + "\n"
-         "repeats: 1\n";
-}
 
 TEST_F(CommandExecutorTest, RunsTheAllowlistedCommandPerRankWithTorchrunsEnvironment) {
   ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
@@ -178,10 +191,7 @@ TEST_F(CommandExecutorTest, RunsTheAllowlistedCommandPerRankWithTorchrunsEnviron
 }
 
 TEST_F(CommandExecutorTest, AScriptsErrorEventDecidesTheOutcome) {
-  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
-  cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", catalog()}});
-  ASSERT_GT(cluster_->Submit(Sweep("probe", "unsupported", 1)), 0);
-  ASSERT_TRUE(WaitFinished(60s)) << "see " << dir_;
+  ASSERT_TRUE(RunProbeSweepOnOneWorker("unsupported")) << "see " << dir_;
   json trials = cluster_->Trials();
   ASSERT_EQ(trials.size(), 1u);
   EXPECT_EQ(trials[0].value("outcome", ""), "unsupported");
@@ -309,14 +319,7 @@ TEST_F(CommandExecutorTest, UnderRankUidsAScriptCannotReadTheWorkersCredentialOr
 // that does not offer a trial's template frees it from its pair's worker: docs/sweep.md,
 // "Placement"). So w1 ran a share of the native side and none of the probe side.
 TEST_F(CommandExecutorTest, AComparisonWhoseSidesRanOnDifferentWorkersIsCalledOutWithNoVerdict) {
-  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
-  cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", "none"}});
-  const std::int64_t id = cluster_->Submit(
-      "name: confound\n"
-      "workload:\n  steps: 3\n  warmup_steps: 1\n  world_size: 1\n"
-      "parameters:\n  executor: {values: [lora, probe]}\n"
-      "baseline: {executor: lora}\n"
-      "repeats: 3\n");
+  const std::int64_t id = SubmitExecutorAxisWithANativeWorker("w1", "confound", 3, "  world_size: 1\n");
   ASSERT_GT(id, 0);
   auto native_done = [&] {
     auto rows = cluster_->Query("SELECT count(*) FROM trials WHERE variant_key = 'executor=lora' AND "
@@ -355,10 +358,7 @@ TEST_F(CommandExecutorTest, AComparisonWhoseSidesRanOnDifferentWorkersIsCalledOu
 // events other than steps and summaries are capped at 1,000 (its `started` and `ready`
 // among them); its steps and summary still arrive and the trial succeeds.
 TEST_F(CommandExecutorTest, AScriptsFloodOfEventsIsCappedAtItsRanksQuota) {
-  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
-  cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", catalog()}});
-  ASSERT_GT(cluster_->Submit(Sweep("probe", "flood", 1)), 0);
-  ASSERT_TRUE(WaitFinished(60s)) << "see " << dir_;
+  ASSERT_TRUE(RunProbeSweepOnOneWorker("flood")) << "see " << dir_;
   cluster_->ExpectEveryTrialSucceededOnce(1);
   auto floods = cluster_->Query("SELECT count(*) FROM events WHERE kind = 'x'");
   ASSERT_EQ(floods.size(), 1u);
@@ -369,10 +369,7 @@ TEST_F(CommandExecutorTest, AScriptsFloodOfEventsIsCappedAtItsRanksQuota) {
 }
 
 TEST_F(CommandExecutorTest, ASucceededAttemptsDirectoryIsRemoved) {
-  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
-  cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", catalog()}});
-  ASSERT_GT(cluster_->Submit(Sweep("probe", "ok", 1)), 0);
-  ASSERT_TRUE(WaitFinished(60s)) << "see " << dir_;
+  ASSERT_TRUE(RunProbeSweepOnOneWorker("ok")) << "see " << dir_;
   cluster_->ExpectEveryTrialSucceededOnce(1);
   EXPECT_FALSE(std::filesystem::exists(dir_ / "w1" / "trial-1-attempt-1"));
 }
@@ -447,17 +444,7 @@ TEST_F(CommandExecutorTest, ATemplateNoLiveWorkerOffersWaitsWithItsReasonAndNeve
 // commands is live, the native variant runs and the command variant waits, naming its
 // template; a worker offering it then runs it.
 TEST_F(CommandExecutorTest, AnExecutorAxisRunsEachVariantOnAWorkerOfferingItsExecutor) {
-  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
-  cluster_->StartWorker("native", 0, 0, {{}, "127.0.0.1", {"--executors", "none"}});
-  const std::int64_t id = cluster_->Submit(
-      "name: executors\n"
-      "workload:\n"
-      "  steps: 3\n"
-      "  warmup_steps: 1\n"
-      "parameters:\n"
-      "  executor: {values: [lora, probe]}\n"
-      "baseline: {executor: lora}\n"
-      "repeats: 1\n");
+  const std::int64_t id = SubmitExecutorAxisWithANativeWorker("native", "executors", 1);
   ASSERT_GT(id, 0);
   auto client = cli::CoordinatorClient::Create(cluster_->url(), "cluster-secret", std::chrono::seconds(10));
   ASSERT_TRUE(client.ok());

@@ -189,15 +189,9 @@ TEST_F(FaultToleranceTest, AfterARestartAnImpostorCannotTakeTheNameOfAWorkerWith
   }, 60s));
   ASSERT_TRUE(c.RestartCoordinator());
   // The impostor is first: the real workers retry with a back-off.
-  RawConnection impostor(c.worker_port());
-  ASSERT_TRUE(impostor.connected());
   nlohmann::json reg = testing::RegisterMessage(victim);
   reg["running"] = nlohmann::json::array({{{"trial_id", running}, {"attempt", 1}}});
-  auto frame = protocol::EncodeFrame(reg);
-  ASSERT_TRUE(frame.ok());
-  impostor.Write(*frame);
-  bool closed = false;
-  const std::string answer = impostor.ReadUntilClosed(&closed);
+  const std::string answer = testing::AnswerToRegister(c.worker_port(), reg);
   EXPECT_NE(answer.find("rejected"), std::string::npos) << answer;
   EXPECT_TRUE(answer.find("awaiting reclaim") != std::string::npos ||
               answer.find("in use by a live worker") != std::string::npos)

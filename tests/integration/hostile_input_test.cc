@@ -95,15 +95,9 @@ TEST_F(HostileInputTest, MalformedQueryBodyIs400) {
 // every trial of a new sweep. A worker offers what the operator allows (256 slots and 16
 // GPUs unless --max-worker-slots/--max-worker-gpus say otherwise), or is refused.
 TEST_F(HostileInputTest, AWorkerClaimingAMillionSlotsIsRefusedAndNeverListed) {
-  RawConnection rogue(cluster_->worker_port());
-  ASSERT_TRUE(rogue.connected());
   json reg = testing::RegisterMessage("rogue");
   reg["resources"]["cpu_slots"] = 1000000;
-  auto frame = protocol::EncodeFrame(reg);
-  ASSERT_TRUE(frame.ok());
-  rogue.Write(*frame);
-  bool closed = false;
-  const std::string answer = rogue.ReadUntilClosed(&closed);
+  const std::string answer = testing::AnswerToRegister(cluster_->worker_port(), reg);
   EXPECT_NE(answer.find("rejected"), std::string::npos) << answer;
   EXPECT_NE(answer.find("--max-worker-slots"), std::string::npos) << answer;
   auto workers = cluster_->client().GetJson("/api/v1/workers");

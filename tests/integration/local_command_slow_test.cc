@@ -13,6 +13,7 @@
 #include "metrics/store/results_store.h"
 #include "tests/integration/process_guard.h"
 #include "tests/integration/test_files.h"
+#include "tests/integration/test_sweeps.h"  // kProbeCatalogHead
 
 namespace bakeoff {
 namespace {
@@ -37,18 +38,20 @@ class LocalCommandTest : public ::testing::Test {
     std::ofstream(dir_ / name) << text;
     return (dir_ / name).string();
   }
+  // FILE: a sweep NAME of micro_batch 1 (the baseline) against 2 on the tiny model, one
+  // warm-up step and `steps` measured ones; `axes` adds parameter lines, `tail` the
+  // top-level lines after the baseline.
+  std::string WriteTinySweep(const std::string& file, const std::string& name, const std::string& tail,
+                             int steps = 2, const std::string& axes = "") {
+    return Write(file, "name: " + name + "\nworkload: {executor: lora, model: tiny, seq_len: 16, warmup_steps: 1, steps: " +
+                           std::to_string(steps) + "}\nparameters:\n  micro_batch: {values: [1, 2]}\n" + axes +
+                           "baseline: {micro_batch: 1}\n" + tail);
+  }
   std::filesystem::path dir_;
 };
 
 TEST_F(LocalCommandTest, RunsTheSweepAndLeavesTheDatabase) {
-  const std::string sweep = Write("sweep.yaml",
-                                  "name: local-test\n"
-                                  "workload: {executor: lora, model: tiny, seq_len: 16, warmup_steps: 1, steps: 2}\n"
-                                  "parameters:\n"
-                                  "  micro_batch: {values: [1, 2]}\n"
-                                  "  world_size: {value: 2}\n"
-                                  "baseline: {micro_batch: 1}\n"
-                                  "repeats: 2\n");
+  const std::string sweep = WriteTinySweep("sweep.yaml", "local-test", "repeats: 2\n", 2, "  world_size: {value: 2}\n");
   const std::string db = (dir_ / "results.db").string();
   ProcessGuard local({kBin + "/bakeoff", "local", sweep, "--workers", "2", "--db", db, "--trainer",
                       kBin + "/bakeoff-fake-trainer", "--work-dir", (dir_ / "work").string(), "--output",
@@ -85,13 +88,7 @@ TEST_F(LocalCommandTest, RunsTheSweepAndLeavesTheDatabase) {
 }
 
 TEST_F(LocalCommandTest, VerboseShowsTheLogLinesOnTheScreenToo) {
-  const std::string sweep = Write("sweep.yaml",
-                                  "name: local-verbose\n"
-                                  "workload: {executor: lora, model: tiny, seq_len: 16, warmup_steps: 1, steps: 2}\n"
-                                  "parameters:\n"
-                                  "  micro_batch: {values: [1, 2]}\n"
-                                  "baseline: {micro_batch: 1}\n"
-                                  "repeats: 1\n");
+  const std::string sweep = WriteTinySweep("sweep.yaml", "local-verbose", "repeats: 1\n");
   const std::string log_path = (dir_ / "named.log").string();
   ProcessGuard local({kBin + "/bakeoff", "local", sweep, "-v", "--log-file", log_path, "--db",
                       (dir_ / "results.db").string(), "--trainer", kBin + "/bakeoff-fake-trainer", "--output",
@@ -111,13 +108,7 @@ TEST_F(LocalCommandTest, VerboseShowsTheLogLinesOnTheScreenToo) {
 // Issue 29: Ctrl-C cancels the sweep, keeps what finished, prints the report of what
 // finished and exits 130.
 TEST_F(LocalCommandTest, InterruptCancelsKeepsWhatFinishedPrintsTheReportAndExits130) {
-  const std::string sweep = Write("sweep.yaml",
-                                  "name: local-interrupted\n"
-                                  "workload: {executor: lora, model: tiny, seq_len: 16, warmup_steps: 1, steps: 2}\n"
-                                  "parameters:\n"
-                                  "  micro_batch: {values: [1, 2]}\n"
-                                  "baseline: {micro_batch: 1}\n"
-                                  "repeats: 2\n");
+  const std::string sweep = WriteTinySweep("sweep.yaml", "local-interrupted", "repeats: 2\n");
   const std::string db = (dir_ / "results.db").string();
   // Every micro_batch 2 trial hangs until it is cancelled.
   ProcessGuard local({kBin + "/bakeoff", "local", sweep, "--db", db, "--trainer", kBin + "/bakeoff-fake-trainer",
@@ -170,13 +161,7 @@ TEST_F(LocalCommandTest, InvalidSweepExitsWithUsageCode) {
 // Issue 33: a sweep no local worker could ever place is refused at once, with its
 // reason, and leaves no sweep behind (it used to wait "queued 4 · remaining ?" forever).
 TEST_F(LocalCommandTest, ACudaSweepOnCpuWorkersIsRefusedAtOnceWithItsReason) {
-  const std::string sweep = Write("cuda.yaml",
-                                  "name: cuda-here\n"
-                                  "workload: {executor: lora, model: tiny, seq_len: 16, warmup_steps: 1, steps: 2}\n"
-                                  "parameters:\n"
-                                  "  micro_batch: {values: [1, 2]}\n"
-                                  "baseline: {micro_batch: 1}\n"
-                                  "resources: {device: cuda}\n");
+  const std::string sweep = WriteTinySweep("cuda.yaml", "cuda-here", "resources: {device: cuda}\n");
   const std::string db = (dir_ / "results.db").string();
   ProcessGuard local({kBin + "/bakeoff", "local", sweep, "--db", db, "--trainer", kBin + "/bakeoff-fake-trainer"},
                      {}, (dir_ / "local.log").string());
@@ -200,15 +185,9 @@ TEST_F(LocalCommandTest, ACommandTemplateSweepRunsWithNoTrainerBuiltAndANativeOn
         "    with run.step(tokens=16) as step:\n"
         "        step.loss = 1.0\n"
         "run.summary()\n");
-  const std::string catalog = Write("executors.yaml",
-                                    "python: /usr/bin/python3\n"
-                                    "templates:\n"
-                                    "  probe:\n"
-                                    "    argv: [\"{python}\", \"{dir}/probe.py\", \"--config\", \"{config}\"]\n"
-                                    "    env:\n"
-                                    "      pass: [PATH]\n"
-                                    "      set: {PYTHONPATH: \"" BAKEOFF_SOURCE_DIR "/experiments/python\"}\n"
-                                    "    trainer_fields: [steps, warmup_steps, world_size, micro_batch]\n");
+  const std::string catalog =
+      Write("executors.yaml",
+            std::string(testing::kProbeCatalogHead) + "    trainer_fields: [steps, warmup_steps, world_size, micro_batch]\n");
   const std::string missing = (dir_ / "no-such-trainer").string();
   const std::string sweep = Write("command.yaml",
                                   "name: no-trainer\n"
@@ -232,12 +211,7 @@ TEST_F(LocalCommandTest, ACommandTemplateSweepRunsWithNoTrainerBuiltAndANativeOn
   ASSERT_EQ(trials->size(), 2u);
   for (const auto& t : *trials) EXPECT_EQ(t.trial.outcome, metrics::Outcome::kSucceeded) << t.trial.reason;
 
-  const std::string native = Write("native.yaml",
-                                   "name: native\n"
-                                   "workload: {executor: lora, model: tiny, seq_len: 16, warmup_steps: 1, steps: 2}\n"
-                                   "parameters:\n"
-                                   "  micro_batch: {values: [1, 2]}\n"
-                                   "baseline: {micro_batch: 1}\n");
+  const std::string native = WriteTinySweep("native.yaml", "native", "");
   ProcessGuard refused({kBin + "/bakeoff", "local", native, "--db", (dir_ / "native.db").string(), "--trainer",
                         missing, "--executors", catalog},
                        {}, (dir_ / "native.log").string());
@@ -252,13 +226,7 @@ TEST_F(LocalCommandTest, ACommandTemplateSweepRunsWithNoTrainerBuiltAndANativeOn
 // the sweep exits 0 and says how many it saved. (The fake trainer's throughput does not
 // depend on micro_batch, so every pair's ratio is exactly 1 and the rule stops at `min`.)
 TEST_F(LocalCommandTest, AnAdaptiveSweepThatStopsEarlyExitsZeroAndSaysWhatItDidNotNeed) {
-  const std::string sweep = Write("adaptive.yaml",
-                                  "name: local-adaptive\n"
-                                  "workload: {executor: lora, model: tiny, seq_len: 16, warmup_steps: 1, steps: 3}\n"
-                                  "parameters:\n"
-                                  "  micro_batch: {values: [1, 2]}\n"
-                                  "baseline: {micro_batch: 1}\n"
-                                  "repeats: {min: 2, max: 5, until: {ci_half_width: 0.05}}\n");
+  const std::string sweep = WriteTinySweep("adaptive.yaml", "local-adaptive", "repeats: {min: 2, max: 5, until: {ci_half_width: 0.05}}\n", 3);
   const std::string db = (dir_ / "results.db").string();
   ProcessGuard local({kBin + "/bakeoff", "local", sweep, "--db", db, "--trainer", kBin + "/bakeoff-fake-trainer",
                       "--output", (dir_ / "report.txt").string()},
@@ -281,13 +249,7 @@ TEST_F(LocalCommandTest, AnAdaptiveSweepThatStopsEarlyExitsZeroAndSaysWhatItDidN
 TEST_F(LocalCommandTest, CalibrateStoresThisMachinesNoiseAndValidateAndTheReportUseIt) {
   const std::string trainer = kBin + "/bakeoff-trainer";
   if (!std::filesystem::exists(trainer)) GTEST_SKIP() << "bakeoff-trainer is not built in " << kBin;
-  const std::string sweep = Write("sweep.yaml",
-                                  "name: calibrated\n"
-                                  "workload: {executor: lora, model: tiny, seq_len: 16, warmup_steps: 1, steps: 4}\n"
-                                  "parameters:\n"
-                                  "  micro_batch: {values: [1, 2]}\n"
-                                  "baseline: {micro_batch: 1}\n"
-                                  "repeats: 2\n");
+  const std::string sweep = WriteTinySweep("sweep.yaml", "calibrated", "repeats: 2\n", 4);
   const std::string db = (dir_ / "results.db").string();
   ProcessGuard calibrate({kBin + "/bakeoff", "calibrate", sweep, "--pairs", "3", "--db", db, "--trainer", trainer,
                           "--format", "json", "--output", (dir_ / "calibration.json").string()},

@@ -19,7 +19,9 @@
 
 #include "cli/coordinator_client.h"
 #include "metrics/store/read_only_query.h"
+#include "protocol/frame_codec.h"
 #include "tests/integration/process_guard.h"
+#include "tests/integration/raw_connection.h"
 #include "tests/integration/test_files.h"
 #include "tests/integration/test_sweeps.h"
 
@@ -364,6 +366,21 @@ inline nlohmann::json RegisterMessage(const std::string& worker_name,
           {"resources", {{"cpu_slots", 1}, {"cuda_devices", nlohmann::json::array()}}},
           {"running", nlohmann::json::array()},
           {"protocol_version", 1}};
+}
+
+// What the coordinator answers the register message `reg` sent on a new worker
+// connection to `port`, read until it closes the connection ("" and a failure when the
+// connection or the frame could not be made).
+inline std::string AnswerToRegister(int port, const nlohmann::json& reg) {
+  RawConnection worker(port);
+  auto frame = protocol::EncodeFrame(reg);
+  if (!worker.connected() || !frame.ok()) {
+    ADD_FAILURE() << "cannot send a register frame to port " << port;
+    return "";
+  }
+  worker.Write(*frame);
+  bool closed = false;
+  return worker.ReadUntilClosed(&closed);
 }
 
 // A test with a fresh directory of its own (FreshTestDir(`dir_prefix`)) and a

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bakeoff::testing {
@@ -46,6 +47,41 @@ inline std::string QuickSweep(const std::string& name, int steps, int repeats = 
          ", warmup_steps: 0, seq_len: 16" + more_workload +
          "}\nparameters:\n  micro_batch: {values: [1, 2]}\nbaseline: {micro_batch: 1}\nrepeats: " +
          std::to_string(repeats) + "\n";
+}
+
+// The head of an executor catalog (docs/executors.md) whose one template, `probe`, runs
+// {dir}/probe.py with the system's Python and experiments/python (bakeoff_report) on its
+// path; the template's other keys (trainer_fields, fields, args) follow, indented by 4.
+inline constexpr const char* kProbeCatalogHead =
+    "python: /usr/bin/python3\n"
+    "templates:\n"
+    "  probe:\n"
+    "    argv: [\"{python}\", \"{dir}/probe.py\", \"--config\", \"{config}\"]\n"
+    "    env:\n"
+    "      pass: [PATH]\n"
+    "      set: {PYTHONPATH: \"" BAKEOFF_SOURCE_DIR "/experiments/python\"}\n";
+
+// 7 axes (1,000,000 grid points) and an exclude rule for each of the 127 combinations of
+// them: 448 axes named, 448,000,000 steps of exclude work, over the default limit.
+inline std::string EveryCombinationOfSevenAxes() {
+  const std::vector<std::pair<std::string, int>> axes = {
+      {"seed", 10}, {"micro_batch", 10}, {"grad_accum", 10}, {"steps", 10},
+      {"seq_len", 10}, {"lora_rank", 5}, {"warmup_steps", 2}};
+  std::string text = "name: shapes\nworkload: {executor: lora, model: tiny}\nparameters:\n";
+  for (const auto& [axis, n] : axes) {
+    text += "  " + axis + ": {values: [";
+    for (int i = 0; i < n; ++i) text += (i ? ", " : "") + std::to_string(i + 2);
+    text += "]}\n";
+  }
+  text += "repeats: 1\nexclude:\n";
+  for (int mask = 1; mask < 128; ++mask) {
+    std::string rule;
+    for (int a = 0; a < 7; ++a) {
+      if (mask & (1 << a)) rule += (rule.empty() ? "" : ", ") + axes[a].first + ": 3";
+    }
+    text += "  - {" + rule + "}\n";
+  }
+  return text;
 }
 
 // Four one-rank trials of the real trainer, each a few seconds long on a 2-core machine.

@@ -34,16 +34,21 @@ T RunUntilDone(asio::io_context& io, asio::awaitable<T> op) {
   return bakeoff::testing::RunUntilDone(io, std::move(op), std::chrono::milliseconds(10000));
 }
 
+// `b` reads frames {"i": 0} to {"i": count - 1}, in that order.
+void ExpectNumberedFrames(SocketPair& pair, FrameConnection& b, int count) {
+  for (int i = 0; i < count; ++i) {
+    auto frame = RunUntilDone(pair.io, b.Read(5000ms));
+    ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+    EXPECT_EQ((*frame)["i"], i);
+  }
+}
+
 TEST(FrameConnectionTest, SendsAndReadsFramesInOrder) {
   SocketPair pair;
   auto a = std::make_shared<FrameConnection>(std::move(pair.client));
   auto b = std::make_shared<FrameConnection>(std::move(pair.server));
   for (int i = 0; i < 50; ++i) ASSERT_TRUE(a->Send({{"type", "x"}, {"i", i}}).ok());
-  for (int i = 0; i < 50; ++i) {
-    auto frame = RunUntilDone(pair.io, b->Read(5000ms));
-    ASSERT_TRUE(frame.ok()) << frame.status().ToString();
-    EXPECT_EQ((*frame)["i"], i);
-  }
+  ExpectNumberedFrames(pair, *b, 50);
 }
 
 // Send writes at once on an idle plain connection: the frame is on the wire before the
@@ -87,11 +92,7 @@ TEST(FrameConnectionTest, ReadsConsecutiveFramesCutAcrossTheirHeaders) {
   for (std::size_t off = 0; off < bytes.size(); off += 3) {
     asio::write(pair.client, asio::buffer(bytes.data() + off, std::min<std::size_t>(3, bytes.size() - off)));
   }
-  for (int i = 0; i < 20; ++i) {
-    auto frame = RunUntilDone(pair.io, b->Read(5000ms));
-    ASSERT_TRUE(frame.ok()) << frame.status().ToString();
-    EXPECT_EQ((*frame)["i"], i);
-  }
+  ExpectNumberedFrames(pair, *b, 20);
 }
 
 TEST(FrameConnectionTest, ReadsAFrameWrittenInSmallPieces) {

@@ -12,19 +12,16 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/integration/test_files.h"  // ReadFile
+
 namespace bakeoff::logging {
 namespace {
+
+using testing::ReadFile;
 
 // 2026-12-04T18:10:01.123Z
 std::chrono::system_clock::time_point At() {
   return std::chrono::system_clock::time_point(std::chrono::milliseconds(1796407801123LL));
-}
-
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 TEST(LogTest, ALineHasTheUtcTimeTheLevelTheComponentAndItsFields) {
@@ -54,14 +51,14 @@ TEST(LogTest, LinesGoToTheFileOnlyWhenStderrIsOffAndBelowTheMinimumLevelNowhere)
   std::filesystem::remove(path);
   ASSERT_TRUE(OpenFile(path.string()).ok());
   SetStderr(false);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   constexpr Logger kLog("worker");
   kLog.Info("registered", {{"id", "w1"}});
   kLog.Debug("not at the default level");
   SetMinLevel(Level::kDebug);
   kLog.Debug("now shown");
   SetMinLevel(Level::kInfo);
-  const std::string on_screen = testing::internal::GetCapturedStderr();
+  const std::string on_screen = ::testing::internal::GetCapturedStderr();
   CloseFile();
   SetStderr(true);
   EXPECT_EQ(on_screen, "");

@@ -112,6 +112,14 @@ class WebPageTest(unittest.TestCase):
     def shot(self, page, name):
         page.screenshot(path=os.path.join(ARTIFACTS, name + ".png"), full_page=True)
 
+    def write_sweep(self, file_name, name, question, workload, axis, baseline, repeats):
+        """A sweep file in the test's directory, its question carrying the planted PAYLOAD."""
+        path = os.path.join(self.dir, file_name)
+        with open(path, "w") as f:
+            f.write(f"name: {name}\nquestion: '{question} {PAYLOAD}'\nworkload: {{{workload}}}\n"
+                    f"parameters:\n  {axis}\nbaseline: {{{baseline}}}\nrepeats: {repeats}\n")
+        return path
+
     def assert_nothing_ran(self, page):
         self.assertIsNone(page.evaluate("window.__xss"), "a planted script ran")
         self.assertEqual(page.locator("main img").count(), 0, "planted markup became an element")
@@ -119,14 +127,9 @@ class WebPageTest(unittest.TestCase):
         self.assertEqual(self.page_errors, [])
 
     def test_local_sweep_is_watched_live_until_its_headline_and_report(self):
-        sweep = os.path.join(self.dir, "sweep.yaml")
-        with open(sweep, "w") as f:
-            f.write("name: web-live\n"
-                    f"question: 'Is LoRA rank 8 slower than rank 4? {PAYLOAD}'\n"
-                    "workload: {executor: lora, model: tiny, seq_len: 32, warmup_steps: 2, steps: 300, threads: 1}\n"
-                    "parameters:\n  lora_rank: {values: [4, 8]}\n"
-                    "baseline: {lora_rank: 4}\n"
-                    "repeats: 3\n")
+        sweep = self.write_sweep("sweep.yaml", "web-live", "Is LoRA rank 8 slower than rank 4?",
+                                 "executor: lora, model: tiny, seq_len: 32, warmup_steps: 2, steps: 300, threads: 1",
+                                 "lora_rank: {values: [4, 8]}", "lora_rank: 4", 3)
         local = self.start([os.path.join(BIN, "bakeoff"), "local", sweep, "--db", os.path.join(self.dir, "r.db"),
                             "--workers", "1"], "local")
         url = local.wait_for(r"^bakeoff local: watch it at (http://127\.0\.0\.1:\d+/)", 60).group(1)
@@ -184,14 +187,9 @@ class WebPageTest(unittest.TestCase):
                     "--name", "w1", "--slots", "1", "--token-file", tokens["worker-token"],
                     "--trainer", os.path.join(BIN, "bakeoff-fake-trainer"), "--executors", "none",
                     "--work-dir", os.path.join(self.dir, "w1")], "worker", env)
-        sweep = os.path.join(self.dir, "planted.yaml")
-        with open(sweep, "w") as f:
-            f.write("name: planted\n"
-                    f"question: 'Does it escape? {PAYLOAD}'\n"
-                    "workload: {executor: lora, model: tiny, steps: 3, warmup_steps: 1}\n"
-                    "parameters:\n  micro_batch: {values: [1, 2]}\n"
-                    "baseline: {micro_batch: 1}\n"
-                    "repeats: 1\n")
+        sweep = self.write_sweep("planted.yaml", "planted", "Does it escape?",
+                                 "executor: lora, model: tiny, steps: 3, warmup_steps: 1",
+                                 "micro_batch: {values: [1, 2]}", "micro_batch: 1", 1)
         submit = subprocess.run([os.path.join(BIN, "bakeoff"), "submit", sweep, "--coordinator", base, "--token-file",
                                  tokens["token"], "--wait"], capture_output=True, text=True, timeout=120)
         self.assertIn("planted", submit.stdout + submit.stderr)

@@ -83,22 +83,18 @@ int main(int argc, char** argv) {
     }
     emit({{"event", "child"}, {"pid", child}});
   }
-  if (behavior == "child_keeps_stderr") {
+  // A child that outlives the trainer holding stderr only, or stdout (the events) in a
+  // session of its own.
+  if (behavior == "child_keeps_stderr" || behavior == "child_keeps_events") {
     std::cout << std::flush;
     pid_t child = fork();
     if (child == 0) {
-      close(STDOUT_FILENO);
-      fprintf(stderr, "the child holds stderr\n");
-      std::this_thread::sleep_for(std::chrono::seconds(300));  // silent, unless killed
-      _exit(0);
-    }
-    emit({{"event", "child"}, {"pid", child}});
-  }
-  if (behavior == "child_keeps_events") {
-    std::cout << std::flush;
-    pid_t child = fork();
-    if (child == 0) {
-      setsid();
+      if (behavior == "child_keeps_stderr") {
+        close(STDOUT_FILENO);
+        fprintf(stderr, "the child holds stderr\n");
+      } else {
+        setsid();
+      }
       std::this_thread::sleep_for(std::chrono::seconds(300));  // silent, unless killed
       _exit(0);
     }

@@ -9,6 +9,7 @@
 
 #include "experiments/sweep/sweep_parser.h"
 #include "experiments/sweep/trainer_fields.h"
+#include "tests/integration/test_sweeps.h"  // EveryCombinationOfSevenAxes
 
 namespace bakeoff::spec {
 namespace {
@@ -468,31 +469,8 @@ TEST(SweepExpanderTest, ManyRulesNamingTheSameAxesCostOneLookupPerPoint) {
   EXPECT_EQ(over.status().code(), Status::Code::kResourceExhausted);
 }
 
-// 7 axes (1,000,000 points) and a rule for each of the 127 combinations of them: 448
-// axes named, 448,000,000 steps, over the default limit.
-std::string EveryCombinationOfSevenAxes() {
-  const std::vector<std::pair<std::string, int>> axes = {
-      {"seed", 10}, {"micro_batch", 10}, {"grad_accum", 10}, {"steps", 10},
-      {"seq_len", 10}, {"lora_rank", 5}, {"warmup_steps", 2}};
-  std::string text = "name: shapes\nworkload: {model: tiny}\nparameters:\n";
-  for (const auto& [axis, n] : axes) {
-    text += "  " + axis + ": {values: [";
-    for (int i = 0; i < n; ++i) text += (i ? ", " : "") + std::to_string(i + 2);
-    text += "]}\n";
-  }
-  text += "repeats: 1\nexclude:\n";
-  for (int mask = 1; mask < 128; ++mask) {
-    std::string rule;
-    for (int a = 0; a < 7; ++a) {
-      if (mask & (1 << a)) rule += (rule.empty() ? "" : ", ") + axes[a].first + ": 3";
-    }
-    text += "  - {" + rule + "}\n";
-  }
-  return text;
-}
-
 TEST(SweepExpanderTest, ExcludeWorkOverTheLimitIsRefusedBeforeAPointIsVisited) {
-  auto e = Expand(MustParse(EveryCombinationOfSevenAxes()));
+  auto e = Expand(MustParse(testing::EveryCombinationOfSevenAxes()));
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), Status::Code::kResourceExhausted);
   EXPECT_THAT(e.status().message(),

@@ -85,6 +85,18 @@ TEST_F(ValidateCommandTest, JsonFormatToAnOutputFile) {
   EXPECT_EQ(j["expanded"]["variants"][0]["config"]["world_size"], 2);
 }
 
+// Every command ends its output through WriteCommandOutput (cli/coordinator_client.h): an
+// --output it cannot write is named on stderr with exit 1 ("the operation ran and
+// failed"), never a silent failure.
+TEST_F(ValidateCommandTest, AnOutputFileThatCannotBeWrittenIsNamedAndExitsOne) {
+  std::string path = BAKEOFF_SOURCE_DIR "/experiments/sweeps/cpu-example.yaml";
+  std::string output = PerTestPath("no-such-dir") + "/validate.txt";
+  CommandRun run = RunCommand("validate " + path + " --output " + output);
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("bakeoff validate: cannot write '" + output + "'"));
+  EXPECT_TRUE(run.out.empty()) << run.out;
+}
+
 TEST_F(ValidateCommandTest, InvalidSweepExitsTwoWithLocatedErrorsOnStderr) {
   std::string path = WriteFile("validate_bad.yaml", "name: v\nworkload: {micro_bach: 2}\n");
   CommandRun run = RunCommand("validate " + path);

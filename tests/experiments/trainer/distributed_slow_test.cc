@@ -43,6 +43,16 @@ std::vector<std::string> BaseArgs(int micro_batch, int stage) {
           "--collective-timeout-s", "60", "--rendezvous-timeout-s", "60"};
 }
 
+// BaseArgs(1, 0) for rank `rank` of a world of two whose store is 127.0.0.1:PORT, with a
+// rendezvous timeout of its own.
+std::vector<std::string> RankOfTwoArgs(int rank, int store_port, int rendezvous_timeout_s) {
+  auto args = BaseArgs(1, 0);
+  args.insert(args.end(), {"--world-size", "2", "--rank", std::to_string(rank), "--store",
+                           "127.0.0.1:" + std::to_string(store_port), "--rendezvous-timeout-s",
+                           std::to_string(rendezvous_timeout_s)});
+  return args;
+}
+
 RunResult RunWorld(int world, int stage, int micro_batch) {
   const int port = FreeLoopbackPort();
   const std::string adapters_name = "adapters_w" + std::to_string(world) + "_s" + std::to_string(stage) + ".bin";
@@ -179,11 +189,7 @@ TEST(DistributedFailureTest, ARankKilledMidRunEndsTheOthersWithAClearErrorWithin
 }
 
 TEST(DistributedFailureTest, ARankThatCannotRendezvousEndsAsFailedWithinTheTimeout) {
-  const int port = FreeLoopbackPort();
-  auto args = BaseArgs(1, 0);
-  args.insert(args.end(), {"--world-size", "2", "--rank", "1", "--store", "127.0.0.1:" + std::to_string(port),
-                           "--rendezvous-timeout-s", "3"});
-  TrainerProcess lonely(args);
+  TrainerProcess lonely(RankOfTwoArgs(1, FreeLoopbackPort(), 3));
   EXPECT_EQ(lonely.Wait(60s), 1);
   ASSERT_FALSE(lonely.events().empty());
   EXPECT_EQ(lonely.events().back()["kind"], "failed");
@@ -204,10 +210,7 @@ TEST(DistributedFailureTest, RankZeroOnAPortInUseSaysSoAtOnceNotAfterTheTimeout)
   ASSERT_EQ(listen(holder, 4), 0);
   socklen_t len = sizeof(addr);
   getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len);
-  auto args = BaseArgs(1, 0);
-  args.insert(args.end(), {"--world-size", "2", "--rank", "0", "--store",
-                           "127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), "--rendezvous-timeout-s", "60"});
-  TrainerProcess rank0(args);
+  TrainerProcess rank0(RankOfTwoArgs(0, ntohs(addr.sin_port), 60));
   EXPECT_EQ(rank0.Wait(120s), 1);
   close(holder);
   ASSERT_FALSE(rank0.events().empty());
@@ -247,10 +250,7 @@ std::vector<std::string> ListeningAddresses(int port) {
 // Hosted at 127.0.0.1, it listens there only.
 TEST(DistributedFailureTest, RankZeroHostsTheStoreOnItsAddressOnly) {
   const int port = FreeLoopbackPort();
-  auto args = BaseArgs(1, 0);
-  args.insert(args.end(), {"--world-size", "2", "--rank", "0", "--store", "127.0.0.1:" + std::to_string(port),
-                           "--rendezvous-timeout-s", "120"});
-  TrainerProcess rank0(args);
+  TrainerProcess rank0(RankOfTwoArgs(0, port, 120));
   std::vector<std::string> listening;
   const auto deadline = std::chrono::steady_clock::now() + 90s;
   while (listening.empty() && std::chrono::steady_clock::now() < deadline) {

@@ -31,10 +31,16 @@ const Comparison& ComparisonOf(const Report& report, const std::string& key) {
   return v->comparison;
 }
 
-TEST(ReportBuilderTest, FasterVariantGetsPairedSpeedupWithInterval) {
+// The report of TwoByTwoSweep with `repeats` trials a variant
+// (AddTrials: jit `speedup` times as fast as eager), under the default options.
+Report TwoByTwoReport(int repeats, double speedup) {
   ReportInput input = TwoByTwoSweep();
-  AddTrials(input, 4, 1.10);
-  Report report = BuildReport(input, ReportOptions{});
+  AddTrials(input, repeats, speedup);
+  return BuildReport(input, ReportOptions{});
+}
+
+TEST(ReportBuilderTest, FasterVariantGetsPairedSpeedupWithInterval) {
+  Report report = TwoByTwoReport(4, 1.10);
   const Comparison& c = ComparisonOf(report, kJit1);
   EXPECT_EQ(c.status, Comparison::Status::kCompared);
   EXPECT_EQ(c.method, IntervalMethod::kPairedRepeats);
@@ -166,9 +172,7 @@ TEST(ReportBuilderTest, AWarmOnlySweepSaysItDidNotMeasureTheColdCompile) {
 }
 
 TEST(ReportBuilderTest, SlowerVariantNeverBreaksEven) {
-  ReportInput input = TwoByTwoSweep();
-  AddTrials(input, 3, 0.8);
-  Report report = BuildReport(input, ReportOptions{});
+  Report report = TwoByTwoReport(3, 0.8);
   const Comparison& c = ComparisonOf(report, kJit1);
   EXPECT_LT(c.speedup.value, 0.85);
   EXPECT_LT(*c.speedup.high, 1.0);
@@ -189,9 +193,7 @@ TEST(ReportBuilderTest, EqualWarmupBreaksEvenImmediately) {
 }
 
 TEST(ReportBuilderTest, IntervalContainingOneSaysNoMeasurableDifference) {
-  ReportInput input = TwoByTwoSweep();
-  AddTrials(input, 5, 1.0);
-  Report report = BuildReport(input, ReportOptions{});
+  Report report = TwoByTwoReport(5, 1.0);
   const Comparison& c = ComparisonOf(report, kJit1);
   EXPECT_TRUE(c.speedup.Contains(1.0));
   EXPECT_EQ(c.verdict, Verdict::kNoMeasurableDifference);
@@ -201,9 +203,7 @@ TEST(ReportBuilderTest, IntervalContainingOneSaysNoMeasurableDifference) {
 // Issue 33 item 4: a speedup the interval does not back gets no break-even step count,
 // and "Fastest" is not said of a variant no verdict backs.
 TEST(ReportBuilderTest, WithoutAVerdictThereIsNoBreakEvenAndNoFastest) {
-  ReportInput input = TwoByTwoSweep();
-  AddTrials(input, 5, 1.0);
-  Report report = BuildReport(input, ReportOptions{});
+  Report report = TwoByTwoReport(5, 1.0);
   const Comparison& c = ComparisonOf(report, kJit1);
   ASSERT_EQ(c.verdict, Verdict::kNoMeasurableDifference);
   ASSERT_TRUE(c.warmup_delta_s);
@@ -223,9 +223,7 @@ TEST(ReportBuilderTest, WithoutAVerdictThereIsNoBreakEvenAndNoFastest) {
 // One repeat sees only the noise within the two runs: the interval is shown, labelled
 // within-run only, and gives no verdict however narrow it is.
 TEST(ReportBuilderTest, OneRepeatIsWithinRunOnlyAndNotAVerdict) {
-  ReportInput input = TwoByTwoSweep();
-  AddTrials(input, 1, 1.3);
-  Report report = BuildReport(input, ReportOptions{});
+  Report report = TwoByTwoReport(1, 1.3);
   const Comparison& c = ComparisonOf(report, kJit1);
   EXPECT_EQ(c.method, IntervalMethod::kMeasuredSteps);
   EXPECT_EQ(c.variant_trials, 1);
@@ -533,9 +531,7 @@ TEST(ReportBuilderTest, TrialThroughputIsTheSlowestRanks) {
 }
 
 TEST(ReportBuilderTest, MarginalEffectIsGeometricMeanOverPairs) {
-  ReportInput input = TwoByTwoSweep();
-  AddTrials(input, 3, 1.2);
-  Report report = BuildReport(input, ReportOptions{});
+  Report report = TwoByTwoReport(3, 1.2);
   ASSERT_EQ(report.marginals.size(), 2u);
   const MarginalEffect& jit = report.marginals[0];
   EXPECT_EQ(jit.axis, "compile_mode");
@@ -841,9 +837,7 @@ TEST(ReportBuilderTest, AdaptiveSweepReportsWhereEachVariantStoppedAndWhatItSave
 }
 
 TEST(ReportBuilderTest, NonAdaptiveSweepHasNoAdaptiveFigures) {
-  ReportInput input = TwoByTwoSweep();
-  AddTrials(input, 3, 1.5);
-  Report report = BuildReport(input, ReportOptions{});
+  Report report = TwoByTwoReport(3, 1.5);
   EXPECT_FALSE(report.adaptive.has_value());
   EXPECT_TRUE(ReportToJson(report)["adaptive"].is_null());
   EXPECT_EQ(RenderReportTable(report).find("Adaptive repeats"), std::string::npos);

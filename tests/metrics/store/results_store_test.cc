@@ -41,6 +41,13 @@ class ResultsStoreTest : public ::testing::Test {
     EXPECT_TRUE(created.ok()) << created.status().ToString();
     return created.ok() ? *created : CreatedSweep{};
   }
+  // OpenStore with the sample sweep created in it; store is nullptr (and the test has
+  // failed) when the store cannot be opened.
+  std::pair<std::unique_ptr<ResultsStore>, CreatedSweep> OpenStoreWithSample() {
+    auto store = OpenStore();
+    CreatedSweep created = store ? CreateSample(*store) : CreatedSweep{};
+    return {std::move(store), std::move(created)};
+  }
 
   // Stores the sample sweep and assigns its first trial to worker w1 (attempt 1).
   int64_t AssignFirstTrial(ResultsStore& store) {
@@ -378,9 +385,8 @@ TEST_F(ResultsStoreTest, CreateSweepRejectsTrialOfUnknownVariantAndStoresNothing
 }
 
 TEST_F(ResultsStoreTest, SweepStateAndCountsFollowTrials) {
-  auto store = OpenStore();
+  auto [store, created] = OpenStoreWithSample();
   ASSERT_NE(store, nullptr);
-  CreatedSweep created = CreateSample(*store);
   int64_t t0 = created.trial_ids[0];
   ASSERT_TRUE(store->AssignTrial(t0, 0, Placement("w1", "node-a"))->applied);
   ASSERT_TRUE(store->FinishTrial(t0, 1, Outcome::kSucceeded, "")->applied);
@@ -420,9 +426,8 @@ TEST_F(ResultsStoreTest, SweepStateAndCountsFollowTrials) {
 // --- Trial transitions ---------------------------------------------------------------
 
 TEST_F(ResultsStoreTest, TrialLifecycleIsStoredWithItsAttempt) {
-  auto store = OpenStore();
+  auto [store, created] = OpenStoreWithSample();
   ASSERT_NE(store, nullptr);
-  CreatedSweep created = CreateSample(*store);
   int64_t trial = created.trial_ids[0];
 
   AttemptRecord placement = Placement("w1", "node-a");
@@ -630,9 +635,8 @@ TEST_F(ResultsStoreTest, BatchWithInvalidPhaseIsRejectedWhole) {
 }
 
 TEST_F(ResultsStoreTest, WritesForStaleOrLostAttemptsAreRefused) {
-  auto store = OpenStore();
+  auto [store, created] = OpenStoreWithSample();
   ASSERT_NE(store, nullptr);
-  CreatedSweep created = CreateSample(*store);
   int64_t trial = created.trial_ids[0];
   int64_t queued_trial = created.trial_ids[1];
   ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
@@ -688,9 +692,8 @@ TEST_F(ResultsStoreTest, AMistypedSummaryIsRefusedNamingTheField) {
 }
 
 TEST_F(ResultsStoreTest, SummaryFieldsBecomeColumnsAndTrialResultsCarryThem) {
-  auto store = OpenStore();
+  auto [store, created] = OpenStoreWithSample();
   ASSERT_NE(store, nullptr);
-  CreatedSweep created = CreateSample(*store);
   int64_t trial = created.trial_ids[0];
   ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
   nlohmann::json applied = {{"compile_mode", "jit"}, {"zero_stage", 2}, {"fusion_groups", 12}};
@@ -792,10 +795,7 @@ TEST_F(ResultsStoreTest, EventsRoundTripAndSequencedEventsAreStoredOnce) {
 TEST_F(ResultsStoreTest, WorkersRoundTripAndKeepRegistrationTime) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  WorkerRecord worker;
-  worker.id = "w1";
-  worker.name = "node-a-worker";
-  worker.host = "node-a";
+  WorkerRecord worker{.id = "w1", .name = "node-a-worker", .host = "node-a"};
   worker.resources = {{"cpu_slots", 4}, {"cuda_devices", nlohmann::json::array()}};
   worker.metrics_url = "http://node-a:9400/metrics";
   clock_.now_s = 500;
@@ -833,10 +833,7 @@ TEST_F(ResultsStoreTest, WorkersRoundTripAndKeepRegistrationTime) {
 TEST_F(ResultsStoreTest, AWorkersSecretHashIsKeptUntilANewOneReplacesIt) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  WorkerRecord worker;
-  worker.id = "w1";
-  worker.name = "w1";
-  worker.host = "node-a";
+  WorkerRecord worker{.id = "w1", .name = "w1", .host = "node-a"};
   worker.secret_sha256 = std::string(64, 'a');
   ASSERT_TRUE(store->UpsertWorker(worker).ok());
   worker.secret_sha256 = "";  // an update that carries none keeps the stored hash
@@ -978,9 +975,8 @@ TEST_F(ResultsStoreTest, AReaderOpensNoMissingFileAndNoOtherSchemaVersion) {
 }
 
 TEST_F(ResultsStoreTest, SummariesComeBackTypedAndMeasuredStepsTakeTheSlowestRank) {
-  auto store = OpenStore();
+  auto [store, created] = OpenStoreWithSample();
   ASSERT_NE(store, nullptr);
-  CreatedSweep created = CreateSample(*store);
   const int64_t trial = created.trial_ids[0];
   ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
   ASSERT_TRUE(store->RecordSummary(TrialSummary{trial, 1, 0, {{"tokens_per_s", 160.0}, {"custom", 1}}}).ok());
