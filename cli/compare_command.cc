@@ -49,10 +49,8 @@ int RunCompare(const CompareFlags& flags) {
   Result<metrics::ReportInput> b = Load(flags.db_b.empty() ? flags.db : flags.db_b, flags.sweep_b);
   if (!b.ok()) return FailCompare(b.status().WithContext("sweep B"), ExitCodeFor(b.status()));
   metrics::SweepComparison comparison = metrics::CompareSweeps(*a, *b, *options);
-  if (int code = WriteCommandOutput("compare", flags.report.output, metrics::RenderComparison(comparison, options->format));
-      code != kExitOk) {
-    return code;
-  }
+  const std::string text = metrics::RenderComparison(comparison, options->format);
+  if (int code = WriteCommandOutput("compare", flags.report.output, text); code != kExitOk) return code;
   if (flags.fail_on_regression) {
     for (const metrics::CompareRow& row : comparison.rows) {
       if (row.verdict == metrics::CompareRow::Verdict::kNowFails ||
