@@ -598,10 +598,11 @@ class Expander {
       // (AB BA AB ...), so that neither side of a pair always runs first. A drift over
       // the sweep, or a cost the first trial of a group pays, then cancels over two
       // repeats instead of favouring whichever side runs second (docs/sweep.md, "order").
-      // Random shuffles the plain list, so a seed keeps its order.
+      // Lockstep keeps this order: a group's side order (who goes first) is its trials'
+      // order here. Random shuffles the plain list, so a seed keeps its order.
       for (size_t r = 0; r < repeats; ++r) {
         for (size_t i = 0; i < variants; ++i) {
-          const bool reverse = spec_.order == Order::kInterleaved && r % 2 == 1;
+          const bool reverse = spec_.order != Order::kRandom && r % 2 == 1;
           size_t v = reverse ? variants - 1 - i : i;
           trials.push_back({0, v, static_cast<int>(r)});
         }

@@ -35,7 +35,7 @@ const std::vector<std::string> kLoraFields = {"alpha", "dropout", "targets", "ra
 const std::vector<std::string> kAxisFields = {"values", "value", "distribution", "min", "max"};
 const std::vector<std::string> kCommandFields = {"template", "args"};
 const std::vector<std::string> kResourceFields = {"device", "gpu_type"};
-const std::vector<std::string> kLimitFields = {"trial_timeout", "max_attempts"};
+const std::vector<std::string> kLimitFields = {"trial_timeout", "max_attempts", "turn_timeout"};
 const std::vector<std::string> kAdaptiveFields = {"min", "max", "until"};
 const std::vector<std::string> kUntilFields = {"ci_half_width"};
 
@@ -593,14 +593,15 @@ class SweepParser {
       }
     }
     if (const Entry* e = find("order")) {
-      if (auto o = ReadChoice(e->value, "order", {"interleaved", "sequential", "random"})) {
+      if (auto o = ReadChoice(e->value, "order", {"interleaved", "sequential", "random", "lockstep"})) {
         spec_.order = *o == "interleaved"  ? Order::kInterleaved
                       : *o == "sequential" ? Order::kSequential
+                      : *o == "lockstep"   ? Order::kLockstep
                                            : Order::kRandom;
-        if (spec_.adaptive && spec_.order != Order::kInterleaved) {
+        if (spec_.adaptive && spec_.order != Order::kInterleaved && spec_.order != Order::kLockstep) {
           Add(e->value, "order",
-              "adaptive repeats need order: interleaved (the sequential rule looks at pairs "
-              "of a variant and its counterpart that ran side by side), got " + *o);
+              "adaptive repeats need order: interleaved or lockstep (the sequential rule looks at "
+              "pairs of a variant and its counterpart that ran side by side), got " + *o);
         }
       }
     }
@@ -748,6 +749,17 @@ class SweepParser {
           Add(entry.value, path, d.status().message());
         } else {
           spec_.limits.trial_timeout = *d;
+        }
+      } else if (entry.key == "turn_timeout") {
+        auto d = entry.value.IsScalar() ? ParseDuration(entry.value.Scalar())
+                                        : Result<std::chrono::seconds>(Status::InvalidArgument(
+                                              "expected a duration such as 5m, got " + Describe(entry.value)));
+        if (!d.ok()) {
+          Add(entry.value, path, d.status().message());
+        } else if (d->count() < 1) {
+          Add(entry.value, path, "must be at least 1s");
+        } else {
+          spec_.limits.turn_timeout = *d;
         }
       } else if (entry.key == "max_attempts") {
         if (auto a = ReadInt(entry.value, path, 1, kMaxAttempts)) {

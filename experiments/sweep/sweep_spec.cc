@@ -52,6 +52,7 @@ const char* OrderName(Order order) {
     case Order::kInterleaved: return "interleaved";
     case Order::kSequential: return "sequential";
     case Order::kRandom: return "random";
+    case Order::kLockstep: return "lockstep";
   }
   return "interleaved";
 }
@@ -119,7 +120,8 @@ json ToJson(const SweepSpec& spec) {
       {"limits",
        {{"trial_timeout_s", spec.limits.trial_timeout.count()},
         {"trial_timeout", FormatDuration(spec.limits.trial_timeout)},
-        {"max_attempts", spec.limits.max_attempts}}},
+        {"max_attempts", spec.limits.max_attempts},
+        {"turn_timeout_s", spec.limits.turn_timeout.count()}}},
       {"warnings", spec.warnings},
   };
   if (spec.method == Method::kRandom) out["count"] = spec.count;
@@ -242,7 +244,7 @@ Result<SweepSpec> SweepSpecFromJson(const json& stored) {
     if (r.error().empty() && (a.min < 2 || a.max < a.min)) r.Fail("adaptive_repeats: min must be >= 2 and <= max");
     spec.adaptive = a;
   }
-  r.ReadEnum(stored, "order", "spec", {Order::kInterleaved, Order::kSequential, Order::kRandom}, OrderName,
+  r.ReadEnum(stored, "order", "spec", {Order::kInterleaved, Order::kSequential, Order::kRandom, Order::kLockstep}, OrderName,
              &spec.order);
   if (const json* resources = r.Find(stored, "resources", "spec")) {
     r.Read(*resources, "device", "resources", &spec.resources.device);
@@ -253,6 +255,11 @@ Result<SweepSpec> SweepSpecFromJson(const json& stored) {
     r.Read(*limits, "trial_timeout_s", "limits", &timeout_s);
     spec.limits.trial_timeout = std::chrono::seconds(timeout_s);
     r.Read(*limits, "max_attempts", "limits", &spec.limits.max_attempts);
+    if (limits->contains("turn_timeout_s")) {  // absent in sweeps stored before lockstep
+      int64_t turn_s = spec.limits.turn_timeout.count();
+      r.Read(*limits, "turn_timeout_s", "limits", &turn_s);
+      spec.limits.turn_timeout = std::chrono::seconds(turn_s);
+    }
   }
   r.Read(stored, "warnings", "spec", &spec.warnings);
   if (!r.error().empty()) return Status::InvalidArgument("stored sweep spec: " + r.error());

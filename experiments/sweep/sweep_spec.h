@@ -30,7 +30,7 @@ struct SourceLocation {
 };
 
 enum class Method { kGrid, kRandom };
-enum class Order { kInterleaved, kSequential, kRandom };
+enum class Order { kInterleaved, kSequential, kRandom, kLockstep };
 enum class Executor { kLora, kCommand };
 
 // A continuous or integer range sampled by `method: random`.
@@ -88,6 +88,9 @@ struct Resources {
 struct Limits {
   std::chrono::seconds trial_timeout{3600};
   int max_attempts = 3;  // attempts per trial; only `lost` attempts are retried
+  // order: lockstep: how long a side may hold a measured turn, or keep the others waiting
+  // for its next one, before it is ended `timeout` (docs/lockstep.md).
+  std::chrono::seconds turn_timeout{300};
 };
 
 // `repeats: {min, max, until: {ci_half_width}}` (docs/sweep.md): each non-baseline
@@ -145,7 +148,7 @@ struct SweepSpec {
 std::string RepeatsVerdictWarning(const SweepSpec& spec);
 
 const char* MethodName(Method method);        // "grid" | "random"
-const char* OrderName(Order order);           // "interleaved" | "sequential" | "random"
+const char* OrderName(Order order);           // "interleaved" | "sequential" | "random" | "lockstep"
 const char* ExecutorName(Executor executor);  // "lora" | "command"
 const char* DistributionName(Distribution::Kind kind);  // "int_uniform" | ...
 
