@@ -229,6 +229,10 @@ json ToJson(const AssignMessage& m) {
   j["world_size"] = m.world_size;
   j["store_address"] = m.store_address;
   j["timeout_ms"] = m.timeout_ms;
+  if (m.lockstep) {
+    j["lockstep"] = {{"group", m.lockstep->group}, {"side", m.lockstep->side}, {"sides", m.lockstep->sides},
+                     {"turn_timeout_ms", m.lockstep->turn_timeout_ms}};
+  }
   return j;
 }
 
@@ -384,6 +388,19 @@ Result<AssignMessage> Parse<AssignMessage>(const json& frame) {
     m.world_size = j.at("world_size").get<int>();
     m.store_address = j.at("store_address").get<std::string>();
     m.timeout_ms = j.value("timeout_ms", std::int64_t{0});
+    if (auto it = j.find("lockstep"); it != j.end() && !it->is_null()) {
+      LockstepSide side;
+      side.group = it->at("group").get<std::string>();
+      side.side = it->at("side").get<int>();
+      side.sides = it->at("sides").get<int>();
+      side.turn_timeout_ms = it->value("turn_timeout_ms", side.turn_timeout_ms);
+      if (side.group.empty() || side.sides < 1 || side.sides > kMaxLockstepSides || side.side < 0 ||
+          side.side >= side.sides || side.turn_timeout_ms < 1) {
+        return Status::InvalidArgument("assign: 'lockstep' needs a group, 1 <= sides <= " +
+                                       std::to_string(kMaxLockstepSides) + ", 0 <= side < sides and a turn timeout >= 1 ms");
+      }
+      m.lockstep = side;
+    }
     if (m.ranks.empty()) return Status::InvalidArgument("assign: 'ranks' is empty");
     if (m.world_size < 1) return Status::InvalidArgument("assign: 'world_size' must be >= 1");
     for (const auto& r : m.ranks) {

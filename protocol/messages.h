@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ inline constexpr int kMinProtocolVersion = 1;
 // labels and the database). The coordinator refuses a registration with any other.
 bool IsValidWorkerName(const std::string& name);
 inline constexpr std::size_t kMaxWorkerNameBytes = 64;
+// The most attempts one lockstep group may hold (a pair group: a baseline trial and its
+// variants at one repeat); its sides share one set of cores and devices, taking turns.
+inline constexpr int kMaxLockstepSides = 16;
 
 // The address Prometheus scrapes a worker at, from the host it advertises (its
 // metrics_host, else its host; it goes verbatim into Prometheus service discovery):
@@ -142,6 +146,17 @@ struct RankSlot {
   std::vector<int> cuda_devices;  // CUDA_VISIBLE_DEVICES of this rank (empty on CPU)
 };
 
+// order: lockstep (docs/lockstep.md): the attempt is side `side` of a group of `sides`
+// attempts that run at once on this worker, on the same cores and devices, and take
+// turns one measured step at a time in side order. `group` names the group on this
+// worker (unique among its running groups).
+struct LockstepSide {
+  std::string group;
+  int side = 0;   // 0 .. sides-1: its place in the turn order
+  int sides = 1;  // how many attempts the coordinator placed in the group
+  std::int64_t turn_timeout_ms = 300000;
+};
+
 // coordinator -> worker: start these ranks of an attempt.
 struct AssignMessage {
   AttemptRef attempt;
@@ -152,6 +167,7 @@ struct AssignMessage {
   int world_size = 1;
   std::string store_address;  // host:port of rank 0's TCPStore
   std::int64_t timeout_ms = 0;  // 0 = no limit
+  std::optional<LockstepSide> lockstep;  // absent: the attempt runs on its own
 };
 
 // coordinator -> worker: stop an attempt (kill its process group).

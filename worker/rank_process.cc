@@ -6,6 +6,7 @@
 #include <grp.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -88,8 +89,27 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
     close(pipe_fds[1]);
     return Status::IoError(std::string("cannot create a pipe for the trainer's stderr: ") + strerror(err));
   }
-  auto close_stderr_pipe = [&stderr_fds]() {
+  // The turn socket: the child's end is moved above the descriptors the child dup2s
+  // onto (0-4), so that placing the events pipe cannot overwrite it.
+  int turn_fds[2] = {-1, -1};
+  if (request.turn_channel) {
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, turn_fds) != 0) {
+      const int err = errno;
+      for (int fd : {pipe_fds[0], pipe_fds[1], stderr_fds[0], stderr_fds[1]}) {
+        if (fd >= 0) close(fd);
+      }
+      return Status::IoError(std::string("cannot create the rank's turn socket: ") + strerror(err));
+    }
+    const int high = fcntl(turn_fds[1], F_DUPFD_CLOEXEC, 10);
+    close(turn_fds[1]);
+    turn_fds[1] = high;
+  }
+  auto close_stderr_pipe = [&stderr_fds, &turn_fds]() {
     for (int& fd : stderr_fds) {
+      if (fd >= 0) close(fd);
+      fd = -1;
+    }
+    for (int& fd : turn_fds) {
       if (fd >= 0) close(fd);
       fd = -1;
     }
@@ -150,6 +170,7 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
     } else {
       dup2(pipe_fds[1], STDOUT_FILENO);
     }
+    if (turn_fds[1] >= 0 && dup2(turn_fds[1], kTurnFd) < 0) _exit(122);  // dup2 clears O_CLOEXEC
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     if (!request.working_dir.empty() && chdir(request.working_dir.c_str()) != 0) _exit(126);
@@ -171,6 +192,10 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
     close(stderr_fds[1]);
     fcntl(stderr_fds[0], F_SETFL, fcntl(stderr_fds[0], F_GETFL) | O_NONBLOCK);
     spawned.stderr_fd = stderr_fds[0];
+  }
+  if (turn_fds[0] >= 0) {
+    close(turn_fds[1]);
+    spawned.turn_fd = turn_fds[0];
   }
   return spawned;
 }

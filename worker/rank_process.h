@@ -35,16 +35,22 @@ struct SpawnRequest {
   // The uid (and gid, the same number, no supplementary groups) the child runs as;
   // nullopt: the worker's own. Needs root (worker --rank-uids, docs/security.md).
   std::optional<uid_t> run_as;
+  // true: the child gets one end of a Unix stream socket at descriptor kTurnFd, its
+  // lockstep turn channel (docs/lockstep.md); the worker keeps the other.
+  bool turn_channel = false;
 };
 
 // The descriptor a command's events are written to (its BAKEOFF_EVENTS_FD).
 inline constexpr int kEventsFd = 3;
+// The descriptor of a rank's lockstep turn channel (its BAKEOFF_TURN_FD).
+inline constexpr int kTurnFd = 4;
 
 struct SpawnedProcess {
   pid_t pid = -1;
   pid_t process_group = -1;
   int stdout_fd = -1;  // read end of the child's event stream, O_CLOEXEC|O_NONBLOCK; caller owns it
   int stderr_fd = -1;  // with capture_stderr: read end of its stderr, O_CLOEXEC|O_NONBLOCK; caller owns it
+  int turn_fd = -1;    // with turn_channel: the worker's end of the turn socket, O_CLOEXEC; caller owns it
 };
 
 Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request);

@@ -20,6 +20,7 @@
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 
 #include "protocol/frame_connection.h"
 #include "protocol/token.h"
@@ -98,41 +99,7 @@ TrialRunner::~TrialRunner() {
 }
 
 void TrialRunner::Start() {
-  auto self = shared_from_this();
-  const auto& a = assign_.attempt;
-  trial_dir_ = (std::filesystem::path(config_.work_dir) /
-                ("trial-" + std::to_string(a.trial_id) + "-attempt-" + std::to_string(a.attempt)))
-                   .string();
-  std::error_code fs_error;
-  const std::string config_path = trial_dir_ + "/config.json";
-  // A simulated attempt runs nothing that reads files: it writes none (scale benchmarks
-  // run thousands of them a second).
-  if (!config_.simulate) {
-    std::filesystem::create_directories(trial_dir_, fs_error);
-    std::ofstream out(config_path);
-    out << assign_.config.dump(2) << "\n";
-    if (fs_error || !out) {
-      Finish(Outcome::kFailed, "worker could not write the trial config to " + config_path);
-      return;
-    }
-  }
-  // Sweep-named files stay inside the worker's roots (the trainer checks every name again).
-  const std::string dataset = assign_.config.value("dataset", std::string("synthetic"));
-  if (dataset != "synthetic" && dataset != "repeat" && config_.data_root.empty()) {
-    Finish(Outcome::kFailed, "dataset \"" + dataset + "\" names a token file, but this worker has no "
-                             "--data-root to read it from");
-    return;
-  }
-  const std::string output_dir = trial_dir_ + "/outputs";
-  if (!config_.simulate) std::filesystem::create_directories(output_dir, fs_error);
-  cache_dir_ = config_.cache_dir;
-  if (run_as_ && !config_.simulate) {
-    if (Status s = GiveDirectoriesToRankUid(); !s.ok()) {
-      Finish(Outcome::kLost, "infrastructure: " + s.message() + "; nothing ran, the attempt is requeued",
-             /*infrastructure=*/true);
-      return;
-    }
-  }
+  if (!WriteTrialFiles()) return;
   for (const auto& slot : assign_.ranks) {
     Rank rank;
     rank.rank = slot.rank;
@@ -141,160 +108,272 @@ void TrialRunner::Start() {
     rank.end.log_path = trial_dir_ + "/rank-" + std::to_string(slot.rank) + ".log";
     ranks_.push_back(std::move(rank));
   }
-  if (assign_.timeout_ms > 0) {
-    timeout_timer_.expires_after(std::chrono::milliseconds(assign_.timeout_ms));
-    std::weak_ptr<TrialRunner> weak = self;
-    timeout_timer_.async_wait([weak](const error_code& ec) {
-      auto runner = weak.lock();
-      if (ec || !runner || runner->finished_) return;
-      runner->timed_out_ = true;
-      runner->KillAll();
-    });
-  }
+  ArmTimeout();
   if (config_.simulate) {
     // `started` now, as a real rank's is once its process is spawned; the steps on timers.
     EmitSimulated({{"event", "started"}, {"pid", 0}, {"at", WallSeconds(clock_)}});
+    auto self = shared_from_this();
     asio::co_spawn(executor_, [self]() { return self->Simulate(); }, asio::detached);
     return;
   }
-
-  // An `executor: command` trial runs an allowlisted template of this worker's own
-  // catalog, or nothing: the sweep names a template, never a program.
   const spec::ExecutorTemplate* command = nullptr;
-  const std::string template_name = assign_.config.value("command_template", std::string());
-  if (!template_name.empty()) {
-    command = config_.executors.Find(template_name);
-    if (command == nullptr) {
-      Finish(Outcome::kFailed, "command template \"" + template_name + "\" is not in this worker's allowlist (" +
-                                   (config_.executors.source.empty() ? "no --executors file"
-                                                                     : config_.executors.source) +
-                                   ": " + config_.executors.NameList() + "); nothing ran");
-      return;
-    }
-  }
-  if (command == nullptr && !config_.has_trainer) {
-    Finish(Outcome::kFailed, "this worker has no trainer ('" + config_.trainer_path +
-                                 "' is not an executable file): it runs command templates only; nothing ran");
-    return;
-  }
-  auto store = protocol::SplitHostPort(assign_.store_address, "store address");
-  std::string master_addr = store.ok() ? store->first : "127.0.0.1";
-  std::string master_port = store.ok() ? std::to_string(store->second) : "0";
-  // Rank 0 hosts the store on this host: a port another program holds (another sweep's
-  // trial, anything) is this machinery's failure, not the variant's. The attempt ends
-  // `lost` before anything runs, and the coordinator requeues it on its next port.
-  const bool hosts_store =
-      std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.rank == 0; });
-  if (hosts_store && store.ok()) {
-    if (std::string busy = StorePortBusy(store->second); !busy.empty()) {
-      Finish(Outcome::kLost, "infrastructure: the rank store's port " + std::to_string(store->second) +
-                                 " on this host is in use (" + busy + "); nothing ran, the attempt is requeued",
-             /*infrastructure=*/true);
-      return;
-    }
-  }
+  if (!ResolveCommand(&command) || !StorePortIsFree()) return;
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
-    Rank& rank = ranks_[i];
-    const auto& slot = assign_.ranks[i];
-    SpawnRequest request;
-    if (command == nullptr) {
-      request.executable = config_.trainer_path;
-      request.args = {"--config", config_path,
-                      "--rank", std::to_string(rank.rank),
-                      "--world-size", std::to_string(assign_.world_size),
-                      "--local-rank", std::to_string(rank.local_rank),
-                      "--store", assign_.store_address,
-                      "--output-dir", output_dir};
-      if (!config_.data_root.empty()) request.args.insert(request.args.end(), {"--data-root", config_.data_root});
-      request.args.insert(request.args.end(), config_.trainer_extra_args.begin(),
-                          config_.trainer_extra_args.end());
-    }
-    std::vector<std::string> env = {
-        "RANK=" + std::to_string(rank.rank),
-        "WORLD_SIZE=" + std::to_string(assign_.world_size),
-        "LOCAL_RANK=" + std::to_string(rank.local_rank),
-        "LOCAL_WORLD_SIZE=" + std::to_string(ranks_.size()),
-        "MASTER_ADDR=" + master_addr,
-        "MASTER_PORT=" + master_port,
-        "BAKEOFF_TRIAL_ID=" + std::to_string(a.trial_id),
-        "BAKEOFF_ATTEMPT=" + std::to_string(a.attempt),
-    };
-    if (i < rank_cpus_.size() && !rank_cpus_[i].empty()) {
-      request.cpus = rank_cpus_[i];
-      // The trainers size their thread pools to these CPUs alone (no division by ranks).
-      env.push_back("BAKEOFF_RANK_CPUS=" + FormatCpuList(rank_cpus_[i]));
-    } else if (config_.share_cores) {
-      env.push_back("BAKEOFF_CORES_SHARED=1");  // recorded in the trial's threads decision
-    }
-    // Where this rank binds its own collectives: this host, not rank 0's (the store's).
-    env.push_back("BAKEOFF_RANK_ADDR=" + config_.rank_address);
-    if (run_as_) {
-      // The worker's home and /tmp are not this uid's: its own, inside the trial directory.
-      env.push_back("HOME=" + trial_dir_ + "/home");
-      env.push_back("TMPDIR=" + trial_dir_ + "/tmp");
-    }
-    if (!config_.rank_interface.empty()) {
-      env.push_back("BAKEOFF_RANK_IFACE=" + config_.rank_interface);
-      for (const char* name : {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
-        if (std::getenv(name) == nullptr) env.push_back(std::string(name) + "=" + config_.rank_interface);
-      }
-    }
-    if (!slot.cuda_devices.empty()) {
-      std::string devices;
-      for (int d : slot.cuda_devices) devices += (devices.empty() ? "" : ",") + std::to_string(d);
-      env.push_back("CUDA_VISIBLE_DEVICES=" + devices);
-    }
-    if (command == nullptr) {
-      request.environment = EnvironmentWith(env);
-    } else {
-      auto prepared = PrepareCommand(*command, config_path, output_dir, env, &request);
-      if (!prepared.ok()) {
-        start_error_ = "cannot start rank " + std::to_string(rank.rank) + ": " + prepared.message();
-        for (std::size_t j = i; j < ranks_.size(); ++j) {
-          ranks_[j].ended = true;
-          ranks_[j].end.killed_by_supervisor = true;
-        }
-        KillAll();
-        break;
-      }
-    }
-    request.working_dir = trial_dir_;
-    request.run_as = run_as_;
-    request.capture_stderr = true;
-    request.process_group = process_group_ > 0 ? process_group_ : 0;
-    auto log = RankLog::Create(rank.end.log_path, config_.max_rank_log_bytes);
-    auto spawned = log.ok() ? SpawnRankProcess(request) : Result<SpawnedProcess>(log.status());
-    if (!spawned.ok()) {
-      start_error_ = "cannot start rank " + std::to_string(rank.rank) + ": " +
-                     spawned.status().message();
-      for (std::size_t j = i; j < ranks_.size(); ++j) {
-        ranks_[j].ended = true;
-        ranks_[j].end.killed_by_supervisor = true;
-      }
-      KillAll();  // the ranks already started; their supervisors below reap them
-      break;
-    }
-    rank.pid = spawned->pid;
-    if (process_group_ <= 0) process_group_ = spawned->process_group;
-    rank.out = std::make_unique<asio::posix::stream_descriptor>(executor_, spawned->stdout_fd);
-    rank.err = std::make_unique<asio::posix::stream_descriptor>(executor_, spawned->stderr_fd);
-    rank.log = std::move(log).value();
-    rank.log_closed = false;
-    // The worker's own event: lets the coordinator mark the trial running and measure
-    // dispatch latency (submission to first rank process started).
-    if (callbacks_.on_event) {
-      nlohmann::json started = {{"event", "started"}, {"pid", rank.pid}, {"at", WallSeconds(clock_)},
-                                 {"host", config_.advertise_host}, {"address", config_.rank_address}};
-      if (run_as_) started["uid"] = *run_as_;  // the rank's own uid (--rank-uids)
-      callbacks_.on_event(rank.rank, OwnEvent(std::move(started)));
-    }
+    if (!SpawnRank(i, command)) break;
   }
+  JoinLockstepGroup();
+  auto self = shared_from_this();
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
     if (ranks_[i].pid <= 0) continue;
     asio::co_spawn(executor_, [self, i]() { return self->SuperviseRank(i); }, asio::detached);
     asio::co_spawn(executor_, [self, i]() { return self->DrainLog(i); }, asio::detached);
+    if (ranks_[i].turn) asio::co_spawn(executor_, [self, i]() { return self->ReadTurns(i); }, asio::detached);
   }
   MaybeFinish();  // when no rank could start at all
+}
+
+bool TrialRunner::WriteTrialFiles() {
+  const auto& a = assign_.attempt;
+  trial_dir_ = (std::filesystem::path(config_.work_dir) /
+                ("trial-" + std::to_string(a.trial_id) + "-attempt-" + std::to_string(a.attempt)))
+                   .string();
+  std::error_code fs_error;
+  config_path_ = trial_dir_ + "/config.json";
+  output_dir_ = trial_dir_ + "/outputs";
+  // A simulated attempt runs nothing that reads files: it writes none (scale benchmarks
+  // run thousands of them a second).
+  if (!config_.simulate) {
+    std::filesystem::create_directories(trial_dir_, fs_error);
+    std::ofstream out(config_path_);
+    out << assign_.config.dump(2) << "\n";
+    if (fs_error || !out) {
+      Finish(Outcome::kFailed, "worker could not write the trial config to " + config_path_);
+      return false;
+    }
+  }
+  // Sweep-named files stay inside the worker's roots (the trainer checks every name again).
+  const std::string dataset = assign_.config.value("dataset", std::string("synthetic"));
+  if (dataset != "synthetic" && dataset != "repeat" && config_.data_root.empty()) {
+    Finish(Outcome::kFailed, "dataset \"" + dataset + "\" names a token file, but this worker has no "
+                             "--data-root to read it from");
+    return false;
+  }
+  if (!config_.simulate) std::filesystem::create_directories(output_dir_, fs_error);
+  cache_dir_ = config_.cache_dir;
+  if (run_as_ && !config_.simulate) {
+    if (Status s = GiveDirectoriesToRankUid(); !s.ok()) {
+      Finish(Outcome::kLost, "infrastructure: " + s.message() + "; nothing ran, the attempt is requeued",
+             /*infrastructure=*/true);
+      return false;
+    }
+  }
+  return true;
+}
+
+void TrialRunner::ArmTimeout() {
+  if (assign_.timeout_ms <= 0) return;
+  timeout_timer_.expires_after(std::chrono::milliseconds(assign_.timeout_ms));
+  std::weak_ptr<TrialRunner> weak = shared_from_this();
+  timeout_timer_.async_wait([weak](const error_code& ec) {
+    auto runner = weak.lock();
+    if (ec || !runner || runner->finished_) return;
+    runner->timed_out_ = true;
+    runner->KillAll();
+  });
+}
+
+bool TrialRunner::ResolveCommand(const spec::ExecutorTemplate** command) {
+  // An `executor: command` trial runs an allowlisted template of this worker's own
+  // catalog, or nothing: the sweep names a template, never a program.
+  const std::string template_name = assign_.config.value("command_template", std::string());
+  if (!template_name.empty()) {
+    *command = config_.executors.Find(template_name);
+    if (*command == nullptr) {
+      Finish(Outcome::kFailed, "command template \"" + template_name + "\" is not in this worker's allowlist (" +
+                                   (config_.executors.source.empty() ? "no --executors file"
+                                                                     : config_.executors.source) +
+                                   ": " + config_.executors.NameList() + "); nothing ran");
+      return false;
+    }
+  }
+  if (*command == nullptr && !config_.has_trainer) {
+    Finish(Outcome::kFailed, "this worker has no trainer ('" + config_.trainer_path +
+                                 "' is not an executable file): it runs command templates only; nothing ran");
+    return false;
+  }
+  return true;
+}
+
+bool TrialRunner::StorePortIsFree() {
+  // Rank 0 hosts the store on this host: a port another program holds (another sweep's
+  // trial, anything) is this machinery's failure, not the variant's. The attempt ends
+  // `lost` before anything runs, and the coordinator requeues it on its next port.
+  auto store = protocol::SplitHostPort(assign_.store_address, "store address");
+  const bool hosts_store =
+      std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.rank == 0; });
+  if (!hosts_store || !store.ok()) return true;
+  if (std::string busy = StorePortBusy(store->second); !busy.empty()) {
+    Finish(Outcome::kLost, "infrastructure: the rank store's port " + std::to_string(store->second) +
+                               " on this host is in use (" + busy + "); nothing ran, the attempt is requeued",
+           /*infrastructure=*/true);
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::string> TrialRunner::RankEnvironment(std::size_t index) const {
+  const Rank& rank = ranks_[index];
+  const auto& slot = assign_.ranks[index];
+  const auto& a = assign_.attempt;
+  auto store = protocol::SplitHostPort(assign_.store_address, "store address");
+  std::vector<std::string> env = {
+      "RANK=" + std::to_string(rank.rank),
+      "WORLD_SIZE=" + std::to_string(assign_.world_size),
+      "LOCAL_RANK=" + std::to_string(rank.local_rank),
+      "LOCAL_WORLD_SIZE=" + std::to_string(ranks_.size()),
+      "MASTER_ADDR=" + (store.ok() ? store->first : std::string("127.0.0.1")),
+      "MASTER_PORT=" + (store.ok() ? std::to_string(store->second) : std::string("0")),
+      "BAKEOFF_TRIAL_ID=" + std::to_string(a.trial_id),
+      "BAKEOFF_ATTEMPT=" + std::to_string(a.attempt),
+  };
+  if (index < rank_cpus_.size() && !rank_cpus_[index].empty()) {
+    // The trainers size their thread pools to these CPUs alone (no division by ranks).
+    env.push_back("BAKEOFF_RANK_CPUS=" + FormatCpuList(rank_cpus_[index]));
+  } else if (config_.share_cores) {
+    env.push_back("BAKEOFF_CORES_SHARED=1");  // recorded in the trial's threads decision
+  }
+  // Where this rank binds its own collectives: this host, not rank 0's (the store's).
+  env.push_back("BAKEOFF_RANK_ADDR=" + config_.rank_address);
+  if (run_as_) {
+    // The worker's home and /tmp are not this uid's: its own, inside the trial directory.
+    env.push_back("HOME=" + trial_dir_ + "/home");
+    env.push_back("TMPDIR=" + trial_dir_ + "/tmp");
+  }
+  if (!config_.rank_interface.empty()) {
+    env.push_back("BAKEOFF_RANK_IFACE=" + config_.rank_interface);
+    for (const char* name : {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
+      if (std::getenv(name) == nullptr) env.push_back(std::string(name) + "=" + config_.rank_interface);
+    }
+  }
+  if (!slot.cuda_devices.empty()) {
+    std::string devices;
+    for (int d : slot.cuda_devices) devices += (devices.empty() ? "" : ",") + std::to_string(d);
+    env.push_back("CUDA_VISIBLE_DEVICES=" + devices);
+  }
+  if (lockstep_) env.push_back("BAKEOFF_TURN_FD=" + std::to_string(kTurnFd));
+  return env;
+}
+
+bool TrialRunner::SpawnRank(std::size_t index, const spec::ExecutorTemplate* command) {
+  Rank& rank = ranks_[index];
+  const std::vector<std::string> env = RankEnvironment(index);
+  SpawnRequest request;
+  if (command == nullptr) {
+    request.executable = config_.trainer_path;
+    request.args = {"--config", config_path_,
+                    "--rank", std::to_string(rank.rank),
+                    "--world-size", std::to_string(assign_.world_size),
+                    "--local-rank", std::to_string(rank.local_rank),
+                    "--store", assign_.store_address,
+                    "--output-dir", output_dir_};
+    if (!config_.data_root.empty()) request.args.insert(request.args.end(), {"--data-root", config_.data_root});
+    request.args.insert(request.args.end(), config_.trainer_extra_args.begin(), config_.trainer_extra_args.end());
+    request.environment = EnvironmentWith(env);
+  } else if (Status prepared = PrepareCommand(*command, config_path_, output_dir_, env, &request); !prepared.ok()) {
+    return GiveUpStarting(index, "cannot start rank " + std::to_string(rank.rank) + ": " + prepared.message());
+  }
+  if (index < rank_cpus_.size()) request.cpus = rank_cpus_[index];
+  request.working_dir = trial_dir_;
+  request.run_as = run_as_;
+  request.capture_stderr = true;
+  request.turn_channel = lockstep_ != nullptr;
+  request.process_group = process_group_ > 0 ? process_group_ : 0;
+  auto log = RankLog::Create(rank.end.log_path, config_.max_rank_log_bytes);
+  auto spawned = log.ok() ? SpawnRankProcess(request) : Result<SpawnedProcess>(log.status());
+  if (!spawned.ok()) {
+    return GiveUpStarting(index, "cannot start rank " + std::to_string(rank.rank) + ": " + spawned.status().message());
+  }
+  rank.pid = spawned->pid;
+  if (process_group_ <= 0) process_group_ = spawned->process_group;
+  rank.out = std::make_unique<asio::posix::stream_descriptor>(executor_, spawned->stdout_fd);
+  rank.err = std::make_unique<asio::posix::stream_descriptor>(executor_, spawned->stderr_fd);
+  if (spawned->turn_fd >= 0) {
+    rank.turn = std::make_unique<asio::posix::stream_descriptor>(executor_, spawned->turn_fd);
+  }
+  rank.log = std::move(log).value();
+  rank.log_closed = false;
+  // The worker's own event: lets the coordinator mark the trial running and measure
+  // dispatch latency (submission to first rank process started).
+  if (callbacks_.on_event) {
+    nlohmann::json started = {{"event", "started"}, {"pid", rank.pid}, {"at", WallSeconds(clock_)},
+                               {"host", config_.advertise_host}, {"address", config_.rank_address}};
+    if (run_as_) started["uid"] = *run_as_;  // the rank's own uid (--rank-uids)
+    callbacks_.on_event(rank.rank, OwnEvent(std::move(started)));
+  }
+  return true;
+}
+
+bool TrialRunner::GiveUpStarting(std::size_t index, const std::string& reason) {
+  start_error_ = reason;
+  for (std::size_t j = index; j < ranks_.size(); ++j) {
+    ranks_[j].ended = true;
+    ranks_[j].end.killed_by_supervisor = true;
+  }
+  KillAll();  // the ranks already started; their supervisors reap them
+  return false;
+}
+
+void TrialRunner::JoinLockstepGroup() {
+  if (!lockstep_) return;
+  std::weak_ptr<TrialRunner> weak = shared_from_this();
+  LockstepGroup::SideHooks hooks;
+  hooks.go = [weak](int index, std::int64_t turn) {
+    if (auto runner = weak.lock()) runner->SendTurn(static_cast<std::size_t>(index), turn);
+  };
+  hooks.time_out = [weak](const std::string& reason) {
+    auto runner = weak.lock();
+    if (!runner || runner->finished_) return;
+    runner->turn_timeout_reason_ = reason;
+    runner->timed_out_ = true;
+    runner->KillAll();
+  };
+  hooks.left_rotation = [weak](const std::string& reason) {
+    if (auto runner = weak.lock(); runner && runner->ranks_.size() > 0 && !runner->ranks_[0].log_closed) {
+      const std::string note = "[bakeoff worker] lockstep: " + reason + "\n";
+      runner->ranks_[0].log->Append(note.data(), note.size());
+    }
+  };
+  lockstep_->Join(lockstep_side_, static_cast<int>(ranks_.size()), std::move(hooks));
+  // Ranks that never started take no turns.
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    if (ranks_[i].pid <= 0) lockstep_->OnRankClosed(lockstep_side_, static_cast<int>(i));
+  }
+}
+
+void TrialRunner::SendTurn(std::size_t index, std::int64_t turn) {
+  if (index >= ranks_.size() || !ranks_[index].turn) return;
+  // A few bytes on a socket the rank reads when it waits: never blocks in practice; a
+  // rank that is gone or not reading loses its turn message, as it would its turn.
+  const std::string line = "go " + std::to_string(turn) + "\n";
+  error_code ec;
+  ranks_[index].turn->non_blocking(true, ec);
+  asio::write(*ranks_[index].turn, asio::buffer(line), ec);
+}
+
+asio::awaitable<void> TrialRunner::ReadTurns(std::size_t index) {
+  auto self = shared_from_this();
+  Rank& rank = ranks_[index];
+  std::string buffer;
+  while (true) {
+    error_code ec;
+    const std::size_t n = co_await asio::async_read_until(*rank.turn, asio::dynamic_buffer(buffer, kMaxTurnLineBytes),
+                                                          '\n', asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) break;  // closed, over-long, or cancelled: the rank takes no more turns
+    const std::string line = buffer.substr(0, n - 1);
+    buffer.erase(0, n);
+    if (lockstep_) lockstep_->OnLine(lockstep_side_, static_cast<int>(index), line);
+  }
+  if (lockstep_) lockstep_->OnRankClosed(lockstep_side_, static_cast<int>(index));
 }
 
 Status TrialRunner::PrepareCommand(const spec::ExecutorTemplate& command, const std::string& config_path,
@@ -500,12 +579,15 @@ void TrialRunner::HandleLine(Rank& rank, const std::string& line) {
     if (rank.end.end_order == 0) rank.end.end_order = ++end_counter_;
   } else if (parsed->summary()) {
     rank.end.summary_seen = true;
+  } else if (const protocol::StepEvent* step = parsed->step(); step && lockstep_ && step->phase == "measure") {
+    lockstep_->OnMeasuredStep(lockstep_side_, static_cast<int>(&rank - ranks_.data()));
   }
   if (callbacks_.on_event) callbacks_.on_event(rank.rank, std::move(parsed).value());
 }
 
 void TrialRunner::OnRankEnded(Rank& rank) {
   rank.ended = true;
+  if (lockstep_) lockstep_->OnRankClosed(lockstep_side_, static_cast<int>(&rank - ranks_.data()));
   if (rank.end.end_order == 0) rank.end.end_order = ++end_counter_;
   const bool bad = rank.end.signal != 0 || rank.end.exit_code != 0;
   // A failed rank leaves its peers blocked in collectives: stop them now.
@@ -540,6 +622,10 @@ void TrialRunner::MaybeFinish() {
     Finish(Outcome::kFailed, start_error_);
     return;
   }
+  if (!turn_timeout_reason_.empty() && !cancelled_) {
+    Finish(Outcome::kTimeout, turn_timeout_reason_);
+    return;
+  }
   std::vector<RankEnd> ends;
   for (const auto& r : ranks_) ends.push_back(r.end);
   auto c = ClassifyAttempt(ends, timed_out_, cancelled_, cancel_reason_);
@@ -550,6 +636,7 @@ void TrialRunner::Finish(Outcome outcome, const std::string& reason, bool infras
   if (finished_) return;
   finished_ = true;
   timeout_timer_.cancel();
+  if (lockstep_) lockstep_->OnSideEnded(lockstep_side_);  // the others go on without it
   protocol::AttemptFinishedMessage message;
   message.attempt = assign_.attempt;
   message.outcome = protocol::OutcomeName(outcome);

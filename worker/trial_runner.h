@@ -33,6 +33,7 @@
 #include "protocol/messages.h"
 #include "protocol/trainer_event.h"
 #include "worker/exit_classifier.h"
+#include "worker/lockstep_group.h"
 #include "worker/rank_log.h"
 #include "worker/rank_process.h"
 #include "worker/worker_config.h"
@@ -74,6 +75,16 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
   void RunAs(uid_t uid) { run_as_ = uid; }
   const std::optional<uid_t>& run_as() const { return run_as_; }
 
+  // Before Start: the attempt is side `side` of lockstep group `group` (docs/lockstep.md):
+  // every rank gets a turn socket (BAKEOFF_TURN_FD), its lines go to the group, and the
+  // group's turns and timeouts come back to this runner.
+  void JoinLockstep(std::shared_ptr<LockstepGroup> group, int side) {
+    lockstep_ = std::move(group);
+    lockstep_side_ = side;
+  }
+  // The longest line a rank may write on its turn socket.
+  static constexpr std::size_t kMaxTurnLineBytes = 64;
+
   // Kills the process group; the attempt finishes as cancelled with `reason`.
   void Cancel(const std::string& reason);
 
@@ -92,6 +103,7 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
     pid_t pid = -1;
     std::unique_ptr<boost::asio::posix::stream_descriptor> out;
     std::unique_ptr<boost::asio::posix::stream_descriptor> err;  // its stderr, drained into `log`
+    std::unique_ptr<boost::asio::posix::stream_descriptor> turn;  // lockstep: its turn socket
     std::unique_ptr<RankLog> log;
     bool reaped = false;     // the process has been waited for
     bool events_closed = false;  // its events pipe is read to the end (or given up on)
@@ -101,6 +113,20 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
   };
 
   std::vector<std::vector<int>> rank_cpus_;
+
+  // Start's steps. Each returns false after finishing the attempt (or, for SpawnRank,
+  // after giving up starting the rest).
+  bool WriteTrialFiles();  // the trial directory, its config, outputs/, the rank uid's dirs
+  void ArmTimeout();
+  bool ResolveCommand(const spec::ExecutorTemplate** command);  // the allowlisted template
+  bool StorePortIsFree();
+  std::vector<std::string> RankEnvironment(std::size_t index) const;
+  bool SpawnRank(std::size_t index, const spec::ExecutorTemplate* command);
+  bool GiveUpStarting(std::size_t index, const std::string& reason);
+  void JoinLockstepGroup();
+  // Lockstep: writes `go turn` to the rank's turn socket; reads its requests.
+  void SendTurn(std::size_t index, std::int64_t turn);
+  boost::asio::awaitable<void> ReadTurns(std::size_t index);
 
   // Reads the rank's events; with ReapRank, ends the rank once it has exited and its
   // events are read (AfterReapedAndRead).
@@ -141,7 +167,12 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
   pid_t process_group_ = -1;
   boost::asio::steady_timer timeout_timer_;
   std::string trial_dir_;
+  std::string config_path_;
+  std::string output_dir_;
   std::string cache_dir_;
+  std::shared_ptr<LockstepGroup> lockstep_;
+  int lockstep_side_ = 0;
+  std::string turn_timeout_reason_;  // set when the group gave up on this side
   std::optional<uid_t> run_as_;
   bool timed_out_ = false;
   bool cancelled_ = false;

@@ -352,34 +352,18 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
       agent->RetireTrialDir(it->second->trial_dir(), succeeded);
     }
     agent->runners_.erase(ref);
-    if (auto held = agent->pinned_slots_.find(ref); held != agent->pinned_slots_.end()) {
-      agent->cores_.Release(held->second);
-      agent->pinned_slots_.erase(held);
-    }
+    agent->ReleaseAttemptSlots(ref);
     agent->Flush();
   };
   if (metrics_) metrics_->StartTrial(assign);
-  // CPU ranks each get a slot's own cores (docs/sweep.md, "Isolation").
-  std::vector<std::vector<int>> rank_cpus;
-  const bool cpu_ranks = !assign.ranks.empty() && assign.ranks.front().cuda_devices.empty();
-  if (cpu_ranks && cores_.pinned()) {
-    if (auto slots = cores_.Acquire(static_cast<int>(assign.ranks.size()))) {
-      for (std::size_t slot : *slots) rank_cpus.push_back(cores_.SlotCpus(slot));
-      pinned_slots_[ref] = *slots;
-    } else {
-      kLog.Info("trial=" + std::to_string(ref.trial_id) + ": more ranks than free CPU slots; running them unpinned");
-    }
-  }
+  std::vector<std::vector<int>> rank_cpus = PinAttempt(assign);
   std::optional<unsigned> uid;
   if (config_.rank_uid_count > 0 && !config_.simulate) {
     rank_uid_busy_.resize(static_cast<std::size_t>(config_.rank_uid_count), false);
     auto free = std::find(rank_uid_busy_.begin(), rank_uid_busy_.end(), false);
     if (free == rank_uid_busy_.end()) {  // more attempts than uids: Finalize's check makes this a bug
       kLog.Error("trial=" + std::to_string(ref.trial_id) + ": no free uid of --rank-uids; the attempt is requeued");
-      if (auto held = pinned_slots_.find(ref); held != pinned_slots_.end()) {
-        cores_.Release(held->second);
-        pinned_slots_.erase(held);
-      }
+      ReleaseAttemptSlots(ref);
       RefuseAttempt(ref, "infrastructure: no free uid of the worker's --rank-uids", /*infrastructure=*/true);
       return;
     }
@@ -387,11 +371,65 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
     uid = config_.rank_uid_first + static_cast<unsigned>(free - rank_uid_busy_.begin());
     attempt_uids_[ref] = *uid;
   }
+  const int assign_side = assign.lockstep ? assign.lockstep->side : 0;
   auto runner = std::make_shared<TrialRunner>(executor_, config_, std::move(assign), std::move(callbacks), clock_);
   runner->PinRanks(std::move(rank_cpus));
   if (uid) runner->RunAs(*uid);
+  if (auto group = attempt_groups_.find(ref); group != attempt_groups_.end()) {
+    runner->JoinLockstep(lockstep_groups_.at(group->second), assign_side);
+  }
   runners_[ref] = runner;
   runner->Start();
+}
+
+std::vector<std::vector<int>> WorkerAgent::PinAttempt(const protocol::AssignMessage& assign) {
+  const auto& ref = assign.attempt;
+  std::shared_ptr<LockstepGroup> group;
+  if (assign.lockstep && !config_.simulate) {
+    auto& slot = lockstep_groups_[assign.lockstep->group];
+    if (!slot) {
+      slot = std::make_shared<LockstepGroup>(executor_, assign.lockstep->group, assign.lockstep->sides,
+                                             std::chrono::milliseconds(assign.lockstep->turn_timeout_ms), clock_);
+    }
+    group = slot;
+    attempt_groups_[ref] = assign.lockstep->group;
+    ++group->members;
+  }
+  // CPU ranks each get a slot's own cores (docs/sweep.md, "Isolation"); a lockstep
+  // group's sides all get the slots its first side took: they take turns on them.
+  std::vector<std::vector<int>> rank_cpus;
+  const bool cpu_ranks = !assign.ranks.empty() && assign.ranks.front().cuda_devices.empty();
+  if (!cpu_ranks || !cores_.pinned()) return rank_cpus;
+  if (group && group->slots_acquired) {
+    for (std::size_t slot : group->slots) rank_cpus.push_back(cores_.SlotCpus(slot));
+    return rank_cpus;
+  }
+  if (auto slots = cores_.Acquire(static_cast<int>(assign.ranks.size()))) {
+    for (std::size_t slot : *slots) rank_cpus.push_back(cores_.SlotCpus(slot));
+    if (group) {
+      group->slots = *slots;
+      group->slots_acquired = true;
+    } else {
+      pinned_slots_[ref] = *slots;
+    }
+  } else {
+    kLog.Info("more ranks than free CPU slots; running them unpinned", {{"trial", std::to_string(ref.trial_id)}});
+  }
+  return rank_cpus;
+}
+
+void WorkerAgent::ReleaseAttemptSlots(const protocol::AttemptRef& ref) {
+  if (auto held = pinned_slots_.find(ref); held != pinned_slots_.end()) {
+    cores_.Release(held->second);
+    pinned_slots_.erase(held);
+  }
+  auto member = attempt_groups_.find(ref);
+  if (member == attempt_groups_.end()) return;
+  auto group = lockstep_groups_.find(member->second);
+  attempt_groups_.erase(member);
+  if (group == lockstep_groups_.end() || --group->second->members > 0) return;
+  if (group->second->slots_acquired) cores_.Release(group->second->slots);
+  lockstep_groups_.erase(group);
 }
 
 void WorkerAgent::RefuseAttempt(const protocol::AttemptRef& ref, const std::string& reason, bool infrastructure) {

@@ -28,6 +28,7 @@
 #include "protocol/status.h"
 #include "worker/metrics_http_server.h"
 #include "worker/outbox.h"
+#include "worker/lockstep_group.h"
 #include "worker/trial_runner.h"
 #include "worker/worker_config.h"
 #include "worker/worker_metrics.h"
@@ -71,6 +72,11 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   // Removes an ended attempt's directory by WorkerConfig's keep rules.
   void RetireTrialDir(const std::string& dir, bool succeeded);
   // Reports an assigned attempt `lost` without running it (the coordinator requeues it).
+  // The CPUs each local rank of `assign` runs on: its own slots, or for a lockstep side
+  // its group's (shared by every side); empty when the ranks run unpinned.
+  std::vector<std::vector<int>> PinAttempt(const protocol::AssignMessage& assign);
+  // Releases what the attempt held: its slots, or its share of its lockstep group.
+  void ReleaseAttemptSlots(const protocol::AttemptRef& ref);
   void RefuseAttempt(const protocol::AttemptRef& ref, const std::string& reason, bool infrastructure);
   boost::asio::awaitable<Status> Connect();  // connects and reconnects until the run ends
   boost::asio::awaitable<Status> Session();  // one connection, until it drops
@@ -100,6 +106,10 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
   // Which CPU slots (config_.cores) each running CPU attempt holds.
   CorePartition cores_;
   std::map<protocol::AttemptRef, std::vector<std::size_t>> pinned_slots_;
+  // Lockstep groups with a running side here, by name, and the group of each such
+  // attempt: a group's sides share its CPU slots, released when its last side ends.
+  std::map<std::string, std::shared_ptr<LockstepGroup>> lockstep_groups_;
+  std::map<protocol::AttemptRef, std::string> attempt_groups_;
   std::deque<std::string> kept_failed_dirs_;  // oldest first (WorkerConfig::keep_failed_trials)
   // --rank-uids: which uid of the range each running attempt's ranks run as (the lowest
   // free one, so that a sweep's next trial tends to find its cache warm).
