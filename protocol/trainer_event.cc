@@ -160,6 +160,7 @@ Result<StepEvent> ReadStep(const json& e) {
   s.row.peak_mem_bytes = r.Count("peak_mem_bytes");
   s.row.rss_bytes = r.Count("rss_bytes");
   s.row.comm_bytes = r.Count("comm_bytes");
+  s.row.turn = r.Count("turn");
   s.row.loss = r.Number("loss");
   s.row.lr = r.Number("lr");
   s.grad_norm = r.Number("grad_norm");
@@ -301,6 +302,8 @@ bool HasValue(const std::optional<T>& value) {
 
 // The optional columns, in stored order (kStepRowColumns from index 2).
 struct OptionalColumns {
+  static constexpr std::size_t kLast = 9;
+  static_assert(kLast + 1 == kStepRowColumnCount, "every column of kStepRowColumns has a member here");
   template <typename F>
   static void Each(F f) {
     f(2, &StepRow::tokens);
@@ -310,6 +313,7 @@ struct OptionalColumns {
     f(6, &StepRow::rss_bytes);
     f(7, &StepRow::comm_s);
     f(8, &StepRow::comm_bytes);
+    f(9, &StepRow::turn);
   }
 };
 

@@ -7,7 +7,8 @@
 // put a string where the store and the report expect a number:
 //   step:    "step" an integer >= 0; "step_s" a finite number >= 0; "tokens",
 //            "peak_mem_bytes", "rss_bytes", "comm_bytes" integers >= 0 (at most
-//            INT64_MAX) when present; "loss", "lr", "grad_norm", "comm_s",
+//            INT64_MAX) when present; "turn" (a lockstep trial's turn number,
+//            docs/lockstep.md) an integer >= 0 when present; "loss", "lr", "grad_norm", "comm_s",
 //            "device_allocated_bytes", "device_reserved_peak_bytes" numbers when present;
 //            "phase" "warmup" or "measure" when present (a step of another phase
 //            could not be stored: step_metrics.phase);
@@ -55,11 +56,17 @@ struct StepRow {
   std::optional<std::int64_t> rss_bytes;
   std::optional<double> comm_s;
   std::optional<std::int64_t> comm_bytes;
+  // The lockstep group's turn number of a measured step (docs/lockstep.md, "The turn
+  // channel"): every rank of a side shares it; absent outside lockstep, and on a side
+  // that did not take turns.
+  std::optional<std::int64_t> turn;
 };
-// The columns in their stored order (step_blocks.rows_json).
-inline constexpr const char* kStepRowColumns[] = {"step",           "step_s",    "tokens",
-                                                  "loss",           "lr",        "peak_mem_bytes",
-                                                  "rss_bytes",      "comm_s",    "comm_bytes"};
+// The columns in their stored order (step_blocks.rows_json). A column is only ever
+// appended: a stored row is written without its trailing nulls, so a row stored before
+// a column existed reads that column as absent.
+inline constexpr const char* kStepRowColumns[] = {"step",   "step_s",         "tokens",    "loss",
+                                                  "lr",     "peak_mem_bytes", "rss_bytes", "comm_s",
+                                                  "comm_bytes", "turn"};
 inline constexpr std::size_t kStepRowColumnCount = std::size(kStepRowColumns);
 
 // `step`: one optimizer step of one rank.

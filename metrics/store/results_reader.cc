@@ -98,7 +98,8 @@ Result<StepRecord> ReadStepMetricRow(const SqliteStatement& row, const SqliteCon
   StepRecord m;
   protocol::StepRow& r = m.row;
   BAKEOFF_RETURN_IF_ERROR(ReadColumns(row, db, m.trial_id, m.attempt, m.rank, r.step, m.phase, r.step_s, r.tokens,
-                                      r.loss, r.lr, r.peak_mem_bytes, r.rss_bytes, r.comm_s, r.comm_bytes));
+                                      r.loss, r.lr, r.peak_mem_bytes, r.rss_bytes, r.comm_s, r.comm_bytes,
+                                      r.turn));
   return m;
 }
 
@@ -306,7 +307,7 @@ Result<std::vector<StepRecord>> ResultsReader::ReadStepMetrics(int64_t trial_id,
   return QueryAll(
       db_,
       "SELECT m.trial_id, m.attempt, m.rank, m.step, m.phase, m.step_s, m.tokens, m.loss, "
-      "m.lr, m.peak_mem_bytes, m.rss_bytes, m.comm_s, m.comm_bytes FROM step_metrics m "
+      "m.lr, m.peak_mem_bytes, m.rss_bytes, m.comm_s, m.comm_bytes, m.turn FROM step_metrics m "
       "WHERE m.trial_id = ?1 AND m.attempt = COALESCE(?2, (SELECT attempts_used FROM trials "
       "WHERE id = ?1)) AND (?3 IS NULL OR m.rank = ?3) "
       "ORDER BY m.rank, m.phase = 'measure', m.step",
@@ -318,7 +319,7 @@ Result<std::vector<MeasuredStep>> ResultsReader::MeasuredSteps(int64_t sweep_id)
   // the trial's steps per step on the step_metrics view).
   Result<SqliteStatement> stmt = PrepareBound(
       db_,
-      "SELECT m.trial_id, m.step, m.step_s, m.loss "
+      "SELECT m.trial_id, m.step, m.step_s, m.loss, m.tokens, m.turn "
       "FROM step_metrics m JOIN trials t ON t.id = m.trial_id AND m.attempt = t.attempts_used "
       "WHERE t.sweep_id = ? AND m.phase = 'measure' ORDER BY m.trial_id, m.step, m.rank",
       sweep_id);
@@ -331,11 +332,13 @@ Result<std::vector<MeasuredStep>> ResultsReader::MeasuredSteps(int64_t sweep_id)
     const int64_t trial_id = stmt->Int64(0);
     const int64_t step = stmt->Int64(1);
     if (steps.empty() || steps.back().trial_id != trial_id || steps.back().step != step) {
-      steps.push_back(MeasuredStep{trial_id, step, stmt->Double(2), std::nullopt});
+      steps.push_back(MeasuredStep{trial_id, step, stmt->Double(2), std::nullopt, std::nullopt, std::nullopt});
     }
     MeasuredStep& measured = steps.back();
     measured.step_s = std::max(measured.step_s, stmt->Double(2));
     if (!measured.loss) measured.loss = stmt->OptionalDouble(3);
+    if (!measured.tokens) measured.tokens = stmt->OptionalInt64(4);
+    if (!measured.turn) measured.turn = stmt->OptionalInt64(5);
   }
 }
 

@@ -102,8 +102,8 @@ class ResultsReader {
                                                   std::optional<int64_t> rank = std::nullopt);
   // The measured steps of every trial of the sweep (current attempts), per trial in step
   // order, each the slowest rank's time (ranks wait for each other) and the loss of the
-  // lowest rank that reported one (the global mean, the same on every rank). One pass
-  // over the rows, in trial, step and rank order.
+  // lowest rank that reported one (the global mean, the same on every rank), likewise its
+  // tokens and lockstep turn. One pass over the rows, in trial, step and rank order.
   Result<std::vector<MeasuredStep>> MeasuredSteps(int64_t sweep_id);
   // Every trial of the sweep that has stored steps in its current attempt, in order_index
   // order: what the web page charts while the sweep runs. One indexed pass over

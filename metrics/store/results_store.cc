@@ -930,6 +930,9 @@ Result<std::vector<StepRecord>> ResultsStore::ReadStepMetrics(int64_t trial_id,
                                                               std::optional<int64_t> rank) {
   return Locked([&](ResultsReader& r) { return r.ReadStepMetrics(trial_id, attempt, rank); });
 }
+Result<std::vector<MeasuredStep>> ResultsStore::MeasuredSteps(int64_t sweep_id) {
+  return Locked([&](ResultsReader& r) { return r.MeasuredSteps(sweep_id); });
+}
 Result<std::vector<LiveTrialFigures>> ResultsStore::LiveFigures(int64_t sweep_id) {
   return Locked([&](ResultsReader& r) { return r.LiveFigures(sweep_id); });
 }

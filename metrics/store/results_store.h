@@ -252,6 +252,7 @@ class ResultsStore {
   Result<std::vector<StepRecord>> ReadStepMetrics(int64_t trial_id,
                                                   std::optional<int64_t> attempt = std::nullopt,
                                                   std::optional<int64_t> rank = std::nullopt);
+  Result<std::vector<MeasuredStep>> MeasuredSteps(int64_t sweep_id);
   Result<std::vector<LiveTrialFigures>> LiveFigures(int64_t sweep_id);
   Result<std::vector<EventRecord>> ReadEvents(int64_t trial_id);
   Result<std::vector<WorkerRecord>> ListWorkers();

@@ -236,6 +236,20 @@ constexpr const char* kV5 = R"sql(
 ALTER TABLE workers ADD COLUMN secret_sha256 TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 6: a step's lockstep turn number (docs/lockstep.md), the tenth element of a
+// stored step row; step_metrics gains it as its last column. Rows stored before it are
+// shorter and read it as NULL, so no stored block changes.
+constexpr const char* kV6 = R"sql(
+DROP VIEW step_metrics;
+CREATE VIEW step_metrics AS
+SELECT b.trial_id, b.attempt, b.rank, b.phase,
+       r.value ->> 0 AS step, r.value ->> 1 AS step_s, r.value ->> 2 AS tokens,
+       r.value ->> 3 AS loss, r.value ->> 4 AS lr, r.value ->> 5 AS peak_mem_bytes,
+       r.value ->> 6 AS rss_bytes, r.value ->> 7 AS comm_s, r.value ->> 8 AS comm_bytes,
+       r.value ->> 9 AS turn
+FROM step_blocks b, json_each(b.rows_json) r;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& SchemaMigrations() {
@@ -247,6 +261,7 @@ const std::vector<Migration>& SchemaMigrations() {
       {3, "steps stored as blocks (step_blocks); step_metrics a view with a row per step", kV3},
       {4, "calibrations: the run-to-run noise bakeoff calibrate measured per workload", kV4},
       {5, "workers.secret_sha256: a worker's name survives a restart only with its secret", kV5},
+      {6, "step_metrics.turn: a lockstep trial's turn number per measured step", kV6},
   };
   return migrations;
 }

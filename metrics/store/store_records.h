@@ -225,6 +225,10 @@ struct MeasuredStep {
   int64_t step = 0;
   double step_s = 0;           // the slowest rank's
   std::optional<double> loss;  // the lowest rank's that reported one
+  std::optional<int64_t> tokens;  // global tokens of the step: the lowest rank's that reported them
+  // The lockstep turn number (docs/lockstep.md): the lowest rank's that reported one (every
+  // rank of a side shares it).
+  std::optional<int64_t> turn;
 };
 
 // The one rule for text that names a sweep (every command, route and the report): 1 to

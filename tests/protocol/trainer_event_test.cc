@@ -57,6 +57,74 @@ TEST(TrainerEventTest, StepFieldsAreTyped) {
   EXPECT_FALSE(bare->step()->row.loss.has_value()) << "null reads as absent";
 }
 
+// A lockstep trial's measured step carries its turn number (docs/lockstep.md); any other
+// step has none.
+TEST(TrainerEventTest, AStepsTurnIsACountAndAbsentOutsideLockstep) {
+  auto turned = ParseTrainerEvent(R"({"event":"step","step":3,"phase":"measure","step_s":0.5,"turn":41})");
+  ASSERT_TRUE(turned.ok()) << turned.status().ToString();
+  EXPECT_EQ(turned->step()->row.turn, 41);
+  auto zero = ParseTrainerEvent(R"({"event":"step","step":0,"step_s":0.5,"turn":0})");
+  ASSERT_TRUE(zero.ok()) << zero.status().ToString();
+  EXPECT_EQ(zero->step()->row.turn, 0) << "the group's first turn is 0";
+  auto plain = ParseTrainerEvent(R"({"event":"step","step":3,"step_s":0.5,"turn":null})");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_FALSE(plain->step()->row.turn.has_value());
+  for (const char* line : {R"({"event":"step","step":1,"step_s":0.1,"turn":-1})",
+                           R"({"event":"step","step":1,"step_s":0.1,"turn":2.5})",
+                           R"({"event":"step","step":1,"step_s":0.1,"turn":"7"})"}) {
+    auto parsed = ParseTrainerEvent(line);
+    ASSERT_FALSE(parsed.ok()) << line;
+    EXPECT_NE(parsed.status().message().find("\"turn\" must be an integer >= 0"), std::string::npos)
+        << parsed.status().message();
+  }
+}
+
+// The turn is the last column of both stored forms: the columns of a step block on the
+// wire and a row of step_blocks.rows_json. A row without one is written exactly as before
+// the column existed, and a block or row from before it reads the turn as absent.
+TEST(TrainerEventTest, TheTurnColumnRoundTripsAndOlderFormsReadWithoutIt) {
+  ASSERT_EQ(kStepRowColumnCount, 10u);
+  EXPECT_STREQ(kStepRowColumns[kStepRowColumnCount - 1], "turn");
+  std::vector<StepRow> rows(3);
+  rows[0].step = 4;
+  rows[0].step_s = 0.5;
+  rows[0].turn = 10;
+  rows[1].step = 5;
+  rows[1].step_s = 0.25;
+  rows[1].tokens = 64;
+  rows[2].step = 6;
+  rows[2].step_s = 0.5;
+  rows[2].turn = 14;
+  nlohmann::json block = StepRowsToColumns(rows);
+  EXPECT_EQ(block["turn"], nlohmann::json::parse("[10, null, 14]"));
+  std::vector<StepRow> read;
+  ASSERT_TRUE(ReadStepColumns(block, read).ok());
+  ASSERT_EQ(read.size(), 3u);
+  EXPECT_EQ(read[0].turn, 10);
+  EXPECT_FALSE(read[1].turn.has_value());
+  EXPECT_EQ(read[1].tokens, 64);
+  EXPECT_EQ(read[2].turn, 14);
+
+  // A block without the column (a worker from before it) reads every turn as absent.
+  block.erase("turn");
+  ASSERT_TRUE(ReadStepColumns(block, read).ok());
+  for (const StepRow& row : read) EXPECT_FALSE(row.turn.has_value());
+  nlohmann::json bad = StepRowsToColumns(rows);
+  bad["turn"] = nlohmann::json::parse("[10, -1, 14]");
+  Status refused = ReadStepColumns(bad, read);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("column \"turn\""), std::string::npos) << refused.message();
+
+  // The stored row: the turn is the tenth element, the nulls before it written out; a row
+  // without one ends where it always did.
+  std::string text;
+  AppendStepRowJson(rows[0], text);
+  EXPECT_EQ(text, "[4,0.5,null,null,null,null,null,null,null,10]");
+  text.clear();
+  AppendStepRowJson(rows[1], text);
+  EXPECT_EQ(text, "[5,0.25,64]");
+}
+
 TEST(TrainerEventTest, NonFiniteNumbersReadAsAbsent) {
   // JSON text cannot hold a NaN; an event the worker builds in process can.
   auto parsed = TrainerEventFromJson({{"event", "step"}, {"step", 1}, {"step_s", 0.5},

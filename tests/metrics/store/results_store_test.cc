@@ -95,7 +95,7 @@ TEST_F(ResultsStoreTest, OpenCreatesEmptyDatabaseInWalModeAtLatestVersion) {
   EXPECT_EQ(*version, kLatestSchemaVersion);
   EXPECT_EQ(QueryValue("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM schema_migrations"), kLatestSchemaVersion);
-  EXPECT_EQ(QueryValue("SELECT group_concat(version) FROM schema_migrations"), "1,2,3,4,5");
+  EXPECT_EQ(QueryValue("SELECT group_concat(version) FROM schema_migrations"), "1,2,3,4,5,6");
   EXPECT_TRUE(store->healthy());
 }
 
@@ -864,6 +864,85 @@ TEST_F(ResultsStoreTest, MigratesVersionFourWorkersToAnEmptySecretHash) {
   EXPECT_EQ((*workers)[0].host, "node-a");
   EXPECT_EQ((*workers)[0].state, WorkerState::kBusy);
   EXPECT_EQ((*workers)[0].secret_sha256, "") << "a worker stored before v5 has no hash: its name is free";
+}
+
+// v6 adds the lockstep turn (docs/lockstep.md) as step_metrics' last column: blocks stored
+// before it are unchanged and read it as NULL; new ones carry it and read it back.
+TEST_F(ResultsStoreTest, MigratesVersionFiveStepsToAViewWithATurnColumn) {
+  {
+    Result<std::unique_ptr<SqliteConnection>> db =
+        SqliteConnection::Open(db_path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(MigrateSchema(**db, 1.0, /*target_version=*/5).ok());
+    ASSERT_TRUE((*db)->Exec(R"sql(
+      INSERT INTO sweeps (id, name, yaml, state, created_at, variant_count, trial_count)
+        VALUES (7, 'old', 'name: old', 'running', 5.0, 1, 1);
+      INSERT INTO variants (sweep_id, key, ordinal, params_json, trainer_config_json,
+                            counterpart_key, is_baseline, counterpart_excluded)
+        VALUES (7, 'default', 0, '{}', '{}', 'default', 1, 0);
+      INSERT INTO trials (id, sweep_id, variant_key, repeat, order_index, state,
+                          attempts_used, max_attempts, queued_at)
+        VALUES (70, 7, 'default', 0, 0, 'running', 1, 3, 5.0);
+      INSERT INTO attempts (trial_id, attempt, worker_id, host, ranks_json, assigned_at)
+        VALUES (70, 1, 'w1', 'node-a', '[{"rank":0,"worker_id":"w1","host":"node-a"}]', 6.0);
+      INSERT INTO step_blocks (trial_id, attempt, rank, phase, first_step, last_step, steps, rows_json)
+        VALUES (70, 1, 0, 'measure', 0, 1, 2,
+                '[[0,1.5,256,3.25,0.0001,1000,2000,0.25,4096],[1,1.0,256]]');
+    )sql").ok());
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->SchemaVersion().value(), kLatestSchemaVersion);
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics WHERE turn IS NULL"), 2);
+  EXPECT_EQ(QueryValue("SELECT comm_bytes FROM step_metrics WHERE step = 0"), 4096) << "older columns unchanged";
+  Result<std::vector<StepRecord>> old_steps = store->ReadStepMetrics(70, 1, 0);
+  ASSERT_TRUE(old_steps.ok()) << old_steps.status().ToString();
+  ASSERT_EQ(old_steps->size(), 2u);
+  EXPECT_FALSE((*old_steps)[0].row.turn.has_value());
+  EXPECT_EQ((*old_steps)[0].row.comm_bytes, 4096);
+
+  // New steps with a turn, written after the migration.
+  const std::vector<std::pair<int64_t, int64_t>> turns = {{2, 8}, {3, 10}};
+  MetricsBatch batch;
+  StepBlockRecord block{70, 1, 0, "measure", {}};
+  for (auto [step, turn] : turns) {
+    protocol::StepRow row{step, 0.5, 256};
+    row.turn = turn;
+    block.rows.push_back(row);
+  }
+  batch.step_blocks.push_back(block);
+  ASSERT_TRUE(store->AppendBatch(batch).ok());
+  EXPECT_EQ(QueryValue("SELECT typeof(turn) || ' ' || turn FROM step_metrics WHERE step = 3"), "integer 10");
+  Result<std::vector<StepRecord>> steps = store->ReadStepMetrics(70, 1, 0);
+  ASSERT_TRUE(steps.ok());
+  ASSERT_EQ(steps->size(), 4u);
+  EXPECT_EQ((*steps)[2].row.turn, 8);
+  EXPECT_EQ((*steps)[3].row.turn, 10);
+}
+
+// The report's measured steps carry each step's tokens and turn, the lowest rank's that
+// reported them (every rank of a lockstep side shares its turn).
+TEST_F(ResultsStoreTest, MeasuredStepsCarryTheTokensAndTurnOfTheLowestRankThatReportedThem) {
+  auto [store, created] = OpenStoreWithSample();
+  ASSERT_NE(store, nullptr);
+  const int64_t trial = created.trial_ids[0];
+  ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
+  std::vector<StepRecord> steps = {Step(trial, 1, 0, 0), Step(trial, 1, 1, 0), Step(trial, 1, 0, 1),
+                                   Step(trial, 1, 1, 1)};
+  steps[0].row.turn = 6;
+  steps[1].row.turn = 6;
+  steps[0].row.tokens = std::nullopt;  // rank 1's tokens stand at step 0
+  steps[1].row.tokens = 2048;
+  steps[2].row.turn = std::nullopt;  // step 1: only rank 1 reported the turn
+  steps[3].row.turn = 8;
+  ASSERT_TRUE(store->AppendStepMetrics(steps).ok());
+  Result<std::vector<MeasuredStep>> measured = store->MeasuredSteps(created.sweep_id);
+  ASSERT_TRUE(measured.ok()) << measured.status().ToString();
+  ASSERT_EQ(measured->size(), 2u);
+  EXPECT_EQ((*measured)[0].turn, 6);
+  EXPECT_EQ((*measured)[0].tokens, 2048);
+  EXPECT_EQ((*measured)[1].turn, 8);
+  EXPECT_EQ((*measured)[1].tokens, 1024);
 }
 
 // --- Recovery ----------------------------------------------------------------------------
