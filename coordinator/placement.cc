@@ -67,6 +67,7 @@ SchedulingRound CollectQueued(TrialTable& table, const WorkerRegistry& registry,
           case PairPlacement::kFree: break;
         }
         queued.pair_group = PairGroup(trial.variant_key, v->second, trial.repeat);
+        queued.lockstep = sweep.lockstep;
       }
       if (queued.pair_group.empty() || groups_queued.insert(queued.pair_group).second) ++counted;
       s.queue.push_back(std::move(queued));
@@ -100,7 +101,7 @@ std::vector<TrialPart> PartsOf(const TrialPlacement& placement) {
   for (const auto& r : placement.ranks) {
     auto part = std::find_if(parts.begin(), parts.end(), [&](const TrialPart& p) { return p.worker_id == r.worker_id; });
     if (part == parts.end()) {
-      parts.push_back(TrialPart{r.worker_id, {}, r.cuda_device >= 0});
+      parts.push_back(TrialPart{r.worker_id, {}, r.cuda_device >= 0, placement.lockstep});
       part = parts.end() - 1;
     }
     part->cuda = r.cuda_device >= 0;
@@ -120,7 +121,8 @@ std::vector<int> DevicesOf(const TrialPart& part) {
 }  // namespace
 
 void ReservePart(WorkerRegistry& registry, const TrialPart& part, const protocol::AttemptRef& ref) {
-  registry.Reserve(part.worker_id, ref, part.cuda ? 0 : static_cast<int>(part.ranks.size()), DevicesOf(part));
+  registry.Reserve(part.worker_id, ref, part.cuda ? 0 : static_cast<int>(part.ranks.size()), DevicesOf(part),
+                   part.lockstep ? part.lockstep->group : std::string());
 }
 
 void ReleasePart(WorkerRegistry& registry, const TrialPart& part, const protocol::AttemptRef& ref) {
@@ -139,6 +141,10 @@ protocol::AssignMessage AssignMessageOf(const TrialEntry& trial, const SweepEntr
   assign.world_size = variant.world_size;
   assign.store_address = store_address;
   assign.timeout_ms = sweep.timeout_ms;
+  if (part.lockstep) {
+    assign.lockstep = part.lockstep;
+    assign.lockstep->turn_timeout_ms = sweep.turn_timeout_ms;
+  }
   return assign;
 }
 

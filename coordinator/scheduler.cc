@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <random>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -95,6 +97,34 @@ std::optional<TrialPlacement> Place(std::int64_t sweep_id, const SchedulerTrial&
 
 }  // namespace
 
+Scheduler::Scheduler() : next_group_(std::random_device{}()) {}
+
+std::vector<TrialPlacement> Scheduler::LockstepMates(const SchedulerSweep& sweep, std::size_t head_index,
+                                                     TrialPlacement& head, const SchedulerWorker& worker) {
+  const SchedulerTrial& first = sweep.queue[head_index];
+  std::vector<TrialPlacement> mates;
+  for (std::size_t j = head_index + 1; j < sweep.queue.size(); ++j) {
+    const SchedulerTrial& t = sweep.queue[j];
+    if (t.pair_group != first.pair_group || t.world_size != first.world_size || t.cuda != first.cuda) continue;
+    if (!t.executor.empty() &&
+        std::find(worker.executors.begin(), worker.executors.end(), t.executor) == worker.executors.end()) {
+      continue;  // this worker cannot run it: it runs alone, later
+    }
+    TrialPlacement mate = head;
+    mate.trial_id = t.trial_id;
+    mates.push_back(std::move(mate));
+    if (static_cast<int>(mates.size()) + 1 >= protocol::kMaxLockstepSides) break;
+  }
+  const std::string group = "g" + std::to_string(next_group_++) + "-s" + std::to_string(sweep.sweep_id) + "-t" +
+                            std::to_string(head.trial_id);
+  const int sides = static_cast<int>(mates.size()) + 1;
+  head.lockstep = protocol::LockstepSide{group, 0, sides, 0};
+  for (std::size_t i = 0; i < mates.size(); ++i) {
+    mates[i].lockstep = protocol::LockstepSide{group, static_cast<int>(i) + 1, sides, 0};
+  }
+  return mates;
+}
+
 std::vector<TrialPlacement> Scheduler::Schedule(const std::vector<SchedulerSweep>& sweeps_in,
                                                 std::vector<SchedulerWorker> workers,
                                                 const HistoryFn& history) {
@@ -126,6 +156,7 @@ std::vector<TrialPlacement> Scheduler::Schedule(const std::vector<SchedulerSweep
   if (start == n) start = 0;
   // (sweep, pair group) -> the worker its first trial went to in this call.
   std::map<std::pair<std::int64_t, std::string>, std::string> group_worker;
+  std::set<std::int64_t> co_placed;  // lockstep trials placed with their group's first
   bool progress = true;
   while (progress) {
     progress = false;
@@ -133,6 +164,11 @@ std::vector<TrialPlacement> Scheduler::Schedule(const std::vector<SchedulerSweep
       const std::size_t s = (start + k) % n;
       if (blocked[s] || cursor[s] >= sweeps[s]->queue.size()) continue;
       SchedulerTrial head = sweeps[s]->queue[cursor[s]];
+      if (co_placed.count(head.trial_id)) {
+        ++cursor[s];
+        progress = true;
+        continue;
+      }
       const std::pair<std::int64_t, std::string> group{sweeps[s]->sweep_id, head.pair_group};
       if (head.pinned_worker.empty() && !head.pair_group.empty()) {
         if (auto named = group_worker.find(group); named != group_worker.end()) head.pinned_worker = named->second;
@@ -151,9 +187,18 @@ std::vector<TrialPlacement> Scheduler::Schedule(const std::vector<SchedulerSweep
         return r.worker_id == placed->ranks.front().worker_id;
       });
       if (!head.pair_group.empty() && whole) group_worker.emplace(group, placed->ranks.front().worker_id);
+      std::vector<TrialPlacement> mates;
+      if (head.lockstep && !head.pair_group.empty() && whole) {
+        auto worker = std::find_if(workers.begin(), workers.end(), [&](const SchedulerWorker& w) {
+          return w.id == placed->ranks.front().worker_id;
+        });
+        mates = LockstepMates(*sweeps[s], cursor[s], *placed, *worker);
+        for (const auto& mate : mates) co_placed.insert(mate.trial_id);
+      }
       ++cursor[s];
       last_served_sweep_ = sweeps[s]->sweep_id;
       out.push_back(std::move(*placed));
+      for (auto& mate : mates) out.push_back(std::move(mate));
       progress = true;
     }
   }

@@ -18,13 +18,20 @@
 //    later, so both sides of every pair run on one worker and its speed cancels). Within
 //    one call, the first trial of a `pair_group` placed whole names the group's worker
 //    for the rest of the call (the coordinator records it for later calls).
+//  - Lockstep groups (docs/lockstep.md): a lockstep trial placed whole on one worker
+//    takes with it its pair group's other queued trials of the same width that the
+//    worker offers the executor of, onto the same ranks, in queue order (the turn order);
+//    they take no capacity of their own. A trial placed over several workers runs alone.
 // Thread-safety: not thread-safe (keeps the round-robin cursor).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "protocol/messages.h"
 
 namespace bakeoff::coordinator {
 
@@ -51,6 +58,9 @@ struct SchedulerTrial {
   // Its pair group ("" none): when a trial of a group is placed whole on one worker, the
   // group's later trials in the same call are pinned to that worker too.
   std::string pair_group;
+  // order: lockstep: when placed whole, the group's queued trials of the same width that
+  // the worker can run go with it, onto the same ranks (TrialPlacement::lockstep).
+  bool lockstep = false;
 };
 
 struct SchedulerSweep {
@@ -69,10 +79,15 @@ struct TrialPlacement {
   std::int64_t trial_id = 0;
   std::int64_t sweep_id = 0;
   std::vector<RankAssignment> ranks;  // by rank; ranks[0] is rank 0
+  // A side of a lockstep group: the group's sides share these ranks' units (the first
+  // side's placement takes them; the others, placed right after it, take none).
+  std::optional<protocol::LockstepSide> lockstep;
 };
 
 class Scheduler {
  public:
+  Scheduler();
+
   // How many attempts of `variant_key` (in `sweep_id`) have run on `worker_id`.
   using HistoryFn = std::function<int(std::int64_t sweep_id, const std::string& variant_key,
                                       const std::string& worker_id)>;
@@ -84,7 +99,14 @@ class Scheduler {
                                        const HistoryFn& history);
 
  private:
+  // The group's other queued trials that go with `head` (placed whole), as placements.
+  std::vector<TrialPlacement> LockstepMates(const SchedulerSweep& sweep, std::size_t head_index,
+                                            TrialPlacement& head, const SchedulerWorker& worker);
+
   std::int64_t last_served_sweep_ = -1;
+  // Names lockstep groups: unique per coordinator process, and across its restarts by
+  // its random start (a worker may still run an older group's survivor).
+  std::uint64_t next_group_;
 };
 
 }  // namespace bakeoff::coordinator

@@ -28,6 +28,9 @@ struct TrialPart {
   std::string worker_id;
   std::vector<protocol::RankSlot> ranks;
   bool cuda = false;
+  // order: lockstep: the attempt is a side of this group; its units are the group's,
+  // held until the group's last side ends (WorkerRegistry's shared reservations).
+  std::optional<protocol::LockstepSide> lockstep;
   bool finished = false;
   bool reclaimed = true;  // false after a restart until the worker reports it
 };
@@ -78,6 +81,10 @@ struct SweepEntry {
   std::int64_t timeout_ms = 0;
   int max_attempts = 1;  // the spec's limits.max_attempts (a trial's own may have grown)
   bool cuda = false;
+  // order: lockstep (docs/lockstep.md): each pair group's trials are placed together on
+  // one worker and take turns; a side may keep the others waiting turn_timeout_ms.
+  bool lockstep = false;
+  std::int64_t turn_timeout_ms = 300000;
   std::string gpu_type;  // resources.gpu_type ("" any): workers whose GPU model matches
   // Adaptive repeats (docs/sweep.md): the sequential rule's design; every variant has
   // adaptive->max_pairs trials, repeats 0..max-1.

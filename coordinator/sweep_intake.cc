@@ -31,6 +31,8 @@ SweepEntry SweepFields(std::int64_t sweep_id, std::string name, const spec::Swee
   sweep.max_attempts = spec.limits.max_attempts;
   sweep.cuda = spec.resources.device == "cuda";
   sweep.gpu_type = spec.resources.gpu_type;
+  sweep.lockstep = spec.order == spec::Order::kLockstep;
+  sweep.turn_timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(spec.limits.turn_timeout).count();
   sweep.adaptive = AdaptiveDesign(spec);
   return sweep;
 }

@@ -130,9 +130,17 @@ std::vector<std::string> WorkerRegistry::Expire() {
 }
 
 void WorkerRegistry::Reserve(const std::string& worker_id, const protocol::AttemptRef& attempt,
-                             int cpu_slots, const std::vector<int>& cuda_devices) {
+                             int cpu_slots, const std::vector<int>& cuda_devices, const std::string& share) {
   auto* info = Find(worker_id);
   if (!info) return;
+  if (!share.empty()) {
+    auto [units, first] = info->shared.try_emplace(share);
+    units->second.holders.insert(attempt);
+    info->attempts.insert(attempt);
+    if (!first) return;  // the group's units are held already
+    units->second.cpu_slots = cpu_slots;
+    units->second.cuda_devices = cuda_devices;
+  }
   info->used_cpu_slots += cpu_slots;
   for (int d : cuda_devices) info->used_cuda_devices.insert(d);
   info->attempts.insert(attempt);
@@ -142,6 +150,15 @@ void WorkerRegistry::Release(const std::string& worker_id, const protocol::Attem
                              int cpu_slots, const std::vector<int>& cuda_devices) {
   auto* info = Find(worker_id);
   if (!info || !info->attempts.count(attempt)) return;
+  for (auto it = info->shared.begin(); it != info->shared.end(); ++it) {
+    if (!it->second.holders.erase(attempt)) continue;
+    info->attempts.erase(attempt);
+    if (!it->second.holders.empty()) return;  // another side still runs on them
+    info->used_cpu_slots = std::max(0, info->used_cpu_slots - it->second.cpu_slots);
+    for (int d : it->second.cuda_devices) info->used_cuda_devices.erase(d);
+    info->shared.erase(it);
+    return;
+  }
   info->used_cpu_slots = std::max(0, info->used_cpu_slots - cpu_slots);
   for (int d : cuda_devices) info->used_cuda_devices.erase(d);
   info->attempts.erase(attempt);
@@ -161,6 +178,7 @@ void WorkerRegistry::ReleaseAll() {
     info.used_cpu_slots = 0;
     info.used_cuda_devices.clear();
     info.attempts.clear();
+    info.shared.clear();
   }
 }
 

@@ -48,6 +48,13 @@ struct WorkerInfo {
   int used_cpu_slots = 0;
   std::set<int> used_cuda_devices;
   std::set<protocol::AttemptRef> attempts;
+  // Units held once for several attempts (a lockstep group's sides), by share name.
+  struct SharedUnits {
+    int cpu_slots = 0;
+    std::vector<int> cuda_devices;
+    std::set<protocol::AttemptRef> holders;
+  };
+  std::map<std::string, SharedUnits> shared;
   int next_store_port_offset = 0;
 
   int free_cpu_slots() const { return resources.cpu_slots - used_cpu_slots; }
@@ -106,8 +113,10 @@ class WorkerRegistry {
   // slots (0 for ranks on GPUs) and the `cuda_devices` ordinals (empty for CPU ranks).
   // An unknown worker is ignored; Release of an attempt the worker does not hold is a
   // no-op, so releasing twice is harmless.
+  // `share` (a lockstep group's name, "" none): the attempts reserved under one share
+  // hold its units once, from the first Reserve until the last of them is released.
   void Reserve(const std::string& worker_id, const protocol::AttemptRef& attempt, int cpu_slots,
-               const std::vector<int>& cuda_devices);
+               const std::vector<int>& cuda_devices, const std::string& share = "");
   void Release(const std::string& worker_id, const protocol::AttemptRef& attempt, int cpu_slots,
                const std::vector<int>& cuda_devices);
 

@@ -56,6 +56,57 @@ TEST(SchedulerTest, APinnedTrialWithoutRoomWaitsAndTheSweepGoesOn) {
   EXPECT_TRUE(strict.Schedule({{1, {T(10, "b", 3), T(11, "a")}}}, {W("w1", 1), W("w2", 1)}, nullptr).empty());
 }
 
+SchedulerTrial Lockstep(std::int64_t id, const std::string& variant, const std::string& group, int world = 2) {
+  SchedulerTrial t = T(id, variant, world);
+  t.pair_group = group;
+  t.lockstep = true;
+  return t;
+}
+
+TEST(SchedulerTest, ALockstepGroupIsPlacedTogetherOnTheSameRanksAndTakesTheUnitsOnce) {
+  Scheduler scheduler;
+  // Two groups of two sides (repeat 0 and 1), each two ranks wide; two 2-slot workers.
+  auto placed = scheduler.Schedule({{1,
+                                     {Lockstep(10, "base", "g#0"), Lockstep(11, "var", "g#0"),
+                                      Lockstep(12, "var", "g#1"), Lockstep(13, "base", "g#1")}}},
+                                   {W("w1", 2), W("w2", 2)}, nullptr);
+  ASSERT_EQ(placed.size(), 4u) << "each group takes one worker's two slots once";
+  std::map<std::int64_t, const TrialPlacement*> by_id;
+  for (const auto& p : placed) by_id[p.trial_id] = &p;
+  for (auto [first, mate] : {std::pair{10, 11}, std::pair{12, 13}}) {
+    const TrialPlacement& a = *by_id.at(first);
+    const TrialPlacement& b = *by_id.at(mate);
+    ASSERT_TRUE(a.lockstep && b.lockstep);
+    EXPECT_EQ(a.lockstep->group, b.lockstep->group);
+    EXPECT_EQ(a.lockstep->side, 0) << "queue order is turn order";
+    EXPECT_EQ(b.lockstep->side, 1);
+    EXPECT_EQ(a.lockstep->sides, 2);
+    ASSERT_EQ(a.ranks.size(), b.ranks.size());
+    for (std::size_t r = 0; r < a.ranks.size(); ++r) {
+      EXPECT_EQ(a.ranks[r].worker_id, b.ranks[r].worker_id);
+      EXPECT_EQ(a.ranks[r].local_rank, b.ranks[r].local_rank);
+    }
+  }
+  EXPECT_NE(by_id.at(10)->lockstep->group, by_id.at(12)->lockstep->group);
+  EXPECT_NE(by_id.at(10)->ranks[0].worker_id, by_id.at(12)->ranks[0].worker_id);
+}
+
+TEST(SchedulerTest, ALockstepTrialSpreadOverWorkersOrOfAnotherWidthRunsAlone) {
+  Scheduler scheduler;
+  // Two ranks but only one-slot workers: spread, so no group; a mate of another width
+  // is never put on ranks that are not its own.
+  auto spread = scheduler.Schedule({{1, {Lockstep(10, "base", "g#0"), Lockstep(11, "var", "g#0")}}},
+                                   {W("w1", 1), W("w2", 1)}, nullptr);
+  ASSERT_EQ(spread.size(), 1u);
+  EXPECT_FALSE(spread[0].lockstep);
+  Scheduler widths;
+  auto placed = widths.Schedule({{1, {Lockstep(10, "base", "g#0", 1), Lockstep(11, "var", "g#0", 2)}}},
+                                {W("w1", 4)}, nullptr);
+  ASSERT_EQ(placed.size(), 2u);
+  EXPECT_EQ(placed[0].lockstep->sides, 1) << "alone in its group";
+  EXPECT_FALSE(placed[1].lockstep.has_value() && placed[1].lockstep->sides > 1);
+}
+
 TEST(SchedulerTest, GangTrialFitsOnOneWorkerWhenItCan) {
   Scheduler scheduler;
   auto placed = scheduler.Schedule({{1, {T(10, "a", 2)}}}, {W("w1", 1), W("w2", 2)}, nullptr);

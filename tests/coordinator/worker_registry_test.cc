@@ -66,6 +66,24 @@ TEST(WorkerRegistryTest, ReleasingOneAttemptsCpuSlotsFreesThemAndOnlyThem) {
   EXPECT_EQ(registry.Find("c")->free_cpu_slots(), 3);
 }
 
+TEST(WorkerRegistryTest, ALockstepGroupsUnitsAreHeldOnceUntilItsLastSideIsReleased) {
+  FakeClock clock;
+  WorkerRegistry registry(clock, 1000ms);
+  registry.Register(Reg("c", 4));
+  registry.Reserve("c", {1, 1}, 2, {}, "g1");
+  registry.Reserve("c", {2, 1}, 2, {}, "g1");  // the second side shares the first's slots
+  EXPECT_EQ(registry.Find("c")->free_cpu_slots(), 2);
+  EXPECT_EQ(registry.Find("c")->attempts.size(), 2u);
+  // The first side ends early: the survivor still runs on the slots.
+  registry.Release("c", {1, 1}, 2, {});
+  EXPECT_EQ(registry.Find("c")->free_cpu_slots(), 2);
+  registry.Release("c", {1, 1}, 2, {});  // twice: no effect
+  EXPECT_EQ(registry.Find("c")->free_cpu_slots(), 2);
+  registry.Release("c", {2, 1}, 2, {});
+  EXPECT_EQ(registry.Find("c")->free_cpu_slots(), 4);
+  EXPECT_TRUE(registry.Find("c")->shared.empty());
+}
+
 TEST(WorkerRegistryTest, StorePortsRotateWithinTheAdvertisedRange) {
   FakeClock clock;
   WorkerRegistry registry(clock, 1000ms);
