@@ -107,6 +107,17 @@ class ReportingLibraryTest(unittest.TestCase):
         self.assertIn("phase", events[-1]["message"])
         self.assertFalse([e for e in events if e["event"] == "step"])
 
+    def test_a_run_whose_steps_reported_no_tokens_says_so_in_its_summary_and_log(self):
+        code, events, _ = run_script(
+            "run = bakeoff_report.init()\n"
+            "for i in range(3):\n"
+            "    with run.step():\n"
+            "        pass\n"
+            "run.summary()\n")
+        self.assertEqual(code, 0)
+        self.assertIsNone(events[-1]["tokens_per_s"])
+        self.assertIn("no measured step reported its tokens", events[-1]["tokens_missing"])
+
     def test_without_a_worker_events_go_to_stdout(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "s.py")

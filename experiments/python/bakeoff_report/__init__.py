@@ -6,7 +6,7 @@ BAKEOFF_EVENTS_FD, so the script's own prints cannot corrupt its events. A few l
 a script report like `bakeoff-trainer` (the events of docs/trainer.md):
 
     import bakeoff_report
-    run = bakeoff_report.init()            # config, rank and the event channel
+    run = bakeoff_report.init()            # config, rank, the event and turn channels
     run.ready(model={"params": n})
     for i in range(run.config["warmup_steps"] + run.config["steps"]):
         with run.step(tokens=tokens_per_step) as step:
@@ -15,9 +15,12 @@ a script report like `bakeoff-trainer` (the events of docs/trainer.md):
     run.summary(applied={"compile_mode": "default"}, compile=bakeoff_report.compile_evidence())
 
 Steps are timed with the device synchronised (CUDA when the script uses it) and the
-first `warmup_steps` are marked `warmup`. `run.fail(kind, message)` writes an `error`
-event and exits with the trainer's exit code for it (docs/trainer.md); an exception that
-escapes `run.guard()` is classified the same way (an out-of-memory error is `oom`).
+first `warmup_steps` are marked `warmup`. In a lockstep trial (BAKEOFF_TURN_FD set by
+the worker, docs/lockstep.md) `run.step()` takes turns with the other side of the pair:
+it waits for its turn before the timer starts, so waiting is never timed.
+`run.fail(kind, message)` writes an `error` event and exits with the trainer's exit code
+for it (docs/trainer.md); an exception that escapes `run.guard()` is classified the same
+way (an out-of-memory error is `oom`).
 Outside a worker (no BAKEOFF_EVENTS_FD) events go to stdout.
 """
 
@@ -29,6 +32,10 @@ import resource
 import sys
 import time
 import traceback
+
+from . import _turns
+
+__version__ = "0.12.0"  # the project's version (CMakeLists.txt; a test checks that they agree)
 
 __all__ = ["init", "Run", "compile_evidence", "cuda_graph_evidence", "compile_outcome", "classify_exception",
            "EXIT_CODES", "InfrastructureError"]
@@ -128,7 +135,9 @@ class _Step:
 class Run:
     """One rank of one trial. Not thread-safe: call it from the training loop."""
 
-    def __init__(self, config, rank, world_size, local_rank, out):
+    def __init__(self, config, rank, world_size, local_rank, out, turns=None):
+        """`turns`: the lockstep turn channel (_turns.TurnChannel), None outside a
+        lockstep trial; init() takes it from BAKEOFF_TURN_FD."""
         self.config = config
         self.rank = rank
         self.world_size = world_size
@@ -140,6 +149,7 @@ class Run:
         self._first_step_at = None
         self._summary_written = False
         self._error_written = False
+        self._turns = turns
 
     # ---- events ----
     def emit(self, event, **fields):
@@ -165,15 +175,34 @@ class Run:
         `tokens`: the global tokens of the step. `phase`: "warmup" or "measure" (default:
         warmup for the first `warmup_steps` steps); the worker drops a step of any other
         phase, so it is refused here. A non-finite loss ends the run as `diverged` (exit
-        5), as the native trainer does."""
-        if phase not in (None, "warmup", "measure"):
+        5), as the native trainer does.
+
+        In a lockstep trial the step takes its turn first (docs/lockstep.md): the first
+        warm-up step asks for the warm-up turn, held until the first measured step; each
+        measured step asks for a turn, and the timer starts after it is granted and the
+        device synchronised. The turn is given back after the timer stopped and the step
+        event was written; the event carries the turn number (`turn`)."""
+        if phase is None:
+            phase = "warmup" if self._index < self._warmup else "measure"
+        elif phase not in ("warmup", "measure"):
             raise ValueError(f"step phase must be 'warmup' or 'measure', not {phase!r}")
-        _synchronize()
         if self._first_step_at is None:
+            _synchronize()
             self._first_step_at = time.perf_counter()
+        turn = self._take_turn(phase) if self._turns is not None else None
+        _synchronize()
         record = _Step()
         start = time.perf_counter()
-        yield record
+        try:
+            yield record
+            self._finish_step(record, tokens, phase, start, turn)
+        finally:
+            # After the step event; also when the block raised and the loop steps on.
+            self._give_back_step_turn()
+        self._index += 1
+
+    def _finish_step(self, record, tokens, phase, start, turn):
+        """Stops the step's timer and writes its `step` event (the turn still held)."""
         _synchronize()
         # The planted slowdown (docs/trainer.md, test_slowdown): a test instrument.
         # Padded with small matrix products when torch is loaded (as the native trainer
@@ -188,9 +217,9 @@ class Run:
                 if pad is not None:
                     torch.mm(pad, pad)
         step_s = time.perf_counter() - start
-        if phase is None:
-            phase = "warmup" if self._index < self._warmup else "measure"
         fields = {"step": self._index, "phase": phase, "step_s": step_s}
+        if turn is not None:
+            fields["turn"] = turn
         if record.tokens is not None:
             tokens = record.tokens
         if tokens is not None:
@@ -213,7 +242,40 @@ class Run:
             self.fail("diverged", f"non-finite loss at step {self._index}")
         self.emit("step", **fields)
         self._steps.append((phase, step_s, fields.get("tokens")))
-        self._index += 1
+
+    # ---- lockstep turns (docs/lockstep.md, "The turn channel") ----
+    def _take_turn(self, phase):
+        """Takes the turn a step of `phase` needs; returns the measured turn's number for
+        the step event, else None. A closed channel is dropped: no turns from then on."""
+        turns = self._turns
+        if not turns.open:
+            self._turns = None
+            return None
+        if phase == "warmup":
+            if turns.holding == "warmup":
+                return None
+            if not turns.warmup_asked:
+                turns.warmup_asked = True
+                turns.take("warmup")
+                return None
+            # A warm-up step after the warm-up turn ended (phase given by the script)
+            # takes a measured turn, so it never runs beside the other side's measured
+            # step; its event carries no `turn` (it is not a measured step).
+            turns.take("step")
+            return None
+        turns.warmup_asked = True  # no warm-up turn once measuring began
+        turns.give_back()          # `done` for the warm-up turn, when one is held
+        return turns.take("step")
+
+    def _give_back_step_turn(self):
+        if self._turns is not None and self._turns.holding == "step":
+            self._turns.give_back()
+
+    def _end_turns(self):
+        """`end`: no more turns (best effort; closing the socket would say the same)."""
+        if self._turns is not None:
+            self._turns.end()
+            self._turns = None
 
     def first_step_excess_s(self):
         """The first step's time over the median measured step: what compiling (and
@@ -238,6 +300,7 @@ class Run:
         """The `summary` event: step-time statistics over the measured steps, throughput,
         memory, and `applied` (what took effect, with `fell_back`/`fallback_reason` when
         a requested setting did not)."""
+        self._end_turns()
         measured = [s for p, s, _ in self._steps if p == "measure"]
         warm = [s for p, s, _ in self._steps if p == "warmup"]
         tokens = [t for p, _, t in self._steps if p == "measure" and t is not None]
@@ -258,12 +321,20 @@ class Run:
         body.update(fields)
         if body.get("flops_per_token") and body.get("tokens_per_s"):
             body["flops_per_s"] = body["flops_per_token"] * body["tokens_per_s"]
+        if measured and not tokens and "tokens_missing" not in body:
+            # Without tokens the trial has no tokens/s, and the report cannot compare its
+            # throughput (docs/executors.md): said here and in the rank's log.
+            body["tokens_missing"] = ("no measured step reported its tokens (run.step(tokens=N) or "
+                                      "step.tokens = N): no tokens/s for this trial")
+            print("bakeoff_report: " + body["tokens_missing"], file=sys.stderr, flush=True)
         self.emit("summary", **body)
         self._summary_written = True
 
     def fail(self, kind, message, exit_code=None):
         """Writes an `error` event of `kind` (oom, unsupported, diverged, failed) and
-        exits with the trainer's code for it. Its message should be the cause, one line."""
+        exits with the trainer's code for it. Its message should be the cause, one line.
+        In a lockstep trial it first ends its turns, so the other side goes on."""
+        self._end_turns()
         if not self._error_written:
             self._error_written = True
             self.emit("error", kind=kind, message=str(message).splitlines()[0] if message else kind)
@@ -434,7 +505,19 @@ def init(config=None, config_path=None):
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", str(config.get("world_size", 1))))
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    return Run(config, rank, world, local, _events_stream())
+    return Run(config, rank, world, local, _events_stream(), turns=_process_turns())
+
+
+_TURNS = None  # this process's turn channel: one, whichever Run takes it
+
+
+def _process_turns():
+    """The turn channel of BAKEOFF_TURN_FD (docs/lockstep.md), made once per process: a
+    second init() (a script's own and the Hugging Face callback's) gets the same one."""
+    global _TURNS
+    if _TURNS is None:
+        _TURNS = _turns.from_environment()
+    return _TURNS
 
 
 def _config_path_from_argv():
