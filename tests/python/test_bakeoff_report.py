@@ -216,6 +216,52 @@ class HfCallbackTest(unittest.TestCase):
         self.assertEqual(events[-1]["applied"]["precision"], "fp32")
         self.assertAlmostEqual(events[-1]["tokens_per_s"], 32 / events[-1]["step_s_median"])
 
+    def test_tokens_are_counted_from_what_went_into_each_optimizer_step_and_each_loss_is_its_own_steps(self):
+        # Gradient accumulation 2 of micro-batches of 2 sequences with 12 of 16 tokens
+        # unmasked: 48 tokens a step, counted from the attention masks.
+        import io  # noqa: PLC0415
+
+        import torch  # noqa: PLC0415
+        import transformers  # noqa: PLC0415
+
+        from bakeoff_report.hf import BakeoffCallback  # noqa: PLC0415
+        transformers.utils.logging.set_verbosity_error()
+        config = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                          num_key_value_heads=1, intermediate_size=64, vocab_size=64)
+        torch.manual_seed(0)
+        model = transformers.LlamaForCausalLM(config)
+        mask = torch.tensor([1] * 12 + [0] * 4)
+        data = [{"input_ids": torch.randint(64, (16,)), "attention_mask": mask, "labels": torch.randint(64, (16,))}
+                for _ in range(12)]
+        out = io.StringIO()
+        run = bakeoff_report.Run({"warmup_steps": 1}, 0, 1, 0, out)
+        with tempfile.TemporaryDirectory() as tmp:
+            args = transformers.TrainingArguments(output_dir=tmp, max_steps=3, per_device_train_batch_size=2,
+                                                  gradient_accumulation_steps=2, learning_rate=1e-3,
+                                                  use_cpu=True, report_to=[], logging_steps=1, save_strategy="no",
+                                                  disable_tqdm=True)
+            trainer = transformers.Trainer(model=model, args=args, train_dataset=data,
+                                           callbacks=[BakeoffCallback(run=run)])
+            trainer.train()
+        events = [json.loads(line) for line in out.getvalue().splitlines()]
+        steps = [e for e in events if e["event"] == "step"]
+        self.assertEqual([s["tokens"] for s in steps], [48, 48, 48])
+        logged = [h for h in trainer.state.log_history if "loss" in h]
+        self.assertEqual(len(logged), 3)
+        for step, log in zip(steps, logged):  # the Trainer's own loss of that step (rounded to 4 places)
+            self.assertAlmostEqual(step["loss"], log["loss"], places=3)
+            self.assertAlmostEqual(step["lr"], log["learning_rate"], places=9)
+        self.assertEqual(events[-1]["tokens_per_step"], 48)
+        self.assertNotIn("tokens_missing", events[-1])
+
+    def test_without_a_batch_mask_the_tokens_are_the_input_ids(self):
+        from bakeoff_report.hf import count_input_tokens  # noqa: PLC0415
+        import torch  # noqa: PLC0415
+        self.assertEqual(count_input_tokens({"input_ids": torch.zeros(2, 16, dtype=torch.long)}), 32)
+        self.assertEqual(int(count_input_tokens({"input_ids": torch.zeros(2, 16, dtype=torch.long),
+                                                 "attention_mask": torch.ones(2, 16)})), 32)
+        self.assertIsNone(count_input_tokens({"pixel_values": torch.zeros(2, 3)}))
+
 
 
 class RendezvousStoreTest(unittest.TestCase):

@@ -224,6 +224,39 @@ class TurnClientTest(unittest.TestCase):
         worker_end.close()
 
 
+class HfCallbackTurnsTest(unittest.TestCase):
+    """bakeoff_report.hf.BakeoffCallback on a real transformers.Trainer takes turns
+    through run.step(): one warm-up turn, one turn per optimizer step."""
+
+    def setUp(self):
+        try:
+            import transformers  # noqa: F401, PLC0415
+        except ImportError:
+            self.skipTest("transformers is not installed in this interpreter; run with scripts/python")
+
+    def test_each_optimizer_step_is_one_turn(self):
+        import torch  # noqa: PLC0415
+        import transformers  # noqa: PLC0415
+
+        from bakeoff_report.hf import BakeoffCallback  # noqa: PLC0415
+        transformers.utils.logging.set_verbosity_error()
+        config = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                          num_key_value_heads=1, intermediate_size=64, vocab_size=64)
+        model = transformers.LlamaForCausalLM(config)
+        data = [{"input_ids": torch.randint(64, (16,)), "labels": torch.randint(64, (16,))} for _ in range(8)]
+        run, worker, out = lockstep_run({"warmup_steps": 1})
+        with tempfile.TemporaryDirectory() as tmp:
+            args = transformers.TrainingArguments(output_dir=tmp, max_steps=3, per_device_train_batch_size=2,
+                                                  use_cpu=True, report_to=[], logging_strategy="no",
+                                                  save_strategy="no", disable_tqdm=True)
+            transformers.Trainer(model=model, args=args, train_dataset=data,
+                                 callbacks=[BakeoffCallback(run=run)]).train()
+        worker.join()
+        self.assertEqual(worker.messages, ["warmup", "done", "step", "done", "step", "done", "end"])
+        steps = [e for e in events_of(out) if e["event"] == "step"]
+        self.assertEqual([(s.get("turn"), s["tokens"]) for s in steps], [(None, 32), (1, 32), (2, 32)])
+
+
 # The script each side of the two-process test runs: warm-up and measured steps of a
 # busy loop, each recording when its block ran (CLOCK_MONOTONIC: one clock for all
 # processes on the host).
