@@ -329,6 +329,12 @@ Result<ExecutorCatalog> ParseExecutorCatalog(const std::string& text, const std:
             const YAML::Node& v = item.second;
             if (k == "description") {
               tmpl.description = v.IsScalar() ? v.Scalar() : "";
+            } else if (k == "turns") {
+              if (!v.IsScalar() || (v.Scalar() != "true" && v.Scalar() != "false")) {
+                problems.Add(v, path + ".turns", "expected true or false");
+              } else {
+                tmpl.turns = v.Scalar() == "true";
+              }
             } else if (k == "argv") {
               if (auto list = StringList(v, path + ".argv", problems)) {
                 if (list->empty() || list->size() > kMaxArgv) {

@@ -53,6 +53,9 @@ struct ExecutorTemplate {
   std::vector<std::string> trainer_fields;
   std::map<std::string, ValueSpec> fields;
   std::map<std::string, ValueSpec> args;
+  // `turns: true`: its script reports through bakeoff_report's run.step() (or takes
+  // turns itself), so it may run in `order: lockstep` sweeps (docs/lockstep.md).
+  bool turns = false;
   std::string location;  // file:line of the template, for messages
 
   // Whether the trial configuration may carry `field`, and its value checked: the

@@ -631,6 +631,7 @@ class SweepParser {
           "add e.g. baseline: {" +
           spec_.parameters.front().name + ": ...}");
     }
+    if (const Entry* e = find("order")) CheckLockstepTakesTurns(e->value);
     AddWarnings();
   }
 
@@ -756,10 +757,8 @@ class SweepParser {
                                               "expected a duration such as 5m, got " + Describe(entry.value)));
         if (!d.ok()) {
           Add(entry.value, path, d.status().message());
-        } else if (d->count() < 1) {
-          Add(entry.value, path, "must be at least 1s");
         } else {
-          spec_.limits.turn_timeout = *d;
+          spec_.limits.turn_timeout = *d;  // positive: ParseDuration refuses 0
         }
       } else if (entry.key == "max_attempts") {
         if (auto a = ReadInt(entry.value, path, 1, kMaxAttempts)) {
@@ -1228,6 +1227,20 @@ class SweepParser {
       }
     }
     return std::nullopt;
+  }
+
+  // order: lockstep needs every side to take turns: an allowlisted template says so
+  // with `turns: true` (its script reports through bakeoff_report's run.step()). A
+  // template known by name only is checked at run time (docs/lockstep.md).
+  void CheckLockstepTakesTurns(const YAML::Node& order) {
+    if (spec_.order != Order::kLockstep) return;
+    const ExecutorTemplate* t = Template();
+    if (t == nullptr || t->turns) return;
+    Add(order, "order",
+        "lockstep needs every side to take turns, but command template \"" + t->name +
+            "\" does not declare `turns: true` (" + t->location +
+            "): its script may not report through bakeoff_report's run.step(); use order: interleaved, "
+            "or add turns: true to the template once its script takes turns");
   }
 
   void AddWarnings() {

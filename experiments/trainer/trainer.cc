@@ -228,8 +228,12 @@ int Trainer::RunOrThrow() {
   StepTotals totals;
   // Warm-up steps are reported like the others but left out of the measured figures.
   const int64_t warmup_end = config_.warmup_steps, end = warmup_end + config_.steps;
-  if (auto failed = RunSteps(0, warmup_end, device, parts, totals)) return *failed;
-  if (auto failed = RunSteps(warmup_end, end, device, parts, totals)) return *failed;
+  // Lockstep: the warm-up (and so any compilation) is one turn, run alone; each measured
+  // step is a turn of its own (RunSteps). An error event ends the turns with the run.
+  if (warmup_end > 0) turns_.Acquire(/*warmup=*/true);
+  if (auto failed = RunSteps(0, warmup_end, device, parts, totals)) return EndTurns(*failed);
+  if (auto failed = RunSteps(warmup_end, end, device, parts, totals)) return EndTurns(*failed);
+  turns_.End();
   if (auto failed = WriteAdapters(*parts.model)) return *failed;
   return WriteSummary(machine, device, parts, totals, environment, startup_s);
 }
@@ -332,23 +336,29 @@ std::optional<int> Trainer::RunSteps(int64_t first, int64_t end, const torch::De
                                      StepTotals& totals) {
   for (int64_t step = first; step < end; ++step) {
     const bool warmup = step < config_.warmup_steps;
+    // A measured step waits for its turn before its timer starts and gives it back after
+    // the device was synchronised (and the loss all-reduced): waiting is never timed.
+    const std::optional<std::int64_t> turn = warmup ? std::nullopt : turns_.Acquire(/*warmup=*/false);
     const StepFigures f = RunStep(step, device, parts, totals.seq_lengths);
+    if (!warmup) turns_.Release();
     const auto mem = compat::GetDeviceMemory(device);
     const int64_t peak = device.is_cuda() ? mem.peak_allocated_bytes : PeakRssBytes();
-    events_->Write("step", {{"step", step},
-                            {"phase", warmup ? "warmup" : "measure"},
-                            {"step_s", f.step_s},
-                            {"tokens", f.tokens},
-                            {"loss", f.loss},
-                            {"lr", f.lr},
-                            {"grad_norm", f.grad_norm},
-                            {"peak_mem_bytes", peak},
-                            {"rss_bytes", CurrentRssBytes()},
-                            {"device_allocated_bytes", mem.allocated_bytes},
-                            {"device_reserved_peak_bytes", mem.peak_reserved_bytes},
-                            {"comm_s", f.comm.seconds},
-                            {"comm_bytes", f.comm.bytes},
-                            {"comm_calls", f.comm.calls}});
+    nlohmann::json fields = {{"step", step},
+                             {"phase", warmup ? "warmup" : "measure"},
+                             {"step_s", f.step_s},
+                             {"tokens", f.tokens},
+                             {"loss", f.loss},
+                             {"lr", f.lr},
+                             {"grad_norm", f.grad_norm},
+                             {"peak_mem_bytes", peak},
+                             {"rss_bytes", CurrentRssBytes()},
+                             {"device_allocated_bytes", mem.allocated_bytes},
+                             {"device_reserved_peak_bytes", mem.peak_reserved_bytes},
+                             {"comm_s", f.comm.seconds},
+                             {"comm_bytes", f.comm.bytes},
+                             {"comm_calls", f.comm.calls}};
+    if (turn) fields["turn"] = *turn;  // the group's turn number: the report pairs adjacent steps
+    events_->Write("step", std::move(fields));
     if (!std::isfinite(f.loss) || !std::isfinite(f.grad_norm)) {
       return events_->Error("diverged", "loss " + std::to_string(f.loss) + " at step " +
                                             std::to_string(step) + " is not finite");

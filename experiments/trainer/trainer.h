@@ -13,6 +13,7 @@
 #include "experiments/trainer/communicator.h"
 #include "experiments/trainer/event_writer.h"
 #include "experiments/trainer/trainer_config.h"
+#include "experiments/trainer/turn_client.h"
 
 namespace bakeoff::trainer {
 
@@ -47,6 +48,11 @@ class Trainer {
   // Steps [first, end), each reported as a "step" event; measured ones add to totals.
   std::optional<int> RunSteps(int64_t first, int64_t end, const torch::Device& device, Parts& parts,
                               StepTotals& totals);
+  // Ends the lockstep turns and passes `exit_code` on.
+  int EndTurns(int exit_code) {
+    turns_.End();
+    return exit_code;
+  }
   // One optimizer step over grad_accum micro-batches, timed; adds the lengths it ran.
   StepFigures RunStep(int64_t step, const torch::Device& device, Parts& parts, std::set<int64_t>& seq_lengths);
   // Rank 0's trained adapters to adapters_out, when the sweep names one.
@@ -60,6 +66,8 @@ class Trainer {
 
   TrainerConfig config_;
   EventWriter* events_;
+  // Lockstep turns (docs/lockstep.md): inactive unless the worker gave a turn channel.
+  TurnClient turns_ = TurnClient::FromEnvironment();
 };
 
 // Percentile (linear interpolation, q in [0, 1]) of `values`; 0 when empty.

@@ -8,7 +8,12 @@
 //   leaving a silent child that closed its stdout and holds its stderr open) |
 //   child_keeps_events (succeeds, leaving a child in a session of its own that holds
 //   its stdout, the events pipe, open)
-// "steps" and "fake_step_ms" shape the run. It never reads the network.
+//   no_turns (ignores its lockstep turn channel) | hang_in_turn (hangs holding its second
+//   measured turn) | fail_midway (fails after half its measured steps)
+// "warmup_steps", "steps" and "fake_step_ms" shape the run. It never reads the network.
+// It takes lockstep turns as the native trainer does (experiments/trainer/turn_client.h);
+// with FAKE_TRAINER_INTERVALS=FILE each rank appends "trial rank phase start_ns end_ns"
+// of every step it computed (steady clock, comparable across processes on one host).
 // Through a sweep (whose fields must be trainer fields) the behaviour comes from the
 // environment instead: FAKE_TRAINER_BEHAVIOR_BY_MICRO_BATCH="1=hang,2=error_oom" picks
 // it by the config's micro_batch (the worker passes its environment to its ranks).
@@ -25,6 +30,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+
+#include "experiments/trainer/turn_client.h"
 #include "worker/core_partition.h"
 
 // The CPUs this process may run on (its affinity, as the worker reads its own), as a
@@ -112,11 +120,48 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::seconds(300));  // blocked "in a collective"
     return 0;
   }
-  for (int s = 0; s < steps; ++s) {
+  const int warmup_steps = config.value("warmup_steps", 0);
+  bakeoff::trainer::TurnClient turns = behavior == "no_turns" ? bakeoff::trainer::TurnClient(-1)
+                                                              : bakeoff::trainer::TurnClient::FromEnvironment();
+  const char* intervals_path = getenv("FAKE_TRAINER_INTERVALS");
+  const std::string trial = getenv("BAKEOFF_TRIAL_ID") ? getenv("BAKEOFF_TRIAL_ID") : "?";
+  auto compute = [&](const char* phase) {
+    const auto start = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
+    const auto end = std::chrono::steady_clock::now();
+    if (intervals_path != nullptr) {
+      const std::string line = trial + " " + std::to_string(rank) + " " + phase + " " +
+                               std::to_string(start.time_since_epoch().count()) + " " +
+                               std::to_string(end.time_since_epoch().count()) + "\n";
+      const int fd = open(intervals_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+      if (fd >= 0) {
+        (void)!write(fd, line.data(), line.size());
+        close(fd);
+      }
+    }
+  };
+  if (warmup_steps > 0) turns.Acquire(/*warmup=*/true);
+  for (int s = 0; s < warmup_steps; ++s) {
+    compute("warmup");
+    emit({{"event", "step"}, {"step", s}, {"phase", "warmup"}, {"step_s", step_ms / 1000.0},
+          {"tokens", 128 * world_size}, {"loss", 6.0}});
+  }
+  for (int s = 0; s < steps; ++s) {
+    const auto turn = turns.Acquire(/*warmup=*/false);
+    if (behavior == "hang_in_turn" && s == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(300));
+      return 0;
+    }
+    if (behavior == "fail_midway" && s == steps / 2) {
+      emit({{"event", "error"}, {"kind", "failed"}, {"message", "failed midway (fake)"}});
+      return 1;
+    }
+    compute("measure");
+    turns.Release();
     nlohmann::json step = {{"event", "step"}, {"step", s}, {"phase", "measure"}, {"step_s", step_ms / 1000.0},
                            {"tokens", 128 * world_size}, {"loss", 5.0 - 0.1 * s},
                            {"peak_mem_bytes", 1000 + rank}, {"rss_bytes", 900 + rank}};
+    if (turn) step["turn"] = *turn;
     // Figures a CUDA rank and a distributed step report (docs/trainer.md), so that
     // metrics tests see every per-rank series without a GPU.
     if (on_cuda) {
@@ -168,6 +213,7 @@ int main(int argc, char** argv) {
   if (behavior == "sigkill_self") {
     kill(getpid(), SIGKILL);
   }
+  turns.End();
   if (behavior == "exit_code") return config.value("fake_exit_code", 1);
   emit({{"event", "summary"}, {"startup_s", 0.01}, {"first_step_s", step_ms / 1000.0},
         {"warmup_s", 0.0}, {"step_s_median", step_ms / 1000.0}, {"step_s_p10", step_ms / 1000.0},

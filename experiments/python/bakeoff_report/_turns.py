@@ -2,7 +2,8 @@
 channel"): ASCII lines over the Unix stream socket the worker passes as BAKEOFF_TURN_FD.
 
     rank -> worker: `warmup`, `step`, `done`, `end`
-    worker -> rank: `go T` (T: the group's turn number, a decimal integer >= 0)
+    worker -> rank: `go T` (T: the group's turn number, a decimal integer >= 0), or
+                    `go -1` (this side takes no more turns: go on without them)
 
 Every call is best effort: end of file, an error on the socket, or an answer that is not
 `go T` closes the channel, and the rank goes on without turns; nothing here raises into
@@ -57,6 +58,9 @@ class TurnChannel:
         if line is None:
             return None
         word, _, number = line.partition(b" ")
+        if line == b"go -1":
+            self._close()  # the side left the rotation (or the group gave up on it)
+            return None
         if word != b"go" or not number.isdigit():
             self._give_up(f"the worker answered {line[:MAX_LINE_BYTES]!r}, not 'go T'")
             return None

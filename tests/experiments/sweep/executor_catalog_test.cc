@@ -49,6 +49,26 @@ TEST(ExecutorCatalogTest, ShippedCatalogLoadsWithBothWorkloads) {
   EXPECT_TRUE(ref->AcceptsField("compile_scope"));
   EXPECT_TRUE(ref->AcceptsField("zero_stage"));
   EXPECT_FALSE(ref->AcceptsField("jit_executor"));
+  // Both shipped workloads report through bakeoff_report's run.step(): they take turns.
+  EXPECT_TRUE(ref->turns);
+  EXPECT_TRUE(catalog->Find("hf-peft")->turns);
+}
+
+TEST(ExecutorCatalogTest, ALockstepSweepNeedsATemplateThatTakesTurns) {
+  ExecutorCatalog catalog = Demo();
+  const std::string lockstep = Sweep("  executor: command\n  command: {template: demo}\n  model: tiny\n",
+                                     "  compile_mode: {values: [eager, default]}\n", "{compile_mode: eager}") +
+                               "order: lockstep\n";
+  auto refused = ParseSweepText(lockstep, "s.yaml", {}, &catalog);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("s.yaml:9:8: order: lockstep needs every side to take turns"),
+            std::string::npos)
+      << refused.status().message();
+  catalog.templates["demo"].turns = true;
+  EXPECT_TRUE(ParseSweepText(lockstep, "s.yaml", {}, &catalog).ok());
+  auto bad = ParseExecutorCatalog(std::string(kCatalog) + "    turns: sometimes\n", "demo.yaml", "/opt/demo");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("turns: expected true or false"), std::string::npos) << bad.status().message();
 }
 
 TEST(ExecutorCatalogTest, RendersArgvFromTheTemplateOnly) {

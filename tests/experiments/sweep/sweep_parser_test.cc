@@ -366,7 +366,7 @@ TEST(SweepParserTest, DistributionErrors) {
 TEST(SweepParserTest, OrderResourcesAndLimitsErrors) {
   ExpectRefused({
       {kMinimal + "order: interleave\n",
-       "test.yaml:3:8: order: expected one of interleaved, sequential, random, got "
+       "test.yaml:3:8: order: expected one of interleaved, sequential, random, lockstep, got "
        "'interleave'; did you mean interleaved?"},
       {kMinimal + "resources: {device: tpu}\n", "test.yaml:3:21: resources.device: expected one of cpu, cuda"},
       {kMinimal + "resources: {device: cpu, gpu_type: A100}\n", "resources.gpu_type: needs device: cuda"},
@@ -546,9 +546,26 @@ TEST(SweepParserTest, AdaptiveRepeatsOutOfRangeAreErrorsAtTheirLine) {
   });
 }
 
+TEST(SweepParserTest, LockstepOrderAndItsTurnTimeoutAreReadAndStored) {
+  auto spec = Parse(kMinimal + "order: lockstep\nlimits: {turn_timeout: 90s}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->order, Order::kLockstep);
+  EXPECT_EQ(spec->limits.turn_timeout, std::chrono::seconds(90));
+  auto stored = SweepSpecFromJson(ToJson(*spec));
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->order, Order::kLockstep);
+  EXPECT_EQ(stored->limits.turn_timeout, std::chrono::seconds(90));
+  EXPECT_EQ(Parse(kMinimal)->limits.turn_timeout, std::chrono::minutes(5)) << "the documented default";
+  // Adaptive repeats work on lockstep pairs as on interleaved ones.
+  EXPECT_TRUE(Parse(WithRepeats("repeats: {min: 3, max: 20, until: {ci_half_width: 0.02}}\norder: lockstep\n")).ok());
+  ExpectRefused(kMinimal, {{"limits: {turn_timeout: 0s}\n", "limits.turn_timeout: duration '0s' must be positive"},
+                           {"limits: {turn_timeout: [1]}\n", "limits.turn_timeout: expected a duration"},
+                           {"order: lockstop\n", "order"}});
+}
+
 TEST(SweepParserTest, AdaptiveRepeatsNeedInterleavedOrderAndABaseline) {
   EXPECT_THAT(ErrorOf(WithRepeats("repeats: {min: 3, max: 20, until: {ci_half_width: 0.02}}\norder: random\n")),
-              HasSubstr("test.yaml:16:8: order: adaptive repeats need order: interleaved"));
+              HasSubstr("test.yaml:16:8: order: adaptive repeats need order: interleaved or lockstep"));
   std::string no_baseline = WithRepeats("repeats: {min: 3, max: 20, until: {ci_half_width: 0.02}}\n");
   no_baseline.replace(no_baseline.find("baseline: {compile_mode: eager}\n"),
                       std::string("baseline: {compile_mode: eager}\n").size(), "");
