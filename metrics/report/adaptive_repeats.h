@@ -30,6 +30,12 @@ struct RepeatTrial {
   bool finished = false;
   // The slowest rank's tokens/s when the trial succeeded with a positive figure.
   std::optional<double> tokens_per_s;
+  // Lockstep sweeps (RepeatOutcome): the sides of the trial's group, its measured steps
+  // and tokens per step, so that each pair's log ratio is its lockstep estimate
+  // (EstimatePair), the one the report's interval uses.
+  int lockstep_sides = 0;
+  std::vector<TurnStep> steps;
+  std::optional<double> tokens_per_step;
 };
 
 struct AdaptiveWalk {
@@ -45,6 +51,21 @@ AdaptiveWalk WalkComparisons(const std::vector<spec::AnswerComparison>& comparis
 // The stored trials as the walk sees them: finished per the trial's state, and the
 // slowest rank's tokens/s (of the typed summaries) when it succeeded.
 std::vector<RepeatTrial> RepeatTrials(const std::vector<TrialResult>& trials);
+
+// The number of sides of each variant's lockstep group (docs/lockstep.md): the variants
+// that share its baseline counterpart (`counterpart_of` maps each variant's key to its
+// counterpart's, itself for a baseline; a variant mapped to "" is a group of its own).
+// An upper bound on the sides taking turns at any time (a side that ended leaves).
+std::map<std::string, int> LockstepSides(const std::map<std::string, std::string>& counterpart_of);
+
+// For a lockstep sweep: as above, each succeeded trial with its measured steps (`steps`:
+// ResultsReader::MeasuredSteps of the sweep, the report's own), its tokens per step (its
+// summaries' tokens_per_step, else tokens/s x median step time of the slowest rank) and
+// its group's sides (LockstepSides(counterpart_of)), so that the walk's pair log ratios
+// are the report's lockstep estimates.
+std::vector<RepeatTrial> LockstepRepeatTrials(const std::vector<TrialResult>& trials,
+                                              const std::vector<MeasuredStep>& steps,
+                                              const std::map<std::string, std::string>& counterpart_of);
 
 // A variant whose comparisons have all stopped, and the reason its queued trials are
 // cancelled with (it begins with kAdaptiveRepeatsReason).

@@ -159,6 +159,11 @@ struct Side {
   const VariantReport* report = nullptr;
   std::vector<const TrialView*> trials;                // succeeded, with a throughput
   std::vector<std::vector<double>> steps;              // measured step_s per trial
+  // Per trial of `trials`, what its pair's estimate is computed from (EstimatePair); with
+  // the sides of the variant's lockstep group in a lockstep sweep (0 otherwise).
+  std::vector<RepeatOutcome> outcomes;
+  int lockstep_sides = 0;
+  std::vector<const TrialView*> all;                   // every trial, whatever its outcome
 };
 
 struct RatioResult {
@@ -167,6 +172,11 @@ struct RatioResult {
   int pairs = 0;
   std::optional<double> df;
   std::optional<double> sd_log_ratio;
+  // Lockstep sweeps: each repeat's pair, those estimated from their steps, and the median
+  // of their per-step IQRs.
+  std::vector<LockstepPair> lockstep_pairs;
+  int pairs_in_lockstep = 0;
+  std::optional<double> within_pair_iqr;
 };
 
 BootstrapOptions ToBootstrap(const ReportOptions& options) {
@@ -214,11 +224,93 @@ std::vector<double> LogsOf(const std::vector<double>& values) {
   return logs;
 }
 
+// "counterpart oom (CUDA out of memory)": where a trial stands, for an unpaired pair.
+std::string Standing(const char* side, const TrialView* t, int repeat) {
+  if (t == nullptr) return std::string("no ") + side + " trial at repeat " + std::to_string(repeat);
+  if (t->outcome.Succeeded()) return std::string(side) + " succeeded without a tokens/s figure";
+  return std::string(side) + " " + t->outcome.Text() + (t->reason.empty() ? "" : " (" + t->reason + ")");
+}
+
+// Why a lockstep pair's steps did not pair, so that it stands on its whole trials.
+std::string WholeTrialNote(const StepPairing& steps) {
+  if (steps.with_turn_variant == 0 && steps.with_turn_counterpart == 0) {
+    return "no turns on either side's steps (the group did not run in lockstep)";
+  }
+  if (steps.with_turn_variant == 0) return "the variant's steps carry no turn (it did not take turns)";
+  if (steps.with_turn_counterpart == 0) return "the counterpart's steps carry no turn (it did not take turns)";
+  return "only " + std::to_string(steps.paired_steps) + " of its steps had adjacent turns";
+}
+
+// Lockstep sweeps: every repeat of either side, in repeat order, with its pair's estimate
+// (each pair of succeeded trials) or why it has none; fills `log_ratios` with the d_r.
+std::vector<LockstepPair> LockstepPairs(const Side& variant, const Side& counterpart, std::vector<double>& log_ratios) {
+  std::map<int, const TrialView*> any_v, any_c;
+  for (const TrialView* t : variant.all) any_v[t->repeat] = t;
+  for (const TrialView* t : counterpart.all) any_c[t->repeat] = t;
+  std::map<int, std::size_t> ok_v, ok_c;
+  for (std::size_t i = 0; i < variant.trials.size(); ++i) ok_v[variant.trials[i]->repeat] = i;
+  for (std::size_t i = 0; i < counterpart.trials.size(); ++i) ok_c[counterpart.trials[i]->repeat] = i;
+  std::set<int> repeats;
+  for (const auto& [r, i] : ok_v) repeats.insert(r);
+  for (const auto& [r, i] : ok_c) repeats.insert(r);
+  std::vector<LockstepPair> pairs;
+  for (int r : repeats) {
+    LockstepPair pair;
+    pair.repeat = r;
+    auto v = ok_v.find(r), c = ok_c.find(r);
+    if (v == ok_v.end() || c == ok_c.end()) {
+      pair.basis = LockstepPair::Basis::kUnpaired;
+      // The side without a succeeded trial, and where its trial stands.
+      const bool variant_missing = v == ok_v.end();
+      const std::map<int, const TrialView*>& side = variant_missing ? any_v : any_c;
+      auto missing = side.find(r);
+      pair.note = Standing(variant_missing ? "variant" : "counterpart",
+                           missing == side.end() ? nullptr : missing->second, r);
+      pairs.push_back(std::move(pair));
+      continue;
+    }
+    PairEstimate e = EstimatePair(variant.outcomes[v->second], counterpart.outcomes[c->second]);
+    log_ratios.push_back(e.log_ratio);
+    pair.ratio = std::exp(e.log_ratio);
+    pair.paired_steps = e.steps.paired_steps;
+    pair.unpaired_steps = e.steps.unpaired_steps;
+    pair.step_iqr = e.steps.iqr;
+    if (e.basis == PairBasis::kWholeTrial) {
+      pair.basis = LockstepPair::Basis::kWholeTrial;
+      pair.note = WholeTrialNote(e.steps);
+    }
+    pairs.push_back(std::move(pair));
+  }
+  return pairs;
+}
+
 // Speedup of `variant` over `counterpart` (tokens/s ratio), choosing the interval
-// method as docs/statistics.md describes. REQUIRES: both sides have >= 1 trial.
+// method as docs/statistics.md describes: `interleaved` when the order pairs trials by
+// repeat (interleaved or lockstep); lockstep pairs when both sides are of a lockstep
+// group. REQUIRES: both sides have >= 1 trial.
 RatioResult EstimateRatio(const Side& variant, const Side& counterpart, bool interleaved,
                           const ReportOptions& options) {
   RatioResult result;
+  if (interleaved && variant.lockstep_sides > 0 && counterpart.lockstep_sides > 0) {
+    std::vector<double> log_ratios;
+    result.lockstep_pairs = LockstepPairs(variant, counterpart, log_ratios);
+    std::vector<double> iqrs;
+    for (const LockstepPair& p : result.lockstep_pairs) {
+      if (p.basis != LockstepPair::Basis::kLockstep) continue;
+      ++result.pairs_in_lockstep;
+      if (p.step_iqr) iqrs.push_back(*p.step_iqr);
+    }
+    if (!iqrs.empty()) result.within_pair_iqr = Median(iqrs);
+    if (log_ratios.size() >= 2) {
+      RatioEstimate estimate = PairedLogRatios(log_ratios, options.confidence);
+      result.figure = ToFigure(estimate);
+      result.df = estimate.df;
+      result.method = IntervalMethod::kLockstepPairs;
+      result.pairs = static_cast<int>(log_ratios.size());
+      result.sd_log_ratio = SampleStdDev(log_ratios);
+      return result;
+    }
+  }
   if (interleaved) {
     // Pairs are matched by repeat number, never by list position: a repeat that failed
     // on one side leaves its partner unpaired.
@@ -388,7 +480,8 @@ bool CancelledByAdaptiveRepeats(const TrialView& t) {
 // Adaptive repeats: each compared variant's stop (the coordinator's rule on the same
 // outcomes: a variant stops once every comparison of the answer it is a side of has
 // stopped) and what the design saved against running every variant to max.
-void AddAdaptiveRepeats(const ReportInput& input, const SequentialDesign& design, Report& report) {
+void AddAdaptiveRepeats(const ReportInput& input, const SequentialDesign& design,
+                        const std::map<std::string, Side>& sides, Report& report) {
   AdaptiveSavings savings;
   savings.design = AdaptiveDesignInput{design.min_pairs, design.max_pairs, design.ci_half_width};
   savings.look_confidence = SequentialLookConfidence(design);
@@ -416,10 +509,24 @@ void AddAdaptiveRepeats(const ReportInput& input, const SequentialDesign& design
   for (const AxisComparison& a : report.axis_comparisons) {
     if (a.comparison.status == Comparison::Status::kCompared) compared.insert(a.variant_key);
   }
+  // The pairs' log ratios are the comparisons' own (a lockstep pair's from its steps).
+  std::map<std::int64_t, const RepeatOutcome*> outcome_of;
+  for (const auto& [key, side] : sides) {
+    for (std::size_t i = 0; i < side.trials.size(); ++i) outcome_of[side.trials[i]->id] = &side.outcomes[i];
+  }
   std::vector<RepeatTrial> repeats;
   for (const TrialView& t : report.trials) {
-    repeats.push_back({t.variant_key, t.repeat, t.outcome.Finished(),
-                       t.outcome.Succeeded() && t.tokens_per_s && *t.tokens_per_s > 0 ? t.tokens_per_s : std::nullopt});
+    RepeatTrial& r = repeats.emplace_back();
+    r.variant_key = t.variant_key;
+    r.repeat = t.repeat;
+    r.finished = t.outcome.Finished();
+    if (!t.outcome.Succeeded() || !t.tokens_per_s || !(*t.tokens_per_s > 0)) continue;
+    r.tokens_per_s = t.tokens_per_s;
+    auto outcome = outcome_of.find(t.id);
+    if (outcome == outcome_of.end()) continue;
+    r.lockstep_sides = outcome->second->lockstep_sides;
+    r.steps = outcome->second->steps;
+    r.tokens_per_step = outcome->second->tokens_per_step;
   }
   std::map<std::string, std::vector<SequentialDecision>> decisions =
       WalkComparisons(AnswerComparisonsOf(input, report), repeats, design).decisions;
@@ -570,8 +677,33 @@ void AddStepDistribution(const std::vector<double>& all_steps, VariantReport& v)
 // One variant's figures from its trials (`indices` into report.trials): outcomes and
 // reasons, fallback, evidence, peak memory, means, step times and loss curve; `side`
 // gets what its comparisons need.
+// What a succeeded trial's pair estimate is computed from (EstimatePair): its tokens/s,
+// and in a lockstep group of `lockstep_sides` sides (0: not lockstep) its measured steps
+// and tokens per step (a rank's reported tokens_per_step, else the slowest rank's tokens/s
+// times its median step, as the trainer computes tokens/s).
+RepeatOutcome OutcomeOf(const TrialView& view, const TrialInput& raw, int lockstep_sides) {
+  RepeatOutcome outcome{true, view.tokens_per_s, lockstep_sides, {}, std::nullopt};
+  if (lockstep_sides == 0) return outcome;
+  for (const StepSample& s : raw.steps) {
+    outcome.steps.push_back(
+        TurnStep{s.step_s, s.tokens ? std::optional<double>(static_cast<double>(*s.tokens)) : std::nullopt, s.turn});
+  }
+  for (const RankSummary& r : raw.ranks) {
+    if (r.tokens_per_step && *r.tokens_per_step > 0) {
+      outcome.tokens_per_step = r.tokens_per_step;
+      return outcome;
+    }
+  }
+  for (const RankSummary& r : raw.ranks) {
+    if (view.tokens_per_s && r.tokens_per_s == *view.tokens_per_s && r.step_s_median > 0) {
+      outcome.tokens_per_step = r.tokens_per_s * r.step_s_median;
+    }
+  }
+  return outcome;
+}
+
 VariantReport SummariseVariant(const VariantInput& in, const std::vector<std::size_t>& indices,
-                               const RunOrder& order, const Report& report, Side& side) {
+                               const RunOrder& order, const Report& report, int lockstep_sides, Side& side) {
   VariantReport v;
   v.key = in.key;
   v.params = in.params;
@@ -588,6 +720,7 @@ VariantReport SummariseVariant(const VariantInput& in, const std::vector<std::si
   for (std::size_t index : indices) {
     const TrialView& t = report.trials[index];
     const TrialInput& raw = *order.trials[index];
+    side.all.push_back(&t);
     ++v.trials;
     ++v.outcome_counts[t.outcome.Text()];
     if (!t.worker.empty()) variant_workers.insert(t.worker);
@@ -625,6 +758,7 @@ VariantReport SummariseVariant(const VariantInput& in, const std::vector<std::si
     if (t.tokens_per_s) {
       ok.push_back(&t);
       step_lists.push_back(std::move(steps));
+      side.outcomes.push_back(OutcomeOf(t, raw, lockstep_sides));
     }
   }
   v.workers.assign(variant_workers.begin(), variant_workers.end());
@@ -634,6 +768,7 @@ VariantReport SummariseVariant(const VariantInput& in, const std::vector<std::si
   for (const auto& [step, values] : losses) v.loss_curve.emplace_back(step, Mean(values));
   side.trials = std::move(ok);
   side.steps = std::move(step_lists);
+  side.lockstep_sides = lockstep_sides;
   return v;
 }
 
@@ -741,6 +876,9 @@ void AddSpeedup(const VariantReport& v, const VariantReport& cp, const Side& vs,
   c.variant_trials = static_cast<int>(vs.trials.size());
   c.counterpart_trials = static_cast<int>(cs.trials.size());
   c.df = ratio.df;
+  c.lockstep_pairs = std::move(ratio.lockstep_pairs);
+  c.pairs_in_lockstep = ratio.pairs_in_lockstep;
+  c.within_pair_iqr = ratio.within_pair_iqr;
   c.verdict = VerdictOf(c.speedup, c.method);
   if (c.verdict != Verdict::kUnclear) {
     c.no_measurable_difference = c.verdict == Verdict::kNoMeasurableDifference;
@@ -770,7 +908,7 @@ void AddSpeedup(const VariantReport& v, const VariantReport& cp, const Side& vs,
 // comparisons count their matched pairs only, as the interval does.
 std::string WorkerConfound(const Side& vs, const Side& cs, IntervalMethod method) {
   std::map<std::string, int> mine, theirs;
-  if (method == IntervalMethod::kPairedRepeats) {
+  if (PairsByRepeat(method)) {
     std::map<int, const TrialView*> by_repeat;
     for (const TrialView* t : cs.trials) by_repeat[t->repeat] = t;
     for (const TrialView* t : vs.trials) {
@@ -1279,14 +1417,25 @@ Report BuildReport(const ReportInput& input, const ReportOptions& given_options)
     report.calibration_repeats_needed =
         RepeatsToResolve(input.calibration->sd_log_ratio, options.resolve_difference, options.confidence);
   }
-  const bool interleaved = input.order == "interleaved";
+  // Lockstep pairs are pairs by repeat too; each pair's estimate comes from its steps.
+  const bool lockstep = input.order == "lockstep";
+  const bool interleaved = input.order == "interleaved" || lockstep;
+  std::map<std::string, int> lockstep_sides;
+  if (lockstep) {
+    std::map<std::string, std::string> counterpart_of;
+    for (const VariantInput& v : input.variants) {
+      if (!v.excluded) counterpart_of[v.key] = v.counterpart_key;
+    }
+    lockstep_sides = LockstepSides(counterpart_of);
+  }
   const RunOrder order = AddTrialViews(input, options, report);
   std::map<std::string, Side> sides;
   for (const VariantInput& in : input.variants) {
     auto trials = order.of_variant.find(in.key);
+    auto group = lockstep_sides.find(in.key);
     report.variants.push_back(SummariseVariant(
         in, trials == order.of_variant.end() ? std::vector<std::size_t>() : trials->second, order,
-        report, sides[in.key]));
+        report, group == lockstep_sides.end() ? 0 : group->second, sides[in.key]));
   }
   for (VariantReport& v : report.variants) sides[v.key].report = &v;
   std::optional<SequentialDesign> design;
@@ -1296,7 +1445,7 @@ Report BuildReport(const ReportInput& input, const ReportOptions& given_options)
   }
   AddComparisons(design, interleaved, options, sides, report);
   AddAxisComparisons(input, design, interleaved, options, sides, report);
-  if (design) AddAdaptiveRepeats(input, *design, report);
+  if (design) AddAdaptiveRepeats(input, *design, sides, report);
   AddCallouts(input, options, report);
   AddMarginalEffects(input, interleaved, options, sides, report);
   AddBestConfigurations(options, report);

@@ -55,6 +55,23 @@ json ComparisonJson(const Comparison& c) {
                         {"expected", c.loss_parity_expected},
                         {"note", c.loss_parity_note},
                         {"flagged", c.loss_flagged}};
+  if (c.lockstep_pairs.empty()) {
+    out["lockstep"] = nullptr;
+  } else {
+    json pairs = json::array();
+    for (const LockstepPair& p : c.lockstep_pairs) {
+      pairs.push_back({{"repeat", p.repeat},
+                       {"basis", LockstepBasisName(p.basis)},
+                       {"ratio", OrNull(p.ratio)},
+                       {"paired_steps", p.paired_steps},
+                       {"unpaired_steps", p.unpaired_steps},
+                       {"step_log_ratio_iqr", OrNull(p.step_iqr)},
+                       {"note", p.note.empty() ? json(nullptr) : json(p.note)}});
+    }
+    out["lockstep"] = {{"pairs_in_lockstep", c.pairs_in_lockstep},
+                       {"within_pair_iqr", OrNull(c.within_pair_iqr)},
+                       {"pairs", std::move(pairs)}};
+  }
   out["repeats"] = {{"sd_log_ratio", OrNull(c.sd_log_ratio)},
                     {"needed", OrNull(c.repeats_needed)},
                     {"needed_from_assumed_sd", c.repeats_needed_assumed},

@@ -81,6 +81,7 @@ RankSummary ToRankSummary(const SummaryRecord& summary) {
   r.optimizer_bytes = f.optimizer_bytes;
   r.comm_s_per_step = f.comm_s_per_step.value_or(0);
   r.comm_bytes_per_step = static_cast<double>(f.comm_bytes_per_step.value_or(0));
+  r.tokens_per_step = f.tokens_per_step;
   return r;
 }
 
@@ -190,7 +191,7 @@ Result<ReportInput> LoadReportInput(ResultsReader& reader, const std::string& sw
   if (!steps.ok()) return steps.status().WithContext("reading step metrics");
   for (const MeasuredStep& step : *steps) {
     auto it = trial_index.find(step.trial_id);
-    if (it != trial_index.end()) input.trials[it->second].steps.push_back({step.step, step.step_s, step.loss});
+    if (it != trial_index.end()) input.trials[it->second].steps.push_back({step.step, step.step_s, step.loss, step.tokens, step.turn});
   }
   return input;
 }

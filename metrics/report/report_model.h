@@ -57,13 +57,18 @@ struct RankSummary {
   std::optional<std::int64_t> optimizer_bytes;
   double comm_s_per_step = 0;
   double comm_bytes_per_step = 0;
+  std::optional<double> tokens_per_step;  // global tokens per optimizer step, when reported
 };
 
-// One measured (phase "measure") step. Loss is the global mean, so one rank's suffices.
+// One measured (phase "measure") step: the slowest rank's time. Loss and tokens are
+// global, so one rank's suffice; so does the turn, which every rank of a lockstep side
+// shares (docs/lockstep.md).
 struct StepSample {
   std::int64_t step = 0;
   double step_s = 0;
   std::optional<double> loss;
+  std::optional<std::int64_t> tokens;
+  std::optional<std::int64_t> turn;  // lockstep trials that took turns only
 };
 
 // Where a trial stands: its outcome once it finished, else the state it is in. Parsed
@@ -127,7 +132,7 @@ struct ReportInput {
   std::string sweep_id;
   std::string sweep_name;
   std::string question;
-  std::string order = "interleaved";  // interleaved | sequential | random
+  std::string order = "interleaved";  // interleaved | sequential | random | lockstep
   std::map<std::string, std::string> baseline;  // axis -> baseline value
   std::vector<AxisInput> axes;
   std::vector<VariantInput> variants;
@@ -185,6 +190,7 @@ enum class IntervalMethod {
   kPairedRepeats,    // Student t on the repeat pairs' log ratios (interleaved order)
   kUnpairedRepeats,  // Welch on each side's log tokens/s
   kMeasuredSteps,    // one repeat: bootstrap over measured steps, within-run only
+  kLockstepPairs,    // Student t over lockstep pairs, each from its per-step log ratios
 };
 inline const char* IntervalMethodName(IntervalMethod method) {
   switch (method) {
@@ -192,13 +198,19 @@ inline const char* IntervalMethodName(IntervalMethod method) {
     case IntervalMethod::kPairedRepeats: return "paired repeats";
     case IntervalMethod::kUnpairedRepeats: return "unpaired repeats";
     case IntervalMethod::kMeasuredSteps: return "measured steps (within-run only)";
+    case IntervalMethod::kLockstepPairs: return "lockstep pairs";
   }
   return "none";
 }
 // Whether an interval from `method` may give a verdict: only intervals over repeats see
 // the run-to-run variation; a within-run interval does not (docs/statistics.md).
 inline bool GivesVerdict(IntervalMethod method) {
-  return method == IntervalMethod::kPairedRepeats || method == IntervalMethod::kUnpairedRepeats;
+  return method == IntervalMethod::kPairedRepeats || method == IntervalMethod::kUnpairedRepeats ||
+         method == IntervalMethod::kLockstepPairs;
+}
+// Whether `method` pairs the two sides' trials by repeat (interleaved or lockstep pairs).
+inline bool PairsByRepeat(IntervalMethod method) {
+  return method == IntervalMethod::kPairedRepeats || method == IntervalMethod::kLockstepPairs;
 }
 
 // What a speedup's interval says.
@@ -268,10 +280,42 @@ struct CacheWarmup {
 struct CompileCost {
   std::string cache;
   int trials = 0;
-  std::optional<double> warmup_delta_s;  // this state's warm-up - the counterpart's
+  // The counterpart's trials it is compared with: those in the same state when the
+  // counterpart compiles too, else all of them (a warm-up without compilation does not
+  // depend on a compile cache).
+  int counterpart_trials = 0;
+  // This state's warm-up - the counterpart's (cold with cold, warm with warm); absent,
+  // with `note` saying why, when the counterpart compiles but has no trial in this state.
+  std::optional<double> warmup_delta_s;
+  std::string note;
   std::optional<std::string> break_even;
   std::optional<double> break_even_steps;
 };
+
+// One repeat of a lockstep comparison (docs/statistics.md, "Lockstep pairs"): how its
+// pair's estimate was obtained, or why it has none.
+struct LockstepPair {
+  enum class Basis {
+    kLockstep,    // the median of its per-step log ratios
+    kWholeTrial,  // the whole trials' tokens/s ratio: its steps did not pair (note says why)
+    kUnpaired,    // one side has no succeeded trial at this repeat (note: its outcome, reason)
+  };
+  int repeat = 0;
+  Basis basis = Basis::kLockstep;
+  std::optional<double> ratio;  // exp(d_r); absent when unpaired
+  int paired_steps = 0;         // step pairs with adjacent turns
+  int unpaired_steps = 0;
+  std::optional<double> step_iqr;  // IQR of the per-step log ratios (>= 2 step pairs)
+  std::string note;
+};
+inline const char* LockstepBasisName(LockstepPair::Basis basis) {
+  switch (basis) {
+    case LockstepPair::Basis::kLockstep: return "lockstep";
+    case LockstepPair::Basis::kWholeTrial: return "whole trial";
+    case LockstepPair::Basis::kUnpaired: return "unpaired";
+  }
+  return "unpaired";
+}
 
 // The verdict of one variant against its baseline counterpart.
 struct Comparison {
@@ -296,7 +340,7 @@ struct Comparison {
   IntervalMethod method = IntervalMethod::kNone;
   int variant_trials = 0;      // succeeded trials behind the figure
   int counterpart_trials = 0;
-  int pairs = 0;               // repeat pairs (kPairedRepeats)
+  int pairs = 0;               // repeat pairs (kPairedRepeats, kLockstepPairs)
   std::optional<double> df;    // degrees of freedom of the t / Welch interval
   Verdict verdict = Verdict::kUnclear;
   // The interval contains 1.0; absent when there is no verdict (kUnclear).
@@ -328,6 +372,13 @@ struct Comparison {
   bool loss_parity_expected = true;
   std::string loss_parity_note;
   bool loss_flagged = false;
+
+  // Lockstep sweeps: every repeat's pair (in repeat order), how many were estimated from
+  // their steps, and the within-pair spread: the median over those pairs of the IQR of
+  // their per-step log ratios (the step-to-step noise the median of a pair sees).
+  std::vector<LockstepPair> lockstep_pairs;
+  int pairs_in_lockstep = 0;
+  std::optional<double> within_pair_iqr;
 
   // Noise and repeats.
   std::optional<double> sd_log_ratio;   // per repeat, from the observed noise

@@ -108,6 +108,11 @@ std::string TrialsCell(const VariantReport& v) {
   if (!Compared(v)) return std::to_string(v.succeeded);
   std::string cell = std::to_string(c.variant_trials) + " vs " + std::to_string(c.counterpart_trials);
   if (c.method == IntervalMethod::kPairedRepeats) cell += " (" + std::to_string(c.pairs) + " pairs)";
+  if (c.method == IntervalMethod::kLockstepPairs) {
+    cell += " (" + std::to_string(c.pairs) + " lockstep pairs";
+    if (c.pairs_in_lockstep < c.pairs) cell += ", " + std::to_string(c.pairs - c.pairs_in_lockstep) + " on whole trials";
+    cell += ")";
+  }
   if (c.method == IntervalMethod::kMeasuredSteps) cell += " (within-run only)";
   return cell;
 }
@@ -497,6 +502,16 @@ std::optional<ReportSection> NoiseSection(const Report& report) {
                        "noisy trials"},
                       {},
                       {false, false, true, true, true, true}};
+  bool any_lockstep = false;
+  for (const VariantReport& v : report.variants) any_lockstep = any_lockstep || !v.comparison.lockstep_pairs.empty();
+  if (any_lockstep) {
+    // The step-to-step noise inside a lockstep pair, which its median sees, beside the
+    // pair-to-pair noise the interval is made of (docs/statistics.md, "Lockstep pairs").
+    noise.note += " Within-pair IQR: the median over lockstep pairs of the interquartile range of "
+                  "their per-step log ratios.";
+    noise.header.insert(noise.header.begin() + 3, "within-pair IQR");
+    noise.numeric.insert(noise.numeric.begin() + 3, true);
+  }
   for (const VariantReport& v : report.variants) {
     if (!Compared(v)) continue;
     const Comparison& c = v.comparison;
@@ -504,12 +519,38 @@ std::optional<ReportSection> NoiseSection(const Report& report) {
     std::string needed = c.repeats_needed ? std::to_string(*c.repeats_needed) : kNone;
     if (c.repeats_needed_assumed) needed += " (assumed noise)";
     if (c.needs_more_repeats) needed += " (more needed)";
-    noise.rows.push_back({v.key, IntervalMethodName(c.method),
-                          c.sd_log_ratio ? FormatNumber(*c.sd_log_ratio, 3) : kNone, needed,
-                          std::to_string(std::min(v.trials, cp != nullptr ? cp->trials : 0)),
-                          std::to_string(v.noisy_trials)});
+    std::vector<std::string> row{v.key, IntervalMethodName(c.method),
+                                 c.sd_log_ratio ? FormatNumber(*c.sd_log_ratio, 3) : kNone, needed,
+                                 std::to_string(std::min(v.trials, cp != nullptr ? cp->trials : 0)),
+                                 std::to_string(v.noisy_trials)};
+    if (any_lockstep) row.insert(row.begin() + 3, c.within_pair_iqr ? FormatNumber(*c.within_pair_iqr, 3) : kNone);
+    noise.rows.push_back(std::move(row));
   }
   return UnlessEmpty(std::move(noise));
+}
+
+// Lockstep sweeps: every repeat's pair of each comparison, with what its estimate stands
+// on, so that a pair that fell back to its whole trials, or lost its partner, says why.
+std::optional<ReportSection> LockstepPairsSection(const Report& report) {
+  ReportSection pairs{"lockstep", "Lockstep pairs",
+                      "Each pair's ratio is the median of its per-step tokens/s ratios (steps whose "
+                      "turns were adjacent); a pair whose steps did not pair stands on its whole "
+                      "trials, and a pair whose partner did not succeed is left out of the interval.",
+                      {"variant", "repeat", "ratio", "from", "steps paired", "step IQR", "note"},
+                      {},
+                      {false, true, true, false, true, true, false}};
+  for (const VariantReport& v : report.variants) {
+    for (const LockstepPair& p : v.comparison.lockstep_pairs) {
+      pairs.rows.push_back({v.key, std::to_string(p.repeat), Optional(p.ratio, FormatRatio),
+                            LockstepBasisName(p.basis),
+                            p.basis == LockstepPair::Basis::kUnpaired
+                                ? kNone
+                                : std::to_string(p.paired_steps) + " of " +
+                                      std::to_string(p.paired_steps + p.unpaired_steps),
+                            p.step_iqr ? FormatNumber(*p.step_iqr, 3) : kNone, p.note.empty() ? kNone : p.note});
+    }
+  }
+  return UnlessEmpty(std::move(pairs));
 }
 
 // Sweeps spread across workers only: the speedup on each worker alone, so that a
@@ -585,6 +626,7 @@ std::vector<ReportSection> ReportSections(const Report& report) {
   add(EvidenceSection(report));
   add(EnvironmentSection(report));
   add(NoiseSection(report));
+  add(LockstepPairsSection(report));
   add(ByWorkerSection(report));
   add(TrialsSection(report));
   return sections;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 
 #include <boost/math/distributions/normal.hpp>
@@ -148,6 +149,12 @@ RatioEstimate PairedRatio(const std::vector<double>& numerator,
   return FromLog(WelchContrast({{log_ratios, 1.0}}, confidence));
 }
 
+RatioEstimate PairedLogRatios(const std::vector<double>& log_ratios, double confidence) {
+  assert(!log_ratios.empty());
+  if (log_ratios.size() < 2) return RatioEstimate{std::exp(log_ratios.front()), std::nullopt, std::nullopt};
+  return FromLog(WelchContrast({{log_ratios, 1.0}}, confidence));
+}
+
 RatioEstimate UnpairedRatio(const std::vector<double>& numerator,
                             const std::vector<double>& denominator, double confidence) {
   assert(!numerator.empty() && !denominator.empty());
@@ -249,6 +256,52 @@ int RepeatsToResolve(double sd_log_ratio, double difference, double confidence) 
   return kCap;
 }
 
+StepPairing PairSteps(const std::vector<TurnStep>& variant, std::optional<double> variant_tokens_per_step,
+                      const std::vector<TurnStep>& counterpart, std::optional<double> counterpart_tokens_per_step,
+                      int sides) {
+  assert(sides >= 2);
+  StepPairing pairing;
+  for (const TurnStep& s : variant) pairing.with_turn_variant += s.turn ? 1 : 0;
+  for (const TurnStep& s : counterpart) pairing.with_turn_counterpart += s.turn ? 1 : 0;
+  auto rate = [](const TurnStep& s, const std::optional<double>& trial_tokens) -> std::optional<double> {
+    const std::optional<double> tokens = s.tokens ? s.tokens : trial_tokens;
+    if (!tokens || !(*tokens > 0) || !(s.step_s > 0)) return std::nullopt;
+    return *tokens / s.step_s;
+  };
+  std::vector<double> log_ratios;
+  const std::size_t common = std::min(variant.size(), counterpart.size());
+  for (std::size_t i = 0; i < common; ++i) {
+    const TurnStep& v = variant[i];
+    const TurnStep& c = counterpart[i];
+    if (!v.turn || !c.turn || std::llabs(*v.turn - *c.turn) >= sides) continue;
+    const std::optional<double> rv = rate(v, variant_tokens_per_step), rc = rate(c, counterpart_tokens_per_step);
+    if (!rv || !rc) continue;
+    log_ratios.push_back(std::log(*rv / *rc));
+  }
+  pairing.paired_steps = static_cast<int>(log_ratios.size());
+  pairing.unpaired_steps = static_cast<int>(std::max(variant.size(), counterpart.size())) - pairing.paired_steps;
+  if (!log_ratios.empty()) pairing.log_ratio = Median(log_ratios);
+  if (log_ratios.size() >= 2) pairing.iqr = Percentile(log_ratios, 75) - Percentile(log_ratios, 25);
+  return pairing;
+}
+
+PairEstimate EstimatePair(const RepeatOutcome& variant, const RepeatOutcome& counterpart) {
+  assert(variant.tokens_per_s && counterpart.tokens_per_s);
+  PairEstimate estimate;
+  estimate.log_ratio = std::log(*variant.tokens_per_s / *counterpart.tokens_per_s);
+  if (variant.lockstep_sides < 2 || counterpart.lockstep_sides < 2) return estimate;
+  estimate.steps = PairSteps(variant.steps, variant.tokens_per_step, counterpart.steps, counterpart.tokens_per_step,
+                             std::max(variant.lockstep_sides, counterpart.lockstep_sides));
+  // Most of the shorter side's steps must pair: a pair whose steps mostly did not take
+  // turns together did not run in lockstep, and a handful of step ratios would stand for it.
+  const auto shorter = static_cast<int>(std::min(variant.steps.size(), counterpart.steps.size()));
+  if (estimate.steps.log_ratio && 2 * estimate.steps.paired_steps >= shorter) {
+    estimate.log_ratio = *estimate.steps.log_ratio;
+    estimate.basis = PairBasis::kLockstep;
+  }
+  return estimate;
+}
+
 int SequentialLooks(const SequentialDesign& design) {
   return std::max(1, design.max_pairs - design.min_pairs + 1);
 }
@@ -312,7 +365,7 @@ std::vector<RepeatPair> RepeatPairs(const std::vector<RepeatOutcome>& variant,
     const RepeatOutcome& v = variant[r];
     const RepeatOutcome& c = counterpart[r];
     pairs[r].finished = v.finished && c.finished;
-    if (v.tokens_per_s && c.tokens_per_s) pairs[r].log_ratio = std::log(*v.tokens_per_s / *c.tokens_per_s);
+    if (v.tokens_per_s && c.tokens_per_s) pairs[r].log_ratio = EstimatePair(v, c).log_ratio;
   }
   return pairs;
 }

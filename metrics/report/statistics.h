@@ -91,6 +91,9 @@ struct RatioEstimate {
 // interval needs >= 2 pairs.
 RatioEstimate PairedRatio(const std::vector<double>& numerator,
                           const std::vector<double>& denominator, double confidence);
+// The same from the pairs' log ratios d_r themselves (lockstep pairs estimate each d_r
+// from their steps): exp(mean d) with the t interval over the d_r. REQUIRES: >= 1 value.
+RatioEstimate PairedLogRatios(const std::vector<double>& log_ratios, double confidence);
 // Independent samples: ratio = GeometricMean(numerator) / GeometricMean(denominator);
 // the interval is Welch's on the difference of mean logs (WelchContrast with +1, -1),
 // exponentiated. REQUIRES: sizes >= 1, all values > 0. The interval needs >= 2 values
@@ -145,6 +148,73 @@ LossParity ComputeLossParity(const std::vector<std::pair<std::int64_t, double>>&
 // approximation says.
 int RepeatsToResolve(double sd_log_ratio, double difference, double confidence = 0.95);
 
+// ---- Lockstep pairs (docs/statistics.md, "Lockstep pairs") ----
+//
+// In a lockstep group (docs/lockstep.md) the sides take turns one measured step at a
+// time, so the i-th measured step of one side ran next to the i-th of the other: a
+// slowdown of the machine lasting seconds falls on both. A pair's log ratio is then the
+// median over its step pairs of ln((tokens_v / t_v) / (tokens_c / t_c)).
+
+// One measured step of a trial: the slowest rank's seconds, the step's global tokens
+// (when its rows reported them) and its turn number (absent when the side did not take
+// turns).
+struct TurnStep {
+  double step_s = 0;
+  std::optional<double> tokens;
+  std::optional<std::int64_t> turn;
+};
+
+// What pairing the steps of one pair gave.
+struct StepPairing {
+  int paired_steps = 0;    // step pairs whose turns were adjacent
+  int unpaired_steps = 0;  // the other steps of the longer side
+  int with_turn_variant = 0;      // the variant's steps that carry a turn
+  int with_turn_counterpart = 0;  // the counterpart's
+  std::optional<double> log_ratio;  // median of the per-step log ratios (>= 1 paired step)
+  std::optional<double> iqr;        // their interquartile range (>= 2 paired steps)
+};
+
+// Pairs the i-th step of `variant` with the i-th step of `counterpart` (each in step
+// order). A step pair counts when both steps carry a turn, |T_v - T_c| < sides (the two
+// turns fall in one rotation of the group), both times are > 0 and both sides' tokens
+// are known (a step's own, else its trial's `*_tokens_per_step`, > 0). REQUIRES:
+// sides >= 2.
+StepPairing PairSteps(const std::vector<TurnStep>& variant, std::optional<double> variant_tokens_per_step,
+                      const std::vector<TurnStep>& counterpart, std::optional<double> counterpart_tokens_per_step,
+                      int sides);
+
+// One repeat's trial, as far as it is known: what the adaptive walk and the report's
+// pairs are computed from.
+struct RepeatOutcome {
+  bool finished = false;               // it has an outcome
+  std::optional<double> tokens_per_s;  // when it succeeded with a positive figure
+  // Lockstep sweeps only (0 otherwise): the number of sides of the trial's group (its
+  // baseline and every variant paired with it), and its measured steps in step order
+  // with the trial's tokens per step (the steps' own tokens stand first).
+  int lockstep_sides = 0;
+  std::vector<TurnStep> steps;
+  std::optional<double> tokens_per_step;
+};
+
+// How one pair's log ratio was estimated.
+enum class PairBasis {
+  kLockstep,    // the median of its per-step log ratios
+  kWholeTrial,  // ln(tokens/s ratio) of the whole trials: not a lockstep pair, or its
+                // steps did not pair (no turns: the group ran interleaved, or a side did
+                // not take turns)
+};
+struct PairEstimate {
+  double log_ratio = 0;
+  PairBasis basis = PairBasis::kWholeTrial;
+  StepPairing steps;  // lockstep sweeps: what pairing the steps gave
+};
+// The log ratio of repeat r's pair, one rule for the report and the coordinator's
+// adaptive walk: when both trials are of a lockstep group and at least half of the
+// shorter side's measured steps pair (PairSteps, at least one), the median of the
+// per-step log ratios; otherwise ln(variant tokens/s / counterpart tokens/s).
+// REQUIRES: both tokens_per_s set and > 0.
+PairEstimate EstimatePair(const RepeatOutcome& variant, const RepeatOutcome& counterpart);
+
 // ---- Adaptive repeats: the sequential rule (docs/statistics.md, "Adaptive repeats") ----
 //
 // A variant of an adaptive sweep is looked at after each complete pair n = min..max (the
@@ -194,15 +264,11 @@ SequentialDecision SequentialLook(const std::vector<double>& log_ratios, const S
 // One repeat of a variant and its counterpart, as far as it is known.
 struct RepeatPair {
   bool finished = false;              // both trials of the repeat have an outcome
-  std::optional<double> log_ratio;    // ln(variant / counterpart) when both succeeded
-};
-// One trial of a repeat, as far as it is known.
-struct RepeatOutcome {
-  bool finished = false;               // it has an outcome
-  std::optional<double> tokens_per_s;  // when it succeeded with a positive figure
+  std::optional<double> log_ratio;    // EstimatePair's when both succeeded
 };
 // Repeat r of a variant against repeat r of the other side of a comparison (both
-// max_pairs long): finished when both are; the log ratio when both have a figure.
+// max_pairs long): finished when both are; the log ratio (EstimatePair: a lockstep pair's
+// from its steps) when both have a figure.
 std::vector<RepeatPair> RepeatPairs(const std::vector<RepeatOutcome>& variant,
                                     const std::vector<RepeatOutcome>& counterpart);
 

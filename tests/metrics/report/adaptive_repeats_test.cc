@@ -115,5 +115,48 @@ TEST(AdaptiveRepeatsTest, AStoppedVariantComparedOnceSaysStoppedAndABaselineSays
   EXPECT_EQ(StoppedVariants(walk, comparisons, {{"fast", "base"}}, design).size(), 1u);
 }
 
+// A lockstep sweep's walk pairs each repeat by its steps, as the report does: the stored
+// whole trials say the two sides are equal, their steps (taken in turns) that "fast" is
+// 1.25x as fast, and the walk sees 1.25.
+TEST(AdaptiveRepeatsTest, ALockstepSweepsWalkUsesEachPairsStepEstimate) {
+  EXPECT_EQ(LockstepSides({{"fast", "base"}, {"slow", "base"}, {"base", "base"}, {"other", "other"}, {"lone", ""}}),
+            (std::map<std::string, int>{{"base", 3}, {"fast", 3}, {"slow", 3}, {"other", 1}, {"lone", 1}}));
+  std::vector<TrialResult> stored;
+  std::vector<MeasuredStep> steps;
+  for (int64_t repeat = 0; repeat < 3; ++repeat) {
+    for (const std::string key : {"base", "fast"}) {
+      TrialResult& t = stored.emplace_back();
+      t.trial.id = static_cast<int64_t>(stored.size());
+      t.trial.variant_key = key;
+      t.trial.repeat = repeat;
+      t.trial.state = TrialState::kFinished;
+      t.trial.outcome = Outcome::kSucceeded;
+      SummaryRecord s;
+      s.figures.tokens_per_s = 100.0;
+      s.figures.step_s_median = 5.12;  // no tokens_per_step: 100 x 5.12 = 512 tokens a step
+      t.summaries.push_back(s);
+      const bool fast = key == "fast";
+      for (int64_t i = 0; i < 4; ++i) {
+        steps.push_back(MeasuredStep{t.trial.id, i, fast ? 4.0 : 5.0, std::nullopt, std::nullopt, 2 * i + (fast ? 1 : 0)});
+      }
+    }
+  }
+  std::vector<RepeatTrial> trials = LockstepRepeatTrials(stored, steps, {{"fast", "base"}, {"base", "base"}});
+  ASSERT_EQ(trials.size(), 6u);
+  EXPECT_EQ(trials[1].lockstep_sides, 2);
+  ASSERT_EQ(trials[1].steps.size(), 4u);
+  EXPECT_EQ(trials[1].steps[3].turn, 7);
+  ASSERT_TRUE(trials[1].tokens_per_step);
+  EXPECT_NEAR(*trials[1].tokens_per_step, 512.0, 1e-9);
+  SequentialDesign design{2, 3, 0.001, 0.95};
+  AdaptiveWalk walk = WalkComparisons({Comparison("fast", "base")}, trials, design);
+  ASSERT_EQ(walk.decisions["fast"].size(), 1u);
+  EXPECT_EQ(walk.decisions["fast"][0].pairs, 2);
+  EXPECT_NEAR(walk.decisions["fast"][0].ratio, 1.25, 1e-9) << "the steps' ratio, not the whole trials' 1.0";
+  // The same trials outside lockstep: the whole trials' ratio.
+  walk = WalkComparisons({Comparison("fast", "base")}, RepeatTrials(stored), design);
+  EXPECT_NEAR(walk.decisions["fast"][0].ratio, 1.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace bakeoff::metrics

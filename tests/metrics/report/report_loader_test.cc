@@ -72,11 +72,14 @@ TEST_F(ReportLoaderTest, ReadsSummariesStepsWorkersAndOnlyTheCurrentAttempt) {
         m.row.step = step;
         m.row.step_s = rank == 0 ? 0.1 : 0.12;
         if (rank == 0) m.row.loss = 3.0 - step * 0.1;
+        if (rank == 1) m.row.tokens = 512;  // tokens are global: one rank's suffice
+        m.row.turn = 2 * step + 1;          // a lockstep side's turn, shared by its ranks
         batch.steps.push_back(m);
       }
     }
     TrialSummary summary{first, attempt, 0,
-                         {{"tokens_per_s", 9000.0}, {"peak_mem_bytes", 777}, {"applied", {{"compile_mode", "eager"}}}}};
+                         {{"tokens_per_s", 9000.0}, {"peak_mem_bytes", 777}, {"tokens_per_step", 512},
+                          {"applied", {{"compile_mode", "eager"}}}}};
     batch.summaries.push_back(ReadSummaryRecord(summary).value());
     ASSERT_TRUE(store_->AppendBatch(batch).ok());
     ASSERT_TRUE(store_->FinishTrial(first, attempt, Outcome::kSucceeded, "").ok());
@@ -100,6 +103,10 @@ TEST_F(ReportLoaderTest, ReadsSummariesStepsWorkersAndOnlyTheCurrentAttempt) {
   EXPECT_DOUBLE_EQ(t0.steps[0].step_s, 0.12);  // the slowest rank
   ASSERT_TRUE(t0.steps[0].loss);
   EXPECT_DOUBLE_EQ(*t0.steps[0].loss, 2.9);
+  EXPECT_EQ(t0.steps[0].tokens, 512);
+  EXPECT_EQ(t0.steps[0].turn, 3);
+  EXPECT_EQ(t0.steps[2].turn, 7);
+  EXPECT_EQ(t0.ranks[0].tokens_per_step, 512.0);
   const TrialInput& t1 = input->trials[1];
   EXPECT_EQ(t1.outcome.outcome, protocol::Outcome::kOom);
   EXPECT_EQ(t1.reason, "out of memory at step 0");
