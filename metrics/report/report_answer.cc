@@ -4,6 +4,8 @@
 // loss parity, and an outcome that differs (out of memory). Declared in
 // report_renderer.h; every format puts these sentences first.
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "metrics/report/report_renderer.h"
 
@@ -67,10 +69,14 @@ std::string VerdictWords(const Comparison& c) {
 std::string CompileCostClause(const Comparison& c) {
   std::string out;
   bool cold = false, warm = false;
+  std::vector<std::string> unmatched;  // states the counterpart has no trial in
   for (const CompileCost& cost : c.compile_costs) {
-    if (!cost.warmup_delta_s) continue;
     cold = cold || cost.cache == "cold";
     warm = warm || cost.cache == "warm";
+    if (!cost.warmup_delta_s) {
+      if (!cost.note.empty()) unmatched.push_back(cost.cache);
+      continue;
+    }
     double w = *cost.warmup_delta_s;
     std::string what = cost.cache == "cold"   ? "compiling cold"
                        : cost.cache == "warm" ? "with a warm compile cache"
@@ -82,6 +88,10 @@ std::string CompileCostClause(const Comparison& c) {
       out += cost.break_even_steps ? ", paid back after " + *cost.break_even : ", paid back " + *cost.break_even;
     }
     out += ")";
+  }
+  for (const std::string& cache : unmatched) {
+    out += std::string(out.empty() ? "" : "; ") + "its " + cache + " compile is not compared (the counterpart has no " +
+           cache + " trial)";
   }
   if (out.empty()) return "spends an unmeasured time in warm-up";
   if (cold && !warm) out += "; a warm cache was not measured";

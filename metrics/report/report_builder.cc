@@ -965,8 +965,11 @@ void SetBreakEven(const Comparison& c, const std::optional<double>& warmup_delta
 }
 
 // The warm-up difference and the step after which the variant has paid it back, over
-// all its trials and per compile-cache state (a cold and a warm compile apart).
-void AddBreakEven(const VariantReport& v, const VariantReport& cp, Comparison& c) {
+// all its trials and per compile-cache state (a cold and a warm compile apart). A state
+// is set against the same state of a counterpart that compiles too (cold with cold, warm
+// with warm: a mean over both states is a warm-up nobody pays), and against every trial
+// of one that does not (its warm-up does not depend on a compile cache).
+void AddBreakEven(const VariantReport& v, const VariantReport& cp, const Side& cs, Comparison& c) {
   if (v.first_step_s && cp.first_step_s) c.first_step_delta_s = *v.first_step_s - *cp.first_step_s;
   auto wv = WarmupCost(v.warmup_s, v.first_step_s), wc = WarmupCost(cp.warmup_s, cp.first_step_s);
   if (wv && wc) c.warmup_delta_s = *wv - *wc;
@@ -974,12 +977,22 @@ void AddBreakEven(const VariantReport& v, const VariantReport& cp, Comparison& c
     c.step_saving_s = *cp.step_s_median * (1 - 1 / c.speedup.value);
   }
   SetBreakEven(c, c.warmup_delta_s, &c.break_even, &c.break_even_steps);
+  const bool counterpart_compiles = !cp.by_cache.empty();
   for (const CacheWarmup& w : v.by_cache) {
     CompileCost cost;
     cost.cache = w.cache;
     cost.trials = w.trials;
+    std::optional<double> against = wc;
+    cost.counterpart_trials = static_cast<int>(cs.trials.size());
+    if (counterpart_compiles) {
+      auto same = std::find_if(cp.by_cache.begin(), cp.by_cache.end(),
+                               [&](const CacheWarmup& k) { return k.cache == w.cache; });
+      against = same == cp.by_cache.end() ? std::nullopt : WarmupCost(same->warmup_s, same->first_step_s);
+      cost.counterpart_trials = same == cp.by_cache.end() ? 0 : same->trials;
+      if (same == cp.by_cache.end()) cost.note = "counterpart has no " + w.cache + " trial to compare with";
+    }
     auto cost_s = WarmupCost(w.warmup_s, w.first_step_s);
-    if (cost_s && wc) cost.warmup_delta_s = *cost_s - *wc;
+    if (cost_s && against) cost.warmup_delta_s = *cost_s - *against;
     SetBreakEven(c, cost.warmup_delta_s, &cost.break_even, &cost.break_even_steps);
     c.compile_costs.push_back(cost);
   }
@@ -1039,7 +1052,7 @@ Comparison Compare(const VariantReport& v, const VariantReport& cp, std::map<std
   AddMemoryComparison(v, cp, c);
   if (FellBack(v, cp, c)) return c;
   AddSpeedup(v, cp, vs, cs, interleaved, compare_options, options, c);
-  AddBreakEven(v, cp, c);
+  AddBreakEven(v, cp, cs, c);
   AddLossParity(v, cp, options, c);
   c.environment_difference = EnvironmentDifference(vs.trials, cs.trials);
   if (spread_across_workers) AddWorkerEffects(vs, cs, c);

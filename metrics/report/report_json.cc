@@ -44,7 +44,9 @@ json ComparisonJson(const Comparison& c) {
   for (const CompileCost& cost : c.compile_costs) {
     costs.push_back({{"compile_cache", cost.cache},
                      {"trials", cost.trials},
+                     {"counterpart_trials", cost.counterpart_trials},
                      {"warmup_delta_s", OrNull(cost.warmup_delta_s)},
+                     {"note", cost.note.empty() ? json(nullptr) : json(cost.note)},
                      {"break_even", OrNull(cost.break_even)},
                      {"break_even_steps", OrNull(cost.break_even_steps)}});
   }

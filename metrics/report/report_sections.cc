@@ -42,6 +42,7 @@ std::string PerCacheCell(const Comparison& c, Text text) {
   std::string out;
   for (const CompileCost& cost : c.compile_costs) {
     out += (out.empty() ? "" : ", ") + cost.cache + " " + text(cost.warmup_delta_s, cost.break_even);
+    if (!cost.warmup_delta_s && !cost.note.empty()) out += " (counterpart: no " + cost.cache + " trial)";
   }
   return out;
 }
@@ -287,10 +288,11 @@ std::vector<std::vector<std::string>> WarmupRowsByCache(const VariantReport& v) 
     for (const CompileCost& k : c.compile_costs) {
       if (k.cache == w.cache) cost = &k;
     }
+    std::string delta = cost ? Optional(cost->warmup_delta_s, FormatSignedSeconds) : kNone;
+    if (cost && !cost->warmup_delta_s && !cost->note.empty()) delta += " (counterpart: no " + w.cache + " trial)";
     rows.push_back({v.key, w.cache + " x" + std::to_string(w.trials),
                     Optional(w.first_step_s, FormatSeconds), Optional(w.warmup_s, FormatSeconds),
-                    kNone,
-                    cost ? Optional(cost->warmup_delta_s, FormatSignedSeconds) : kNone,
+                    kNone, delta,
                     Optional(c.step_saving_s, FormatSignedSeconds),
                     cost ? cost->break_even.value_or(kNone) : kNone});
   }
@@ -313,7 +315,8 @@ std::optional<ReportSection> WarmupSection(const Report& report) {
     // A cold compile (empty cache) and a warm one (a cache an earlier trial filled) are
     // different costs: one row each, never their average (docs/statistics.md).
     warmup.note += " A compiled variant has one row per compile-cache state: cold (every graph "
-                   "compiled), warm (every graph from Inductor's cache), mixed.";
+                   "compiled), warm (every graph from Inductor's cache), mixed; its warm-up delta is "
+                   "against the counterpart's trials in the same state when the counterpart compiles too.";
     warmup.header.insert(warmup.header.begin() + 1, "compile cache");
     warmup.numeric.insert(warmup.numeric.begin() + 1, false);
   }

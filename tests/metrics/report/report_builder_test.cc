@@ -159,6 +159,57 @@ TEST(ReportBuilderTest, ColdAndWarmCompilesAreSeparateCostsEachWithItsBreakEven)
   EXPECT_NE(answer.find("cold +30.0 s, warm +10.0 s"), std::string::npos) << answer;
 }
 
+// Both sides compile (issue 50): a compiled variant's cold trials are set against its
+// counterpart's cold trials and its warm ones against the warm ones, never against the
+// mean over the counterpart's cold and warm trials; a state the counterpart has no trial
+// in says so.
+TEST(ReportBuilderTest, WhenBothSidesCompileColdIsComparedWithColdAndWarmWithWarm) {
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 4, 1.25);
+  for (TrialInput& t : input.trials) {
+    const bool jit = t.variant_key.find("jit") != std::string::npos;
+    // Repeat 0 cold on both sides, 1 and 2 warm; repeat 3 partly warm on jit only.
+    const std::string state = t.repeat == 0 ? "cold" : (t.repeat == 3 && jit ? "mixed" : "warm");
+    t.applied["compile_cache_state"] = state;
+    const double warmup = jit ? (state == "cold" ? 33.0 : state == "mixed" ? 20.0 : 13.0)
+                              : (state == "cold" ? 20.0 : 5.0);
+    for (RankSummary& r : t.ranks) r.warmup_s = warmup;
+  }
+  Report report = BuildReport(input, ReportOptions{});
+  const Comparison& c = ComparisonOf(report, kJit1);
+  ASSERT_EQ(c.compile_costs.size(), 3u);
+  const CompileCost& cold = c.compile_costs[0];
+  const CompileCost& warm = c.compile_costs[1];
+  const CompileCost& mixed = c.compile_costs[2];
+  ASSERT_EQ(cold.cache, "cold");
+  ASSERT_EQ(warm.cache, "warm");
+  ASSERT_EQ(mixed.cache, "mixed");
+  // Eager's warm-ups: cold 20 s (1 trial), warm 5 s (3 trials); their mean, 8.75 s, is
+  // what the old rule subtracted from both (24.25 s and 4.25 s).
+  ASSERT_TRUE(cold.warmup_delta_s && warm.warmup_delta_s);
+  EXPECT_NEAR(*cold.warmup_delta_s, 33.0 - 20.0, 1e-9);
+  EXPECT_NEAR(*warm.warmup_delta_s, 13.0 - 5.0, 1e-9);
+  EXPECT_EQ(cold.counterpart_trials, 1);
+  EXPECT_EQ(warm.counterpart_trials, 3);
+  EXPECT_FALSE(mixed.warmup_delta_s.has_value()) << "eager has no partly warm trial";
+  EXPECT_FALSE(mixed.break_even.has_value());
+  EXPECT_EQ(mixed.counterpart_trials, 0);
+  EXPECT_EQ(mixed.note, "counterpart has no mixed trial to compare with");
+  ASSERT_TRUE(cold.break_even_steps && c.step_saving_s);
+  EXPECT_NEAR(*cold.break_even_steps, 13.0 / *c.step_saving_s, 1e-6);
+  std::string text = RenderReport(report, ReportFormat::kTable);
+  EXPECT_NE(text.find("cold +13.0 s, warm +8.0 s, mixed - (counterpart: no mixed trial)"), std::string::npos) << text;
+  EXPECT_NE(text.find("13.0 s more in warm-up compiling cold (1 trial"), std::string::npos) << text;
+  EXPECT_NE(text.find("its mixed compile is not compared (the counterpart has no mixed trial)"), std::string::npos)
+      << text;
+  nlohmann::json json = nlohmann::json::parse(RenderReport(report, ReportFormat::kJson));
+  const nlohmann::json& costs = json["variants"][1]["comparison"]["warmup"]["by_compile_cache"];
+  ASSERT_EQ(costs.size(), 3u);
+  EXPECT_EQ(costs[0]["counterpart_trials"], 1);
+  EXPECT_TRUE(costs[2]["warmup_delta_s"].is_null());
+  EXPECT_EQ(costs[2]["note"], "counterpart has no mixed trial to compare with");
+}
+
 TEST(ReportBuilderTest, AWarmOnlySweepSaysItDidNotMeasureTheColdCompile) {
   ReportInput input = TwoByTwoSweep();
   AddTrials(input, 3, 1.25);
