@@ -2,6 +2,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "coordinator/coordinator_log.h"
 #include "metrics/report/adaptive_repeats.h"
@@ -17,12 +18,25 @@ int ApplyAdaptiveStops(std::int64_t sweep_id, TrialTable& table, metrics::Result
     kLog.Info("adaptive repeats of sweep " + std::to_string(sweep_id) + " not evaluated: " + results.status().ToString());
     return 0;
   }
-  // Each comparison of the answer, walked; a variant stops once every comparison it is a
-  // side of has stopped (the report walks the same).
-  metrics::AdaptiveWalk walk = metrics::WalkComparisons(sweep->comparisons, metrics::RepeatTrials(*results), *sweep->adaptive);
-  sweep->comparisons_answered = walk.answered;
   std::map<std::string, std::string> counterpart_of;
   for (const auto& [key, variant] : sweep->variants) counterpart_of[key] = variant.counterpart_key;
+  // Lockstep pairs stand on their per-step ratios, as in the report (docs/statistics.md).
+  std::vector<metrics::RepeatTrial> repeats;
+  if (sweep->lockstep) {
+    auto steps = store.MeasuredSteps(sweep_id);
+    if (!steps.ok()) {
+      kLog.Info("adaptive repeats not evaluated",
+                {{"sweep", std::to_string(sweep_id)}, {"error", steps.status().ToString()}});
+      return 0;
+    }
+    repeats = metrics::LockstepRepeatTrials(*results, *steps, counterpart_of);
+  } else {
+    repeats = metrics::RepeatTrials(*results);
+  }
+  // Each comparison of the answer, walked; a variant stops once every comparison it is a
+  // side of has stopped (the report walks the same).
+  metrics::AdaptiveWalk walk = metrics::WalkComparisons(sweep->comparisons, repeats, *sweep->adaptive);
+  sweep->comparisons_answered = walk.answered;
   int total = 0;
   for (const metrics::VariantStop& stop :
        metrics::StoppedVariants(walk, sweep->comparisons, counterpart_of, *sweep->adaptive)) {
