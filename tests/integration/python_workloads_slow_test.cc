@@ -47,13 +47,18 @@ class PythonWorkloadsTest : public ::testing::Test {
   // to 15 minutes) with `bakeoff local` (two one-slot workers), expects exit code
   // `expected_code`, and returns the summaries. The workers use the default {cache},
   // where scripts/setup built DeepSpeed's op.
+  // `workers`: `bakeoff local`'s --workers and --slots (a lockstep group of two-rank
+  // trials needs one worker of two slots).
   std::map<std::string, std::vector<json>> RunLocal(const std::string& name, const std::string& body,
-                                                    int expected_code = 0) {
+                                                    int expected_code = 0,
+                                                    std::vector<std::string> workers = {"--workers", "2"}) {
     std::ofstream(dir_ / "sweep.yaml") << "name: " << name << "\n"
                                        << body << "repeats: 1\nlimits: {trial_timeout: 15m, max_attempts: 1}\n";
-    ProcessGuard local({kBin + "/bakeoff", "local", (dir_ / "sweep.yaml").string(), "--workers", "2", "--db", db(),
-                        "--work-dir", (dir_ / "work").string(), "--output", (dir_ / "report.txt").string()},
-                       {}, (dir_ / "local.log").string());
+    std::vector<std::string> argv = {kBin + "/bakeoff", "local", (dir_ / "sweep.yaml").string(), "--db", db(),
+                                     "--work-dir", (dir_ / "work").string(), "--output",
+                                     (dir_ / "report.txt").string()};
+    argv.insert(argv.end(), workers.begin(), workers.end());
+    ProcessGuard local(argv, {}, (dir_ / "local.log").string());
     auto code = local.WaitExit(1200s);
     EXPECT_TRUE(code.has_value()) << "bakeoff local did not finish; see " << dir_;
     EXPECT_EQ(code.value_or(-1), expected_code) << "see " << dir_;
@@ -94,6 +99,24 @@ class PythonWorkloadsTest : public ::testing::Test {
       EXPECT_NEAR(losses[other][step], loss, relative * std::abs(loss)) << other << " step " << step;
     }
   }
+  // The measured turns of `variant`'s rank 0 (repeat 0), in step order.
+  std::vector<std::int64_t> Turns(const std::string& variant) {
+    std::vector<std::int64_t> turns;
+    for (const auto& row : Query("SELECT m.turn FROM step_metrics m JOIN trials t ON t.id = m.trial_id WHERE "
+                                 "m.rank = 0 AND m.phase = 'measure' AND t.variant_key = '" + variant +
+                                 "' AND m.turn IS NOT NULL ORDER BY m.step")) {
+      turns.push_back(row[0].get<std::int64_t>());
+    }
+    return turns;
+  }
+  // Both sides' measured steps took alternating turns, step for step.
+  void ExpectAlternatingTurns(const std::string& a, const std::string& b, std::size_t steps) {
+    const auto ta = Turns(a);
+    const auto tb = Turns(b);
+    ASSERT_EQ(ta.size(), steps) << a << "; see " << dir_;
+    ASSERT_EQ(tb.size(), steps) << b << "; see " << dir_;
+    for (std::size_t i = 0; i < steps; ++i) EXPECT_EQ(std::abs(ta[i] - tb[i]), 1) << "step " << i;
+  }
   std::filesystem::path dir_;
 };
 
@@ -113,6 +136,38 @@ TEST_F(PythonWorkloadsTest, TorchCompileAgainstEagerOnTwoRanksShowsGraphsALonger
   EXPECT_EQ(eager["environment"]["torch_version"].get<std::string>().substr(0, 2), "2.");
   // Same seed, same data: the compiled losses are eager's within 1%.
   ExpectSameLosses("compile_mode=eager", "compile_mode=default", 7, 0.01);
+}
+
+// order: lockstep through the reporting library (docs/lockstep.md): torch-reference's
+// eager and compiled sides on the same two cores take turns step by step, and the
+// report's interval comes from the lockstep pair.
+TEST_F(PythonWorkloadsTest, TorchReferenceSidesTakeLockstepTurnsOnTwoRanks) {
+  auto summaries = RunLocal("lockstep-torch-reference",
+                            TinyWorkload(kTorchReference, 6, "  world_size: 2\n  threads: 1\n") +
+                                "parameters:\n"
+                                "  compile_mode: {values: [eager, default]}\n"
+                                "baseline: {compile_mode: eager}\n"
+                                "order: lockstep\n",
+                            0, {"--workers", "1", "--slots", "2"});
+  ASSERT_EQ(summaries["compile_mode=eager"].size(), 1u) << "see " << dir_;
+  ASSERT_EQ(summaries["compile_mode=default"].size(), 1u) << "see " << dir_;
+  ExpectAlternatingTurns("compile_mode=eager", "compile_mode=default", 6);
+  EXPECT_NE(testing::ReadFile(dir_ / "report.txt").find("lockstep pairs"), std::string::npos);
+}
+
+// The hf-peft workload (transformers, PEFT, DeepSpeed) takes turns too.
+TEST_F(PythonWorkloadsTest, HfPeftSidesTakeLockstepTurnsOnTwoRanks) {
+  auto summaries = RunLocal("lockstep-hf-peft",
+                            TinyWorkload("  executor: command\n  command: {template: hf-peft}\n", 4,
+                                         "  world_size: 2\n  threads: 1\n  lora: {rank: 4, targets: [q, v]}\n") +
+                                "parameters:\n"
+                                "  zero_stage: {values: [0, 1]}\n"
+                                "baseline: {zero_stage: 0}\n"
+                                "order: lockstep\n",
+                            0, {"--workers", "1", "--slots", "2"});
+  ASSERT_EQ(summaries["zero_stage=0"].size(), 1u) << "see " << dir_;
+  ASSERT_EQ(summaries["zero_stage=1"].size(), 1u) << "see " << dir_;
+  ExpectAlternatingTurns("zero_stage=0", "zero_stage=1", 4);
 }
 
 TEST_F(PythonWorkloadsTest, ReduceOverheadOnACpuIsReportedAsFallenBackNeverAsCudaGraphs) {
