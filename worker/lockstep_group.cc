@@ -1,5 +1,7 @@
 #include "worker/lockstep_group.h"
 
+#include <functional>
+
 #include "worker/worker_log.h"
 
 namespace bakeoff::worker {
@@ -11,7 +13,7 @@ LockstepGroup::LockstepGroup(boost::asio::any_io_executor executor, std::string 
     : executor_(std::move(executor)),
       name_(std::move(name)),
       clock_(clock),
-      arbiter_(sides, turn_timeout),
+      arbiter_(sides, turn_timeout, std::hash<std::string>{}(name_)),
       timer_(executor_) {}
 
 LockstepGroup::~LockstepGroup() { timer_.cancel(); }

@@ -5,8 +5,10 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -131,6 +133,8 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
   const bool pin = !request.cpus.empty();
   const pid_t worker_pid = getpid();
   const bool switch_uid = request.run_as.has_value();
+  const char* private_shm = request.private_shm_dir.empty() ? nullptr : request.private_shm_dir.c_str();
+  const char* private_tmp = request.private_tmp_dir.empty() ? nullptr : request.private_tmp_dir.c_str();
   const uid_t uid = request.run_as.value_or(0);
 
   std::lock_guard<std::mutex> listed(g_children_mutex);  // until the child is in g_ranks
@@ -144,6 +148,14 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
   }
   if (pid == 0) {
     setpgid(0, group);
+    // Before the uid switch, which drops the capability. Private propagation first, so
+    // that the binds never reach the worker's own namespace.
+    if ((private_shm != nullptr || private_tmp != nullptr) &&
+        (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+         (private_shm != nullptr && mount(private_shm, "/dev/shm", nullptr, MS_BIND, nullptr) != 0) ||
+         (private_tmp != nullptr && mount(private_tmp, "/tmp", nullptr, MS_BIND, nullptr) != 0))) {
+      _exit(121);
+    }
     // Groups first: after setuid the child may not change them. Then no way back.
     if (switch_uid && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) _exit(123);
     // A rank outlives its worker for nothing (the attempt is lost and runs again
@@ -198,6 +210,46 @@ Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
     spawned.turn_fd = turn_fds[0];
   }
   return spawned;
+}
+
+Status RemoveEntriesOwnedBy(uid_t uid, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  if (ec) return Status::Ok();  // no such directory: nothing to remove
+  std::string failed;
+  for (; it != end; it.increment(ec)) {
+    struct stat info;
+    if (lstat(it->path().c_str(), &info) != 0 || info.st_uid != uid) continue;
+    std::error_code removed;
+    std::filesystem::remove_all(it->path(), removed);  // links are removed, not followed
+    if (removed) failed = it->path().string() + ": " + removed.message();
+  }
+  if (!failed.empty()) return Status::IoError("cannot remove what uid " + std::to_string(uid) + " left: " + failed);
+  return Status::Ok();
+}
+
+bool PrivateMountsAvailable() {
+  static const bool available = [] {
+    // A child tries what SpawnRankProcess's child does, on a directory of its own.
+    char dir[] = "/tmp/bakeoff-mount-probe-XXXXXX";
+    if (mkdtemp(dir) == nullptr) return false;
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const bool ok = unshare(CLONE_NEWNS) == 0 && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+                      mount(dir, "/dev/shm", nullptr, MS_BIND, nullptr) == 0;
+      _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    bool ok = false;
+    if (pid > 0) {
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    }
+    rmdir(dir);
+    return ok;
+  }();
+  return available;
 }
 
 Result<std::optional<ProcessExit>> TryReap(pid_t pid) {

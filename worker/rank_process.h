@@ -38,7 +38,19 @@ struct SpawnRequest {
   // true: the child gets one end of a Unix stream socket at descriptor kTurnFd, its
   // lockstep turn channel (docs/lockstep.md); the worker keeps the other.
   bool turn_channel = false;
+  // Directories bound over /dev/shm and /tmp in a mount namespace of the child's own
+  // (docs/security.md, "Private /tmp and /dev/shm"): the ranks of one attempt, given the
+  // same directories, share them; no other attempt sees them, so nothing a script left
+  // there (a DeepSpeed shared-memory segment named after the store's port, a planted
+  // file) reaches a later attempt. REQUIRES: PrivateMountsAvailable(); "" leaves the
+  // path as the worker's.
+  std::string private_shm_dir;
+  std::string private_tmp_dir;
 };
+
+// Whether this process may give a child a mount namespace of its own (root with
+// CAP_SYS_ADMIN, not in a locked-down container): probed once by a short-lived child.
+bool PrivateMountsAvailable();
 
 // The descriptor a command's events are written to (its BAKEOFF_EVENTS_FD).
 inline constexpr int kEventsFd = 3;
@@ -79,6 +91,11 @@ std::vector<KilledStray> KillStrayChildren();
 // by a helper child that takes the uid and signals all it may (kill(-1)) until none is
 // left. Needs root. For --rank-uids: a uid's attempt has ended, nothing of it may stay.
 Status KillEveryProcessOf(uid_t uid);
+
+// Removes every entry directly in `dir` (and what is under it) that `uid` owns, never
+// following a link. For --rank-uids without private mounts: what a uid's attempt left in
+// /tmp and /dev/shm does not reach the uid's next attempt (another sweep's).
+Status RemoveEntriesOwnedBy(uid_t uid, const std::string& dir);
 
 // Gives `path` and everything under it to uid:gid, never following a link (a rank may
 // have planted one). For --rank-uids: a trial's directory to its uid, and back to root.

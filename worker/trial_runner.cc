@@ -160,6 +160,21 @@ bool TrialRunner::WriteTrialFiles() {
   }
   if (!config_.simulate) std::filesystem::create_directories(output_dir_, fs_error);
   cache_dir_ = config_.cache_dir;
+  if (!config_.simulate && PrivateMountsAvailable()) {
+    // The attempt's own /dev/shm, and /tmp unless a path the rank needs is under /tmp
+    // (binding over it would hide that path), in its directory (SpawnRank binds them),
+    // removed with it: nothing in them outlives the attempt.
+    private_shm_ = true;
+    private_tmp_ = !NeedsHostTmp();
+    for (const char* sub : {"/shm", "/tmp"}) {
+      const std::string dir = trial_dir_ + sub;
+      std::filesystem::create_directories(dir, fs_error);
+      if (!fs_error && chmod(dir.c_str(), 01777) == 0) continue;
+      Finish(Outcome::kLost, "infrastructure: cannot create " + dir + "; nothing ran, the attempt is requeued",
+             /*infrastructure=*/true);
+      return false;
+    }
+  }
   if (run_as_ && !config_.simulate) {
     if (Status s = GiveDirectoriesToRankUid(); !s.ok()) {
       Finish(Outcome::kLost, "infrastructure: " + s.message() + "; nothing ran, the attempt is requeued",
@@ -168,6 +183,20 @@ bool TrialRunner::WriteTrialFiles() {
     }
   }
   return true;
+}
+
+bool TrialRunner::NeedsHostTmp() const {
+  auto under_tmp = [](const std::string& path) {
+    if (path.empty()) return false;
+    std::error_code ec;
+    const std::string real = std::filesystem::weakly_canonical(path, ec).string();
+    return (ec ? path : real).rfind("/tmp/", 0) == 0;
+  };
+  for (const std::string& path : {trial_dir_, cache_dir_, config_.data_root, config_.trainer_path,
+                                  config_.executors.dir, config_.executors.python}) {
+    if (under_tmp(path)) return true;
+  }
+  return false;
 }
 
 void TrialRunner::ArmTimeout() {
@@ -287,6 +316,8 @@ bool TrialRunner::SpawnRank(std::size_t index, const spec::ExecutorTemplate* com
   request.run_as = run_as_;
   request.capture_stderr = true;
   request.turn_channel = lockstep_ != nullptr;
+  if (private_shm_) request.private_shm_dir = trial_dir_ + "/shm";
+  if (private_tmp_) request.private_tmp_dir = trial_dir_ + "/tmp";
   request.process_group = process_group_ > 0 ? process_group_ : 0;
   auto log = RankLog::Create(rank.end.log_path, config_.max_rank_log_bytes);
   auto spawned = log.ok() ? SpawnRankProcess(request) : Result<SpawnedProcess>(log.status());

@@ -117,6 +117,9 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
   // Start's steps. Each returns false after finishing the attempt (or, for SpawnRank,
   // after giving up starting the rest).
   bool WriteTrialFiles();  // the trial directory, its config, outputs/, the rank uid's dirs
+  // Whether a path the ranks need (the trial or cache directory, the data root, the
+  // program) is under /tmp: then /tmp stays the host's (a private one would hide it).
+  bool NeedsHostTmp() const;
   void ArmTimeout();
   bool ResolveCommand(const spec::ExecutorTemplate** command);  // the allowlisted template
   bool StorePortIsFree();
@@ -173,6 +176,8 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
   std::shared_ptr<LockstepGroup> lockstep_;
   int lockstep_side_ = 0;
   std::string turn_timeout_reason_;  // set when the group gave up on this side
+  bool private_shm_ = false;  // its ranks get the trial's shm/ as /dev/shm
+  bool private_tmp_ = false;  // and its tmp/ as /tmp
   std::optional<uid_t> run_as_;
   bool timed_out_ = false;
   bool cancelled_ = false;

@@ -10,8 +10,8 @@ std::string Seconds(std::chrono::milliseconds d) {
 }
 }  // namespace
 
-TurnArbiter::TurnArbiter(int sides, std::chrono::milliseconds turn_timeout)
-    : sides_(static_cast<std::size_t>(std::max(1, sides))), turn_timeout_(turn_timeout) {}
+TurnArbiter::TurnArbiter(int sides, std::chrono::milliseconds turn_timeout, std::uint64_t seed)
+    : sides_(static_cast<std::size_t>(std::max(1, sides))), turn_timeout_(turn_timeout), random_(seed) {}
 
 bool TurnArbiter::Live(const Side& side) const { return side.joined && !side.ended; }
 
@@ -137,14 +137,24 @@ std::vector<TurnArbiter::Effect> TurnArbiter::StepReported(int side, int rank, T
   return effects;
 }
 
+void TurnArbiter::StartRoundIfDone() {
+  const bool open = std::any_of(round_.begin(), round_.end(),
+                                [&](int s) { return !sides_[static_cast<std::size_t>(s)].ended; });
+  if (open) return;
+  round_.clear();
+  for (int s = 0; s < static_cast<int>(sides_.size()); ++s) {
+    if (!sides_[static_cast<std::size_t>(s)].ended) round_.push_back(s);
+  }
+  std::shuffle(round_.begin(), round_.end(), random_);
+}
+
 std::optional<int> TurnArbiter::Expected() const {
   const int n = static_cast<int>(sides_.size());
   for (int s = 0; s < n; ++s) {
     const Side& side = sides_[static_cast<std::size_t>(s)];
     if (!side.ended && !side.warmed_up) return s;
   }
-  for (int k = 0; k < n; ++k) {
-    const int s = (rotation_ + k) % n;
+  for (int s : round_) {
     if (!sides_[static_cast<std::size_t>(s)].ended) return s;
   }
   return std::nullopt;
@@ -152,6 +162,9 @@ std::optional<int> TurnArbiter::Expected() const {
 
 void TurnArbiter::Pump(TimePoint now, std::vector<Effect>& effects) {
   while (!holder_) {
+    if (std::all_of(sides_.begin(), sides_.end(), [](const Side& s) { return s.ended || s.warmed_up; })) {
+      StartRoundIfDone();
+    }
     const std::optional<int> expected = Expected();
     if (!expected) return;
     if (expected != expected_side_) {
@@ -171,7 +184,7 @@ void TurnArbiter::Pump(TimePoint now, std::vector<Effect>& effects) {
     }
     if (AllAsked(s, Request::kStep)) {
       Grant(*expected, Request::kStep, now, effects);
-      rotation_ = (*expected + 1) % static_cast<int>(sides_.size());
+      round_.erase(std::find(round_.begin(), round_.end(), *expected));
     }
     return;
   }

@@ -7,7 +7,12 @@
 //  - Warm-up turns go one side at a time, in side order (compilation is measured alone).
 //    A side whose first request is a measured step had no warm-up. No measured turn is
 //    granted while a live side has not finished its warm-up.
-//  - Measured turns rotate over the live sides in side order, starting with side 0.
+//  - Measured turns go in rounds: each live side once per round, in an order drawn at
+//    random for every round (randomized multiple interleaved trials, Abedi and Brecht
+//    2017). A fixed A, B, A, B lets the OS scheduler lock into a pattern against a
+//    competing process on the same core (the side that slept longer is woken with more
+//    credit and runs faster, so its partner sleeps less and runs slower, step after
+//    step: bench/validity/README.md, "Lockstep"); a random order breaks that pattern.
 //  - Turn timeout: a side holding a measured turn, or the next to go that has not asked,
 //    for longer than `turn_timeout` is given up on (Effect::kTimedOut) and the rest go
 //    on. The warm-up turn and waiting for a side to start are bounded by the trial
@@ -21,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -46,8 +52,8 @@ class TurnArbiter {
     std::string reason;
   };
 
-  // REQUIRES: 1 <= sides.
-  TurnArbiter(int sides, std::chrono::milliseconds turn_timeout);
+  // REQUIRES: 1 <= sides. `seed` draws each round's order.
+  TurnArbiter(int sides, std::chrono::milliseconds turn_timeout, std::uint64_t seed = 0);
 
   // Side `side` started `ranks` local ranks (its attempt's processes).
   std::vector<Effect> Join(int side, int ranks, TimePoint now);
@@ -93,6 +99,8 @@ class TurnArbiter {
   void EndSideInternal(int side);
   // Grants whatever the rules allow now.
   void Pump(TimePoint now, std::vector<Effect>& effects);
+  // Once every side of the current round has had its turn (or ended), draws the next.
+  void StartRoundIfDone();
   // The side expected to go next (warm-up or measured), or nullopt when none is.
   std::optional<int> Expected() const;
   void Grant(int side, Request request, TimePoint now, std::vector<Effect>& effects);
@@ -102,7 +110,9 @@ class TurnArbiter {
   std::optional<int> holder_;
   Request holder_request_ = Request::kStep;
   TimePoint holder_since_{};
-  int rotation_ = 0;                  // the measured rotation's next side
+  // The current round's remaining sides, next first (drawn when a round begins).
+  std::vector<int> round_;
+  std::mt19937_64 random_;
   std::int64_t next_turn_ = 0;
   std::optional<TimePoint> expected_since_;  // when the expected side became expected
   std::optional<int> expected_side_;

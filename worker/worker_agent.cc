@@ -453,6 +453,12 @@ void WorkerAgent::ReclaimRankUid(const protocol::AttemptRef& ref, const std::str
     kLog.Error(s.message() + "; the uid is not used again");
     return;
   }
+  // Without private mounts its /tmp and /dev/shm files are the host's: remove them.
+  if (!PrivateMountsAvailable()) {
+    for (const char* dir : {"/tmp", "/dev/shm"}) {
+      if (Status s = RemoveEntriesOwnedBy(uid, dir); !s.ok()) kLog.Warning(s.message());
+    }
+  }
   // Back to root: the next attempt under this uid (another sweep's) cannot read them.
   for (const std::string& dir : {trial_dir, cache_dir}) {
     if (dir.empty() || dir == config_.cache_dir) continue;

@@ -24,146 +24,238 @@ std::string ExecutableDir() {
   return exe.parent_path().string();
 }
 
-Status WorkerConfig::Finalize(const std::string& argv0) {
-  if (coordinator_address.empty()) {
+namespace {
+
+// The steps of Finalize, in its order: each fills what the flags left out or refuses what
+// a worker could not run with, before anything is claimed on this host.
+
+// A worker must say where it connects and under which name, since the coordinator keys
+// everything (placement, reconnects, lost trials) on the name; a CA means TLS.
+Status CheckCoordinatorAndName(WorkerConfig& config) {
+  if (config.coordinator_address.empty()) {
     return Status::InvalidArgument("worker: no coordinator address; pass --coordinator HOST:PORT");
   }
-  if (!tls_ca_path.empty()) tls = true;
-  if (name.empty()) {
+  if (!config.tls_ca_path.empty()) config.tls = true;
+  if (config.name.empty()) {
     char host[HOST_NAME_MAX + 1] = {0};
     gethostname(host, sizeof(host) - 1);
-    name = std::string(host) + "-" + std::to_string(getpid());
+    config.name = std::string(host) + "-" + std::to_string(getpid());
   }
-  if (!protocol::IsValidWorkerName(name)) {
-    return Status::InvalidArgument("worker: --name \"" + name + "\": use 1-64 letters, digits, '.', '_' or '-'");
+  if (!protocol::IsValidWorkerName(config.name)) {
+    return Status::InvalidArgument("worker: --name \"" + config.name +
+                                   "\": use 1-64 letters, digits, '.', '_' or '-'");
   }
-  if (cpu_slots < 0) return Status::InvalidArgument("worker: --slots must be >= 0");
-  if (cpu_slots == 0 && cuda_devices.empty()) {
+  return Status::Ok();
+}
+
+// A worker that offers nothing, or bounds no rank could live within, would register and
+// then never run a trial: refuse it at the start, naming the flag.
+Status CheckCapacityAndBounds(const WorkerConfig& config) {
+  if (config.cpu_slots < 0) return Status::InvalidArgument("worker: --slots must be >= 0");
+  if (config.cpu_slots == 0 && config.cuda_devices.empty()) {
     return Status::InvalidArgument("worker: offers nothing; give --slots N (N >= 1) or CUDA devices");
   }
-  if (store_ports.first <= 0 || store_ports.last < store_ports.first || store_ports.last > 65535) {
-    return Status::InvalidArgument("worker: store port range " + std::to_string(store_ports.first) + "-" +
-                                   std::to_string(store_ports.last) + " is invalid; expected FIRST-LAST within 1-65535");
+  const protocol::PortRange& ports = config.store_ports;
+  if (ports.first <= 0 || ports.last < ports.first || ports.last > 65535) {
+    return Status::InvalidArgument("worker: store port range " + std::to_string(ports.first) + "-" +
+                                   std::to_string(ports.last) + " is invalid; expected FIRST-LAST within 1-65535");
   }
-  if (max_rank_log_bytes < RankLog::kMinMaxBytes) {
-    return Status::InvalidArgument("worker: --max-rank-log-bytes " + std::to_string(max_rank_log_bytes) +
+  if (config.max_rank_log_bytes < RankLog::kMinMaxBytes) {
+    return Status::InvalidArgument("worker: --max-rank-log-bytes " + std::to_string(config.max_rank_log_bytes) +
                                    " is too small; give at least " + std::to_string(RankLog::kMinMaxBytes));
   }
-  if (trainer_path.empty()) {
+  return Status::Ok();
+}
+
+// The trainer ships next to `bakeoff`; a missing one is refused now unless the worker may
+// go without (then a native trial fails at its start, naming the path).
+Status LocateTrainer(WorkerConfig& config, const std::string& argv0) {
+  if (config.trainer_path.empty()) {
     std::string dir = ExecutableDir();
     if (dir.empty()) dir = std::filesystem::path(argv0).parent_path().string();
-    trainer_path = (std::filesystem::path(dir) / "bakeoff-trainer").string();
+    config.trainer_path = (std::filesystem::path(dir) / "bakeoff-trainer").string();
   }
-  has_trainer = simulate || access(trainer_path.c_str(), X_OK) == 0;
-  if (!has_trainer && !trainer_optional) {
-    return Status::NotFound("worker: the trainer '" + trainer_path +
+  config.has_trainer = config.simulate || access(config.trainer_path.c_str(), X_OK) == 0;
+  if (!config.has_trainer && !config.trainer_optional) {
+    return Status::NotFound("worker: the trainer '" + config.trainer_path +
                             "' is not an executable file; build it (target bakeoff-trainer) or pass --trainer PATH");
   }
-  if (work_dir.empty()) {
-    std::error_code ec;
-    auto base = std::filesystem::temp_directory_path(ec);
-    if (ec) base = "/tmp";
-    std::string pattern = (base / "bakeoff-worker-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) {
-      return Status::IoError("worker: cannot create a work directory under " + base.string());
+  return Status::Ok();
+}
+
+// Trial directories are made under it from the io thread: it must exist before the first
+// trial, and a fresh temp dir keeps workers on one host apart when none was named.
+Status MakeWorkDir(WorkerConfig& config) {
+  std::error_code ec;
+  if (!config.work_dir.empty()) {
+    std::filesystem::create_directories(config.work_dir, ec);
+    if (ec) {
+      return Status::IoError("worker: cannot create the work directory '" + config.work_dir + "': " + ec.message());
     }
-    work_dir = pattern;
-  } else {
-    std::error_code ec;
-    std::filesystem::create_directories(work_dir, ec);
-    if (ec) return Status::IoError("worker: cannot create the work directory '" + work_dir + "': " + ec.message());
+    return Status::Ok();
   }
-  if (!data_root.empty()) {
-    std::error_code ec;
-    auto absolute = std::filesystem::canonical(data_root, ec);
-    if (ec || !std::filesystem::is_directory(absolute)) {
-      return Status::NotFound("worker: --data-root '" + data_root + "' is not a directory");
-    }
-    data_root = absolute.string();  // the trainer runs in the trial directory
+  auto base = std::filesystem::temp_directory_path(ec);
+  if (ec) base = "/tmp";
+  std::string pattern = (base / "bakeoff-worker-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return Status::IoError("worker: cannot create a work directory under " + base.string());
   }
-  if (executors_path.empty()) executors_path = spec::DefaultExecutorCatalogPath();
-  if (!executors_path.empty() && executors_path != "none") {
-    auto catalog = spec::LoadExecutorCatalog(executors_path);
-    if (!catalog.ok()) return Status::InvalidArgument("worker: --executors: " + catalog.status().message());
-    executors = std::move(*catalog);
+  config.work_dir = pattern;
+  return Status::Ok();
+}
+
+// Made absolute because the trainer runs in the trial directory, where a relative path
+// would name something else.
+Status ResolveDataRoot(WorkerConfig& config) {
+  if (config.data_root.empty()) return Status::Ok();
+  std::error_code ec;
+  auto absolute = std::filesystem::canonical(config.data_root, ec);
+  if (ec || !std::filesystem::is_directory(absolute)) {
+    return Status::NotFound("worker: --data-root '" + config.data_root + "' is not a directory");
   }
-  if (cache_dir.empty()) {
-    const char* env = std::getenv("BAKEOFF_CACHE");
-    const char* home = std::getenv("HOME");
-    // Under --rank-uids the worker is root, whose home other uids cannot enter.
-    const std::string fallback = rank_uid_count > 0 ? "/var/cache/bakeoff"
-                                 : std::string(home != nullptr && *home != '\0' ? home : "/tmp") + "/.cache/bakeoff";
-    cache_dir = env != nullptr && *env != '\0' ? env : fallback;
-  }
-  if (!rank_interface.empty() && rank_address.empty()) {
-    auto address = protocol::InterfaceAddress(rank_interface);
+  config.data_root = absolute.string();
+  return Status::Ok();
+}
+
+// Loaded once here, so that a bad allowlist stops the worker before it registers rather
+// than failing every command trial it is given.
+Status LoadExecutors(WorkerConfig& config) {
+  if (config.executors_path.empty()) config.executors_path = spec::DefaultExecutorCatalogPath();
+  if (config.executors_path.empty() || config.executors_path == "none") return Status::Ok();
+  auto catalog = spec::LoadExecutorCatalog(config.executors_path);
+  if (!catalog.ok()) return Status::InvalidArgument("worker: --executors: " + catalog.status().message());
+  config.executors = std::move(*catalog);
+  return Status::Ok();
+}
+
+// {cache} must name one directory for every trial of this worker, whoever runs it.
+void FillCacheDir(WorkerConfig& config) {
+  if (!config.cache_dir.empty()) return;
+  const char* env = std::getenv("BAKEOFF_CACHE");
+  const char* home = std::getenv("HOME");
+  // Under --rank-uids the worker is root, whose home other uids cannot enter.
+  const std::string fallback = config.rank_uid_count > 0
+                                   ? "/var/cache/bakeoff"
+                                   : std::string(home != nullptr && *home != '\0' ? home : "/tmp") + "/.cache/bakeoff";
+  config.cache_dir = env != nullptr && *env != '\0' ? env : fallback;
+}
+
+// Ranks of a trial that spans hosts bind their collectives to this address and interface;
+// either one given implies the other (RankAddressWarning says when neither fits).
+Status ResolveRankAddress(WorkerConfig& config) {
+  if (!config.rank_interface.empty() && config.rank_address.empty()) {
+    auto address = protocol::InterfaceAddress(config.rank_interface);
     if (!address.ok()) return Status::InvalidArgument("worker: --rank-interface: " + address.status().message());
-    rank_address = *address;
+    config.rank_address = *address;
   }
-  if (rank_address.empty()) rank_address = advertise_host;
-  if (rank_interface.empty()) rank_interface = protocol::InterfaceHolding(rank_address);
-  if (metrics_listen.empty()) {
+  if (config.rank_address.empty()) config.rank_address = config.advertise_host;
+  if (config.rank_interface.empty()) config.rank_interface = protocol::InterfaceHolding(config.rank_address);
+  return Status::Ok();
+}
+
+// Checked here so that a bad --metrics-listen is a usage error, not a failed bind later.
+Status ResolveMetricsListen(WorkerConfig& config) {
+  if (config.metrics_listen.empty()) {
     // The advertised address when it is an IP literal; a host name cannot be bound, so
     // then every interface (the coordinator's /api/v1/sd still lists the host name).
+    const std::string& host = config.advertise_host;
     in6_addr v6{};
     in_addr v4{};
-    if (inet_pton(AF_INET6, advertise_host.c_str(), &v6) == 1) {
-      metrics_listen = "[" + advertise_host + "]:0";
-    } else if (inet_pton(AF_INET, advertise_host.c_str(), &v4) == 1) {
-      metrics_listen = advertise_host + ":0";
+    if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+      config.metrics_listen = "[" + host + "]:0";
+    } else if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+      config.metrics_listen = host + ":0";
     } else {
-      metrics_listen = "0.0.0.0:0";
+      config.metrics_listen = "0.0.0.0:0";
     }
   }
-  if (metrics_listen != "off") {
-    auto split = protocol::SplitHostPort(metrics_listen, "--metrics-listen");
-    if (!split.ok()) return split.status().WithContext("worker");
-  }
-  if (!cuda_devices.empty() && gpu_model.empty() && !nvml_library.empty()) {
-    if (auto nvml = NvmlLibrary::Load(nvml_library); nvml.ok() && (*nvml)->DeviceCount() > 0) {
-      if (auto sample = (*nvml)->Sample(0); sample.ok()) gpu_model = sample->name;
+  if (config.metrics_listen == "off") return Status::Ok();
+  auto split = protocol::SplitHostPort(config.metrics_listen, "--metrics-listen");
+  if (!split.ok()) return split.status().WithContext("worker");
+  return Status::Ok();
+}
+
+// Sweeps match resources.gpu_type against it, and it travels in the register frame:
+// asked of NVML when not given, then bounded and made printable.
+void FillGpuModel(WorkerConfig& config) {
+  std::string& model = config.gpu_model;
+  if (!config.cuda_devices.empty() && model.empty() && !config.nvml_library.empty()) {
+    if (auto nvml = NvmlLibrary::Load(config.nvml_library); nvml.ok() && (*nvml)->DeviceCount() > 0) {
+      if (auto sample = (*nvml)->Sample(0); sample.ok()) model = sample->name;
     }
   }
-  if (gpu_model.size() > protocol::kMaxGpuModelBytes) gpu_model.resize(protocol::kMaxGpuModelBytes);
-  for (char& c : gpu_model) {
+  if (model.size() > protocol::kMaxGpuModelBytes) model.resize(protocol::kMaxGpuModelBytes);
+  for (char& c : model) {
     if (c < 0x20 || c > 0x7e) c = '?';
   }
+}
+
+// Ranks are pinned to these CPUs, so each must be one this process may run on; none
+// named means the whole affinity mask.
+Status CheckCpus(WorkerConfig& config) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (config.cpus.empty()) config.cpus = allowed;
+  for (int cpu : config.cpus) {
+    if (std::find(allowed.begin(), allowed.end(), cpu) == allowed.end()) {
+      return Status::InvalidArgument("worker: --cpus names CPU " + std::to_string(cpu) +
+                                     ", which this process may not run on (allowed: " + FormatCpuList(allowed) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+// Two workers on one host must not pin ranks to the same cores nor pick the same store
+// port: each claims its own, host-wide (worker/host_claims.h). `named`: the operator
+// listed the CPUs, so all of them are claimed, not only the free ones.
+Status ClaimOnThisHost(WorkerConfig& config, bool named) {
+  if (config.host_lock_dir.empty()) config.host_lock_dir = HostClaims::DefaultDirectory();
+  auto host = std::make_shared<HostClaims>(config.host_lock_dir);
+  if (config.rank_uid_count > 0) {
+    if (Status s = host->ClaimUids(config.rank_uid_first, config.rank_uid_count); !s.ok()) {
+      return s.WithContext("worker");
+    }
+  }
+  if (config.cpu_slots > 0) {
+    if (Status s = host->ClaimCpus(&config.cpus, named, config.share_cores); !s.ok()) return s.WithContext("worker");
+  }
+  const int ports =
+      std::max(HostClaims::kPortBlock, 2 * (config.cpu_slots + static_cast<int>(config.cuda_devices.size())));
+  if (Status s = host->ClaimStorePorts(&config.store_ports, ports); !s.ok()) return s.WithContext("worker");
+  config.claims = std::move(host);
+  return Status::Ok();
+}
+
+// Each slot gets whole physical cores of the CPUs this worker holds.
+Status PartitionCores(WorkerConfig& config) {
+  auto partition = CorePartition::Make(ReadHostCpuTopology(config.cpus), config.cpu_slots, config.share_cores);
+  if (!partition.ok()) return partition.status();
+  config.cores = std::move(partition).value();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status WorkerConfig::Finalize(const std::string& argv0) {
+  BAKEOFF_RETURN_IF_ERROR(CheckCoordinatorAndName(*this));
+  BAKEOFF_RETURN_IF_ERROR(CheckCapacityAndBounds(*this));
+  BAKEOFF_RETURN_IF_ERROR(LocateTrainer(*this, argv0));
+  BAKEOFF_RETURN_IF_ERROR(MakeWorkDir(*this));
+  BAKEOFF_RETURN_IF_ERROR(ResolveDataRoot(*this));
+  BAKEOFF_RETURN_IF_ERROR(LoadExecutors(*this));
+  FillCacheDir(*this);
+  BAKEOFF_RETURN_IF_ERROR(ResolveRankAddress(*this));
+  BAKEOFF_RETURN_IF_ERROR(ResolveMetricsListen(*this));
+  FillGpuModel(*this);
   if (backoff_initial.count() <= 0 || backoff_max < backoff_initial) {
     return Status::InvalidArgument("worker: backoff must satisfy 0 < initial <= max");
   }
-  if (rank_uid_count > 0 && !simulate) {
-    if (Status s = CheckRankUids(); !s.ok()) return s;
-  }
-  {
-    const std::vector<int> allowed = AllowedCpus();
-    const bool named = !cpus.empty();
-    if (cpus.empty()) cpus = allowed;
-    for (int cpu : cpus) {
-      if (std::find(allowed.begin(), allowed.end(), cpu) == allowed.end()) {
-        return Status::InvalidArgument("worker: --cpus names CPU " + std::to_string(cpu) +
-                                       ", which this process may not run on (allowed: " + FormatCpuList(allowed) + ")");
-      }
-    }
-    if (!simulate) {
-      // Two workers on one host must not pin ranks to the same cores nor pick the same
-      // store port: each claims its own, host-wide (worker/host_claims.h).
-      if (host_lock_dir.empty()) host_lock_dir = HostClaims::DefaultDirectory();
-      auto host = std::make_shared<HostClaims>(host_lock_dir);
-      if (rank_uid_count > 0) {
-        if (Status s = host->ClaimUids(rank_uid_first, rank_uid_count); !s.ok()) return s.WithContext("worker");
-      }
-      if (cpu_slots > 0) {
-        if (Status s = host->ClaimCpus(&cpus, named, share_cores); !s.ok()) return s.WithContext("worker");
-      }
-      const int ports = std::max(HostClaims::kPortBlock, 2 * (cpu_slots + static_cast<int>(cuda_devices.size())));
-      if (Status s = host->ClaimStorePorts(&store_ports, ports); !s.ok()) return s.WithContext("worker");
-      claims = std::move(host);
-    }
-    auto partition = CorePartition::Make(ReadHostCpuTopology(cpus), cpu_slots, share_cores);
-    if (!partition.ok()) return partition.status();
-    cores = std::move(partition).value();
-  }
-  return Status::Ok();
+  // Last of the checks: it needs the trainer, executors, work and cache paths above.
+  if (rank_uid_count > 0 && !simulate) BAKEOFF_RETURN_IF_ERROR(CheckRankUids());
+  const bool cpus_named = !cpus.empty();
+  BAKEOFF_RETURN_IF_ERROR(CheckCpus(*this));
+  // Simulated workers run no ranks, so they hold nothing on the host.
+  if (!simulate) BAKEOFF_RETURN_IF_ERROR(ClaimOnThisHost(*this, cpus_named));
+  return PartitionCores(*this);
 }
 
 namespace {
