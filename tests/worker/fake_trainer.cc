@@ -14,6 +14,8 @@
 // It takes lockstep turns as the native trainer does (experiments/trainer/turn_client.h);
 // with FAKE_TRAINER_INTERVALS=FILE each rank appends "trial rank phase start_ns end_ns"
 // of every step it computed (steady clock, comparable across processes on one host).
+// With FAKE_TRAINER_PROBE_DIRS=1 it lists the bakeoff-probe-* files it sees in /dev/shm
+// and /tmp (summary "probes_seen"), then leaves one of its own in each.
 // Through a sweep (whose fields must be trainer fields) the behaviour comes from the
 // environment instead: FAKE_TRAINER_BEHAVIOR_BY_MICRO_BATCH="1=hang,2=error_oom" picks
 // it by the config's micro_batch (the worker passes its environment to its ranks).
@@ -31,6 +33,8 @@
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+
+#include <filesystem>
 
 #include "experiments/trainer/turn_client.h"
 #include "worker/core_partition.h"
@@ -119,6 +123,19 @@ int main(int argc, char** argv) {
   if (behavior == "rank1_fails" && rank != 1) {
     std::this_thread::sleep_for(std::chrono::seconds(300));  // blocked "in a collective"
     return 0;
+  }
+  nlohmann::json probes_seen = nlohmann::json::array();
+  if (getenv("FAKE_TRAINER_PROBE_DIRS") != nullptr) {
+    const std::string mine = "bakeoff-probe-" + std::string(getenv("BAKEOFF_TRIAL_ID") ? getenv("BAKEOFF_TRIAL_ID") : "?") +
+                             "-" + std::to_string(rank);
+    for (const char* dir : {"/dev/shm", "/tmp"}) {
+      std::error_code ec;
+      for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("bakeoff-probe-", 0) == 0) probes_seen.push_back(std::string(dir) + "/" + name);
+      }
+      std::ofstream(std::string(dir) + "/" + mine) << "left by a rank\n";
+    }
   }
   const int warmup_steps = config.value("warmup_steps", 0);
   bakeoff::trainer::TurnClient turns = behavior == "no_turns" ? bakeoff::trainer::TurnClient(-1)
@@ -218,6 +235,6 @@ int main(int argc, char** argv) {
   emit({{"event", "summary"}, {"startup_s", 0.01}, {"first_step_s", step_ms / 1000.0},
         {"warmup_s", 0.0}, {"step_s_median", step_ms / 1000.0}, {"step_s_p10", step_ms / 1000.0},
         {"step_s_p90", step_ms / 1000.0}, {"tokens_per_s", 128.0 * world_size / (step_ms / 1000.0)},
-        {"peak_mem_bytes", 1000 + rank}, {"fake", true}});
+        {"peak_mem_bytes", 1000 + rank}, {"fake", true}, {"probes_seen", probes_seen}});
   return 0;
 }
