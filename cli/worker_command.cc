@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -57,99 +58,99 @@ Status ParsePortRange(const std::string& text, protocol::PortRange* range) {
   return Status::Ok();
 }
 
-int RunWorker(WorkerFlags& flags) {
+// How `bakeoff worker` refuses what it was given before it starts: one line, exit 2.
+int RefuseUsage(const Status& status) {
+  std::cerr << "bakeoff worker: " << status.message() << "\n";
+  return kExitUsage;
+}
+
+// Ranks under uids of their own are there so that a training script cannot read the
+// worker's credential: a token file that others may read would defeat them, so it is
+// refused with them.
+Status ParseRankUids(WorkerFlags& flags) {
+  if (flags.rank_uids.empty()) return Status::Ok();
+  protocol::PortRange uids;
+  if (Status s = ParsePortRange(flags.rank_uids, &uids); !s.ok() || uids.first <= 0 || uids.last < uids.first) {
+    return Status::InvalidArgument("--rank-uids '" + flags.rank_uids + "': expected FIRST-LAST, e.g. 61000-61015");
+  }
+  flags.config.rank_uid_first = static_cast<unsigned>(uids.first);
+  flags.config.rank_uid_count = uids.last - uids.first + 1;
+  // Ranks must not read the credential: the file open to its owner alone.
+  struct stat st{};
+  if (!flags.token_file.empty() && stat(flags.token_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    std::ostringstream mode;
+    mode << std::oct << (st.st_mode & 0777);
+    return Status::InvalidArgument("--token-file " + flags.token_file + " is open to other users (mode " + mode.str() +
+                                   "), whom --rank-uids' ranks are; chmod 600 it");
+  }
+  return Status::Ok();
+}
+
+// The flags that arrive as text (the token file, ranges, CPU lists) become the config's
+// typed fields, so that the allocation and Finalize work on one struct.
+Status ParseFlagsIntoConfig(WorkerFlags& flags) {
   auto token = protocol::LoadToken(flags.token_file);
-  if (!token.ok()) {
-    std::cerr << "bakeoff worker: " << token.status().message() << "\n";
-    return kExitUsage;
-  }
+  if (!token.ok()) return token.status();
   flags.config.token = *token;
-  if (Status s = ParsePortRange(flags.store_ports, &flags.config.store_ports); !s.ok()) {
-    std::cerr << "bakeoff worker: " << s.message() << "\n";
-    return kExitUsage;
-  }
-  if (!flags.rank_uids.empty()) {
-    protocol::PortRange uids;
-    if (Status s = ParsePortRange(flags.rank_uids, &uids); !s.ok() || uids.first <= 0 || uids.last < uids.first) {
-      std::cerr << "bakeoff worker: --rank-uids '" << flags.rank_uids << "': expected FIRST-LAST, e.g. 61000-61015\n";
-      return kExitUsage;
-    }
-    flags.config.rank_uid_first = static_cast<unsigned>(uids.first);
-    flags.config.rank_uid_count = uids.last - uids.first + 1;
-    // Ranks must not read the credential: the file open to its owner alone.
-    struct stat st{};
-    if (!flags.token_file.empty() && stat(flags.token_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
-      std::cerr << "bakeoff worker: --token-file " << flags.token_file << " is open to other users (mode "
-                << std::oct << (st.st_mode & 0777) << std::dec << "), whom --rank-uids' ranks are; chmod 600 it\n";
-      return kExitUsage;
-    }
-  }
+  BAKEOFF_RETURN_IF_ERROR(ParsePortRange(flags.store_ports, &flags.config.store_ports));
+  BAKEOFF_RETURN_IF_ERROR(ParseRankUids(flags));
   flags.config.cuda_devices = flags.cuda_devices;
   if (!flags.cpus.empty()) {
     auto cpus = worker::ParseCpuList(flags.cpus);
-    if (!cpus.ok()) {
-      std::cerr << "bakeoff worker: --cpus: " << cpus.status().message() << "\n";
-      return kExitUsage;
-    }
+    if (!cpus.ok()) return cpus.status().WithContext("--cpus");
     flags.config.cpus = *cpus;
   }
+  return Status::Ok();
+}
+
+// Inside a Slurm job the allocation knows the node, its GPUs and the job's ports (what
+// the flags named still wins); the line tells the operator where each value came from.
+Status ApplySlurmJob(WorkerFlags& flags) {
   auto slurm = worker::ReadSlurmAllocation([](const char* name) { return std::getenv(name); });
-  if (!slurm.ok()) {
-    std::cerr << "bakeoff worker: " << slurm.status().message() << "\n";
-    return kExitUsage;
-  }
+  if (!slurm.ok()) return slurm.status();
   worker::ApplySlurmAllocation(*slurm, flags.given, flags.slots_given, flags.config);
-  if (slurm->present()) {
-    std::cerr << "bakeoff worker: in Slurm job " << slurm->job_id << " on node "
-              << (slurm->node_name.empty() ? "?" : slurm->node_name) << ": name " << flags.config.name << ", host "
-              << flags.config.advertise_host << ", " << flags.config.cuda_devices.size() << " GPU(s)"
-              << (slurm->gpus_source.empty() ? "" : " from " + slurm->gpus_source) << ", store ports "
-              << flags.config.store_ports.first << "-" << flags.config.store_ports.last << " from "
-              << (flags.given.store_ports ? std::string("--store-ports") : slurm->store_ports_source)
-              << "; SIGUSR1/SIGTERM requeue its trials\n";
-  }
-  flags.config.simulate_step = std::chrono::milliseconds(flags.simulate_step_ms);
-  std::string address = flags.config.coordinator_address;
-  if (address.rfind("tcp://", 0) == 0) flags.config.coordinator_address = address.substr(6);
-  if (Status s = flags.config.Finalize(flags.argv0); !s.ok()) {
-    std::cerr << "bakeoff " << s.message() << "\n";
-    return s.code() == Status::Code::kNotFound ? kExitFailure : kExitUsage;
-  }
-  if (flags.config.cores.pinned()) {
-    std::cerr << "bakeoff worker: " << flags.config.cores.slot_count() << " CPU slot(s) of "
-              << flags.config.cores.cores_per_slot() << " core(s) each, ranks pinned (CPUs "
-              << worker::FormatCpuList(flags.config.cpus) << "), store ports " << flags.config.store_ports.first
-              << "-" << flags.config.store_ports.last
-              << (flags.config.cores.note().empty() ? "" : "; " + flags.config.cores.note()) << "\n";
+  if (!slurm->present()) return Status::Ok();
+  const worker::WorkerConfig& config = flags.config;
+  std::cerr << "bakeoff worker: in Slurm job " << slurm->job_id << " on node "
+            << (slurm->node_name.empty() ? "?" : slurm->node_name) << ": name " << config.name << ", host "
+            << config.advertise_host << ", " << config.cuda_devices.size() << " GPU(s)"
+            << (slurm->gpus_source.empty() ? "" : " from " + slurm->gpus_source) << ", store ports "
+            << config.store_ports.first << "-" << config.store_ports.last << " from "
+            << (flags.given.store_ports ? std::string("--store-ports") : slurm->store_ports_source)
+            << "; SIGUSR1/SIGTERM requeue its trials\n";
+  return Status::Ok();
+}
+
+// What Finalize settled about the ranks (pinning, ports, uids, address), said once at the
+// start, since a misplaced rank only shows later as a slow or failed trial.
+void TellHowRanksRun(const worker::WorkerConfig& config) {
+  if (config.cores.pinned()) {
+    std::cerr << "bakeoff worker: " << config.cores.slot_count() << " CPU slot(s) of "
+              << config.cores.cores_per_slot() << " core(s) each, ranks pinned (CPUs "
+              << worker::FormatCpuList(config.cpus) << "), store ports " << config.store_ports.first << "-"
+              << config.store_ports.last << (config.cores.note().empty() ? "" : "; " + config.cores.note()) << "\n";
   } else {
-    if (!flags.config.cores.note().empty()) std::cerr << "bakeoff worker: warning: " << flags.config.cores.note() << "\n";
-    std::cerr << "bakeoff worker: ranks not pinned, store ports " << flags.config.store_ports.first << "-"
-              << flags.config.store_ports.last << "\n";
+    if (!config.cores.note().empty()) std::cerr << "bakeoff worker: warning: " << config.cores.note() << "\n";
+    std::cerr << "bakeoff worker: ranks not pinned, store ports " << config.store_ports.first << "-"
+              << config.store_ports.last << "\n";
   }
-  if (flags.config.rank_uid_count == 0 && !flags.config.simulate) {
-    std::cerr << "bakeoff worker: warning: ranks run as this worker's own user"
-              << (geteuid() == 0 ? " (root)" : "")
+  if (config.rank_uid_count == 0 && !config.simulate) {
+    std::cerr << "bakeoff worker: warning: ranks run as this worker's own user" << (geteuid() == 0 ? " (root)" : "")
               << ": a command template's code can read the worker's credential and other trials' files; "
                  "as root, give them uids of their own with --rank-uids FIRST-LAST (docs/security.md)\n";
-  } else if (flags.config.rank_uid_count > 0) {
-    std::cerr << "bakeoff worker: ranks run as uids " << flags.config.rank_uid_first << "-"
-              << flags.config.rank_uid_first + flags.config.rank_uid_count - 1 << ", one per attempt\n";
+  } else if (config.rank_uid_count > 0) {
+    std::cerr << "bakeoff worker: ranks run as uids " << config.rank_uid_first << "-"
+              << config.rank_uid_first + config.rank_uid_count - 1 << ", one per attempt\n";
   }
-  if (std::string warning = flags.config.RankAddressWarning(); !warning.empty()) {
+  if (std::string warning = config.RankAddressWarning(); !warning.empty()) {
     std::cerr << "bakeoff worker: warning: " << warning << "\n";
   }
-  if (flags.simulated_workers < 1 || (flags.simulated_workers > 1 && !flags.config.simulate)) {
-    std::cerr << "bakeoff worker: --simulated-workers needs --simulate and a count of at least 1\n";
-    return kExitUsage;
-  }
-  if (flags.config.simulate) {
-    std::cerr << "bakeoff worker: SIMULATED workload: no trainer runs; results are marked simulated "
-                 "(for scale benchmarks only)\n";
-  }
-  // One agent normally; with --simulated-workers N, N agents on this one io_context, each
-  // a worker of its own to the coordinator (name NAME-i, own connection, own outbox),
-  // without /metrics endpoints (N listening ports would measure nothing of interest).
-  boost::asio::io_context io;
+}
+
+// One agent normally; with --simulated-workers N, N agents on this one io_context, each
+// a worker of its own to the coordinator (name NAME-i, own connection, own outbox),
+// without /metrics endpoints (N listening ports would measure nothing of interest).
+std::vector<std::shared_ptr<worker::WorkerAgent>> MakeAgents(boost::asio::io_context& io, const WorkerFlags& flags) {
   std::vector<std::shared_ptr<worker::WorkerAgent>> agents;
   for (int i = 0; i < flags.simulated_workers; ++i) {
     worker::WorkerConfig config = flags.config;
@@ -159,6 +160,42 @@ int RunWorker(WorkerFlags& flags) {
     }
     agents.push_back(std::make_shared<worker::WorkerAgent>(io.get_executor(), std::move(config)));
   }
+  return agents;
+}
+
+// Why a signal preempted the agents, as the coordinator records it for the requeued trials.
+std::string PreemptReason(int signal, const std::string& slurm_job) {
+  return std::string(signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM") + " to the worker" +
+         (slurm_job.empty() ? std::string(" (node drained, pod deleted or preempted)")
+                            : " of Slurm job " + slurm_job + " (time limit, preemption or scancel)") +
+         ": requeued";
+}
+
+// Inside a Slurm job, SIGTERM comes from Slurm (time limit, preemption, scancel) and
+// SIGUSR1 from `sbatch --signal=USR1@N`; on Kubernetes SIGTERM is a pod deleted or a
+// node drained. The trials did nothing wrong, so with --on-sigterm requeue (auto in a
+// Slurm job) they are requeued, not finished cancelled. Otherwise SIGTERM stops as
+// SIGINT does. REQUIRES: `agents` outlives the wait.
+void PreemptOrStopOnSignal(boost::asio::signal_set& signals,
+                           const std::vector<std::shared_ptr<worker::WorkerAgent>>& agents, const WorkerFlags& flags) {
+  const std::string slurm_job = flags.config.slurm_job_id;
+  const bool requeue_on_term = flags.on_sigterm == "requeue" || (flags.on_sigterm == "auto" && !slurm_job.empty());
+  signals.async_wait([&agents, slurm_job, requeue_on_term](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    for (auto& agent : agents) {
+      if (signal == SIGUSR1 || (signal == SIGTERM && requeue_on_term)) {
+        agent->Preempt(PreemptReason(signal, slurm_job));
+      } else {
+        agent->Stop();
+      }
+    }
+  });
+}
+
+// The process ends when its last agent does, whether a signal stopped them or one gave
+// up on the coordinator; the first failure among them is the process's.
+Status RunAgentsToTheirEnd(boost::asio::io_context& io, const std::vector<std::shared_ptr<worker::WorkerAgent>>& agents,
+                           const WorkerFlags& flags) {
   Status result = Status::Ok();
   std::size_t running = agents.size();
   for (auto& agent : agents) {
@@ -168,31 +205,36 @@ int RunWorker(WorkerFlags& flags) {
       if (--running == 0) io.stop();
     });
   }
-  // Inside a Slurm job, SIGTERM comes from Slurm (time limit, preemption, scancel) and
-  // SIGUSR1 from `sbatch --signal=USR1@N`; on Kubernetes SIGTERM is a pod deleted or a
-  // node drained. The trials did nothing wrong, so with --on-sigterm requeue (auto in a
-  // Slurm job) they are requeued, not finished cancelled. Otherwise SIGTERM stops as
-  // SIGINT does.
-  const std::string slurm_job = flags.config.slurm_job_id;
-  const bool requeue_on_term = flags.on_sigterm == "requeue" || (flags.on_sigterm == "auto" && !slurm_job.empty());
   boost::asio::signal_set signals(io, SIGINT, SIGTERM, SIGUSR1);
-  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
-    if (ec) return;
-    for (auto& agent : agents) {
-      if (signal == SIGUSR1 || (signal == SIGTERM && requeue_on_term)) {
-        agent->Preempt(std::string(signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM") + " to the worker" +
-                       (slurm_job.empty() ? std::string(" (node drained, pod deleted or preempted)")
-                                          : " of Slurm job " + slurm_job + " (time limit, preemption or scancel)") +
-                       ": requeued");
-      } else {
-        agent->Stop();
-      }
-    }
-  });
+  PreemptOrStopOnSignal(signals, agents, flags);
   io.run();
-  if (!result.ok()) {
-    std::cerr << "bakeoff " << result.message() << "\n";
-    return ExitCodeFor(result);
+  return result;
+}
+
+int RunWorker(WorkerFlags& flags) {
+  if (Status s = ParseFlagsIntoConfig(flags); !s.ok()) return RefuseUsage(s);
+  if (Status s = ApplySlurmJob(flags); !s.ok()) return RefuseUsage(s);
+  flags.config.simulate_step = std::chrono::milliseconds(flags.simulate_step_ms);
+  std::string address = flags.config.coordinator_address;
+  if (address.rfind("tcp://", 0) == 0) flags.config.coordinator_address = address.substr(6);
+  if (Status s = flags.config.Finalize(flags.argv0); !s.ok()) {
+    std::cerr << "bakeoff " << s.message() << "\n";
+    return s.code() == Status::Code::kNotFound ? kExitFailure : kExitUsage;
+  }
+  TellHowRanksRun(flags.config);
+  if (flags.simulated_workers < 1 || (flags.simulated_workers > 1 && !flags.config.simulate)) {
+    std::cerr << "bakeoff worker: --simulated-workers needs --simulate and a count of at least 1\n";
+    return kExitUsage;
+  }
+  if (flags.config.simulate) {
+    std::cerr << "bakeoff worker: SIMULATED workload: no trainer runs; results are marked simulated "
+                 "(for scale benchmarks only)\n";
+  }
+  boost::asio::io_context io;
+  const std::vector<std::shared_ptr<worker::WorkerAgent>> agents = MakeAgents(io, flags);
+  if (Status ended = RunAgentsToTheirEnd(io, agents, flags); !ended.ok()) {
+    std::cerr << "bakeoff " << ended.message() << "\n";
+    return ExitCodeFor(ended);
   }
   return kExitOk;
 }
