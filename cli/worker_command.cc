@@ -239,26 +239,42 @@ int RunWorker(WorkerFlags& flags) {
   return kExitOk;
 }
 
-void SetupWorker(CLI::App& root, int* exit_code) {
-  auto flags = std::make_shared<WorkerFlags>();
-  auto* cmd = root.add_subcommand("worker", "Run a worker agent that executes trials for a coordinator");
-  // An option whose --help shows its default.
-  auto with_default = [cmd](const std::string& name, auto& value, const std::string& help) {
-    return cmd->add_option(name, value, help)->capture_default_str();
-  };
+// The flags are added in groups, in the order --help lists them. An option whose --help
+// shows its default:
+template <typename T>
+CLI::Option* AddWithDefault(CLI::App* cmd, const std::string& name, T& value, const std::string& help) {
+  return cmd->add_option(name, value, help)->capture_default_str();
+}
+
+// The options whose presence, not only value, matters after parsing: inside a Slurm job
+// the allocation fills only what the command line left out.
+struct GivenOptions {
+  CLI::Option* slots = nullptr;
+  CLI::Option* cuda = nullptr;
+  CLI::Option* name = nullptr;
+  CLI::Option* host = nullptr;
+  CLI::Option* store_ports = nullptr;
+};
+
+// Where the coordinator is and what this worker offers it.
+void AddOfferFlags(CLI::App* cmd, WorkerFlags* flags, GivenOptions* given) {
   cmd->add_option("--coordinator", flags->config.coordinator_address,
                   "the coordinator's worker address HOST:PORT")
       ->required();
-  auto* slots = with_default("--slots", flags->config.cpu_slots, "ranks run at once on CPU");
+  given->slots = AddWithDefault(cmd, "--slots", flags->config.cpu_slots, "ranks run at once on CPU");
   cmd->add_option("--cpus", flags->cpus,
                   "logical CPUs this worker's CPU slots share out, e.g. 0-7 (default: its affinity mask); "
                   "each slot gets whole physical cores and each CPU rank is pinned to its slot's");
   cmd->add_flag("--share-cores", flags->config.share_cores,
                 "allow more slots than CPUs: ranks are then not pinned and may share cores (recorded in "
                 "each trial's threads decision)");
-  auto* cuda = cmd->add_option("--cuda-devices", flags->cuda_devices,
-                               "CUDA device ordinals to offer, e.g. 0,1 (inside a Slurm job: the allocation's GPUs)")
-                   ->delimiter(',');
+  given->cuda = cmd->add_option("--cuda-devices", flags->cuda_devices,
+                                "CUDA device ordinals to offer, e.g. 0,1 (inside a Slurm job: the allocation's GPUs)")
+                    ->delimiter(',');
+}
+
+// The credential, the ranks' uids and TLS: what keeps trials and the worker apart.
+void AddSecurityFlags(CLI::App* cmd, WorkerFlags* flags) {
   cmd->add_option("--token-file", flags->token_file, "file holding the worker token (else $BAKEOFF_TOKEN)");
   cmd->add_option("--rank-uids", flags->rank_uids,
                   "FIRST-LAST: run each attempt's ranks as a uid of this range of its own (needs root; at least "
@@ -270,20 +286,28 @@ void SetupWorker(CLI::App& root, int* exit_code) {
                 "against the system's trust store unless --tls-ca is given");
   cmd->add_option("--tls-ca", flags->config.tls_ca_path,
                   "PEM file of the CA(s) that signed the coordinator's certificate (implies --tls)");
-  auto* name = cmd->add_option("--name", flags->config.name,
-                               "stable worker name (default HOSTNAME-PID; inside a Slurm job NODE-JOBID)");
-  auto* host = with_default("--host", flags->config.advertise_host,
-                            "address other workers reach this one at (rank 0's rendezvous store; inside a "
-                            "Slurm job default SLURMD_NODENAME)");
+}
+
+// The worker's name and the addresses and ports its ranks use.
+void AddAddressFlags(CLI::App* cmd, WorkerFlags* flags, GivenOptions* given) {
+  given->name = cmd->add_option("--name", flags->config.name,
+                                "stable worker name (default HOSTNAME-PID; inside a Slurm job NODE-JOBID)");
+  given->host = AddWithDefault(cmd, "--host", flags->config.advertise_host,
+                               "address other workers reach this one at (rank 0's rendezvous store; inside a "
+                               "Slurm job default SLURMD_NODENAME)");
   cmd->add_option("--rank-address", flags->config.rank_address,
                   "address of this host that ranks bind their collectives to (default: the --host "
                   "address, or the --rank-interface's); each rank gets it as BAKEOFF_RANK_ADDR");
   cmd->add_option("--rank-interface", flags->config.rank_interface,
                   "network interface ranks bind their collectives to, e.g. eth1 (default: the one holding "
                   "the rank address); also NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME unless already set");
-  auto* store_ports = with_default("--store-ports", flags->store_ports,
-                                   "ports rank 0 may bind, FIRST-LAST (inside a Slurm job: SLURM_STEP_RESV_PORTS, "
-                                   "else 10 ports chosen by the job id)");
+  given->store_ports = AddWithDefault(cmd, "--store-ports", flags->store_ports,
+                                      "ports rank 0 may bind, FIRST-LAST (inside a Slurm job: SLURM_STEP_RESV_PORTS, "
+                                      "else 10 ports chosen by the job id)");
+}
+
+// What a trial runs and where its files go.
+void AddTrialFlags(CLI::App* cmd, WorkerFlags* flags) {
   cmd->add_option("--trainer", flags->config.trainer_path,
                   "trainer executable (default: bakeoff-trainer next to this binary)");
   cmd->add_option("--work-dir", flags->config.work_dir, "trial directories (default: a new temp dir)");
@@ -293,8 +317,8 @@ void SetupWorker(CLI::App& root, int* exit_code) {
   cmd->add_flag("--keep-trial-dirs", flags->config.keep_trial_dirs,
                 "keep every trial directory (default: a succeeded attempt's is removed once it ended, a "
                 "failed one's kept until --keep-failed-trials newer failed ones exist)");
-  with_default("--keep-failed-trials", flags->config.keep_failed_trials,
-               "failed attempts' directories (config, rank logs, outputs) kept for inspection")
+  AddWithDefault(cmd, "--keep-failed-trials", flags->config.keep_failed_trials,
+                 "failed attempts' directories (config, rank logs, outputs) kept for inspection")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--executors", flags->config.executors_path,
                   "the command allowlist: YAML of templates this worker may run for executor: command "
@@ -302,34 +326,55 @@ void SetupWorker(CLI::App& root, int* exit_code) {
   cmd->add_option("--cache-dir", flags->config.cache_dir,
                   "{cache} of the command templates: torch.compile and DeepSpeed build caches "
                   "(default: $BAKEOFF_CACHE, else ~/.cache/bakeoff; with --rank-uids /var/cache/bakeoff)");
-  with_default("--max-buffered-events", flags->config.max_buffered_events,
-               "events kept while the coordinator is unreachable");
-  with_default("--max-rank-log-bytes", flags->config.max_rank_log_bytes,
-               "cap of each rank's log (rank-R.log); past it the log keeps its head and tail and marks the "
-               "dropped middle");
+}
+
+// Bounds on what the worker keeps, and what it measures.
+void AddLimitAndMetricsFlags(CLI::App* cmd, WorkerFlags* flags) {
+  AddWithDefault(cmd, "--max-buffered-events", flags->config.max_buffered_events,
+                 "events kept while the coordinator is unreachable");
+  AddWithDefault(cmd, "--max-rank-log-bytes", flags->config.max_rank_log_bytes,
+                 "cap of each rank's log (rank-R.log); past it the log keeps its head and tail and marks the "
+                 "dropped middle");
   cmd->add_option("--metrics-listen", flags->config.metrics_listen,
                   "serve GET /metrics on HOST:PORT (default: the --host address, port 0 = a free port "
                   "that the coordinator lists in /api/v1/sd); \"off\" disables it");
-  with_default("--nvml-library", flags->config.nvml_library,
-               "NVML shared library for the GPU series and the GPU model (\"\" = none)");
+  AddWithDefault(cmd, "--nvml-library", flags->config.nvml_library,
+                 "NVML shared library for the GPU series and the GPU model (\"\" = none)");
   cmd->add_option("--gpu-model", flags->config.gpu_model,
                   "the model of the --cuda-devices, matched by a sweep's resources.gpu_type (default: the "
                   "name NVML gives the first device)");
-  with_default("--on-sigterm", flags->on_sigterm,
-               "what SIGTERM does to running attempts: requeue (handed back, retried elsewhere: for "
-               "Kubernetes and Slurm), cancel, or auto (requeue inside a Slurm job, else cancel)")
+}
+
+// How the worker ends (SIGTERM), and the simulated workload of scale benchmarks.
+void AddLifecycleFlags(CLI::App* cmd, WorkerFlags* flags) {
+  AddWithDefault(cmd, "--on-sigterm", flags->on_sigterm,
+                 "what SIGTERM does to running attempts: requeue (handed back, retried elsewhere: for "
+                 "Kubernetes and Slurm), cancel, or auto (requeue inside a Slurm job, else cancel)")
       ->check(CLI::IsMember({"auto", "requeue", "cancel"}));
   cmd->add_flag("--simulate", flags->config.simulate,
                 "scale benchmarks only: emit simulated events instead of running the trainer");
-  with_default("--simulate-step-ms", flags->simulate_step_ms, "simulated step time");
-  with_default("--simulated-workers", flags->simulated_workers,
-               "with --simulate: run N simulated workers in this process (names NAME-0..NAME-N-1, one "
-               "connection each, no /metrics)")
+  AddWithDefault(cmd, "--simulate-step-ms", flags->simulate_step_ms, "simulated step time");
+  AddWithDefault(cmd, "--simulated-workers", flags->simulated_workers,
+                 "with --simulate: run N simulated workers in this process (names NAME-0..NAME-N-1, one "
+                 "connection each, no /metrics)")
       ->check(CLI::PositiveNumber);
-  cmd->callback([flags, exit_code, &root, name, host, cuda, slots, store_ports]() {
+}
+
+void SetupWorker(CLI::App& root, int* exit_code) {
+  auto flags = std::make_shared<WorkerFlags>();
+  auto* cmd = root.add_subcommand("worker", "Run a worker agent that executes trials for a coordinator");
+  GivenOptions given;
+  AddOfferFlags(cmd, flags.get(), &given);
+  AddSecurityFlags(cmd, flags.get());
+  AddAddressFlags(cmd, flags.get(), &given);
+  AddTrialFlags(cmd, flags.get());
+  AddLimitAndMetricsFlags(cmd, flags.get());
+  AddLifecycleFlags(cmd, flags.get());
+  cmd->callback([flags, exit_code, &root, given]() {
     flags->argv0 = root.get_name();
-    flags->given = {name->count() > 0, host->count() > 0, cuda->count() > 0, store_ports->count() > 0};
-    flags->slots_given = slots->count() > 0;
+    flags->given = {given.name->count() > 0, given.host->count() > 0, given.cuda->count() > 0,
+                    given.store_ports->count() > 0};
+    flags->slots_given = given.slots->count() > 0;
     *exit_code = RunWorker(*flags);
   });
 }
