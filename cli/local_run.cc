@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <memory>
+#include <optional>
+#include <vector>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -53,98 +56,100 @@ std::string DefaultLogPath(const std::string& db) {
   return path.string();
 }
 
-}  // namespace
+using Agents = std::vector<std::shared_ptr<worker::WorkerAgent>>;
 
-LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, const LocalRunFlags& flags) {
-  const std::string who = "bakeoff " + flags.command + ": ";
-  LocalRun result;
-  auto Failed = [&result](int code) {
-    result.exit_code = code;
-    return result;
-  };
-  if (flags.workers < 1 || flags.slots < 1) {
-    std::cerr << who << "--workers and --slots must be >= 1\n";
-    return Failed(kExitUsage);
-  }
-  const std::string log_path = flags.log_file.empty() ? DefaultLogPath(flags.db) : flags.log_file;
-  LogToFile log_to_file;
-  // The screen shows the coordinator's and workers' lines (-v) only after the page's
-  // address, which is the first line.
-  if (Status s = log_to_file.Open(log_path, /*verbose=*/false); !s.ok()) {
-    std::cerr << who << "--log-file: " << s.message() << "\n";
-    return Failed(kExitUsage);
-  }
-  // The API token from BAKEOFF_TOKEN (to reach this run's API), else a random one; the
-  // workers, in this process, get a credential of their own that nobody else knows.
+// The API token from BAKEOFF_TOKEN (to reach this run's API), else a random one; the
+// workers, in this process, get a credential of their own that nobody else knows.
+struct Credentials {
+  std::string token;
+  std::string worker_token;
+};
+
+Credentials MakeCredentials() {
   auto env_token = protocol::LoadToken("");
   const std::string token = env_token.ok() && !env_token->empty() ? *env_token : protocol::RandomToken();
   const std::string worker_token = protocol::RandomToken();
+  return {token, worker_token};
+}
 
+// A coordinator for this machine alone: it listens on loopback at free ports, so the page
+// can open without a token, and knows the workers' command allowlist, so that a sweep
+// naming a template they would not run is refused at submission.
+Result<coordinator::CoordinatorConfig> LoopbackCoordinatorConfig(const LocalRunFlags& flags,
+                                                                 const Credentials& credentials) {
   coordinator::CoordinatorConfig config;
   config.http_listen = "127.0.0.1:0";
   config.open_reads = true;  // loopback only: the page opens without a token
   config.worker_listen = "127.0.0.1:0";
   config.db_path = flags.db;
-  config.submit_tokens = {token};
-  config.worker_tokens = {worker_token};
-  {
-    const std::string path = flags.executors.empty() ? spec::DefaultExecutorCatalogPath() : flags.executors;
-    if (!path.empty() && path != "none") {
-      auto catalog = spec::LoadExecutorCatalog(path);
-      if (!catalog.ok()) {
-        std::cerr << who << "--executors: " << catalog.status().message() << "\n";
-        return Failed(kExitUsage);
-      }
-      config.executors = std::move(*catalog);
-    }
+  config.submit_tokens = {credentials.token};
+  config.worker_tokens = {credentials.worker_token};
+  const std::string path = flags.executors.empty() ? spec::DefaultExecutorCatalogPath() : flags.executors;
+  if (!path.empty() && path != "none") {
+    auto catalog = spec::LoadExecutorCatalog(path);
+    if (!catalog.ok()) return Status::InvalidArgument("--executors: " + catalog.status().message());
+    config.executors = std::move(*catalog);
   }
   config.heartbeat_interval = std::chrono::milliseconds(500);
   config.heartbeat_timeout = std::chrono::milliseconds(10000);
   config.recovery_grace = std::chrono::milliseconds(2000);
+  return config;
+}
 
-  asio::io_context io;
-  coordinator::CoordinatorNode node(io.get_executor(), config);
-  if (Status s = node.Start(); !s.ok()) {
-    std::cerr << who << s.message() << "\n";
-    return Failed(ExitCodeFor(s));
-  }
-  // First, so that a user can open it while the rest starts.
-  std::cerr << who << "watch it at http://127.0.0.1:" << node.http_port() << "/ (this machine only)\n";
+// The page's address comes first, so that a user can open it while the rest starts; the
+// coordinator's and workers' lines reach the screen (-v) only after it.
+void AnnounceThePage(int http_port, const std::string& log_path, const LocalRunFlags& flags, const std::string& who) {
+  std::cerr << who << "watch it at http://127.0.0.1:" << http_port << "/ (this machine only)\n";
   std::cerr << who << "logs in " << log_path << (flags.verbose ? "" : " (-v shows them here too)") << "\n";
   if (flags.verbose) logging::SetStderr(true);
-  // Worker settings are checked before the sweep is stored, so that a missing trainer
-  // does not leave a sweep behind that nobody runs.
-  std::vector<worker::WorkerConfig> worker_configs;
-  // Isolation: the workers share this machine, so its cores are dealt out over all their
-  // slots at once, and each worker gets its slots' CPUs (docs/sweep.md, "Isolation").
-  worker::CorePartition host_cores;
-  {
-    auto partition = worker::CorePartition::Make(worker::ReadHostCpuTopology(worker::AllowedCpus()),
-                                                 flags.workers * flags.slots, flags.share_cores);
-    if (!partition.ok()) {
-      std::cerr << who << flags.workers << " worker(s) x " << flags.slots << " slot(s): "
-                << partition.status().message() << "\n";
-      return Failed(kExitUsage);
-    }
-    host_cores = std::move(partition).value();
-    if (!host_cores.note().empty()) std::cerr << who << "warning: " << host_cores.note() << "\n";
+}
+
+// Isolation: the workers share this machine, so its cores are dealt out over all their
+// slots at once, and each worker gets its slots' CPUs (docs/sweep.md, "Isolation").
+Result<worker::CorePartition> PartitionHostCores(const LocalRunFlags& flags, const std::string& who) {
+  auto partition = worker::CorePartition::Make(worker::ReadHostCpuTopology(worker::AllowedCpus()),
+                                               flags.workers * flags.slots, flags.share_cores);
+  if (!partition.ok()) {
+    return Status::InvalidArgument(std::to_string(flags.workers) + " worker(s) x " + std::to_string(flags.slots) +
+                                   " slot(s): " + partition.status().message());
   }
-  // The sweep, read once here for what its workers need and whether they can place it;
-  // a sweep that does not parse or expand is the submission's to refuse, with its error.
-  Result<spec::SweepSpec> parsed = spec::ParseSweepText(yaml, source);
+  if (!partition->note().empty()) std::cerr << who << "warning: " << partition->note() << "\n";
+  return partition;
+}
+
+// The sweep, read once here for what its workers need and whether they can place it;
+// a sweep that does not parse or expand is the submission's to refuse, with its error.
+struct SweepPreview {
+  Result<spec::SweepSpec> parsed;
   std::optional<spec::ExpandedSweep> expanded;
-  if (parsed.ok()) {
-    if (auto e = spec::Expand(*parsed); e.ok()) expanded = std::move(e).value();
+};
+
+SweepPreview PreviewSweep(const std::string& yaml, const std::string& source) {
+  SweepPreview preview{spec::ParseSweepText(yaml, source), std::nullopt};
+  if (preview.parsed.ok()) {
+    if (auto e = spec::Expand(*preview.parsed); e.ok()) preview.expanded = std::move(e).value();
   }
-  // A sweep whose variants all run command templates (the main job: the Python stack)
-  // needs no trainer: its workers start without one (only `bakeoff` is built).
-  const bool needs_trainer =
-      !expanded || std::any_of(expanded->variants.begin(), expanded->variants.end(), [](const spec::Variant& v) {
-        return !v.config["command_template"].is_string();
-      });
+  return preview;
+}
+
+// A sweep whose variants all run command templates (the main job: the Python stack)
+// needs no trainer: its workers start without one (only `bakeoff` is built).
+bool NeedsTrainer(const SweepPreview& preview) {
+  const auto& expanded = preview.expanded;
+  return !expanded || std::any_of(expanded->variants.begin(), expanded->variants.end(), [](const spec::Variant& v) {
+           return !v.config["command_template"].is_string();
+         });
+}
+
+// Worker settings are checked (Finalize) before the sweep is stored, so that a missing
+// trainer does not leave a sweep behind that nobody runs. Each worker gets its slots'
+// CPUs of `host_cores` and a store-port range of its own.
+Status ConfigureWorkers(const LocalRunFlags& flags, int worker_port, const std::string& worker_token,
+                        const worker::CorePartition& host_cores, bool needs_trainer,
+                        std::vector<worker::WorkerConfig>* configs) {
   for (int i = 0; i < flags.workers; ++i) {
     worker::WorkerConfig wc;
-    wc.coordinator_address = "127.0.0.1:" + std::to_string(node.worker_port());
+    wc.coordinator_address = "127.0.0.1:" + std::to_string(worker_port);
     wc.token = worker_token;
     wc.name = "local-" + std::to_string(i + 1);
     wc.cpu_slots = flags.slots;
@@ -164,139 +169,237 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
     wc.cache_dir = flags.cache_dir;
     wc.keep_trial_dirs = !flags.work_dir.empty();  // a directory the user named is theirs to inspect
     wc.max_connect_attempts = 20;
-    if (Status s = wc.Finalize(flags.argv0); !s.ok()) {
-      std::cerr << who << s.message() << "\n";
-      return Failed(s.code() == Status::Code::kNotFound ? kExitFailure : kExitUsage);
-    }
-    worker_configs.push_back(wc);
+    BAKEOFF_RETURN_IF_ERROR(wc.Finalize(flags.argv0));
+    configs->push_back(wc);
   }
-  // A trial that none of the workers started here can ever place would wait forever:
-  // refuse the sweep now, with the reason.
-  if (parsed.ok()) {
-    bool any_cuda = false;
-    for (const auto& wc : worker_configs) any_cuda = any_cuda || !wc.cuda_devices.empty();
-    if (parsed->resources.device == "cuda" && !any_cuda) {
-      std::cerr << who << source << ": resources.device is cuda, but `bakeoff local` starts "
-                << "CPU workers only, so no trial could ever be placed; run it on a coordinator with CUDA "
-                << "workers (`bakeoff worker` on a GPU node), or set resources: {device: cpu}\n";
-      return Failed(kExitUsage);
-    }
-    if (expanded) {
-      int widest = 1;
-      for (const auto& v : expanded->variants) widest = std::max(widest, v.world_size);
-      if (widest > flags.workers * flags.slots) {
-        std::cerr << who << source << ": a trial needs " << widest << " ranks but "
-                  << flags.workers << " worker(s) x " << flags.slots
-                  << " slot(s) offer fewer; raise --workers or --slots\n";
-        return Failed(kExitUsage);
-      }
-    }
+  return Status::Ok();
+}
+
+// A trial that none of the workers started here can ever place would wait forever:
+// refuse the sweep now, with the reason.
+Status CheckTheWorkersCanPlaceIt(const SweepPreview& preview, const std::vector<worker::WorkerConfig>& configs,
+                                 const LocalRunFlags& flags, const std::string& source) {
+  if (!preview.parsed.ok()) return Status::Ok();
+  bool any_cuda = false;
+  for (const auto& wc : configs) any_cuda = any_cuda || !wc.cuda_devices.empty();
+  if (preview.parsed->resources.device == "cuda" && !any_cuda) {
+    return Status::InvalidArgument(
+        source + ": resources.device is cuda, but `bakeoff local` starts " +
+        "CPU workers only, so no trial could ever be placed; run it on a coordinator with CUDA " +
+        "workers (`bakeoff worker` on a GPU node), or set resources: {device: cpu}");
   }
-  auto submitted = node.service().SubmitSweep(yaml);
-  if (auto* error = std::get_if<coordinator::ApiError>(&submitted)) {
-    std::cerr << who << source << ": " << error->message << "\n";
-    return Failed(error->http_status == 503 ? kExitUnavailable : kExitUsage);
+  if (!preview.expanded) return Status::Ok();
+  int widest = 1;
+  for (const auto& v : preview.expanded->variants) widest = std::max(widest, v.world_size);
+  if (widest > flags.workers * flags.slots) {
+    return Status::InvalidArgument(source + ": a trial needs " + std::to_string(widest) + " ranks but " +
+                                   std::to_string(flags.workers) + " worker(s) x " + std::to_string(flags.slots) +
+                                   " slot(s) offer fewer; raise --workers or --slots");
   }
-  const auto created = std::get<nlohmann::json>(submitted);
-  const std::int64_t sweep_id = created.value("id", std::int64_t{0});
-  result.sweep_id = sweep_id;
+  return Status::Ok();
+}
+
+// One line that says what runs where, and where its results go.
+void AnnounceTheSweep(const nlohmann::json& created, std::int64_t sweep_id, const LocalRunFlags& flags, int http_port,
+                      const std::string& who) {
   std::cerr << who << "sweep " << sweep_id << " (" << created.value("name", "") << "): "
             << created.value("trial_count", 0) << " trials on " << flags.workers << " worker(s) x "
-            << flags.slots << " slot(s); results in " << flags.db << "; HTTP API on 127.0.0.1:" << node.http_port()
+            << flags.slots << " slot(s); results in " << flags.db << "; HTTP API on 127.0.0.1:" << http_port
             << "\n";
+}
 
-  std::vector<std::shared_ptr<worker::WorkerAgent>> agents;
-  for (const auto& wc : worker_configs) {
+// The workers run on the coordinator's io thread; one that stops early says why, and the
+// others go on.
+Agents StartWorkers(asio::io_context& io, const std::vector<worker::WorkerConfig>& configs, const std::string& who) {
+  Agents agents;
+  for (const auto& wc : configs) {
     auto agent = std::make_shared<worker::WorkerAgent>(io.get_executor(), wc);
     asio::co_spawn(io, agent->Run(), [who](std::exception_ptr, Status s) {
       if (!s.ok()) std::cerr << who << "worker stopped: " << s.message() << "\n";
     });
     agents.push_back(agent);
   }
+  return agents;
+}
 
-  const bool tty = isatty(STDERR_FILENO);
-  const auto start = std::chrono::steady_clock::now();
-  metrics::SweepRecord& final_state = result.final_state;
-  bool& interrupted = result.interrupted;
-  asio::signal_set signals(io, SIGINT, SIGTERM);
-  signals.async_wait([&](const boost::system::error_code& ec, int) {
-    if (ec) return;
-    interrupted = true;
-    std::cerr << "\n" << who << "interrupted; cancelling the sweep\n";
-    node.service().CancelSweep(std::to_string(sweep_id));
-  });
-  ProgressEta eta;
-  long last_printed = -1;  // without a TTY: one line per 10 s of elapsed time
-  asio::steady_timer poll(io);
-  std::function<void()> watch = [&]() {
-    poll.expires_after(std::chrono::milliseconds(500));
-    poll.async_wait([&](const boost::system::error_code& ec) {
+// Runs the io_context until the sweep has ended and everything has stopped: a progress
+// line every 500 ms, Ctrl-C or SIGTERM cancelling the sweep (which then ends as
+// cancelled), and at the end the workers stopped and, after the page's linger, the
+// coordinator. Fills result->final_state and result->interrupted.
+// REQUIRES: everything passed outlives Run(). One thread: the io_context's.
+class SweepWatch {
+ public:
+  SweepWatch(asio::io_context& io, coordinator::CoordinatorNode& node, const Agents& agents,
+             const LocalRunFlags& flags, const std::string& who, LocalRun* result)
+      : io_(io), node_(node), agents_(agents), flags_(flags), who_(who), result_(result),
+        tty_(isatty(STDERR_FILENO)), start_(std::chrono::steady_clock::now()), signals_(io, SIGINT, SIGTERM),
+        poll_(io) {}
+
+  void Run() {
+    CancelTheSweepOnSignal();
+    PollSoon();
+    io_.run();
+  }
+
+ private:
+  // Ctrl-C keeps what finished: the sweep is cancelled, not the process killed, and the
+  // watch then ends as for any other end of the sweep.
+  void CancelTheSweepOnSignal() {
+    signals_.async_wait([this](const boost::system::error_code& ec, int) {
       if (ec) return;
-      auto sweep = node.store().GetSweep(sweep_id);
+      result_->interrupted = true;
+      std::cerr << "\n" << who_ << "interrupted; cancelling the sweep\n";
+      node_.service().CancelSweep(std::to_string(result_->sweep_id));
+    });
+  }
+
+  // The line is drawn from the store, the same record that `status` and the page read,
+  // every 500 ms until the sweep has ended.
+  void PollSoon() {
+    poll_.expires_after(std::chrono::milliseconds(500));
+    poll_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      auto sweep = node_.store().GetSweep(result_->sweep_id);
       if (sweep.ok()) {
-        const auto& c = sweep->counts;
-        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        ProgressFigures figures;
-        figures.done = c.finished;
-        figures.total = sweep->trial_count;
-        figures.running = c.running + c.assigned;
-        figures.queued = c.queued;
-        figures.elapsed_s = elapsed;
-        figures.remaining_s = eta.Update(c.finished, sweep->trial_count, elapsed);
-        // The answer's comparisons and why queued trials cannot start, as `status` and the
-        // API say them (same thread as the service: the io_context runs both).
-        const coordinator::CoordinatorState state = node.service().State();
-        if (auto answered = coordinator::AnsweredComparisons(state, sweep_id)) {
-          figures.comparisons = ProgressFigures::Answered{answered->first, answered->second};
-        }
-        figures.waiting = coordinator::WaitingReason(state, sweep_id);
-        const std::string text = FormatProgressLine(figures);
-        if (tty) {
-          std::cerr << "\r\033[K" << text << std::flush;
-        } else if (static_cast<long>(elapsed) / 10 != last_printed ||
-                   sweep->state != metrics::SweepState::kRunning) {
-          last_printed = static_cast<long>(elapsed) / 10;
-          std::cerr << text << "\n";
-        }
+        ShowProgress(*sweep);
         if (sweep->state != metrics::SweepState::kRunning) {
-          final_state = *sweep;
-          if (tty) std::cerr << "\n";
-          for (auto& a : agents) a->Stop(std::chrono::milliseconds(1000));
-          // An open page gets the final state and the report before the server goes.
-          const bool linger = node.pages_served() > 0 && flags.linger_s > 0 && !interrupted;
-          if (linger) {
-            std::cerr << who << "the page stays up " << flags.linger_s << " s more (Ctrl-C ends it now)\n";
-          }
-          signals.cancel();
-          auto end = std::make_shared<asio::steady_timer>(io);
-          auto finish = [&io, &node, end]() {
-            node.Stop();
-            // Let the agents deliver their last frames, then end.
-            end->expires_after(std::chrono::milliseconds(200));
-            end->async_wait([&io, end](const boost::system::error_code&) { io.stop(); });
-          };
-          if (!linger) {
-            finish();
-            return;
-          }
-          end->expires_after(std::chrono::seconds(flags.linger_s));
-          end->async_wait([finish](const boost::system::error_code& ec) {
-            if (!ec) finish();
-          });
-          signals.async_wait([end, finish](const boost::system::error_code& ec, int) {
-            if (ec) return;
-            end->cancel();
-            finish();
-          });
+          WindDown(*sweep);
           return;
         }
       }
-      watch();
+      PollSoon();
     });
-  };
-  watch();
-  io.run();
+  }
 
+  ProgressFigures FiguresOf(const metrics::SweepRecord& sweep, double elapsed) {
+    const auto& c = sweep.counts;
+    ProgressFigures figures;
+    figures.done = c.finished;
+    figures.total = sweep.trial_count;
+    figures.running = c.running + c.assigned;
+    figures.queued = c.queued;
+    figures.elapsed_s = elapsed;
+    figures.remaining_s = eta_.Update(c.finished, sweep.trial_count, elapsed);
+    // The answer's comparisons and why queued trials cannot start, as `status` and the
+    // API say them (same thread as the service: the io_context runs both).
+    const coordinator::CoordinatorState state = node_.service().State();
+    if (auto answered = coordinator::AnsweredComparisons(state, result_->sweep_id)) {
+      figures.comparisons = ProgressFigures::Answered{answered->first, answered->second};
+    }
+    figures.waiting = coordinator::WaitingReason(state, result_->sweep_id);
+    return figures;
+  }
+
+  // A TTY gets one line redrawn in place; a log or a pipe one line per 10 s of elapsed
+  // time and the last, so that it stays readable.
+  void ShowProgress(const metrics::SweepRecord& sweep) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const std::string text = FormatProgressLine(FiguresOf(sweep, elapsed));
+    if (tty_) {
+      std::cerr << "\r\033[K" << text << std::flush;
+    } else if (static_cast<long>(elapsed) / 10 != last_printed_ || sweep.state != metrics::SweepState::kRunning) {
+      last_printed_ = static_cast<long>(elapsed) / 10;
+      std::cerr << text << "\n";
+    }
+  }
+
+  // An open page gets the final state and the report before the server goes: the
+  // coordinator stays up flags.linger_s more, or until the next Ctrl-C.
+  void WindDown(const metrics::SweepRecord& sweep) {
+    result_->final_state = sweep;
+    if (tty_) std::cerr << "\n";
+    for (auto& a : agents_) a->Stop(std::chrono::milliseconds(1000));
+    const bool linger = node_.pages_served() > 0 && flags_.linger_s > 0 && !result_->interrupted;
+    if (linger) {
+      std::cerr << who_ << "the page stays up " << flags_.linger_s << " s more (Ctrl-C ends it now)\n";
+    }
+    signals_.cancel();
+    auto end = std::make_shared<asio::steady_timer>(io_);
+    auto finish = [&io = io_, &node = node_, end]() {
+      node.Stop();
+      // Let the agents deliver their last frames, then end.
+      end->expires_after(std::chrono::milliseconds(200));
+      end->async_wait([&io, end](const boost::system::error_code&) { io.stop(); });
+    };
+    if (!linger) {
+      finish();
+      return;
+    }
+    end->expires_after(std::chrono::seconds(flags_.linger_s));
+    end->async_wait([finish](const boost::system::error_code& ec) {
+      if (!ec) finish();
+    });
+    signals_.async_wait([end, finish](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      end->cancel();
+      finish();
+    });
+  }
+
+  asio::io_context& io_;
+  coordinator::CoordinatorNode& node_;
+  const Agents& agents_;
+  const LocalRunFlags& flags_;
+  const std::string& who_;
+  LocalRun* result_;
+  const bool tty_;
+  const std::chrono::steady_clock::time_point start_;
+  asio::signal_set signals_;
+  ProgressEta eta_;
+  long last_printed_ = -1;
+  asio::steady_timer poll_;
+};
+
+}  // namespace
+
+LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, const LocalRunFlags& flags) {
+  const std::string who = "bakeoff " + flags.command + ": ";
+  LocalRun result;
+  // What stops the run before the sweep runs: one line on stderr, and the exit code.
+  auto Refuse = [&who, &result](const std::string& message, int code) {
+    std::cerr << who << message << "\n";
+    result.exit_code = code;
+    return result;
+  };
+  if (flags.workers < 1 || flags.slots < 1) return Refuse("--workers and --slots must be >= 1", kExitUsage);
+  const std::string log_path = flags.log_file.empty() ? DefaultLogPath(flags.db) : flags.log_file;
+  LogToFile log_to_file;
+  // The screen shows the coordinator's and workers' lines (-v) only after the page's
+  // address, which is the first line.
+  if (Status s = log_to_file.Open(log_path, /*verbose=*/false); !s.ok()) {
+    return Refuse("--log-file: " + s.message(), kExitUsage);
+  }
+  const Credentials credentials = MakeCredentials();
+  Result<coordinator::CoordinatorConfig> config = LoopbackCoordinatorConfig(flags, credentials);
+  if (!config.ok()) return Refuse(config.status().message(), kExitUsage);
+
+  asio::io_context io;
+  coordinator::CoordinatorNode node(io.get_executor(), *config);
+  if (Status s = node.Start(); !s.ok()) return Refuse(s.message(), ExitCodeFor(s));
+  AnnounceThePage(node.http_port(), log_path, flags, who);
+  Result<worker::CorePartition> host_cores = PartitionHostCores(flags, who);
+  if (!host_cores.ok()) return Refuse(host_cores.status().message(), kExitUsage);
+  const SweepPreview preview = PreviewSweep(yaml, source);
+  std::vector<worker::WorkerConfig> worker_configs;
+  if (Status s = ConfigureWorkers(flags, node.worker_port(), credentials.worker_token, *host_cores,
+                                  NeedsTrainer(preview), &worker_configs);
+      !s.ok()) {
+    return Refuse(s.message(), s.code() == Status::Code::kNotFound ? kExitFailure : kExitUsage);
+  }
+  if (Status s = CheckTheWorkersCanPlaceIt(preview, worker_configs, flags, source); !s.ok()) {
+    return Refuse(s.message(), kExitUsage);
+  }
+
+  auto submitted = node.service().SubmitSweep(yaml);
+  if (auto* error = std::get_if<coordinator::ApiError>(&submitted)) {
+    return Refuse(source + ": " + error->message, error->http_status == 503 ? kExitUnavailable : kExitUsage);
+  }
+  const auto& created = std::get<nlohmann::json>(submitted);
+  result.sweep_id = created.value("id", std::int64_t{0});
+  AnnounceTheSweep(created, result.sweep_id, flags, node.http_port(), who);
+
+  const Agents agents = StartWorkers(io, worker_configs, who);
+  SweepWatch(io, node, agents, flags, who, &result).Run();
   result.exit_code = kExitOk;
   return result;
 }
