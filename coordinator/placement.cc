@@ -52,11 +52,18 @@ SchedulingRound CollectQueued(TrialTable& table, const WorkerRegistry& registry,
     // trial's worker, so it does not count against the free units.
     std::set<std::string> groups_queued;
     std::size_t counted = 0;
-    for (std::size_t i = queued_from; i < sweep.trial_order.size() && counted < free_units; ++i) {
+    for (std::size_t i = queued_from; i < sweep.trial_order.size(); ++i) {
       const std::int64_t tid = sweep.trial_order[i];
       const TrialEntry& trial = table.Trial(tid);
       if (trial.machine.phase() != TrialState::kQueued || trial.cancel_requested) continue;
       auto v = sweep.variants.find(trial.variant_key);
+      // Past the free units, only the rest of a group already in the round: a lockstep
+      // group is placed whole in one call, or its first side runs alone.
+      if (counted >= free_units &&
+          (v == sweep.variants.end() ||
+           !groups_queued.count(PairGroup(trial.variant_key, v->second, trial.repeat)))) {
+        break;
+      }
       SchedulerTrial queued{tid, trial.variant_key, v == sweep.variants.end() ? 1 : v->second.world_size,
                             sweep.cuda, sweep.gpu_type, v == sweep.variants.end() ? "" : v->second.CommandTemplate(),
                             "", ""};

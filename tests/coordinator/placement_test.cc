@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "coordinator/trial_table.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
 namespace bakeoff::coordinator {
@@ -40,6 +41,28 @@ TEST(PlacementTest, APairGroupPinsItsTrialToItsWorkerUntilThatWorkerCannotTakeIt
   connected = [](const std::string&) { return true; };
   EXPECT_EQ(PairWorker(sweep, trial, variant, registry, connected, pinned), PairPlacement::kFree)
       << "a worker too small for the trial splits the pair";
+}
+
+TEST(PlacementTest, ALockstepGroupComesWholeIntoARoundEvenPastTheFreeUnits) {
+  FakeClock clock;
+  WorkerRegistry registry(clock, 1000ms);
+  registry.Register(Reg("a", 1));  // one free unit: the first worker to register
+  Connected connected = [](const std::string&) { return true; };
+  SweepEntry sweep;
+  sweep.id = 1;
+  sweep.lockstep = true;
+  sweep.variants["base"].is_baseline = true;
+  sweep.variants["var"].counterpart_key = "base";
+  std::vector<metrics::NewTrial> trials = {{"base", 0, 0}, {"var", 0, 1}, {"var", 1, 2}, {"base", 1, 3}};
+  TrialTable table;
+  table.AddSubmitted(sweep, {11, 12, 13, 14}, trials, 1, clock.Now());
+  SchedulingRound round = CollectQueued(table, registry, connected);
+  ASSERT_EQ(round.sweeps.size(), 1u);
+  std::vector<std::int64_t> queued;
+  for (const auto& t : round.sweeps[0].queue) queued.push_back(t.trial_id);
+  EXPECT_EQ(queued, (std::vector<std::int64_t>{11, 12})) << "repeat 0's group whole, repeat 1's not yet";
+  EXPECT_TRUE(round.sweeps[0].queue[0].lockstep);
+  EXPECT_EQ(round.sweeps[0].queue[0].pair_group, round.sweeps[0].queue[1].pair_group);
 }
 
 TEST(PlacementTest, APlacementBecomesOnePartPerWorkerAndTheStoredAttempt) {
