@@ -33,17 +33,23 @@ struct ValidateOptions {
   std::string db = "results.db";  // where `bakeoff calibrate` stored this machine's noise
 };
 
-// This machine's noise for the sweep's workload, from the newest calibration in `db`:
-// null when the file or a calibration for the workload is missing.
-nlohmann::json CalibrationOf(const spec::SweepSpec& sweep, const std::string& db) {
+// The order name a calibration of `sweep`'s own order has.
+std::string CalibrationOrder(const spec::SweepSpec& sweep) {
+  return sweep.order == spec::Order::kLockstep ? "lockstep" : "interleaved";
+}
+
+// This machine's noise for the sweep's workload in `order`, from the newest calibration
+// in `db`: null when the file or such a calibration is missing.
+nlohmann::json CalibrationOf(const spec::SweepSpec& sweep, const std::string& db, const std::string& order) {
   std::error_code ec;
   if (db.empty() || !std::filesystem::exists(db, ec)) return nullptr;
   auto store = metrics::ResultsReader::Open(db);
   if (!store.ok()) return nullptr;
-  auto found = (*store)->LatestCalibration(spec::CalibrationKey(sweep));
+  auto found = (*store)->LatestCalibration(spec::CalibrationKey(sweep), order);
   if (!found.ok() || !*found) return nullptr;
   const metrics::CalibrationRecord& c = **found;
   return {{"id", c.id},
+          {"order", c.order},
           {"calibrated_sweep", c.calibrated_sweep},
           {"host", c.host},
           {"pairs", c.pairs},
@@ -62,12 +68,27 @@ std::string CalibrationText(const spec::SweepSpec& sweep, const nlohmann::json& 
   char line[512];
   snprintf(line, sizeof(line),
            "noise here: calibration %lld in %s (%d A/A pairs on %s): sd of a pair's log ratio %.3f; a 5%% "
-           "difference needs %d interleaved pairs, 10%% needs %d; this sweep runs %d%s\n",
+           "difference needs %d %s pairs, 10%% needs %d; this sweep runs %d%s\n",
            static_cast<long long>(c["id"].get<std::int64_t>()), db.c_str(), c["pairs"].get<int>(),
            c["host"].get<std::string>().c_str(), c["sd_log_ratio"].get<double>(),
-           c["repeats_to_resolve"]["5%"].get<int>(), c["repeats_to_resolve"]["10%"].get<int>(), sweep.repeats,
-           sweep.adaptive ? " at most (adaptive)" : "");
+           c["repeats_to_resolve"]["5%"].get<int>(), c["order"].get<std::string>().c_str(),
+           c["repeats_to_resolve"]["10%"].get<int>(), sweep.repeats, sweep.adaptive ? " at most (adaptive)" : "");
   return line;
+}
+
+// Both orders calibrated here: which needs fewer pairs for a 5% difference ("" when
+// either is missing).
+std::string OrderAdvice(const spec::SweepSpec& sweep, const nlohmann::json& interleaved, const nlohmann::json& lockstep) {
+  if (interleaved.is_null() || lockstep.is_null()) return "";
+  const int i = interleaved["repeats_to_resolve"]["5%"].get<int>();
+  const int l = lockstep["repeats_to_resolve"]["5%"].get<int>();
+  const std::string better = l < i ? "lockstep" : i < l ? "interleaved" : "";
+  std::string text = "orders here: a 5% difference needs " + std::to_string(l) + " lockstep pairs, " +
+                     std::to_string(i) + " interleaved pairs";
+  if (better.empty()) return text + "; either order\n";
+  text += "; " + better + " needs fewer";
+  if (better != CalibrationOrder(sweep)) text += " (this sweep is " + std::string(spec::OrderName(sweep.order)) + ")";
+  return text + "\n";
 }
 
 std::string Pad(const std::string& s, size_t width) {
@@ -166,16 +187,20 @@ int RunValidate(const ValidateOptions& options) {
     return kExitUsage;
   }
   std::string text;
-  const nlohmann::json calibration = CalibrationOf(*sweep, options.db);
+  const nlohmann::json interleaved = CalibrationOf(*sweep, options.db, "interleaved");
+  const nlohmann::json lockstep = CalibrationOf(*sweep, options.db, "lockstep");
+  const nlohmann::json& calibration = sweep->order == spec::Order::kLockstep ? lockstep : interleaved;
+  const std::string advice = OrderAdvice(*sweep, interleaved, lockstep);
   if (options.format == "json") {
     nlohmann::json j = {{"sweep", spec::ToJson(*sweep)}, {"expanded", spec::ToJson(*expanded)},
-                        {"calibration", calibration}};
+                        {"calibration", calibration},
+                        {"calibrations", {{"interleaved", interleaved}, {"lockstep", lockstep}}}};
     if (std::string w = spec::RepeatsVerdictWarning(*sweep); !w.empty()) {
       j["sweep"]["warnings"].push_back(w);
     }
     text = j.dump(2) + "\n";
   } else {
-    text = Table(*sweep, *expanded, CalibrationText(*sweep, calibration, options.db));
+    text = Table(*sweep, *expanded, CalibrationText(*sweep, calibration, options.db) + advice);
   }
   return WriteCommandOutput("validate", options.output, text);
 }

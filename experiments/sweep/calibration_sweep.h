@@ -25,10 +25,13 @@ std::string CalibrationKey(const SweepSpec& spec);
 
 // The A/A sweep for the sweep in `text`: its baseline variant (each axis at its baseline
 // value, else its first value) run as two variants that differ only in `seed`, `pairs`
-// interleaved repeats, named "calibrate-<name>". Errors: the sweep's own parse errors
-// (file:line:column), an axis with a distribution that the baseline does not fix, pairs
-// out of [kMinCalibrationPairs, kMaxCalibrationPairs].
+// repeats in `order` (kInterleaved or kLockstep), named "calibrate-<name>" (with
+// "-lockstep" for lockstep). Errors: the sweep's own parse errors (file:line:column), an
+// axis with a distribution that the baseline does not fix, pairs out of
+// [kMinCalibrationPairs, kMaxCalibrationPairs], a lockstep calibration of a template
+// that does not take turns.
 Result<std::string> CalibrationSweepYaml(const std::string& text, const std::string& source_name, int pairs,
-                                         const ExecutorCatalog* executors = nullptr);
+                                         const ExecutorCatalog* executors = nullptr,
+                                         Order order = Order::kInterleaved);
 
 }  // namespace bakeoff::spec

@@ -29,7 +29,9 @@ Status ReadDesign(ResultsReader& reader, const json& stored_spec, ReportInput& i
                                          stored->adaptive->ci_half_width};
   }
   for (const auto& [axis, value] : stored->baseline) input.baseline[axis] = ValueText(value);
-  auto calibration = reader.LatestCalibration(spec::CalibrationKey(*stored));
+  // The noise of the sweep's own order: lockstep pairs and whole-trial pairs differ.
+  auto calibration = reader.LatestCalibration(spec::CalibrationKey(*stored),
+                                              stored->order == spec::Order::kLockstep ? "lockstep" : "interleaved");
   if (!calibration.ok()) return calibration.status().WithContext("reading calibrations");
   if (*calibration) {
     const CalibrationRecord& c = **calibration;

@@ -25,6 +25,7 @@ struct CalibrationRecord {
   int64_t workers = 1;
   int64_t pairs = 0;              // A/A pairs behind sd_log_ratio
   double sd_log_ratio = 0;        // sd of one pair's log tokens/s ratio
+  std::string order = "interleaved";  // the A/A sweep's order: interleaved or lockstep
   std::optional<double> aa_ratio, aa_low, aa_high;  // the A/A ratio and its interval
 };
 
@@ -32,8 +33,9 @@ struct CalibrationRecord {
 // transaction; InvalidArgument for a record the table's checks would refuse.
 Status InsertCalibration(SqliteConnection& db, CalibrationRecord& record, UnixSeconds now);
 
-// The newest calibration with `workload_key`, or nullopt: also for a database older
-// than schema version 4, which has no calibrations table.
-Result<std::optional<CalibrationRecord>> LatestCalibration(SqliteConnection& db, const std::string& workload_key);
+// The newest calibration with `workload_key` of `order` ("" any order), or nullopt: also
+// for a database older than schema version 4, which has no calibrations table.
+Result<std::optional<CalibrationRecord>> LatestCalibration(SqliteConnection& db, const std::string& workload_key,
+                                                           const std::string& order = "");
 
 }  // namespace bakeoff::metrics

@@ -369,8 +369,9 @@ Result<std::vector<WorkerRecord>> ResultsReader::ListWorkers() {
                   ReadWorkerRow);
 }
 
-Result<std::optional<CalibrationRecord>> ResultsReader::LatestCalibration(const std::string& workload_key) {
-  return metrics::LatestCalibration(db_, workload_key);
+Result<std::optional<CalibrationRecord>> ResultsReader::LatestCalibration(const std::string& workload_key,
+                                                                         const std::string& order) {
+  return metrics::LatestCalibration(db_, workload_key, order);
 }
 
 }  // namespace bakeoff::metrics

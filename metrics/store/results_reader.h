@@ -115,7 +115,8 @@ class ResultsReader {
   // --- Workers and calibrations ------------------------------------------------------
   Result<std::vector<WorkerRecord>> ListWorkers();
   // The newest calibration for a workload key (calibrations.h), or nullopt.
-  Result<std::optional<CalibrationRecord>> LatestCalibration(const std::string& workload_key);
+  Result<std::optional<CalibrationRecord>> LatestCalibration(const std::string& workload_key,
+                                                             const std::string& order = "");
 
  private:
   std::unique_ptr<SqliteConnection> owned_;  // set by Open

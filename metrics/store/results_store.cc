@@ -942,8 +942,9 @@ Result<std::vector<EventRecord>> ResultsStore::ReadEvents(int64_t trial_id) {
 Result<std::vector<WorkerRecord>> ResultsStore::ListWorkers() {
   return Locked([](ResultsReader& r) { return r.ListWorkers(); });
 }
-Result<std::optional<CalibrationRecord>> ResultsStore::LatestCalibration(const std::string& workload_key) {
-  return Locked([&](ResultsReader& r) { return r.LatestCalibration(workload_key); });
+Result<std::optional<CalibrationRecord>> ResultsStore::LatestCalibration(const std::string& workload_key,
+                                                                        const std::string& order) {
+  return Locked([&](ResultsReader& r) { return r.LatestCalibration(workload_key, order); });
 }
 
 Status ResultsStore::RecordCalibration(CalibrationRecord& record) {

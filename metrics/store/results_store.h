@@ -256,7 +256,8 @@ class ResultsStore {
   Result<std::vector<LiveTrialFigures>> LiveFigures(int64_t sweep_id);
   Result<std::vector<EventRecord>> ReadEvents(int64_t trial_id);
   Result<std::vector<WorkerRecord>> ListWorkers();
-  Result<std::optional<CalibrationRecord>> LatestCalibration(const std::string& workload_key);
+  Result<std::optional<CalibrationRecord>> LatestCalibration(const std::string& workload_key,
+                                                             const std::string& order = "");
   // Recovery after a restart: the coordinator waits for these trials' workers to
   // reconnect and requeues the rest.
   Result<std::vector<TrialResult>> ListActiveTrials();

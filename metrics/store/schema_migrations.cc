@@ -250,6 +250,12 @@ SELECT b.trial_id, b.attempt, b.rank, b.phase,
 FROM step_blocks b, json_each(b.rows_json) r;
 )sql";
 
+// Version 7: the order a calibration measured (docs/statistics.md, "Calibration"):
+// `bakeoff calibrate` measures interleaved and lockstep pairs, which differ in noise.
+constexpr const char* kV7 = R"sql(
+ALTER TABLE calibrations ADD COLUMN sweep_order TEXT NOT NULL DEFAULT 'interleaved';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& SchemaMigrations() {
@@ -262,6 +268,7 @@ const std::vector<Migration>& SchemaMigrations() {
       {4, "calibrations: the run-to-run noise bakeoff calibrate measured per workload", kV4},
       {5, "workers.secret_sha256: a worker's name survives a restart only with its secret", kV5},
       {6, "step_metrics.turn: a lockstep trial's turn number per measured step", kV6},
+      {7, "calibrations.sweep_order: the order (interleaved or lockstep) a calibration measured", kV7},
   };
   return migrations;
 }

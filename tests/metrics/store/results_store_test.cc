@@ -95,7 +95,7 @@ TEST_F(ResultsStoreTest, OpenCreatesEmptyDatabaseInWalModeAtLatestVersion) {
   EXPECT_EQ(*version, kLatestSchemaVersion);
   EXPECT_EQ(QueryValue("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM schema_migrations"), kLatestSchemaVersion);
-  EXPECT_EQ(QueryValue("SELECT group_concat(version) FROM schema_migrations"), "1,2,3,4,5,6");
+  EXPECT_EQ(QueryValue("SELECT group_concat(version) FROM schema_migrations"), "1,2,3,4,5,6,7");
   EXPECT_TRUE(store->healthy());
 }
 
@@ -127,6 +127,21 @@ TEST_F(ResultsStoreTest, CalibrationsRoundTripAndTheNewestOfAWorkloadKeyWins) {
   EXPECT_DOUBLE_EQ((*latest)->sd_log_ratio, 0.02);
   EXPECT_EQ((*latest)->pairs, 6);
   EXPECT_EQ((*latest)->aa_high, 1.03);
+  EXPECT_EQ((*latest)->order, "interleaved");
+  // Each order has its own newest: a lockstep calibration does not replace the
+  // interleaved one (docs/statistics.md, "Calibration").
+  CalibrationRecord lockstep = first;
+  lockstep.order = "lockstep";
+  lockstep.sd_log_ratio = 0.01;
+  ASSERT_TRUE(store->RecordCalibration(lockstep).ok());
+  auto interleaved = store->LatestCalibration("k1", "interleaved");
+  ASSERT_TRUE(interleaved.ok() && interleaved->has_value());
+  EXPECT_EQ((*interleaved)->id, second.id);
+  auto by_order = store->LatestCalibration("k1", "lockstep");
+  ASSERT_TRUE(by_order.ok() && by_order->has_value());
+  EXPECT_EQ((*by_order)->id, lockstep.id);
+  EXPECT_EQ((*by_order)->order, "lockstep");
+  EXPECT_EQ((*store->LatestCalibration("k1"))->id, lockstep.id) << "any order: the newest";
   // A record the table's checks would refuse is refused before it reaches SQLite.
   CalibrationRecord bad = first;
   bad.pairs = 1;
