@@ -352,8 +352,25 @@ class SweepWatch {
 
 }  // namespace
 
-LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, const LocalRunFlags& flags) {
-  const std::string who = "bakeoff " + flags.command + ": ";
+// A lockstep sweep's groups run whole on one worker (docs/lockstep.md): unless the user
+// chose, slots as wide as its widest trial, and as many such workers as this machine's
+// CPUs hold (at least one).
+LocalRunFlags WithLockstepTopology(LocalRunFlags flags, const SweepPreview& preview) {
+  if (!preview.parsed.ok() || !preview.expanded || preview.parsed->order != spec::Order::kLockstep) return flags;
+  if (flags.slots_given) return flags;
+  int widest = 1;
+  for (const auto& v : preview.expanded->variants) widest = std::max(widest, v.world_size);
+  flags.slots = widest;
+  if (!flags.workers_given) {
+    flags.workers = std::max<int>(1, static_cast<int>(worker::AllowedCpus().size()) / widest);
+  }
+  return flags;  // the sweep's announcement line shows the workers and slots chosen
+}
+
+LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, const LocalRunFlags& given) {
+  const std::string who = "bakeoff " + given.command + ": ";
+  const SweepPreview preview = PreviewSweep(yaml, source);
+  const LocalRunFlags flags = WithLockstepTopology(given, preview);
   LocalRun result;
   // What stops the run before the sweep runs: one line on stderr, and the exit code.
   auto Refuse = [&who, &result](const std::string& message, int code) {
@@ -379,7 +396,6 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
   AnnounceThePage(node.http_port(), log_path, flags, who);
   Result<worker::CorePartition> host_cores = PartitionHostCores(flags, who);
   if (!host_cores.ok()) return Refuse(host_cores.status().message(), kExitUsage);
-  const SweepPreview preview = PreviewSweep(yaml, source);
   std::vector<worker::WorkerConfig> worker_configs;
   if (Status s = ConfigureWorkers(flags, node.worker_port(), credentials.worker_token, *host_cores,
                                   NeedsTrainer(preview), &worker_configs);
@@ -407,8 +423,14 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
 void AddLocalRunFlags(CLI::App* cmd, LocalRunFlags* flags) {
   // The program's path as invoked: the default trainer is the one next to it.
   cmd->preparse_callback([cmd, flags](std::size_t) { flags->argv0 = cmd->get_parent()->get_name(); });
-  cmd->add_option("--workers", flags->workers, "workers to start")->capture_default_str();
-  cmd->add_option("--slots", flags->slots, "CPU slots (ranks at once) per worker")->capture_default_str();
+  cmd->add_option("--workers", flags->workers,
+                  "workers to start (order: lockstep: this machine's CPUs / --slots, unless given)")
+      ->each([flags](const std::string&) { flags->workers_given = true; })
+      ->capture_default_str();
+  cmd->add_option("--slots", flags->slots,
+                  "CPU slots (ranks at once) per worker (order: lockstep: the widest trial's ranks, unless given)")
+      ->each([flags](const std::string&) { flags->slots_given = true; })
+      ->capture_default_str();
   cmd->add_option("--db", flags->db, "results database to create or extend")->capture_default_str();
   cmd->add_option("--trainer", flags->trainer, "trainer executable (default: bakeoff-trainer next to this binary)");
   cmd->add_option("--linger", flags->linger_s,

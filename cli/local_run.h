@@ -18,6 +18,10 @@ struct LocalRunFlags {
   std::string command = "local";  // for messages: "bakeoff <command>: ..."
   int workers = 2;
   int slots = 1;
+  // Whether --workers / --slots were given: a lockstep sweep otherwise gets slots as
+  // wide as its widest trial (docs/lockstep.md), so that each group fits one worker.
+  bool workers_given = false;
+  bool slots_given = false;
   std::string db = "results.db";
   std::string trainer;
   std::string work_dir;

@@ -52,12 +52,15 @@ class LockstepTest : public ::testing::Test {
   }
 
   // Runs `bakeoff local` on `sweep` with one worker of two slots; returns its exit code.
+  // `topology`: --workers/--slots (none: `bakeoff local` picks them for lockstep).
   int RunLocal(const std::string& sweep, const std::string& trainer, const std::vector<std::string>& env,
-               std::chrono::seconds limit = 180s) {
-    ProcessGuard local({kBin + "/bakeoff", "local", sweep, "--workers", "1", "--slots", "2", "--db", db(),
-                        "--trainer", trainer, "--work-dir", (dir_ / "work").string(), "--format", "json",
-                        "--output", (dir_ / "report.json").string()},
-                       env, (dir_ / "local.log").string());
+               std::chrono::seconds limit = 180s,
+               const std::vector<std::string>& topology = {"--workers", "1", "--slots", "2"}) {
+    std::vector<std::string> argv = {kBin + "/bakeoff", "local", sweep, "--db", db(), "--trainer", trainer,
+                                     "--work-dir", (dir_ / "work").string(), "--format", "json",
+                                     "--output", (dir_ / "report.json").string()};
+    argv.insert(argv.end(), topology.begin(), topology.end());
+    ProcessGuard local(argv, env, (dir_ / "local.log").string());
     auto code = local.WaitExit(limit);
     EXPECT_TRUE(code.has_value()) << "bakeoff local did not finish; see " << (dir_ / "local.log");
     return code.value_or(-1);
@@ -139,6 +142,19 @@ TEST_F(LockstepTest, TheSidesOfAGroupNeverComputeAtOnceAndTheirStepsCarryAlterna
 
   const std::string report = testing::ReadFile(dir_ / "report.json");
   EXPECT_NE(report.find("lockstep"), std::string::npos) << "the interval is from lockstep pairs";
+}
+
+TEST_F(LockstepTest, WithoutWorkersOrSlotsGivenLocalMakesSlotsAsWideAsTheTrialsSoGroupsStayWhole) {
+  const std::string sweep = WriteSweep("lockstep-topology", 3, "repeats: 2\n");
+  ASSERT_EQ(RunLocal(sweep, kBin + "/bakeoff-fake-trainer", {}, 180s, {}), 0) << testing::ReadFile(dir_ / "local.log");
+  EXPECT_NE(testing::ReadFile(dir_ / "local.log").find("x 2 slot(s)"), std::string::npos);
+  for (auto [first, second] : {std::pair<std::int64_t, std::int64_t>{1, 2}, {3, 4}}) {
+    const auto a = Turns(first);
+    const auto b = Turns(second);
+    ASSERT_EQ(a.size(), 3u);
+    ASSERT_EQ(b.size(), 3u);
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(std::abs(a[i] - b[i]), 1) << "step " << i;
+  }
 }
 
 TEST_F(LockstepTest, WhenOneSideFailsTheSurvivorFinishesAloneAndThePairIsUnpaired) {
