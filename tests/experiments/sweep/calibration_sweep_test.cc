@@ -1,6 +1,7 @@
 // The A/A sweep `bakeoff calibrate` runs, and the key that says which sweeps a stored
 // calibration applies to.
 #include "experiments/sweep/calibration_sweep.h"
+#include "experiments/sweep/executor_catalog.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -96,6 +97,28 @@ TEST(CalibrationSweepTest, TheKeyIsTheWorkloadBlockWhateverTheAxesAndTheSeed) {
   EXPECT_NE(CalibrationKey(MustParse("name: m\nworkload: {model: tiny, steps: 5}\n")), key);
   EXPECT_NE(CalibrationKey(MustParse("name: m\nworkload: {model: tiny, steps: 4}\nresources: {device: cuda}\n")),
             key);
+}
+
+TEST(CalibrationSweepTest, ALockstepCalibrationIsTheSameAAInLockstepUnderItsOwnNameAndKey) {
+  auto yaml = CalibrationSweepYaml(kSweep, "main.yaml", 4, nullptr, Order::kLockstep);
+  ASSERT_TRUE(yaml.ok()) << yaml.status().ToString();
+  const SweepSpec aa = MustParse(*yaml);
+  EXPECT_EQ(aa.order, Order::kLockstep);
+  EXPECT_EQ(aa.repeats, 4);
+  EXPECT_EQ(aa.name.substr(aa.name.size() - 9), "-lockstep");
+  EXPECT_EQ(CalibrationKey(aa), CalibrationKey(MustParse(kSweep))) << "one workload, two orders, one key";
+  // A template that does not take turns cannot be calibrated in lockstep: the sweep's
+  // own error says why.
+  auto catalog = ParseExecutorCatalog("templates:\n  t:\n    argv: [\"{python}\", \"x.py\"]\n", "c.yaml", "/opt");
+  ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+  auto refused = CalibrationSweepYaml("name: c\nworkload: {executor: command, command: {template: t}}\n", "c.yaml", 4,
+                                      &*catalog, Order::kLockstep);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("lockstep needs every side to take turns"), std::string::npos)
+      << refused.status().message();
+  EXPECT_TRUE(CalibrationSweepYaml("name: c\nworkload: {executor: command, command: {template: t}}\n", "c.yaml", 4,
+                                   &*catalog, Order::kInterleaved)
+                  .ok());
 }
 
 }  // namespace
