@@ -109,7 +109,8 @@ TEST(CalibrationSweepTest, ALockstepCalibrationIsTheSameAAInLockstepUnderItsOwnN
   EXPECT_EQ(CalibrationKey(aa), CalibrationKey(MustParse(kSweep))) << "one workload, two orders, one key";
   // A template that does not take turns cannot be calibrated in lockstep: the sweep's
   // own error says why.
-  auto catalog = ParseExecutorCatalog("templates:\n  t:\n    argv: [\"{python}\", \"x.py\"]\n", "c.yaml", "/opt");
+  auto catalog = ParseExecutorCatalog(
+      "templates:\n  t:\n    argv: [\"{python}\", \"x.py\"]\n    trainer_fields: [seed]\n", "c.yaml", "/opt");
   ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
   auto refused = CalibrationSweepYaml("name: c\nworkload: {executor: command, command: {template: t}}\n", "c.yaml", 4,
                                       &*catalog, Order::kLockstep);
