@@ -226,20 +226,40 @@ std::string ValueSpec::Describe() const {
 }
 
 bool ExecutorTemplate::AcceptsField(const std::string& field) const {
-  return fields.count(field) > 0 ||
+  return from_sweep || fields.count(field) > 0 || args.count(field) > 0 ||
          std::find(trainer_fields.begin(), trainer_fields.end(), field) != trainer_fields.end();
 }
 
 std::vector<std::string> ExecutorTemplate::FieldNames() const {
   std::set<std::string> names(trainer_fields.begin(), trainer_fields.end());
   for (const auto& [name, _] : fields) names.insert(name);
+  for (const auto& [name, _] : args) names.insert(name);
   return {names.begin(), names.end()};
 }
 
+std::set<std::string> ExecutorTemplate::PlaceholderFields() const {
+  std::set<std::string> names;
+  const auto& builtins = BuiltinPlaceholders();
+  auto add = [&](const std::string& text) {
+    for (auto& p : Placeholders(text)) {
+      if (std::find(builtins.begin(), builtins.end(), p) == builtins.end()) names.insert(std::move(p));
+    }
+  };
+  for (const auto& a : argv) add(a);
+  for (const auto& [_, value] : env_set) add(value);
+  return names;
+}
+
 Result<json> ExecutorTemplate::CheckField(const std::string& field, const json& value) const {
+  if (from_sweep) return value;
   if (auto it = fields.find(field); it != fields.end()) {
     auto checked = it->second.Check(value);
     if (!checked.ok()) return Status::InvalidArgument(checked.status().message() + " (template " + name + ")");
+    return checked;
+  }
+  if (auto it = args.find(field); it != args.end()) {
+    auto checked = it->second.Check(value);
+    if (!checked.ok()) return Status::InvalidArgument(checked.status().message() + " (template " + name + " arg)");
     return checked;
   }
   if (std::find(trainer_fields.begin(), trainer_fields.end(), field) != trainer_fields.end()) {
@@ -320,6 +340,12 @@ Result<ExecutorCatalog> ParseExecutorCatalog(const std::string& text, const std:
             problems.Add(t.first, path, "a template name is letters, digits, '.', '_', '-'");
             continue;
           }
+          if (tmpl.name == kSweepCommandName) {
+            problems.Add(t.first, path,
+                         std::string("reserved: ") + kSweepCommandName +
+                             " is what `bakeoff local` calls a sweep's own command; choose another name");
+            continue;
+          }
           if (!t.second.IsMap()) {
             problems.Add(t.second, path, "expected a mapping {argv, env, trainer_fields, fields, args}");
             continue;
@@ -334,6 +360,12 @@ Result<ExecutorCatalog> ParseExecutorCatalog(const std::string& text, const std:
                 problems.Add(v, path + ".turns", "expected true or false");
               } else {
                 tmpl.turns = v.Scalar() == "true";
+              }
+            } else if (k == "flags") {
+              if (!v.IsScalar() || (v.Scalar() != "true" && v.Scalar() != "false")) {
+                problems.Add(v, path + ".flags", "expected true or false");
+              } else {
+                tmpl.flags = v.Scalar() == "true";
               }
             } else if (k == "argv") {
               if (auto list = StringList(v, path + ".argv", problems)) {
@@ -388,7 +420,7 @@ Result<ExecutorCatalog> ParseExecutorCatalog(const std::string& text, const std:
               }
             } else {
               problems.Add(item.first, path + "." + k,
-                           "unknown key; expected description, argv, env, trainer_fields, fields, args");
+                           "unknown key; expected description, argv, env, turns, flags, trainer_fields, fields, args");
             }
           }
           if (tmpl.argv.empty()) {
@@ -399,9 +431,9 @@ Result<ExecutorCatalog> ParseExecutorCatalog(const std::string& text, const std:
           auto check = [&](const std::string& text, const std::string& where) {
             for (const auto& p : Placeholders(text)) {
               const auto& builtins = BuiltinPlaceholders();
-              if (std::find(builtins.begin(), builtins.end(), p) == builtins.end() && !tmpl.args.count(p)) {
+              if (std::find(builtins.begin(), builtins.end(), p) == builtins.end() && !tmpl.AcceptsField(p)) {
                 problems.Add(t.second, where, "placeholder {" + p + "} is neither built in (" + Join(builtins) +
-                                                  ") nor one of the template's args");
+                                                  ") nor one of the template's args, fields or trainer_fields");
               }
             }
           };
@@ -444,6 +476,33 @@ Result<ExecutorCatalog> LoadExecutorCatalog(const std::string& path) {
   return ParseExecutorCatalog(text, path, dir);
 }
 
+std::string FormatArgValue(const json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  return value.dump();  // true/false, numbers in shortest round-trip form, compact JSON
+}
+
+namespace {
+
+// The value a trial gives field `name` of `tmpl`: the trial's configuration, else the
+// template's default for it (its own spec, else the trainer's table), checked against
+// the template (a sweep's own command: any value). NotFound when there is none.
+Result<json> TrialFieldValue(const ExecutorTemplate& tmpl, const std::string& name, const json& fields) {
+  if (fields.is_object() && fields.contains(name) && !fields[name].is_null()) {
+    return tmpl.CheckField(name, fields[name]);
+  }
+  if (auto it = tmpl.fields.find(name); it != tmpl.fields.end() && !it->second.default_value.is_null()) {
+    return it->second.default_value;
+  }
+  if (std::find(tmpl.trainer_fields.begin(), tmpl.trainer_fields.end(), name) != tmpl.trainer_fields.end()) {
+    if (const TrainerField* field = FindTrainerField(name)) return NormalizeTrainerValue(*field, field->default_value);
+  }
+  return Status::NotFound("template " + tmpl.name + " needs the value of {" + name +
+                          "}, which the trial's configuration does not have; set it in the sweep's workload "
+                          "or parameters");
+}
+
+}  // namespace
+
 Result<std::string> RenderTemplateString(const std::string& text, const ExecutorTemplate& tmpl,
                                          const ArgvContext& context, const json& args) {
   std::string out;
@@ -474,11 +533,18 @@ Result<std::string> RenderTemplateString(const std::string& text, const Executor
       }
       value = context.data_root;
     } else if (auto spec = tmpl.args.find(name); spec != tmpl.args.end()) {
-      json given = args.is_object() && args.contains(name) ? args[name] : spec->second.default_value;
+      // An axis (or workload field) of the arg's name wins over command.args.
+      json given = context.fields.is_object() && context.fields.contains(name) ? context.fields[name]
+                   : args.is_object() && args.contains(name)                  ? args[name]
+                                                                              : spec->second.default_value;
       if (given.is_null()) return Status::InvalidArgument("template " + tmpl.name + ": args." + name + " is required");
       auto checked = spec->second.Check(given);
       if (!checked.ok()) return Status::InvalidArgument("args." + name + ": " + checked.status().message());
-      value = checked->is_string() ? checked->get<std::string>() : checked->dump();
+      value = FormatArgValue(*checked);
+    } else if (tmpl.from_sweep || tmpl.AcceptsField(name)) {
+      auto field = TrialFieldValue(tmpl, name, context.fields);
+      if (!field.ok()) return Status::InvalidArgument(name + ": " + field.status().message());
+      value = FormatArgValue(*field);
     } else {
       return Status::InvalidArgument("template " + tmpl.name + ": unknown placeholder {" + name + "}");
     }
@@ -505,6 +571,21 @@ Result<std::vector<std::string>> RenderArgv(const ExecutorTemplate& tmpl, const 
     auto rendered = RenderTemplateString(a, tmpl, context, args);
     if (!rendered.ok()) return rendered.status();
     argv.push_back(std::move(*rendered));
+  }
+  if (!tmpl.flags) return argv;
+  // W&B's ${args}: each parameter no placeholder took, as --name=value (one element, so
+  // a value can never become an option of its own).
+  const std::set<std::string> taken = tmpl.PlaceholderFields();
+  for (const auto& name : context.flag_fields) {
+    if (taken.count(name) || !context.fields.is_object() || !context.fields.contains(name)) continue;
+    if (!tmpl.AcceptsField(name)) {
+      return Status::InvalidArgument("parameter " + name + " is not a field of template " + tmpl.name +
+                                     " (its fields: " + Join(tmpl.FieldNames()) + ")");
+    }
+    auto value = tmpl.CheckField(name, context.fields[name]);
+    if (!value.ok()) return Status::InvalidArgument("parameter " + name + ": " + value.status().message());
+    if (argv.size() >= kMaxArgv + 1024) return Status::ResourceExhausted("too many flags for template " + tmpl.name);
+    argv.push_back("--" + name + "=" + FormatArgValue(*value));
   }
   return argv;
 }

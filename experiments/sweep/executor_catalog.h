@@ -7,8 +7,18 @@
 //     checked against the trainer's one table (experiments/trainer/trainer_fields.h);
 //   - `fields`: its own fields, or a trainer field's name with other choices (e.g.
 //     compile_mode's torch.compile modes), each {choices | type, min, max, default};
-//   - `args`: values a sweep's `command.args` may put into the argument vector, typed
-//     the same way; strings are names (letters, digits, '.', '_', '-'), never paths.
+//   - `args`: values a sweep's `command.args` (or an axis of the same name) may put into
+//     the argument vector, typed the same way; strings are names (letters, digits, '.',
+//     '_', '-'), never paths.
+// How a trial's values reach the program (docs/sweep.md, "How values reach your
+// script"): always in the JSON configuration ({config}, BAKEOFF_CONFIG); a `{field}`
+// placeholder in argv or env.set puts one field's value there; and with `flags: true`
+// each parameter of the sweep that no placeholder takes is appended as `--name=value`
+// (W&B's ${args}).
+// A sweep on its operator's own machine (`bakeoff local`) may instead give its own
+// command (`command: {argv: [...]}`): it becomes a template named kSweepCommandName in
+// that run's workers' catalogs only. A coordinator refuses such a sweep, and no catalog
+// file may define that name, so `bakeoff worker` never runs a program a sweep named.
 // The worker renders the argument vector (RenderArgv) and the spec checks a sweep's
 // fields (CheckField) from the same file, so `bakeoff validate`, the coordinator and
 // the worker agree.
@@ -56,6 +66,12 @@ struct ExecutorTemplate {
   // `turns: true`: its script reports through bakeoff_report's run.step() (or takes
   // turns itself), so it may run in `order: lockstep` sweeps (docs/lockstep.md).
   bool turns = false;
+  // `flags: true`: each parameter of a sweep that no placeholder takes is appended to
+  // argv as `--name=value` (RenderArgv). The shipped templates read their config file.
+  bool flags = false;
+  // Built from a sweep's own command (`bakeoff local`): its fields are free-form (any
+  // name, any value), where a catalog template's are checked against its specs.
+  bool from_sweep = false;
   std::string location;  // file:line of the template, for messages
 
   // Whether the trial configuration may carry `field`, and its value checked: the
@@ -64,7 +80,15 @@ struct ExecutorTemplate {
   Result<nlohmann::json> CheckField(const std::string& field, const nlohmann::json& value) const;
   bool AcceptsField(const std::string& field) const;
   std::vector<std::string> FieldNames() const;  // sorted
+  // The names its argv and env.set values use as placeholders, built-ins excluded: a
+  // parameter taken by one of them is not also passed as a flag.
+  std::set<std::string> PlaceholderFields() const;
 };
+
+// The name of the template a sweep's own command becomes (`command: {argv: [...]}`),
+// which workers offer by it like any other: reserved, so a catalog file may not define it
+// and a sweep's `template:` may not name it.
+inline constexpr const char* kSweepCommandName = "sweep-command";
 
 // The values of the built-in placeholders a worker fills for one rank.
 struct ArgvContext {
@@ -75,7 +99,18 @@ struct ArgvContext {
   std::string output_dir;  // {output_dir}
   std::string data_root;   // {data_root} ("" when the worker has none)
   std::string cache;       // {cache}: the worker's cache directory
+  // The trial's configuration: a `{field}` placeholder takes its value from here (else
+  // the field's default), and flags are written from it.
+  nlohmann::json fields = nlohmann::json::object();
+  // The sweep's parameters in the order written (the configuration's
+  // "command_parameters"): each one no placeholder takes becomes `--name=value` when the
+  // template has `flags: true`.
+  std::vector<std::string> flag_fields;
 };
+
+// How a value is written into argv or the environment: strings as they are, booleans
+// true/false, numbers in JSON's shortest form, lists and mappings as compact JSON.
+std::string FormatArgValue(const nlohmann::json& value);
 
 // Names of the built-in placeholders, for documentation and checks.
 const std::vector<std::string>& BuiltinPlaceholders();
@@ -88,6 +123,11 @@ struct ExecutorCatalog {
   // Templates known by name only (a coordinator hears them from registered workers):
   // a sweep may name them; their fields are not checked here but by the worker's script.
   std::set<std::string> names_only;
+  // Whether a sweep may give its own command (`command: {argv: [...]}`): kCheck parses
+  // and checks it (bakeoff validate), kRun is the operator's own run (bakeoff local's
+  // coordinator and workers), kRefuse is a coordinator's (allowlisted templates only).
+  enum class OwnCommands { kCheck, kRun, kRefuse };
+  OwnCommands own_commands = OwnCommands::kCheck;
 
   const ExecutorTemplate* Find(const std::string& name) const;
   // Whether a sweep may name `name`: a template here, or a name-only one.
@@ -107,9 +147,12 @@ Result<ExecutorCatalog> LoadExecutorCatalog(const std::string& path);
 Result<ExecutorCatalog> ParseExecutorCatalog(const std::string& text, const std::string& source_name,
                                              const std::string& dir);
 
-// The argument vector of `tmpl` for one rank: placeholders replaced by `context` and by
-// `args` (a sweep's command.args, checked against tmpl.args, defaults filled in). Every
-// placeholder must resolve; an unset data_root used by the template is an error.
+// The argument vector of `tmpl` for one rank: placeholders replaced by `context`, by
+// `args` (a sweep's command.args, or an axis of an arg's name in context.fields, checked
+// against tmpl.args, defaults filled in) and by the trial's fields (checked against the
+// template's specs), then with `flags: true` one `--name=value` per context.flag_fields
+// entry that no placeholder takes. Every placeholder must resolve; an unset data_root
+// used by the template is an error.
 Result<std::vector<std::string>> RenderArgv(const ExecutorTemplate& tmpl, const ArgvContext& context,
                                             const nlohmann::json& args);
 

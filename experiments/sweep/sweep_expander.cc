@@ -274,6 +274,14 @@ class Expander {
       // What the worker runs: an allowlisted template it looks up in its own catalog.
       own["command_template"] = executor;
       own["command_args"] = spec_.workload.command_args;
+      // The parameters, for the worker to pass as --name=value where the template does.
+      json parameters = json::array();
+      if (spec_.workload.command_flags) {
+        for (const auto& axis : spec_.parameters) {
+          if (axis.name != kExecutorAxis) parameters.push_back(axis.name);
+        }
+      }
+      own["command_parameters"] = std::move(parameters);
     }
     const json* ws = own.contains("world_size") ? &own["world_size"]
                      : workload_->contains("world_size") ? &workload_->at("world_size")

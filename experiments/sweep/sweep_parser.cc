@@ -33,7 +33,7 @@ const std::vector<std::string> kTopLevelFields = {
     "exclude", "baseline", "repeats", "order",   "resources", "limits"};
 const std::vector<std::string> kLoraFields = {"alpha", "dropout", "targets", "rank"};
 const std::vector<std::string> kAxisFields = {"values", "value", "distribution", "min", "max"};
-const std::vector<std::string> kCommandFields = {"template", "args"};
+const std::vector<std::string> kCommandFields = {"template", "args", "argv", "env", "turns", "flags"};
 const std::vector<std::string> kResourceFields = {"device", "gpu_type"};
 const std::vector<std::string> kLimitFields = {"trial_timeout", "max_attempts", "turn_timeout"};
 const std::vector<std::string> kAdaptiveFields = {"min", "max", "until"};
@@ -631,6 +631,8 @@ class SweepParser {
           "add e.g. baseline: {" +
           spec_.parameters.front().name + ": ...}");
     }
+    CheckOwnCommandPlaceholders();
+    FillDefaults();
     if (const Entry* e = find("order")) CheckLockstepTakesTurns(e->value);
     AddWarnings();
   }
@@ -807,6 +809,7 @@ class SweepParser {
       if (forced_executor_ || entry.key != "command" || IsLora() || !entry.value.IsMap()) continue;
       const YAML::Node t = entry.value["template"];
       if (t && t.IsScalar()) spec_.workload.command_template = t.Scalar();
+      if (entry.value["argv"] && !t) spec_.workload.command_template = kSweepCommandName;
     }
     json& defaults = spec_.workload.defaults;
     bool saw_command = false;
@@ -851,13 +854,30 @@ class SweepParser {
     if (!IsLora() && !saw_command && !forced_executor_) {
       Add(node, "workload.command",
           "missing; executor: command needs command: {template: NAME, args: {...}} naming a "
-          "template allowlisted in the worker's configuration");
+          "template allowlisted in the worker's configuration, or, with `bakeoff local` on your own "
+          "machine, command: {argv: [python3, train.py]} (docs/your-script.md)");
     }
   }
 
   void ParseCommand(const YAML::Node& node) {
-    auto entries = Entries(node, "workload.command", "a mapping {template: NAME, args: {...}}");
+    auto entries = Entries(node, "workload.command",
+                           "a mapping {template: NAME, args: {...}} or, with bakeoff local, {argv: [...]}");
     if (!entries) return;
+    const Entry* template_entry = nullptr;
+    const Entry* argv_entry = nullptr;
+    for (const auto& entry : *entries) {
+      if (entry.key == "template") template_entry = &entry;
+      if (entry.key == "argv") argv_entry = &entry;
+    }
+    if (template_entry != nullptr && argv_entry != nullptr) {
+      Add(argv_entry->key_node, "workload.command.argv",
+          "give either template (an allowlisted command) or argv (your own command), not both");
+      return;
+    }
+    if (argv_entry != nullptr) {
+      ParseOwnCommand(*entries);
+      return;
+    }
     bool saw_template = false;
     for (const auto& entry : *entries) {
       std::string path = JoinPath("workload.command", entry.key);
@@ -867,9 +887,17 @@ class SweepParser {
           if (!IsTemplateName(*t)) {
             Add(entry.value, path, "expected a template name of letters, digits, '.', '_', '-'");
             spec_.workload.command_template.clear();
+          } else if (*t == kSweepCommandName) {
+            Add(entry.value, path,
+                std::string(kSweepCommandName) + " is reserved; give your own command as command: {argv: [...]}");
+            spec_.workload.command_template.clear();
           } else if (executors_ != nullptr && !executors_->Knows(*t)) {
             Add(entry.value, path, "\"" + *t + "\" is not an allowlisted command template; allowed: " +
-                                       executors_->NameList() + " (" + executors_->source + ")");
+                                       executors_->NameList() + " (" + executors_->source + ")" +
+                                       (executors_->own_commands == ExecutorCatalog::OwnCommands::kRefuse
+                                            ? std::string()
+                                            : "; to run your own script with bakeoff local, write command: "
+                                              "{argv: [python3, train.py]} instead"));
             spec_.workload.command_template.clear();
           } else {
             spec_.workload.command_template = *t;
@@ -896,11 +924,144 @@ class SweepParser {
           }
           spec_.workload.command_args = std::move(*args);
         }
+      } else if (entry.key == "flags") {
+        if (auto f = ReadChoice(entry.value, path, {"true", "false"})) spec_.workload.command_flags = *f == "true";
+      } else if (entry.key == "env" || entry.key == "turns") {
+        Add(entry.key_node, path,
+            "applies to your own command (command: {argv: [...]}) only; an allowlisted template's " +
+                std::string(entry.key == "env" ? "environment (env.set, where {field} placeholders map a field to a "
+                                                 "variable)"
+                                               : "`turns: true`") +
+                " is its operator's, in the executors file (docs/executors.md)");
       } else {
         Unknown(entry, "workload.command", kCommandFields);
       }
     }
-    if (!saw_template) Add(node, "workload.command.template", "missing; name an allowlisted template");
+    if (!saw_template) {
+      Add(node, "workload.command.template",
+          "missing; name an allowlisted template, or give your own command as argv (bakeoff local only)");
+    }
+  }
+
+  // `command: {argv: [...], env: {NAME: value}, turns: bool, flags: bool}`: the sweep's
+  // own command. Only the operator's own run (`bakeoff local`) runs it; a coordinator
+  // refuses it here, with what to do instead.
+  void ParseOwnCommand(const std::vector<Entry>& entries) {
+    if (executors_ != nullptr && executors_->own_commands == ExecutorCatalog::OwnCommands::kRefuse) {
+      const Entry& argv = *std::find_if(entries.begin(), entries.end(), [](const Entry& e) { return e.key == "argv"; });
+      Add(argv.key_node, "workload.command.argv",
+          "a coordinator runs only the command templates its workers' operators allowlisted (" +
+              executors_->NameList() +
+              "), never a command written in a sweep; run this sweep with `bakeoff local` on your own "
+              "machine, or ask the operator to add the command to the executors file and name it with "
+              "command: {template: NAME} (docs/executors.md)");
+      return;
+    }
+    ExecutorTemplate own;
+    own.name = kSweepCommandName;
+    own.description = "the sweep's own command";
+    own.from_sweep = true;
+    own.flags = true;
+    own.location = source_;
+    for (const auto& entry : entries) {
+      std::string path = JoinPath("workload.command", entry.key);
+      if (entry.key == "argv") {
+        own.location = Location(entry.key_node).ToString();
+        if (!entry.value.IsSequence() || entry.value.size() == 0 || entry.value.size() > kMaxArgv) {
+          Add(entry.value, path,
+              "expected a list of 1 to " + std::to_string(kMaxArgv) +
+                  " strings, the program first (e.g. [python3, train.py]), got " + Describe(entry.value));
+          continue;
+        }
+        size_t i = 0;
+        for (const auto& item : entry.value) {
+          std::string item_path = IndexPath(path, i++);
+          if (!item.IsScalar() || (i == 1 && item.Scalar().empty())) {
+            Add(item, item_path, "expected a string, got " + Describe(item));
+            continue;
+          }
+          own.argv.push_back(item.Scalar());
+          own_command_nodes_.emplace_back(item, item_path);
+        }
+      } else if (entry.key == "env") {
+        auto env = Entries(entry.value, path, "a mapping of environment variable names to values");
+        if (!env) continue;
+        static const std::regex kEnvName("[A-Za-z_][A-Za-z0-9_]*");
+        for (const auto& e : *env) {
+          std::string e_path = JoinPath(path, e.key);
+          if (!std::regex_match(e.key, kEnvName)) {
+            Add(e.key_node, e_path, "expected an environment variable name (letters, digits and '_')");
+          } else if (!e.value.IsScalar()) {
+            Add(e.value, e_path, "expected a string such as \"{compile}\", got " + Describe(e.value));
+          } else {
+            own.env_set[e.key] = e.value.Scalar();
+            own_command_nodes_.emplace_back(e.value, e_path);
+          }
+        }
+      } else if (entry.key == "turns") {
+        if (auto t = ReadChoice(entry.value, path, {"true", "false"})) own.turns = *t == "true";
+      } else if (entry.key == "flags") {
+        if (auto f = ReadChoice(entry.value, path, {"true", "false"})) spec_.workload.command_flags = *f == "true";
+      } else if (entry.key == "args") {
+        Add(entry.key_node, path, "args fill a template's placeholders; in your own argv, write {field} instead");
+      } else {
+        Unknown(entry, "workload.command", kCommandFields);
+      }
+    }
+    spec_.workload.command_template = kSweepCommandName;
+    spec_.workload.own_command = std::move(own);
+  }
+
+  // Each {name} in the own command's argv and env is a built-in placeholder, a parameter
+  // axis or a workload field: checked once the parameters are read.
+  void CheckOwnCommandPlaceholders() {
+    if (!spec_.workload.own_command) return;
+    const auto& builtins = BuiltinPlaceholders();
+    static const std::regex kPlaceholder("\\{([^{}]*)\\}");
+    for (const auto& [node, path] : own_command_nodes_) {
+      const std::string text = node.Scalar();
+      for (auto it = std::sregex_iterator(text.begin(), text.end(), kPlaceholder); it != std::sregex_iterator(); ++it) {
+        const std::string name = (*it)[1];
+        if (std::find(builtins.begin(), builtins.end(), name) != builtins.end()) continue;
+        if (spec_.FindAxis(name) != nullptr || spec_.workload.defaults.contains(name) || failed_axes_.count(name)) {
+          continue;
+        }
+        std::vector<std::string> names(builtins.begin(), builtins.end());
+        for (const auto& a : spec_.parameters) names.push_back(a.name);
+        for (const auto& [k, _] : spec_.workload.defaults.items()) names.push_back(k);
+        std::string hint = ClosestName(name, names);
+        Add(node, path,
+            "placeholder {" + name + "} is neither built in (" + JoinNames(builtins) +
+                ") nor a parameter or workload field of this sweep" + (hint.empty() ? "" : "; did you mean " + hint + "?"));
+      }
+    }
+  }
+
+  // The configuration a command's script reads (run.config) holds every field it may
+  // ask for, not only those the sweep wrote: a catalog template's own defaults and its
+  // trainer fields' defaults, and for the sweep's own command the loop's steps and
+  // warmup_steps. Not with an executor axis: its variants share the workload.
+  void FillDefaults() {
+    if (IsLora() || !executor_axis_.empty()) return;
+    json& defaults = spec_.workload.defaults;
+    auto fill = [&](const std::string& name, const json& value) {
+      if (value.is_null() || defaults.contains(name) || spec_.FindAxis(name) != nullptr) return;
+      defaults[name] = value;
+    };
+    auto trainer_default = [](const std::string& name) -> json {
+      const TrainerField* field = FindTrainerField(name);
+      if (field == nullptr) return nullptr;
+      auto v = NormalizeTrainerValue(*field, field->default_value);
+      return v.ok() ? *v : json(nullptr);
+    };
+    if (const ExecutorTemplate* tmpl = Template()) {
+      for (const auto& [name, value_spec] : tmpl->fields) fill(name, value_spec.default_value);
+      for (const auto& name : tmpl->trainer_fields) {
+        if (!tmpl->fields.count(name)) fill(name, trainer_default(name));
+      }
+    } else if (spec_.workload.own_command) {
+      for (const char* name : {"steps", "warmup_steps"}) fill(name, trainer_default(name));
+    }
   }
 
   // `parameters: {executor: {values: [lora, torch-reference, ...]}}`: one sweep compares
@@ -934,8 +1095,8 @@ class SweepParser {
         auto name = ReadString(items[i], item_path, "lora (the native trainer) or a command template's name");
         if (!name) {
           ok = false;
-        } else if (*name == "command") {
-          Add(items[i], item_path, "name the command template itself (e.g. torch-reference), not \"command\"");
+        } else if (*name == "command" || *name == kSweepCommandName) {
+          Add(items[i], item_path, "name the command template itself (e.g. torch-reference), not \"" + *name + "\"");
           ok = false;
         } else if (*name != "lora" && (!IsTemplateName(*name) ||
                                        (executors_ != nullptr && !executors_->Knows(*name)))) {
@@ -1234,6 +1395,14 @@ class SweepParser {
   // template known by name only is checked at run time (docs/lockstep.md).
   void CheckLockstepTakesTurns(const YAML::Node& order) {
     if (spec_.order != Order::kLockstep) return;
+    if (const auto& own = spec_.workload.own_command; own && !IsLora()) {
+      if (own->turns) return;
+      Add(order, "order",
+          "lockstep needs every side to take turns, but the sweep's own command does not say it does: add "
+          "turns: true to workload.command once your script reports its steps through bakeoff_report's "
+          "run.step() (the Hugging Face callback does), or use order: interleaved");
+      return;
+    }
     const ExecutorTemplate* t = Template();
     if (t == nullptr || t->turns) return;
     Add(order, "order",
@@ -1295,6 +1464,8 @@ class SweepParser {
   std::vector<std::string> executor_axis_;        // the `executor` axis' values, if any
   bool executor_axis_fixed_ = false;              // written as {value: x}
   std::set<std::string> failed_axes_;             // axes of parameters whose definition failed
+  // The own command's argv items and env values, for CheckOwnCommandPlaceholders.
+  std::vector<std::pair<YAML::Node, std::string>> own_command_nodes_;
   std::vector<std::pair<std::pair<int, int>, std::string>> errors_;  // (line, column), text
   bool gave_up_ = false;
   size_t nodes_seen_ = 0;

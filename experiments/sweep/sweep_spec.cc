@@ -76,7 +76,13 @@ json ToJson(const SweepSpec& spec) {
   if (!spec.ComparesExecutors()) workload["executor"] = ExecutorName(spec.workload.executor);
   if (!spec.ComparesExecutors() && spec.workload.executor == Executor::kCommand) {
     workload["command"] = {{"template", spec.workload.command_template},
-                           {"args", spec.workload.command_args}};
+                           {"args", spec.workload.command_args},
+                           {"flags", spec.workload.command_flags}};
+    if (const auto& own = spec.workload.own_command) {
+      workload["command"]["argv"] = own->argv;
+      workload["command"]["env"] = own->env_set;
+      workload["command"]["turns"] = own->turns;
+    }
   }
   json parameters = json::array();
   for (const auto& axis : spec.parameters) {
@@ -187,6 +193,17 @@ Result<SweepSpec> SweepSpecFromJson(const json& stored) {
     if (const json* command = r.Find(*workload, "command", "workload")) {
       r.Read(*command, "template", "workload.command", &spec.workload.command_template);
       r.Read(*command, "args", "workload.command", &spec.workload.command_args);
+      r.Read(*command, "flags", "workload.command", &spec.workload.command_flags);
+      if (command->contains("argv")) {
+        ExecutorTemplate own;
+        own.name = kSweepCommandName;
+        own.from_sweep = true;
+        own.flags = true;
+        r.Read(*command, "argv", "workload.command", &own.argv);
+        r.Read(*command, "env", "workload.command", &own.env_set);
+        r.Read(*command, "turns", "workload.command", &own.turns);
+        spec.workload.own_command = std::move(own);
+      }
     }
   }
   r.ReadEnum(stored, "method", "spec", {Method::kGrid, Method::kRandom}, MethodName, &spec.method);

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "experiments/sweep/executor_catalog.h"
 #include "protocol/status.h"
 
 namespace bakeoff::spec {
@@ -75,9 +76,19 @@ struct Workload {
   // `lora: {alpha, dropout, targets, rank}` flattened to lora_alpha, ... Axis values
   // are merged over it per variant. Never contains "device" (from resources).
   nlohmann::json defaults = nlohmann::json::object();
-  // executor: command only: the allowlisted template's name and its arguments.
+  // executor: command only: the allowlisted template's name and its arguments; with
+  // the sweep's own command, kSweepCommandName.
   std::string command_template;
   nlohmann::json command_args = nlohmann::json::object();
+  // `command: {argv: [...], env: {...}, turns: bool}`: the sweep's own command, run only
+  // by `bakeoff local` (its operator); a template built from the sweep (from_sweep, flags
+  // true). Its argv and env values may use built-in placeholders and the sweep's fields.
+  std::optional<ExecutorTemplate> own_command;
+  // `command.flags` (default true): each parameter reaches the command as
+  // `--name=value` too, where the template passes flags (a sweep's own command does; a
+  // catalog template when it says `flags: true`). false: only the configuration file
+  // and placeholders carry them.
+  bool command_flags = true;
 };
 
 struct Resources {

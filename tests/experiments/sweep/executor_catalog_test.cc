@@ -274,3 +274,213 @@ TEST(ExecutorCatalogTest, AnExecutorAxisChecksEveryFieldForEveryExecutorAndSaysW
 
 }  // namespace
 }  // namespace bakeoff::spec
+
+namespace bakeoff::spec {
+namespace {
+
+// Issue 47: how a trial's values reach a command.
+const char* kFlaggedCatalog =
+    "python: /usr/bin/python3\n"
+    "templates:\n"
+    "  flagged:\n"
+    "    argv: [\"{python}\", \"{dir}/train.py\", \"--mode\", \"{compile_mode}\"]\n"
+    "    flags: true\n"
+    "    env:\n"
+    "      set: {TORCH_COMPILE: \"{compile}\", DEPTH: \"{depth}\"}\n"
+    "    trainer_fields: [steps, warmup_steps, micro_batch, lr]\n"
+    "    fields:\n"
+    "      compile_mode: {choices: [eager, default], default: eager}\n"
+    "      compile: {type: bool, default: false}\n"
+    "      depth: {type: int, min: 1, max: 8}\n"
+    "    args:\n"
+    "      tag: {type: name, default: plain}\n";
+
+ExecutorCatalog Flagged() {
+  auto catalog = ParseExecutorCatalog(kFlaggedCatalog, "flagged.yaml", "/opt/f");
+  EXPECT_TRUE(catalog.ok()) << catalog.status().ToString();
+  return catalog.ok() ? *catalog : ExecutorCatalog{};
+}
+
+TEST(ExecutorCatalogTest, AFieldPlaceholderTakesTheTrialsValueOrTheFieldsDefault) {
+  ExecutorCatalog catalog = Flagged();
+  const ExecutorTemplate& t = *catalog.Find("flagged");
+  EXPECT_TRUE(t.flags);
+  ArgvContext context;
+  context.python = catalog.python;
+  context.dir = catalog.dir;
+  context.fields = json{{"compile_mode", "default"}, {"compile", true}, {"depth", 2}};
+  auto argv = RenderArgv(t, context, json::object());
+  ASSERT_TRUE(argv.ok()) << argv.status().ToString();
+  EXPECT_EQ(*argv, (std::vector<std::string>{"/usr/bin/python3", "/opt/f/train.py", "--mode", "default"}));
+  auto env = RenderTemplateString(t.env_set.at("TORCH_COMPILE"), t, context, json::object());
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(*env, "true");
+  context.fields = json::object();
+  auto defaulted = RenderArgv(t, context, json::object());
+  ASSERT_TRUE(defaulted.ok());
+  EXPECT_EQ(defaulted->back(), "eager");
+  // A field with no value and no default cannot be rendered: the error names it.
+  auto missing = RenderTemplateString(t.env_set.at("DEPTH"), t, context, json::object());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("depth"), std::string::npos) << missing.status().message();
+  // A value the template's spec refuses never reaches the process.
+  context.fields = json{{"compile_mode", "--evil"}};
+  EXPECT_FALSE(RenderArgv(t, context, json::object()).ok());
+}
+
+TEST(ExecutorCatalogTest, WithFlagsEachParameterNoPlaceholderTakesIsAppendedAsNameEqualsValue) {
+  ExecutorCatalog catalog = Flagged();
+  ExecutorTemplate t = *catalog.Find("flagged");
+  ArgvContext context;
+  context.python = catalog.python;
+  context.dir = catalog.dir;
+  context.fields = json{{"compile_mode", "default"}, {"lr", 0.001}, {"micro_batch", 4}, {"compile", false}};
+  context.flag_fields = {"compile_mode", "lr", "micro_batch", "compile"};
+  auto argv = RenderArgv(t, context, json::object());
+  ASSERT_TRUE(argv.ok()) << argv.status().ToString();
+  // compile_mode (argv) and compile (env) are taken by placeholders: no flag for them.
+  EXPECT_EQ(*argv, (std::vector<std::string>{"/usr/bin/python3", "/opt/f/train.py", "--mode", "default",
+                                             "--lr=0.001", "--micro_batch=4"}));
+  // Without flags: true the parameters reach the script through its config only.
+  t.flags = false;
+  auto plain = RenderArgv(t, context, json::object());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->size(), 4u);
+  // A parameter the template does not take is refused rather than passed on.
+  t.flags = true;
+  context.fields["sneaky"] = "x";
+  context.flag_fields.push_back("sneaky");
+  EXPECT_FALSE(RenderArgv(t, context, json::object()).ok());
+}
+
+TEST(ExecutorCatalogTest, AnAxisOverATemplateArgFillsItsPlaceholder) {
+  ExecutorCatalog catalog = Demo();
+  auto spec = ParseSweepText(Sweep("  executor: command\n  command: {template: demo}\n  model: tiny\n",
+                                   "  extra: {values: [2, 5]}\n", "{extra: 2}"),
+                             "s.yaml", {}, &catalog);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto expanded = Expand(*spec);
+  ASSERT_TRUE(expanded.ok());
+  ArgvContext context;
+  context.fields = expanded->variants[1].config.Merged();
+  auto argv = RenderArgv(*catalog.Find("demo"), context, spec->workload.command_args);
+  ASSERT_TRUE(argv.ok()) << argv.status().ToString();
+  EXPECT_EQ(argv->back(), "--steps=5");
+}
+
+TEST(ExecutorCatalogTest, ACommandSweepsConfigurationHoldsTheTemplatesDefaults) {
+  ExecutorCatalog catalog = Demo();
+  auto spec = ParseSweepText(Sweep("  executor: command\n  command: {template: demo}\n",
+                                   "  micro_batch: {values: [1, 2]}\n", "{micro_batch: 1}"),
+                             "s.yaml", {}, &catalog);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const json& defaults = spec->workload.defaults;
+  EXPECT_EQ(defaults.value("compile_mode", ""), "eager");  // the template's own default
+  EXPECT_EQ(defaults.value("model", ""), "tiny");          // a trainer field's default
+  EXPECT_FALSE(defaults.contains("micro_batch")) << "an axis is the variant's, not a default";
+  auto expanded = Expand(*spec);
+  ASSERT_TRUE(expanded.ok());
+  const json config = expanded->variants[0].config.Merged();
+  EXPECT_EQ(config["command_parameters"], json::array({"micro_batch"}));
+  // command.flags: false: no parameter is passed as a flag.
+  auto quiet = ParseSweepText(Sweep("  executor: command\n  command: {template: demo, flags: false}\n",
+                                    "  micro_batch: {values: [1, 2]}\n", "{micro_batch: 1}"),
+                              "s.yaml", {}, &catalog);
+  ASSERT_TRUE(quiet.ok()) << quiet.status().ToString();
+  EXPECT_EQ(Expand(*quiet)->variants[0].config["command_parameters"], json::array());
+}
+
+TEST(ExecutorCatalogTest, NoCatalogFileMayDefineTheSweepCommandName) {
+  auto bad = ParseExecutorCatalog(
+      "templates:\n  sweep-command:\n    argv: [/bin/true]\n", "x.yaml", "/x");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("reserved"), std::string::npos) << bad.status().message();
+  ExecutorCatalog catalog = Demo();
+  EXPECT_FALSE(ParseSweepText(Sweep("  executor: command\n  command: {template: sweep-command}\n", ""), "s.yaml", {},
+                              &catalog)
+                   .ok());
+}
+
+const char* kOwnCommandSweep =
+    "name: mine\n"
+    "workload:\n"
+    "  executor: command\n"
+    "  command:\n"
+    "    argv: [python3, train.py, \"--seed={seed}\"]\n"
+    "    env: {TORCH_COMPILE: \"{compile}\", CACHE: \"{cache}/x\"}\n"
+    "  seed: 7\n"
+    "parameters:\n"
+    "  compile: {values: [0, 1]}\n"
+    "  lr: {values: [0.1]}\n"
+    "baseline: {compile: 0}\n";
+
+TEST(ExecutorCatalogTest, ASweepsOwnCommandParsesIntoATemplateOfItsOwn) {
+  ExecutorCatalog catalog = Demo();  // kCheck, as bakeoff validate
+  auto spec = ParseSweepText(kOwnCommandSweep, "s.yaml", {}, &catalog);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_TRUE(spec->workload.own_command.has_value());
+  const ExecutorTemplate& own = *spec->workload.own_command;
+  EXPECT_EQ(own.name, kSweepCommandName);
+  EXPECT_TRUE(own.from_sweep);
+  EXPECT_TRUE(own.flags);
+  EXPECT_FALSE(own.turns);
+  EXPECT_EQ(spec->workload.command_template, kSweepCommandName);
+  // steps and warmup_steps are in the configuration even though the sweep omits them.
+  EXPECT_TRUE(spec->workload.defaults.contains("warmup_steps"));
+  EXPECT_TRUE(spec->workload.defaults.contains("steps"));
+  auto expanded = Expand(*spec);
+  ASSERT_TRUE(expanded.ok());
+  const Variant& v = expanded->variants[1];
+  EXPECT_EQ(v.config["command_template"], kSweepCommandName);
+  ArgvContext context;
+  context.cache = "/c";
+  context.fields = v.config.Merged();
+  context.flag_fields = {"compile", "lr"};
+  auto argv = RenderArgv(own, context, json::object());
+  ASSERT_TRUE(argv.ok()) << argv.status().ToString();
+  EXPECT_EQ(*argv, (std::vector<std::string>{"python3", "train.py", "--seed=7", "--lr=0.1"}));
+  auto env = RenderTemplateString(own.env_set.at("TORCH_COMPILE"), own, context, json::object());
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(*env, "1");
+  // Stored and read back with the spec.
+  auto stored = SweepSpecFromJson(ToJson(*spec));
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  ASSERT_TRUE(stored->workload.own_command.has_value());
+  EXPECT_EQ(stored->workload.own_command->argv, own.argv);
+  EXPECT_EQ(stored->workload.own_command->env_set, own.env_set);
+}
+
+TEST(ExecutorCatalogTest, ACoordinatorRefusesASweepsOwnCommandWithWhatToDo) {
+  ExecutorCatalog catalog = Demo();
+  catalog.own_commands = ExecutorCatalog::OwnCommands::kRefuse;
+  auto refused = ParseSweepText(kOwnCommandSweep, "s.yaml", {}, &catalog);
+  ASSERT_FALSE(refused.ok());
+  const std::string& m = refused.status().message();
+  EXPECT_NE(m.find("s.yaml:5:"), std::string::npos) << m;
+  EXPECT_NE(m.find("never a command written in a sweep"), std::string::npos) << m;
+  EXPECT_NE(m.find("bakeoff local"), std::string::npos) << m;
+  EXPECT_NE(m.find("demo"), std::string::npos) << m;  // the templates it does run
+}
+
+TEST(ExecutorCatalogTest, AnOwnCommandsPlaceholderMustNameAFieldAndLockstepNeedsTurns) {
+  std::string typo = kOwnCommandSweep;
+  typo.replace(typo.find("{compile}"), 9, "{compil}");
+  auto refused = ParseSweepText(typo, "s.yaml", {}, nullptr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("did you mean compile?"), std::string::npos) << refused.status().message();
+  auto lockstep = ParseSweepText(std::string(kOwnCommandSweep) + "order: lockstep\n", "s.yaml", {}, nullptr);
+  ASSERT_FALSE(lockstep.ok());
+  EXPECT_NE(lockstep.status().message().find("turns: true"), std::string::npos) << lockstep.status().message();
+  std::string turns = std::string(kOwnCommandSweep) + "order: lockstep\n";
+  turns.replace(turns.find("    env:"), 0, "    turns: true\n");
+  EXPECT_TRUE(ParseSweepText(turns, "s.yaml", {}, nullptr).ok());
+  // env and turns belong to one's own command; a template's are its operator's.
+  ExecutorCatalog catalog = Demo();
+  auto env = ParseSweepText(Sweep("  executor: command\n  command: {template: demo, env: {X: \"1\"}}\n", ""),
+                            "s.yaml", {}, &catalog);
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(env.status().message().find("executors file"), std::string::npos) << env.status().message();
+}
+
+}  // namespace
+}  // namespace bakeoff::spec
