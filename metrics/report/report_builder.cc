@@ -17,11 +17,13 @@ namespace {
 constexpr const char* kMicroBatchAxis = "micro_batch";
 
 // Axes whose values change how a step is computed but not what it computes: a variant
-// differing from its counterpart only in these must train the same loss curve.
+// differing from its counterpart only in these must train the same loss curve. `compile`
+// and `torch_compile` are what users' own scripts call compile_mode's switch (issue 47).
 bool KeepsTheMath(const std::string& axis) {
   static const std::set<std::string> kParity = {
       "compile_mode", "compile_scope", "zero_stage",    "offload",        "grad_checkpointing",
-      "executor",     "jit_executor",  "host_allocator", "bf16_matmul",  "test_slowdown"};
+      "executor",     "jit_executor",  "host_allocator", "bf16_matmul",  "test_slowdown",
+      "compile",      "torch_compile", "compile_cache"};
   return kParity.count(axis) > 0;
 }
 
@@ -702,6 +704,33 @@ RepeatOutcome OutcomeOf(const TrialView& view, const TrialInput& raw, int lockst
   return outcome;
 }
 
+// Adds one succeeded trial's compile evidence (its summary's `compile`) to its variant's:
+// the per-trial figures as running means, the cache lookups summed.
+void AddCompileEvidence(const nlohmann::json& evidence, std::optional<CompileEvidence>& into) {
+  if (!evidence.is_object() || !evidence.contains("graphs")) return;
+  auto number = [&evidence](const char* key) {
+    auto it = evidence.find(key);
+    return it != evidence.end() && it->is_number() ? it->get<double>() : 0.0;
+  };
+  if (!into) into.emplace();
+  CompileEvidence& c = *into;
+  const double n = ++c.trials;
+  c.graphs += (number("graphs") - c.graphs) / n;
+  c.graph_breaks += (number("graph_breaks") - c.graph_breaks) / n;
+  c.recompiles += (number("recompiles") - c.recompiles) / n;
+  c.cache_hits += static_cast<std::int64_t>(number("inductor_cache_hits"));
+  c.cache_misses += static_cast<std::int64_t>(number("inductor_cache_misses"));
+  if (auto reasons = evidence.find("graph_break_reasons"); reasons != evidence.end() && reasons->is_array()) {
+    for (const auto& r : *reasons) {
+      if (!r.is_string() || c.break_reasons.size() >= 5) continue;
+      const std::string text = r.get<std::string>();
+      if (std::find(c.break_reasons.begin(), c.break_reasons.end(), text) == c.break_reasons.end()) {
+        c.break_reasons.push_back(text);
+      }
+    }
+  }
+}
+
 VariantReport SummariseVariant(const VariantInput& in, const std::vector<std::size_t>& indices,
                                const RunOrder& order, const Report& report, int lockstep_sides, Side& side) {
   VariantReport v;
@@ -739,6 +768,7 @@ VariantReport SummariseVariant(const VariantInput& in, const std::vector<std::si
       v.fallback_reason = t.fallback_reason;
     }
     if (v.applied.is_null() && !t.applied.is_null()) v.applied = t.applied;
+    AddCompileEvidence(raw.compile, v.compile);
     if (t.environment.is_object() &&
         std::find(v.environments.begin(), v.environments.end(), t.environment) == v.environments.end()) {
       v.environments.push_back(t.environment);

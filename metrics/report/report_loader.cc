@@ -113,6 +113,10 @@ TrialInput ToTrialInput(const TrialResult& result, const std::map<std::string, s
     if (summary.figures.environment && (t.environment.is_null() || first_choice)) {
       t.environment = *summary.figures.environment;
     }
+    if (auto c = summary.body.find("compile");
+        c != summary.body.end() && c->is_object() && !c->empty() && (t.compile.is_null() || first_choice)) {
+      t.compile = *c;
+    }
     // Only succeeded trials' summaries count (a summary may precede a late failure).
     if (t.outcome.Succeeded()) t.ranks.push_back(ToRankSummary(summary));
   }

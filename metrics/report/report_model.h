@@ -105,6 +105,9 @@ struct TrialInput {
   // torch_version, cuda_version, blas, gpu_model, gpu_driver, bakeoff_version (any may be
   // null), or null when the trainer did not report one.
   nlohmann::json environment;
+  // The summary's `compile` evidence (rank 0; bakeoff_report.compile_evidence()): graphs,
+  // graph_breaks, graph_break_reasons, recompiles, inductor_cache_hits/misses; or null.
+  nlohmann::json compile;
   std::vector<StepSample> steps;   // measured steps, in step order
   // Wall seconds of the final attempt (started to ended), when it ran.
   std::optional<double> duration_s;
@@ -438,6 +441,19 @@ struct AdaptiveSavings {
   std::optional<double> device_seconds_not_run;
 };
 
+// What torch.compile did in a variant's succeeded trials that reported compile evidence
+// (the summary's `compile`; docs/question.md H7): the figures each trial reports, as the
+// mean per trial, and the Inductor cache lookups summed over them.
+struct CompileEvidence {
+  int trials = 0;              // succeeded trials with evidence
+  double graphs = 0;           // mean per trial
+  double graph_breaks = 0;     // mean per trial
+  double recompiles = 0;       // mean per trial
+  std::int64_t cache_hits = 0;    // Inductor FX-graph cache hits, over the trials
+  std::int64_t cache_misses = 0;  // and misses (a miss compiles)
+  std::vector<std::string> break_reasons;  // distinct, first seen first (at most 5)
+};
+
 struct VariantReport {
   std::string key;
   std::map<std::string, std::string> params;
@@ -470,6 +486,7 @@ struct VariantReport {
   StepDistribution step_times;
   std::vector<std::pair<std::int64_t, double>> loss_curve;  // mean over trials
   nlohmann::json applied;  // evidence of the first succeeded trial
+  std::optional<CompileEvidence> compile;  // none when no succeeded trial reported any
   std::vector<nlohmann::json> environments;  // distinct environments of succeeded trials
   bool fell_back = false;
   std::string fallback_reason;

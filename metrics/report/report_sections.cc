@@ -187,7 +187,9 @@ std::optional<ReportSection> UnlessEmpty(ReportSection section) {
 ReportSection VerdictsSection(const Report& report, const std::string& ci_name) {
   ReportSection verdicts{"verdicts", "Verdicts",
                          "Each variant against its baseline counterpart (same axes, baseline values "
-                         "substituted). Speedup = tokens/s ratio; n = succeeded trials behind it.",
+                         "substituted). tokens/s = the geometric mean of its succeeded trials' tokens/s (each the slowest "
+                         "rank's global tokens per step / median step time, as the page shows it); speedup = the "
+                         "tokens/s ratio as docs/statistics.md estimates it; n = succeeded trials behind it.",
                          {"variant", "outcome", "tokens/s", "speedup", ci_name, "verdict", "n",
                           "peak mem", "mem vs cp", "warm-up delta", "break-even", "loss dev",
                           "took effect"},
@@ -450,6 +452,39 @@ std::optional<ReportSection> EvidenceSection(const Report& report) {
   return UnlessEmpty(std::move(evidence));
 }
 
+// A mean per trial as it reads best: whole numbers as integers, else one decimal.
+std::string PerTrial(double value) {
+  if (value == std::floor(value)) return std::to_string(static_cast<std::int64_t>(value));
+  std::ostringstream out;
+  out.precision(1);
+  out << std::fixed << value;
+  return out.str();
+}
+
+// What torch.compile did, per variant (docs/question.md H7): graphs, graph breaks and
+// recompiles are what the script's compile_evidence() reported (the mean per trial),
+// the cache lookups are summed over its trials.
+std::optional<ReportSection> CompileSection(const Report& report) {
+  ReportSection compile{"compile", "Compile evidence",
+                        "What torch.compile did in each variant's succeeded trials (compile_evidence()): "
+                        "graphs, graph breaks and recompiles per trial (the mean), Inductor FX-graph cache "
+                        "hits and misses over the trials (a miss compiles; a warm cache hits).",
+                        {"variant", "trials", "graphs", "graph breaks", "recompiles", "cache hits",
+                         "cache misses", "break reasons"},
+                        {},
+                        {false, true, true, true, true, true, true, false}};
+  for (const VariantReport& v : report.variants) {
+    if (!v.compile) continue;
+    const CompileEvidence& c = *v.compile;
+    std::string reasons;
+    for (const auto& r : c.break_reasons) reasons += (reasons.empty() ? "" : "; ") + r;
+    compile.rows.push_back({v.key, std::to_string(c.trials), PerTrial(c.graphs), PerTrial(c.graph_breaks),
+                            PerTrial(c.recompiles), std::to_string(c.cache_hits), std::to_string(c.cache_misses),
+                            reasons.empty() ? kNone : reasons});
+  }
+  return UnlessEmpty(std::move(compile));
+}
+
 // One field of the environments a variant's trials ran in: its distinct values, in the
 // order first seen, separated by " | ".
 std::string EnvironmentCell(const std::vector<nlohmann::json>& environments, const char* key) {
@@ -622,6 +657,7 @@ std::vector<ReportSection> ReportSections(const Report& report) {
   add(AdaptiveRepeatsSection(report, ci_name));
   add(MemorySection(report));
   add(WarmupSection(report));
+  add(CompileSection(report));
   add(LossParitySection(report));
   add(OutcomesSection(report));
   add(MarginalEffectsSection(report, ci_name));
