@@ -23,17 +23,24 @@ struct LocalFlags {
 int RunLocal(const LocalFlags& flags) {
   auto yaml = ReadSweepFile(flags.file);
   if (!yaml.ok()) return ReportFailure("local", yaml.status());
-  const LocalRun run = RunSweepLocally(*yaml, flags.file, flags.run);
+  // The report is printed as soon as the sweep ends, while the page may stay up
+  // (--linger): the answer does not wait for the page.
+  int write_code = kExitOk;
+  LocalRunFlags run_flags = flags.run;
+  run_flags.on_sweep_end = [&flags, &write_code](const LocalRun& run) {
+    auto options = metrics::ParseReportQuery({{"format", flags.format}});
+    auto report = options.ok() ? metrics::RenderSweepReport(flags.run.db, std::to_string(run.sweep_id), *options)
+                               : Result<std::string>(options.status());
+    if (report.ok()) {
+      write_code = WriteCommandOutput("local", flags.output, *report);
+      std::cout << std::flush;
+    } else {
+      std::cerr << "bakeoff local: no report: " << report.status().message() << "\n";
+    }
+  };
+  const LocalRun run = RunSweepLocally(*yaml, flags.file, run_flags);
   if (run.exit_code != kExitOk) return run.exit_code;
-
-  auto options = metrics::ParseReportQuery({{"format", flags.format}});
-  auto report = options.ok() ? metrics::RenderSweepReport(flags.run.db, std::to_string(run.sweep_id), *options)
-                             : Result<std::string>(options.status());
-  if (report.ok()) {
-    if (int code = WriteCommandOutput("local", flags.output, *report); code != kExitOk) return code;
-  } else {
-    std::cerr << "bakeoff local: no report: " << report.status().message() << "\n";
-  }
+  if (write_code != kExitOk) return write_code;
   const auto& final_state = run.final_state;
   const auto& c = final_state.counts;
   const bool finished = final_state.state == metrics::SweepState::kFinished;

@@ -3,6 +3,8 @@
 #include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -90,6 +92,9 @@ Result<coordinator::CoordinatorConfig> LoopbackCoordinatorConfig(const LocalRunF
     if (!catalog.ok()) return Status::InvalidArgument("--executors: " + catalog.status().message());
     config.executors = std::move(*catalog);
   }
+  // The person who starts `bakeoff local` is this machine's operator: a sweep may name
+  // its own command (docs/your-script.md). A coordinator started otherwise refuses one.
+  config.executors.own_commands = spec::ExecutorCatalog::OwnCommands::kRun;
   config.heartbeat_interval = std::chrono::milliseconds(500);
   config.heartbeat_timeout = std::chrono::milliseconds(10000);
   config.recovery_grace = std::chrono::milliseconds(2000);
@@ -124,12 +129,96 @@ struct SweepPreview {
   std::optional<spec::ExpandedSweep> expanded;
 };
 
-SweepPreview PreviewSweep(const std::string& yaml, const std::string& source) {
-  SweepPreview preview{spec::ParseSweepText(yaml, source), std::nullopt};
+SweepPreview PreviewSweep(const std::string& yaml, const std::string& source, const spec::ExecutorCatalog* catalog) {
+  SweepPreview preview{spec::ParseSweepText(yaml, source, {}, catalog), std::nullopt};
   if (preview.parsed.ok()) {
     if (auto e = spec::Expand(*preview.parsed); e.ok()) preview.expanded = std::move(e).value();
   }
   return preview;
+}
+
+// Why the sweep cannot run at all (it does not parse or expand), or "": said before
+// anything is started or created (no database, no log, no page).
+std::string SweepProblem(const std::string& yaml, const std::string& source, const spec::ExecutorCatalog& catalog) {
+  auto parsed = spec::ParseSweepText(yaml, source, {}, &catalog);
+  if (!parsed.ok()) return parsed.status().message();
+  auto expanded = spec::Expand(*parsed);
+  return expanded.ok() ? "" : expanded.status().message();
+}
+
+// The program `name` as the shell would find it on PATH, or "".
+std::string FindOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    std::size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = dirs.substr(start, end - start);
+    const std::filesystem::path candidate = std::filesystem::path(dir.empty() ? "." : dir) / name;
+    if (access(candidate.c_str(), X_OK) == 0 && !std::filesystem::is_directory(candidate)) {
+      return std::filesystem::absolute(candidate).lexically_normal().string();
+    }
+    start = end + 1;
+  }
+  return "";
+}
+
+// The sweep's own command as this run's workers run it: the program found on PATH (or
+// relative to the sweep file), relative file arguments that exist next to the sweep file
+// made absolute (the ranks start in their trial's directory), {dir} the sweep file's
+// directory, and this process's environment passed on (this is the operator's own run),
+// less BAKEOFF_* variables, which are the worker's.
+Result<spec::ExecutorTemplate> OwnCommandForWorkers(spec::ExecutorTemplate own, const std::string& source) {
+  std::error_code ec;
+  const std::filesystem::path sweep_dir = std::filesystem::absolute(source, ec).parent_path();
+  auto absolute_if_there = [&](std::string& item) {
+    if (item.empty() || item.front() == '-' || item.front() == '/' || item.find('{') != std::string::npos) return;
+    const std::filesystem::path next_to_sweep = sweep_dir / item;
+    if (std::filesystem::exists(next_to_sweep, ec)) item = next_to_sweep.lexically_normal().string();
+  };
+  for (auto& item : own.argv) {
+    for (std::size_t at; (at = item.find("{dir}")) != std::string::npos;) item.replace(at, 5, sweep_dir.string());
+  }
+  for (auto& [name, value] : own.env_set) {
+    for (std::size_t at; (at = value.find("{dir}")) != std::string::npos;) value.replace(at, 5, sweep_dir.string());
+  }
+  std::string& program = own.argv.front();
+  if (program == "{python}") program = "python3";  // your command's Python: the one on PATH
+  if (program.find('{') == std::string::npos) {
+    if (program.find('/') == std::string::npos) {
+      const std::string found = FindOnPath(program);
+      if (found.empty()) {
+        return Status::InvalidArgument(source + ": workload.command.argv[0]: " + program +
+                                       " is not a program on PATH; give its path, or activate the environment "
+                                       "that has it");
+      }
+      program = found;
+    } else if (program.front() != '/') {
+      program = (sweep_dir / program).lexically_normal().string();
+    }
+  }
+  for (std::size_t i = 1; i < own.argv.size(); ++i) absolute_if_there(own.argv[i]);
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const std::string name = kv.substr(0, kv.find('='));
+    if (name.empty() || name.rfind("BAKEOFF_", 0) == 0) continue;
+    own.env_pass.push_back(name);
+  }
+  own.env_set.emplace("PYTHONUNBUFFERED", "1");
+  // The ranks get a private /tmp (docs/security.md), where Inductor keeps its cache by
+  // default: one in {cache}, unless the user's environment names its own, lets a second
+  // compile find what the first one compiled (a warm compile, as the report splits it).
+  for (const auto& [name, dir] : {std::pair<const char*, const char*>{"TORCHINDUCTOR_CACHE_DIR", "{cache}/inductor"},
+                                  {"TRITON_CACHE_DIR", "{cache}/triton"}}) {
+    const char* set = std::getenv(name);
+    if (set == nullptr || *set == '\0') own.env_set.emplace(name, dir);
+  }
+  // A variable the sweep sets is not also passed from the environment.
+  own.env_pass.erase(std::remove_if(own.env_pass.begin(), own.env_pass.end(),
+                                    [&own](const std::string& n) { return own.env_set.count(n) > 0; }),
+                     own.env_pass.end());
+  return own;
 }
 
 // A sweep whose variants all run command templates (the main job: the Python stack)
@@ -146,6 +235,7 @@ bool NeedsTrainer(const SweepPreview& preview) {
 // CPUs of `host_cores` and a store-port range of its own.
 Status ConfigureWorkers(const LocalRunFlags& flags, int worker_port, const std::string& worker_token,
                         const worker::CorePartition& host_cores, bool needs_trainer,
+                        const std::optional<spec::ExecutorTemplate>& own_command,
                         std::vector<worker::WorkerConfig>* configs) {
   for (int i = 0; i < flags.workers; ++i) {
     worker::WorkerConfig wc;
@@ -170,6 +260,10 @@ Status ConfigureWorkers(const LocalRunFlags& flags, int worker_port, const std::
     wc.keep_trial_dirs = !flags.work_dir.empty();  // a directory the user named is theirs to inspect
     wc.max_connect_attempts = 20;
     BAKEOFF_RETURN_IF_ERROR(wc.Finalize(flags.argv0));
+    // These workers, in this process, run the sweep's own command; `bakeoff worker`
+    // never holds it (no catalog file may define the name).
+    wc.executors.own_commands = spec::ExecutorCatalog::OwnCommands::kRun;
+    if (own_command) wc.executors.templates[spec::kSweepCommandName] = *own_command;
     configs->push_back(wc);
   }
   return Status::Ok();
@@ -309,6 +403,8 @@ class SweepWatch {
     result_->final_state = sweep;
     if (tty_) std::cerr << "\n";
     for (auto& a : agents_) a->Stop(std::chrono::milliseconds(1000));
+    // The report is the user's answer: it comes now, not after the page's linger.
+    if (flags_.on_sweep_end) flags_.on_sweep_end(*result_);
     const bool linger = node_.pages_served() > 0 && flags_.linger_s > 0 && !result_->interrupted;
     if (linger) {
       std::cerr << who_ << "the page stays up " << flags_.linger_s << " s more (Ctrl-C ends it now)\n";
@@ -369,8 +465,6 @@ LocalRunFlags WithLockstepTopology(LocalRunFlags flags, const SweepPreview& prev
 
 LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, const LocalRunFlags& given) {
   const std::string who = "bakeoff " + given.command + ": ";
-  const SweepPreview preview = PreviewSweep(yaml, source);
-  const LocalRunFlags flags = WithLockstepTopology(given, preview);
   LocalRun result;
   // What stops the run before the sweep runs: one line on stderr, and the exit code.
   auto Refuse = [&who, &result](const std::string& message, int code) {
@@ -378,7 +472,23 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
     result.exit_code = code;
     return result;
   };
+  // Everything that can refuse the sweep itself comes before anything is created: an
+  // invalid sweep leaves no database, no log and no page behind.
+  const Credentials credentials = MakeCredentials();
+  Result<coordinator::CoordinatorConfig> config = LoopbackCoordinatorConfig(given, credentials);
+  if (!config.ok()) return Refuse(config.status().message(), kExitUsage);
+  if (std::string problem = SweepProblem(yaml, source, config->executors); !problem.empty()) {
+    return Refuse(problem, kExitUsage);
+  }
+  const SweepPreview preview = PreviewSweep(yaml, source, &config->executors);
+  const LocalRunFlags flags = WithLockstepTopology(given, preview);
   if (flags.workers < 1 || flags.slots < 1) return Refuse("--workers and --slots must be >= 1", kExitUsage);
+  std::optional<spec::ExecutorTemplate> own_command;
+  if (preview.parsed.ok() && preview.parsed->workload.own_command) {
+    auto resolved = OwnCommandForWorkers(*preview.parsed->workload.own_command, source);
+    if (!resolved.ok()) return Refuse(resolved.status().message(), kExitUsage);
+    own_command = std::move(resolved).value();
+  }
   const std::string log_path = flags.log_file.empty() ? DefaultLogPath(flags.db) : flags.log_file;
   LogToFile log_to_file;
   // The screen shows the coordinator's and workers' lines (-v) only after the page's
@@ -386,9 +496,6 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
   if (Status s = log_to_file.Open(log_path, /*verbose=*/false); !s.ok()) {
     return Refuse("--log-file: " + s.message(), kExitUsage);
   }
-  const Credentials credentials = MakeCredentials();
-  Result<coordinator::CoordinatorConfig> config = LoopbackCoordinatorConfig(flags, credentials);
-  if (!config.ok()) return Refuse(config.status().message(), kExitUsage);
 
   asio::io_context io;
   coordinator::CoordinatorNode node(io.get_executor(), *config);
@@ -398,7 +505,7 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
   if (!host_cores.ok()) return Refuse(host_cores.status().message(), kExitUsage);
   std::vector<worker::WorkerConfig> worker_configs;
   if (Status s = ConfigureWorkers(flags, node.worker_port(), credentials.worker_token, *host_cores,
-                                  NeedsTrainer(preview), &worker_configs);
+                                  NeedsTrainer(preview), own_command, &worker_configs);
       !s.ok()) {
     return Refuse(s.message(), s.code() == Status::Code::kNotFound ? kExitFailure : kExitUsage);
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +14,8 @@
 #include "metrics/store/store_records.h"
 
 namespace bakeoff::cli {
+
+struct LocalRun;
 
 struct LocalRunFlags {
   std::string command = "local";  // for messages: "bakeoff <command>: ..."
@@ -35,6 +38,9 @@ struct LocalRunFlags {
   // it shows the final state and the report (Ctrl-C ends it sooner); 0: no wait.
   int linger_s = 20;
   std::string argv0;  // set by AddLocalRunFlags when the command is parsed
+  // Called once when the sweep has ended, before the page's linger (e.g. to print the
+  // report at once); on the run's io thread.
+  std::function<void(const LocalRun&)> on_sweep_end;
 };
 
 struct LocalRun {

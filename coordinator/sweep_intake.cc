@@ -57,6 +57,11 @@ std::vector<spec::AnswerComparison> Comparisons(const spec::SweepSpec& spec, con
 SweepSubmission MakeSubmission(const CoordinatorConfig& config, const std::set<std::string>& offered_templates) {
   SweepSubmission submission;
   submission.executors = config.executors;
+  // A coordinator runs allowlisted templates only; a sweep's own command only where its
+  // catalog says this is the operator's own run (`bakeoff local`).
+  if (submission.executors.own_commands != spec::ExecutorCatalog::OwnCommands::kRun) {
+    submission.executors.own_commands = spec::ExecutorCatalog::OwnCommands::kRefuse;
+  }
   for (const auto& name : offered_templates) {
     if (submission.executors.Find(name) == nullptr) submission.executors.names_only.insert(name);
   }

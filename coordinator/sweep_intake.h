@@ -50,7 +50,8 @@ struct PreparedSweep {
 
 // The coordinator's allowlist checks its templates' fields; a template only registered
 // workers offer (`offered_templates`) is accepted by name (the worker's script checks
-// its fields).
+// its fields). A sweep's own command (`command: {argv: [...]}`) is refused unless the
+// allowlist is `bakeoff local`'s (own_commands kRun: its operator runs it).
 SweepSubmission MakeSubmission(const CoordinatorConfig& config, const std::set<std::string>& offered_templates);
 
 // Parses, validates and expands `yaml`: 413 over a limit, 400 otherwise.

@@ -418,6 +418,17 @@ Status TrialRunner::PrepareCommand(const spec::ExecutorTemplate& command, const 
   context.output_dir = output_dir;
   context.data_root = config_.data_root;
   context.cache = cache_dir_;
+  // The trial's values reach the command through {field} placeholders and, where the
+  // template passes flags, as --name=value per parameter (docs/sweep.md).
+  context.fields = assign_.config;
+  const nlohmann::json& parameters = assign_.config.contains("command_parameters")
+                                         ? assign_.config["command_parameters"]
+                                         : nlohmann::json::array();
+  if (parameters.is_array()) {
+    for (const auto& name : parameters) {
+      if (name.is_string()) context.flag_fields.push_back(name.get<std::string>());
+    }
+  }
   const nlohmann::json args = assign_.config.value("command_args", nlohmann::json::object());
   auto argv = spec::RenderArgv(command, context, args);
   if (!argv.ok()) return argv.status();

@@ -485,3 +485,151 @@ TEST_F(CommandExecutorTest, AnExecutorAxisRunsEachVariantOnAWorkerOfferingItsExe
 
 }  // namespace
 }  // namespace bakeoff
+
+namespace bakeoff {
+namespace {
+
+// The probe's env-<rank>.json files under `dir`, each {"argv": [...], "env": {...}}.
+std::vector<json> ProbeRecords(const std::filesystem::path& dir) {
+  std::vector<json> found;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (entry.path().filename() == "env-0.json") found.push_back(json::parse(testing::ReadFile(entry.path())));
+  }
+  return found;
+}
+
+bool HasArg(const json& record, const std::string& arg) {
+  for (const auto& a : record["argv"]) {
+    if (a == arg) return true;
+  }
+  return false;
+}
+
+// Issue 47: a template with `flags: true` gets each parameter as --name=value (W&B's
+// ${args}); a field its env.set names in a placeholder reaches the process as that
+// variable (and is then no flag); the configuration file still has every field, the
+// template's defaults filled in.
+TEST_F(CommandExecutorTest, ATemplatesParametersReachItAsFlagsAndAFieldPlaceholderAsAVariable) {
+  std::ofstream(dir_ / "flagged.yaml")
+      << "python: /usr/bin/python3\n"
+         "templates:\n"
+         "  flagged:\n"
+         "    argv: [\"{python}\", \"{dir}/probe.py\", \"--config\", \"{config}\"]\n"
+         "    flags: true\n"
+         "    env:\n"
+         "      pass: [PATH]\n"
+         "      set: {PYTHONPATH: \"" BAKEOFF_SOURCE_DIR "/experiments/python\", PROBE_MODE: \"{mode}\"}\n"
+         "    trainer_fields: [steps, warmup_steps, world_size, lr]\n"
+         "    fields:\n"
+         "      mode: {choices: [ok, other], default: ok}\n"
+         "      depth: {type: int, min: 1, max: 8, default: 3}\n";
+  const std::string catalog = (dir_ / "flagged.yaml").string();
+  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog}));
+  cluster_->StartWorker("w1", 0, 0, {{}, "127.0.0.1", {"--executors", catalog, "--keep-trial-dirs"}});
+  ASSERT_GT(cluster_->Submit("name: flags\nworkload:\n  executor: command\n  command: {template: flagged}\n"
+                             "  steps: 2\n  warmup_steps: 1\nparameters:\n  lr: {values: [0.001, 0.002]}\n"
+                             "  mode: {value: other}\nbaseline: {lr: 0.001}\nrepeats: 1\n"),
+            0);
+  ASSERT_TRUE(WaitFinished(60s)) << "see " << dir_;
+  cluster_->ExpectEveryTrialSucceededOnce(2);
+  const std::vector<json> records = ProbeRecords(dir_);
+  ASSERT_EQ(records.size(), 2u);
+  int lr1 = 0, lr2 = 0;
+  for (const json& r : records) {
+    lr1 += HasArg(r, "--lr=0.001");
+    lr2 += HasArg(r, "--lr=0.002");
+    EXPECT_FALSE(HasArg(r, "--mode=other")) << "a parameter an env placeholder takes is no flag: " << r["argv"];
+    EXPECT_EQ(r["env"].value("PROBE_MODE", ""), "other");
+  }
+  EXPECT_EQ(lr1, 1);
+  EXPECT_EQ(lr2, 1);
+  // The configuration holds the template's defaults too (run.config["depth"] never raises).
+  auto configs = cluster_->Query("SELECT trainer_config_json FROM variants");
+  ASSERT_EQ(configs.size(), 2u);
+  for (const auto& row : configs) {
+    const json config = json::parse(row[0].get<std::string>());
+    EXPECT_EQ(config.value("depth", 0), 3) << config;
+    EXPECT_EQ(config.value("mode", ""), "other") << config;
+  }
+}
+
+// Issue 47: a coordinator runs allowlisted templates only; a sweep naming its own
+// command is refused at submission, saying where it can run.
+TEST_F(CommandExecutorTest, ACoordinatorRefusesASweepsOwnCommandAndSaysWhereItRuns) {
+  ASSERT_TRUE(cluster_->StartCoordinator({"--executors", catalog()}));
+  auto client = cli::CoordinatorClient::Create(cluster_->url(), "cluster-secret", std::chrono::seconds(10));
+  ASSERT_TRUE(client.ok());
+  auto refused = client->PostJson("/api/v1/sweeps",
+                                  "name: own\nworkload:\n  executor: command\n  command: {argv: [/bin/sh, -c, id]}\n",
+                                  "application/yaml");
+  ASSERT_FALSE(refused.ok()) << "a coordinator accepted a command written in a sweep";
+  EXPECT_NE(refused.status().message().find("bakeoff local"), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("allowlisted"), std::string::npos) << refused.status().message();
+  EXPECT_TRUE(cluster_->Query("SELECT id FROM sweeps").empty());
+}
+
+// Issue 47: on the operator's own machine `bakeoff local` runs the sweep's own command,
+// no executors file: parameters as --name=value flags, one mapped to a variable by a
+// placeholder, the program found on PATH and the script beside the sweep file.
+TEST_F(CommandExecutorTest, BakeoffLocalRunsASweepsOwnCommandWithFlagsAndVariables) {
+  std::ofstream(dir_ / "sweep.yaml")
+      << "name: own\n"
+         "workload:\n"
+         "  executor: command\n"
+         "  command:\n"
+         "    argv: [python3, probe.py]\n"
+         "    env: {PYTHONPATH: \"" BAKEOFF_SOURCE_DIR "/experiments/python\", PROBE_MODE: \"{mode}\"}\n"
+         "  steps: 2\n"
+         "parameters:\n"
+         "  lr: {values: [0.001, 0.002]}\n"
+         "  mode: {value: ok}\n"
+         "baseline: {lr: 0.001}\n"
+         "repeats: 1\n";
+  const std::string db = (dir_ / "own.db").string();
+  testing::ProcessGuard local({kBin + "/bakeoff", "local", (dir_ / "sweep.yaml").string(), "--executors", "none",
+                               "--workers", "1", "--db", db, "--work-dir", (dir_ / "work").string(), "--linger",
+                               "0", "--format", "json", "--output", (dir_ / "report.json").string()},
+                              {"BAKEOFF_TOKEN=", "PATH=/usr/bin:/bin"}, (dir_ / "local.log").string());
+  auto code = local.WaitExit(120s);
+  ASSERT_TRUE(code.has_value()) << "bakeoff local did not finish; see " << dir_;
+  EXPECT_EQ(*code, 0) << testing::ReadFile(dir_ / "local.log");
+  const std::vector<json> records = ProbeRecords(dir_ / "work");
+  ASSERT_EQ(records.size(), 2u) << testing::ReadFile(dir_ / "local.log");
+  int lr1 = 0;
+  for (const json& r : records) {
+    EXPECT_EQ(r["argv"][0], (dir_ / "probe.py").string()) << "the script beside the sweep file, by its path";
+    lr1 += HasArg(r, "--lr=0.001");
+    EXPECT_FALSE(HasArg(r, "--mode=ok")) << r["argv"];
+    EXPECT_EQ(r["env"].value("PROBE_MODE", ""), "ok");
+    EXPECT_EQ(r["env"].value("RANK", ""), "0");
+    EXPECT_FALSE(r["env"].value("BAKEOFF_CONFIG", "").empty());
+  }
+  EXPECT_EQ(lr1, 1);
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "report.json"));
+}
+
+// Issue 47: an invalid sweep is refused before anything is started or created: no
+// database, no log, no page address.
+TEST_F(CommandExecutorTest, BakeoffLocalRefusesAnInvalidSweepBeforeCreatingAnything) {
+  std::ofstream(dir_ / "typo.yaml") << "name: typo\nworkload: {executor: lora, stepz: 2}\n";
+  const std::string log = (dir_ / "screen.log").string();
+  EXPECT_EQ(testing::RunBakeoffCli({"local", (dir_ / "typo.yaml").string(), "--db", (dir_ / "typo.db").string()},
+                                   log),
+            2);
+  const std::string screen = testing::ReadFile(log);
+  EXPECT_NE(screen.find("stepz"), std::string::npos) << screen;
+  EXPECT_EQ(screen.find("watch it at"), std::string::npos) << screen;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "typo.db"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "typo.log"));
+  // A lockstep sweep whose own command does not say it takes turns is refused the same way.
+  std::ofstream(dir_ / "turns.yaml") << "name: turns\nworkload:\n  executor: command\n  command: {argv: [python3, x.py]}\n"
+                                        "parameters:\n  lr: {values: [1, 2]}\nbaseline: {lr: 1}\norder: lockstep\n";
+  EXPECT_EQ(testing::RunBakeoffCli({"local", (dir_ / "turns.yaml").string(), "--db", (dir_ / "turns.db").string()},
+                                   log),
+            2);
+  EXPECT_NE(testing::ReadFile(log).find("turns: true"), std::string::npos) << testing::ReadFile(log);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "turns.db"));
+}
+
+}  // namespace
+}  // namespace bakeoff
