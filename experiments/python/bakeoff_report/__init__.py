@@ -505,7 +505,41 @@ def init(config=None, config_path=None):
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", str(config.get("world_size", 1))))
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    return Run(config, rank, world, local, _events_stream(), turns=_process_turns())
+    run = Run(config, rank, world, local, _events_stream(), turns=_process_turns())
+    _report_uncaught_exceptions(run)
+    return run
+
+
+_UNCAUGHT_RUN = None  # the Run an exception that escapes the script is reported through
+
+
+def _report_uncaught_exceptions(run):
+    """An exception that escapes the script outside `run.guard()` still reaches the
+    report: after Python's own hook printed the traceback (to stderr, the rank's log),
+    the latest Run writes the `error` event guard() would have written (the cause's
+    first line, classified: an out-of-memory error is `oom`), so the trial's reason is
+    the exception, not only "exited with code 1". Installed once per process."""
+    global _UNCAUGHT_RUN
+    first = _UNCAUGHT_RUN is None
+    _UNCAUGHT_RUN = run
+    if not first:
+        return
+    previous = sys.excepthook
+
+    def hook(kind, error, tb):
+        previous(kind, error, tb)
+        current = _UNCAUGHT_RUN
+        if current is None or current._error_written or issubclass(kind, KeyboardInterrupt):
+            return
+        try:
+            current._end_turns()
+            what, message = classify_exception(error)
+            current._error_written = True
+            current.emit("error", kind=what, message=message)
+        except Exception:  # noqa: BLE001 - the process is ending; its log has the traceback
+            pass
+
+    sys.excepthook = hook
 
 
 _TURNS = None  # this process's turn channel: one, whichever Run takes it
