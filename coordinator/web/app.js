@@ -137,12 +137,27 @@ async function workersView(gen) {
   schedule(() => workersView(gen), POLL_MS * 2, gen);
 }
 
+// One tokens/s per trial, the report's (docs/web.md): a trial that wrote its summary has
+// the summary's figure (global tokens per step / median step time, as the API's trial and
+// the report give it); one still running, its live figure (tokens / seconds of the
+// measured steps so far), until its summary comes.
+function trialRate(t, f) {
+  if (t && t.tokens_per_s !== null && t.tokens_per_s !== undefined) return t.tokens_per_s;
+  return f && f.tokens_per_s !== null && f.tokens_per_s !== undefined ? f.tokens_per_s : null;
+}
+
+// A variant's tokens/s as the report gives it: the geometric mean over its trials.
+function geometricMean(values) {
+  if (!values.length) return null;
+  return Math.exp(values.reduce((sum, v) => sum + Math.log(v), 0) / values.length);
+}
+
 // The chart: tokens/s of every trial with measured steps, by its place in the run order,
 // one color per variant; it grows as trials run.
 function liveChart(trials, live, colorOf) {
   const byId = new Map(trials.map(t => [t.id, t]));
-  const points = live.trials.filter(f => f.tokens_per_s !== null && byId.has(f.trial_id))
-    .map(f => ({ t: byId.get(f.trial_id), y: f.tokens_per_s }));
+  const points = live.trials.filter(f => byId.has(f.trial_id) && trialRate(byId.get(f.trial_id), f) !== null)
+    .map(f => ({ t: byId.get(f.trial_id), y: trialRate(byId.get(f.trial_id), f) }));
   const W = 900, H = 260, L = 64, R = 12, T = 12, B = 30;
   const maxX = Math.max(1, ...trials.map(t => t.order_index));
   const maxY = Math.max(1, ...points.map(p => p.y)) * 1.1;
@@ -204,14 +219,14 @@ async function sweepView(gen, id, state) {
   const largestPeak = Math.max(1, ...variants.map(peakOf));
   const perVariant = variants.map(key => {
     const mine = trials.filter(t => t.variant_key === key);
-    const rates = mine.map(t => liveBy.get(t.id)).filter(f => f && f.tokens_per_s !== null).map(f => f.tokens_per_s)
-      .sort((a, b) => a - b);
+    const rates = mine.filter(t => !t.outcome || t.outcome === "succeeded").map(t => trialRate(t, liveBy.get(t.id)))
+      .filter(r => r !== null && r > 0);
     const peaks = mine.map(t => liveBy.get(t.id)).filter(f => f && f.peak_mem_bytes !== null).map(f => f.peak_mem_bytes);
     return el("tr", {},
       el("td", {}, el("span", { class: "swatch" }), key),
       el("td", {}, progressBar(mine.filter(t => t.state === "finished").length, mine.length), " ",
          mine.filter(t => t.state === "finished").length + "/" + mine.length),
-      el("td", { class: "num" }, rates.length ? fmtRate(rates[Math.floor(rates.length / 2)]) : "–"),
+      el("td", { class: "num" }, rates.length ? fmtRate(geometricMean(rates)) : "–"),
       el("td", { class: "num" }, peaks.length ? fmtBytes(Math.max(...peaks)) : "–"),
       el("td", {}, peaks.length ? progressBar(Math.max(...peaks), largestPeak,
                                               (100 * Math.max(...peaks) / largestPeak).toFixed(0) + "% of the largest") : ""));
@@ -222,7 +237,7 @@ async function sweepView(gen, id, state) {
     el("td", { class: "num" }, t.id), el("td", {}, t.variant_key), el("td", { class: "num" }, t.repeat),
     el("td", {}, t.state), el("td", {}, t.worker_id || "–"),
     el("td", { class: t.outcome ? "outcome-" + t.outcome : null }, t.outcome || "–"),
-    el("td", { class: "num" }, fmtRate((liveBy.get(t.id) || {}).tokens_per_s)),
+    el("td", { class: "num" }, fmtRate(trialRate(t, liveBy.get(t.id)))),
     el("td", {}, t.reason || "")));
 
   const cancel = el("button", { type: "button", hidden: !running }, "Cancel sweep");
@@ -240,15 +255,15 @@ async function sweepView(gen, id, state) {
        sweep.waiting ? el("span", { class: "error" }, " · waiting: " + sweep.waiting) : null, " ", cancel),
     el("h2", {}, running ? "The answer so far" : "The answer"),
     headlineBox(state.report) || el("p", { class: "muted" }, state.reportError || "No comparison yet."),
-    el("h2", {}, "Live: tokens/s of each trial"),
+    el("h2", {}, running ? "Live: tokens/s of each trial" : "Tokens/s of each trial"),
     el("div", { class: "legend" }, variants.map(key => {
       const s = el("span", {}, el("span", { class: "swatch" }), key);
       s.firstChild.style.background = colorOf(key);
       return s;
     })),
     liveChart(trials, live, colorOf),
-    el("h2", {}, "Variants: throughput and peak memory so far"),
-    table(["variant", "progress", { label: "median tokens/s", num: true }, { label: "peak memory", num: true }, ""],
+    el("h2", {}, running ? "Variants: throughput and peak memory so far" : "Variants: throughput and peak memory"),
+    table(["variant", "progress", { label: "tokens/s (geometric mean)", num: true }, { label: "peak memory", num: true }, ""],
           perVariant),
     el("h2", {}, "Trials"),
     table([{ label: "id", num: true }, "variant", { label: "repeat", num: true }, "state", "worker", "outcome",
