@@ -1010,6 +1010,12 @@ class SweepParser {
     }
     spec_.workload.command_template = kSweepCommandName;
     spec_.workload.own_command = std::move(own);
+    if (executors_ == nullptr || executors_->own_commands == ExecutorCatalog::OwnCommands::kCheck) {
+      // bakeoff validate: where it can run, before someone submits it to a coordinator.
+      spec_.warnings.push_back(
+          "workload.command.argv is your own command: `bakeoff local` runs it on this machine; a coordinator "
+          "refuses it (it runs allowlisted templates only; docs/your-script.md)");
+    }
   }
 
   // Each {name} in the own command's argv and env is a built-in placeholder, a parameter

@@ -425,6 +425,9 @@ TEST(ExecutorCatalogTest, ASweepsOwnCommandParsesIntoATemplateOfItsOwn) {
   EXPECT_TRUE(own.flags);
   EXPECT_FALSE(own.turns);
   EXPECT_EQ(spec->workload.command_template, kSweepCommandName);
+  // bakeoff validate says where it runs.
+  ASSERT_FALSE(spec->warnings.empty());
+  EXPECT_NE(spec->warnings.back().find("`bakeoff local` runs it"), std::string::npos) << spec->warnings.back();
   // steps and warmup_steps are in the configuration even though the sweep omits them.
   EXPECT_TRUE(spec->workload.defaults.contains("warmup_steps"));
   EXPECT_TRUE(spec->workload.defaults.contains("steps"));
