@@ -170,11 +170,11 @@ Result<HttpResponse> CoordinatorClient::Post(const std::string& target, const st
 
 Status StatusFromResponse(const HttpResponse& response, const std::string& what) {
   if (response.status >= 200 && response.status < 300) return Status::Ok();
-  std::string message = response.body;
+  std::string message = EscapeControlCharacters(response.body);
   auto parsed = nlohmann::json::parse(response.body, nullptr, false);
   if (!parsed.is_discarded() && parsed.is_object() && parsed.contains("error") &&
       parsed["error"].is_string()) {
-    message = parsed["error"].get<std::string>();
+    message = EscapeControlCharacters(parsed["error"].get<std::string>());
   }
   const std::string prefix = what + " (HTTP " + std::to_string(response.status) + "): ";
   switch (response.status) {
@@ -247,7 +247,31 @@ Result<CoordinatorClient> ConnectCoordinator(const std::string& url, const std::
   return CoordinatorClient::Create(url, std::move(token).value(), timeout, tls_ca);
 }
 
-Status WriteOutput(const std::string& output_path, const std::string& text) {
+std::string EscapeControlCharacters(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      const auto c1 = static_cast<unsigned char>(text[++i]);
+      out += "\\u00";
+      out += kHex[c1 >> 4];
+      out += kHex[c1 & 0xf];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+Status WriteOutput(const std::string& output_path, const std::string& raw_text) {
+  const std::string text = EscapeControlCharacters(raw_text);
   if (output_path.empty() || output_path == "-") {
     std::cout << text;
     if (!text.empty() && text.back() != '\n') std::cout << '\n';

@@ -98,7 +98,14 @@ inline constexpr const char* kTlsCaHelp =
     "PEM file of the CA that signed an https:// coordinator's certificate (else $BAKEOFF_TLS_CA, "
     "else the system's trust store)";
 
-// Writes `text` to `output_path`, or to stdout when it is empty or "-".
+// `text` with every control character but newline and tab written as visible text
+// ("\x1b"; a C1 control, U+0080 to U+009F, as "\u009b"; DEL as "\x7f"), so that what a
+// trainer, a worker or a coordinator wrote cannot drive the terminal it is shown on
+// (security review 2026-12-07, A13). Valid text without controls is returned as is.
+std::string EscapeControlCharacters(std::string_view text);
+
+// Writes `text` to `output_path`, or to stdout when it is empty or "-", its control
+// characters escaped (EscapeControlCharacters).
 Status WriteOutput(const std::string& output_path, const std::string& text);
 // How a command ends with its output: WriteOutput, then kExitOk, or "bakeoff COMMAND:
 // cannot write ..." on stderr and kExitFailure (the operation ran and failed).

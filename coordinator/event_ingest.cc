@@ -42,6 +42,13 @@ Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
   std::string first_foreign;
   std::size_t over_quota = 0;
   std::string first_over_quota;
+  auto count_over = [&](const protocol::AttemptRef& attempt, int rank, const std::string& what) {
+    if (over_quota++ == 0) {
+      first_over_quota = "trial " + std::to_string(attempt.trial_id) + " attempt " + std::to_string(attempt.attempt) +
+                         " rank " + std::to_string(rank) + ": over " + what;
+    }
+    return false;
+  };
   // Whether (attempt, rank) may store `rows` more step rows (steps) or one more other
   // event (!steps); what is over its quota is counted.
   auto within_quota = [&](const protocol::AttemptRef& attempt, int rank, bool steps, std::size_t rows) {
@@ -52,12 +59,19 @@ Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
       used += rows;
       return true;
     }
-    if (over_quota++ == 0) {
-      first_over_quota = "trial " + std::to_string(attempt.trial_id) + " attempt " + std::to_string(attempt.attempt) +
-                         " rank " + std::to_string(rank) + ": over " + std::to_string(limit) +
-                         (steps ? " step rows" : " events other than steps and summaries");
+    return count_over(attempt, rank,
+                      std::to_string(limit) + (steps ? " step rows" : " events other than steps and summaries"));
+  };
+  // Whether (attempt, rank) may store `body` (an event other than a step), by its bytes
+  // as encoded; what is over is counted.
+  auto within_bytes = [&](const protocol::AttemptRef& attempt, int rank, const nlohmann::json& body) {
+    Quota& q = quotas_[{attempt.trial_id, attempt.attempt, rank}];
+    const std::size_t bytes = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size();
+    if (q.event_bytes + bytes <= kMaxEventBytesPerRank) {
+      q.event_bytes += bytes;
+      return true;
     }
-    return false;
+    return count_over(attempt, rank, std::to_string(kMaxEventBytesPerRank) + " bytes of events other than steps");
   };
   // Whether to store what names (attempt, rank); a foreign one is counted.
   auto keep = [&](const protocol::AttemptRef& attempt, int rank) {
@@ -84,9 +98,11 @@ Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
       batch.step_blocks.push_back(metrics::StepBlockRecord{ev.attempt.trial_id, ev.attempt.attempt, ev.rank,
                                                            step->phase, {step->row}});
     } else if (const protocol::SummaryEvent* summary = e.summary()) {
+      if (!within_bytes(ev.attempt, ev.rank, e.body)) continue;
       batch.summaries.push_back(
           metrics::SummaryRecord{ev.attempt.trial_id, ev.attempt.attempt, ev.rank, *summary, std::move(e.body)});
     } else {
+      if (!within_bytes(ev.attempt, ev.rank, e.body)) continue;
       if (!within_quota(ev.attempt, ev.rank, false, 1)) continue;
       metrics::EventRecord r;
       r.trial_id = ev.attempt.trial_id;

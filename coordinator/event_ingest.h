@@ -15,9 +15,13 @@
 // stored and acknowledged either way, so a worker cannot make its frame hold back others.
 //
 // Quotas (docs/security.md, "Limits"): each (attempt, rank) stores at most
-// kMaxStepRowsPerRank step rows and kMaxOtherEventsPerRank events that are neither steps
-// nor summaries; what is over is dropped, counted and logged once per frame, so one
-// trial's flood cannot fill the database for everyone.
+// kMaxStepRowsPerRank step rows, kMaxOtherEventsPerRank events that are neither steps
+// nor summaries, and kMaxEventBytesPerRank bytes of events other than steps (summaries
+// included; each event by its JSON as encoded; a step row's size is bounded by its ten
+// numeric columns, so its count bounds its bytes); what is over is dropped, counted and
+// logged once per frame, so one trial's flood cannot fill the database for everyone
+// (security review 2026-12-07, A6: counted only by number, 1,000 events of 1 MB were
+// about 1 GiB per rank and attempt).
 //
 // Reading: each worker has a budget of `max_worker_events_per_s`; a frame over it is
 // read later, not dropped (ReadDelay), counted in the coordinator's metrics and logged
@@ -51,6 +55,7 @@ class EventIngest {
   // Per (attempt, rank), stored by this coordinator process (a restart starts anew).
   static constexpr std::size_t kMaxStepRowsPerRank = 1'000'000;
   static constexpr std::size_t kMaxOtherEventsPerRank = 1'000;
+  static constexpr std::size_t kMaxEventBytesPerRank = 16u << 20;
 
   // `max_events_per_s` 0: no limit. The references must outlive this object.
   EventIngest(std::size_t max_events_per_s, metrics::ResultsStore& store, CoordinatorMetrics& metrics);
@@ -84,6 +89,7 @@ class EventIngest {
   struct Quota {
     std::size_t step_rows = 0;
     std::size_t other_events = 0;
+    std::size_t event_bytes = 0;  // events other than steps, summaries included
   };
   // Per (trial id, attempt, rank).
   std::map<std::tuple<std::int64_t, int, int>, Quota> quotas_;

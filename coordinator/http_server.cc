@@ -17,6 +17,7 @@
 #include "coordinator/api_json.h"
 #include "coordinator/web_assets.h"
 #include "metrics/store/read_only_query.h"
+#include "metrics/store/results_reader.h"
 #include "metrics/report/report_renderer.h"
 #include "metrics/report/report_service.h"
 #include "protocol/json_limits.h"
@@ -55,6 +56,30 @@ constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
 // A connection that has not shown a valid token yet sends its request header within this.
 constexpr std::chrono::seconds kPreAuthHeaderTimeout{10};
 
+
+// Whether a Host header names this machine's loopback (localhost, 127.0.0.0/8, [::1]),
+// with or without a port: what a page served by `bakeoff local` is opened as. A DNS
+// rebinding page reaches the same socket under its own name, which this refuses.
+bool LoopbackHost(const std::string& host) {
+  std::string name = host;
+  if (!name.empty() && name.front() == '[') {
+    const auto close = name.find(']');
+    if (close == std::string::npos) return false;
+    const std::string rest = name.substr(close + 1);
+    if (!rest.empty() && (rest[0] != ':' || rest.find_first_not_of("0123456789", 1) != std::string::npos)) return false;
+    name = name.substr(1, close - 1);
+    return name == "::1";
+  }
+  if (const auto colon = name.find(':'); colon != std::string::npos) {
+    if (name.find_first_not_of("0123456789", colon + 1) != std::string::npos) return false;
+    name = name.substr(0, colon);
+  }
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (name == "localhost") return true;
+  boost::system::error_code ec;
+  const auto address = asio::ip::make_address_v4(name, ec);
+  return !ec && address.is_loopback();
+}
 
 std::string PeerAddress(const tcp::socket& socket) {
   boost::system::error_code ec;
@@ -158,6 +183,7 @@ HttpServer::HttpServer(asio::any_io_executor executor, CoordinatorService& servi
       tls_(std::move(tls)) {}
 
 HttpServer::~HttpServer() {
+  submit_pool_.join();
   query_pool_.join();
   blocking_pool_.join();
 }
@@ -167,7 +193,47 @@ void HttpServer::Start() {
       [this](tcp::socket socket, protocol::ConnectionSlot slot) { return Session(std::move(socket), std::move(slot)); });
 }
 
+void HttpServer::LogPeerEvent(const std::string& line) {
+  constexpr std::chrono::seconds kPeerLogInterval{10};
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_peer_log_) {
+    ++peer_lines_left_out_;
+    return;
+  }
+  next_peer_log_ = now + kPeerLogInterval;
+  std::string left_out;
+  if (peer_lines_left_out_ > 0) {
+    left_out = " (" + std::to_string(peer_lines_left_out_) + " such lines left out in the last " +
+               std::to_string(kPeerLogInterval.count()) + " s)";
+  }
+  peer_lines_left_out_ = 0;
+  kLog.Warning(line + left_out);
+}
+
 asio::awaitable<void> HttpServer::Session(tcp::socket socket, protocol::ConnectionSlot slot) {
+  // Whatever a peer sends, it holds at most kMaxHttpConnectionsPerPeer connections: a
+  // token holder (or anyone, before it is evicted) cannot hold the whole cap.
+  boost::system::error_code peer_ec;
+  const auto remote = socket.remote_endpoint(peer_ec);
+  const std::string peer_address = peer_ec ? std::string("?") : remote.address().to_string();
+  std::size_t& open_here = (*open_by_peer_)[peer_address];
+  if (open_here >= kMaxHttpConnectionsPerPeer) {
+    LogPeerEvent("HTTP connection from " + peer_address + " closed: it already holds " +
+                 std::to_string(open_here) + " connections, the most one address may hold");
+    socket.close(peer_ec);
+    co_return;
+  }
+  ++open_here;
+  // Shared: a session's frame may be destroyed after the server (at its io_context's
+  // shutdown).
+  struct PeerCount {
+    std::shared_ptr<std::map<std::string, std::size_t>> by_peer;
+    std::string peer;
+    ~PeerCount() {
+      auto it = by_peer->find(peer);
+      if (it != by_peer->end() && --it->second == 0) by_peer->erase(it);
+    }
+  } peer_count{open_by_peer_, peer_address};
   if (!tls_) {
     beast::tcp_stream stream(std::move(socket));
     co_await ServeRequests(stream, slot);
@@ -190,7 +256,8 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket, protocol::Connecti
   beast::get_lowest_layer(stream).expires_after(kTlsHandshakeTimeout);
   co_await stream.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
-    kLog.Warning("HTTPS connection from " + peer + ": TLS handshake failed: " + protocol::TlsErrorText(ec, stream.native_handle()));
+    LogPeerEvent("HTTPS connection from " + peer + ": TLS handshake failed: " +
+                 protocol::TlsErrorText(ec, stream.native_handle()));
     co_return;
   }
   co_await ServeRequests(stream, slot);
@@ -221,8 +288,8 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::Connec
       // would otherwise fail with no trace here.
       const auto* head = static_cast<const unsigned char*>(buffer.data().data());
       if (!tls_ && protocol::LooksLikeTlsRecord(head, buffer.size())) {
-        kLog.Info("HTTP connection from " + PeerAddress(beast::get_lowest_layer(stream).socket()) +
-            ": the client speaks TLS but this coordinator serves plain HTTP (no --tls-cert)");
+        LogPeerEvent("HTTP connection from " + PeerAddress(beast::get_lowest_layer(stream).socket()) +
+                     ": the client speaks TLS but this coordinator serves plain HTTP (no --tls-cert)");
       }
       break;
     }
@@ -233,9 +300,26 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::Connec
     bool keep_alive = request.keep_alive();
     std::optional<HttpReply> refused =
         Authorize(std::string(request.method_string()), target, std::string(request[http::field::authorization]));
-    if (!refused && !request[http::field::authorization].empty()) {
+    // Only a token that matched authenticates: an open route (/healthz) answered to any
+    // header, or a worker credential, leaves the connection evictable.
+    if (!refused && !authenticated && TokenMatches(std::string(request[http::field::authorization]))) {
       slot.Authenticated();
       authenticated = true;
+    }
+    if (!refused && service_.config().open_reads) {
+      // Reads without a token (bakeoff local): only a request addressed to the loopback,
+      // and from a page of this origin when a browser says where it comes from, so that
+      // neither a rebound DNS name nor another site's page can read or post (A12).
+      const std::string host(request[http::field::host]);
+      const std::string origin(request[http::field::origin]);
+      if (!LoopbackHost(host)) {
+        refused = Error(403, "Host '" + host.substr(0, 100) +
+                                 "' is not a loopback name: this coordinator answers requests to localhost, "
+                                 "127.0.0.1 or [::1] only");
+      } else if (!origin.empty() && origin != "http://" + host && origin != "https://" + host) {
+        refused = Error(403, "Origin '" + origin.substr(0, 100) +
+                                 "' is not this page's: requests from other sites are refused");
+      }
     }
     if (!refused && parser.content_length() && *parser.content_length() > body_limit) {
       refused = Error(413, "request body over the limit of " + std::to_string(body_limit) + " bytes");
@@ -258,7 +342,8 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::Connec
           reply = co_await RunOffExecutor(query_pool_.get_executor(), executor_, std::move(reply.blocking_work),
                                           asio::use_awaitable);
         } else if (reply.blocking_work && reply.in_order) {
-          reply = co_await RunOffExecutor(in_order_, executor_, std::move(reply.blocking_work), asio::use_awaitable);
+          reply = co_await RunOffExecutor(submit_pool_.get_executor(), executor_, std::move(reply.blocking_work),
+                                          asio::use_awaitable);
         } else if (reply.blocking_work) {
           reply = co_await RunOffExecutor(blocking_pool_.get_executor(), executor_, std::move(reply.blocking_work),
                                           asio::use_awaitable);
@@ -286,11 +371,29 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::Connec
       response.set(http::field::cache_control, "no-cache");
       response.set("Referrer-Policy", "no-referrer");
     }
+    // Bodies waiting to be written are bounded together: past the bound a large answer
+    // is dropped at once and the client told to retry, rather than held for a client
+    // that may never read it.
+    const std::size_t body_bytes = reply.body.size();
+    if (body_bytes > kSmallReplyBytes && response_bytes_in_flight_ + body_bytes > kMaxResponseBytesInFlight) {
+      HttpReply busy = Error(503, "the coordinator is already sending " + std::to_string(response_bytes_in_flight_) +
+                                      " bytes of answers, near its limit of " +
+                                      std::to_string(kMaxResponseBytesInFlight) + "; retry in a few seconds");
+      response.result(http::status::service_unavailable);
+      response.set(http::field::content_type, busy.content_type);
+      reply.body = std::move(busy.body);
+      reply.hold.reset();
+    }
+    std::shared_ptr<void> hold = std::move(reply.hold);  // until written
+    const std::size_t counted = reply.body.size();
+    response_bytes_in_flight_ += counted;
     response.keep_alive(keep_alive);
     response.body() = std::move(reply.body);
     response.prepare_payload();
     beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
     co_await http::async_write(stream, response, asio::redirect_error(asio::use_awaitable, ec));
+    response_bytes_in_flight_ -= counted;
+    hold.reset();
     if (ec || !keep_alive) break;
     slot.Serving(false);  // waiting for its next request: silent again
   }
@@ -332,14 +435,22 @@ HttpReply HttpServer::QueryRoute(const RouteCall& call) {
                           " queries; retry in a few seconds");
   }
   HttpReply reply;
+  limits.max_result_bytes = std::min(limits.max_result_bytes, kMaxQueryResponseBytes);
   reply.blocking_work = [slot, db_path = service_.store().path(), sql = request["sql"].get<std::string>(),
                          limits]() mutable {
     auto result = metrics::RunReadOnlyQuery(db_path, sql, limits);
-    slot.reset();
-    if (!result.ok()) return ErrorFrom(result.status());
-    json rows = json::array();
-    for (auto& row : result->rows) rows.push_back(std::move(row));
-    return JsonReply(200, {{"columns", result->columns}, {"rows", std::move(rows)}, {"truncated", result->truncated}});
+    // The slot is held until the answer has been written, not only until it is built.
+    HttpReply done;
+    if (!result.ok()) {
+      done = ErrorFrom(result.status());
+    } else {
+      json rows = json::array();
+      for (auto& row : result->rows) rows.push_back(std::move(row));
+      result->rows.clear();
+      done = JsonReply(200, {{"columns", result->columns}, {"rows", std::move(rows)}, {"truncated", result->truncated}});
+    }
+    done.hold = std::move(slot);
+    return done;
   };
   reply.query = true;
   return reply;
@@ -469,6 +580,17 @@ std::optional<HttpReply> HttpServer::Authorize(const std::string& method, const 
                           " needs a token with the submit role (the coordinator's --token-file)");
   }
   return std::nullopt;
+}
+
+bool HttpServer::TokenMatches(const std::string& authorization) const {
+  const std::string prefix = "Bearer ";
+  if (authorization.rfind(prefix, 0) != 0) return false;
+  const std::string given = authorization.substr(prefix.size());
+  const CoordinatorConfig& config = service_.config();
+  // Both lists compared whatever matched, so that timing tells nothing.
+  const bool submit = protocol::TokenInList(config.submit_tokens, given);
+  const bool read = protocol::TokenInList(config.read_tokens, given);
+  return submit || read;
 }
 
 HttpReply HttpServer::Handle(const std::string& method, const std::string& target,
@@ -617,8 +739,44 @@ HttpReply HttpServer::TrialsRoute(const RouteCall& call) {
 
 HttpReply HttpServer::LiveRoute(const RouteCall& call) {
   return OnSweep(call, [this](const metrics::SweepRecord& sweep) {
-    auto live = service_.store().LiveFigures(sweep.id);
-    return live.ok() ? JsonReply(200, LiveJson(*live)) : ErrorFrom(live.status());
+    // Summing a sweep's steps reads every stored step (seconds for millions): on the
+    // pool, on a read-only connection of its own (the store's lock is never held for
+    // it, so writes go on), at most kMaxLiveInFlight at once (A5).
+    JobSlots::Slot slot = live_slots_.TryTake();
+    if (slot == nullptr) {
+      return Error(503, "the coordinator is already summing " + std::to_string(kMaxLiveInFlight) +
+                            " sweeps' live figures; retry in a few seconds");
+    }
+    HttpReply reply;
+    reply.blocking_work = [slot, db_path = service_.store().path(), sweep_id = sweep.id,
+                           timeout = service_.config().query_timeout]() mutable {
+      metrics::QueryLimits limits;
+      limits.max_rows = std::numeric_limits<std::int64_t>::max();
+      limits.timeout = timeout;
+      limits.max_result_bytes = kMaxQueryResponseBytes;
+      auto result = metrics::RunReadOnlyQuery(db_path, metrics::LiveFiguresSql(sweep_id), limits);
+      HttpReply done;
+      if (!result.ok()) {
+        done = ErrorFrom(result.status());
+      } else {
+        std::vector<metrics::LiveTrialFigures> live;
+        for (const auto& row : result->rows) {
+          metrics::LiveTrialFigures f;
+          f.trial_id = row.at(0).get<std::int64_t>();
+          f.attempt = row.at(1).get<std::int64_t>();
+          f.measured_steps = static_cast<std::int64_t>(row.at(2).get<double>());
+          f.tokens = static_cast<std::int64_t>(row.at(3).get<double>());
+          f.step_s = row.at(4).get<double>();
+          if (row.at(5).is_number()) f.peak_mem_bytes = row.at(5).get<std::int64_t>();
+          live.push_back(f);
+        }
+        done = result->truncated ? Error(503, "the sweep's live figures are over the answer's limit")
+                                 : JsonReply(200, LiveJson(live));
+      }
+      done.hold = std::move(slot);
+      return done;
+    };
+    return reply;
   });
 }
 
@@ -641,11 +799,15 @@ HttpReply HttpServer::BuildReport(const RouteCall& call, const metrics::SweepRec
   reply.blocking_work = [slot, db_path = service_.store().path(), sweep_id = std::to_string(sweep.id),
                          options = *options]() mutable {
     auto rendered = metrics::RenderSweepReport(db_path, sweep_id, options);
-    slot.reset();
-    if (!rendered.ok()) return ErrorFrom(rendered.status());
+    // The slot is held until the report has been written, not only until it is built.
     HttpReply done;
-    done.content_type = metrics::ReportContentType(options.format);
-    done.body = std::move(rendered).value();
+    if (!rendered.ok()) {
+      done = ErrorFrom(rendered.status());
+    } else {
+      done.content_type = metrics::ReportContentType(options.format);
+      done.body = std::move(rendered).value();
+    }
+    done.hold = std::move(slot);
     return done;
   };
   return reply;

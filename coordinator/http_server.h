@@ -5,19 +5,26 @@
 // otherwise; compared in constant time): a read token for GET and POST /api/v1/query,
 // a submit token for every other method (403 with a read token). The headers are
 // checked before the body is read: an unauthenticated or unauthorised request is
-// answered without reading its body. Bodies are limited (413 past
+// answered without reading its body. A connection counts as authenticated (never shut
+// down to make room, protocol/listener.h) only once a request carried a read or submit
+// token that matched: any other Authorization header, the worker credential included,
+// leaves it evictable (security review 2026-12-07, A1). Whatever they send, at most
+// kMaxHttpConnectionsPerPeer connections of one address are served at once; one more
+// is closed unanswered. Bodies are limited (413 past
 // CoordinatorConfig::max_request_body_bytes, also checked before reading), and so are
 // connections (max_http_connections, protocol/listener.h).
 // Errors are JSON: {"error": "..."}. POST /api/v1/query runs read-only SQL (bounded
 // rows and time) and GET .../report builds a report (bounded bootstrap work, at most
 // kMaxReportsInFlight at once) on a small thread pool, never on the service's executor;
-// POST /api/v1/sweeps parses and expands the sweep there too (one at a time, in arrival
-// order) and stores it back on the executor.
+// POST /api/v1/sweeps parses and expands the sweep on a thread of its own (one at a
+// time, in arrival order; no report or query waits ahead of it) and stores it back on
+// the executor.
 // Thread-safety: runs on the service's single-threaded executor.
 #pragma once
 
 #include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <map>
@@ -60,6 +67,10 @@ struct HttpReply {
   // The web page and its assets: sent with a Content-Security-Policy that lets the page
   // load only its own script and style and talk only to this coordinator.
   bool page = false;
+  // Held until the reply has been written (or the write failed): a query's or report's
+  // JobSlot, so that answers nobody reads count against their kind's cap while they
+  // wait in memory (security review 2026-12-07, A3).
+  std::shared_ptr<void> hold{};
 };
 
 // Who may call a route: anyone (the page's files, /healthz, the OpenAPI document: they
@@ -76,6 +87,20 @@ inline constexpr int kMaxReportsInFlight = 4;
 // Read-only queries queued or running on their own one-thread pool; one more is
 // answered 503 at once, so that slow queries cannot pile up behind each other.
 inline constexpr int kMaxQueriesInFlight = 2;
+// GET .../live sums queued or running on the pool; one more is answered 503 at once.
+inline constexpr int kMaxLiveInFlight = 2;
+// Connections of one address served at once, whatever they send (authenticated or
+// not); one more is closed as soon as it is accepted (security review 2026-12-07, A1).
+inline constexpr std::size_t kMaxHttpConnectionsPerPeer = 64;
+// Bytes of response bodies being written at once, over all connections. A reply that
+// would pass it is answered 503 instead (its body dropped at once), unless it is small
+// (kSmallReplyBytes: /healthz, errors), so that clients which ask and never read hold
+// at most this much of the coordinator's memory (A3).
+inline constexpr std::size_t kMaxResponseBytesInFlight = 64u << 20;
+inline constexpr std::size_t kSmallReplyBytes = 64u << 10;
+// A query's answer, as encoded JSON: the query's result bound (metrics::QueryLimits::
+// max_result_bytes counts encoded bytes, escapes and layout included).
+inline constexpr std::size_t kMaxQueryResponseBytes = 16u << 20;
 
 // At most `max` blocking jobs of one kind (reports, queries) queued or running at once.
 // A job holds its Slot while it runs; the slot is free again when the job lets it go or
@@ -139,6 +164,10 @@ class HttpServer {
   };
   static const std::vector<Route>& Routes();
 
+  // Whether `authorization` is `Bearer T` with T one of the read or submit tokens: only
+  // then is a connection authenticated. Compared in constant time.
+  bool TokenMatches(const std::string& authorization) const;
+
   // Replaces how submitted sweeps are prepared (tests hold one mid-preparation).
   // REQUIRES: called before Start.
   void set_sweep_preparer(SweepPreparer preparer) { sweep_preparer_ = std::move(preparer); }
@@ -191,13 +220,26 @@ class HttpServer {
   // Reports queued or being built on blocking_pool_; queries on query_pool_.
   JobSlots report_slots_{kMaxReportsInFlight};
   JobSlots query_slots_{kMaxQueriesInFlight};
+  JobSlots live_slots_{kMaxLiveInFlight};
   boost::asio::thread_pool blocking_pool_{2};
   // HttpReply::query work runs here, one at a time.
   boost::asio::thread_pool query_pool_{1};
-  // HttpReply::in_order work runs here.
-  boost::asio::strand<boost::asio::thread_pool::executor_type> in_order_{blocking_pool_.get_executor()};
+  // HttpReply::in_order work (sweep submissions) runs here, one at a time in arrival
+  // order, on a thread of its own: reports on blocking_pool_ never hold a submission
+  // back (security review 2026-12-07, A9).
+  boost::asio::thread_pool submit_pool_{1};
   SweepPreparer sweep_preparer_ = &CoordinatorService::PrepareSweep;
   int pages_served_ = 0;  // GET / (on the executor)
+  // On the executor: connections served per peer address, and response bytes being
+  // written (kMaxResponseBytesInFlight).
+  std::shared_ptr<std::map<std::string, std::size_t>> open_by_peer_ =
+      std::make_shared<std::map<std::string, std::size_t>>();
+  std::size_t response_bytes_in_flight_ = 0;
+  // Peer-triggered log lines (over the per-peer cap, TLS failures): at most one per
+  // kPeerLogInterval, with how many were left out.
+  void LogPeerEvent(const std::string& line);
+  std::chrono::steady_clock::time_point next_peer_log_{};
+  std::size_t peer_lines_left_out_ = 0;
 };
 
 }  // namespace bakeoff::coordinator

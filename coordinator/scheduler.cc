@@ -195,6 +195,19 @@ std::vector<TrialPlacement> Scheduler::Schedule(const std::vector<SchedulerSweep
         mates = LockstepMates(*sweeps[s], cursor[s], *placed, *worker);
         for (const auto& mate : mates) co_placed.insert(mate.trial_id);
       }
+      // The history counts this placement at once, so that the pass's next trial of the
+      // variant prefers another worker (security review 2026-12-07, A2: history fixed
+      // for a whole pass let one worker take every trial of a variant).
+      {
+        std::vector<int>& variant_runs = runs[{sweeps[s]->sweep_id, head.variant_key}];
+        std::set<std::string> counted;
+        for (const RankAssignment& r : placed->ranks) {
+          if (!counted.insert(r.worker_id).second) continue;
+          auto at = std::lower_bound(workers.begin(), workers.end(), r.worker_id,
+                                     [](const SchedulerWorker& w, const std::string& id) { return w.id < id; });
+          if (at != workers.end() && at->id == r.worker_id) ++variant_runs[static_cast<std::size_t>(at - workers.begin())];
+        }
+      }
       ++cursor[s];
       last_served_sweep_ = sweeps[s]->sweep_id;
       out.push_back(std::move(*placed));

@@ -1,5 +1,7 @@
 #include "coordinator/worker_admission.h"
 
+#include <cctype>
+
 #include "coordinator/coordinator_log.h"
 #include "protocol/token.h"
 
@@ -16,6 +18,14 @@ std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
     kLog.Warning("rejected a worker registration: invalid name " + json(message.worker_name).dump());
     return protocol::RejectedMessage{
         "invalid worker name: use 1-64 letters, digits, '.', '_' or '-'"};
+  }
+  // The host is printed by `bakeoff workers` and the page, and logged: a host name or an
+  // address only (A13: a host with terminal escapes reached an operator's terminal).
+  if (!ValidWorkerHost(message.host)) {
+    kLog.Warning("rejected a worker registration from name=" + message.worker_name + ": invalid host " +
+                 json(message.host.substr(0, 80)).dump(-1, ' ', true, json::error_handler_t::replace));
+    return protocol::RejectedMessage{"invalid host: use at most " + std::to_string(kMaxWorkerHostBytes) +
+                                     " letters, digits, '.', '-', '_', ':', '[' or ']' (a host name or an address)"};
   }
   // Only the worker credential registers: an API token is refused like any other.
   if (!config.worker_tokens.empty() && !protocol::TokenInList(config.worker_tokens, message.token)) {
@@ -59,9 +69,20 @@ std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
           json(scrape_host).dump() + ": " + scrape.status().message());
       return protocol::RejectedMessage{"metrics host: " + scrape.status().message()};
     }
-    checked.metrics_host = *scrape;
+    // /api/v1/sd publishes the connection's own address, never one the worker names
+    // (A13: metadata and internal service addresses were published); the check above
+    // still refuses a named address that could never be right.
+    checked.metrics_host = peer_address.empty() ? *scrape : peer_address;
   }
   return checked;
+}
+
+bool ValidWorkerHost(const std::string& host) {
+  if (host.size() > kMaxWorkerHostBytes) return false;  // empty: not said
+  for (unsigned char c : host) {
+    if (!std::isalnum(c) && c != '.' && c != '-' && c != '_' && c != ':' && c != '[' && c != ']') return false;
+  }
+  return true;
 }
 
 metrics::WorkerRecord WorkerRecordOf(const protocol::RegisterMessage& message, const WorkerInfo& info) {

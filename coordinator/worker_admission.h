@@ -20,8 +20,17 @@
 
 namespace bakeoff::coordinator {
 
-// The registration as admitted (its metrics host resolved to the address it is scraped
-// at: protocol::ScrapeAddress against `peer_address`), or the reply that refuses it.
+// A worker's `host` as it registers: at most this many bytes.
+inline constexpr std::size_t kMaxWorkerHostBytes = 253;
+// Whether `host` is at most kMaxWorkerHostBytes letters, digits, '.', '-', '_', ':', '['
+// or ']' (empty: not said): a host name or an address, nothing a terminal or a log line
+// would interpret.
+bool ValidWorkerHost(const std::string& host);
+
+// The registration as admitted, or the reply that refuses it. Its host must be
+// ValidWorkerHost; its metrics host, when it has a metrics port, is checked by
+// protocol::ScrapeAddress and then replaced by `peer_address`, the connection's own
+// address (when known): /api/v1/sd publishes nothing else.
 std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
     const protocol::RegisterMessage& message, const CoordinatorConfig& config, const WorkerRegistry& registry,
     const std::string& peer_address);

@@ -58,10 +58,26 @@ asio::awaitable<std::shared_ptr<protocol::FrameConnection>> WorkerServer::Open(t
   if (!tls_) co_return std::make_shared<protocol::FrameConnection>(std::move(socket), options);
   auto stream = co_await protocol::TlsServerHandshake(std::move(socket), *tls_, kTlsHandshakeTimeout);
   if (!stream.ok()) {
-    kLog.Info("worker " + stream.status().message());
+    LogPeerEvent("worker " + stream.status().message());
     co_return nullptr;
   }
   co_return std::make_shared<protocol::FrameConnection>(std::move(stream).value(), options);
+}
+
+void WorkerServer::LogPeerEvent(const std::string& line) {
+  constexpr std::chrono::seconds kInterval{10};
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_peer_log_) {
+    ++peer_lines_left_out_;
+    return;
+  }
+  next_peer_log_ = now + kInterval;
+  const std::string left_out = peer_lines_left_out_ == 0
+                                   ? std::string()
+                                   : " (" + std::to_string(peer_lines_left_out_) + " such lines left out in the last " +
+                                         std::to_string(kInterval.count()) + " s)";
+  peer_lines_left_out_ = 0;
+  kLog.Warning(line + left_out);
 }
 
 asio::awaitable<void> WorkerServer::Serve(tcp::socket socket, protocol::ConnectionSlot slot) {
@@ -73,8 +89,8 @@ asio::awaitable<void> WorkerServer::Serve(tcp::socket socket, protocol::Connecti
   // (protocol/listener.h shuts the oldest such one down to make room).
   auto first = co_await conn->Read(kRegisterTimeout, protocol::kMaxPreAuthFrameBytes);
   if (!first.ok()) {
-    kLog.Warning("worker connection from " + conn->remote_address() + " ended before registering: " +
-        first.status().message());
+    LogPeerEvent("worker connection from " + conn->remote_address() + " ended before registering: " +
+                 first.status().message());
     co_return;
   }
   auto reg = protocol::Parse<protocol::RegisterMessage>(*first);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <utility>  // before Boost.Asio: 1.74's awaitable.hpp uses std::exchange without it
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -37,10 +38,17 @@ class WorkerServer {
   // a log line) when the handshake fails.
   boost::asio::awaitable<std::shared_ptr<protocol::FrameConnection>> Open(boost::asio::ip::tcp::socket socket);
 
+  // A line a peer can trigger by connecting (a failed handshake, a connection that ends
+  // before registering): at most one per 10 s, saying how many were left out (security
+  // review 2026-12-07, A13: silent connections wrote 21 MB of log in 40 s).
+  void LogPeerEvent(const std::string& line);
+
   boost::asio::any_io_executor executor_;
   CoordinatorService& service_;
   protocol::Listener listener_;
   std::shared_ptr<protocol::TlsContext> tls_;
+  std::chrono::steady_clock::time_point next_peer_log_{};  // LogPeerEvent's
+  std::size_t peer_lines_left_out_ = 0;
 };
 
 }  // namespace bakeoff::coordinator

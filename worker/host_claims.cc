@@ -24,24 +24,103 @@ std::string HostClaims::DefaultDirectory() {
   return "/tmp/bakeoff-locks";
 }
 
+namespace {
+
+// A holder's text as shown in a message: printable ASCII, anything else as \xNN, at most
+// 100 bytes (another process wrote it: it must not drive the terminal it is shown on).
+std::string Printable(const std::string& text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : text.substr(0, 100)) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    }
+  }
+  return out;
+}
+
+// Whether a claim file or the directory belongs to someone this worker trusts: root or
+// its own user.
+bool TrustedOwner(uid_t uid) { return uid == 0 || uid == geteuid(); }
+
+}  // namespace
+
 HostClaims::HostClaims(std::string directory) : directory_(std::move(directory)) {}
+
+Status HostClaims::CheckDirectory() {
+  if (directory_checked_) return Status::Ok();
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(directory_, ec))) {
+    std::filesystem::create_directories(directory_, ec);
+    if (ec) return Status::IoError("cannot create the host lock directory " + directory_ + ": " + ec.message());
+    // Not writable by others: nobody else can plant, replace or hold its files.
+    chmod(directory_.c_str(), 0755);
+  }
+  struct stat st;
+  if (lstat(directory_.c_str(), &st) != 0) {
+    return Status::IoError("cannot read the host lock directory " + directory_ + ": " + std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Status::Unavailable("the host lock directory " + directory_ +
+                               " is not a directory (a symbolic link?); remove it, or set BAKEOFF_HOST_LOCK_DIR "
+                               "to a directory of yours");
+  }
+  if (!TrustedOwner(st.st_uid)) {
+    return Status::Unavailable("the host lock directory " + directory_ + " belongs to uid " +
+                               std::to_string(st.st_uid) +
+                               ", another user, who could hold every claim in it: remove it, or set "
+                               "BAKEOFF_HOST_LOCK_DIR to a directory of yours");
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    // An older worker made it world-writable (01777): ours or root's, so it can be fixed.
+    if (st.st_uid != geteuid() || chmod(directory_.c_str(), 0755) != 0) {
+      return Status::Unavailable("the host lock directory " + directory_ +
+                                 " is writable by other users, who could hold every claim in it; make it 0755 "
+                                 "(chmod 0755 " + directory_ + "), or set BAKEOFF_HOST_LOCK_DIR to a directory "
+                                 "of yours");
+    }
+  }
+  directory_checked_ = true;
+  return Status::Ok();
+}
 
 HostClaims::~HostClaims() {
   for (int fd : fds_) close(fd);  // releases every flock
 }
 
 Result<bool> HostClaims::Lock(const std::string& name, bool shared, std::string* holder) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(directory_, ec)) {
-    std::filesystem::create_directories(directory_, ec);
-    if (ec) return Status::IoError("cannot create the host lock directory " + directory_ + ": " + ec.message());
-    // Every user's workers claim here: world-writable and sticky, as /tmp.
-    chmod(directory_.c_str(), 01777);
-  }
+  BAKEOFF_RETURN_IF_ERROR(CheckDirectory());
   const std::string path = directory_ + "/" + name;
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
-  if (fd < 0) return Status::IoError("cannot open " + path + ": " + std::strerror(errno));
-  fchmod(fd, 0666);  // another user's worker must be able to open it to claim it later
+  int fd = -1;
+  for (int tries = 0; tries < 2 && fd < 0; ++tries) {
+    // 0600: flock needs only a read descriptor, so a claim another user could open,
+    // that user could hold.
+    fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+      const int err = errno;
+      return Status::IoError("cannot open " + path + ": " + std::strerror(err) +
+                             (err == EACCES ? "; the directory is another user's: set BAKEOFF_HOST_LOCK_DIR to a "
+                                              "directory of yours"
+                                            : ""));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !TrustedOwner(st.st_uid)) {
+      // Planted while the directory was world-writable: ours to remove (the directory
+      // is ours or root's), then claimed anew.
+      close(fd);
+      fd = -1;
+      if (unlink(path.c_str()) != 0) {
+        return Status::Unavailable("the claim " + path + " belongs to another user and cannot be removed: remove it");
+      }
+    } else if (st.st_uid == geteuid()) {
+      fchmod(fd, 0600);  // an older worker made it 0666
+    }
+  }
+  if (fd < 0) return Status::Unavailable("the claim " + path + " keeps being replaced by another user");
   if (flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
     const int err = errno;
     if (err == EWOULDBLOCK) {
@@ -49,7 +128,7 @@ Result<bool> HostClaims::Lock(const std::string& name, bool shared, std::string*
       ssize_t n = pread(fd, buffer, sizeof(buffer) - 1, 0);
       std::string text = n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : "";
       while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-      *holder = text.empty() ? "a worker that shares it (--share-cores)" : text;
+      *holder = text.empty() ? "a worker that shares it (--share-cores)" : Printable(text);
     }
     close(fd);
     if (err == EWOULDBLOCK) return false;

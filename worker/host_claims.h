@@ -5,6 +5,15 @@
 // host-wide directory held with flock(2) for the claimer's life: a worker that dies,
 // even by SIGKILL, releases its claims at once, and there is no stale state to clean.
 // The descriptors are close-on-exec: rank processes never inherit a claim.
+// Local users (security review 2026-12-07, A10): the directory is created 0755 and its
+// files 0600 (flock needs only a read descriptor: a file another user could open, that
+// user could hold), and a directory that belongs to another user (not root), or that others
+// may write, is refused with a message naming BAKEOFF_HOST_LOCK_DIR, so no other user
+// can hold, plant or replace a claim; a claim file another user planted is removed and
+// made anew. A holder's text is printed escaped (printable ASCII only, 100 bytes).
+// So claims interlock among the workers of one user (and root's with its own): another
+// user's worker is refused root's directory and names one of its own
+// (BAKEOFF_HOST_LOCK_DIR).
 // Thread-safety: a value filled once at start (WorkerConfig::Finalize), then read-only.
 #pragma once
 
@@ -55,8 +64,13 @@ class HostClaims {
   Result<bool> Lock(const std::string& name, bool shared, std::string* holder);
   // Gives back every claim taken after the first `first`.
   void ReleaseFrom(std::size_t first);
+  // Creates the directory 0755 when it is missing; refuses one that is not a directory,
+  // belongs to a user other than root or this one, or that others may write (an older
+  // worker's 01777 directory of this user is made 0755).
+  Status CheckDirectory();
 
   std::string directory_;
+  bool directory_checked_ = false;
   std::vector<int> fds_;
 };
 

@@ -12,8 +12,18 @@ void Outbox::AddEvent(const protocol::AttemptRef& attempt, int rank, protocol::T
   }
   auto& seq = next_event_seq_[{attempt.trial_id, attempt.attempt, rank}];
   ++seq;
+  // Its bytes as the frame will carry them (invalid UTF-8 as the encoder would replace
+  // it): one that can never fit is dropped here, never held or sent.
+  const std::size_t bytes =
+      kEventEnvelopeBytes + event.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size();
+  if (bytes + kFrameEnvelopeBytes > max_frame_bytes_) {
+    ++dropped_events_;
+    ++oversized_events_;
+    return;
+  }
   if (held_events_ >= max_events_) DropOne();
   PendingEvent pending;
+  pending.event_bytes = bytes;
   pending.event.attempt = attempt;
   pending.event.rank = rank;
   pending.event.event = std::move(event.body);
@@ -121,6 +131,8 @@ std::vector<nlohmann::json> Outbox::TakeUnsent(std::size_t max_events_per_frame,
   const std::size_t room = max_frames - frames_in_flight();
   protocol::EventsMessage batch;
   std::size_t batch_events = 0;  // steps counted one each
+  std::size_t batch_bytes = 0;   // at most, as encoded
+  const std::size_t frame_budget = max_frame_bytes_ > kFrameEnvelopeBytes ? max_frame_bytes_ - kFrameEnvelopeBytes : 0;
   std::vector<PendingEvent*> batch_members;
   auto flush_batch = [&]() {
     if (batch_members.empty()) return;
@@ -131,6 +143,7 @@ std::vector<nlohmann::json> Outbox::TakeUnsent(std::size_t max_events_per_frame,
     batch.steps.clear();
     batch_members.clear();
     batch_events = 0;
+    batch_bytes = 0;
   };
   auto e = events_.begin();
   auto f = finished_.begin();
@@ -148,7 +161,8 @@ std::vector<nlohmann::json> Outbox::TakeUnsent(std::size_t max_events_per_frame,
     const bool have_f = f != finished_.end();
     if (!have_e && !have_f) break;
     if (have_e && (!have_f || e->order < f->order)) {
-      if (!batch_members.empty() && batch_events + e->size() > max_events_per_frame) {
+      if (!batch_members.empty() &&
+          (batch_events + e->size() > max_events_per_frame || batch_bytes + e->bytes() > frame_budget)) {
         flush_batch();
         if (frames.size() >= room) break;
       }
@@ -159,6 +173,7 @@ std::vector<nlohmann::json> Outbox::TakeUnsent(std::size_t max_events_per_frame,
         batch.events.push_back(e->event);
       }
       batch_events += e->size();
+      batch_bytes += e->bytes();
       batch_members.push_back(&*e);
       ++e;
       if (batch_events >= max_events_per_frame) flush_batch();
@@ -190,6 +205,16 @@ std::vector<protocol::AttemptRef> Outbox::PendingFinishedAttempts() const {
   std::vector<protocol::AttemptRef> out;
   for (const auto& f : finished_) out.push_back(f.message.attempt);
   return out;
+}
+
+void Outbox::DropFrame(std::int64_t outbox_seq) {
+  std::erase_if(events_, [&](const PendingEvent& p) {
+    if (p.sent_in != outbox_seq) return false;
+    Held(p, -static_cast<std::ptrdiff_t>(p.size()));
+    dropped_events_ += p.size();
+    oversized_events_ += p.size();
+    return true;
+  });
 }
 
 void Outbox::MarkAllUnsent() {

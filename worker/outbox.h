@@ -24,6 +24,13 @@
 // matter): the first step of the oldest block not yet sent, or the oldest sent block
 // whole; then its oldest event of any kind; attempt_finished reports are never dropped
 // (there is at most one per attempt). Drops are counted.
+// Frames by bytes (security review 2026-12-07, A4): each held event knows an upper bound
+// of its bytes in a frame (its JSON as encoded plus kEventEnvelopeBytes; a step row
+// kStepRowBytes), and TakeUnsent cuts events frames at `max_frame_bytes` less
+// kFrameEnvelopeBytes as well as at their event count, so no frame it makes is refused
+// by the codec. An event that could never fit in a frame is dropped when it is added
+// and counted (oversized_events(), included in dropped_events()): it is never held,
+// never sent, and never makes the worker reconnect and resend.
 // Thread-safety: not thread-safe; used from the worker's io thread only.
 #pragma once
 
@@ -38,6 +45,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/frame_codec.h"
 #include "protocol/messages.h"
 #include "protocol/trainer_event.h"
 
@@ -45,10 +53,20 @@ namespace bakeoff::worker {
 
 class Outbox {
  public:
-  explicit Outbox(std::size_t max_events = 100000) : max_events_(max_events) {}
+  // An event's fields around its body in a frame (trial_id, attempt, rank, seq), at most.
+  static constexpr std::size_t kEventEnvelopeBytes = 256;
+  // One step row of a block, at most (ten numbers in their longest form, with commas).
+  static constexpr std::size_t kStepRowBytes = 320;
+  // An events frame's own fields (type, outbox_seq, brackets), at most.
+  static constexpr std::size_t kFrameEnvelopeBytes = 4096;
+
+  explicit Outbox(std::size_t max_events = 100000,
+                  std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes)
+      : max_events_(max_events), max_frame_bytes_(max_frame_bytes) {}
 
   // Queues one event: a step joins its block; any other event's body travels as
-  // written, with the next per-(attempt, rank) event seq.
+  // written, with the next per-(attempt, rank) event seq. An event whose encoded bytes
+  // cannot fit in one frame is dropped and counted instead (it still takes its seq).
   void AddEvent(const protocol::AttemptRef& attempt, int rank, protocol::TrainerEvent event);
   void AddStep(const protocol::AttemptRef& attempt, int rank, const protocol::StepEvent& step);
   void AddFinished(protocol::AttemptFinishedMessage finished);
@@ -56,7 +74,8 @@ class Outbox {
   // The next frames to send: events not yet sent (up to `max_events_per_frame` per
   // events frame) and finished reports, in the order they were added, while fewer than
   // `max_frames` are in flight. Each frame gets an outbox sequence number
-  // ("outbox_seq"). Marks them sent.
+  // ("outbox_seq"); an events frame's encoded payload stays within `max_frame_bytes`
+  // (the constructor's). Marks them sent.
   std::vector<nlohmann::json> TakeUnsent(std::size_t max_events_per_frame = 500,
                                          std::size_t max_frames = SIZE_MAX);
 
@@ -65,6 +84,11 @@ class Outbox {
 
   // After a reconnect: everything not acknowledged is sent again.
   void MarkAllUnsent();
+
+  // The frame `outbox_seq` could not be sent for its own sake (the codec refused it):
+  // its events are dropped and counted, so that it is never resent. attempt_finished
+  // reports are kept. A safety net: TakeUnsent's frames fit by construction.
+  void DropFrame(std::int64_t outbox_seq);
 
   // Attempts whose attempt_finished is not yet acknowledged: a re-registration lists
   // them with the running ones, so the coordinator does not declare them lost.
@@ -76,6 +100,8 @@ class Outbox {
   std::size_t pending_events() const { return held_events_; }
   std::size_t pending_finished() const { return finished_.size(); }
   std::uint64_t dropped_events() const { return dropped_events_; }
+  // Events dropped because they could never fit in a frame (also in dropped_events()).
+  std::uint64_t oversized_events() const { return oversized_events_; }
   bool empty() const { return events_.empty() && finished_.empty(); }
 
  private:
@@ -85,7 +111,10 @@ class Outbox {
     bool sealed = false;                     // a block that was sent: it never changes
     std::int64_t order = 0;                  // insertion order across events and finished
     std::int64_t sent_in = 0;  // outbox_seq of the frame that carried it; 0 = unsent
+    std::size_t event_bytes = 0;  // unless `block`: its body's JSON plus kEventEnvelopeBytes
     std::size_t size() const { return block ? block->rows.size() : 1; }
+    // At most this many bytes in an events frame.
+    std::size_t bytes() const { return block ? kEventEnvelopeBytes + block->rows.size() * kStepRowBytes : event_bytes; }
   };
   struct PendingFinished {
     protocol::AttemptFinishedMessage message;
@@ -103,6 +132,7 @@ class Outbox {
   void Remove(std::deque<PendingEvent>::iterator it);
 
   std::size_t max_events_;
+  std::size_t max_frame_bytes_;
   std::deque<PendingEvent> events_;  // in `order`
   std::deque<PendingFinished> finished_;
   std::size_t held_events_ = 0;  // events_ with each step counted
@@ -114,6 +144,7 @@ class Outbox {
   std::int64_t next_outbox_seq_ = 1;
   std::int64_t acknowledged_ = 0;  // highest outbox_seq acknowledged (or given up on)
   std::uint64_t dropped_events_ = 0;
+  std::uint64_t oversized_events_ = 0;
 };
 
 }  // namespace bakeoff::worker

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -68,6 +69,59 @@ std::vector<pid_t> ChildrenOfThisProcess() {
     closedir(procs);
   }
   return children;
+}
+
+// Every process's children, from each /proc/PID/stat's ppid field.
+std::map<pid_t, std::vector<pid_t>> ChildrenByParent() {
+  std::map<pid_t, std::vector<pid_t>> children;
+  if (DIR* procs = opendir("/proc")) {
+    while (const dirent* entry = readdir(procs)) {
+      const pid_t pid = static_cast<pid_t>(std::atoi(entry->d_name));
+      if (pid <= 0) continue;
+      std::ifstream in(std::string("/proc/") + entry->d_name + "/stat");
+      std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const auto close = stat.rfind(')');  // the name may hold spaces and parentheses
+      if (close == std::string::npos || close + 4 >= stat.size()) continue;
+      const pid_t ppid = static_cast<pid_t>(std::atol(stat.c_str() + close + 4));  // ") S PPID"
+      children[ppid].push_back(pid);
+    }
+    closedir(procs);
+  }
+  return children;
+}
+
+// Ends `root` (our child) and every process below it, however fast they fork: the tree
+// is stopped (SIGSTOP) from the top, walked again until no new member appears (a stopped
+// process forks no more), then killed whole. So a chain of processes each forking its
+// successor and exiting (security review 2026-12-07, A7) ends at once, not one link
+// per sweep. Returns how many processes below `root` were killed.
+std::size_t KillProcessTree(pid_t root) {
+  kill(root, SIGSTOP);
+  std::set<pid_t> stopped;
+  for (int round = 0; round < 64; ++round) {
+    const auto by_parent = ChildrenByParent();
+    std::vector<pid_t> frontier{root};
+    bool fresh = false;
+    std::set<pid_t> seen{root};
+    while (!frontier.empty()) {
+      const pid_t at = frontier.back();
+      frontier.pop_back();
+      auto it = by_parent.find(at);
+      if (it == by_parent.end()) continue;
+      for (pid_t child : it->second) {
+        if (!seen.insert(child).second) continue;
+        frontier.push_back(child);
+        if (stopped.insert(child).second) {
+          kill(child, SIGSTOP);
+          fresh = true;
+        }
+      }
+    }
+    if (!fresh) break;
+  }
+  kill(root, SIGKILL);
+  for (pid_t pid : stopped) kill(pid, SIGKILL);
+  return stopped.size();
 }
 
 std::string ProcessName(pid_t pid) {
@@ -284,7 +338,8 @@ std::vector<KilledStray> KillStrayChildren() {
     if (g_ranks.count(child) != 0 || g_killed_strays.count(child) != 0) continue;
     // Our child, not yet reaped: the pid cannot have been reused by another process.
     KilledStray stray{child, ProcessName(child)};
-    if (kill(child, SIGKILL) != 0) continue;
+    if (kill(child, 0) != 0) continue;
+    stray.descendants = KillProcessTree(child);
     if (waitpid(child, nullptr, WNOHANG) != child) g_killed_strays.insert(child);  // reaped next sweep
     killed.push_back(std::move(stray));
   }

@@ -79,12 +79,15 @@ Result<std::optional<ProcessExit>> TryReap(pid_t pid);
 struct KilledStray {
   pid_t pid = -1;
   std::string name;  // its /proc comm, for the log
+  std::size_t descendants = 0;  // processes below it, killed with it
 };
 
 // Kills (SIGKILL) every child of this process that is not a rank spawned by
-// SpawnRankProcess and not yet reaped, and reaps those killed before. In a worker that
-// is a child subreaper (worker/stray_reaper.h) these are what ranks left behind. A
-// process that runs rank processes starts no other children (this would kill them).
+// SpawnRankProcess and not yet reaped, with its whole tree of descendants (stopped
+// first, so that none forks a successor meanwhile), and reaps those killed before. In a
+// worker that is a child subreaper (worker/stray_reaper.h) these are what ranks left
+// behind. A process that runs rank processes starts no other children (this would kill
+// them).
 std::vector<KilledStray> KillStrayChildren();
 
 // Kills (SIGKILL) every process running as `uid`, wherever it is in the process tree,

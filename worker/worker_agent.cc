@@ -264,6 +264,19 @@ void WorkerAgent::Flush() {
   if (!connected()) return;
   for (auto& frame : outbox_.TakeUnsent(config_.max_events_per_frame, config_.max_frames_in_flight)) {
     Status sent = connection_->Send(frame);
+    if (!sent.ok() && sent.code() == Status::Code::kResourceExhausted && connection_->is_open() &&
+        frame.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size() > protocol::kDefaultMaxFrameBytes) {
+      // A frame the codec refuses for its own size would be refused again after any
+      // reconnect: its events are dropped (counted), never resent, and the connection
+      // stays (security review 2026-12-07, A4). The outbox cuts frames by bytes, so
+      // this is a safety net.
+      const std::uint64_t before = outbox_.dropped_events();
+      outbox_.DropFrame(frame.value("outbox_seq", std::int64_t{0}));
+      kLog.Warning("dropped " + std::to_string(outbox_.dropped_events() - before) +
+                   " event(s) whose frame is over the protocol's limit of " +
+                   std::to_string(protocol::kDefaultMaxFrameBytes) + " bytes: " + sent.message());
+      continue;
+    }
     if (!sent.ok()) {
       kLog.Warning("cannot send to the coordinator: " + sent.ToString());
       connection_->Close();
@@ -330,7 +343,15 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
     auto agent = weak.lock();
     if (!agent) return;
     if (agent->metrics_) agent->metrics_->ObserveEvent(ref, rank, event);
+    const std::uint64_t oversized = agent->outbox_.oversized_events();
     agent->outbox_.AddEvent(ref, rank, std::move(event));
+    if (agent->outbox_.oversized_events() != oversized && (oversized & (oversized + 1)) == 0) {
+      // The 1st, 2nd, 4th, 8th, ... such event: a script cannot flood the log with them.
+      kLog.Warning("trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
+                   " rank=" + std::to_string(rank) + ": dropped an event too large for any frame (" +
+                   std::to_string(oversized + 1) + " so far; a frame holds at most " +
+                   std::to_string(protocol::kDefaultMaxFrameBytes) + " bytes)");
+    }
   };
   callbacks.on_finished = [weak, ref](protocol::AttemptFinishedMessage finished) {
     auto agent = weak.lock();

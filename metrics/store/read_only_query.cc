@@ -139,18 +139,49 @@ int Authorize(void* context, int action, const char* arg1, const char* arg2, con
   return SQLITE_OK;
 }
 
-// Bytes column `column` of the current row adds to a result, known before the value is
-// copied: text by its length, a blob by its hex form ("x'..'"), anything else 8.
+// Bytes a string takes in the JSON answer, quotes included: what JSON escapes counts as
+// escaped (a control character 6, "\n" or a quote 2), and a byte outside ASCII 3 (the
+// most it can become: invalid UTF-8 is replaced by U+FFFD).
+std::size_t EncodedStringBytes(const unsigned char* text, std::size_t length) {
+  std::size_t bytes = 2;
+  for (std::size_t i = 0; i < length; ++i) {
+    const unsigned char c = text[i];
+    if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') {
+      bytes += 2;
+    } else if (c < 0x20) {
+      bytes += 6;
+    } else if (c >= 0x80) {
+      bytes += 3;
+    } else {
+      bytes += 1;
+    }
+  }
+  return bytes;
+}
+
+// Bytes column `column` of the current row adds to the encoded answer, known before the
+// value is copied: text as JSON escapes it, a blob by its hex form ("x'..'"), a number
+// as its longest form, each with the layout around a value (kValueLayoutBytes).
 std::size_t ValueBytes(sqlite3_stmt* stmt, int column) {
+  // Indentation, comma and newline around each value of the coordinator's answer.
+  constexpr std::size_t kValueLayoutBytes = 8;
   switch (sqlite3_column_type(stmt, column)) {
-    case SQLITE_TEXT:
-      return static_cast<std::size_t>(sqlite3_column_bytes(stmt, column));
+    case SQLITE_TEXT: {
+      const unsigned char* text = sqlite3_column_text(stmt, column);
+      const auto length = static_cast<std::size_t>(sqlite3_column_bytes(stmt, column));
+      return kValueLayoutBytes + (text == nullptr ? 2 : EncodedStringBytes(text, length));
+    }
     case SQLITE_BLOB:
-      return 2 * static_cast<std::size_t>(sqlite3_column_bytes(stmt, column)) + 3;
+      return kValueLayoutBytes + 2 * static_cast<std::size_t>(sqlite3_column_bytes(stmt, column)) + 5;
+    case SQLITE_NULL:
+      return kValueLayoutBytes + 4;
     default:
-      return 8;
+      return kValueLayoutBytes + 24;  // "-1.2345678901234567e+308"
   }
 }
+
+// The layout around one row of the answer (its brackets, indentation and comma).
+constexpr std::size_t kRowLayoutBytes = 16;
 
 std::string Abbreviate(const std::string& sql) {
   std::string shown = sql.substr(0, 60);
@@ -236,6 +267,8 @@ Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::stri
   for (int i = 0; i < columns; ++i) {
     const char* name = sqlite3_column_name(stmt.get(), i);
     result.columns.push_back(name != nullptr ? name : "");
+    result_bytes += 8 + EncodedStringBytes(reinterpret_cast<const unsigned char*>(result.columns.back().data()),
+                                           result.columns.back().size());
   }
   while (true) {
     rc = sqlite3_step(stmt.get());
@@ -261,7 +294,7 @@ Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::stri
     // A few bytes of SQL can ask for gigabytes (zeroblob, printf padding): the row's
     // size is known from SQLite before any value is copied, and the result stops at its
     // byte bound like at its row bound.
-    std::size_t row_bytes = 0;
+    std::size_t row_bytes = kRowLayoutBytes;
     for (int i = 0; i < columns; ++i) row_bytes += ValueBytes(stmt.get(), i);
     if (result_bytes + row_bytes > limits.max_result_bytes) {
       result.truncated = true;

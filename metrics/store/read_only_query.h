@@ -22,8 +22,10 @@ struct QueryLimits {
   // Wall-clock bound on preparing and stepping the statement; past it the query is
   // interrupted and fails with kTimeout.
   std::chrono::milliseconds timeout{10000};
-  // Bytes of values returned (strings and blobs by their length, numbers 8 each); the
-  // rows that would pass it are not returned and QueryResult::truncated says so.
+  // Bytes of the answer as JSON encodes it (docs/security.md, "Limits"): a string as
+  // escaped (a control character 6 bytes, a byte outside ASCII 3), a blob by its hex
+  // form, a number 24, each value and row with its layout; the rows that would pass it
+  // are not returned and QueryResult::truncated says so.
   std::size_t max_result_bytes = 16u << 20;
 };
 

@@ -342,17 +342,25 @@ Result<std::vector<MeasuredStep>> ResultsReader::MeasuredSteps(int64_t sweep_id)
   }
 }
 
+namespace {
+// The live figures' SELECT up to its sweep id: one statement for both readers.
+constexpr const char* kLiveFiguresSelect =
+    "SELECT t.id, t.attempts_used, "
+    "TOTAL(m.rank = 0 AND m.phase = 'measure'), "
+    "TOTAL(CASE WHEN m.rank = 0 AND m.phase = 'measure' THEN m.tokens END), "
+    "TOTAL(CASE WHEN m.rank = 0 AND m.phase = 'measure' THEN m.step_s END), "
+    "MAX(m.peak_mem_bytes) "
+    "FROM trials t JOIN step_metrics m ON m.trial_id = t.id AND m.attempt = t.attempts_used "
+    "WHERE t.sweep_id = ";
+constexpr const char* kLiveFiguresOrder = " GROUP BY t.id ORDER BY t.order_index";
+}  // namespace
+
+std::string LiveFiguresSql(int64_t sweep_id) {
+  return std::string(kLiveFiguresSelect) + std::to_string(sweep_id) + kLiveFiguresOrder;
+}
+
 Result<std::vector<LiveTrialFigures>> ResultsReader::LiveFigures(int64_t sweep_id) {
-  return QueryAll(
-      db_,
-      "SELECT t.id, t.attempts_used, "
-      "TOTAL(m.rank = 0 AND m.phase = 'measure'), "
-      "TOTAL(CASE WHEN m.rank = 0 AND m.phase = 'measure' THEN m.tokens END), "
-      "TOTAL(CASE WHEN m.rank = 0 AND m.phase = 'measure' THEN m.step_s END), "
-      "MAX(m.peak_mem_bytes) "
-      "FROM trials t JOIN step_metrics m ON m.trial_id = t.id AND m.attempt = t.attempts_used "
-      "WHERE t.sweep_id = ? GROUP BY t.id ORDER BY t.order_index",
-      ReadLiveFiguresRow, sweep_id);
+  return QueryAll(db_, std::string(kLiveFiguresSelect) + "?" + kLiveFiguresOrder, ReadLiveFiguresRow, sweep_id);
 }
 
 Result<std::vector<EventRecord>> ResultsReader::ReadEvents(int64_t trial_id) {

@@ -29,6 +29,11 @@ namespace bakeoff::metrics {
 
 class SqliteConnection;
 
+// The SQL of ResultsReader::LiveFigures for one sweep, its id written in: for a reader on
+// a connection of its own (RunReadOnlyQuery), whose rows are LiveTrialFigures' fields in
+// order (trial_id, attempt, measured steps, tokens, step_s as reals; peak_mem_bytes).
+std::string LiveFiguresSql(int64_t sweep_id);
+
 class ResultsReader {
  public:
   // Opens `path` read-only and checks that it is a results database of this Bakeoff's
@@ -108,7 +113,7 @@ class ResultsReader {
   // Every trial of the sweep that has stored steps in its current attempt, in order_index
   // order: what the web page charts while the sweep runs. One indexed pass over
   // step_metrics per trial (its primary key starts with trial_id).
-  Result<std::vector<LiveTrialFigures>> LiveFigures(int64_t sweep_id);
+  Result<std::vector<LiveTrialFigures>> LiveFigures(int64_t sweep_id);  // LiveFiguresSql's statement
   // In insertion order.
   Result<std::vector<EventRecord>> ReadEvents(int64_t trial_id);
 

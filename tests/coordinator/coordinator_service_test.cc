@@ -66,10 +66,12 @@ const std::string kSweep = TinySweep("svc", kOneRankPair, "1", 2, "does the serv
 const std::string kTwoPairSweep = TinySweep("svc2", kOneRankPair, "2");
 
 // Runs the reply's deferred work as the session would: blocking_work (off the
-// executor), then what its reply leaves for the executor.
+// executor), then what its reply leaves for the executor; and, as once the reply is
+// written, lets go of what it held (a query's or report's slot).
 HttpReply Complete(HttpReply reply) {
   if (reply.blocking_work) reply = reply.blocking_work();
   if (reply.then_on_executor) reply = reply.then_on_executor();
+  reply.hold.reset();
   return reply;
 }
 
@@ -303,7 +305,10 @@ TEST_F(CoordinatorServiceTest, ThePageNeedsNoTokenTheLiveFiguresTheReadRoleAndAW
   EXPECT_EQ(http.Handle("GET", "/ui/other.js", "", "").status, 404);
   ASSERT_EQ(Complete(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep)).status, 201);
   EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps/svc/live", "", "").status, 401);
-  auto live = http.Handle("GET", "/api/v1/sweeps/svc/live", "Bearer reader", "");
+  auto deferred = http.Handle("GET", "/api/v1/sweeps/svc/live", "Bearer reader", "");
+  // Summing a sweep's steps may take seconds: never on the executor (review 2026-12-07, A5).
+  ASSERT_TRUE(static_cast<bool>(deferred.blocking_work)) << "the live figures must not be summed on the executor";
+  auto live = Complete(deferred);
   ASSERT_EQ(live.status, 200) << live.body;
   EXPECT_EQ(nlohmann::json::parse(live.body)["trials"], nlohmann::json::array()) << "no steps yet";
   EXPECT_EQ(http.Handle("GET", "/api/v1/sweeps/nope/live", "Bearer reader", "").status, 404);
@@ -746,7 +751,10 @@ TEST_F(CoordinatorServiceTest, AWorkerCannotWriteEventsForRanksItWasNotGiven) {
                        {"peak_mem_bytes", 1e15}, {"applied", {{"fell_back", true}, {"fallback_reason", "forged"}}}};
   protocol::EventsMessage events;
   events.events.push_back({victim, 0, forged, 1});   // another worker's trial
-  events.events.push_back({own, 7, forged, 2});      // a rank its one-rank trial does not have
+  // Ranks its one-rank trial does not have, at the edges: rank == world_size (an
+  // off-by-one there once passed every test, which used rank 7) and a negative one.
+  events.events.push_back({own, 1, forged, 2});
+  events.events.push_back({own, -1, forged, 4});
   events.events.push_back({own, 0, {{"event", "summary"}, {"tokens_per_s", 150.0}, {"step_s_median", 0.1}}, 3});
   // Its own rank's summary is stored and the frame acknowledged.
   SendStepsAndExpectAcked("evil", events, victim, 5, 50.0);
@@ -761,8 +769,8 @@ TEST_F(CoordinatorServiceTest, AWorkerCannotWriteEventsForRanksItWasNotGiven) {
     EXPECT_EQ(tps, r.trial.id == victim.trial_id ? 160.0 : 150.0) << "the real summary, not the forged one";
   }
   const std::string metrics = service_->MetricsText();
-  EXPECT_NE(metrics.find("bakeoff_worker_foreign_events_total 3"), std::string::npos)
-      << "two summaries and one step block were foreign";
+  EXPECT_NE(metrics.find("bakeoff_worker_foreign_events_total 4"), std::string::npos)
+      << "three summaries and one step block were foreign";
 }
 
 // Review 2026-12-02, hole 7 (the store's half): one trial's flood of undocumented events
@@ -794,6 +802,35 @@ TEST_F(CoordinatorServiceTest, ARanksEventsOverItsQuotaAreDroppedAndCounted) {
   for (const auto& r : results) summary_stored |= r.trial.id == attempt.trial_id && r.summaries.size() == 1;
   EXPECT_TRUE(summary_stored) << "a summary is not one of the capped kinds";
   EXPECT_NE(service_->MetricsText().find("bakeoff_worker_over_quota_events_total 6"), std::string::npos);
+}
+
+// Security review 2026-12-07, A6: the quota is in bytes too. 40 events of 1 MB each are
+// within the count quota (1,000) but not the byte quota (16 MiB): at most 16 of them are
+// stored, the rest dropped and counted, and every frame is still acknowledged. (The
+// other direction, many small events, is the count quota's test above.)
+TEST_F(CoordinatorServiceTest, ARanksEventsOverItsByteQuotaAreDroppedAndCounted) {
+  json assign;
+  RegisterAndSubmit("w1", assign);
+  const protocol::AttemptRef attempt{assign["trial_id"], assign["attempt"]};
+  const std::string megabyte(1'000'000, 'x');
+  std::int64_t seq = 1;
+  for (int frame = 0; frame < 4; ++frame) {
+    protocol::EventsMessage events;
+    for (int i = 0; i < 10; ++i) events.events.push_back({attempt, 0, {{"event", "big"}, {"pad", megabyte}}, seq++});
+    SendStepsAndExpectAcked("w1", events, attempt, 1, 0.1);
+  }
+  auto stored = store_->ReadEvents(attempt.trial_id);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  std::size_t big = 0, bytes = 0;
+  for (const auto& e : *stored) {
+    if (e.kind != "big") continue;
+    ++big;
+    bytes += e.data.dump().size();
+  }
+  EXPECT_EQ(big, 16u) << "16 of 1,000,024 bytes fit in 16 MiB, the 17th does not";
+  EXPECT_LE(bytes, EventIngest::kMaxEventBytesPerRank);
+  EXPECT_NE(service_->MetricsText().find("bakeoff_worker_over_quota_events_total 24"), std::string::npos)
+      << service_->MetricsText();
 }
 
 // Issue 33, balanced placement: with two one-slot workers and an interleaved sweep,
@@ -1114,6 +1151,26 @@ TEST_F(CoordinatorServiceTest, ReportRouteRendersTheStoredSweepWithEveryQueryOpt
   EXPECT_NE(bad.body.find("loss_threshold=x"), std::string::npos) << bad.body;
 }
 
+// Security review 2026-12-07, A3: a query's slot is held by its answer until the
+// answer is written (HttpReply::hold), not only while the query runs: two built answers
+// nobody has read yet keep a third query out (503); once one is let go, it runs.
+TEST_F(CoordinatorServiceTest, AQuerysSlotIsHeldUntilItsAnswerIsLetGo) {
+  HttpServer http(io_.get_executor(), *service_);
+  const std::string sql = R"({"sql": "SELECT 1"})";
+  std::vector<HttpReply> built;
+  for (int i = 0; i < kMaxQueriesInFlight; ++i) {
+    HttpReply deferred = http.Handle("POST", "/api/v1/query", "Bearer secret", sql);
+    ASSERT_TRUE(static_cast<bool>(deferred.blocking_work));
+    built.push_back(deferred.blocking_work());  // run, not yet written
+    ASSERT_EQ(built.back().status, 200) << built.back().body;
+    ASSERT_TRUE(built.back().hold != nullptr) << "the answer holds its slot";
+  }
+  EXPECT_EQ(http.Handle("POST", "/api/v1/query", "Bearer secret", sql).status, 503)
+      << "two answers unwritten: the queries' slots are still taken";
+  built.front().hold.reset();  // written
+  EXPECT_TRUE(http.Handle("POST", "/api/v1/query", "Bearer secret", sql).blocking_work);
+}
+
 TEST_F(CoordinatorServiceTest, ReportsAreBuiltOffTheExecutorAtMostFourAtOnce) {
   HttpServer http(io_.get_executor(), *service_);
   ASSERT_EQ(Complete(http.Handle("POST", "/api/v1/sweeps", "Bearer secret", kSweep)).status, 201);
@@ -1159,6 +1216,78 @@ std::pair<int, std::string> Call(int port, const std::string& method, const std:
   if (!ec) http::read(stream, buffer, response, ec);
   if (ec) return {0, ec.message()};
   return {static_cast<int>(response.result_int()), response.body()};
+}
+
+// GET /api/v1/sweeps on 127.0.0.1:`port` with no token and the given Host and Origin
+// (none when empty); the answer's status, 0 when it failed.
+int OpenRead(int port, const std::string& host, const std::string& origin, const std::string& method = "GET") {
+  namespace beast = boost::beast;
+  namespace http = beast::http;
+  boost::asio::io_context io;
+  beast::tcp_stream stream(io);
+  boost::system::error_code ec;
+  stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"),
+                                                static_cast<unsigned short>(port)), ec);
+  if (ec) return 0;
+  http::request<http::string_body> request{http::string_to_verb(method),
+                                           method == "GET" ? "/api/v1/sweeps" : "/api/v1/query", 11};
+  request.set(http::field::host, host);
+  if (!origin.empty()) request.set(http::field::origin, origin);
+  if (method != "GET") {
+    request.set(http::field::content_type, "text/plain");
+    request.body() = R"({"sql": "SELECT 1"})";
+  }
+  request.keep_alive(false);
+  request.prepare_payload();
+  http::write(stream, request, ec);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> response;
+  if (!ec) http::read(stream, buffer, response, ec);
+  return ec ? 0 : static_cast<int>(response.result_int());
+}
+
+// Security review 2026-12-07, A12: `bakeoff local` reads without a token (open_reads),
+// and answered any Host and cross-origin POSTs, so a DNS-rebinding page could read the
+// local results. Now a request must name a loopback Host, and carry this origin when it
+// carries one: from two directions, a rebound name and another site's page.
+TEST_F(CoordinatorServiceTest, OpenReadsAnswerOnlyALoopbackHostAndTheirOwnOrigin) {
+  config_.open_reads = true;
+  ASSERT_NO_FATAL_FAILURE(RestartService());
+  HttpServer http(io_.get_executor(), *service_, nullptr);
+  ASSERT_TRUE(http.Listen("127.0.0.1:0").ok());
+  http.Start();
+  auto guard = boost::asio::make_work_guard(io_);
+  io_.restart();
+  std::thread loop([this] { io_.run(); });
+  const int port = http.port();
+  const std::string self = "127.0.0.1:" + std::to_string(port);
+  std::map<std::string, int> got;
+  for (const std::string host : {self, "localhost:" + std::to_string(port), "[::1]:" + std::to_string(port),
+                                 std::string("127.0.0.1"), std::string("attacker.example"),
+                                 "attacker.example:" + std::to_string(port), std::string("127.0.0.1.nip.io"),
+                                 std::string("10.0.0.1:80")}) {
+    got["host " + host] = OpenRead(port, host, "");
+  }
+  got["same origin"] = OpenRead(port, self, "http://" + self);
+  got["other origin"] = OpenRead(port, self, "http://attacker.example");
+  got["other origin, POST"] = OpenRead(port, self, "http://attacker.example", "POST");
+  got["null origin, POST"] = OpenRead(port, self, "null", "POST");
+  boost::asio::post(io_, [&http] { http.Stop(); });
+  guard.reset();
+  io_.stop();
+  loop.join();
+  EXPECT_EQ(got["host " + self], 200);
+  EXPECT_EQ(got["host localhost:" + std::to_string(port)], 200);
+  EXPECT_EQ(got["host [::1]:" + std::to_string(port)], 200);
+  EXPECT_EQ(got["host 127.0.0.1"], 200);
+  EXPECT_EQ(got["host attacker.example"], 403);
+  EXPECT_EQ(got["host attacker.example:" + std::to_string(port)], 403);
+  EXPECT_EQ(got["host 127.0.0.1.nip.io"], 403);
+  EXPECT_EQ(got["host 10.0.0.1:80"], 403);
+  EXPECT_EQ(got["same origin"], 200);
+  EXPECT_EQ(got["other origin"], 403);
+  EXPECT_EQ(got["other origin, POST"], 403);
+  EXPECT_EQ(got["null origin, POST"], 403);
 }
 
 // A submitted sweep is parsed and expanded off the executor: while one is held in the

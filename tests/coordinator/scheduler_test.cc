@@ -34,6 +34,28 @@ TEST(SchedulerTest, CommandTrialGoesOnlyToWorkersOfferingItsTemplate) {
   EXPECT_TRUE(again.Schedule({{1, {trial}}}, {plain, offers, also}, nullptr).empty());
 }
 
+// Security review 2026-12-07, A2 (its first half): a variant's history was fixed for a
+// whole scheduling pass, so the worker offering the most slots took every trial of a
+// variant at once. The history counts each placement as it is made: the second trial
+// of the variant goes to the worker that has run it less, large or not; a third, with
+// both having run it once, to the larger again.
+TEST(SchedulerTest, TheHistoryCountsEachPlacementWithinAPass) {
+  Scheduler scheduler;
+  auto placed = scheduler.Schedule({{1, {T(10, "a"), T(11, "a"), T(12, "a")}}}, {W("big", 256), W("small", 1)}, nullptr);
+  ASSERT_EQ(placed.size(), 3u);
+  std::map<std::int64_t, std::string> on;
+  for (const auto& p : placed) on[p.trial_id] = p.ranks.front().worker_id;
+  EXPECT_EQ(on[10], "big");
+  EXPECT_EQ(on[11], "small") << "the big worker had run the variant once already in this pass";
+  EXPECT_EQ(on[12], "big");
+  // From the other direction: a history given from outside still counts as before.
+  Scheduler told;
+  auto history = [](std::int64_t, const std::string&, const std::string& worker) { return worker == "big" ? 5 : 0; };
+  auto first = told.Schedule({{1, {T(20, "a")}}}, {W("big", 256), W("small", 1)}, history);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].ranks.front().worker_id, "small");
+}
+
 TEST(SchedulerTest, APinnedTrialGoesWholeOntoItsPairsWorkerOnly) {
   Scheduler scheduler;
   SchedulerTrial trial = T(10, "b", 2);

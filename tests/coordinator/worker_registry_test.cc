@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "protocol/token.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
 namespace bakeoff::coordinator {
@@ -9,6 +10,37 @@ namespace {
 using namespace std::chrono_literals;
 
 protocol::RegisterMessage Reg(const std::string& name, int slots = 2) { return testing::Registration(name, slots); }
+
+// A worker's identity is its whole secret (and a held name's, the whole SHA-256 of it):
+// a secret or a hash that differs from the issued one only past its first characters is
+// refused. A comparison of the first 8 hex characters once passed every other test.
+TEST(WorkerRegistryTest, AnIdentityIsComparedOnEveryCharacter) {
+  FakeClock clock;
+  const std::string issued = "0123456789abcdef0123456789abcdef";
+  WorkerRegistry registry(clock, 1000ms, [&] { return issued; });
+  registry.Register(Reg("a"));
+  ASSERT_EQ(registry.Find("a")->secret, issued);
+  auto impostor = Reg("a");
+  for (const std::string& secret : {issued.substr(0, 8) + std::string(24, '0'), issued.substr(0, 31) + "0",
+                                    issued.substr(0, 31), issued + "0"}) {
+    impostor.worker_secret = secret;
+    EXPECT_FALSE(registry.CheckIdentity(impostor).ok()) << "secret " << secret;
+  }
+  impostor.worker_secret = issued;
+  EXPECT_TRUE(registry.CheckIdentity(impostor).ok());
+
+  // A held name: the stored hash against the registration's, whole.
+  const std::string real_hash = protocol::Sha256Hex(issued);
+  std::string near_hash = real_hash;
+  near_hash.back() = near_hash.back() == '0' ? '1' : '0';
+  registry.HoldName("b", near_hash, clock.Now() + 60s);
+  auto held = Reg("b");
+  held.worker_secret = issued;
+  EXPECT_FALSE(registry.CheckIdentity(held).ok()) << "the hash differs in its last character only";
+  registry.HoldName("c", real_hash, clock.Now() + 60s);
+  held.worker_name = "c";
+  EXPECT_TRUE(registry.CheckIdentity(held).ok());
+}
 
 TEST(WorkerRegistryTest, WorkerExpiresOnlyAfterTheTtlWithoutHeartbeat) {
   FakeClock clock;

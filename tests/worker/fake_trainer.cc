@@ -9,7 +9,8 @@
 //   child_keeps_events (succeeds, leaving a child in a session of its own that holds
 //   its stdout, the events pipe, open)
 //   no_turns (ignores its lockstep turn channel) | hang_in_turn (hangs holding its second
-//   measured turn) | fail_midway (fails after half its measured steps)
+//   measured turn) | fail_midway (fails after half its measured steps) | big_events
+//   (first writes "fake_event_count" events of "fake_event_bytes" each, then succeeds)
 // "warmup_steps", "steps" and "fake_step_ms" shape the run. It never reads the network.
 // It takes lockstep turns as the native trainer does (experiments/trainer/turn_client.h);
 // with FAKE_TRAINER_INTERVALS=FILE each rank appends "trial rank phase start_ns end_ns"
@@ -86,6 +87,11 @@ int main(int argc, char** argv) {
         {"env_rank_cpus", env_or_empty("BAKEOFF_RANK_CPUS")}, {"affinity", Affinity()}, {"config", config}});
   if (behavior == "garbage") {
     std::cout << "this is not json\n{\"no_event_field\":1}\n[1,2]\n" << std::flush;
+  }
+  if (behavior == "big_events") {  // "fake_event_count" lines of about "fake_event_bytes" each
+    const long long count = config.value("fake_event_count", 6LL);
+    const std::size_t bytes = config.value("fake_event_bytes", std::size_t{900'000});
+    for (long long i = 0; i < count; ++i) emit({{"event", "note"}, {"i", i}, {"pad", std::string(bytes, 'x')}});
   }
   if (behavior == "hang_with_child") {
     pid_t child = fork();

@@ -3,6 +3,12 @@
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <memory>
 
@@ -104,6 +110,80 @@ TEST_F(HostClaimsTest, OffClaimsNothing) {
   std::vector<int> cpus{0};
   EXPECT_TRUE(off.ClaimCpus(&cpus, true, false).ok());
   EXPECT_TRUE(other.ClaimCpus(&cpus, true, false).ok());
+}
+
+// Security review 2026-12-07, A10: another local user opened the 0666 claims of the
+// 01777 directory, held them and wrote terminal escapes into them. Now the directory is
+// 0755 and each claim 0600: another user (a real process of uid 65534, when the test
+// runs as root) can neither open a claim to hold it nor create one.
+TEST_F(HostClaimsTest, AnotherUserCanNeitherHoldNorPlantAClaim) {
+  HostClaims first(dir());
+  std::vector<int> cpus{0};
+  ASSERT_TRUE(first.ClaimCpus(&cpus, true, false).ok());
+  struct stat st;
+  ASSERT_EQ(stat(dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  ASSERT_EQ(stat((dir() + "/cpu0.lock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  if (geteuid() != 0) GTEST_SKIP() << "the other user's half needs root";
+  ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);  // the other user may reach the directory
+  const pid_t child = fork();
+  if (child == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+    const int held = open((dir() + "/cpu0.lock").c_str(), O_RDONLY);  // flock needs no more
+    const int planted = open((dir() + "/cpu9.lock").c_str(), O_RDWR | O_CREAT, 0666);
+    _exit(held < 0 && planted < 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "uid 65534 could open or create a claim";
+}
+
+// From the other side: a world-writable directory an older worker of this user made is
+// made 0755; a holder's text is shown escaped, never raw; and a directory of another
+// user (root only) is refused, naming BAKEOFF_HOST_LOCK_DIR, as is a claim planted by
+// another user, which is replaced.
+TEST_F(HostClaimsTest, AHoldersTextIsEscapedAndAnotherUsersDirectoryIsRefused) {
+  std::filesystem::create_directories(dir());
+  ASSERT_EQ(chmod(dir().c_str(), 01777), 0);
+  const std::string lock = dir() + "/cpu5.lock";
+  const int fd = open(lock.c_str(), O_RDWR | O_CREAT, 0666);
+  ASSERT_GE(fd, 0);
+  const std::string escape = "\x1b]0;PWNED\x07\x1b[2J run sudo rm -rf /";
+  ASSERT_EQ(write(fd, escape.data(), escape.size()), static_cast<ssize_t>(escape.size()));
+  ASSERT_EQ(flock(fd, LOCK_SH), 0);
+  HostClaims second(dir());
+  std::vector<int> cpus{5};
+  Status refused = second.ClaimCpus(&cpus, true, false);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.message().find('\x1b'), std::string::npos) << refused.message();
+  EXPECT_EQ(refused.message().find('\x07'), std::string::npos) << refused.message();
+  EXPECT_THAT(refused.message(), HasSubstr("\\x1b]0;PWNED"));
+  struct stat st;
+  ASSERT_EQ(stat(dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u) << "the world-writable directory was made 0755";
+  close(fd);
+  if (geteuid() != 0) GTEST_SKIP() << "another user's files need root";
+  // A claim another user planted (not held): removed and made anew, ours.
+  const std::string planted = dir() + "/cpu6.lock";
+  { const int p = open(planted.c_str(), O_RDWR | O_CREAT, 0666); ASSERT_GE(p, 0); ASSERT_EQ(fchown(p, 65534, 65534), 0); close(p); }
+  HostClaims third(dir());
+  std::vector<int> six{6};
+  ASSERT_TRUE(third.ClaimCpus(&six, true, false).ok());
+  ASSERT_EQ(stat(planted.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, geteuid());
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  // A directory of another user: refused.
+  const std::string theirs = (dir_ / "theirs").string();
+  std::filesystem::create_directories(theirs);
+  ASSERT_EQ(chown(theirs.c_str(), 65534, 65534), 0);
+  HostClaims fourth(theirs);
+  std::vector<int> seven{7};
+  Status foreign = fourth.ClaimCpus(&seven, true, false);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_THAT(foreign.message(), HasSubstr("belongs to uid 65534"));
+  EXPECT_THAT(foreign.message(), HasSubstr("BAKEOFF_HOST_LOCK_DIR"));
 }
 
 }  // namespace

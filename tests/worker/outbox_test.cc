@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "protocol/frame_codec.h"
+
 namespace bakeoff::worker {
 namespace {
 
@@ -299,6 +301,57 @@ TEST(OutboxTest, AFinishedReportInALaterFrameSurvivesTheAckOfAnEarlierOne) {
   auto again = outbox.TakeUnsent(10, 4);
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0]["type"], "attempt_finished");
+}
+
+// Security review 2026-12-07, A4: frames are cut by their encoded bytes, not only by
+// their event count, and an event that could never fit in a frame is dropped and counted
+// when it is added, never held, so nothing is ever resent in a loop. Three directions:
+// one event over the frame limit, a few large ones, many mid-sized ones, and step blocks
+// beside them.
+TEST(OutboxTest, FramesAreCutByBytesAndAnEventThatCanNeverFitIsDropped) {
+  constexpr std::size_t kFrame = 1u << 20;
+  Outbox outbox(100000, kFrame);
+  auto padded = [](std::size_t bytes, int n) { return Event({{"event", "note"}, {"n", n}, {"pad", std::string(bytes, '\x01')}}); };
+  // Escaped bytes count as sent: 200,000 control characters are 1.2 MB as JSON.
+  outbox.AddEvent({1, 1}, 0, padded(200'000, 0));
+  EXPECT_EQ(outbox.oversized_events(), 1u);
+  EXPECT_EQ(outbox.dropped_events(), 1u);
+  EXPECT_EQ(outbox.pending_events(), 0u) << "never held";
+  for (int i = 0; i < 5; ++i) outbox.AddEvent({1, 1}, 0, padded(60'000, i + 1));  // 360 KB each as JSON
+  for (int i = 0; i < 300; ++i) outbox.AddEvent({1, 1}, 1, Event({{"event", "note"}, {"pad", std::string(5'000, 'y')}}));
+  for (int s = 0; s < 2000; ++s) outbox.AddEvent({1, 1}, 0, Step(s));
+  std::size_t events = 0, steps = 0;
+  auto frames = outbox.TakeUnsent(500);
+  EXPECT_GE(frames.size(), 4u);
+  for (const auto& frame : frames) {
+    const auto encoded = protocol::EncodeFrame(frame, kFrame);
+    EXPECT_TRUE(encoded.ok()) << frame.dump().size() << " bytes: " << encoded.status().ToString();
+    events += frame["events"].size();
+    if (frame.contains("steps")) {
+      for (const auto& block : frame["steps"]) steps += block["step"].size();
+    }
+  }
+  EXPECT_EQ(events, 305u);
+  EXPECT_EQ(steps, 2000u);
+  EXPECT_EQ(outbox.dropped_events(), 1u) << "only the one that can never fit";
+  // Resent after a reconnect, the frames fit again.
+  outbox.MarkAllUnsent();
+  for (const auto& frame : outbox.TakeUnsent(500)) EXPECT_TRUE(protocol::EncodeFrame(frame, kFrame).ok());
+}
+
+// A frame the codec refused anyway (a safety net): its events are dropped and counted,
+// never resent.
+TEST(OutboxTest, AFrameThatCouldNotBeSentIsDroppedNotResent) {
+  Outbox outbox;
+  outbox.AddEvent({1, 1}, 0, Note(0));
+  outbox.AddEvent({1, 1}, 0, Note(1));
+  auto frames = outbox.TakeUnsent();
+  ASSERT_EQ(frames.size(), 1u);
+  outbox.DropFrame(frames[0]["outbox_seq"]);
+  EXPECT_EQ(outbox.dropped_events(), 2u);
+  EXPECT_EQ(outbox.pending_events(), 0u);
+  outbox.MarkAllUnsent();
+  EXPECT_TRUE(outbox.TakeUnsent().empty());
 }
 
 }  // namespace

@@ -33,11 +33,17 @@ class WorkerAgentTest : public ::testing::Test {
     config_.backoff_initial = 20ms;
     config_.backoff_max = 100ms;
     config_.flush_interval = 10ms;
-    ASSERT_TRUE(config_.Finalize("").ok());
+    Configure(config_);
+    const Status finalized = config_.Finalize("");
+    if (!finalized.ok() && skip_unless_finalized_) GTEST_SKIP() << finalized.ToString();
+    ASSERT_TRUE(finalized.ok()) << finalized.ToString();
     agent_ = std::make_shared<WorkerAgent>(io_.get_executor(), config_, clock_);
     asio::co_spawn(io_, agent_->Run(), [this](std::exception_ptr, Status s) { run_status_ = s; });
   }
+  // What a test changes in the worker's configuration before it starts.
+  virtual void Configure(WorkerConfig&) {}
   void TearDown() override {
+    if (!agent_) return;  // skipped
     agent_->Stop(100ms);
     clock_.Advance(100ms);  // the grace is over: what is still unacknowledged is given up
     RunUntil([&] { return run_status_.has_value(); }, 10s);
@@ -92,6 +98,7 @@ class WorkerAgentTest : public ::testing::Test {
   WorkerConfig config_;
   std::shared_ptr<WorkerAgent> agent_;
   std::optional<Status> run_status_;
+  bool skip_unless_finalized_ = false;  // a host that cannot give the test's configuration
 };
 
 protocol::AssignMessage Assign(json config) {
@@ -233,6 +240,112 @@ TEST_F(WorkerAgentTest, AStopWaitsForAcknowledgementsUntilTheClockPassesTheGrace
   ASSERT_TRUE(RunUntil([&] { return run_status_.has_value(); }, 10s)) << "still waiting past the grace";
   EXPECT_TRUE(run_status_->ok()) << run_status_->ToString();
   EXPECT_FALSE(agent_->outbox().empty()) << "it ended by the deadline, not because all was acknowledged";
+}
+
+}  // namespace
+}  // namespace bakeoff::worker
+
+namespace bakeoff::worker {
+namespace {
+
+class WorkerAgentFrameBytesTest : public WorkerAgentTest {
+ protected:
+  // Runs one attempt of the fake trainer's big_events and returns its frames' encoded
+  // sizes and events, all read from the one connection (a worker that reconnected would
+  // end it); `finished` is the attempt_finished frame, empty when none came.
+  void RunBigEvents(long long count, std::size_t bytes, std::vector<std::size_t>* frame_bytes, int* notes,
+                    json* finished) {
+    json reg;
+    auto conn = Accept(&reg);
+    conn->Send(protocol::ToJson(protocol::RegisteredMessage{"agent-test", 50, 5000}));
+    conn->Send(protocol::ToJson(Assign({{"steps", 2},
+                                        {"fake_behavior", "big_events"},
+                                        {"fake_event_count", count},
+                                        {"fake_event_bytes", bytes}})));
+    for (int i = 0; i < 500 && finished->empty(); ++i) {
+      json f = Read(conn);  // a frame over 4 MiB fails here, and so does a closed connection
+      if (f.empty()) break;
+      if (f["type"] == "events") {
+        frame_bytes->push_back(f.dump().size());
+        for (auto& e : f["events"]) *notes += e["event"].value("event", "") == "note" ? 1 : 0;
+        conn->Send(protocol::ToJson(protocol::AckMessage{f["outbox_seq"]}));
+      }
+      if (f["type"] == "attempt_finished") *finished = f;
+    }
+  }
+};
+
+// Security review 2026-12-07, A4: six 900 KB events made one 5.4 MB frame, which the
+// worker could not send; it reconnected and resent it forever. Frames are cut by bytes:
+// the six arrive in frames under the limit, on the first connection, and so does the
+// attempt's report.
+TEST_F(WorkerAgentFrameBytesTest, LargeEventsAreCutIntoFramesUnderTheLimit) {
+  std::vector<std::size_t> frames;
+  int notes = 0;
+  json finished;
+  RunBigEvents(6, 900'000, &frames, &notes, &finished);
+  ASSERT_FALSE(finished.empty()) << "no attempt_finished on the first connection";
+  EXPECT_EQ(finished["outcome"], "succeeded") << finished.dump();
+  EXPECT_EQ(notes, 6);
+  EXPECT_GE(frames.size(), 2u);
+  for (std::size_t b : frames) EXPECT_LE(b, protocol::kDefaultMaxFrameBytes);
+}
+
+// The same wall from another direction: many mid-sized events (40 of 200 KB, 8 MB in
+// all), each frame cut by bytes before its 500-event count. (An event larger than any
+// frame cannot come from one 1 MiB line: Outbox's own test drops one.)
+TEST_F(WorkerAgentFrameBytesTest, ManyMidSizedEventsAreCutByBytesNotByCount) {
+  std::vector<std::size_t> frames;
+  int notes = 0;
+  json finished;
+  RunBigEvents(40, 200'000, &frames, &notes, &finished);
+  ASSERT_FALSE(finished.empty()) << "no attempt_finished on the first connection";
+  EXPECT_EQ(notes, 40);
+  EXPECT_GE(frames.size(), 2u);
+  for (std::size_t b : frames) EXPECT_LE(b, protocol::kDefaultMaxFrameBytes);
+}
+
+// Two CPU slots pinned to a core each (no host claims: other tests' workers may hold
+// this host's). Issue 51, item 5: a rank's cores not released after its attempt was
+// caught only by a slow end-to-end test.
+class WorkerAgentPinnedSlotsTest : public WorkerAgentTest {
+ protected:
+  void Configure(WorkerConfig& config) override {
+    config.cpu_slots = 2;
+    config.cpus = {0, 1};
+    config.host_lock_dir = "off";
+    skip_unless_finalized_ = true;  // a host without two physical cores
+  }
+};
+
+// Three attempts one after the other, each one rank: each gets a slot's one core, which
+// it gives back when it ends. Were the cores kept, the third would find both slots taken
+// and run unpinned, on both CPUs.
+TEST_F(WorkerAgentPinnedSlotsTest, EachAttemptGivesItsCoresBack) {
+  json reg;
+  auto conn = Accept(&reg);
+  conn->Send(protocol::ToJson(protocol::RegisteredMessage{"agent-test", 50, 5000}));
+  for (std::int64_t trial = 7; trial <= 9; ++trial) {
+    auto assign = Assign({{"steps", 1}});
+    assign.attempt = {trial, 1};
+    conn->Send(protocol::ToJson(assign));
+    json finished, affinity;
+    for (int i = 0; i < 500 && finished.empty(); ++i) {
+      json f = Read(conn);
+      if (f.empty()) break;
+      if (f["type"] == "events") {
+        for (auto& e : f["events"]) {
+          if (e["event"].contains("affinity")) affinity = e["event"]["affinity"];
+        }
+        conn->Send(protocol::ToJson(protocol::AckMessage{f["outbox_seq"]}));
+      }
+      if (f["type"] == "attempt_finished") finished = f;
+    }
+    ASSERT_FALSE(finished.empty()) << "trial " << trial;
+    EXPECT_EQ(finished["outcome"], "succeeded") << finished.dump();
+    ASSERT_TRUE(affinity.is_array()) << "trial " << trial << ": the fake trainer reports its affinity";
+    EXPECT_EQ(affinity.size(), 1u) << "trial " << trial << " ran on " << affinity.dump() << ", not one slot's core";
+  }
 }
 
 }  // namespace

@@ -123,11 +123,41 @@ TEST_F(ReadOnlyQueryTest, AResultIsCutAtItsByteBoundAndFlagged) {
   Result<QueryResult> result = RunReadOnlyQuery(
       db_path_,
       "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100) "
-      "SELECT CAST(zeroblob(100000) AS TEXT) FROM n",
+      "SELECT hex(zeroblob(50000)) FROM n",
       limits);
   ASSERT_TRUE(result.ok()) << result.status().ToString();
   EXPECT_TRUE(result->truncated);
   EXPECT_EQ(result->rows.size(), 10u) << "10 rows of 100,000 bytes fit in 1 MiB, the 11th does not";
+}
+
+// The bound is on the answer as JSON encodes it (security review 2026-12-07, A3): a
+// NUL byte is sent as \u0000, six bytes, so 100,000 of them count 600,002 and only one
+// such row fits in 1 MiB. Counted by their stored length, ten did (a 161-byte query
+// once returned a 100 MB answer under a 16 MiB bound).
+TEST_F(ReadOnlyQueryTest, TheByteBoundCountsEscapedBytes) {
+  QueryLimits limits;
+  limits.max_result_bytes = 1 << 20;
+  Result<QueryResult> result = RunReadOnlyQuery(
+      db_path_,
+      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100) "
+      "SELECT CAST(zeroblob(100000) AS TEXT) FROM n",
+      limits);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_TRUE(result->truncated);
+  ASSERT_EQ(result->rows.size(), 1u);
+  EXPECT_LE(nlohmann::json(result->rows).dump().size(), limits.max_result_bytes);
+  // Many small values: each counts its layout too, so 1 MiB holds far fewer than the
+  // 131,072 rows that 8 bytes a value would allow.
+  limits.max_rows = 1'000'000;
+  result = RunReadOnlyQuery(db_path_,
+                            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000) "
+                            "SELECT i FROM n",
+                            limits);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_TRUE(result->truncated);
+  EXPECT_LT(result->rows.size(), 30000u);
+  const nlohmann::json answer = {{"rows", result->rows}};
+  EXPECT_LE(answer.dump(2).size(), limits.max_result_bytes);
 }
 
 TEST_F(ReadOnlyQueryTest, MoreThanOneStatementIsRefused) {

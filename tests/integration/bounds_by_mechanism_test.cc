@@ -1,0 +1,244 @@
+// The 2026-12-07 security review's bounds, approached from more than one direction on a
+// real coordinator process (issue 51): a connection is authenticated only by a token
+// that matches (A1), connections are capped per peer whatever they send (A1), an answer
+// is bounded by its bytes as encoded and held against its kind's cap until written (A3),
+// a worker's host and scrape address cannot carry what the review planted (A13).
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "protocol/frame_codec.h"
+#include "tests/integration/raw_connection.h"
+#include "tests/integration/test_cluster.h"
+
+namespace bakeoff {
+namespace {
+using namespace std::chrono_literals;
+using nlohmann::json;
+using testing::RawConnection;
+using testing::WaitFor;
+
+// A connection from a loopback address of our choosing (127.0.0.2 is another peer to
+// the coordinator than 127.0.0.1).
+class ConnectionFrom {
+ public:
+  // `receive_buffer` > 0: the socket's receive buffer, set before connecting.
+  ConnectionFrom(const char* source, int port, int receive_buffer = 0) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    timeval timeout{10, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    if (receive_buffer > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    inet_pton(AF_INET, source, &local.sin_addr);
+    sockaddr_in remote{};
+    remote.sin_family = AF_INET;
+    remote.sin_port = htons(static_cast<uint16_t>(port));
+    remote.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof(local)) == 0 &&
+                 connect(fd_, reinterpret_cast<sockaddr*>(&remote), sizeof(remote)) == 0;
+  }
+  ~ConnectionFrom() { close(fd_); }
+  bool connected() const { return connected_; }
+  void Send(const std::string& bytes) { (void)!send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
+  // Sends a keep-alive request and returns the first bytes of its answer ("" when the
+  // connection was closed unanswered).
+  std::string Ask(const std::string& request) {
+    (void)!send(fd_, request.data(), request.size(), MSG_NOSIGNAL);
+    char buffer[4096];
+    const ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
+    return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string();
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+std::string Get(const std::string& path, const std::string& authorization = "") {
+  return "GET " + path + " HTTP/1.1\r\nHost: x\r\n" +
+         (authorization.empty() ? "" : "Authorization: " + authorization + "\r\n") + "\r\n";
+}
+
+bool Is200(const std::string& answer) { return answer.rfind("HTTP/1.1 200", 0) == 0; }
+
+class BoundsByMechanismTest : public testing::ClusterTest {
+ protected:
+  BoundsByMechanismTest() : ClusterTest("bakeoff-bounds-mechanism") {}
+  void TearDown() override {
+    ExpectCoordinatorAlive();
+    ClusterTest::TearDown();
+  }
+  bool Start(std::vector<std::string> args = {}) {
+    std::ofstream(dir_ / "read-token") << "reader\n";
+    args.insert(args.end(), {"--read-token-file", (dir_ / "read-token").string()});
+    return cluster_->StartCoordinator(args);
+  }
+};
+
+// A1: any Authorization header on /healthz once marked a connection authenticated and
+// never shut down to make room: 260 such connections locked out the whole API. Neither a
+// wrong token nor a token of another role (the worker credential, which is no API
+// token) authenticates now: at the cap, those connections make room for a probe.
+TEST_F(BoundsByMechanismTest, OnlyAMatchingTokenAuthenticatesAConnection) {
+  ASSERT_TRUE(Start({"--max-http-connections", "8"}));
+  std::vector<std::unique_ptr<RawConnection>> held;
+  for (int i = 0; i < 8; ++i) {
+    held.push_back(std::make_unique<RawConnection>(cluster_->http_port()));
+    const std::string token = i % 2 == 0 ? "Bearer not-a-token"
+                                         : std::string("Bearer ") + testing::TestCluster::kWorkerToken;
+    held.back()->Write(Get("/healthz", token));
+    ASSERT_TRUE(Is200(held.back()->ReadSome())) << i;  // an open route answers anyone
+  }
+  for (int probe = 0; probe < 3; ++probe) {
+    RawConnection next(cluster_->http_port());
+    next.Write("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    bool closed = false;
+    EXPECT_TRUE(Is200(next.ReadUntilClosed(&closed))) << "probe " << probe << " was locked out";
+  }
+  // The same header with a matching token does authenticate: eight of those hold the cap.
+  held.clear();
+  std::vector<std::unique_ptr<RawConnection>> readers;
+  for (int i = 0; i < 8; ++i) {
+    readers.push_back(std::make_unique<RawConnection>(cluster_->http_port()));
+    readers.back()->Write(Get("/healthz", "Bearer reader"));
+    ASSERT_TRUE(Is200(readers.back()->ReadSome())) << i;
+  }
+  RawConnection extra(cluster_->http_port());
+  extra.Write(Get("/healthz"));
+  bool closed = false;
+  EXPECT_EQ(extra.ReadUntilClosed(&closed), "") << "the ninth was served past eight authenticated ones";
+}
+
+// A1 from the other side: whatever a peer sends, valid tokens included, it holds at most
+// 64 connections (kMaxHttpConnectionsPerPeer); the 65th from its address is closed
+// unanswered while another address (127.0.0.2) is served, and it is served again once
+// one of its own ends.
+TEST_F(BoundsByMechanismTest, ConnectionsArePerPeerCappedWhateverTheySend) {
+  ASSERT_TRUE(Start());
+  std::vector<std::unique_ptr<ConnectionFrom>> mine;
+  for (int i = 0; i < 64; ++i) {
+    mine.push_back(std::make_unique<ConnectionFrom>("127.0.0.1", cluster_->http_port()));
+    ASSERT_TRUE(mine.back()->connected());
+    ASSERT_TRUE(Is200(mine.back()->Ask(Get("/api/v1/workers", "Bearer reader")))) << i;
+  }
+  {
+    ConnectionFrom one_more("127.0.0.1", cluster_->http_port());
+    EXPECT_EQ(one_more.Ask(Get("/api/v1/workers", "Bearer reader")), "") << "the 65th of one address was served";
+  }
+  ConnectionFrom other("127.0.0.2", cluster_->http_port());
+  ASSERT_TRUE(other.connected());
+  EXPECT_TRUE(Is200(other.Ask(Get("/healthz")))) << "another address is not held back";
+  mine.pop_back();
+  EXPECT_TRUE(WaitFor([&] {
+    ConnectionFrom again("127.0.0.1", cluster_->http_port());
+    return Is200(again.Ask(Get("/healthz")));
+  }, 10s)) << "served again once one of its connections ended";
+}
+
+// A3: a 161-byte query answered 100 MB: each NUL of 4 MB columns became \u0000. The
+// bound is on the answer as encoded, from two directions: wide values of escaped bytes,
+// and many rows of small values.
+TEST_F(BoundsByMechanismTest, AnAnswerIsBoundByItsEncodedBytes) {
+  ASSERT_TRUE(Start());
+  constexpr std::size_t kBound = 16u << 20;
+  std::string sql = "SELECT ";
+  for (int i = 0; i < 4; ++i) sql += std::string(i ? ", " : "") + "CAST(zeroblob(4194000) AS TEXT) AS c" + std::to_string(i);
+  auto wide = cluster_->client().Post("/api/v1/query", json{{"sql", sql}}.dump(), "application/json");
+  ASSERT_TRUE(wide.ok()) << wide.status().ToString();
+  EXPECT_LE(wide->body.size(), kBound + 4096) << "status " << wide->status;
+  if (wide->status == 200) EXPECT_EQ(json::parse(wide->body)["truncated"], true);
+  // 10,000 rows (the row cap) of 300 NULs each: 3 MB as stored, 18 MB as sent.
+  auto rows = cluster_->client().Post(
+      "/api/v1/query",
+      json{{"sql", "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000) "
+                   "SELECT CAST(zeroblob(300) AS TEXT) || i FROM n"}}
+          .dump(),
+      "application/json");
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->status, 200) << rows->body.substr(0, 300);
+  EXPECT_LE(rows->body.size(), kBound + 4096);
+  EXPECT_EQ(json::parse(rows->body)["truncated"], true);
+}
+
+// A3: each answer was held up to 30 s for a client that never read it, while its
+// query's slot was already free: 60 unread answers of 100 MB OOM-killed the coordinator.
+// The slot is held until the answer is written: with two answers unread, a third query
+// is refused at once (503), and once the readers go it runs again.
+TEST_F(BoundsByMechanismTest, AnUnreadAnswerHoldsItsQuerySlotUntilWritten) {
+  ASSERT_TRUE(Start());
+  const std::string big =
+      json{{"sql", "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3) "
+                   "SELECT CAST(zeroblob(1000000) AS TEXT) FROM n"}}
+          .dump();
+  const std::string request = "POST /api/v1/query HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer reader\r\n"
+                              "Content-Type: application/json\r\nContent-Length: " +
+                              std::to_string(big.size()) + "\r\n\r\n" + big;
+  std::vector<std::unique_ptr<ConnectionFrom>> unread;
+  for (int i = 0; i < 2; ++i) {
+    // A small receive buffer: most of the 6 MB answer waits in the coordinator.
+    unread.push_back(std::make_unique<ConnectionFrom>("127.0.0.1", cluster_->http_port(), 4096));
+    ASSERT_TRUE(unread.back()->connected());
+    unread.back()->Send(request);
+  }
+  auto third_status = [&] {
+    auto third = cluster_->client().Post("/api/v1/query", json{{"sql", "SELECT 1"}}.dump(), "application/json");
+    return third.ok() ? third->status : 0;
+  };
+  ASSERT_TRUE(WaitFor([&] { return third_status() == 503; }, 10s)) << "the two big queries never held the slots";
+  // Held while the answers wait unread, long after the queries themselves ended (well
+  // under a second): every probe for 3 s is refused.
+  for (int i = 0; i < 15; ++i) {
+    EXPECT_EQ(third_status(), 503) << "probe " << i << ": a third query ran while two answers waited unread";
+    std::this_thread::sleep_for(200ms);
+  }
+  unread.clear();
+  EXPECT_TRUE(WaitFor([&] {
+    auto after = cluster_->client().Post("/api/v1/query", json{{"sql", "SELECT 1"}}.dump(), "application/json");
+    return after.ok() && after->status == 200;
+  }, 40s)) << "the slots came back once the unread answers ended";
+}
+
+// A13: a worker's host is printed by `bakeoff workers` and logged: one carrying terminal
+// escapes is refused, as is one that is not a host at all; /api/v1/sd publishes the
+// connection's own address, never one the worker names (internal and metadata
+// addresses were published).
+TEST_F(BoundsByMechanismTest, AWorkersHostIsValidatedAndDiscoveryPublishesOnlyItsConnection) {
+  ASSERT_TRUE(Start());
+  for (const std::string host : {std::string("h\x1b]0;OWNED\x07"), std::string("a b"), std::string(300, 'h')}) {
+    json reg = testing::RegisterMessage("escaped");
+    reg.erase("running");
+    reg["host"] = host;
+    RawConnection worker(cluster_->worker_port());
+    worker.Write(*protocol::EncodeFrame(reg));
+    bool closed = false;
+    const std::string reply = worker.ReadUntilClosed(&closed);
+    EXPECT_NE(reply.find("invalid host"), std::string::npos) << reply;
+  }
+  int n = 0;
+  for (const std::string named : {"10.0.0.7", "100.100.100.200", "168.63.129.16"}) {
+    json reg = testing::RegisterMessage("sd-" + std::to_string(++n));
+    reg.erase("running");
+    reg["metrics_port"] = 9400;
+    reg["metrics_host"] = named;
+    RawConnection worker(cluster_->worker_port());
+    worker.Write(*protocol::EncodeFrame(reg));
+    ASSERT_NE(worker.ReadSome().find("registered"), std::string::npos) << named;
+    auto sd = cluster_->client().GetJson("/api/v1/sd");
+    ASSERT_TRUE(sd.ok()) << sd.status().ToString();
+    EXPECT_EQ(sd->dump().find(named), std::string::npos) << sd->dump();
+    EXPECT_NE(sd->dump().find("127.0.0.1:9400"), std::string::npos) << sd->dump();
+  }
+}
+
+}  // namespace
+}  // namespace bakeoff
