@@ -14,6 +14,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include "tests/integration/test_cluster.h"
@@ -606,6 +607,46 @@ TEST_F(CommandExecutorTest, BakeoffLocalRunsASweepsOwnCommandWithFlagsAndVariabl
   }
   EXPECT_EQ(lr1, 1);
   EXPECT_TRUE(std::filesystem::exists(dir_ / "report.json"));
+}
+
+// Issue 47: `bakeoff local` prints the report as soon as the sweep ends, then keeps an
+// opened page up for --linger: the answer does not wait for the page.
+TEST_F(CommandExecutorTest, BakeoffLocalPrintsTheReportBeforeThePagesLinger) {
+  std::ofstream(dir_ / "sweep.yaml") << "name: linger\nworkload:\n  executor: command\n"
+                                        "  command: {argv: [python3, probe.py], env: {PYTHONPATH: \""
+                                     << BAKEOFF_SOURCE_DIR << "/experiments/python\"}}\n"
+                                        "  steps: 2\nparameters:\n  lr: {values: [1, 2]}\nbaseline: {lr: 1}\n"
+                                        "repeats: 1\n";
+  const std::string log = (dir_ / "local.log").string();
+  testing::ProcessGuard local({kBin + "/bakeoff", "local", (dir_ / "sweep.yaml").string(), "--executors", "none",
+                               "--workers", "1", "--db", (dir_ / "l.db").string(), "--linger", "60", "--output",
+                               (dir_ / "report.txt").string()},
+                              {"BAKEOFF_TOKEN=", "PATH=/usr/bin:/bin"}, log);
+  std::smatch address;
+  const std::regex kAddress("watch it at (http://127\\.0\\.0\\.1:[0-9]+)/");
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  std::string screen;
+  while (std::chrono::steady_clock::now() < deadline) {
+    screen = testing::ReadFile(log);
+    if (std::regex_search(screen, address, kAddress)) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_FALSE(address.empty()) << screen;
+  auto client = cli::CoordinatorClient::Create(address[1].str(), "", std::chrono::seconds(10));
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(client->GetText("/").ok());  // someone opened the page: it lingers
+  while (std::chrono::steady_clock::now() < deadline &&
+         testing::ReadFile(log).find("the page stays up") == std::string::npos) {
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_NE(testing::ReadFile(log).find("the page stays up 60 s more"), std::string::npos) << testing::ReadFile(log);
+  // The report is there while the page still lingers.
+  EXPECT_NE(testing::ReadFile(dir_ / "report.txt").find("Verdicts"), std::string::npos);
+  EXPECT_FALSE(local.WaitExit(200ms).has_value()) << "the page did not linger";
+  local.Kill(SIGINT);  // Ctrl-C ends the linger
+  auto code = local.WaitExit(30s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0) << testing::ReadFile(log);
 }
 
 // Issue 47: an invalid sweep is refused before anything is started or created: no
