@@ -35,9 +35,9 @@ bool TurnArbiter::finished() const {
 
 std::vector<TurnArbiter::Effect> TurnArbiter::Join(int side, int ranks, TimePoint now) {
   std::vector<Effect> effects;
-  if (side < 0 || side >= static_cast<int>(sides_.size())) return effects;
-  Side& s = sides_[static_cast<std::size_t>(side)];
-  if (s.joined || s.ended) return effects;
+  Side* found = SideOf(side);
+  if (found == nullptr || found->joined || found->ended) return effects;
+  Side& s = *found;
   s.joined = true;
   s.ranks.assign(static_cast<std::size_t>(std::max(1, ranks)), Rank{});
   if (!first_join_) first_join_ = now;
@@ -45,12 +45,22 @@ std::vector<TurnArbiter::Effect> TurnArbiter::Join(int side, int ranks, TimePoin
   return effects;
 }
 
+TurnArbiter::Side* TurnArbiter::SideOf(int side) {
+  return side < 0 || side >= static_cast<int>(sides_.size()) ? nullptr : &sides_[static_cast<std::size_t>(side)];
+}
+
+TurnArbiter::Rank* TurnArbiter::RankOf(int side, int rank) {
+  Side* s = SideOf(side);
+  if (s == nullptr || rank < 0 || rank >= static_cast<int>(s->ranks.size())) return nullptr;
+  return &s->ranks[static_cast<std::size_t>(rank)];
+}
+
 std::vector<TurnArbiter::Effect> TurnArbiter::Ask(int side, int rank, Request request, TimePoint now) {
   std::vector<Effect> effects;
-  if (side < 0 || side >= static_cast<int>(sides_.size())) return effects;
-  Side& s = sides_[static_cast<std::size_t>(side)];
-  if (!s.joined || rank < 0 || rank >= static_cast<int>(s.ranks.size())) return effects;
-  Rank& r = s.ranks[static_cast<std::size_t>(rank)];
+  Rank* found = RankOf(side, rank);  // a rank of a side that joined
+  if (found == nullptr) return effects;
+  Side& s = *SideOf(side);
+  Rank& r = *found;
   if (s.ended) {
     // Its side no longer takes turns (it left the rotation, or was given up on): never
     // keep a rank waiting; `go -1` tells it to run on without turns.
@@ -68,12 +78,10 @@ std::vector<TurnArbiter::Effect> TurnArbiter::Ask(int side, int rank, Request re
 
 std::vector<TurnArbiter::Effect> TurnArbiter::Done(int side, int rank, TimePoint now) {
   std::vector<Effect> effects;
-  if (side < 0 || side >= static_cast<int>(sides_.size())) return effects;
-  Side& s = sides_[static_cast<std::size_t>(side)];
-  if (rank < 0 || rank >= static_cast<int>(s.ranks.size())) return effects;
-  Rank& r = s.ranks[static_cast<std::size_t>(rank)];
-  if (r.state != RankState::kHolding) return effects;
-  r.state = RankState::kIdle;
+  Rank* r = RankOf(side, rank);
+  if (r == nullptr || r->state != RankState::kHolding) return effects;
+  Side& s = *SideOf(side);
+  r->state = RankState::kIdle;
   if (holder_ == side && !AnyHolding(s)) {
     if (holder_request_ == Request::kWarmup) s.warmed_up = true;
     holder_.reset();
@@ -84,12 +92,12 @@ std::vector<TurnArbiter::Effect> TurnArbiter::Done(int side, int rank, TimePoint
 
 std::vector<TurnArbiter::Effect> TurnArbiter::EndRank(int side, int rank, TimePoint now) {
   std::vector<Effect> effects;
-  if (side < 0 || side >= static_cast<int>(sides_.size())) return effects;
-  Side& s = sides_[static_cast<std::size_t>(side)];
-  if (rank < 0 || rank >= static_cast<int>(s.ranks.size())) return effects;
-  s.ranks[static_cast<std::size_t>(rank)].state = RankState::kEnded;
+  Rank* r = RankOf(side, rank);
+  if (r == nullptr) return effects;
+  Side& s = *SideOf(side);
+  r->state = RankState::kEnded;
   const bool all_ended = std::all_of(s.ranks.begin(), s.ranks.end(),
-                                     [](const Rank& r) { return r.state == RankState::kEnded; });
+                                     [](const Rank& x) { return x.state == RankState::kEnded; });
   if (all_ended) {
     EndSideInternal(side);
   } else if (holder_ == side && !AnyHolding(s)) {
@@ -102,7 +110,7 @@ std::vector<TurnArbiter::Effect> TurnArbiter::EndRank(int side, int rank, TimePo
 
 std::vector<TurnArbiter::Effect> TurnArbiter::EndSide(int side, TimePoint now) {
   std::vector<Effect> effects;
-  if (side < 0 || side >= static_cast<int>(sides_.size())) return effects;
+  if (SideOf(side) == nullptr) return effects;
   EndSideInternal(side);
   Pump(now, effects);
   return effects;
@@ -121,10 +129,10 @@ void TurnArbiter::EndSideInternal(int side) {
 
 std::vector<TurnArbiter::Effect> TurnArbiter::StepReported(int side, int rank, TimePoint now) {
   std::vector<Effect> effects;
-  if (side < 0 || side >= static_cast<int>(sides_.size())) return effects;
-  Side& s = sides_[static_cast<std::size_t>(side)];
-  if (rank < 0 || rank >= static_cast<int>(s.ranks.size())) return effects;
-  Rank& r = s.ranks[static_cast<std::size_t>(rank)];
+  Rank* found = RankOf(side, rank);
+  if (found == nullptr) return effects;
+  Side& s = *SideOf(side);
+  Rank& r = *found;
   ++r.measured_steps;
   // A turn is granted before its step is computed, so a rank that takes turns never has
   // reported more steps than it was granted.

@@ -93,6 +93,9 @@ class TurnArbiter {
     std::vector<Rank> ranks;
   };
 
+  // nullptr for a side or rank number out of range (a rank of a side not joined yet has none).
+  Side* SideOf(int side);
+  Rank* RankOf(int side, int rank);
   bool Live(const Side& side) const;
   bool AllAsked(const Side& side, Request request) const;
   bool AnyHolding(const Side& side) const;
