@@ -75,5 +75,35 @@ TEST(ReportCompileEvidenceTest, NoEvidenceNoSection) {
   EXPECT_EQ(RenderReportTable(report).find("Compile evidence"), std::string::npos);
 }
 
+// Review 2026-12-07, #8: users' scripts call the switch `compile`; like compile_mode it
+// changes how a step is computed, not what, so the loss curves are expected to match.
+TEST(ReportCompileEvidenceTest, AnAxisNamedCompileIsExpectedToKeepTheLossCurve) {
+  ReportInput input;
+  input.sweep_id = "1";
+  input.sweep_name = "mine";
+  input.order = "interleaved";
+  input.baseline = {{"compile", "false"}};
+  input.axes = {{"compile", {"false", "true"}}};
+  for (const std::string on : {"false", "true"}) {
+    VariantInput v;
+    v.key = "compile=" + on;
+    v.params = {{"compile", on}};
+    v.counterpart_key = "compile=false";
+    v.is_baseline = on == "false";
+    input.variants.push_back(v);
+  }
+  for (int r = 0; r < 3; ++r) {
+    for (const std::string on : {"false", "true"}) {
+      testing::TrialSpec spec;
+      spec.tokens_per_s = on == "true" ? 1200 + r : 1000 - r;
+      input.trials.push_back(testing::Succeeded("compile=" + on, r, spec));
+    }
+  }
+  const Report report = BuildReport(input, ReportOptions{});
+  const Comparison& c = report.FindVariant("compile=true")->comparison;
+  EXPECT_TRUE(c.loss_parity_expected) << c.loss_parity_note;
+  EXPECT_EQ(c.loss_parity_note.find("not expected to match"), std::string::npos) << c.loss_parity_note;
+}
+
 }  // namespace
 }  // namespace bakeoff::metrics
