@@ -124,7 +124,7 @@ class YourScriptGuideTest : public ::testing::Test {
                           "--db", (project / "results.db").string(), "--cache-dir", (project / "cache").string(),
                           "--work-dir", (project / "work").string(), "--format", "json", "--output",
                           (project / "report.json").string(), "--linger", "0"},
-                         sweep_name + ".log", 240s,
+                         sweep_name + ".log", 400s,
                          {"PATH=" + path, "VIRTUAL_ENV=" + venv_.string(), "BAKEOFF_TOKEN=", "HF_HUB_OFFLINE=1",
                           "TRANSFORMERS_OFFLINE=1", "PYTHONPATH=", "TORCHINDUCTOR_CACHE_DIR=", "BAKEOFF_VENV="});
     EXPECT_EQ(code, 0) << testing::ReadFile(dir_ / (sweep_name + ".log"));
