@@ -248,8 +248,11 @@ TEST_F(WorkerAgentTest, AStopWaitsForAcknowledgementsUntilTheClockPassesTheGrace
 namespace bakeoff::worker {
 namespace {
 
+// The worker flushes every second: the trainer's events pile up in the outbox first, as
+// they did behind the review's slow link, so that one flush must cut them.
 class WorkerAgentFrameBytesTest : public WorkerAgentTest {
  protected:
+  void Configure(WorkerConfig& config) override { config.flush_interval = 1000ms; }
   // Runs one attempt of the fake trainer's big_events and returns its frames' encoded
   // sizes and events, all read from the one connection (a worker that reconnected would
   // end it); `finished` is the attempt_finished frame, empty when none came.
