@@ -11,6 +11,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <thread>
@@ -238,6 +239,43 @@ TEST_F(BoundsByMechanismTest, AWorkersHostIsValidatedAndDiscoveryPublishesOnlyIt
     EXPECT_EQ(sd->dump().find(named), std::string::npos) << sd->dump();
     EXPECT_NE(sd->dump().find("127.0.0.1:9400"), std::string::npos) << sd->dump();
   }
+}
+
+// The command's stdout and stderr together.
+std::string RunShell(const std::string& command) {
+  std::string out;
+  if (FILE* pipe = popen((command + " 2>&1").c_str(), "r")) {
+    char buffer[4096];
+    for (std::size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) out.append(buffer, n);
+    pclose(pipe);
+  }
+  return out;
+}
+
+// A13: what a trainer, a worker or a coordinator wrote reached the operator's terminal
+// raw (`status`, `report`, `workers`). Every command's output goes through one writer
+// that escapes control characters: a stored value with a terminal escape, as a table and
+// as CSV, and (the other way in) a coordinator's error message quoting the SQL it
+// refused, which the CLI prints to stderr.
+TEST_F(BoundsByMechanismTest, CliOutputEscapesControlCharacters) {
+  ASSERT_TRUE(Start());
+  const std::string bakeoff = std::string(BAKEOFF_BINARY_DIR) + "/bakeoff";
+  for (const std::string format : {"table", "csv", "json"}) {
+    const std::string out = RunShell(bakeoff + " query --db " + cluster_->db() + " --format " + format +
+                                     " \"SELECT char(27) || ']0;OWNED' || char(7) || char(155) || '<b>' AS c\"");
+    EXPECT_EQ(out.find('\x1b'), std::string::npos) << format << ": " << out;
+    EXPECT_EQ(out.find('\x07'), std::string::npos) << format << ": " << out;
+    EXPECT_EQ(out.find("\xc2\x9b"), std::string::npos) << format << ": " << out;
+    EXPECT_NE(out.find("]0;OWNED"), std::string::npos) << format << ": " << out;
+  }
+  const std::string table = RunShell(bakeoff + " query --db " + cluster_->db() +
+                                     " \"SELECT char(27) || ']0;OWNED' || char(7) || char(155) AS c\"");
+  EXPECT_NE(table.find("\\x1b]0;OWNED\\x07\\u009b"), std::string::npos) << table;
+  const std::string refused = RunShell("BAKEOFF_TOKEN=cluster-secret " + bakeoff + " query --coordinator " +
+                                       cluster_->url() + " \"$(printf 'SELEC\\033]0;OWNED\\007T 1')\"");
+  EXPECT_NE(refused.find("OWNED"), std::string::npos) << refused;
+  EXPECT_EQ(refused.find('\x1b'), std::string::npos) << refused;
+  EXPECT_EQ(refused.find('\x07'), std::string::npos) << refused;
 }
 
 }  // namespace
