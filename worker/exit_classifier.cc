@@ -20,6 +20,11 @@ std::string LogPointer(const RankEnd& r) {
   return r.log_path.empty() ? "" : " (full text in " + r.log_path + ")";
 }
 
+// ": its last stderr lines: ..." when the rank wrote any, else "".
+std::string StderrTail(const RankEnd& r) {
+  return r.stderr_tail.empty() ? "" : "; its last stderr lines: " + r.stderr_tail;
+}
+
 std::string Describe(const RankEnd& r) {
   if (r.signal != 0) {
     const char* name = strsignal(r.signal);
@@ -63,10 +68,10 @@ Classification ClassifyAttempt(const std::vector<RankEnd>& ranks, bool timed_out
     if (r->signal == SIGKILL) {
       return {Outcome::kOom, Describe(*r) + " without an error event (presumed out of memory)" + LogPointer(*r)};
     }
-    if (r->signal != 0) return {Outcome::kFailed, Describe(*r) + LogPointer(*r)};
+    if (r->signal != 0) return {Outcome::kFailed, Describe(*r) + StderrTail(*r) + LogPointer(*r)};
     if (r->exit_code != 0) {
       auto outcome = OutcomeForExitCode(r->exit_code).value_or(Outcome::kFailed);
-      return {outcome, Describe(*r) + " without an error event" + LogPointer(*r)};
+      return {outcome, Describe(*r) + " without an error event" + StderrTail(*r) + LogPointer(*r)};
     }
   }
   bool any_killed = std::any_of(ranks.begin(), ranks.end(),
@@ -75,7 +80,9 @@ Classification ClassifyAttempt(const std::vector<RankEnd>& ranks, bool timed_out
   if (ranks.empty()) return {Outcome::kFailed, "no rank ran"};
   for (const auto& r : ranks) {
     if (r.rank == 0 && !r.summary_seen) {
-      return {Outcome::kFailed, "rank 0 exited with code 0 but wrote no summary event"};
+      return {Outcome::kFailed,
+              "rank 0 exited with code 0 but wrote no summary event (a script reports one with the "
+              "reporting library's run.summary(), docs/executors.md)" + StderrTail(r) + LogPointer(r)};
     }
   }
   return {Outcome::kSucceeded, ""};

@@ -15,6 +15,10 @@
 
 namespace bakeoff::worker {
 
+// How much of a rank's stderr a reason quotes when the rank wrote no error event.
+inline constexpr int kStderrTailLines = 3;
+inline constexpr std::size_t kStderrTailBytes = 400;
+
 struct RankEnd {
   int rank = 0;
   int exit_code = -1;  // -1 when killed by a signal
@@ -25,6 +29,9 @@ struct RankEnd {
   // The rank's log (its stderr) on this worker, which the reason points to; "" = none.
   std::string log_path;
   bool summary_seen = false;
+  // The last lines of its stderr (at most kStderrTailLines, kStderrTailBytes), joined by
+  // " | ": a crash without an error event shows its cause in the reason.
+  std::string stderr_tail;
   // The supervisor itself killed it (timeout, cancel, or a sibling rank failed).
   bool killed_by_supervisor = false;
   // Order in which the rank ended or reported its error (lower = earlier).

@@ -77,6 +77,36 @@ protocol::TrainerEvent OwnEvent(nlohmann::json body) {
   return std::move(event).value();
 }
 
+// The last kStderrTailLines non-empty lines of a rank's (closed) log, printable
+// characters only, joined by " | " and cut to kStderrTailBytes: "" without a log.
+std::string StderrTailOf(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  const std::streamoff from = std::max<std::streamoff>(0, size - 4096);
+  in.seekg(from);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> lines;
+  std::string line;
+  for (char c : text) {
+    if (c == '\n') {
+      if (!line.empty()) lines.push_back(std::move(line));
+      line.clear();
+    } else if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) {
+      line += c;
+    }
+  }
+  if (!line.empty()) lines.push_back(std::move(line));
+  std::string tail;
+  const std::size_t first = lines.size() > static_cast<std::size_t>(kStderrTailLines)
+                                ? lines.size() - static_cast<std::size_t>(kStderrTailLines)
+                                : 0;
+  for (std::size_t i = first; i < lines.size(); ++i) tail += (tail.empty() ? "" : " | ") + lines[i];
+  if (tail.size() > kStderrTailBytes) tail = "..." + tail.substr(tail.size() - kStderrTailBytes);
+  return tail;
+}
+
 // The wall time of a `started` event's "at": seconds since the Unix epoch.
 double WallSeconds(const Clock& clock) {
   return std::chrono::duration<double>(clock.WallNow().time_since_epoch()).count();
@@ -669,7 +699,10 @@ void TrialRunner::MaybeFinish() {
     return;
   }
   std::vector<RankEnd> ends;
-  for (const auto& r : ranks_) ends.push_back(r.end);
+  for (const auto& r : ranks_) {
+    ends.push_back(r.end);
+    ends.back().stderr_tail = StderrTailOf(r.end.log_path);  // every log is closed by now
+  }
   auto c = ClassifyAttempt(ends, timed_out_, cancelled_, cancel_reason_);
   Finish(c.outcome, c.reason, c.infrastructure);
 }

@@ -80,6 +80,26 @@ TEST(ExitClassifierTest, ExitWithoutAnEventAlsoNamesTheLog) {
             "rank 0 exited with code 1 without an error event (full text in /w/rank-0.log)");
 }
 
+TEST(ExitClassifierTest, ACrashWithoutAnEventQuotesItsLastStderrLines) {
+  RankEnd r = Exited(0, 1);
+  r.log_path = "/w/rank-0.log";
+  r.stderr_tail = "  File \"train.py\", line 9, in <module> | ZeroDivisionError: division by zero";
+  EXPECT_EQ(ClassifyAttempt({r}, false, false).reason,
+            "rank 0 exited with code 1 without an error event; its last stderr lines:   File \"train.py\", line 9, "
+            "in <module> | ZeroDivisionError: division by zero (full text in /w/rank-0.log)");
+  RankEnd killed = Signalled(0, SIGSEGV);
+  killed.stderr_tail = "Fatal Python error: Segmentation fault";
+  EXPECT_NE(ClassifyAttempt({killed}, false, false).reason.find("its last stderr lines: Fatal Python error"),
+            std::string::npos);
+  // A silent script (exit 0, no summary) is told what it lacks and where its log is.
+  RankEnd silent = Exited(0, 0);
+  silent.summary_seen = false;
+  silent.log_path = "/w/rank-0.log";
+  const std::string reason = ClassifyAttempt({silent}, false, false).reason;
+  EXPECT_NE(reason.find("run.summary()"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("(full text in /w/rank-0.log)"), std::string::npos) << reason;
+}
+
 TEST(ExitClassifierTest, EarliestErrorEventDecides) {
   RankEnd first = Exited(1, 4, 1);
   first.error_kind = "unsupported";
