@@ -253,7 +253,9 @@ std::string EscapeControlCharacters(std::string_view text) {
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
-    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+    // A CR that ends a line (CSV's CRLF, RFC 4180) moves no cursor back over text: kept.
+    const bool line_end = c == '\r' && i + 1 < text.size() && text[i + 1] == '\n';
+    if ((c < 0x20 && c != '\n' && c != '\t' && !line_end) || c == 0x7f) {
       out += "\\x";
       out += kHex[c >> 4];
       out += kHex[c & 0xf];
