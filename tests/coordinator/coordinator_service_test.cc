@@ -1262,7 +1262,7 @@ TEST_F(CoordinatorServiceTest, OpenReadsAnswerOnlyALoopbackHostAndTheirOwnOrigin
   const int port = http.port();
   const std::string self = "127.0.0.1:" + std::to_string(port);
   std::map<std::string, int> got;
-  for (const std::string host : {self, "localhost:" + std::to_string(port), "[::1]:" + std::to_string(port),
+  for (const std::string& host : {self, "localhost:" + std::to_string(port), "[::1]:" + std::to_string(port),
                                  std::string("127.0.0.1"), std::string("attacker.example"),
                                  "attacker.example:" + std::to_string(port), std::string("127.0.0.1.nip.io"),
                                  std::string("10.0.0.1:80")}) {

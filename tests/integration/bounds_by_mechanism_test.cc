@@ -157,7 +157,9 @@ TEST_F(BoundsByMechanismTest, AnAnswerIsBoundByItsEncodedBytes) {
   auto wide = cluster_->client().Post("/api/v1/query", json{{"sql", sql}}.dump(), "application/json");
   ASSERT_TRUE(wide.ok()) << wide.status().ToString();
   EXPECT_LE(wide->body.size(), kBound + 4096) << "status " << wide->status;
-  if (wide->status == 200) EXPECT_EQ(json::parse(wide->body)["truncated"], true);
+  if (wide->status == 200) {
+    EXPECT_EQ(json::parse(wide->body)["truncated"], true);
+  }
   // 10,000 rows (the row cap) of 300 NULs each: 3 MB as stored, 18 MB as sent.
   auto rows = cluster_->client().Post(
       "/api/v1/query",
@@ -215,7 +217,7 @@ TEST_F(BoundsByMechanismTest, AnUnreadAnswerHoldsItsQuerySlotUntilWritten) {
 // addresses were published).
 TEST_F(BoundsByMechanismTest, AWorkersHostIsValidatedAndDiscoveryPublishesOnlyItsConnection) {
   ASSERT_TRUE(Start());
-  for (const std::string host : {std::string("h\x1b]0;OWNED\x07"), std::string("a b"), std::string(300, 'h')}) {
+  for (const std::string& host : {std::string("h\x1b]0;OWNED\x07"), std::string("a b"), std::string(300, 'h')}) {
     json reg = testing::RegisterMessage("escaped");
     reg.erase("running");
     reg["host"] = host;

@@ -202,7 +202,9 @@ TEST_F(LockstepTest, ASideThatDoesNotTakeTurnsLeavesTheRotationAndNobodyWaitsFor
   ASSERT_EQ(trials.size(), 2u);
   for (const auto& [id, t] : trials) {
     EXPECT_EQ(t.trial.outcome, metrics::Outcome::kSucceeded) << t.trial.reason;
-    if (t.trial.variant_key == "micro_batch=2") EXPECT_TRUE(Turns(id).empty());
+    if (t.trial.variant_key == "micro_batch=2") {
+      EXPECT_TRUE(Turns(id).empty());
+    }
   }
   const std::string log = testing::ReadFile(dir_ / "results.log");
   EXPECT_NE(log.find("reported a measured step without a turn"), std::string::npos) << log;
