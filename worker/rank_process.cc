@@ -35,42 +35,6 @@ std::mutex g_children_mutex;
 std::set<pid_t> g_ranks;
 std::set<pid_t> g_killed_strays;
 
-// This process's children now: /proc/self/task/*/children (CONFIG_PROC_CHILDREN), or a
-// scan of every process's parent where the kernel has no such file.
-std::vector<pid_t> ChildrenOfThisProcess() {
-  std::vector<pid_t> children;
-  bool have_children_files = false;
-  if (DIR* tasks = opendir("/proc/self/task")) {
-    while (const dirent* task = readdir(tasks)) {
-      if (task->d_name[0] == '.') continue;
-      std::ifstream in(std::string("/proc/self/task/") + task->d_name + "/children");
-      if (!in) continue;
-      have_children_files = true;
-      for (pid_t pid; in >> pid;) children.push_back(pid);
-    }
-    closedir(tasks);
-  }
-  if (have_children_files) return children;
-  const pid_t self = getpid();
-  if (DIR* procs = opendir("/proc")) {
-    while (const dirent* entry = readdir(procs)) {
-      const pid_t pid = static_cast<pid_t>(std::atoi(entry->d_name));
-      if (pid <= 0) continue;
-      std::ifstream in(std::string("/proc/") + entry->d_name + "/stat");
-      std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      const auto close = stat.rfind(')');  // the name may hold spaces and parentheses
-      if (close == std::string::npos) continue;
-      char state = 0;
-      int parent = 0;
-      if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &parent) == 2 && parent == self) {
-        children.push_back(pid);
-      }
-    }
-    closedir(procs);
-  }
-  return children;
-}
-
 // Every process's children, from each /proc/PID/stat's ppid field.
 std::map<pid_t, std::vector<pid_t>> ChildrenByParent() {
   std::map<pid_t, std::vector<pid_t>> children;
@@ -88,6 +52,25 @@ std::map<pid_t, std::vector<pid_t>> ChildrenByParent() {
     closedir(procs);
   }
   return children;
+}
+
+// This process's children now: /proc/self/task/*/children (CONFIG_PROC_CHILDREN), or a
+// scan of every process's parent where the kernel has no such file.
+std::vector<pid_t> ChildrenOfThisProcess() {
+  std::vector<pid_t> children;
+  bool have_children_files = false;
+  if (DIR* tasks = opendir("/proc/self/task")) {
+    while (const dirent* task = readdir(tasks)) {
+      if (task->d_name[0] == '.') continue;
+      std::ifstream in(std::string("/proc/self/task/") + task->d_name + "/children");
+      if (!in) continue;
+      have_children_files = true;
+      for (pid_t pid; in >> pid;) children.push_back(pid);
+    }
+    closedir(tasks);
+  }
+  if (have_children_files) return children;
+  return ChildrenByParent()[getpid()];
 }
 
 // Ends `root` (our child) and every process below it, however fast they fork: the tree
