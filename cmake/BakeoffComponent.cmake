@@ -59,8 +59,8 @@ function(bakeoff_register_test test_name test_source discovery_timeout)
   # start coordinators, workers and rank processes on loopback ports (some from fixed
   # ranges): they take turns, while fast suites run in parallel.
   # Suites start many workers side by side on one host on purpose: host-wide claims of
-  # CPUs and store ports (worker/host_claims.h) are off for them; the tests of the claims
-  # themselves give their workers a lock directory of their own.
+  # CPUs and uids (worker/host_claims.h) are off for them (store ports are claimed even
+  # so); the tests of the claims themselves give their workers a lock directory of their own.
   set(host_claims ENVIRONMENT BAKEOFF_HOST_LOCK_DIR=off)
   set(properties LABELS fast ${host_claims})
   if(test_name MATCHES "_slow_test$")

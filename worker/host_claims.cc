@@ -16,12 +16,20 @@
 
 namespace bakeoff::worker {
 
-std::string HostClaims::DefaultDirectory() {
-  const char* env = std::getenv("BAKEOFF_HOST_LOCK_DIR");
-  if (env != nullptr && *env != '\0') return env;
+namespace {
+
+std::string DirectoryWithoutEnvironment() {
   std::error_code ec;
   if (std::filesystem::is_directory("/run/lock", ec)) return "/run/lock/bakeoff";
   return "/tmp/bakeoff-locks";
+}
+
+}  // namespace
+
+std::string HostClaims::DefaultDirectory() {
+  const char* env = std::getenv("BAKEOFF_HOST_LOCK_DIR");
+  if (env != nullptr && *env != '\0') return env;
+  return DirectoryWithoutEnvironment();
 }
 
 namespace {
@@ -199,7 +207,16 @@ Status HostClaims::ClaimUids(unsigned first, int count) {
 }
 
 Status HostClaims::ClaimStorePorts(protocol::PortRange* range, int ports) {
-  if (!enabled()) return Status::Ok();
+  if (!enabled()) {
+    if (port_claims_ == nullptr) {
+      port_claims_ = std::make_unique<HostClaims>(DirectoryWithoutEnvironment());
+      if (!port_claims_->CheckDirectory().ok() || access(port_claims_->directory_.c_str(), W_OK) != 0) {
+        // Root's directory, and this is another user's test run: a directory of its own.
+        port_claims_ = std::make_unique<HostClaims>("/tmp/bakeoff-locks-" + std::to_string(geteuid()));
+      }
+    }
+    return port_claims_->ClaimStorePorts(range, ports);
+  }
   std::string holder;
   int first = -1, claimed = 0;
   for (int block = range->first / kPortBlock; block <= range->last / kPortBlock && claimed < ports; ++block) {

@@ -17,6 +17,7 @@
 // Thread-safety: a value filled once at start (WorkerConfig::Finalize), then read-only.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,9 @@ namespace bakeoff::worker {
 class HostClaims {
  public:
   // The host-wide directory: $BAKEOFF_HOST_LOCK_DIR, else /run/lock/bakeoff (where
-  // /run/lock exists), else /tmp/bakeoff-locks. "off" claims nothing: test suites that
-  // start many workers side by side on purpose (and docs/cli.md says so).
+  // /run/lock exists), else /tmp/bakeoff-locks. "off" claims no CPUs and no uids: test
+  // suites that start many workers side by side on purpose (and docs/cli.md says so).
+  // Store ports are claimed even then (ClaimStorePorts).
   static std::string DefaultDirectory();
 
   explicit HostClaims(std::string directory);
@@ -50,6 +52,11 @@ class HostClaims {
   // Claims the first `ports` store ports of *range (in blocks of kPortBlock, the same
   // blocks for every worker whatever its range) that no other worker holds, and narrows
   // *range to them. An error when no block of the range is free.
+  // Also when claims are "off": two trials whose rank 0s bind one port share a
+  // rendezvous (a rank joins the other trial's) and DeepSpeed's shared-memory segments
+  // (named after the port), so two test suites side by side failed (issue 51). Off,
+  // the ports are claimed in the default directory without $BAKEOFF_HOST_LOCK_DIR, or,
+  // when that one is another user's, in /tmp/bakeoff-locks-UID.
   static constexpr int kPortBlock = 10;
   Status ClaimStorePorts(protocol::PortRange* range, int ports);
 
@@ -71,6 +78,8 @@ class HostClaims {
 
   std::string directory_;
   bool directory_checked_ = false;
+  // Where store ports are claimed while this one is "off".
+  std::unique_ptr<HostClaims> port_claims_;
   std::vector<int> fds_;
 };
 

@@ -112,6 +112,24 @@ TEST_F(HostClaimsTest, OffClaimsNothing) {
   EXPECT_TRUE(other.ClaimCpus(&cpus, true, false).ok());
 }
 
+// Issue 51: two test suites side by side (claims off) gave two `bakeoff local`s the same
+// store ports, and a rank joined the other run's rendezvous. Off still claims store
+// ports, host-wide (the default directory): two claimers of one range get two windows,
+// and a third finds it full. (38000-38019: a range no other test and no default uses.)
+TEST_F(HostClaimsTest, OffClaimsNoCpusButStillClaimsStorePortsHostWide) {
+  HostClaims first("off"), second("off"), third("off");
+  protocol::PortRange a{38000, 38019}, b{38000, 38019}, c{38000, 38019};
+  ASSERT_TRUE(first.ClaimStorePorts(&a, 10).ok());
+  ASSERT_TRUE(second.ClaimStorePorts(&b, 10).ok());
+  EXPECT_EQ(a.first, 38000);
+  EXPECT_EQ(a.last, 38009);
+  EXPECT_EQ(b.first, 38010);
+  EXPECT_EQ(b.last, 38019);
+  Status s = third.ClaimStorePorts(&c, 10);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("is held by another Bakeoff worker"));
+}
+
 // Security review 2026-12-07, A10: another local user opened the 0666 claims of the
 // 01777 directory, held them and wrote terminal escapes into them. Now the directory is
 // 0755 and each claim 0600: another user (a real process of uid 65534, when the test
