@@ -9,6 +9,8 @@
 #include <ctime>
 #include <mutex>
 
+#include "protocol/own_file.h"
+
 namespace bakeoff::logging {
 namespace {
 
@@ -116,8 +118,9 @@ void Write(Level level, std::string_view component, std::string_view message, Fi
 }
 
 Status OpenFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (fd < 0) return Status::IoError("log file '" + path + "': " + std::strerror(errno));
+  Result<int> opened = protocol::OpenOwnFile(path, O_WRONLY | O_APPEND, "log file");
+  if (!opened.ok()) return opened.status();
+  const int fd = *opened;
   FILE* file = fdopen(fd, "a");
   if (file == nullptr) {
     close(fd);

@@ -53,7 +53,8 @@ class Logger {
 
 // Sinks. By default every line at kInfo and above goes to stderr and nowhere else.
 // OpenFile appends to `path` (created 0600: logs name workers and trials) and keeps it
-// open until CloseFile or the next OpenFile.
+// open until CloseFile or the next OpenFile. It refuses a symbolic link and a file that
+// another user owns (protocol/own_file.h), with kInvalidArgument naming the path.
 Status OpenFile(const std::string& path);
 void CloseFile();
 void SetStderr(bool enabled);

@@ -1,5 +1,8 @@
 #include "metrics/store/results_store.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -11,6 +14,7 @@
 #include "metrics/store/schema_migrations.h"
 #include "metrics/store/sqlite_connection.h"
 #include "metrics/store/sqlite_transaction.h"
+#include "protocol/own_file.h"
 
 namespace bakeoff::metrics {
 namespace {
@@ -285,6 +289,23 @@ ResultsStore::~ResultsStore() {
 }
 
 namespace {
+// The database file is this user's own before SQLite opens it (security review
+// 2026-12-07, A11): created here 0600 when missing (SQLite would create it 0644 less the
+// umask, and gives its -wal, -shm and -journal files the database's mode), never a link,
+// never another user's file; the side files, which SQLite opens by name, are checked too.
+// The writer's connections also open with SQLITE_OPEN_NOFOLLOW.
+Status ClaimOwnDatabaseFiles(const std::string& path) {
+  if (path == ":memory:" || path.rfind("file:", 0) == 0) return Status::Ok();
+  constexpr const char* kWhat = "results database";
+  Result<int> fd = protocol::OpenOwnFile(path, O_RDWR, kWhat);
+  if (!fd.ok()) return fd.status();
+  close(*fd);
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    BAKEOFF_RETURN_IF_ERROR(protocol::CheckOwnFileIfPresent(path + suffix, "results database's side file"));
+  }
+  return Status::Ok();
+}
+
 // Where the writer's own (PASSIVE) checkpoint runs with the thread on: 16 MB of WAL.
 constexpr int kWriterCheckpointFrames = 4000;
 }  // namespace
@@ -292,7 +313,7 @@ constexpr int kWriterCheckpointFrames = 4000;
 void ResultsStore::CheckpointLoop() {
   // A connection of its own: the checkpoint never takes the store's mutex, so the
   // writer's transactions go on while pages are copied and the database is fsync'd.
-  auto db = SqliteConnection::Open(options_.path, SQLITE_OPEN_READWRITE, options_.vfs);
+  auto db = SqliteConnection::Open(options_.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, options_.vfs);
   if (!db.ok()) return;  // the writer's own connection still works; checkpoints are then skipped
   sqlite3* handle = (*db)->handle();
   // The checkpoint's fsyncs follow this connection's setting: the database file is synced
@@ -322,8 +343,9 @@ Result<std::unique_ptr<ResultsStore>> ResultsStore::Open(StoreOptions options) {
     return Status::InvalidArgument("results database path is empty; give a file name");
   }
   std::unique_ptr<ResultsStore> store(new ResultsStore(std::move(options)));
+  BAKEOFF_RETURN_IF_ERROR(ClaimOwnDatabaseFiles(store->options_.path));
   Result<std::unique_ptr<SqliteConnection>> db = SqliteConnection::Open(
-      store->options_.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, store->options_.vfs);
+      store->options_.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW, store->options_.vfs);
   if (!db.ok()) return db.status();
   store->db_ = std::move(*db);
   SqliteConnection& conn = *store->db_;

@@ -56,7 +56,9 @@ namespace bakeoff::metrics {
 class SqliteConnection;
 
 struct StoreOptions {
-  // The database file; created (with its directory's existing permissions) if absent.
+  // The database file; created 0600 if absent. Refused (kInvalidArgument, naming the
+  // path) when it, or its -wal, -shm or -journal file, is a symbolic link or another
+  // user's file (protocol/own_file.h).
   std::string path = "results.db";
   // Source of every timestamp the store writes itself. Defaults to the system clock.
   std::function<UnixSeconds()> clock;
