@@ -16,6 +16,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "experiments/sweep/axis_rules.h"
 #include "experiments/sweep/duration.h"
 #include "experiments/sweep/expanded_sweep.h"
 #include "experiments/sweep/trainer_fields.h"
@@ -1443,21 +1444,20 @@ class SweepParser {
       }
     }
     if (IsLora() && spec_.resources.device == "cpu") {
-      auto values_of = [&](const std::string& name) {
-        if (const ParameterAxis* axis = spec_.FindAxis(name)) return axis->values;
-        auto constant = ConstantValue(name);
-        return constant ? std::vector<json>{*constant} : std::vector<json>{};
-      };
-      for (const auto& v : values_of("offload")) {
-        if (v != "none") {
-          spec_.warnings.push_back("offload " + CanonicalValue(v) +
-                                   " is CUDA only: on device cpu those trials end unsupported");
+      // The trainer-field table says which values need CUDA (TrainerField::cuda_only).
+      for (const TrainerField& field : TrainerFields()) {
+        if (field.cuda_only.empty()) continue;
+        std::vector<json> values;
+        if (const ParameterAxis* axis = spec_.FindAxis(field.name)) {
+          values = axis->values;
+        } else if (auto constant = ConstantValue(field.name)) {
+          values = {*constant};
         }
-      }
-      for (const auto& v : values_of("compile_mode")) {
-        if (v.is_string() && v.get<std::string>().find("cudagraph") != std::string::npos) {
-          spec_.warnings.push_back("compile_mode " + CanonicalValue(v) +
-                                   " is CUDA only: on device cpu those trials end unsupported");
+        for (const json& v : values) {
+          if (ValueNeedsCuda(field.name, v)) {
+            spec_.warnings.push_back(field.name + " " + CanonicalValue(v) +
+                                     " is CUDA only: on device cpu those trials end unsupported");
+          }
         }
       }
     }

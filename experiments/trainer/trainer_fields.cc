@@ -77,24 +77,43 @@ TrainerField Launcher(TrainerField f) {
   return f;
 }
 
+// Changes how a step is computed, not what it computes.
+TrainerField KeepsMath(TrainerField f) {
+  f.math = TrainerField::Math::kKeeps;
+  return f;
+}
+
+// A factor of the global batch (TrainerField::Math::kBatchFactor).
+TrainerField BatchFactor(TrainerField f) {
+  f.math = TrainerField::Math::kBatchFactor;
+  return f;
+}
+
+TrainerField CudaOnly(TrainerField f, std::vector<std::string> choices) {
+  f.cuda_only = std::move(choices);
+  return f;
+}
+
 std::vector<TrainerField> BuildTable() {
   return {
       Choice("model", Kind::kModel, &C::model, {"tiny", "small", "llama-7b", "llama-13b"}),
       Int("seq_len", &C::seq_len, 2, 1 << 20),
-      Int("micro_batch", &C::micro_batch, 1, 1 << 20),
-      Int("grad_accum", &C::grad_accum, 1, 1 << 20),
+      BatchFactor(Int("micro_batch", &C::micro_batch, 1, 1 << 20)),
+      BatchFactor(Int("grad_accum", &C::grad_accum, 1, 1 << 20)),
       Int("steps", &C::steps, 1, 1 << 30),
       Int("warmup_steps", &C::warmup_steps, 0, 1 << 30),
       Choice("precision", Kind::kEnum, &C::precision, {"fp32", "bf16"}),
-      Choice("bf16_matmul", Kind::kEnum, &C::bf16_matmul, {"auto", "native", "fp32"}),
-      Choice("compile_mode", Kind::kEnum, &C::compile_mode, {"eager", "jit", "cudagraph", "jit+cudagraph"}),
-      Choice("compile_scope", Kind::kEnum, &C::compile_scope, {"full", "attention", "mlp", "adapters"}),
-      Choice("jit_executor", Kind::kEnum, &C::jit_executor, {"auto", "profiling", "legacy"}),
+      KeepsMath(Choice("bf16_matmul", Kind::kEnum, &C::bf16_matmul, {"auto", "native", "fp32"})),
+      KeepsMath(CudaOnly(Choice("compile_mode", Kind::kEnum, &C::compile_mode,
+                                {"eager", "jit", "cudagraph", "jit+cudagraph"}),
+                         {"cudagraph", "jit+cudagraph"})),
+      KeepsMath(Choice("compile_scope", Kind::kEnum, &C::compile_scope, {"full", "attention", "mlp", "adapters"})),
+      KeepsMath(Choice("jit_executor", Kind::kEnum, &C::jit_executor, {"auto", "profiling", "legacy"})),
       Int("lora_rank", &C::lora_rank, 1, 1 << 16),
       Number("lora_alpha", &C::lora_alpha, 0, 1e12, /*min_exclusive=*/true),
       Number("lora_dropout", &C::lora_dropout, 0, 1, false, /*max_exclusive=*/true),
       Choice("lora_targets", Kind::kTargets, &C::lora_targets, LoraTargetNames()),
-      Bool("grad_checkpointing", &C::grad_checkpointing),
+      KeepsMath(Bool("grad_checkpointing", &C::grad_checkpointing)),
       Bool("dynamic_shapes", &C::dynamic_shapes),
       Number("lr", &C::lr, 0, 1e3),
       Choice("lr_schedule", Kind::kEnum, &C::lr_schedule, {"constant", "cosine"}),
@@ -109,16 +128,17 @@ std::vector<TrainerField> BuildTable() {
       Choice("dataset_dtype", Kind::kEnum, &C::dataset_dtype, {"uint16", "uint32"}),
       Choice("device", Kind::kEnum, &C::device, {"cpu", "cuda"}),
       Int("threads", &C::threads, 0, 4096),
-      Int("zero_stage", &C::zero_stage, 0, 3),
-      Choice("offload", Kind::kEnum, &C::offload, {"none", "optimizer", "parameters"}),
-      Int("world_size", &C::world_size, 1, 65536),
+      KeepsMath(Int("zero_stage", &C::zero_stage, 0, 3)),
+      KeepsMath(CudaOnly(Choice("offload", Kind::kEnum, &C::offload, {"none", "optimizer", "parameters"}),
+                         {"optimizer", "parameters"})),
+      BatchFactor(Int("world_size", &C::world_size, 1, 65536)),
       Int("bucket_bytes", &C::bucket_bytes, 1024),
       Int("max_host_memory", &C::max_host_memory, 0),
-      Choice("host_allocator", Kind::kEnum, &C::host_allocator, {"retain", "system"}),
+      KeepsMath(Choice("host_allocator", Kind::kEnum, &C::host_allocator, {"retain", "system"})),
       Number("rendezvous_timeout_s", &C::rendezvous_timeout_s, 0.1, 86400),
       Number("collective_timeout_s", &C::collective_timeout_s, 0.1, 86400),
       Number("peak_flops", &C::peak_flops, 0, 1e30),
-      Number("test_slowdown", &C::test_slowdown, 0, 10),
+      KeepsMath(Number("test_slowdown", &C::test_slowdown, 0, 10)),
       Output("adapters_out", &C::adapters_out),
       Launcher(Int("rank", &C::rank, 0, 65535)),
       Launcher(Int("local_rank", &C::local_rank, 0, 65535)),

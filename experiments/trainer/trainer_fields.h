@@ -49,6 +49,17 @@ struct TrainerField {
   // refuses these names.
   bool launcher_only = false;
 
+  // What two variants that differ only in this field train (the report's loss parity,
+  // experiments/sweep/axis_rules.h): kChanges a different loss curve (lr, lora_rank);
+  // kKeeps the same one, computed another way (compile_mode, zero_stage); kBatchFactor
+  // the same one while the global batch, the product of every such field, is unchanged
+  // (world_size, micro_batch, grad_accum).
+  enum class Math { kChanges, kKeeps, kBatchFactor };
+  Math math = Math::kChanges;
+  // The choices that need device cuda: on cpu such a trial ends unsupported, and the
+  // sweep validator warns (offload optimizer, compile_mode cudagraph).
+  std::vector<std::string> cuda_only;
+
   // What a valid value looks like, for messages: "an integer >= 1", "one of fp32, bf16".
   std::string Expected() const;
 };

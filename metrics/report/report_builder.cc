@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "experiments/sweep/answer_comparisons.h"
+#include "experiments/sweep/axis_rules.h"
 #include "metrics/report/adaptive_repeats.h"
 #include "metrics/report/statistics.h"
 
@@ -15,59 +16,6 @@ namespace bakeoff::metrics {
 namespace {
 
 constexpr const char* kMicroBatchAxis = "micro_batch";
-
-// Axes whose values change how a step is computed but not what it computes: a variant
-// differing from its counterpart only in these must train the same loss curve. `compile`
-// and `torch_compile` are what users' own scripts call compile_mode's switch (issue 47).
-bool KeepsTheMath(const std::string& axis) {
-  static const std::set<std::string> kParity = {
-      "compile_mode", "compile_scope", "zero_stage",    "offload",        "grad_checkpointing",
-      "executor",     "jit_executor",  "host_allocator", "bf16_matmul",  "test_slowdown",
-      "compile",      "torch_compile", "compile_cache"};
-  return kParity.count(axis) > 0;
-}
-
-// The axes on which `variant` and `counterpart` differ that change the math (empty: the
-// loss curves should match). world_size, micro_batch and grad_accum keep it together when
-// the global batch (their product; an axis missing from params is the sweep's constant,
-// the same on both sides) is unchanged.
-std::vector<std::string> AxesChangingTheMath(const std::map<std::string, std::string>& variant,
-                                             const std::map<std::string, std::string>& counterpart) {
-  static const std::set<std::string> kBatchAxes = {"world_size", "micro_batch", "grad_accum"};
-  std::vector<std::string> changing;
-  bool batch_axis_differs = false;
-  std::set<std::string> names;
-  for (const auto& [name, value] : variant) names.insert(name);
-  for (const auto& [name, value] : counterpart) names.insert(name);
-  for (const std::string& name : names) {
-    auto a = variant.find(name), b = counterpart.find(name);
-    if (a != variant.end() && b != counterpart.end() && a->second == b->second) continue;
-    if (kBatchAxes.count(name)) {
-      batch_axis_differs = true;
-    } else if (!KeepsTheMath(name)) {
-      changing.push_back(name);
-    }
-  }
-  if (batch_axis_differs) {
-    auto product = [](const std::map<std::string, std::string>& params) {
-      double p = 1;
-      for (const char* axis : {"world_size", "micro_batch", "grad_accum"}) {
-        auto it = params.find(axis);
-        if (it != params.end()) p *= std::strtod(it->second.c_str(), nullptr);
-      }
-      return p;
-    };
-    if (std::fabs(product(variant) - product(counterpart)) > 1e-9) {
-      for (const char* axis : {"world_size", "micro_batch", "grad_accum"}) {
-        auto a = variant.find(axis), b = counterpart.find(axis);
-        bool differs = (a == variant.end()) != (b == counterpart.end()) ||
-                       (a != variant.end() && a->second != b->second);
-        if (differs) changing.push_back(std::string(axis) + " (global batch)");
-      }
-    }
-  }
-  return changing;
-}
 
 std::string ScalarText(const nlohmann::json& value) {
   if (value.is_string()) return value.get<std::string>();
@@ -1035,7 +983,7 @@ void AddLossParity(const VariantReport& v, const VariantReport& cp, const Report
   LossParity parity =
       ComputeLossParity(SmoothLossCurve(v.loss_curve, options.loss_smoothing_window),
                         SmoothLossCurve(cp.loss_curve, options.loss_smoothing_window));
-  std::vector<std::string> changing = AxesChangingTheMath(v.params, cp.params);
+  std::vector<std::string> changing = spec::AxesChangingTheMath(v.params, cp.params);
   c.loss_parity_expected = changing.empty();
   for (const std::string& axis : changing) {
     c.loss_parity_note += (c.loss_parity_note.empty() ? "" : ", ") + axis;
