@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -292,6 +293,170 @@ std::vector<std::string> ExecutorCatalog::Names() const {
 
 std::string ExecutorCatalog::NameList() const { return Join(Names()); }
 
+namespace {
+
+// `turns: true` and `flags: false`: a YAML boolean.
+void ParseBoolKey(const YAML::Node& v, const std::string& where, Problems& problems, bool* out) {
+  if (!v.IsScalar() || (v.Scalar() != "true" && v.Scalar() != "false")) {
+    problems.Add(v, where, "expected true or false");
+  } else {
+    *out = v.Scalar() == "true";
+  }
+}
+
+// A template's `env: {pass: [NAMES], set: {NAME: value}}`.
+void ParseTemplateEnv(const YAML::Node& v, const std::string& path, Problems& problems, ExecutorTemplate& tmpl) {
+  if (!v.IsMap()) {
+    problems.Add(v, path + ".env", "expected {pass: [NAMES], set: {NAME: value}}");
+    return;
+  }
+  for (const auto& e : v) {
+    const std::string ek = e.first.Scalar();
+    if (ek == "pass") {
+      if (auto list = StringList(e.second, path + ".env.pass", problems)) tmpl.env_pass = *list;
+    } else if (ek == "set") {
+      if (!e.second.IsMap()) {
+        problems.Add(e.second, path + ".env.set", "expected a mapping NAME: value");
+        continue;
+      }
+      for (const auto& s : e.second) tmpl.env_set[s.first.Scalar()] = s.second.Scalar();
+    } else {
+      problems.Add(e.first, path + ".env." + ek, "unknown key; expected pass or set");
+    }
+  }
+}
+
+// A template's `fields` or `args` (`key`): names to value specs.
+void ParseTemplateValueSpecs(const YAML::Node& v, const std::string& key, const std::string& path,
+                             Problems& problems, ExecutorTemplate& tmpl) {
+  if (!v.IsMap()) {
+    problems.Add(v, path + "." + key, "expected a mapping of names to value specs");
+    return;
+  }
+  for (const auto& f : v) {
+    const std::string fname = f.first.Scalar();
+    if (!std::regex_match(fname, EnvNameRegex())) {
+      problems.Add(f.first, path + "." + key + "." + fname, "expected a name of letters, digits and '_'");
+      continue;
+    }
+    if (auto spec = ParseValueSpec(f.second, path + "." + key + "." + fname, problems)) {
+      (key == "fields" ? tmpl.fields : tmpl.args)[fname] = *spec;
+    }
+  }
+}
+
+// One key of a template's mapping.
+void ParseTemplateKey(const YAML::Node& key_node, const YAML::Node& v, const std::string& path,
+                      Problems& problems, ExecutorTemplate& tmpl) {
+  const std::string k = key_node.Scalar();
+  if (k == "description") {
+    tmpl.description = v.IsScalar() ? v.Scalar() : "";
+  } else if (k == "turns") {
+    ParseBoolKey(v, path + ".turns", problems, &tmpl.turns);
+  } else if (k == "flags") {
+    ParseBoolKey(v, path + ".flags", problems, &tmpl.flags);
+  } else if (k == "argv") {
+    if (auto list = StringList(v, path + ".argv", problems)) {
+      if (list->empty() || list->size() > kMaxArgv) {
+        problems.Add(v, path + ".argv", "expected 1 to " + std::to_string(kMaxArgv) + " elements");
+      } else {
+        tmpl.argv = *list;
+      }
+    }
+  } else if (k == "env") {
+    ParseTemplateEnv(v, path, problems, tmpl);
+  } else if (k == "trainer_fields") {
+    if (auto list = StringList(v, path + ".trainer_fields", problems)) {
+      for (const auto& f : *list) {
+        if (FindTrainerField(f) == nullptr) {
+          problems.Add(v, path + ".trainer_fields", f + " is not a field of the native trainer");
+        }
+      }
+      tmpl.trainer_fields = *list;
+    }
+  } else if (k == "fields" || k == "args") {
+    ParseTemplateValueSpecs(v, k, path, problems, tmpl);
+  } else {
+    problems.Add(key_node, path + "." + k,
+                 "unknown key; expected description, argv, env, turns, flags, trainer_fields, fields, args");
+  }
+}
+
+// Every placeholder of argv and env.set must be a built-in or a declared arg, and the
+// program a fixed path or {python}.
+void CheckTemplatePlaceholders(const YAML::Node& node, const std::string& path, Problems& problems,
+                               const ExecutorTemplate& tmpl) {
+  auto check = [&](const std::string& text, const std::string& where) {
+    for (const auto& p : Placeholders(text)) {
+      const auto& builtins = BuiltinPlaceholders();
+      if (std::find(builtins.begin(), builtins.end(), p) == builtins.end() && !tmpl.AcceptsField(p)) {
+        problems.Add(node, where, "placeholder {" + p + "} is neither built in (" + Join(builtins) +
+                                      ") nor one of the template's args, fields or trainer_fields");
+      }
+    }
+  };
+  for (const auto& a : tmpl.argv) check(a, path + ".argv");
+  for (const auto& [name, value] : tmpl.env_set) {
+    if (!std::regex_match(name, EnvNameRegex())) {
+      problems.Add(node, path + ".env.set", "not an environment variable name: " + name);
+    }
+    check(value, path + ".env.set." + name);
+  }
+  if (Placeholders(tmpl.argv[0]) != std::vector<std::string>{} && tmpl.argv[0] != "{python}") {
+    problems.Add(node, path + ".argv", "the program must be a fixed path or {python}");
+  }
+}
+
+// One entry of `templates`, or nothing when it is refused (the problems say why).
+std::optional<ExecutorTemplate> ParseTemplate(const YAML::Node& name_node, const YAML::Node& body,
+                                              Problems& problems) {
+  ExecutorTemplate tmpl;
+  tmpl.name = name_node.Scalar();
+  tmpl.location = problems.Location(name_node);
+  const std::string path = "templates." + tmpl.name;
+  if (!std::regex_match(tmpl.name, NameRegex())) {
+    problems.Add(name_node, path, "a template name is letters, digits, '.', '_', '-'");
+    return std::nullopt;
+  }
+  if (tmpl.name == kSweepCommandName) {
+    problems.Add(name_node, path,
+                 std::string("reserved: ") + kSweepCommandName +
+                     " is what `bakeoff local` calls a sweep's own command; choose another name");
+    return std::nullopt;
+  }
+  if (!body.IsMap()) {
+    problems.Add(body, path, "expected a mapping {argv, env, trainer_fields, fields, args}");
+    return std::nullopt;
+  }
+  for (const auto& item : body) ParseTemplateKey(item.first, item.second, path, problems, tmpl);
+  if (tmpl.argv.empty()) {
+    problems.Add(body, path + ".argv", "missing; the program and its arguments");
+    return std::nullopt;
+  }
+  CheckTemplatePlaceholders(body, path, problems, tmpl);
+  return tmpl;
+}
+
+// The `templates` mapping, into catalog.templates.
+void ParseTemplates(const YAML::Node& node, Problems& problems, ExecutorCatalog& catalog) {
+  if (!node.IsMap()) {
+    problems.Add(node, "templates", "expected a mapping of template names to templates");
+    return;
+  }
+  if (node.size() > kMaxTemplates) {
+    problems.Add(node, "templates", "more than " + std::to_string(kMaxTemplates) + " templates");
+    return;
+  }
+  for (const auto& t : node) {
+    if (auto tmpl = ParseTemplate(t.first, t.second, problems)) {
+      std::string name = tmpl->name;
+      catalog.templates.emplace(std::move(name), std::move(*tmpl));
+    }
+  }
+}
+
+}  // namespace
+
 Result<ExecutorCatalog> ParseExecutorCatalog(const std::string& text, const std::string& source_name,
                                              const std::string& dir) {
   if (text.size() > kMaxCatalogBytes) {
@@ -323,132 +488,7 @@ Result<ExecutorCatalog> ParseExecutorCatalog(const std::string& text, const std:
           catalog.python = kv.second.Scalar();
         }
       } else if (key == "templates") {
-        if (!kv.second.IsMap()) {
-          problems.Add(kv.second, "templates", "expected a mapping of template names to templates");
-          continue;
-        }
-        if (kv.second.size() > kMaxTemplates) {
-          problems.Add(kv.second, "templates", "more than " + std::to_string(kMaxTemplates) + " templates");
-          continue;
-        }
-        for (const auto& t : kv.second) {
-          ExecutorTemplate tmpl;
-          tmpl.name = t.first.Scalar();
-          tmpl.location = problems.Location(t.first);
-          const std::string path = "templates." + tmpl.name;
-          if (!std::regex_match(tmpl.name, NameRegex())) {
-            problems.Add(t.first, path, "a template name is letters, digits, '.', '_', '-'");
-            continue;
-          }
-          if (tmpl.name == kSweepCommandName) {
-            problems.Add(t.first, path,
-                         std::string("reserved: ") + kSweepCommandName +
-                             " is what `bakeoff local` calls a sweep's own command; choose another name");
-            continue;
-          }
-          if (!t.second.IsMap()) {
-            problems.Add(t.second, path, "expected a mapping {argv, env, trainer_fields, fields, args}");
-            continue;
-          }
-          for (const auto& item : t.second) {
-            const std::string k = item.first.Scalar();
-            const YAML::Node& v = item.second;
-            if (k == "description") {
-              tmpl.description = v.IsScalar() ? v.Scalar() : "";
-            } else if (k == "turns") {
-              if (!v.IsScalar() || (v.Scalar() != "true" && v.Scalar() != "false")) {
-                problems.Add(v, path + ".turns", "expected true or false");
-              } else {
-                tmpl.turns = v.Scalar() == "true";
-              }
-            } else if (k == "flags") {
-              if (!v.IsScalar() || (v.Scalar() != "true" && v.Scalar() != "false")) {
-                problems.Add(v, path + ".flags", "expected true or false");
-              } else {
-                tmpl.flags = v.Scalar() == "true";
-              }
-            } else if (k == "argv") {
-              if (auto list = StringList(v, path + ".argv", problems)) {
-                if (list->empty() || list->size() > kMaxArgv) {
-                  problems.Add(v, path + ".argv", "expected 1 to " + std::to_string(kMaxArgv) + " elements");
-                } else {
-                  tmpl.argv = *list;
-                }
-              }
-            } else if (k == "env") {
-              if (!v.IsMap()) {
-                problems.Add(v, path + ".env", "expected {pass: [NAMES], set: {NAME: value}}");
-                continue;
-              }
-              for (const auto& e : v) {
-                const std::string ek = e.first.Scalar();
-                if (ek == "pass") {
-                  if (auto list = StringList(e.second, path + ".env.pass", problems)) tmpl.env_pass = *list;
-                } else if (ek == "set") {
-                  if (!e.second.IsMap()) {
-                    problems.Add(e.second, path + ".env.set", "expected a mapping NAME: value");
-                    continue;
-                  }
-                  for (const auto& s : e.second) tmpl.env_set[s.first.Scalar()] = s.second.Scalar();
-                } else {
-                  problems.Add(e.first, path + ".env." + ek, "unknown key; expected pass or set");
-                }
-              }
-            } else if (k == "trainer_fields") {
-              if (auto list = StringList(v, path + ".trainer_fields", problems)) {
-                for (const auto& f : *list) {
-                  if (FindTrainerField(f) == nullptr) {
-                    problems.Add(v, path + ".trainer_fields", f + " is not a field of the native trainer");
-                  }
-                }
-                tmpl.trainer_fields = *list;
-              }
-            } else if (k == "fields" || k == "args") {
-              if (!v.IsMap()) {
-                problems.Add(v, path + "." + k, "expected a mapping of names to value specs");
-                continue;
-              }
-              for (const auto& f : v) {
-                const std::string fname = f.first.Scalar();
-                if (!std::regex_match(fname, EnvNameRegex())) {
-                  problems.Add(f.first, path + "." + k + "." + fname, "expected a name of letters, digits and '_'");
-                  continue;
-                }
-                if (auto spec = ParseValueSpec(f.second, path + "." + k + "." + fname, problems)) {
-                  (k == "fields" ? tmpl.fields : tmpl.args)[fname] = *spec;
-                }
-              }
-            } else {
-              problems.Add(item.first, path + "." + k,
-                           "unknown key; expected description, argv, env, turns, flags, trainer_fields, fields, args");
-            }
-          }
-          if (tmpl.argv.empty()) {
-            problems.Add(t.second, path + ".argv", "missing; the program and its arguments");
-            continue;
-          }
-          // Every placeholder must be a built-in or a declared arg.
-          auto check = [&](const std::string& text, const std::string& where) {
-            for (const auto& p : Placeholders(text)) {
-              const auto& builtins = BuiltinPlaceholders();
-              if (std::find(builtins.begin(), builtins.end(), p) == builtins.end() && !tmpl.AcceptsField(p)) {
-                problems.Add(t.second, where, "placeholder {" + p + "} is neither built in (" + Join(builtins) +
-                                                  ") nor one of the template's args, fields or trainer_fields");
-              }
-            }
-          };
-          for (const auto& a : tmpl.argv) check(a, path + ".argv");
-          for (const auto& [name, value] : tmpl.env_set) {
-            if (!std::regex_match(name, EnvNameRegex())) {
-              problems.Add(t.second, path + ".env.set", "not an environment variable name: " + name);
-            }
-            check(value, path + ".env.set." + name);
-          }
-          if (Placeholders(tmpl.argv[0]) != std::vector<std::string>{} && tmpl.argv[0] != "{python}") {
-            problems.Add(t.second, path + ".argv", "the program must be a fixed path or {python}");
-          }
-          catalog.templates.emplace(tmpl.name, std::move(tmpl));
-        }
+        ParseTemplates(kv.second, problems, catalog);
       } else {
         problems.Add(kv.first, key, "unknown key; expected python or templates");
       }
