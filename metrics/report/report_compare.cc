@@ -44,29 +44,25 @@ const char* CompareVerdictName(CompareRow::Verdict verdict) {
   return "not compared";
 }
 
-SweepComparison CompareSweeps(const ReportInput& a, const ReportInput& b,
-                              const ReportOptions& options) {
-  SweepComparison comparison;
-  comparison.sweep_a = Describe(a);
-  comparison.sweep_b = Describe(b);
-  comparison.options = options;
+namespace {
 
-  // Every key, in A's order then B's new ones.
-  std::vector<std::string> keys;
+// One sweep of both: A's variants as "A: key", each its own counterpart's baseline, and
+// B's as "B: key" against A's, trials renumbered after A's. *keys: every key, in A's
+// order then B's new ones.
+ReportInput MergeComparedSweeps(const ReportInput& a, const ReportInput& b, std::vector<std::string>* keys) {
   std::map<std::string, const VariantInput*> in_a, in_b;
   for (const VariantInput& v : a.variants) {
     in_a[v.key] = &v;
-    keys.push_back(v.key);
+    keys->push_back(v.key);
   }
   for (const VariantInput& v : b.variants) {
     in_b[v.key] = &v;
-    if (!in_a.count(v.key)) keys.push_back(v.key);
+    if (!in_a.count(v.key)) keys->push_back(v.key);
   }
-
   ReportInput merged;
   merged.sweep_id = a.sweep_id + " vs " + b.sweep_id;
   merged.order = "sequential";  // repeats of two sweeps are not paired
-  for (const std::string& key : keys) {
+  for (const std::string& key : *keys) {
     if (auto it = in_a.find(key); it != in_a.end()) {
       VariantInput v = *it->second;
       v.key = kPrefixA + key;
@@ -97,108 +93,133 @@ SweepComparison CompareSweeps(const ReportInput& a, const ReportInput& b,
     copy.order_index += offset;
     merged.trials.push_back(std::move(copy));
   }
-  Report across = BuildReport(merged, options);
-  Report report_a = BuildReport(a, options);
-  Report report_b = BuildReport(b, options);
+  return merged;
+}
 
+// The row's verdict and change from B's comparison against A in the merged report.
+void SetCompareVerdict(const Comparison& c, CompareRow& row) {
   using V = CompareRow::Verdict;
   using S = Comparison::Status;
-  for (const std::string& key : keys) {
-    CompareRow row;
-    row.key = key;
-    const VariantReport* va = across.FindVariant(kPrefixA + key);
-    const VariantReport* vb = across.FindVariant(kPrefixB + key);
-    if (va != nullptr) {
-      row.outcome_a = OutcomeCounts(*va);
-      row.tokens_per_s_a = va->tokens_per_s;
-      row.peak_a = va->peak_mem_bytes;
-    }
-    if (vb != nullptr) {
-      row.outcome_b = OutcomeCounts(*vb);
-      row.tokens_per_s_b = vb->tokens_per_s;
-      row.peak_b = vb->peak_mem_bytes;
-    }
-    row.speedup_a = OwnSpeedup(report_a, key);
-    row.speedup_b = OwnSpeedup(report_b, key);
-    if (va == nullptr || vb == nullptr) {
-      row.verdict = va == nullptr ? V::kOnlyInB : V::kOnlyInA;
-      comparison.rows.push_back(std::move(row));
-      continue;
-    }
-    const Comparison& c = vb->comparison;
-    row.note = c.note;
-    switch (c.status) {
-      case S::kCompared:
-        row.change = c.speedup;
-        row.method = c.method;
-        row.trials_a = c.counterpart_trials;
-        row.trials_b = c.variant_trials;
-        row.df = c.df;
-        switch (c.verdict) {
-          case Verdict::kUnclear: row.verdict = V::kUnclear; break;
-          case Verdict::kNoMeasurableDifference: row.verdict = V::kNoChange; break;
-          case Verdict::kFaster: row.verdict = V::kImprovement; break;
-          case Verdict::kSlower: row.verdict = V::kRegression; break;
-        }
-        row.note.clear();
-        if (row.verdict == V::kUnclear && c.repeats_needed) {
-          row.note = std::to_string(*c.repeats_needed) + " repeats needed in each sweep" +
-                     (c.method == IntervalMethod::kMeasuredSteps ? " (interval is within-run only)" : "");
-        }
-        break;
-      case S::kVariantFailed: row.verdict = V::kNowFails; break;
-      case S::kCounterpartFailed: row.verdict = V::kNowRuns; break;
-      case S::kBothFailed: row.verdict = V::kNeitherRuns; break;
-      default: row.verdict = V::kNotCompared; break;
-    }
-    row.memory_change = c.memory_relative;
-    row.warmup_delta_s = c.warmup_delta_s;
-    row.loss_deviation = c.loss_max_deviation;
-    row.loss_flagged = c.loss_flagged;
-    row.environment_difference = c.environment_difference;
-    comparison.rows.push_back(std::move(row));
+  row.note = c.note;
+  switch (c.status) {
+    case S::kCompared:
+      row.change = c.speedup;
+      row.method = c.method;
+      row.trials_a = c.counterpart_trials;
+      row.trials_b = c.variant_trials;
+      row.df = c.df;
+      switch (c.verdict) {
+        case Verdict::kUnclear: row.verdict = V::kUnclear; break;
+        case Verdict::kNoMeasurableDifference: row.verdict = V::kNoChange; break;
+        case Verdict::kFaster: row.verdict = V::kImprovement; break;
+        case Verdict::kSlower: row.verdict = V::kRegression; break;
+      }
+      row.note.clear();
+      if (row.verdict == V::kUnclear && c.repeats_needed) {
+        row.note = std::to_string(*c.repeats_needed) + " repeats needed in each sweep" +
+                   (c.method == IntervalMethod::kMeasuredSteps ? " (interval is within-run only)" : "");
+      }
+      break;
+    case S::kVariantFailed: row.verdict = V::kNowFails; break;
+    case S::kCounterpartFailed: row.verdict = V::kNowRuns; break;
+    case S::kBothFailed: row.verdict = V::kNeitherRuns; break;
+    default: row.verdict = V::kNotCompared; break;
   }
+  row.memory_change = c.memory_relative;
+  row.warmup_delta_s = c.warmup_delta_s;
+  row.loss_deviation = c.loss_max_deviation;
+  row.loss_flagged = c.loss_flagged;
+  row.environment_difference = c.environment_difference;
+}
+
+// The row of `key`: each side's figures, and its verdict.
+CompareRow CompareRowOf(const std::string& key, const Report& across, const Report& report_a,
+                        const Report& report_b) {
+  CompareRow row;
+  row.key = key;
+  const VariantReport* va = across.FindVariant(kPrefixA + key);
+  const VariantReport* vb = across.FindVariant(kPrefixB + key);
+  if (va != nullptr) {
+    row.outcome_a = OutcomeCounts(*va);
+    row.tokens_per_s_a = va->tokens_per_s;
+    row.peak_a = va->peak_mem_bytes;
+  }
+  if (vb != nullptr) {
+    row.outcome_b = OutcomeCounts(*vb);
+    row.tokens_per_s_b = vb->tokens_per_s;
+    row.peak_b = vb->peak_mem_bytes;
+  }
+  row.speedup_a = OwnSpeedup(report_a, key);
+  row.speedup_b = OwnSpeedup(report_b, key);
+  if (va == nullptr || vb == nullptr) {
+    row.verdict = va == nullptr ? CompareRow::Verdict::kOnlyInB : CompareRow::Verdict::kOnlyInA;
+  } else {
+    SetCompareVerdict(vb->comparison, row);
+  }
+  return row;
+}
+
+// The call-outs, from the sorted rows: what now fails, regressions, loss curves that
+// differ, environments that differ, or that there are no regressions.
+std::vector<std::string> CompareCallouts(const std::vector<CompareRow>& rows) {
+  using V = CompareRow::Verdict;
+  std::vector<std::string> callouts;
+  int now_fails = 0, regressions = 0, improvements = 0;
+  for (const CompareRow& row : rows) {
+    now_fails += row.verdict == V::kNowFails;
+    regressions += row.verdict == V::kRegression;
+    improvements += row.verdict == V::kImprovement;
+    if (row.verdict == V::kNowFails) {
+      callouts.push_back(row.key + " ran in A (" + row.outcome_a + ") but fails in B (" + row.outcome_b + ")");
+    }
+  }
+  for (const CompareRow& row : rows) {
+    if (row.verdict == V::kRegression) {
+      callouts.push_back(row.key + " is slower in B: " + FormatRatioAwayFromOne(row.change.value) + " (CI " +
+                         FormatInterval(row.change) + ")");
+    }
+  }
+  for (const CompareRow& row : rows) {
+    if (row.loss_flagged) {
+      callouts.push_back(row.key + " loss curve differs between the sweeps by " + FormatPercent(*row.loss_deviation));
+    }
+  }
+  std::map<std::string, std::vector<std::string>> keys_by_difference;
+  for (const CompareRow& row : rows) {
+    if (!row.environment_difference.empty()) keys_by_difference[row.environment_difference].push_back(row.key);
+  }
+  for (const auto& [difference, keys_with] : keys_by_difference) {
+    callouts.push_back("A and B ran in different environments (" + difference + ") for " +
+                       std::to_string(keys_with.size()) + " variant(s), e.g. " + keys_with.front() +
+                       ": a change may come from the environment");
+  }
+  if (now_fails + regressions == 0) {
+    callouts.push_back("no regressions (" + std::to_string(improvements) + " improvement(s))");
+  }
+  return callouts;
+}
+
+}  // namespace
+
+SweepComparison CompareSweeps(const ReportInput& a, const ReportInput& b,
+                              const ReportOptions& options) {
+  SweepComparison comparison;
+  comparison.sweep_a = Describe(a);
+  comparison.sweep_b = Describe(b);
+  comparison.options = options;
+  std::vector<std::string> keys;
+  const Report across = BuildReport(MergeComparedSweeps(a, b, &keys), options);
+  const Report report_a = BuildReport(a, options);
+  const Report report_b = BuildReport(b, options);
+  for (const std::string& key : keys) comparison.rows.push_back(CompareRowOf(key, across, report_a, report_b));
+  using V = CompareRow::Verdict;
   std::stable_sort(comparison.rows.begin(), comparison.rows.end(),
                    [](const CompareRow& x, const CompareRow& y) {
                      if (Rank(x.verdict) != Rank(y.verdict)) return Rank(x.verdict) < Rank(y.verdict);
                      if (x.verdict == V::kImprovement) return x.change.value > y.change.value;
                      return x.change.value < y.change.value;
                    });
-  int now_fails = 0, regressions = 0, improvements = 0;
-  for (const CompareRow& row : comparison.rows) {
-    now_fails += row.verdict == V::kNowFails;
-    regressions += row.verdict == V::kRegression;
-    improvements += row.verdict == V::kImprovement;
-    if (row.verdict == V::kNowFails) {
-      comparison.callouts.push_back(row.key + " ran in A (" + row.outcome_a + ") but fails in B (" +
-                                    row.outcome_b + ")");
-    }
-  }
-  for (const CompareRow& row : comparison.rows) {
-    if (row.verdict == V::kRegression) {
-      comparison.callouts.push_back(row.key + " is slower in B: " + FormatRatioAwayFromOne(row.change.value) +
-                                    " (CI " + FormatInterval(row.change) + ")");
-    }
-  }
-  for (const CompareRow& row : comparison.rows) {
-    if (row.loss_flagged) {
-      comparison.callouts.push_back(row.key + " loss curve differs between the sweeps by " +
-                                    FormatPercent(*row.loss_deviation));
-    }
-  }
-  std::map<std::string, std::vector<std::string>> keys_by_difference;
-  for (const CompareRow& row : comparison.rows) {
-    if (!row.environment_difference.empty()) keys_by_difference[row.environment_difference].push_back(row.key);
-  }
-  for (const auto& [difference, keys_with] : keys_by_difference) {
-    comparison.callouts.push_back("A and B ran in different environments (" + difference + ") for " +
-                                  std::to_string(keys_with.size()) + " variant(s), e.g. " +
-                                  keys_with.front() + ": a change may come from the environment");
-  }
-  if (now_fails + regressions == 0) {
-    comparison.callouts.push_back("no regressions (" + std::to_string(improvements) +
-                                  " improvement(s))");
-  }
+  comparison.callouts = CompareCallouts(comparison.rows);
   return comparison;
 }
 
@@ -249,17 +270,14 @@ nlohmann::json ComparisonToJson(const SweepComparison& comparison) {
           {"rows", rows}};
 }
 
-std::string RenderComparison(const SweepComparison& comparison, ReportFormat format) {
-  if (format == ReportFormat::kJson) return ComparisonToJson(comparison).dump(2) + "\n";
+namespace {
+
+// The table of every row, for the text, markdown and HTML forms.
+ReportSection CompareTableSection(const SweepComparison& comparison) {
+  using V = CompareRow::Verdict;
   auto opt_ratio = [](const std::optional<RatioFigure>& f) {
     return f ? FormatRatio(f->value) : std::string("-");
   };
-  std::vector<std::string> headline = {
-      "Comparing sweep A " + comparison.sweep_a + " with sweep B " + comparison.sweep_b,
-      "Change = B tokens/s / A tokens/s per variant, with a " +
-          FormatNumber(comparison.options.confidence * 100, 2) +
-          "% Welch interval on log tokens/s (unpaired: the sweeps' repeats are independent); "
-          "one trial on a side gives no verdict (unclear)"};
   ReportSection section{"compare", "Variants, regressions first", "",
                         {"variant", "verdict", "A", "B", "A tokens/s", "B tokens/s", "change", "CI",
                          "n (A vs B)", "speedup in A", "speedup in B", "A peak", "B peak",
@@ -268,25 +286,19 @@ std::string RenderComparison(const SweepComparison& comparison, ReportFormat for
                         {false, false, false, false, true, true, true, true, false, true, true,
                          true, true, true, true, true}};
   for (const CompareRow& r : comparison.rows) {
-    bool compared = r.verdict == CompareRow::Verdict::kRegression ||
-                    r.verdict == CompareRow::Verdict::kImprovement ||
-                    r.verdict == CompareRow::Verdict::kNoChange ||
-                    r.verdict == CompareRow::Verdict::kUnclear;
+    const bool compared = r.verdict == V::kRegression || r.verdict == V::kImprovement ||
+                          r.verdict == V::kNoChange || r.verdict == V::kUnclear;
+    const bool away_from_one = r.verdict == V::kRegression || r.verdict == V::kImprovement;
     std::string loss = r.loss_deviation ? FormatPercent(*r.loss_deviation) + (r.loss_flagged ? " !" : "") : "-";
     section.rows.push_back(
         {r.key,
-         r.verdict == CompareRow::Verdict::kUnclear && !r.note.empty()
-             ? std::string("unclear: ") + r.note
-             : std::string(CompareVerdictName(r.verdict)),
+         r.verdict == V::kUnclear && !r.note.empty() ? std::string("unclear: ") + r.note
+                                                     : std::string(CompareVerdictName(r.verdict)),
          r.outcome_a.empty() ? "-" : r.outcome_a,
          r.outcome_b.empty() ? "-" : r.outcome_b,
          r.tokens_per_s_a ? FormatNumber(*r.tokens_per_s_a) : "-",
          r.tokens_per_s_b ? FormatNumber(*r.tokens_per_s_b) : "-",
-         compared ? (r.verdict == CompareRow::Verdict::kRegression ||
-                             r.verdict == CompareRow::Verdict::kImprovement
-                         ? FormatRatioAwayFromOne(r.change.value)
-                         : FormatRatio(r.change.value))
-                  : "-",
+         compared ? (away_from_one ? FormatRatioAwayFromOne(r.change.value) : FormatRatio(r.change.value)) : "-",
          compared ? FormatInterval(r.change) : "",
          compared ? std::to_string(r.trials_a) + " vs " + std::to_string(r.trials_b) : "-",
          opt_ratio(r.speedup_a), opt_ratio(r.speedup_b), r.peak_a ? FormatBytes(*r.peak_a) : "-",
@@ -294,67 +306,84 @@ std::string RenderComparison(const SweepComparison& comparison, ReportFormat for
          r.memory_change ? FormatSignedPercent(*r.memory_change) : "-",
          r.warmup_delta_s ? FormatSignedSeconds(*r.warmup_delta_s) : "-", loss});
   }
-  std::vector<ReportSection> sections = {section};
+  return section;
+}
+
+// The HTML form's charts: the change of throughput and of peak memory, B over A.
+std::string CompareChartsHtml(const SweepComparison& comparison) {
+  std::vector<RatioChartRow> change_rows, memory_rows;
+  for (const CompareRow& r : comparison.rows) {
+    RatioChartRow change{r.key, std::nullopt,
+                         r.verdict == CompareRow::Verdict::kNoChange || r.verdict == CompareRow::Verdict::kUnclear,
+                         r.note};
+    if (r.change.value > 0) change.ratio = r.change;
+    if (change.note.empty()) change.note = CompareVerdictName(r.verdict);
+    change_rows.push_back(std::move(change));
+    if (r.memory_change) {
+      memory_rows.push_back({r.key, RatioFigure{1.0 + *r.memory_change, std::nullopt, std::nullopt}, true, ""});
+    }
+  }
+  std::string charts = "<section id=\"charts\">\n";
+  std::string change_chart = RenderRatioChartSvg(
+      "chart-change", "Throughput of B over A per variant, with interval whiskers", change_rows);
+  if (!change_chart.empty()) {
+    charts += "<h2>Throughput change B/A</h2>\n<p class=\"note\">Tokens/s of sweep B over sweep A; "
+              "whiskers are the Welch interval; green: B faster, red: B slower, grey: no "
+              "measurable change. The dashed line is 1.0x.</p>\n" + change_chart;
+  }
+  std::string memory_chart =
+      RenderRatioChartSvg("chart-memory-change", "Peak memory of B over A per variant", memory_rows);
+  if (!memory_chart.empty()) {
+    charts += "<h2>Peak memory B/A</h2>\n<p class=\"note\">Largest rank's peak of sweep B over "
+              "sweep A (below 1.0x: B uses less).</p>\n" + memory_chart;
+  }
+  return charts + "</section>\n";
+}
+
+std::string CompareCsv(const SweepComparison& comparison) {
+  std::ostringstream out;
+  out << "variant,verdict,outcome_a,outcome_b,tokens_per_s_a,tokens_per_s_b,change,ci_low,"
+         "ci_high,trials_a,trials_b,peak_mem_bytes_a,peak_mem_bytes_b,memory_change,"
+         "warmup_delta_s,loss_max_deviation\n";
+  auto num = [](const auto& value) {
+    if (!value) return std::string();
+    std::ostringstream s;
+    s.precision(10);
+    s << *value;
+    return s.str();
+  };
+  for (const CompareRow& r : comparison.rows) {
+    std::ostringstream change;
+    change.precision(10);
+    if (r.change.value > 0) change << r.change.value;
+    out << CsvField(r.key) << "," << CsvField(CompareVerdictName(r.verdict)) << "," << CsvField(r.outcome_a)
+        << "," << CsvField(r.outcome_b) << "," << num(r.tokens_per_s_a) << "," << num(r.tokens_per_s_b)
+        << "," << change.str() << "," << num(r.change.low) << "," << num(r.change.high) << ","
+        << r.trials_a << "," << r.trials_b << "," << num(r.peak_a) << "," << num(r.peak_b) << ","
+        << num(r.memory_change) << "," << num(r.warmup_delta_s) << "," << num(r.loss_deviation) << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace
+
+std::string RenderComparison(const SweepComparison& comparison, ReportFormat format) {
+  if (format == ReportFormat::kJson) return ComparisonToJson(comparison).dump(2) + "\n";
+  if (format == ReportFormat::kCsv) return CompareCsv(comparison);
+  std::vector<std::string> headline = {
+      "Comparing sweep A " + comparison.sweep_a + " with sweep B " + comparison.sweep_b,
+      "Change = B tokens/s / A tokens/s per variant, with a " +
+          FormatNumber(comparison.options.confidence * 100, 2) +
+          "% Welch interval on log tokens/s (unpaired: the sweeps' repeats are independent); "
+          "one trial on a side gives no verdict (unclear)"};
+  std::vector<ReportSection> sections = {CompareTableSection(comparison)};
   std::string title = "Bakeoff comparison: " + comparison.sweep_a + " vs " + comparison.sweep_b;
   switch (format) {
     case ReportFormat::kMarkdown:
       return RenderSectionsMarkdown(title, headline, comparison.callouts, sections);
-    case ReportFormat::kHtml: {
-      std::vector<RatioChartRow> change_rows, memory_rows;
-      for (const CompareRow& r : comparison.rows) {
-        RatioChartRow change{r.key, std::nullopt,
-                             r.verdict == CompareRow::Verdict::kNoChange ||
-                                 r.verdict == CompareRow::Verdict::kUnclear,
-                             r.note};
-        if (r.change.value > 0) change.ratio = r.change;
-        if (change.note.empty()) change.note = CompareVerdictName(r.verdict);
-        change_rows.push_back(std::move(change));
-        if (r.memory_change) memory_rows.push_back({r.key, RatioFigure{1.0 + *r.memory_change, std::nullopt, std::nullopt}, true, ""});
-      }
-      std::string charts = "<section id=\"charts\">\n";
-      std::string change_chart = RenderRatioChartSvg(
-          "chart-change", "Throughput of B over A per variant, with interval whiskers", change_rows);
-      if (!change_chart.empty()) {
-        charts += "<h2>Throughput change B/A</h2>\n<p class=\"note\">Tokens/s of sweep B over sweep A; "
-                  "whiskers are the Welch interval; green: B faster, red: B slower, grey: no "
-                  "measurable change. The dashed line is 1.0x.</p>\n" + change_chart;
-      }
-      std::string memory_chart =
-          RenderRatioChartSvg("chart-memory-change", "Peak memory of B over A per variant", memory_rows);
-      if (!memory_chart.empty()) {
-        charts += "<h2>Peak memory B/A</h2>\n<p class=\"note\">Largest rank's peak of sweep B over "
-                  "sweep A (below 1.0x: B uses less).</p>\n" + memory_chart;
-      }
-      charts += "</section>\n";
-      return RenderSectionsHtml(title, headline, comparison.callouts, charts, sections,
+    case ReportFormat::kHtml:
+      return RenderSectionsHtml(title, headline, comparison.callouts, CompareChartsHtml(comparison), sections,
                                 "Generated by bakeoff compare; figures defined in docs/statistics.md.");
-    }
-    case ReportFormat::kCsv: {
-      std::ostringstream out;
-      out << "variant,verdict,outcome_a,outcome_b,tokens_per_s_a,tokens_per_s_b,change,ci_low,"
-             "ci_high,trials_a,trials_b,peak_mem_bytes_a,peak_mem_bytes_b,memory_change,"
-             "warmup_delta_s,loss_max_deviation\n";
-      auto num = [](const auto& value) {
-        if (!value) return std::string();
-        std::ostringstream s;
-        s.precision(10);
-        s << *value;
-        return s.str();
-      };
-      for (const CompareRow& r : comparison.rows) {
-        bool has = r.change.value > 0;
-        std::ostringstream change;
-        change.precision(10);
-        if (has) change << r.change.value;
-        out << CsvField(r.key) << "," << CsvField(CompareVerdictName(r.verdict)) << "," << CsvField(r.outcome_a)
-            << "," << CsvField(r.outcome_b) << "," << num(r.tokens_per_s_a) << "," << num(r.tokens_per_s_b)
-            << "," << change.str() << "," << num(r.change.low) << "," << num(r.change.high) << ","
-            << r.trials_a << "," << r.trials_b << "," << num(r.peak_a) << "," << num(r.peak_b) << ","
-            << num(r.memory_change) << "," << num(r.warmup_delta_s) << "," << num(r.loss_deviation)
-            << "\n";
-      }
-      return out.str();
-    }
     default:
       return RenderSectionsTable(headline, comparison.callouts, sections);
   }
