@@ -739,9 +739,10 @@ HttpReply HttpServer::TrialsRoute(const RouteCall& call) {
 
 HttpReply HttpServer::LiveRoute(const RouteCall& call) {
   return OnSweep(call, [this](const metrics::SweepRecord& sweep) {
-    // Summing a sweep's steps reads every stored step (seconds for millions): on the
-    // pool, on a read-only connection of its own (the store's lock is never held for
-    // it, so writes go on), at most kMaxLiveInFlight at once (A5).
+    // The figures are kept per attempt as steps are stored (attempt_live_sums, schema
+    // version 8): a row per trial is read, never a step (A5). Still on the pool, on a
+    // read-only connection of its own (the store's lock is never held for it, so writes
+    // go on), at most kMaxLiveInFlight at once: a sweep may hold 10,000 trials.
     JobSlots::Slot slot = live_slots_.TryTake();
     if (slot == nullptr) {
       return Error(503, "the coordinator is already summing " + std::to_string(kMaxLiveInFlight) +

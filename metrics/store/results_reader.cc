@@ -344,15 +344,13 @@ Result<std::vector<MeasuredStep>> ResultsReader::MeasuredSteps(int64_t sweep_id)
 
 namespace {
 // The live figures' SELECT up to its sweep id: one statement for both readers.
+// A row per trial of the sweep from attempt_live_sums, kept as steps are stored (schema
+// version 8): O(trials), never a read of the steps (A5).
 constexpr const char* kLiveFiguresSelect =
-    "SELECT t.id, t.attempts_used, "
-    "TOTAL(m.rank = 0 AND m.phase = 'measure'), "
-    "TOTAL(CASE WHEN m.rank = 0 AND m.phase = 'measure' THEN m.tokens END), "
-    "TOTAL(CASE WHEN m.rank = 0 AND m.phase = 'measure' THEN m.step_s END), "
-    "MAX(m.peak_mem_bytes) "
-    "FROM trials t JOIN step_metrics m ON m.trial_id = t.id AND m.attempt = t.attempts_used "
+    "SELECT t.id, t.attempts_used, l.measured_steps, l.tokens, l.step_s, l.peak_mem_bytes "
+    "FROM trials t JOIN attempt_live_sums l ON l.trial_id = t.id AND l.attempt = t.attempts_used "
     "WHERE t.sweep_id = ";
-constexpr const char* kLiveFiguresOrder = " GROUP BY t.id ORDER BY t.order_index";
+constexpr const char* kLiveFiguresOrder = " ORDER BY t.order_index";
 }  // namespace
 
 std::string LiveFiguresSql(int64_t sweep_id) {

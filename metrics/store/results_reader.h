@@ -31,7 +31,8 @@ class SqliteConnection;
 
 // The SQL of ResultsReader::LiveFigures for one sweep, its id written in: for a reader on
 // a connection of its own (RunReadOnlyQuery), whose rows are LiveTrialFigures' fields in
-// order (trial_id, attempt, measured steps, tokens, step_s as reals; peak_mem_bytes).
+// order (trial_id, attempt, measured steps, tokens and step_s as reals; peak_mem_bytes).
+// It reads attempt_live_sums, a row per trial of the sweep, and no step (A5).
 std::string LiveFiguresSql(int64_t sweep_id);
 
 class ResultsReader {

@@ -15,7 +15,7 @@
 namespace bakeoff::metrics {
 
 // The version this build creates and understands.
-inline constexpr int kLatestSchemaVersion = 7;
+inline constexpr int kLatestSchemaVersion = 8;
 
 struct Migration {
   int version;              // the version the database has after it

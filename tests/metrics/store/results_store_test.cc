@@ -95,7 +95,7 @@ TEST_F(ResultsStoreTest, OpenCreatesEmptyDatabaseInWalModeAtLatestVersion) {
   EXPECT_EQ(*version, kLatestSchemaVersion);
   EXPECT_EQ(QueryValue("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM schema_migrations"), kLatestSchemaVersion);
-  EXPECT_EQ(QueryValue("SELECT group_concat(version) FROM schema_migrations"), "1,2,3,4,5,6,7");
+  EXPECT_EQ(QueryValue("SELECT group_concat(version) FROM schema_migrations"), "1,2,3,4,5,6,7,8");
   EXPECT_TRUE(store->healthy());
 }
 
