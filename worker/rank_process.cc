@@ -116,137 +116,176 @@ std::string ProcessName(pid_t pid) {
 
 }  // namespace
 
-Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+namespace {
+
+// The descriptors between the worker and a rank: its stdout (the events, or the events
+// fd), its stderr when captured, its turn socket when it takes turns; -1 where none.
+struct RankPipes {
+  int out[2] = {-1, -1};
+  int err[2] = {-1, -1};
+  int turn[2] = {-1, -1};
+
+  void CloseAll() {
+    for (int* pair : {out, err, turn}) {
+      for (int i = 0; i < 2; ++i) {
+        if (pair[i] >= 0) close(pair[i]);
+        pair[i] = -1;
+      }
+    }
+  }
+};
+
+Result<RankPipes> OpenRankPipes(const SpawnRequest& request) {
+  RankPipes pipes;
+  if (pipe2(pipes.out, O_CLOEXEC) != 0) {
     return Status::IoError(std::string("cannot create a pipe for the trainer's stdout: ") + strerror(errno));
   }
-  int stderr_fds[2] = {-1, -1};
-  if (request.capture_stderr && pipe2(stderr_fds, O_CLOEXEC) != 0) {
+  if (request.capture_stderr && pipe2(pipes.err, O_CLOEXEC) != 0) {
     const int err = errno;
-    close(pipe_fds[0]);
-    close(pipe_fds[1]);
+    pipes.CloseAll();
     return Status::IoError(std::string("cannot create a pipe for the trainer's stderr: ") + strerror(err));
   }
   // The turn socket: the child's end is moved above the descriptors the child dup2s
   // onto (0-4), so that placing the events pipe cannot overwrite it.
-  int turn_fds[2] = {-1, -1};
   if (request.turn_channel) {
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, turn_fds) != 0) {
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pipes.turn) != 0) {
       const int err = errno;
-      for (int fd : {pipe_fds[0], pipe_fds[1], stderr_fds[0], stderr_fds[1]}) {
-        if (fd >= 0) close(fd);
-      }
+      pipes.CloseAll();
       return Status::IoError(std::string("cannot create the rank's turn socket: ") + strerror(err));
     }
-    const int high = fcntl(turn_fds[1], F_DUPFD_CLOEXEC, 10);
-    close(turn_fds[1]);
-    turn_fds[1] = high;
+    const int high = fcntl(pipes.turn[1], F_DUPFD_CLOEXEC, 10);
+    close(pipes.turn[1]);
+    pipes.turn[1] = high;
   }
-  auto close_stderr_pipe = [&stderr_fds, &turn_fds]() {
-    for (int& fd : stderr_fds) {
-      if (fd >= 0) close(fd);
-      fd = -1;
-    }
-    for (int& fd : turn_fds) {
-      if (fd >= 0) close(fd);
-      fd = -1;
-    }
-  };
-  // Everything the child needs is built before fork: no allocation happens after it.
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(request.executable.c_str()));
-  for (const auto& a : request.args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (const auto& e : request.environment) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  const pid_t group = request.process_group;
-  cpu_set_t affinity;
-  CPU_ZERO(&affinity);
-  for (int cpu : request.cpus) {
-    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &affinity);
-  }
-  const bool pin = !request.cpus.empty();
-  const pid_t worker_pid = getpid();
-  const bool switch_uid = request.run_as.has_value();
-  const char* private_shm = request.private_shm_dir.empty() ? nullptr : request.private_shm_dir.c_str();
-  const char* private_tmp = request.private_tmp_dir.empty() ? nullptr : request.private_tmp_dir.c_str();
-  const uid_t uid = request.run_as.value_or(0);
+  return pipes;
+}
 
+// Everything the child needs, built before fork: no allocation happens after it.
+struct ChildPlan {
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  pid_t group = 0;
+  cpu_set_t affinity;
+  bool pin = false;
+  pid_t worker_pid = 0;
+  bool switch_uid = false;
+  uid_t uid = 0;
+  const char* private_shm = nullptr;
+  const char* private_tmp = nullptr;
+  const char* working_dir = nullptr;
+  bool events_on_separate_fd = false;
+};
+
+ChildPlan PlanChild(const SpawnRequest& request) {
+  ChildPlan plan;
+  plan.argv.push_back(const_cast<char*>(request.executable.c_str()));
+  for (const auto& a : request.args) plan.argv.push_back(const_cast<char*>(a.c_str()));
+  plan.argv.push_back(nullptr);
+  for (const auto& e : request.environment) plan.envp.push_back(const_cast<char*>(e.c_str()));
+  plan.envp.push_back(nullptr);
+  plan.group = request.process_group;
+  CPU_ZERO(&plan.affinity);
+  for (int cpu : request.cpus) {
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &plan.affinity);
+  }
+  plan.pin = !request.cpus.empty();
+  plan.worker_pid = getpid();
+  plan.switch_uid = request.run_as.has_value();
+  plan.uid = request.run_as.value_or(0);
+  plan.private_shm = request.private_shm_dir.empty() ? nullptr : request.private_shm_dir.c_str();
+  plan.private_tmp = request.private_tmp_dir.empty() ? nullptr : request.private_tmp_dir.c_str();
+  plan.working_dir = request.working_dir.empty() ? nullptr : request.working_dir.c_str();
+  plan.events_on_separate_fd = request.events_on_separate_fd;
+  return plan;
+}
+
+// The child, between fork and exec: only async-signal-safe calls, no allocation. Each
+// failure exits with its own code (121 mounts, 122 turn fd, 123 uid, 124 affinity, 125
+// the worker gone, 126 working directory, 127 exec).
+[[noreturn]] void RunChild(const ChildPlan& plan, const RankPipes& pipes) {
+  setpgid(0, plan.group);
+  // Before the uid switch, which drops the capability. Private propagation first, so
+  // that the binds never reach the worker's own namespace.
+  if ((plan.private_shm != nullptr || plan.private_tmp != nullptr) &&
+      (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+       (plan.private_shm != nullptr && mount(plan.private_shm, "/dev/shm", nullptr, MS_BIND, nullptr) != 0) ||
+       (plan.private_tmp != nullptr && mount(plan.private_tmp, "/tmp", nullptr, MS_BIND, nullptr) != 0))) {
+    _exit(121);
+  }
+  // Groups first: after setuid the child may not change them. Then no way back.
+  if (plan.switch_uid && (setgroups(0, nullptr) != 0 || setgid(plan.uid) != 0 || setuid(plan.uid) != 0)) _exit(123);
+  // A rank outlives its worker for nothing (the attempt is lost and runs again
+  // elsewhere) and would hold the node's CPUs and GPU memory: die with the worker.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // after setuid, which clears it
+  if (getppid() != plan.worker_pid) _exit(125);  // the worker died before prctl
+  // Default signal dispositions and mask: the worker's own handlers must not leak.
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  signal(SIGPIPE, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  // Before exec, so that the program's first look at its affinity (thread pools) sees it.
+  if (plan.pin && sched_setaffinity(0, sizeof plan.affinity, &plan.affinity) != 0) _exit(124);
+  if (pipes.err[1] >= 0) dup2(pipes.err[1], STDERR_FILENO);
+  if (plan.events_on_separate_fd) {
+    dup2(STDERR_FILENO, STDOUT_FILENO);
+    if (pipes.out[1] == kEventsFd) {
+      fcntl(kEventsFd, F_SETFD, 0);  // dup2 onto itself would keep O_CLOEXEC
+    } else {
+      dup2(pipes.out[1], kEventsFd);
+    }
+  } else {
+    dup2(pipes.out[1], STDOUT_FILENO);
+  }
+  if (pipes.turn[1] >= 0 && dup2(pipes.turn[1], kTurnFd) < 0) _exit(122);  // dup2 clears O_CLOEXEC
+  int devnull = open("/dev/null", O_RDONLY);
+  if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+  if (plan.working_dir != nullptr && chdir(plan.working_dir) != 0) _exit(126);
+  execve(plan.argv[0], plan.argv.data(), plan.envp.data());
+  const char msg[] = "bakeoff worker: exec of the rank's program failed\n";
+  (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+  _exit(127);
+}
+
+// The worker's side after fork: the child's ends closed, the worker's non-blocking.
+SpawnedProcess AdoptChild(pid_t pid, pid_t group, RankPipes& pipes) {
+  // Also in the parent, so that the group exists before we might signal it.
+  setpgid(pid, group == 0 ? pid : group);
+  close(pipes.out[1]);
+  fcntl(pipes.out[0], F_SETFL, fcntl(pipes.out[0], F_GETFL) | O_NONBLOCK);
+  SpawnedProcess spawned;
+  spawned.pid = pid;
+  spawned.process_group = group == 0 ? pid : group;
+  spawned.stdout_fd = pipes.out[0];
+  if (pipes.err[0] >= 0) {
+    close(pipes.err[1]);
+    fcntl(pipes.err[0], F_SETFL, fcntl(pipes.err[0], F_GETFL) | O_NONBLOCK);
+    spawned.stderr_fd = pipes.err[0];
+  }
+  if (pipes.turn[0] >= 0) {
+    close(pipes.turn[1]);
+    spawned.turn_fd = pipes.turn[0];
+  }
+  return spawned;
+}
+
+}  // namespace
+
+Result<SpawnedProcess> SpawnRankProcess(const SpawnRequest& request) {
+  auto pipes = OpenRankPipes(request);
+  if (!pipes.ok()) return pipes.status();
+  const ChildPlan plan = PlanChild(request);
   std::lock_guard<std::mutex> listed(g_children_mutex);  // until the child is in g_ranks
   pid_t pid = fork();
   if (pid < 0) {
     int err = errno;
-    close(pipe_fds[0]);
-    close(pipe_fds[1]);
-    close_stderr_pipe();
+    pipes->CloseAll();
     return Status::ResourceExhausted(std::string("fork failed: ") + strerror(err));
   }
-  if (pid == 0) {
-    setpgid(0, group);
-    // Before the uid switch, which drops the capability. Private propagation first, so
-    // that the binds never reach the worker's own namespace.
-    if ((private_shm != nullptr || private_tmp != nullptr) &&
-        (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-         (private_shm != nullptr && mount(private_shm, "/dev/shm", nullptr, MS_BIND, nullptr) != 0) ||
-         (private_tmp != nullptr && mount(private_tmp, "/tmp", nullptr, MS_BIND, nullptr) != 0))) {
-      _exit(121);
-    }
-    // Groups first: after setuid the child may not change them. Then no way back.
-    if (switch_uid && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) _exit(123);
-    // A rank outlives its worker for nothing (the attempt is lost and runs again
-    // elsewhere) and would hold the node's CPUs and GPU memory: die with the worker.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);  // after setuid, which clears it
-    if (getppid() != worker_pid) _exit(125);  // the worker died before prctl
-    // Default signal dispositions and mask: the worker's own handlers must not leak.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    signal(SIGPIPE, SIG_DFL);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    // Before exec, so that the program's first look at its affinity (thread pools) sees it.
-    if (pin && sched_setaffinity(0, sizeof affinity, &affinity) != 0) _exit(124);
-    if (stderr_fds[1] >= 0) dup2(stderr_fds[1], STDERR_FILENO);
-    if (request.events_on_separate_fd) {
-      dup2(STDERR_FILENO, STDOUT_FILENO);
-      if (pipe_fds[1] == kEventsFd) {
-        fcntl(kEventsFd, F_SETFD, 0);  // dup2 onto itself would keep O_CLOEXEC
-      } else {
-        dup2(pipe_fds[1], kEventsFd);
-      }
-    } else {
-      dup2(pipe_fds[1], STDOUT_FILENO);
-    }
-    if (turn_fds[1] >= 0 && dup2(turn_fds[1], kTurnFd) < 0) _exit(122);  // dup2 clears O_CLOEXEC
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    if (!request.working_dir.empty() && chdir(request.working_dir.c_str()) != 0) _exit(126);
-    execve(argv[0], argv.data(), envp.data());
-    const char msg[] = "bakeoff worker: exec of the rank's program failed\n";
-    (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
-    _exit(127);
-  }
+  if (pid == 0) RunChild(plan, *pipes);
   g_ranks.insert(pid);
-  // Also in the parent, so that the group exists before we might signal it.
-  setpgid(pid, group == 0 ? pid : group);
-  close(pipe_fds[1]);
-  fcntl(pipe_fds[0], F_SETFL, fcntl(pipe_fds[0], F_GETFL) | O_NONBLOCK);
-  SpawnedProcess spawned;
-  spawned.pid = pid;
-  spawned.process_group = group == 0 ? pid : group;
-  spawned.stdout_fd = pipe_fds[0];
-  if (stderr_fds[0] >= 0) {
-    close(stderr_fds[1]);
-    fcntl(stderr_fds[0], F_SETFL, fcntl(stderr_fds[0], F_GETFL) | O_NONBLOCK);
-    spawned.stderr_fd = stderr_fds[0];
-  }
-  if (turn_fds[0] >= 0) {
-    close(turn_fds[1]);
-    spawned.turn_fd = turn_fds[0];
-  }
-  return spawned;
+  return AdoptChild(pid, plan.group, *pipes);
 }
 
 Status RemoveEntriesOwnedBy(uid_t uid, const std::string& dir) {
