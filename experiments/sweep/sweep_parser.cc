@@ -528,24 +528,48 @@ class SweepParser {
 
   // ---- sections ----
 
+  // The top-level entries by key.
+  using TopEntries = std::map<std::string, Entry>;
+  static const Entry* FindTop(const TopEntries& top, const std::string& key) {
+    auto it = top.find(key);
+    return it == top.end() ? nullptr : &it->second;
+  }
+
   void ParseTop(const YAML::Node& root) {
     auto entries = Entries(root, "", "a mapping with name, workload, parameters, ...");
     if (!entries) return;
-    std::map<std::string, Entry> by_key;
+    TopEntries top;
     for (const auto& entry : *entries) {
       if (std::find(kTopLevelFields.begin(), kTopLevelFields.end(), entry.key) ==
           kTopLevelFields.end()) {
         Unknown(entry, "", kTopLevelFields);
         continue;
       }
-      by_key.emplace(entry.key, entry);
+      top.emplace(entry.key, entry);
     }
-    auto find = [&](const std::string& key) -> const Entry* {
-      auto it = by_key.find(key);
-      return it == by_key.end() ? nullptr : &it->second;
-    };
+    ParseNameAndQuestion(root, top);
+    ParseMethod(top);
+    ParseRepeatsAndOrder(top);
+    if (const Entry* e = FindTop(top, "resources")) ParseResources(e->value);
+    if (const Entry* e = FindTop(top, "limits")) ParseLimitsSection(e->value);
+    // An executor axis decides how every field is checked; read it before the workload.
+    if (const Entry* e = FindTop(top, "parameters")) PreScanExecutorAxis(e->value);
+    if (const Entry* e = FindTop(top, "workload")) {
+      ParseWorkload(e->value);
+    } else {
+      Add(root, "workload", "missing; every sweep needs a workload (executor, model, steps, ...)");
+    }
+    if (const Entry* e = FindTop(top, "parameters")) ParseParameters(e->value);
+    if (const Entry* e = FindTop(top, "exclude")) ParseExclude(e->value);
+    ParseBaselineOrSayWhy(top);
+    CheckOwnCommandPlaceholders();
+    FillDefaults();
+    if (const Entry* e = FindTop(top, "order")) CheckLockstepTakesTurns(e->value);
+    AddWarnings();
+  }
 
-    if (const Entry* e = find("name")) {
+  void ParseNameAndQuestion(const YAML::Node& root, const TopEntries& top) {
+    if (const Entry* e = FindTop(top, "name")) {
       if (auto name = ReadString(e->value, "name", "a sweep name")) {
         // Starting with a letter keeps names apart from sweep ids wherever a command
         // accepts either.
@@ -561,67 +585,64 @@ class SweepParser {
     } else {
       Add(root, "name", "missing; every sweep needs a name (e.g. name: compile-vs-eager)");
     }
-    if (const Entry* e = find("question")) {
+    if (const Entry* e = FindTop(top, "question")) {
       if (auto q = ReadString(e->value, "question", "the question this sweep answers")) {
         spec_.question = *q;
       }
     }
+  }
 
-    // The method decides what parameters may contain; read it before them.
-    if (const Entry* e = find("method")) {
+  // method, and what it needs (count) and allows (seed). The method decides what
+  // parameters may contain: it is read before them.
+  void ParseMethod(const TopEntries& top) {
+    if (const Entry* e = FindTop(top, "method")) {
       if (auto m = ReadChoice(e->value, "method", {"grid", "random"})) {
         spec_.method = *m == "grid" ? Method::kGrid : Method::kRandom;
       }
     }
-    if (const Entry* e = find("count")) {
+    if (const Entry* e = FindTop(top, "count")) {
       if (spec_.method != Method::kRandom) {
         Add(e->key_node, "count", "applies to method: random only (a grid runs every point)");
       } else if (auto c = ReadInt(e->value, "count", 1, 1000000)) {
         spec_.count = *c;
       }
     } else if (spec_.method == Method::kRandom) {
-      Add(find("method")->value, "count",
-          "missing; method: random needs count (how many variants to draw)");
+      Add(FindTop(top, "method")->value, "count", "missing; method: random needs count (how many variants to draw)");
     }
-    if (const Entry* e = find("seed")) {
+    if (const Entry* e = FindTop(top, "seed")) {
       if (auto s = ReadInt(e->value, "seed", 0, INT64_MAX)) spec_.seed = static_cast<uint64_t>(*s);
     }
-    if (const Entry* e = find("repeats")) {
+  }
+
+  void ParseRepeatsAndOrder(const TopEntries& top) {
+    if (const Entry* e = FindTop(top, "repeats")) {
       if (e->value.IsMap()) {
         ParseAdaptiveRepeats(e->value);
       } else if (auto r = ReadInt(e->value, "repeats", 1, kMaxRepeats)) {
         spec_.repeats = static_cast<int>(*r);
       }
     }
-    if (const Entry* e = find("order")) {
-      if (auto o = ReadChoice(e->value, "order", {"interleaved", "sequential", "random", "lockstep"})) {
-        spec_.order = *o == "interleaved"  ? Order::kInterleaved
-                      : *o == "sequential" ? Order::kSequential
-                      : *o == "lockstep"   ? Order::kLockstep
-                                           : Order::kRandom;
-        if (spec_.adaptive && spec_.order != Order::kInterleaved && spec_.order != Order::kLockstep) {
-          Add(e->value, "order",
-              "adaptive repeats need order: interleaved or lockstep (the sequential rule looks at "
-              "pairs of a variant and its counterpart that ran side by side), got " + *o);
-        }
+    const Entry* e = FindTop(top, "order");
+    if (e == nullptr) return;
+    if (auto o = ReadChoice(e->value, "order", {"interleaved", "sequential", "random", "lockstep"})) {
+      spec_.order = *o == "interleaved"  ? Order::kInterleaved
+                    : *o == "sequential" ? Order::kSequential
+                    : *o == "lockstep"   ? Order::kLockstep
+                                         : Order::kRandom;
+      if (spec_.adaptive && spec_.order != Order::kInterleaved && spec_.order != Order::kLockstep) {
+        Add(e->value, "order",
+            "adaptive repeats need order: interleaved or lockstep (the sequential rule looks at "
+            "pairs of a variant and its counterpart that ran side by side), got " + *o);
       }
     }
-    if (const Entry* e = find("resources")) ParseResources(e->value);
-    if (const Entry* e = find("limits")) ParseLimitsSection(e->value);
+  }
 
-    // An executor axis decides how every field is checked; read it before the workload.
-    if (const Entry* e = find("parameters")) PreScanExecutorAxis(e->value);
-    if (const Entry* e = find("workload")) {
-      ParseWorkload(e->value);
-    } else {
-      Add(root, "workload", "missing; every sweep needs a workload (executor, model, steps, ...)");
-    }
-    if (const Entry* e = find("parameters")) ParseParameters(e->value);
-    if (const Entry* e = find("exclude")) ParseExclude(e->value);
-    if (const Entry* e = find("baseline")) {
+  // The baseline; without one, adaptive repeats are refused and a sweep with axes warned.
+  void ParseBaselineOrSayWhy(const TopEntries& top) {
+    if (const Entry* e = FindTop(top, "baseline")) {
       ParseBaseline(e->value);
     } else if (spec_.adaptive) {
-      Add(find("repeats")->value, "repeats",
+      Add(FindTop(top, "repeats")->value, "repeats",
           "adaptive repeats need a baseline: they stop a variant by its interval against its "
           "baseline counterpart; add e.g. baseline: {" +
               (spec_.parameters.empty() ? std::string("axis: value") : spec_.parameters.front().name + ": ...") +
@@ -632,10 +653,6 @@ class SweepParser {
           "add e.g. baseline: {" +
           spec_.parameters.front().name + ": ...}");
     }
-    CheckOwnCommandPlaceholders();
-    FillDefaults();
-    if (const Entry* e = find("order")) CheckLockstepTakesTurns(e->value);
-    AddWarnings();
   }
 
   // repeats: {min: 3, max: 20, until: {ci_half_width: 0.02}} (docs/sweep.md).
