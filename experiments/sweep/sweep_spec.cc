@@ -180,59 +180,56 @@ class StoredSpecReader {
 
 }  // namespace
 
-Result<SweepSpec> SweepSpecFromJson(const json& stored) {
-  StoredSpecReader r;
-  SweepSpec spec;
-  r.Read(stored, "source", "spec", &spec.source_name);
-  r.Read(stored, "name", "spec", &spec.name);
-  r.Read(stored, "question", "spec", &spec.question);
-  if (const json* workload = r.Find(stored, "workload", "spec")) {
-    r.Read(*workload, "defaults", "workload", &spec.workload.defaults);
-    r.ReadEnum(*workload, "executor", "workload", {Executor::kLora, Executor::kCommand}, ExecutorName,
-               &spec.workload.executor);
-    if (const json* command = r.Find(*workload, "command", "workload")) {
-      r.Read(*command, "template", "workload.command", &spec.workload.command_template);
-      r.Read(*command, "args", "workload.command", &spec.workload.command_args);
-      r.Read(*command, "flags", "workload.command", &spec.workload.command_flags);
-      if (command->contains("argv")) {
-        ExecutorTemplate own;
-        own.name = kSweepCommandName;
-        own.from_sweep = true;
-        own.flags = true;
-        r.Read(*command, "argv", "workload.command", &own.argv);
-        r.Read(*command, "env", "workload.command", &own.env_set);
-        r.Read(*command, "turns", "workload.command", &own.turns);
-        spec.workload.own_command = std::move(own);
-      }
-    }
+namespace {
+
+void ReadStoredWorkload(StoredSpecReader& r, const json& workload, SweepSpec& spec) {
+  r.Read(workload, "defaults", "workload", &spec.workload.defaults);
+  r.ReadEnum(workload, "executor", "workload", {Executor::kLora, Executor::kCommand}, ExecutorName,
+             &spec.workload.executor);
+  const json* command = r.Find(workload, "command", "workload");
+  if (command == nullptr) return;
+  r.Read(*command, "template", "workload.command", &spec.workload.command_template);
+  r.Read(*command, "args", "workload.command", &spec.workload.command_args);
+  r.Read(*command, "flags", "workload.command", &spec.workload.command_flags);
+  if (command->contains("argv")) {
+    ExecutorTemplate own;
+    own.name = kSweepCommandName;
+    own.from_sweep = true;
+    own.flags = true;
+    r.Read(*command, "argv", "workload.command", &own.argv);
+    r.Read(*command, "env", "workload.command", &own.env_set);
+    r.Read(*command, "turns", "workload.command", &own.turns);
+    spec.workload.own_command = std::move(own);
   }
-  r.ReadEnum(stored, "method", "spec", {Method::kGrid, Method::kRandom}, MethodName, &spec.method);
-  r.Read(stored, "seed", "spec", &spec.seed);
-  r.Read(stored, "count", "spec", &spec.count);
-  if (const json* parameters = r.Find(stored, "parameters", "spec")) {
-    if (!parameters->is_array()) r.Fail("spec.parameters is not an array");
-    for (size_t i = 0; parameters->is_array() && i < parameters->size(); ++i) {
-      const json& p = (*parameters)[i];
-      const std::string where = "parameters[" + std::to_string(i) + "]";
-      ParameterAxis axis;
-      r.Read(p, "name", where, &axis.name);
-      if (const json* d = r.Find(p, "distribution", where)) {
-        Distribution dist;
-        r.ReadEnum(*d, "kind", where + ".distribution",
-                   {Distribution::Kind::kIntUniform, Distribution::Kind::kUniform, Distribution::Kind::kLogUniform},
-                   DistributionName, &dist.kind);
-        r.Read(*d, "min", where + ".distribution", &dist.min);
-        r.Read(*d, "max", where + ".distribution", &dist.max);
-        axis.distribution = dist;
-      } else if (const json* value = r.Find(p, "value", where)) {
-        axis.values = {*value};
-        axis.fixed = true;
-      } else {
-        r.Read(p, "values", where, &axis.values);
-      }
-      spec.parameters.push_back(std::move(axis));
+}
+
+void ReadStoredParameters(StoredSpecReader& r, const json& parameters, SweepSpec& spec) {
+  if (!parameters.is_array()) r.Fail("spec.parameters is not an array");
+  for (size_t i = 0; parameters.is_array() && i < parameters.size(); ++i) {
+    const json& p = parameters[i];
+    const std::string where = "parameters[" + std::to_string(i) + "]";
+    ParameterAxis axis;
+    r.Read(p, "name", where, &axis.name);
+    if (const json* d = r.Find(p, "distribution", where)) {
+      Distribution dist;
+      r.ReadEnum(*d, "kind", where + ".distribution",
+                 {Distribution::Kind::kIntUniform, Distribution::Kind::kUniform, Distribution::Kind::kLogUniform},
+                 DistributionName, &dist.kind);
+      r.Read(*d, "min", where + ".distribution", &dist.min);
+      r.Read(*d, "max", where + ".distribution", &dist.max);
+      axis.distribution = dist;
+    } else if (const json* value = r.Find(p, "value", where)) {
+      axis.values = {*value};
+      axis.fixed = true;
+    } else {
+      r.Read(p, "values", where, &axis.values);
     }
+    spec.parameters.push_back(std::move(axis));
   }
+}
+
+// exclude and baseline: lists of (axis, value) matches.
+void ReadStoredMatches(StoredSpecReader& r, const json& stored, SweepSpec& spec) {
   if (const json* exclude = r.Find(stored, "exclude", "spec")) {
     if (!exclude->is_array()) r.Fail("spec.exclude is not an array");
     for (size_t i = 0; exclude->is_array() && i < exclude->size(); ++i) {
@@ -252,6 +249,10 @@ Result<SweepSpec> SweepSpecFromJson(const json& stored) {
       for (const auto& [key, value] : baseline->items()) spec.baseline.emplace_back(key, value);
     }
   }
+}
+
+// repeats (fixed or adaptive), order, resources and limits.
+void ReadStoredDesign(StoredSpecReader& r, const json& stored, SweepSpec& spec) {
   r.Read(stored, "repeats", "spec", &spec.repeats);
   if (const json* adaptive = r.Find(stored, "adaptive_repeats", "spec")) {
     AdaptiveRepeats a;
@@ -261,8 +262,8 @@ Result<SweepSpec> SweepSpecFromJson(const json& stored) {
     if (r.error().empty() && (a.min < 2 || a.max < a.min)) r.Fail("adaptive_repeats: min must be >= 2 and <= max");
     spec.adaptive = a;
   }
-  r.ReadEnum(stored, "order", "spec", {Order::kInterleaved, Order::kSequential, Order::kRandom, Order::kLockstep}, OrderName,
-             &spec.order);
+  r.ReadEnum(stored, "order", "spec", {Order::kInterleaved, Order::kSequential, Order::kRandom, Order::kLockstep},
+             OrderName, &spec.order);
   if (const json* resources = r.Find(stored, "resources", "spec")) {
     r.Read(*resources, "device", "resources", &spec.resources.device);
     r.Read(*resources, "gpu_type", "resources", &spec.resources.gpu_type);
@@ -278,6 +279,23 @@ Result<SweepSpec> SweepSpecFromJson(const json& stored) {
       spec.limits.turn_timeout = std::chrono::seconds(turn_s);
     }
   }
+}
+
+}  // namespace
+
+Result<SweepSpec> SweepSpecFromJson(const json& stored) {
+  StoredSpecReader r;
+  SweepSpec spec;
+  r.Read(stored, "source", "spec", &spec.source_name);
+  r.Read(stored, "name", "spec", &spec.name);
+  r.Read(stored, "question", "spec", &spec.question);
+  if (const json* workload = r.Find(stored, "workload", "spec")) ReadStoredWorkload(r, *workload, spec);
+  r.ReadEnum(stored, "method", "spec", {Method::kGrid, Method::kRandom}, MethodName, &spec.method);
+  r.Read(stored, "seed", "spec", &spec.seed);
+  r.Read(stored, "count", "spec", &spec.count);
+  if (const json* parameters = r.Find(stored, "parameters", "spec")) ReadStoredParameters(r, *parameters, spec);
+  ReadStoredMatches(r, stored, spec);
+  ReadStoredDesign(r, stored, spec);
   r.Read(stored, "warnings", "spec", &spec.warnings);
   if (!r.error().empty()) return Status::InvalidArgument("stored sweep spec: " + r.error());
   return spec;
