@@ -191,6 +191,123 @@ std::string Abbreviate(const std::string& sql) {
   return sql.size() > 60 ? shown + "..." : shown;
 }
 
+// The errors a query ends with, each naming the query (abbreviated) and what to do.
+struct QueryFailures {
+  const std::string& sql;
+  const std::string& db_path;
+  const QueryLimits& limits;
+  std::size_t value_cap;
+
+  Status Memory() const {
+    return Status::ResourceExhausted("query \"" + Abbreviate(sql) + "\" needs more than " +
+                                     std::to_string(kMaxQueryMemoryBytes >> 20) +
+                                     " MiB of memory in the database engine; select fewer or smaller columns");
+  }
+  Status Timeout() const {
+    return Status::Timeout("query \"" + Abbreviate(sql) + "\" on " + db_path + " ran past its limit of " +
+                           std::to_string(limits.timeout.count()) + " ms; narrow it (WHERE, LIMIT) or raise the limit");
+  }
+  // A step that ended with `rc`, neither a row nor done.
+  Status Step(int rc, const Deadline& deadline, SqliteConnection& db) const {
+    if (deadline.out_of_memory) return Memory();
+    if (deadline.passed || (rc & 0xff) == SQLITE_INTERRUPT) return Timeout();
+    if ((rc & 0xff) == SQLITE_READONLY) {
+      return Status::InvalidArgument("query \"" + Abbreviate(sql) +
+                                     "\" tried to modify the database; bakeoff query is read-only");
+    }
+    if ((rc & 0xff) == SQLITE_TOOBIG) {
+      return Status::ResourceExhausted("query \"" + Abbreviate(sql) + "\" builds a value over " +
+                                       std::to_string(value_cap) + " bytes, the most one query may build");
+    }
+    return db.StatusFor(rc, "running query \"" + Abbreviate(sql) + "\"");
+  }
+};
+
+// The SQL may come from a remote user (a coordinator route): a second guard besides the
+// read-only open (query_only: no write even through an ATTACHed database or a pragma),
+// no other files (ATTACH), no schema tricks, no value larger than `value_cap`.
+Status ConfineQueryConnection(SqliteConnection& db, const QueryLimits& limits, std::size_t value_cap) {
+  BAKEOFF_RETURN_IF_ERROR(db.Exec("PRAGMA query_only = ON"));
+  sqlite3_limit(db.handle(), SQLITE_LIMIT_ATTACHED, 0);
+  sqlite3_limit(db.handle(), SQLITE_LIMIT_LENGTH, static_cast<int>(value_cap));
+  sqlite3_limit(db.handle(), SQLITE_LIMIT_COLUMN, kMaxColumns);
+  sqlite3_db_config(db.handle(), SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  sqlite3_busy_timeout(db.handle(), static_cast<int>(limits.timeout.count()));
+  return Status::Ok();
+}
+
+using StatementPtr = std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)>;
+
+// `sql` prepared: exactly one statement, and one that reads.
+Result<StatementPtr> PrepareOneReadingStatement(SqliteConnection& db, const std::string& sql,
+                                                const Deadline& deadline, const Authorization& auth,
+                                                const QueryFailures& fail) {
+  sqlite3_stmt* raw = nullptr;
+  const char* tail = nullptr;
+  int rc = sqlite3_prepare_v2(db.handle(), sql.c_str(), static_cast<int>(sql.size()), &raw, &tail);
+  StatementPtr stmt(raw, &sqlite3_finalize);
+  if (rc != SQLITE_OK) {
+    if (deadline.out_of_memory) return fail.Memory();
+    if (deadline.passed) return fail.Timeout();
+    if (!auth.denied.empty()) return Status::InvalidArgument(auth.denied);
+    return Status::InvalidArgument("query \"" + Abbreviate(sql) + "\" is not valid SQL: " +
+                                   sqlite3_errmsg(db.handle()));
+  }
+  if (stmt == nullptr) {
+    return Status::InvalidArgument("the query is empty; give one SQL statement, e.g. \"SELECT * FROM sweeps\"");
+  }
+  if (!OnlyWhitespaceOrSemicolons(tail)) {
+    return Status::InvalidArgument("the query holds more than one statement; give one statement at a time");
+  }
+  // SQLite calls every PRAGMA possibly-writing; the read-only connection stops the
+  // ones that do write (they fail at the first step), so reading pragmas still work.
+  if (!sqlite3_stmt_readonly(stmt.get()) && !StartsWithKeyword(sql, "pragma")) {
+    return Status::InvalidArgument("query \"" + Abbreviate(sql) +
+                                   "\" would modify the database; bakeoff query is read-only "
+                                   "(use SELECT, WITH or read-only PRAGMAs)");
+  }
+  return stmt;
+}
+
+// Steps `stmt` into *result until done or a bound: rows (limits.max_rows) or encoded
+// bytes (limits.max_result_bytes), either of which marks it truncated.
+Status ReadQueryRows(sqlite3_stmt* stmt, SqliteConnection& db, const QueryLimits& limits, const Deadline& deadline,
+                     const QueryFailures& fail, QueryResult* result) {
+  std::size_t result_bytes = 0;
+  const int columns = sqlite3_column_count(stmt);
+  for (int i = 0; i < columns; ++i) {
+    const char* name = sqlite3_column_name(stmt, i);
+    result->columns.push_back(name != nullptr ? name : "");
+    result_bytes += 8 + EncodedStringBytes(reinterpret_cast<const unsigned char*>(result->columns.back().data()),
+                                           result->columns.back().size());
+  }
+  while (true) {
+    const int rc = sqlite3_step(stmt);
+    if (rc == SQLITE_DONE) return Status::Ok();
+    if (rc != SQLITE_ROW) return fail.Step(rc, deadline, db);
+    if (static_cast<int64_t>(result->rows.size()) >= limits.max_rows) {
+      result->truncated = true;
+      return Status::Ok();
+    }
+    // A few bytes of SQL can ask for gigabytes (zeroblob, printf padding): the row's
+    // size is known from SQLite before any value is copied, and the result stops at its
+    // byte bound like at its row bound.
+    std::size_t row_bytes = kRowLayoutBytes;
+    for (int i = 0; i < columns; ++i) row_bytes += ValueBytes(stmt, i);
+    if (result_bytes + row_bytes > limits.max_result_bytes) {
+      result->truncated = true;
+      return Status::Ok();
+    }
+    std::vector<nlohmann::json> row;
+    row.reserve(static_cast<size_t>(columns));
+    for (int i = 0; i < columns; ++i) row.push_back(ColumnValue(stmt, i));
+    result_bytes += row_bytes;
+    result->rows.push_back(std::move(row));
+    // Copying values runs outside SQLite's progress handler: the deadline holds here too.
+    if (Clock::now() >= deadline.at) return fail.Timeout();
+  }
+}
+
 }  // namespace
 
 Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::string& sql,
@@ -200,114 +317,21 @@ Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::stri
     return Status::NotFound("results database " + db_path +
                             " does not exist; pass --db FILE with the results of a sweep");
   }
-  Result<std::unique_ptr<SqliteConnection>> opened =
-      SqliteConnection::Open(db_path, SQLITE_OPEN_READONLY);
+  Result<std::unique_ptr<SqliteConnection>> opened = SqliteConnection::Open(db_path, SQLITE_OPEN_READONLY);
   if (!opened.ok()) return opened.status();
   SqliteConnection& db = **opened;
-  // A second guard besides the read-only open: the query may not write even through
-  // an ATTACHed database or a pragma.
-  BAKEOFF_RETURN_IF_ERROR(db.Exec("PRAGMA query_only = ON"));
-  // The SQL may come from a remote user (a coordinator route): no other files
-  // (ATTACH), no schema tricks, and no value larger than kMaxValueBytes.
-  sqlite3_limit(db.handle(), SQLITE_LIMIT_ATTACHED, 0);
   const auto value_cap = std::min<std::size_t>(kMaxValueBytes, std::max<std::size_t>(1, limits.max_result_bytes));
-  sqlite3_limit(db.handle(), SQLITE_LIMIT_LENGTH, static_cast<int>(value_cap));
-  sqlite3_limit(db.handle(), SQLITE_LIMIT_COLUMN, kMaxColumns);
-  sqlite3_db_config(db.handle(), SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
-  sqlite3_busy_timeout(db.handle(), static_cast<int>(limits.timeout.count()));
-
+  BAKEOFF_RETURN_IF_ERROR(ConfineQueryConnection(db, limits, value_cap));
   Authorization auth;
   sqlite3_set_authorizer(db.handle(), &Authorize, &auth);
-
   Deadline deadline{Clock::now() + limits.timeout, sqlite3_memory_used() + kMaxQueryMemoryBytes};
   // Every 10 instructions: one instruction can allocate a whole value (16 MiB).
   sqlite3_progress_handler(db.handle(), 10, &CheckDeadline, &deadline);
-  auto memory_status = [&] {
-    return Status::ResourceExhausted("query \"" + Abbreviate(sql) + "\" needs more than " +
-                                     std::to_string(kMaxQueryMemoryBytes >> 20) +
-                                     " MiB of memory in the database engine; select fewer or smaller columns");
-  };
-
-  auto timeout_status = [&] {
-    return Status::Timeout("query \"" + Abbreviate(sql) + "\" on " + db_path +
-                           " ran past its limit of " + std::to_string(limits.timeout.count()) +
-                           " ms; narrow it (WHERE, LIMIT) or raise the limit");
-  };
-
-  sqlite3_stmt* raw = nullptr;
-  const char* tail = nullptr;
-  int rc = sqlite3_prepare_v2(db.handle(), sql.c_str(), static_cast<int>(sql.size()), &raw, &tail);
-  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> stmt(raw, &sqlite3_finalize);
-  if (rc != SQLITE_OK) {
-    if (deadline.out_of_memory) return memory_status();
-    if (deadline.passed) return timeout_status();
-    if (!auth.denied.empty()) return Status::InvalidArgument(auth.denied);
-    return Status::InvalidArgument("query \"" + Abbreviate(sql) + "\" is not valid SQL: " +
-                                   sqlite3_errmsg(db.handle()));
-  }
-  if (stmt == nullptr) {
-    return Status::InvalidArgument("the query is empty; give one SQL statement, e.g. "
-                                   "\"SELECT * FROM sweeps\"");
-  }
-  if (!OnlyWhitespaceOrSemicolons(tail)) {
-    return Status::InvalidArgument("the query holds more than one statement; give one "
-                                   "statement at a time");
-  }
-  // SQLite calls every PRAGMA possibly-writing; the read-only connection stops the
-  // ones that do write (they fail at the first step), so reading pragmas still work.
-  if (!sqlite3_stmt_readonly(stmt.get()) && !StartsWithKeyword(sql, "pragma")) {
-    return Status::InvalidArgument("query \"" + Abbreviate(sql) +
-                                   "\" would modify the database; bakeoff query is read-only "
-                                   "(use SELECT, WITH or read-only PRAGMAs)");
-  }
-
+  const QueryFailures fail{sql, db_path, limits, value_cap};
+  auto stmt = PrepareOneReadingStatement(db, sql, deadline, auth, fail);
+  if (!stmt.ok()) return stmt.status();
   QueryResult result;
-  std::size_t result_bytes = 0;
-  int columns = sqlite3_column_count(stmt.get());
-  for (int i = 0; i < columns; ++i) {
-    const char* name = sqlite3_column_name(stmt.get(), i);
-    result.columns.push_back(name != nullptr ? name : "");
-    result_bytes += 8 + EncodedStringBytes(reinterpret_cast<const unsigned char*>(result.columns.back().data()),
-                                           result.columns.back().size());
-  }
-  while (true) {
-    rc = sqlite3_step(stmt.get());
-    if (rc == SQLITE_DONE) break;
-    if (rc != SQLITE_ROW) {
-      if (deadline.out_of_memory) return memory_status();
-      if (deadline.passed || (rc & 0xff) == SQLITE_INTERRUPT) return timeout_status();
-      if ((rc & 0xff) == SQLITE_READONLY) {
-        return Status::InvalidArgument("query \"" + Abbreviate(sql) +
-                                       "\" tried to modify the database; bakeoff query is "
-                                       "read-only");
-      }
-      if ((rc & 0xff) == SQLITE_TOOBIG) {
-        return Status::ResourceExhausted("query \"" + Abbreviate(sql) + "\" builds a value over " +
-                                         std::to_string(value_cap) + " bytes, the most one query may build");
-      }
-      return db.StatusFor(rc, "running query \"" + Abbreviate(sql) + "\"");
-    }
-    if (static_cast<int64_t>(result.rows.size()) >= limits.max_rows) {
-      result.truncated = true;
-      break;
-    }
-    // A few bytes of SQL can ask for gigabytes (zeroblob, printf padding): the row's
-    // size is known from SQLite before any value is copied, and the result stops at its
-    // byte bound like at its row bound.
-    std::size_t row_bytes = kRowLayoutBytes;
-    for (int i = 0; i < columns; ++i) row_bytes += ValueBytes(stmt.get(), i);
-    if (result_bytes + row_bytes > limits.max_result_bytes) {
-      result.truncated = true;
-      break;
-    }
-    std::vector<nlohmann::json> row;
-    row.reserve(static_cast<size_t>(columns));
-    for (int i = 0; i < columns; ++i) row.push_back(ColumnValue(stmt.get(), i));
-    result_bytes += row_bytes;
-    result.rows.push_back(std::move(row));
-    // Copying values runs outside SQLite's progress handler: the deadline holds here too.
-    if (Clock::now() >= deadline.at) return timeout_status();
-  }
+  BAKEOFF_RETURN_IF_ERROR(ReadQueryRows(stmt->get(), db, limits, deadline, fail, &result));
   return result;
 }
 
