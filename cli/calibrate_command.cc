@@ -98,7 +98,7 @@ Calibrated CalibrateOneOrder(const CalibrateFlags& flags, const std::string& yam
   const char* order_name = spec::OrderName(order);
   auto aa = spec::CalibrationSweepYaml(yaml, flags.file, flags.pairs, catalog, order);
   if (!aa.ok()) {
-    std::cerr << "bakeoff calibrate: " << order_name << ": " << aa.status().message() << "\n";
+    std::cerr << "bakeoff calibrate: " << order_name << ": " << EscapeControlCharacters(aa.status().message()) << "\n";
     return {ExitCodeFor(aa.status()), std::nullopt};
   }
   std::cerr << "bakeoff calibrate: " << flags.pairs << " A/A " << order_name << " pairs of " << original.name
@@ -172,13 +172,13 @@ int RunCalibrate(const CalibrateFlags& flags) {
   spec::ExecutorCatalog catalog;
   bool checked = false;
   if (Status s = LoadCatalog(flags.run, catalog, checked); !s.ok()) {
-    std::cerr << "bakeoff calibrate: " << s.message() << "\n";
+    std::cerr << "bakeoff calibrate: " << EscapeControlCharacters(s.message()) << "\n";
     return kExitUsage;
   }
   const spec::ExecutorCatalog* executors = checked ? &catalog : nullptr;
   auto original = spec::ParseSweepText(*yaml, flags.file, {}, executors);
   if (!original.ok()) {
-    std::cerr << original.status().message() << "\n";
+    std::cerr << EscapeControlCharacters(original.status().message()) << "\n";
     return kExitUsage;
   }
   std::vector<spec::Order> orders;

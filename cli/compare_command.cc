@@ -27,7 +27,7 @@ struct CompareFlags {
 };
 
 int FailCompare(const Status& status, int code) {
-  std::cerr << "bakeoff compare: " << status.message() << "\n";
+  PrintFailure("compare", status.message());
   return code;
 }
 

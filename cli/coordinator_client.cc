@@ -247,31 +247,6 @@ Result<CoordinatorClient> ConnectCoordinator(const std::string& url, const std::
   return CoordinatorClient::Create(url, std::move(token).value(), timeout, tls_ca);
 }
 
-std::string EscapeControlCharacters(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    // A CR that ends a line (CSV's CRLF, RFC 4180) moves no cursor back over text: kept.
-    const bool line_end = c == '\r' && i + 1 < text.size() && text[i + 1] == '\n';
-    if ((c < 0x20 && c != '\n' && c != '\t' && !line_end) || c == 0x7f) {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
-      const auto c1 = static_cast<unsigned char>(text[++i]);
-      out += "\\u00";
-      out += kHex[c1 >> 4];
-      out += kHex[c1 & 0xf];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
 Status WriteOutput(const std::string& output_path, const std::string& raw_text) {
   const std::string text = EscapeControlCharacters(raw_text);
   if (output_path.empty() || output_path == "-") {
@@ -290,7 +265,7 @@ Status WriteOutput(const std::string& output_path, const std::string& raw_text) 
 
 int WriteCommandOutput(std::string_view command, const std::string& output_path, const std::string& text) {
   if (Status written = WriteOutput(output_path, text); !written.ok()) {
-    std::cerr << "bakeoff " << command << ": " << written.message() << "\n";
+    std::cerr << "bakeoff " << command << ": " << EscapeControlCharacters(written.message()) << "\n";
     return kExitFailure;
   }
   return kExitOk;

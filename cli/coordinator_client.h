@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/terminal_escape.h"  // EscapeControlCharacters, for the commands that print
 #include "protocol/status.h"
 
 namespace boost::asio::ssl {
@@ -97,13 +98,6 @@ Result<CoordinatorClient> ConnectCoordinator(const std::string& url, const std::
 inline constexpr const char* kTlsCaHelp =
     "PEM file of the CA that signed an https:// coordinator's certificate (else $BAKEOFF_TLS_CA, "
     "else the system's trust store)";
-
-// `text` with every control character but newline, tab and the CR of a CRLF line end
-// written as visible text
-// ("\x1b"; a C1 control, U+0080 to U+009F, as "\u009b"; DEL as "\x7f"), so that what a
-// trainer, a worker or a coordinator wrote cannot drive the terminal it is shown on
-// (security review 2026-12-07, A13). Valid text without controls is returned as is.
-std::string EscapeControlCharacters(std::string_view text);
 
 // Writes `text` to `output_path`, or to stdout when it is empty or "-", its control
 // characters escaped (EscapeControlCharacters).

@@ -97,7 +97,7 @@ int RunCoordinator(CoordinatorFlags& flags) {
     return kExitUsage;
   }
   if (Status s = LoadCredentials(flags); !s.ok()) {
-    std::cerr << "bakeoff coordinator: " << s.message() << "\n";
+    std::cerr << "bakeoff coordinator: " << EscapeControlCharacters(s.message()) << "\n";
     return kExitUsage;
   }
   const std::string catalog_path =
@@ -105,7 +105,7 @@ int RunCoordinator(CoordinatorFlags& flags) {
   if (!catalog_path.empty() && catalog_path != "none") {
     auto catalog = spec::LoadExecutorCatalog(catalog_path);
     if (!catalog.ok()) {
-      std::cerr << "bakeoff coordinator: --executors: " << catalog.status().message() << "\n";
+      std::cerr << "bakeoff coordinator: --executors: " << EscapeControlCharacters(catalog.status().message()) << "\n";
       return kExitUsage;
     }
     flags.config.executors = std::move(*catalog);
@@ -133,14 +133,14 @@ int RunCoordinator(CoordinatorFlags& flags) {
   }
 
   if (Status s = FinishSlurmFlags(flags.slurm, flags.worker_token_file, flags.config); !s.ok()) {
-    std::cerr << "bakeoff coordinator: " << s.message() << "\n";
+    std::cerr << "bakeoff coordinator: " << EscapeControlCharacters(s.message()) << "\n";
     return kExitUsage;
   }
   boost::asio::io_context io;
   coordinator::CoordinatorNode node(io.get_executor(), flags.config);
   Status started = node.Start();
   if (!started.ok()) {
-    std::cerr << "bakeoff coordinator: " << started.message() << "\n";
+    std::cerr << "bakeoff coordinator: " << EscapeControlCharacters(started.message()) << "\n";
     return ExitCodeFor(started);
   }
   std::cerr << "bakeoff coordinator: " << (node.tls() ? "HTTPS" : "HTTP") << " API on port " << node.http_port()

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <string_view>
 
+#include "cli/terminal_escape.h"
 #include "protocol/status.h"
 
 namespace bakeoff::cli {
@@ -34,16 +35,23 @@ inline int ExitCodeFor(const Status& status) {
   }
 }
 
-// How a subcommand ends on a failed Status: "bakeoff COMMAND: MESSAGE" on stderr, and
-// the exit code ExitCodeFor gives it.
 // Exit 0 for a sweep: it finished (no user cancelled it) and every trial succeeded, but
 // those that adaptive repeats found not needed (the only trials a finished sweep cancels).
 inline bool SweepSucceeded(bool finished, long long succeeded, long long cancelled, long long trial_count) {
   return finished && succeeded + cancelled == trial_count;
 }
 
+// The one way a failure line reaches the screen: "bakeoff COMMAND: MESSAGE" on stderr,
+// the message's control characters escaped (it may quote a database's text, a SQL error,
+// a path or a peer's answer).
+inline void PrintFailure(std::string_view command, std::string_view message) {
+  std::cerr << "bakeoff " << command << ": " << EscapeControlCharacters(message) << "\n";
+}
+
+// How a subcommand ends on a failed Status: "bakeoff COMMAND: MESSAGE" on stderr, and
+// the exit code ExitCodeFor gives it.
 inline int ReportFailure(std::string_view command, const Status& status) {
-  std::cerr << "bakeoff " << command << ": " << status.message() << "\n";
+  PrintFailure(command, status.message());
   return ExitCodeFor(status);
 }
 

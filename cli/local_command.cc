@@ -35,7 +35,7 @@ int RunLocal(const LocalFlags& flags) {
       write_code = WriteCommandOutput("local", flags.output, *report);
       std::cout << std::flush;
     } else {
-      std::cerr << "bakeoff local: no report: " << report.status().message() << "\n";
+      std::cerr << "bakeoff local: no report: " << EscapeControlCharacters(report.status().message()) << "\n";
     }
   };
   const LocalRun run = RunSweepLocally(*yaml, flags.file, run_flags);

@@ -309,7 +309,7 @@ Agents StartWorkers(asio::io_context& io, const std::vector<worker::WorkerConfig
   for (const auto& wc : configs) {
     auto agent = std::make_shared<worker::WorkerAgent>(io.get_executor(), wc);
     asio::co_spawn(io, agent->Run(), [who](std::exception_ptr, Status s) {
-      if (!s.ok()) std::cerr << who << "worker stopped: " << s.message() << "\n";
+      if (!s.ok()) std::cerr << who << "worker stopped: " << EscapeControlCharacters(s.message()) << "\n";
     });
     agents.push_back(agent);
   }
@@ -468,7 +468,7 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
   LocalRun result;
   // What stops the run before the sweep runs: one line on stderr, and the exit code.
   auto Refuse = [&who, &result](const std::string& message, int code) {
-    std::cerr << who << message << "\n";
+    std::cerr << who << EscapeControlCharacters(message) << "\n";
     result.exit_code = code;
     return result;
   };
@@ -494,7 +494,7 @@ LocalRun RunSweepLocally(const std::string& yaml, const std::string& source, con
   // The screen shows the coordinator's and workers' lines (-v) only after the page's
   // address, which is the first line.
   if (Status s = log_to_file.Open(log_path, /*verbose=*/false); !s.ok()) {
-    return Refuse("--log-file: " + s.message(), kExitUsage);
+    return Refuse(s.message(), kExitUsage);  // names the log file, and what to do
   }
 
   asio::io_context io;

@@ -162,7 +162,7 @@ int RunQuery(QueryOptions options) {
     result = metrics::RunReadOnlyQuery(options.db, options.sql, limits);
   }
   if (!result.ok()) {
-    std::cerr << "bakeoff query: " << result.status().message() << "\n";
+    PrintFailure("query", result.status().message());
     // NotFound: the results database does not exist (unavailable); Timeout: the query ran
     // past its own time limit (it ran and failed), not an unreachable coordinator.
     switch (result.status().code()) {

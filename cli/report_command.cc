@@ -34,7 +34,7 @@ struct ReportCommandFlags {
 };
 
 int FailReport(const Status& status, int code) {
-  std::cerr << "bakeoff report: " << status.message() << "\n";
+  PrintFailure("report", status.message());
   return code;
 }
 

@@ -73,7 +73,7 @@ int RunSubmit(const SubmitFlags& flags) {
     if (!got.ok()) {
       // The coordinator may be restarting: keep waiting, within reason.
       if (++failures > 60) {
-        std::cerr << "\nbakeoff submit: lost the coordinator: " << got.status().message() << "\n";
+        std::cerr << "\nbakeoff submit: lost the coordinator: " << EscapeControlCharacters(got.status().message()) << "\n";
         return ExitCodeFor(got.status());
       }
     } else {
@@ -111,7 +111,7 @@ int RunSubmit(const SubmitFlags& flags) {
   if (report.ok()) {
     if (int code = WriteCommandOutput("submit", flags.output, *report); code != kExitOk) return code;
   } else {
-    std::cerr << "bakeoff submit: the sweep ended but its report is unavailable: " << report.status().message()
+    std::cerr << "bakeoff submit: the sweep ended but its report is unavailable: " << EscapeControlCharacters(report.status().message())
               << "\n";
   }
   const auto& c = sweep["counts"];

@@ -169,21 +169,21 @@ int RunValidate(const ValidateOptions& options) {
   if (!catalog_path.empty() && catalog_path != "none") {
     auto loaded = spec::LoadExecutorCatalog(catalog_path);
     if (!loaded.ok()) {
-      std::cerr << loaded.status().message() << "\n";
+      std::cerr << EscapeControlCharacters(loaded.status().message()) << "\n";
       return kExitUsage;
     }
     catalog = std::move(*loaded);
   }
   auto sweep = spec::ParseSweepFile(options.file, {}, catalog_path.empty() || catalog_path == "none" ? nullptr : &catalog);
   if (!sweep.ok()) {
-    std::cerr << sweep.status().message() << "\n";
+    std::cerr << EscapeControlCharacters(sweep.status().message()) << "\n";
     return kExitUsage;
   }
   spec::ExpandOptions expand_options;
   expand_options.max_trials = options.max_trials;
   auto expanded = spec::Expand(*sweep, expand_options);
   if (!expanded.ok()) {
-    std::cerr << expanded.status().message() << "\n";
+    std::cerr << EscapeControlCharacters(expanded.status().message()) << "\n";
     return kExitUsage;
   }
   std::string text;

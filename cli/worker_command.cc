@@ -60,7 +60,7 @@ Status ParsePortRange(const std::string& text, protocol::PortRange* range) {
 
 // How `bakeoff worker` refuses what it was given before it starts: one line, exit 2.
 int RefuseUsage(const Status& status) {
-  std::cerr << "bakeoff worker: " << status.message() << "\n";
+  std::cerr << "bakeoff worker: " << EscapeControlCharacters(status.message()) << "\n";
   return kExitUsage;
 }
 
@@ -218,7 +218,7 @@ int RunWorker(WorkerFlags& flags) {
   std::string address = flags.config.coordinator_address;
   if (address.rfind("tcp://", 0) == 0) flags.config.coordinator_address = address.substr(6);
   if (Status s = flags.config.Finalize(flags.argv0); !s.ok()) {
-    std::cerr << "bakeoff " << s.message() << "\n";
+    std::cerr << "bakeoff " << EscapeControlCharacters(s.message()) << "\n";
     return s.code() == Status::Code::kNotFound ? kExitFailure : kExitUsage;
   }
   TellHowRanksRun(flags.config);
@@ -233,7 +233,7 @@ int RunWorker(WorkerFlags& flags) {
   boost::asio::io_context io;
   const std::vector<std::shared_ptr<worker::WorkerAgent>> agents = MakeAgents(io, flags);
   if (Status ended = RunAgentsToTheirEnd(io, agents, flags); !ended.ok()) {
-    std::cerr << "bakeoff " << ended.message() << "\n";
+    std::cerr << "bakeoff " << EscapeControlCharacters(ended.message()) << "\n";
     return ExitCodeFor(ended);
   }
   return kExitOk;

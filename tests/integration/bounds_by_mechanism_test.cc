@@ -280,5 +280,26 @@ TEST_F(BoundsByMechanismTest, CliOutputEscapesControlCharacters) {
   EXPECT_EQ(refused.find('\x07'), std::string::npos) << refused;
 }
 
+// A13, the local side: `bakeoff query --db` (no coordinator) printed SQLite's error
+// message raw, and it quotes the SQL and the database's path. Every failure line goes
+// through the same escape as the output (cli/exit_codes.h, PrintFailure): an error
+// quoting a table name, and one naming a database path, each with a terminal escape.
+TEST_F(BoundsByMechanismTest, LocalDatabaseQueryErrorsAreEscaped) {
+  ASSERT_TRUE(Start());
+  const std::string bakeoff = std::string(BAKEOFF_BINARY_DIR) + "/bakeoff";
+  const std::string no_table = RunShell(bakeoff + " query --db " + cluster_->db() +
+                                        " \"SELECT 1 FROM \\\"$(printf 'x\\033]0;OWNED\\007\\302\\233')\\\"\"");
+  const std::string missing = RunShell(bakeoff + " query --db \"" + (dir_ / "").string() +
+                                       "$(printf 'gone\\033]0;OWNED\\007.db')\" \"SELECT 1\"");
+  for (const std::string& out : {no_table, missing}) {
+    EXPECT_NE(out.find("bakeoff query: "), std::string::npos) << out;
+    EXPECT_NE(out.find("\\x1b]0;OWNED\\x07"), std::string::npos) << out;
+    EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
+    EXPECT_EQ(out.find('\x07'), std::string::npos) << out;
+  }
+  EXPECT_NE(no_table.find("\\u009b"), std::string::npos) << no_table;
+  EXPECT_NE(no_table.find("no such table"), std::string::npos) << no_table;
+}
+
 }  // namespace
 }  // namespace bakeoff
