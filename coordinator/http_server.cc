@@ -194,20 +194,7 @@ void HttpServer::Start() {
 }
 
 void HttpServer::LogPeerEvent(const std::string& line) {
-  constexpr std::chrono::seconds kPeerLogInterval{10};
-  const auto now = std::chrono::steady_clock::now();
-  if (now < next_peer_log_) {
-    ++peer_lines_left_out_;
-    return;
-  }
-  next_peer_log_ = now + kPeerLogInterval;
-  std::string left_out;
-  if (peer_lines_left_out_ > 0) {
-    left_out = " (" + std::to_string(peer_lines_left_out_) + " such lines left out in the last " +
-               std::to_string(kPeerLogInterval.count()) + " s)";
-  }
-  peer_lines_left_out_ = 0;
-  kLog.Warning(line + left_out);
+  if (auto admitted = peer_log_.Admit(line, std::chrono::steady_clock::now())) kLog.Warning(*admitted);
 }
 
 asio::awaitable<void> HttpServer::Session(tcp::socket socket, protocol::ConnectionSlot slot) {

@@ -39,6 +39,7 @@
 
 #include "coordinator/coordinator_service.h"
 #include "protocol/listener.h"
+#include "protocol/log_limiter.h"
 
 namespace bakeoff::coordinator {
 
@@ -236,10 +237,9 @@ class HttpServer {
       std::make_shared<std::map<std::string, std::size_t>>();
   std::size_t response_bytes_in_flight_ = 0;
   // Peer-triggered log lines (over the per-peer cap, TLS failures): at most one per
-  // kPeerLogInterval, with how many were left out.
+  // 10 s, with how many were left out (protocol/log_limiter.h).
   void LogPeerEvent(const std::string& line);
-  std::chrono::steady_clock::time_point next_peer_log_{};
-  std::size_t peer_lines_left_out_ = 0;
+  logging::LogLimiter peer_log_;
 };
 
 }  // namespace bakeoff::coordinator

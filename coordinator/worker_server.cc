@@ -65,19 +65,7 @@ asio::awaitable<std::shared_ptr<protocol::FrameConnection>> WorkerServer::Open(t
 }
 
 void WorkerServer::LogPeerEvent(const std::string& line) {
-  constexpr std::chrono::seconds kInterval{10};
-  const auto now = std::chrono::steady_clock::now();
-  if (now < next_peer_log_) {
-    ++peer_lines_left_out_;
-    return;
-  }
-  next_peer_log_ = now + kInterval;
-  const std::string left_out = peer_lines_left_out_ == 0
-                                   ? std::string()
-                                   : " (" + std::to_string(peer_lines_left_out_) + " such lines left out in the last " +
-                                         std::to_string(kInterval.count()) + " s)";
-  peer_lines_left_out_ = 0;
-  kLog.Warning(line + left_out);
+  if (auto admitted = peer_log_.Admit(line, std::chrono::steady_clock::now())) kLog.Warning(*admitted);
 }
 
 asio::awaitable<void> WorkerServer::Serve(tcp::socket socket, protocol::ConnectionSlot slot) {

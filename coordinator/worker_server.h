@@ -17,6 +17,7 @@
 #include "coordinator/coordinator_service.h"
 #include "protocol/frame_connection.h"
 #include "protocol/listener.h"
+#include "protocol/log_limiter.h"
 
 namespace bakeoff::coordinator {
 
@@ -47,8 +48,7 @@ class WorkerServer {
   CoordinatorService& service_;
   protocol::Listener listener_;
   std::shared_ptr<protocol::TlsContext> tls_;
-  std::chrono::steady_clock::time_point next_peer_log_{};  // LogPeerEvent's
-  std::size_t peer_lines_left_out_ = 0;
+  logging::LogLimiter peer_log_;  // LogPeerEvent's
 };
 
 }  // namespace bakeoff::coordinator

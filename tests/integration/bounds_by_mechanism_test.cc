@@ -51,6 +51,7 @@ class ConnectionFrom {
   ~ConnectionFrom() { close(fd_); }
   bool connected() const { return connected_; }
   void Send(const std::string& bytes) { (void)!send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
+  void CloseWrite() { shutdown(fd_, SHUT_WR); }
   // Sends a keep-alive request and returns the first bytes of its answer ("" when the
   // connection was closed unanswered).
   std::string Ask(const std::string& request) {
@@ -278,6 +279,63 @@ TEST_F(BoundsByMechanismTest, CliOutputEscapesControlCharacters) {
   EXPECT_NE(refused.find("OWNED"), std::string::npos) << refused;
   EXPECT_EQ(refused.find('\x1b'), std::string::npos) << refused;
   EXPECT_EQ(refused.find('\x07'), std::string::npos) << refused;
+}
+
+// Opens a connection from `source` to `port`, sends `bytes`, half-closes, and waits until
+// the server closes its side: the server has then handled (and logged) the connection.
+void ConnectSendAndWaitForClose(const char* source, int port, const std::string& bytes = "") {
+  ConnectionFrom c(source, port);
+  ASSERT_TRUE(c.connected());
+  c.Send(bytes);
+  c.CloseWrite();
+  EXPECT_EQ(c.Ask(""), "");
+}
+
+std::size_t CountOf(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// A13: silent worker connections wrote 21 MB of log in 40 s. A line a peer can cause is
+// written at most once per 10 s per listener, the next one saying how many were left out:
+// 300 worker connections that end before registering, silent or (the other way in)
+// announcing a frame over the unauthenticated limit, write one or two lines; so do 150 HTTP connections
+// over their address's cap, on the other listener, whose first line the worker flood did
+// not take.
+TEST_F(BoundsByMechanismTest, PeerTriggeredLogLinesAreWrittenOncePer10Seconds) {
+  ASSERT_TRUE(Start());
+  const auto started = std::chrono::steady_clock::now();
+  for (int i = 0; i < 300; ++i) {
+    ConnectSendAndWaitForClose("127.0.0.1", cluster_->worker_port(), i % 2 ? std::string("\x7f\xff\xff\xff", 4) : "");
+  }
+  std::vector<std::unique_ptr<ConnectionFrom>> held;
+  for (int i = 0; i < 64; ++i) {
+    held.push_back(std::make_unique<ConnectionFrom>("127.0.0.4", cluster_->http_port()));
+    ASSERT_TRUE(Is200(held.back()->Ask(Get("/api/v1/workers", "Bearer reader")))) << i;
+  }
+  for (int i = 0; i < 150; ++i) {
+    ConnectionFrom over("127.0.0.4", cluster_->http_port());
+    EXPECT_EQ(over.Ask(Get("/healthz")), "") << i;
+  }
+  const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const std::size_t allowed = 1 + static_cast<std::size_t>(elapsed_s / 10) + 1;
+  std::string log = testing::ReadFile(cluster_->CoordinatorLog());
+  EXPECT_GE(CountOf(log, "ended before registering"), 1u) << log;
+  EXPECT_LE(CountOf(log, "ended before registering"), allowed) << log;
+  EXPECT_GE(CountOf(log, "HTTP connection from 127.0.0.4"), 1u) << log;
+  EXPECT_LE(CountOf(log, "HTTP connection from 127.0.0.4"), allowed) << log;
+  // After the interval, the next such line counts those left out.
+  ASSERT_TRUE(WaitFor([&] {
+    ConnectSendAndWaitForClose("127.0.0.1", cluster_->worker_port());
+    log = testing::ReadFile(cluster_->CoordinatorLog());
+    return log.find("ended before registering") != log.rfind("ended before registering");
+  }, 30s)) << log;
+  const std::size_t last = log.rfind("ended before registering");
+  const std::size_t count_at = log.find("such lines left out in the last 10 s", last);
+  ASSERT_NE(count_at, std::string::npos) << log.substr(last);
+  const std::size_t open = log.rfind(" (", count_at);
+  EXPECT_GE(std::stoul(log.substr(open + 2)), 290u) << log.substr(last);
 }
 
 // A13, the local side: `bakeoff query --db` (no coordinator) printed SQLite's error
