@@ -28,7 +28,7 @@ import unittest
 BIN = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.environ.get("BAKEOFF_BIN", "build")
 ARTIFACTS = os.environ.get("BAKEOFF_WEB_ARTIFACTS") or os.path.join(BIN, "web-artifacts")
 CHROMIUM = shutil.which("chromium")
-PAYLOAD = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
+PAYLOAD = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script><b>planted-bold</b>'
 
 try:
     from playwright.sync_api import sync_playwright
@@ -123,8 +123,21 @@ class WebPageTest(unittest.TestCase):
     def assert_nothing_ran(self, page):
         self.assertIsNone(page.evaluate("window.__xss"), "a planted script ran")
         self.assertEqual(page.locator("main img").count(), 0, "planted markup became an element")
+        self.assertEqual(page.locator("main script").count(), 0, "a planted script became an element")
+        self.assertEqual(page.locator("[onerror]").count(), 0, "a planted handler became an attribute")
         self.assertEqual(self.dialogs, [])
         self.assertEqual(self.page_errors, [])
+
+    def assert_shown_as_text(self, page, markup, inner):
+        """`markup` (as `<b>inner</b>`) is in the page's text as written, and the DOM has no
+        element made of it: none whose whole text is `inner` (A13: this was checked only by a
+        text search of app.js for innerHTML)."""
+        self.assertIn(markup, page.inner_text("main"), "the markup is shown as text")
+        self.assertIn(markup, page.evaluate("() => document.querySelector('main').textContent"))
+        made = page.evaluate("(inner) => [...document.querySelectorAll('main *')]"
+                             ".filter(e => e.textContent === inner).map(e => e.tagName)", inner)
+        self.assertEqual(made, [], f"{markup} became an element")
+        self.assertEqual(page.locator("main b").count(), 0, "planted <b> became an element")
 
     def test_local_sweep_is_watched_live_until_its_headline_and_report(self):
         sweep = self.write_sweep("sweep.yaml", "web-live", "Is LoRA rank 8 slower than rank 4?",
@@ -156,6 +169,7 @@ class WebPageTest(unittest.TestCase):
         self.assertIn("web-live", report.inner_text(timeout=30000))
         self.assertEqual(page.get_attribute("svg.chart", "data-points"), "6", "every trial on the chart")
         self.assertIn(PAYLOAD, page.inner_text("main"), "the question is shown as text")
+        self.assert_shown_as_text(page, "<b>planted-bold</b>", "planted-bold")
         frame = page.locator("iframe.report")
         frame.scroll_into_view_if_needed()
         page.wait_for_timeout(1000)  # an off-screen frame paints once scrolled to
@@ -216,6 +230,10 @@ class WebPageTest(unittest.TestCase):
         main = page.inner_text("main")
         self.assertIn(PAYLOAD, main, "the question is text")
         self.assertIn('<img src=x onerror="window.__xss=3">', main, "the failed trial's reason is text")
+        # Two ways in, as DOM and not as a text search: the submitter's question (a heading)
+        # and the trainer's reason (a table cell) hold <b>; neither became an element.
+        self.assert_shown_as_text(page, "<b>planted-bold</b>", "planted-bold")
+        self.assert_shown_as_text(page, "<b>reason-bold</b> broke (fake)", "reason-bold")
         self.shot(page, "token-sweep-planted")
         self.assert_nothing_ran(page)
         page.goto(base + "/#/workers")

@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
   }
   if (behavior == "error_html") {  // the web page's tests: a reason that is markup and script
     emit({{"event", "error"}, {"kind", "failed"},
-          {"message", "<img src=x onerror=\"window.__xss=3\"><script>window.__xss=4</script> broke (fake)"}});
+          {"message", "<img src=x onerror=\"window.__xss=3\"><script>window.__xss=4</script> <b>reason-bold</b> broke (fake)"}});
     return 1;
   }
   if (behavior == "error_failed") {
