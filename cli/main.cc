@@ -3,12 +3,14 @@
 // answers `bakeoff help [COMMAND]`, and names the nearest command or flag after a typo.
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "cli/command_registry.h"
 #include "cli/did_you_mean.h"
+#include "protocol/log.h"
 #include "protocol/version.h"
 
 namespace {
@@ -34,6 +36,34 @@ int UnknownCommand(const std::string& typed) {
   return bakeoff::cli::kExitUsage;
 }
 
+// --log-format text|json (any command; $BAKEOFF_LOG_FORMAT when not given): set before
+// parsing, since a command runs inside the parse. False after printing why the value is
+// refused.
+bool SetLogFormat(const std::vector<std::string>& args) {
+  std::string value;
+  if (const char* env = std::getenv("BAKEOFF_LOG_FORMAT"); env != nullptr && *env != '\0') value = env;
+  bool given = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") break;
+    if (args[i] == "--log-format" && i + 1 < args.size()) {
+      value = args[++i];
+      given = true;
+    } else if (args[i].rfind("--log-format=", 0) == 0) {
+      value = args[i].substr(std::string("--log-format=").size());
+      given = true;
+    }
+  }
+  if (value.empty()) return true;
+  auto format = bakeoff::logging::ParseFormat(value);
+  if (!format) {
+    std::cerr << "bakeoff: " << (given ? "--log-format" : "BAKEOFF_LOG_FORMAT") << ": expected text or json, got '"
+              << value << "'\n";
+    return false;
+  }
+  bakeoff::logging::SetFormat(*format);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,7 +74,14 @@ int main(int argc, char** argv) {
   app.footer("Run 'bakeoff help COMMAND' (or 'bakeoff COMMAND --help') for a command's flags.");
   int exit_code = bakeoff::cli::kExitOk;
   for (auto& [name, setup] : bakeoff::cli::Commands()) setup(app, &exit_code);
+  // Log lines' form, for every command that logs (local, coordinator, worker): accepted
+  // after the command's name too (fallthrough), applied before parsing (SetLogFormat).
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format, "log lines as text (default) or json, one object per line")
+      ->check(CLI::IsMember({"text", "json"}));
+  for (CLI::App* command : app.get_subcommands({})) command->fallthrough();
   const std::vector<std::string> args(argv + 1, argv + argc);
+  if (!SetLogFormat(args)) return bakeoff::cli::kExitUsage;
   // `bakeoff help [COMMAND]`, as git, cargo and kubectl answer it.
   if (!args.empty() && args[0] == "help") {
     if (args.size() == 1) {

@@ -3,11 +3,15 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <mutex>
+
+#include <nlohmann/json.hpp>
 
 #include "protocol/own_file.h"
 
@@ -19,11 +23,22 @@ struct Sinks {
   FILE* file = nullptr;
   bool to_stderr = true;
   Level min_level = Level::kInfo;
+  Format format = Format::kText;
 };
 
 Sinks& sinks() {
   static Sinks* s = new Sinks();  // never destroyed: threads may log during exit
   return *s;
+}
+
+const char* JsonLevelName(Level level) {
+  switch (level) {
+    case Level::kDebug: return "debug";
+    case Level::kInfo: return "info";
+    case Level::kWarning: return "warn";
+    case Level::kError: return "error";
+  }
+  return "?";
 }
 
 const char* LevelName(Level level) {
@@ -69,10 +84,33 @@ void AppendValue(std::string& out, std::string_view value) {
   out += '"';
 }
 
-}  // namespace
+// A number as its shortest text that reads back the same ("0.25", "1e+30").
+std::string NumberText(double v) {
+  char buffer[32];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), v);
+  return ec == std::errc() ? std::string(buffer, end) : std::string("nan");
+}
 
-std::string FormatLine(std::chrono::system_clock::time_point at, Level level, std::string_view component,
-                       std::string_view message, Fields fields) {
+void AppendTextValue(std::string& out, const Field::Value& value) {
+  if (const auto* text = std::get_if<std::string>(&value)) {
+    AppendValue(out, *text);
+  } else if (const auto* i = std::get_if<std::int64_t>(&value)) {
+    out += std::to_string(*i);
+  } else if (const auto* d = std::get_if<double>(&value)) {
+    out += NumberText(*d);
+  } else {
+    out += std::get<bool>(value) ? "true" : "false";
+  }
+}
+
+nlohmann::json JsonValue(const Field::Value& value) {
+  if (const auto* text = std::get_if<std::string>(&value)) return *text;
+  if (const auto* i = std::get_if<std::int64_t>(&value)) return *i;
+  if (const auto* d = std::get_if<double>(&value)) return std::isfinite(*d) ? nlohmann::json(*d) : nlohmann::json(nullptr);
+  return std::get<bool>(value);
+}
+
+std::string Timestamp(std::chrono::system_clock::time_point at) {
   const auto since_epoch = at.time_since_epoch();
   const std::time_t seconds = std::chrono::duration_cast<std::chrono::seconds>(since_epoch).count();
   const long millis = static_cast<long>(
@@ -82,6 +120,32 @@ std::string FormatLine(std::chrono::system_clock::time_point at, Level level, st
   char stamp[64];  // room for any int the format could print: no truncation
   snprintf(stamp, sizeof(stamp), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", utc.tm_year + 1900, utc.tm_mon + 1,
            utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, millis);
+  return stamp;
+}
+
+// One JSON object; text from outside is escaped by JSON itself (a newline is "\n"),
+// invalid UTF-8 replaced.
+std::string JsonLine(const std::string& stamp, Level level, std::string_view component, std::string_view message,
+                     Fields fields) {
+  nlohmann::ordered_json line;
+  line["time"] = stamp;
+  line["level"] = JsonLevelName(level);
+  line["component"] = std::string(component);
+  line["msg"] = std::string(message);
+  for (const Field& f : fields) {
+    std::string key(f.key);
+    if (key == "time" || key == "level" || key == "component" || key == "msg") key = "_" + key;
+    line[key] = JsonValue(f.value);
+  }
+  return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string FormatLine(std::chrono::system_clock::time_point at, Level level, std::string_view component,
+                       std::string_view message, Fields fields, Format format) {
+  const std::string stamp = Timestamp(at);
+  if (format == Format::kJson) return JsonLine(stamp, level, component, message, fields);
   std::string line = stamp;
   line += ' ';
   line += LevelName(level);
@@ -93,18 +157,26 @@ std::string FormatLine(std::chrono::system_clock::time_point at, Level level, st
     line += ' ';
     AppendEscaped(line, f.key);
     line += '=';
-    AppendValue(line, f.value);
+    AppendTextValue(line, f.value);
   }
   return line;
 }
 
+std::optional<Format> ParseFormat(std::string_view name) {
+  if (name == "text") return Format::kText;
+  if (name == "json") return Format::kJson;
+  return std::nullopt;
+}
+
 void Write(Level level, std::string_view component, std::string_view message, Fields fields) {
   Sinks& s = sinks();
+  Format format = Format::kText;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     if (level < s.min_level || (!s.to_stderr && s.file == nullptr)) return;
+    format = s.format;
   }
-  std::string line = FormatLine(std::chrono::system_clock::now(), level, component, message, fields);
+  std::string line = FormatLine(std::chrono::system_clock::now(), level, component, message, fields, format);
   line += '\n';
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.to_stderr) {
@@ -144,6 +216,12 @@ void SetStderr(bool enabled) {
   Sinks& s = sinks();
   std::lock_guard<std::mutex> lock(s.mu);
   s.to_stderr = enabled;
+}
+
+void SetFormat(Format format) {
+  Sinks& s = sinks();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.format = format;
 }
 
 void SetMinLevel(Level level) {

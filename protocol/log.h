@@ -11,9 +11,13 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <variant>
 
 #include "protocol/status.h"
 
@@ -21,16 +25,36 @@ namespace bakeoff::logging {
 
 enum class Level { kDebug = 0, kInfo, kWarning, kError };
 
-// One key=value field; the value is quoted when it holds a space, a quote or '='.
+// One key=value field, typed: text, an integer, a real or a boolean. In the text form a
+// value is quoted when it holds a space, a quote or '='; in the JSON form a number stays
+// a number. `{"trial", 3}`, `{"worker", name}`, `{"step_s", 0.25}`.
 struct Field {
+  using Value = std::variant<std::string, std::int64_t, double, bool>;
+  Field(std::string_view k, std::string v) : key(k), value(std::move(v)) {}
+  Field(std::string_view k, std::string_view v) : key(k), value(std::string(v)) {}
+  Field(std::string_view k, const char* v) : key(k), value(std::string(v)) {}
+  template <typename T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+  Field(std::string_view k, T v) : key(k), value(static_cast<std::int64_t>(v)) {}
+  Field(std::string_view k, double v) : key(k), value(v) {}
+  Field(std::string_view k, bool v) : key(k), value(v) {}
+
   std::string_view key;
-  std::string value;
+  Value value;
 };
 using Fields = std::initializer_list<Field>;
 
+// How a line is written: kText `2026-12-04T18:10:01.123Z INFO  coordinator: assigned
+// trial=3`; kJson one object per line, `{"time":"2026-12-04T18:10:01.123Z","level":
+// "info","component":"coordinator","msg":"assigned","trial":3}` (a field named like one
+// of the first four keys is written with a leading '_'). `--log-format json`.
+enum class Format { kText, kJson };
+
 // The whole line, without its newline: pure, for tests and for the writer.
 std::string FormatLine(std::chrono::system_clock::time_point at, Level level, std::string_view component,
-                       std::string_view message, Fields fields = {});
+                       std::string_view message, Fields fields = {}, Format format = Format::kText);
+
+// "text" or "json"; nullopt for anything else.
+std::optional<Format> ParseFormat(std::string_view name);
 
 // Writes one line to the configured sinks when `level` is at or above the minimum.
 void Write(Level level, std::string_view component, std::string_view message, Fields fields = {});
@@ -59,5 +83,6 @@ Status OpenFile(const std::string& path);
 void CloseFile();
 void SetStderr(bool enabled);
 void SetMinLevel(Level level);
+void SetFormat(Format format);
 
 }  // namespace bakeoff::logging

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/integration/test_files.h"  // ReadFile
 
 namespace bakeoff::logging {
@@ -34,6 +36,35 @@ TEST(LogTest, ALineHasTheUtcTimeTheLevelTheComponentAndItsFields) {
 TEST(LogTest, AValueWithASpaceAQuoteOrAnEqualsSignIsQuoted) {
   EXPECT_EQ(FormatLine(At(), Level::kInfo, "c", "m", {{"reason", "port in use"}, {"q", "a\"b"}, {"e", ""}}),
             "2026-12-04T18:10:01.123Z INFO  c: m reason=\"port in use\" q=\"a\\\"b\" e=\"\"");
+}
+
+TEST(LogTest, FieldsAreTypedNumbersStayNumbers) {
+  EXPECT_EQ(FormatLine(At(), Level::kInfo, "worker", "step", {{"trial", 3}, {"step_s", 0.25}, {"ok", true},
+                                                             {"bytes", std::uint64_t{1} << 40}, {"name", "w1"}}),
+            "2026-12-04T18:10:01.123Z INFO  worker: step trial=3 step_s=0.25 ok=true bytes=1099511627776 name=w1");
+}
+
+// --log-format json: one object per line that a standard tool reads back, numbers as
+// numbers, text from outside escaped by JSON, a field named like a line key kept apart.
+TEST(LogTest, TheJsonFormIsOneObjectPerLineWithTypedFields) {
+  const std::string line =
+      FormatLine(At(), Level::kWarning, "coordinator", "lost\nworker", {{"trial", 3}, {"worker", "w\n1\x1b"},
+                                                                        {"step_s", 0.5}, {"msg", "mine"}},
+                 Format::kJson);
+  EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+  EXPECT_EQ(line.find('\x1b'), std::string::npos) << line;
+  const auto parsed = nlohmann::json::parse(line);
+  EXPECT_EQ(parsed.at("time"), "2026-12-04T18:10:01.123Z");
+  EXPECT_EQ(parsed.at("level"), "warn");
+  EXPECT_EQ(parsed.at("component"), "coordinator");
+  EXPECT_EQ(parsed.at("msg"), "lost\nworker");
+  EXPECT_EQ(parsed.at("trial"), 3);
+  EXPECT_EQ(parsed.at("worker"), "w\n1\x1b");
+  EXPECT_EQ(parsed.at("step_s"), 0.5);
+  EXPECT_EQ(parsed.at("_msg"), "mine");
+  EXPECT_EQ(ParseFormat("json"), Format::kJson);
+  EXPECT_EQ(ParseFormat("text"), Format::kText);
+  EXPECT_FALSE(ParseFormat("xml").has_value());
 }
 
 TEST(LogTest, TextFromOutsideCannotForgeASecondLineOrATerminalSequence) {
