@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +28,16 @@ std::string RenderReport(const Report& report, ReportFormat format);
 
 std::string RenderReportTable(const Report& report);
 std::string RenderReportMarkdown(const Report& report);
+// `text` as Markdown that shows it as written and adds no markup (security review
+// 2026-12-07, A13): a reason or a name is the trainer's or the submitter's text. The
+// characters Markdown or HTML give a meaning are escaped: \ ` * _ [ ] | # ~ & with a
+// backslash, < and > as &lt; and &gt;; a line break (CR, LF) becomes a space, so that the
+// text stays in its table cell, heading or list item.
+std::string MarkdownText(std::string_view text);
+// As MarkdownText, for text that starts a line or a list item: a leading "-" or "+", or
+// the "." or ")" after leading digits, followed by a space or the end (which would start
+// a list there), is escaped too.
+std::string MarkdownLine(std::string_view text);
 nlohmann::json ReportToJson(const Report& report);
 std::string RenderReportJson(const Report& report);
 std::string RenderReportCsv(const Report& report);

@@ -65,7 +65,7 @@ TEST(ReportRendererTest, TheAnswerComesFirstInEveryFormat) {
   EXPECT_EQ(table[2], "Answer: " + answer[0]);
   EXPECT_EQ(table[3], "Answer: " + answer[1]);
   std::string markdown = RenderReportMarkdown(report);
-  EXPECT_LT(markdown.find("- Answer: " + answer[0]), markdown.find("- Baseline:"));
+  EXPECT_LT(markdown.find("- Answer: " + MarkdownText(answer[0])), markdown.find("- Baseline:"));
   EXPECT_NE(RenderReportHtml(report).find("<li class=\"answer\">" + answer[0] + "</li>"), std::string::npos);
   EXPECT_EQ(ReportToJson(report)["headline"], nlohmann::json(answer));
 
@@ -283,6 +283,57 @@ TEST(ReportRendererTest, MarkdownTablesAreWellFormed) {
     }
   }
   EXPECT_GE(tables, 6);
+}
+
+// A13: the markdown report printed a reason's markup as written, so a reason could add
+// an image, a link or HTML to a rendered report, or break its table. A reason with HTML,
+// pipes, a newline and emphasis in a table cell, and (the second way in) a callout and the
+// question, which are not in a table,
+// are shown as text: no raw tag, no unescaped markup, the table's cell count kept.
+TEST(ReportRendererTest, MarkdownShowsAReasonsMarkupAsText) {
+  const std::string reason = "<img src=x onerror=alert(1)> <b>bold</b> | cell\n## heading [link](http://x) `code` *em* _u_ \\";
+  ReportInput input = TwoByTwoSweep();
+  AddTrials(input, 3, 1.15);
+  testing::OnlyUnsuccessful(input, KeyOf("jit", "4"), "failed", reason);
+  input.notes.push_back("<script>x</script> **loud** 1. list");  // a callout
+  input.question = "- 1. <i>is it</i>?";                           // a headline line
+  const std::string md = RenderReportMarkdown(BuildReport(input, ReportOptions{}));
+  for (const char* raw : {"<img", "<b>", "<script>", "<i>", "[link](", "*em*", "_u_", "`code`", "**loud**", "\n## heading"}) {
+    EXPECT_EQ(md.find(raw), std::string::npos) << raw << " in:\n" << md;
+  }
+  ExpectContains(md, {"&lt;img src=x onerror=alert(1)&gt; &lt;b&gt;bold&lt;/b&gt; \\| cell \\#\\# heading "
+                      "\\[link\\](http://x) \\`code\\` \\*em\\* \\_u\\_ \\\\",
+                      "- **&lt;script&gt;x&lt;/script&gt; \\*\\*loud\\*\\* 1. list**",
+                      "- Question: - 1. &lt;i&gt;is it&lt;/i&gt;?"});
+  // The reason's row has as many cells as its header.
+  std::vector<std::string> lines = Lines(md);
+  auto cells = [](const std::string& line) {
+    int count = 0;
+    for (std::size_t k = 0; k < line.size(); ++k) count += line[k] == '|' && (k == 0 || line[k - 1] != '\\');
+    return count;
+  };
+  bool found = false;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].find("onerror") == std::string::npos || lines[i].rfind("|", 0) != 0) continue;
+    found = true;
+    std::size_t header = i;
+    while (header > 0 && lines[header - 1].rfind("|", 0) == 0) --header;
+    EXPECT_EQ(cells(lines[i]), cells(lines[header])) << lines[i];
+  }
+  EXPECT_TRUE(found) << md;
+}
+
+TEST(ReportRendererTest, MarkdownTextEscapesWhatMarkdownAndHtmlGiveAMeaning) {
+  EXPECT_EQ(MarkdownText("compile_mode=jit"), "compile\\_mode=jit");
+  EXPECT_EQ(MarkdownText("a|b\nc\rd"), "a\\|b c d");
+  EXPECT_EQ(MarkdownText("<x> & [y] ~z~ #"), "&lt;x&gt; \\& \\[y\\] \\~z\\~ \\#");
+  EXPECT_EQ(MarkdownText("1.49x"), "1.49x") << "a cell's number stays as it is";
+  EXPECT_EQ(MarkdownLine("- item"), "\\- item");
+  EXPECT_EQ(MarkdownLine("12. item"), "12\\. item");
+  EXPECT_EQ(MarkdownLine("3) item"), "3\\) item");
+  EXPECT_EQ(MarkdownLine("-"), "\\-");
+  EXPECT_EQ(MarkdownLine("1.49x faster"), "1.49x faster") << "no space after the dot: no list";
+  EXPECT_EQ(MarkdownLine("-3% memory"), "-3% memory");
 }
 
 TEST(ReportRendererTest, TableLeadsWithCalloutsAndAlignsColumns) {
