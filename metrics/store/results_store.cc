@@ -298,10 +298,16 @@ Status ClaimOwnDatabaseFiles(const std::string& path) {
   if (path == ":memory:" || path.rfind("file:", 0) == 0) return Status::Ok();
   constexpr const char* kWhat = "results database";
   Result<int> fd = protocol::OpenOwnFile(path, O_RDWR, kWhat);
-  if (!fd.ok()) return fd.status();
-  close(*fd);
+  if (fd.ok()) {
+    close(*fd);
+  } else if (fd.status().code() == Status::Code::kInvalidArgument) {
+    return fd.status();  // a link, not a regular file, another user's
+  } else if (Status s = protocol::CheckOwnFileIfPresent(path, kWhat); s.code() == Status::Code::kInvalidArgument) {
+    return s;
+  }  // else (a missing directory, no permission): SQLite's open below says so in its words
   for (const char* suffix : {"-wal", "-shm", "-journal"}) {
-    BAKEOFF_RETURN_IF_ERROR(protocol::CheckOwnFileIfPresent(path + suffix, "results database's side file"));
+    Status side = protocol::CheckOwnFileIfPresent(path + suffix, "results database's side file");
+    if (side.code() == Status::Code::kInvalidArgument) return side;
   }
   return Status::Ok();
 }
