@@ -175,29 +175,43 @@ Result<StepEvent> ReadStep(const json& e) {
 
 }  // namespace
 
+const std::vector<SummaryFigure>& SummaryFigures() {
+  using E = SummaryEvent;
+  static const std::vector<SummaryFigure> kFigures = {
+      {"startup_s", &E::startup_s, "s", true},
+      {"first_step_s", &E::first_step_s, "s", true},
+      {"warmup_s", &E::warmup_s, "s", true},
+      {"step_s_median", &E::step_s_median, "s", true},
+      {"step_s_p10", &E::step_s_p10, "s", true},
+      {"step_s_p90", &E::step_s_p90, "s", true},
+      {"tokens_per_s", &E::tokens_per_s, "tokens/s", true},
+      {"flops_per_s", &E::flops_per_s, "FLOP/s", true},
+      {"mfu", &E::mfu, "1", true},
+      {"peak_mem_bytes", &E::peak_mem_bytes, "bytes", true},
+      {"peak_reserved_bytes", &E::peak_reserved_bytes, "bytes", false},
+      {"peak_rss_bytes", &E::peak_rss_bytes, "bytes", false},
+      {"frozen_bytes", &E::frozen_bytes, "bytes", true},
+      {"trainable_bytes", &E::trainable_bytes, "bytes", true},
+      {"grad_bytes", &E::grad_bytes, "bytes", true},
+      {"optimizer_bytes", &E::optimizer_bytes, "bytes", true},
+      {"comm_s_per_step", &E::comm_s_per_step, "s", true},
+      {"comm_bytes_per_step", &E::comm_bytes_per_step, "bytes", true},
+      {"tokens_per_step", &E::tokens_per_step, "tokens", false},
+  };
+  return kFigures;
+}
+
 Result<SummaryEvent> ReadSummaryEvent(const json& e) {
   if (!e.is_object()) return Status::InvalidArgument("trainer event 'summary' is not a JSON object");
   FieldReader r(e, "summary");
   SummaryEvent s;
-  s.startup_s = r.Number("startup_s");
-  s.first_step_s = r.Number("first_step_s");
-  s.warmup_s = r.Number("warmup_s");
-  s.step_s_median = r.Number("step_s_median");
-  s.step_s_p10 = r.Number("step_s_p10");
-  s.step_s_p90 = r.Number("step_s_p90");
-  s.tokens_per_s = r.Number("tokens_per_s");
-  s.flops_per_s = r.Number("flops_per_s");
-  s.mfu = r.Number("mfu");
-  s.peak_mem_bytes = r.RoundedNumber("peak_mem_bytes");
-  s.peak_reserved_bytes = r.RoundedNumber("peak_reserved_bytes");
-  s.peak_rss_bytes = r.RoundedNumber("peak_rss_bytes");
-  s.frozen_bytes = r.RoundedNumber("frozen_bytes");
-  s.trainable_bytes = r.RoundedNumber("trainable_bytes");
-  s.grad_bytes = r.RoundedNumber("grad_bytes");
-  s.optimizer_bytes = r.RoundedNumber("optimizer_bytes");
-  s.comm_s_per_step = r.Number("comm_s_per_step");
-  s.comm_bytes_per_step = r.RoundedNumber("comm_bytes_per_step");
-  s.tokens_per_step = r.Number("tokens_per_step");
+  for (const SummaryFigure& figure : SummaryFigures()) {
+    if (auto real = std::get_if<std::optional<double> SummaryEvent::*>(&figure.member)) {
+      s.**real = r.Number(figure.name);
+    } else {
+      s.*std::get<std::optional<std::int64_t> SummaryEvent::*>(figure.member) = r.RoundedNumber(figure.name);
+    }
+  }
   s.applied = r.Object("applied");
   if (!r.status().ok()) return r.status();
   // Descriptive only, and never checked when stored: read when it is an object.

@@ -126,6 +126,20 @@ struct SummaryEvent {
   std::optional<nlohmann::json> environment;
 };
 
+// The summary's figures, written down once: the event's field (and SQL column) name, the
+// SummaryEvent member, its unit, and whether trial_summaries has a column of it (the
+// others are kept in summary_json). The event parser, the store's insert and the report
+// read this table; a new figure is one row plus its use (and, when stored in a column,
+// the migration that adds it: a test compares the table with the schema).
+struct SummaryFigure {
+  using Member = std::variant<std::optional<double> SummaryEvent::*, std::optional<std::int64_t> SummaryEvent::*>;
+  const char* name;
+  Member member;
+  const char* unit;  // "s", "bytes", "tokens/s", "1" (a ratio), ...
+  bool column;       // a column of trial_summaries
+};
+const std::vector<SummaryFigure>& SummaryFigures();
+
 // `error`: why the rank is ending.
 struct ErrorEvent {
   std::string kind;     // oom | unsupported | diverged | failed (as written)

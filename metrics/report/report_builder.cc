@@ -329,11 +329,12 @@ TrialView MakeTrialView(const TrialInput& trial, const VariantInput* variant,
     double tps = INFINITY, step = 0, first = 0, warm = 0;
     std::int64_t peak = 0;
     for (const RankSummary& r : trial.ranks) {
-      if (r.tokens_per_s > 0) tps = std::min(tps, r.tokens_per_s);
-      step = std::max(step, r.step_s_median);
-      first = std::max(first, r.first_step_s);
-      warm = std::max(warm, r.warmup_s);
-      peak = std::max(peak, r.peak_mem_bytes);
+      const protocol::SummaryEvent& f = r.figures;
+      if (f.tokens_per_s.value_or(0) > 0) tps = std::min(tps, *f.tokens_per_s);
+      step = std::max(step, f.step_s_median.value_or(0));
+      first = std::max(first, f.first_step_s.value_or(0));
+      warm = std::max(warm, f.warmup_s.value_or(0));
+      peak = std::max(peak, f.peak_mem_bytes.value_or(0));
     }
     if (std::isfinite(tps)) view.tokens_per_s = tps;
     if (step > 0) view.step_s_median = step;
@@ -569,9 +570,9 @@ void AddMeanFigures(const std::vector<const TrialView*>& ok, const std::vector<s
   for (std::size_t index : indices) {
     const TrialInput& raw = *order.trials[index];
     if (!raw.outcome.Succeeded() || raw.ranks.empty()) continue;
-    mfu.push_back(raw.ranks.front().mfu);
+    mfu.push_back(raw.ranks.front().figures.mfu.value_or(0));
     double c = 0;
-    for (const RankSummary& r : raw.ranks) c = std::max(c, r.comm_s_per_step);
+    for (const RankSummary& r : raw.ranks) c = std::max(c, r.figures.comm_s_per_step.value_or(0));
     comm.push_back(c);
   }
   for (const char* cache : {"cold", "warm", "mixed"}) {
@@ -602,12 +603,12 @@ void AddMemoryBreakdown(const TrialInput* peak_trial, VariantReport& v) {
   if (peak_trial == nullptr) return;
   const RankSummary* largest = &peak_trial->ranks.front();
   for (const RankSummary& r : peak_trial->ranks) {
-    if (r.peak_mem_bytes > largest->peak_mem_bytes) largest = &r;
+    if (r.figures.peak_mem_bytes.value_or(0) > largest->figures.peak_mem_bytes.value_or(0)) largest = &r;
   }
-  v.frozen_bytes = largest->frozen_bytes;
-  v.trainable_bytes = largest->trainable_bytes;
-  v.grad_bytes = largest->grad_bytes;
-  v.optimizer_bytes = largest->optimizer_bytes;
+  v.frozen_bytes = largest->figures.frozen_bytes;
+  v.trainable_bytes = largest->figures.trainable_bytes;
+  v.grad_bytes = largest->figures.grad_bytes;
+  v.optimizer_bytes = largest->figures.optimizer_bytes;
 }
 
 // The distribution of every measured step of the variant's succeeded trials.
@@ -639,14 +640,15 @@ RepeatOutcome OutcomeOf(const TrialView& view, const TrialInput& raw, int lockst
         TurnStep{s.step_s, s.tokens ? std::optional<double>(static_cast<double>(*s.tokens)) : std::nullopt, s.turn});
   }
   for (const RankSummary& r : raw.ranks) {
-    if (r.tokens_per_step && *r.tokens_per_step > 0) {
-      outcome.tokens_per_step = r.tokens_per_step;
+    if (r.figures.tokens_per_step && *r.figures.tokens_per_step > 0) {
+      outcome.tokens_per_step = r.figures.tokens_per_step;
       return outcome;
     }
   }
   for (const RankSummary& r : raw.ranks) {
-    if (view.tokens_per_s && r.tokens_per_s == *view.tokens_per_s && r.step_s_median > 0) {
-      outcome.tokens_per_step = r.tokens_per_s * r.step_s_median;
+    const protocol::SummaryEvent& f = r.figures;
+    if (view.tokens_per_s && f.tokens_per_s == *view.tokens_per_s && f.step_s_median.value_or(0) > 0) {
+      outcome.tokens_per_step = *f.tokens_per_s * *f.step_s_median;
     }
   }
   return outcome;

@@ -64,26 +64,9 @@ VariantInput ToVariantInput(const VariantRecord& record) {
 }
 
 RankSummary ToRankSummary(const SummaryRecord& summary) {
-  const protocol::SummaryEvent& f = summary.figures;
   RankSummary r;
   r.rank = static_cast<int>(summary.rank);
-  r.startup_s = f.startup_s.value_or(0);
-  r.first_step_s = f.first_step_s.value_or(0);
-  r.warmup_s = f.warmup_s.value_or(0);
-  r.step_s_median = f.step_s_median.value_or(0);
-  r.step_s_p10 = f.step_s_p10.value_or(0);
-  r.step_s_p90 = f.step_s_p90.value_or(0);
-  r.tokens_per_s = f.tokens_per_s.value_or(0);
-  r.flops_per_s = f.flops_per_s.value_or(0);
-  r.mfu = f.mfu.value_or(0);
-  r.peak_mem_bytes = f.peak_mem_bytes.value_or(0);
-  r.frozen_bytes = f.frozen_bytes;
-  r.trainable_bytes = f.trainable_bytes;
-  r.grad_bytes = f.grad_bytes;
-  r.optimizer_bytes = f.optimizer_bytes;
-  r.comm_s_per_step = f.comm_s_per_step.value_or(0);
-  r.comm_bytes_per_step = static_cast<double>(f.comm_bytes_per_step.value_or(0));
-  r.tokens_per_step = f.tokens_per_step;
+  r.figures = summary.figures;
   return r;
 }
 

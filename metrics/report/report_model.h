@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "protocol/trainer_event.h"
 #include "protocol/outcome.h"
 
 namespace bakeoff::metrics {
@@ -36,28 +37,11 @@ struct VariantInput {
   int world_size = 1;           // ranks per trial (device-seconds of adaptive savings)
 };
 
-// One rank's `summary` event (docs/trainer.md).
+// One rank's `summary` event (docs/trainer.md): its figures as the rank reported them,
+// each absent when not reported (protocol::SummaryFigures lists them once).
 struct RankSummary {
   int rank = 0;
-  double startup_s = 0;
-  double first_step_s = 0;
-  double warmup_s = 0;
-  double step_s_median = 0;
-  double step_s_p10 = 0;
-  double step_s_p90 = 0;
-  double tokens_per_s = 0;
-  double flops_per_s = 0;
-  double mfu = 0;
-  std::int64_t peak_mem_bytes = 0;
-  // Held bytes by kind; empty when the trainer did not report one (a command workload
-  // may report some kinds only).
-  std::optional<std::int64_t> frozen_bytes;
-  std::optional<std::int64_t> trainable_bytes;
-  std::optional<std::int64_t> grad_bytes;
-  std::optional<std::int64_t> optimizer_bytes;
-  double comm_s_per_step = 0;
-  double comm_bytes_per_step = 0;
-  std::optional<double> tokens_per_step;  // global tokens per optimizer step, when reported
+  protocol::SummaryEvent figures;
 };
 
 // One measured (phase "measure") step: the slowest rank's time. Loss and tokens are

@@ -142,6 +142,31 @@ std::vector<StepBlockRecord> StepsAsBlocks(const std::vector<StepRecord>& steps)
   return blocks;
 }
 
+// The summary insert, its columns from the summary figures' table (protocol::
+// SummaryFigures, those with a column of trial_summaries).
+const std::string& SummaryInsertSql() {
+  static const std::string kSql = [] {
+    std::string columns = "trial_id, attempt, rank", values = "?, ?, ?";
+    for (const protocol::SummaryFigure& figure : protocol::SummaryFigures()) {
+      if (!figure.column) continue;
+      columns += std::string(", ") + figure.name;
+      values += ", ?";
+    }
+    return "INSERT OR IGNORE INTO trial_summaries (" + columns + ", applied_json, summary_json, recorded_at) VALUES (" +
+           values + ", ?, ?, ?)";
+  }();
+  return kSql;
+}
+
+void BindSummaryFigure(SqliteStatement& insert, int index, const protocol::SummaryEvent& s,
+                       const protocol::SummaryFigure& figure) {
+  if (auto real = std::get_if<std::optional<double> protocol::SummaryEvent::*>(&figure.member)) {
+    insert.Bind(index, s.**real);
+  } else {
+    insert.Bind(index, s.*std::get<std::optional<std::int64_t> protocol::SummaryEvent::*>(figure.member));
+  }
+}
+
 // Stores the rows of `block` (of a current attempt) as one row of step_blocks, or, where
 // they overlap blocks stored before (a redelivery), the rows outside them, as one block
 // per run between them; rows inside a stored block's range count as duplicates. Stored
@@ -862,21 +887,17 @@ Result<BatchResult> ResultsStore::AppendBatch(const MetricsBatch& batch) {
       }
     }
     BAKEOFF_RETURN_IF_ERROR(InsertCurrent(
-        *db_, current,
-        "INSERT OR IGNORE INTO trial_summaries (trial_id, attempt, rank, startup_s, "
-        "first_step_s, warmup_s, step_s_median, step_s_p10, step_s_p90, tokens_per_s, "
-        "flops_per_s, mfu, peak_mem_bytes, frozen_bytes, trainable_bytes, grad_bytes, "
-        "optimizer_bytes, comm_s_per_step, comm_bytes_per_step, applied_json, summary_json, "
-        "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        batch.summaries, result, [&](SqliteStatement& insert, const SummaryRecord& summary) {
-          const protocol::SummaryEvent& s = summary.figures;
-          insert.BindAll(
-              summary.trial_id, summary.attempt, summary.rank, s.startup_s, s.first_step_s,
-              s.warmup_s, s.step_s_median, s.step_s_p10, s.step_s_p90, s.tokens_per_s,
-              s.flops_per_s, s.mfu, s.peak_mem_bytes, s.frozen_bytes, s.trainable_bytes,
-              s.grad_bytes, s.optimizer_bytes, s.comm_s_per_step, s.comm_bytes_per_step,
-              s.applied ? std::optional<std::string>(Dump(*s.applied)) : std::optional<std::string>(),
-              Dump(summary.body), now);
+        *db_, current, SummaryInsertSql(), batch.summaries, result,
+        [&](SqliteStatement& insert, const SummaryRecord& summary) {
+          insert.BindAll(summary.trial_id, summary.attempt, summary.rank);
+          int index = 4;
+          for (const protocol::SummaryFigure& figure : protocol::SummaryFigures()) {
+            if (figure.column) BindSummaryFigure(insert, index++, summary.figures, figure);
+          }
+          const auto& applied = summary.figures.applied;
+          insert.Bind(index++, applied ? std::optional<std::string>(Dump(*applied)) : std::optional<std::string>());
+          insert.Bind(index++, Dump(summary.body));
+          insert.Bind(index, now);
         }));
     return InsertCurrent(
         *db_, current,

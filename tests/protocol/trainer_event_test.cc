@@ -276,5 +276,28 @@ TEST(TrainerEventTest, LinesAreRefusedPastTheDepthTheirEventsFrameLeaves) {
       << deeper.status().ToString();
 }
 
+// Every figure of the table is read from a summary event into its member: the parser
+// walks the table (issue 48, item 1).
+TEST(TrainerEventTest, EverySummaryFigureOfTheTableIsRead) {
+  nlohmann::json event = {{"event", "summary"}};
+  double value = 1;
+  for (const SummaryFigure& figure : SummaryFigures()) event[figure.name] = value++;
+  auto parsed = ParseTrainerEvent(event.dump());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const SummaryEvent* s = parsed->summary();
+  ASSERT_NE(s, nullptr);
+  value = 1;
+  for (const SummaryFigure& figure : SummaryFigures()) {
+    const double expected = value++;
+    if (auto real = std::get_if<std::optional<double> SummaryEvent::*>(&figure.member)) {
+      EXPECT_EQ(s->**real, expected) << figure.name;
+    } else {
+      EXPECT_EQ(s->*std::get<std::optional<std::int64_t> SummaryEvent::*>(figure.member),
+                static_cast<std::int64_t>(expected))
+          << figure.name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace bakeoff::protocol

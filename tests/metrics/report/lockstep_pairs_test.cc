@@ -57,12 +57,12 @@ TrialInput Trial(const std::string& key, int repeat, const std::vector<double>& 
   t.worker = "w1";
   t.outcome = TrialStanding::FromText("succeeded");
   RankSummary r;
-  r.tokens_per_s = tokens_per_s;
-  r.step_s_median = kTokensPerStep / tokens_per_s;
-  r.tokens_per_step = kTokensPerStep;
-  r.first_step_s = 1;
-  r.warmup_s = 1;
-  r.peak_mem_bytes = 1000;
+  r.figures.tokens_per_s = tokens_per_s;
+  r.figures.step_s_median = kTokensPerStep / tokens_per_s;
+  r.figures.tokens_per_step = kTokensPerStep;
+  r.figures.first_step_s = 1;
+  r.figures.warmup_s = 1;
+  r.figures.peak_mem_bytes = 1000;
   t.ranks.push_back(r);
   for (std::size_t i = 0; i < steps_s.size(); ++i) {
     t.steps.push_back(StepSample{static_cast<std::int64_t>(i), steps_s[i], 2.0, std::nullopt, turns[i]});

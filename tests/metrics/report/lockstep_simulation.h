@@ -78,12 +78,12 @@ inline TrialInput LockstepSimTrial(std::int64_t id, const std::string& variant, 
   t.worker = "w1";
   t.outcome = TrialStanding::FromText("succeeded");
   RankSummary r;
-  r.step_s_median = Median(steps);
-  r.tokens_per_s = kLockstepTokens / r.step_s_median;
-  r.tokens_per_step = kLockstepTokens;
-  r.first_step_s = 1;
-  r.warmup_s = 1;
-  r.peak_mem_bytes = 1'000'000;
+  r.figures.step_s_median = Median(steps);
+  r.figures.tokens_per_s = kLockstepTokens / *r.figures.step_s_median;
+  r.figures.tokens_per_step = kLockstepTokens;
+  r.figures.first_step_s = 1;
+  r.figures.warmup_s = 1;
+  r.figures.peak_mem_bytes = 1'000'000;
   t.ranks.push_back(r);
   for (std::size_t i = 0; i < steps.size(); ++i) {
     t.steps.push_back(StepSample{static_cast<std::int64_t>(i), steps[i], 2.0, std::nullopt, turns[i]});

@@ -74,8 +74,8 @@ TEST(ReportBuilderTest, ATrialFarBelowItsVariantsMedianIsNamedAsASlowOutlierAndK
     if (t.variant_key != kJit1 || t.repeat != 2) continue;
     slowed = t.id;
     for (RankSummary& r : t.ranks) {
-      r.tokens_per_s *= 0.7;
-      r.step_s_median /= 0.7;
+      *r.figures.tokens_per_s *= 0.7;
+      *r.figures.step_s_median /= 0.7;
     }
   }
   Report report = BuildReport(input, ReportOptions{});
@@ -122,7 +122,7 @@ void MakeFirstRepeatCold(ReportInput& input) {
     if (t.variant_key.find("jit") == std::string::npos) continue;
     const bool cold = t.repeat == 0;
     t.applied["compile_cache_state"] = cold ? "cold" : "warm";
-    for (RankSummary& r : t.ranks) r.warmup_s = cold ? 33.0 : 13.0;
+    for (RankSummary& r : t.ranks) r.figures.warmup_s = cold ? 33.0 : 13.0;
   }
 }
 
@@ -173,7 +173,7 @@ TEST(ReportBuilderTest, WhenBothSidesCompileColdIsComparedWithColdAndWarmWithWar
     t.applied["compile_cache_state"] = state;
     const double warmup = jit ? (state == "cold" ? 33.0 : state == "mixed" ? 20.0 : 13.0)
                               : (state == "cold" ? 20.0 : 5.0);
-    for (RankSummary& r : t.ranks) r.warmup_s = warmup;
+    for (RankSummary& r : t.ranks) r.figures.warmup_s = warmup;
   }
   Report report = BuildReport(input, ReportOptions{});
   const Comparison& c = ComparisonOf(report, kJit1);
@@ -235,7 +235,7 @@ TEST(ReportBuilderTest, EqualWarmupBreaksEvenImmediately) {
   ReportInput input = TwoByTwoSweep();
   AddTrials(input, 3, 1.2);
   for (TrialInput& t : input.trials) {
-    for (RankSummary& r : t.ranks) r.warmup_s = 3.0;
+    for (RankSummary& r : t.ranks) r.figures.warmup_s = 3.0;
   }
   Report report = BuildReport(input, ReportOptions{});
   const Comparison& c = ComparisonOf(report, kJit1);
@@ -417,7 +417,7 @@ TEST(ReportBuilderTest, MemoryFiguresUseTheLargestRank) {
   ReportInput input = TwoByTwoSweep();
   AddTrials(input, 2, 1.1);
   for (TrialInput& t : input.trials) {
-    if (t.variant_key == kJit1) t.ranks[1].peak_mem_bytes = 1'250'000'000;  // rank 1 largest
+    if (t.variant_key == kJit1) t.ranks[1].figures.peak_mem_bytes = 1'250'000'000;  // rank 1 largest
   }
   Report report = BuildReport(input, ReportOptions{});
   const Comparison& c = ComparisonOf(report, kJit1);
@@ -568,14 +568,14 @@ TEST(ReportBuilderTest, TrialThroughputIsTheSlowestRanks) {
   ReportInput input = TwoByTwoSweep();
   AddTrials(input, 3, 1.10);
   for (TrialInput& t : input.trials) {
-    if (t.variant_key == kJit1) t.ranks[1].tokens_per_s = t.ranks[0].tokens_per_s * 0.8;
+    if (t.variant_key == kJit1) t.ranks[1].figures.tokens_per_s = *t.ranks[0].figures.tokens_per_s * 0.8;
   }
   Report report = BuildReport(input, ReportOptions{});
   for (const TrialView& t : report.trials) {
     if (t.variant_key != kJit1) continue;
     const TrialInput& raw = *std::find_if(input.trials.begin(), input.trials.end(),
                                           [&](const TrialInput& x) { return x.id == t.id; });
-    EXPECT_DOUBLE_EQ(*t.tokens_per_s, raw.ranks[1].tokens_per_s);
+    EXPECT_DOUBLE_EQ(*t.tokens_per_s, *raw.ranks[1].figures.tokens_per_s);
   }
   EXPECT_NEAR(ComparisonOf(report, kJit1).speedup.value, 1.10 * 0.8, 0.01);
   EXPECT_NEAR(ComparisonOf(report, kJit4).speedup.value, 1.10, 0.01);
@@ -636,7 +636,7 @@ TEST(ReportBuilderTest, BestConfigurationsHonourTheMemoryBudget) {
   AddTrials(input, 2, 1.2);
   for (TrialInput& t : input.trials) {
     if (t.variant_key.find("micro_batch=4") != std::string::npos) {
-      for (RankSummary& r : t.ranks) r.peak_mem_bytes = 6'000'000'000;
+      for (RankSummary& r : t.ranks) r.figures.peak_mem_bytes = 6'000'000'000;
     }
   }
   ReportOptions options;
@@ -669,7 +669,7 @@ TEST(ReportBuilderTest, NoisyTrialsAndRepeatsNeeded) {
     if (t.variant_key != kJit1) continue;
     for (std::size_t i = 0; i < t.steps.size(); ++i) t.steps[i].step_s *= (i % 2 ? 1.3 : 0.7);
     // Large repeat-to-repeat noise: +-10%.
-    for (RankSummary& r : t.ranks) r.tokens_per_s *= 1 + 0.1 * ((t.repeat % 3) - 1);
+    for (RankSummary& r : t.ranks) *r.figures.tokens_per_s *= 1 + 0.1 * ((t.repeat % 3) - 1);
   }
   Report report = BuildReport(input, ReportOptions{});
   const VariantReport* v = report.FindVariant(kJit1);

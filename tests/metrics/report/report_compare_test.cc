@@ -29,7 +29,7 @@ TwoSweeps MakeSweeps() {
   AddTrials(s.b, 3, 1.2);
   for (TrialInput& t : s.b.trials) {
     if (t.variant_key != KeyOf("jit", "1")) continue;
-    for (RankSummary& r : t.ranks) r.tokens_per_s *= 0.9;
+    for (RankSummary& r : t.ranks) *r.figures.tokens_per_s *= 0.9;
     for (StepSample& step : t.steps) step.step_s /= 0.9;
   }
   std::erase_if(s.b.trials, [](const TrialInput& t) { return t.variant_key == KeyOf("eager", "4"); });
@@ -112,7 +112,7 @@ TEST(ReportCompareTest, OneRepeatIsUnclearNotAVerdict) {
   AddTrials(b, 1, 1.2);
   b.sweep_id = "8";
   for (TrialInput& t : b.trials) {
-    for (RankSummary& r : t.ranks) r.tokens_per_s *= 0.8;  // B much slower
+    for (RankSummary& r : t.ranks) *r.figures.tokens_per_s *= 0.8;  // B much slower
     for (StepSample& step : t.steps) step.step_s /= 0.8;
   }
   SweepComparison c = CompareSweeps(a, b, ReportOptions{});

@@ -96,8 +96,8 @@ TEST_F(ReportLoaderTest, ReadsSummariesStepsWorkersAndOnlyTheCurrentAttempt) {
   EXPECT_EQ(t0.outcome.outcome, protocol::Outcome::kSucceeded);
   EXPECT_EQ(t0.worker, "node-a");
   ASSERT_EQ(t0.ranks.size(), 1u);
-  EXPECT_DOUBLE_EQ(t0.ranks[0].tokens_per_s, 9000.0);
-  EXPECT_EQ(t0.ranks[0].peak_mem_bytes, 777);
+  EXPECT_DOUBLE_EQ(*t0.ranks[0].figures.tokens_per_s, 9000.0);
+  EXPECT_EQ(t0.ranks[0].figures.peak_mem_bytes, 777);
   EXPECT_EQ(t0.applied["compile_mode"], "eager");
   ASSERT_EQ(t0.steps.size(), 3u);  // the lost attempt's 99 s step is not there
   EXPECT_DOUBLE_EQ(t0.steps[0].step_s, 0.12);  // the slowest rank
@@ -106,7 +106,7 @@ TEST_F(ReportLoaderTest, ReadsSummariesStepsWorkersAndOnlyTheCurrentAttempt) {
   EXPECT_EQ(t0.steps[0].tokens, 512);
   EXPECT_EQ(t0.steps[0].turn, 3);
   EXPECT_EQ(t0.steps[2].turn, 7);
-  EXPECT_EQ(t0.ranks[0].tokens_per_step, 512.0);
+  EXPECT_EQ(t0.ranks[0].figures.tokens_per_step, 512.0);
   const TrialInput& t1 = input->trials[1];
   EXPECT_EQ(t1.outcome.outcome, protocol::Outcome::kOom);
   EXPECT_EQ(t1.reason, "out of memory at step 0");

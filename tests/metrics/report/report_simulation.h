@@ -118,11 +118,11 @@ inline TrialInput SimTrial(std::int64_t id, const std::string& variant, int repe
   t.worker = "w1";
   t.outcome = TrialStanding::FromText("succeeded");
   RankSummary r;
-  r.step_s_median = Median(steps);
-  r.tokens_per_s = kTokensPerStep / r.step_s_median;
-  r.first_step_s = 1;
-  r.warmup_s = 1;
-  r.peak_mem_bytes = 1'000'000;
+  r.figures.step_s_median = Median(steps);
+  r.figures.tokens_per_s = kTokensPerStep / *r.figures.step_s_median;
+  r.figures.first_step_s = 1;
+  r.figures.warmup_s = 1;
+  r.figures.peak_mem_bytes = 1'000'000;
   t.ranks.push_back(r);
   for (std::size_t i = 0; i < steps.size(); ++i) {
     t.steps.push_back(StepSample{static_cast<std::int64_t>(i), steps[i], 2.0});

@@ -69,16 +69,16 @@ inline TrialInput Succeeded(const std::string& variant, int repeat, const TrialS
   for (int rank = 0; rank < 2; ++rank) {
     RankSummary r;
     r.rank = rank;
-    r.first_step_s = spec.first_step_s;
-    r.warmup_s = spec.warmup_s;
-    r.step_s_median = step_s;
-    r.tokens_per_s = spec.tokens_per_s;
-    r.mfu = 0.3;
-    r.peak_mem_bytes = rank == 0 ? spec.peak_bytes : spec.peak_bytes - 1000;
-    r.frozen_bytes = spec.peak_bytes / 2;
-    r.trainable_bytes = spec.peak_bytes / 100;
-    r.grad_bytes = spec.peak_bytes / 100;
-    r.optimizer_bytes = spec.peak_bytes / 50;
+    r.figures.first_step_s = spec.first_step_s;
+    r.figures.warmup_s = spec.warmup_s;
+    r.figures.step_s_median = step_s;
+    r.figures.tokens_per_s = spec.tokens_per_s;
+    r.figures.mfu = 0.3;
+    r.figures.peak_mem_bytes = rank == 0 ? spec.peak_bytes : spec.peak_bytes - 1000;
+    r.figures.frozen_bytes = spec.peak_bytes / 2;
+    r.figures.trainable_bytes = spec.peak_bytes / 100;
+    r.figures.grad_bytes = spec.peak_bytes / 100;
+    r.figures.optimizer_bytes = spec.peak_bytes / 50;
     t.ranks.push_back(r);
   }
   for (int i = 0; i < spec.steps; ++i) {

@@ -692,6 +692,30 @@ TEST_F(ResultsStoreTest, WritesForStaleOrLostAttemptsAreRefused) {
   EXPECT_EQ(attempt1->size(), 1u);  // only what arrived while attempt 1 was current
 }
 
+// The summary figures are declared once (protocol::SummaryFigures): every figure the
+// table stores in a column is one of trial_summaries', and a summary with every figure
+// set lands in those columns; one kept in summary_json only is not a column. A row added
+// to the table without its migration fails here (issue 48, item 1).
+TEST_F(ResultsStoreTest, EverySummaryFigureOfTheTableLandsInItsColumn) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t trial = AssignFirstTrial(*store);
+  nlohmann::json body = nlohmann::json::object();
+  double value = 1;
+  for (const protocol::SummaryFigure& figure : protocol::SummaryFigures()) body[figure.name] = value++;
+  ASSERT_TRUE(store->RecordSummary(TrialSummary{trial, 1, 0, body}).ok());
+  value = 1;
+  for (const protocol::SummaryFigure& figure : protocol::SummaryFigures()) {
+    const double expected = value++;
+    const bool is_column =
+        QueryValue(std::string("SELECT COUNT(*) FROM pragma_table_info('trial_summaries') WHERE name = '") +
+                   figure.name + "'") == 1;
+    EXPECT_EQ(is_column, figure.column) << figure.name;
+    if (!figure.column) continue;
+    EXPECT_EQ(QueryValue(std::string("SELECT ") + figure.name + " FROM trial_summaries"), expected) << figure.name;
+  }
+}
+
 TEST_F(ResultsStoreTest, AMistypedSummaryIsRefusedNamingTheField) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
