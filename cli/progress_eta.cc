@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "cli/terminal_escape.h"
+
 namespace bakeoff::cli {
 
 std::string FormatClock(double seconds) {
@@ -23,7 +25,15 @@ std::string FormatProgressLine(const ProgressFigures& f) {
   if (f.comparisons) {
     line += " · answered " + std::to_string(f.comparisons->answered) + "/" + std::to_string(f.comparisons->total);
   }
-  if (!f.waiting.empty()) line += " · waiting: " + f.waiting;
+  // The coordinator's text (it names workers' GPU models, which workers report): escaped,
+  // and kept to one line, since a TTY redraws this line in place (A13).
+  if (!f.waiting.empty()) {
+    std::string waiting = EscapeControlCharacters(f.waiting);
+    for (char& c : waiting) {
+      if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+    }
+    line += " · waiting: " + waiting;
+  }
   return line;
 }
 

@@ -60,5 +60,18 @@ TEST(ProgressLineTest, AnUnknownRemainderIsAQuestionMarkAndAWaitingReasonComesLa
             "template probe");
 }
 
+// A13: the waiting reason is the coordinator's text and names the GPU models workers
+// report: a terminal escape in it is shown escaped, and a line break cannot end the line
+// a terminal redraws in place.
+TEST(ProgressLineTest, AWaitingReasonIsEscapedAndKeptToOneLine) {
+  ProgressFigures f;
+  f.total = 1;
+  f.queued = 1;
+  f.waiting = "they have \x1b]0;OWNED\x07 x1\r\nand \xc2\x9b more";
+  EXPECT_EQ(FormatProgressLine(f),
+            "done 0/1 · running 0 · queued 1 · elapsed 0m00s · remaining ? · waiting: they have \\x1b]0;OWNED\\x07 "
+            "x1  and \\u009b more");
+}
+
 }  // namespace
 }  // namespace bakeoff::cli
