@@ -15,7 +15,7 @@ int ApplyAdaptiveStops(std::int64_t sweep_id, TrialTable& table, metrics::Result
   if (sweep == nullptr || !sweep->adaptive || sweep->done || sweep->cancelled) return 0;
   auto results = store.ListTrialResults(sweep_id);
   if (!results.ok()) {
-    kLog.Info("adaptive repeats of sweep " + std::to_string(sweep_id) + " not evaluated: " + results.status().ToString());
+    kLog.Info("adaptive repeats not evaluated", {{"sweep", sweep_id}, {"error", results.status().ToString()}});
     return 0;
   }
   std::map<std::string, std::string> counterpart_of;
@@ -26,7 +26,7 @@ int ApplyAdaptiveStops(std::int64_t sweep_id, TrialTable& table, metrics::Result
     auto steps = store.MeasuredSteps(sweep_id);
     if (!steps.ok()) {
       kLog.Info("adaptive repeats not evaluated",
-                {{"sweep", std::to_string(sweep_id)}, {"error", steps.status().ToString()}});
+                {{"sweep", sweep_id}, {"error", steps.status().ToString()}});
       return 0;
     }
     repeats = metrics::LockstepRepeatTrials(*results, *steps, counterpart_of);
@@ -47,16 +47,16 @@ int ApplyAdaptiveStops(std::int64_t sweep_id, TrialTable& table, metrics::Result
         return store.FinishTrial(trial->id, trial->machine.attempts_used(), protocol::Outcome::kCancelled, stop.reason);
       }();
       if (!stored.ok() || !stored->applied) {
-        kLog.Warning("cannot cancel trial=" + std::to_string(trial->id) + " (" + stop.reason + "): " +
-                     (stored.ok() ? "the store refused it" : stored.status().ToString()));
+        kLog.Warning("cannot cancel a trial", {{"trial", trial->id}, {"reason", stop.reason},
+                                               {"error", stored.ok() ? "the store refused it" : stored.status().ToString()}});
         continue;
       }
       trial->machine.Cancel();
       ++cancelled;
     }
     if (cancelled > 0) {
-      kLog.Info("sweep " + std::to_string(sweep_id) + " variant=" + stop.variant_key + ": " + stop.reason + "; " +
-                std::to_string(cancelled) + " queued trial(s) cancelled");
+      kLog.Info("adaptive stop: queued trials cancelled",
+                {{"sweep", sweep_id}, {"variant", stop.variant_key}, {"reason", stop.reason}, {"cancelled", cancelled}});
     }
     total += cancelled;
   }

@@ -127,18 +127,18 @@ Result<std::set<std::int64_t>> EventIngest::Store(const std::string& worker_id,
     unreadable += message.unreadable_steps.size();
   }
   if (unreadable > 0) {
-    kLog.Warning("dropped " + std::to_string(unreadable) + " unreadable event(s) or step block(s) from worker=" + worker_id + ": " +
-        first_unreadable);
+    kLog.Warning("dropped unreadable events or step blocks",
+                 {{"worker", worker_id}, {"count", unreadable}, {"first", first_unreadable}});
   }
   if (foreign > 0) {
     metrics_.CountForeignEvents(foreign);
-    kLog.Warning("dropped " + std::to_string(foreign) + " event(s) or step block(s) from worker=" + worker_id +
-        " for ranks it was not given (first: " + first_foreign + ")");
+    kLog.Warning("dropped events or step blocks for ranks the worker was not given",
+                 {{"worker", worker_id}, {"count", foreign}, {"first", first_foreign}});
   }
   if (over_quota > 0) {
     metrics_.CountDroppedOverQuota(over_quota);
-    kLog.Warning("dropped " + std::to_string(over_quota) + " event(s) or step block(s) from worker=" + worker_id +
-        " over their rank's quota (first: " + first_over_quota + ")");
+    kLog.Warning("dropped events or step blocks over their rank's quota",
+                 {{"worker", worker_id}, {"count", over_quota}, {"first", first_over_quota}});
   }
   if (!batch.step_blocks.empty() || !batch.summaries.empty() || !batch.events.empty()) {
     CoordinatorMetrics::StoreWriteTimer timer(metrics_, "append_events");
@@ -175,8 +175,8 @@ std::chrono::milliseconds EventIngest::ReadDelay(const std::string& worker_id, c
     metrics_.CountEventThrottle(wait);
     if (now - budget->second.last_logged > std::chrono::seconds(10)) {
       budget->second.last_logged = now;
-      kLog.Info("worker=" + worker_id + " sends over " + std::to_string(max_events_per_s_) +
-          " events/s; reading it more slowly (events are delayed, not dropped)");
+      kLog.Info("a worker sends over its event rate; reading it more slowly (events are delayed, not dropped)",
+                {{"worker", worker_id}, {"max_events_per_s", max_events_per_s_}});
     }
   }
   return wait;

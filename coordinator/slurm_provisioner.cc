@@ -120,11 +120,13 @@ Status SlurmProvisioner::Start() {
     if (!out) return Status::Unavailable("slurm: cannot write the batch script '" + script_path_ + "'");
   }
   chmod(script_path_.c_str(), 0755);
-  kSlurmLog.Info("partition=" + config_.partition + " max_nodes=" + std::to_string(config_.max_nodes) +
-      " max_pending_jobs=" + std::to_string(config_.max_pending_jobs) +
-      (config_.gpus_per_node > 0 ? " gpus_per_node=" + std::to_string(config_.gpus_per_node)
-                                 : " slots_per_node=" + std::to_string(config_.slots_per_node)) +
-      " idle_grace_s=" + std::to_string(config_.idle_grace.count() / 1000) + " script=" + script_path_);
+  kSlurmLog.Info("provisioning", {{"partition", config_.partition},
+                                  {"max_nodes", config_.max_nodes},
+                                  {"max_pending_jobs", config_.max_pending_jobs},
+                                  {"gpus_per_node", config_.gpus_per_node},
+                                  {"slots_per_node", config_.slots_per_node},
+                                  {"idle_grace_s", config_.idle_grace.count() / 1000},
+                                  {"script", script_path_}});
   service_.SetExtraMetrics([this, alive = alive_]() { return *alive ? MetricsText() : std::string(); });
   asio::post(executor_, [this, alive = alive_]() {
     if (*alive) Poll();
@@ -169,7 +171,7 @@ void SlurmProvisioner::OnQueue(Result<std::vector<SlurmQueueEntry>> queue) {
   if (!queue.ok()) {
     // Without a fresh view nothing is submitted or cancelled this round (a slurmctld
     // that does not answer must not make us submit twice).
-    if (last_query_error_ != queue.status().message()) kSlurmLog.Warning("squeue failed: " + queue.status().message());
+    if (last_query_error_ != queue.status().message()) kSlurmLog.Warning("squeue failed", {{"error", queue.status().message()}});
     last_query_error_ = queue.status().message();
     SlurmPlan none;
     UpdateNote(none);
@@ -184,8 +186,8 @@ void SlurmProvisioner::OnQueue(Result<std::vector<SlurmQueueEntry>> queue) {
       continue;
     }
     const SlurmJob& job = it->second;
-    kSlurmLog.Info("job=" + job.id + " ended (no longer in squeue); its output: " + config_.work_dir + "/" +
-                   config_.job_name + "-" + job.id + ".out");
+    kSlurmLog.Info("job ended (no longer in squeue)",
+                   {{"job", job.id}, {"output", config_.work_dir + "/" + config_.job_name + "-" + job.id + ".out"}});
     cancel_sent_.erase(job.id);
     workers_seen_.erase(job.id);
     it = jobs_.erase(it);
@@ -200,12 +202,15 @@ void SlurmProvisioner::OnQueue(Result<std::vector<SlurmQueueEntry>> queue) {
       job.submitted_at = now;
       job.last_active = now;
       it = jobs_.emplace(e.id, job).first;
-      kSlurmLog.Info("job=" + e.id + " adopted (found in squeue at start: a previous coordinator's) state=" + e.state);
+      kSlurmLog.Info("job adopted (found in squeue at start: a previous coordinator's)",
+                     {{"job", e.id}, {"state", e.state}});
     }
     SlurmJob& job = it->second;
     // A job we cancelled may still show RUNNING for a moment: it is on its way out.
     const SlurmJobState state = cancel_sent_.count(e.id) ? SlurmJobState::kEnding : StateOf(e.state);
-    if (state != job.state) kSlurmLog.Info("job=" + job.id + " state=" + StateName(state) + " (" + e.state + ")");
+    if (state != job.state) {
+      kSlurmLog.Info("job state", {{"job", job.id}, {"state", StateName(state)}, {"slurm_state", e.state}});
+    }
     job.state = state;
     job.reason = e.reason;
     job.nodes = std::max(1, e.nodes);
@@ -252,7 +257,7 @@ void SlurmProvisioner::Decide() {
 
   if (!plan.cancel.empty()) {
     for (std::size_t i = 0; i < plan.cancel.size(); ++i) {
-      kSlurmLog.Info("scancel job=" + plan.cancel[i] + " reason=\"" + plan.cancel_reasons[i] + "\"");
+      kSlurmLog.Info("scancel", {{"job", plan.cancel[i]}, {"reason", plan.cancel_reasons[i]}});
       jobs_[plan.cancel[i]].state = SlurmJobState::kEnding;
       cancel_sent_.insert(plan.cancel[i]);
     }
@@ -262,7 +267,7 @@ void SlurmProvisioner::Decide() {
       if (s.ok()) {
         cancelled_ += ids.size();
       } else {
-        kSlurmLog.Warning("scancel failed: " + s.message() + " (retried at the next poll)");
+        kSlurmLog.Warning("scancel failed; retried at the next poll", {{"error", s.message()}});
         for (const auto& id : ids) cancel_sent_.erase(id);  // the next squeue says where they stand
       }
       RoundStep(-1);
@@ -294,15 +299,14 @@ void SlurmProvisioner::SubmitJobs(std::vector<int> nodes) {
       job.submitted_at = now;
       job.last_active = now;
       jobs_[*id] = job;
-      kSlurmLog.Info("sbatch job=" + *id + " nodes=" + std::to_string(n) + " partition=" + config_.partition);
+      kSlurmLog.Info("sbatch", {{"job", *id}, {"nodes", n}, {"partition", config_.partition}});
       SubmitJobs(std::move(rest));
     } else {
       ++submitted_failed_;
       const auto delay = submit_backoff_.Next();
       next_submit_ = now + delay;
       last_submit_error_ = id.status().message();
-      kSlurmLog.Warning("sbatch failed: " + last_submit_error_ + "; next try in " + std::to_string(delay.count()) +
-                        " ms");
+      kSlurmLog.Warning("sbatch failed", {{"error", last_submit_error_}, {"retry_ms", delay.count()}});
     }
     SlurmPlan empty;
     empty.held_back = nodes_held_back_;
@@ -341,7 +345,7 @@ void SlurmProvisioner::UpdateNote(const SlurmPlan& plan) {
   }
   std::string note;
   for (const auto& p : parts) note += (note.empty() ? "" : "; ") + p;
-  if (note != last_note_ && !note.empty()) kSlurmLog.Info("waiting: " + note);
+  if (note != last_note_ && !note.empty()) kSlurmLog.Info("waiting", {{"why", note}});
   last_note_ = note;
   service_.SetCapacityNote(note);
 }

@@ -48,7 +48,7 @@ void WorkerLinks::Send(const std::string& worker_id, const nlohmann::json& frame
   auto send = [worker_id, link = it->second, frame]() {
     Status sent = link->Send(frame);
     if (!sent.ok()) {
-      kLog.Warning("cannot send to worker=" + worker_id + ": " + sent.ToString());
+      kLog.Warning("cannot send to a worker", {{"worker", worker_id}, {"error", sent.ToString()}});
       link->Close();
     }
   };

@@ -71,7 +71,7 @@ std::string StorePortBusy(int port) {
 protocol::TrainerEvent OwnEvent(nlohmann::json body) {
   auto event = protocol::TrainerEventFromJson(std::move(body));
   if (!event.ok()) {
-    kLog.Error("BUG: an event of its own does not read: " + event.status().ToString());
+    kLog.Error("BUG: an event of its own does not read", {{"error", event.status().ToString()}});
     std::abort();
   }
   return std::move(event).value();

@@ -54,11 +54,11 @@ Status WorkerAgent::StartMetrics() {
     auto loaded = NvmlLibrary::Load(config_.nvml_library);
     if (loaded.ok()) {
       nvml = std::move(loaded).value();
-      kLog.Info("NVML loaded from " + config_.nvml_library + ": " + std::to_string(nvml->DeviceCount()) +
-          " GPU(s) in /metrics");
+      kLog.Info("NVML loaded; its GPUs are in /metrics",
+                {{"library", config_.nvml_library}, {"gpus", nvml->DeviceCount()}});
     } else if (!config_.cuda_devices.empty()) {
       // Expected on CPU nodes; worth a line only where GPUs were offered.
-      kLog.Warning("no GPU series in /metrics: " + loaded.status().message());
+      kLog.Warning("no GPU series in /metrics", {{"error", loaded.status().message()}});
     }
   }
   auto metrics = std::make_shared<WorkerMetrics>(
@@ -69,7 +69,7 @@ Status WorkerAgent::StartMetrics() {
   server->Start();
   metrics_ = std::move(metrics);
   metrics_server_ = std::move(server);
-  kLog.Info("metrics on port " + std::to_string(metrics_server_->port()) + " (GET /metrics)");
+  kLog.Info("metrics served (GET /metrics)", {{"port", metrics_server_->port()}});
   return Status::Ok();
 }
 
@@ -120,8 +120,8 @@ asio::awaitable<Status> WorkerAgent::Connect() {
                                       " failed connection attempts: " + dialed.status().message());
       }
       auto delay = backoff_.Next();
-      kLog.Warning("cannot reach the coordinator (" + dialed.status().message() + "); retrying in " +
-          std::to_string(delay.count()) + " ms");
+      kLog.Warning("cannot reach the coordinator; retrying",
+                   {{"error", dialed.status().message()}, {"retry_ms", delay.count()}});
       co_await Sleep(delay);
       continue;
     }
@@ -134,9 +134,9 @@ asio::awaitable<Status> WorkerAgent::Connect() {
     if (Finished()) break;
     ++failures;
     auto delay = backoff_.Next();
-    kLog.Warning("connection to the coordinator lost (" + session.ToString() + "); reconnecting in " +
-        std::to_string(delay.count()) + " ms with " + std::to_string(runners_.size()) +
-        " running attempt(s) and " + std::to_string(outbox_.pending_events()) + " buffered event(s)");
+    kLog.Warning("connection to the coordinator lost; reconnecting",
+                 {{"error", session.ToString()}, {"retry_ms", delay.count()}, {"running", runners_.size()},
+                  {"buffered_events", outbox_.pending_events()}});
     co_await Sleep(delay);
   }
   for (auto& [ref, runner] : runners_) runner->Cancel("worker stopped");
@@ -201,8 +201,8 @@ asio::awaitable<Status> WorkerAgent::Session() {
   worker_secret_ = registered->worker_secret;
   registered_ = true;
   backoff_.Reset();
-  kLog.Info("registered as " + worker_id_ + " (name=" + config_.name + ", slots=" +
-      std::to_string(config_.cpu_slots) + ", running=" + std::to_string(runners_.size()) + ")");
+  kLog.Info("registered", {{"worker", worker_id_}, {"name", config_.name}, {"slots", config_.cpu_slots},
+                           {"running", runners_.size()}});
   const auto interval = std::chrono::milliseconds(std::max<std::int64_t>(10, registered->heartbeat_interval_ms));
   const auto read_timeout = std::max(interval * 3, std::chrono::milliseconds(registered->heartbeat_timeout_ms));
   auto self = shared_from_this();
@@ -272,13 +272,13 @@ void WorkerAgent::Flush() {
       // this is a safety net.
       const std::uint64_t before = outbox_.dropped_events();
       outbox_.DropFrame(frame.value("outbox_seq", std::int64_t{0}));
-      kLog.Warning("dropped " + std::to_string(outbox_.dropped_events() - before) +
-                   " event(s) whose frame is over the protocol's limit of " +
-                   std::to_string(protocol::kDefaultMaxFrameBytes) + " bytes: " + sent.message());
+      kLog.Warning("dropped events whose frame is over the protocol's limit",
+                   {{"events", outbox_.dropped_events() - before}, {"limit_bytes", protocol::kDefaultMaxFrameBytes},
+                    {"error", sent.message()}});
       continue;
     }
     if (!sent.ok()) {
-      kLog.Warning("cannot send to the coordinator: " + sent.ToString());
+      kLog.Warning("cannot send to the coordinator", {{"error", sent.ToString()}});
       connection_->Close();
       outbox_.MarkAllUnsent();
       return;
@@ -301,7 +301,7 @@ void WorkerAgent::HandleFrame(const nlohmann::json& frame) {
   if (*type == protocol::kTypeAssign) {
     auto assign = protocol::Parse<protocol::AssignMessage>(frame);
     if (!assign.ok()) {
-      kLog.Warning("ignoring a malformed assign: " + assign.status().message());
+      kLog.Warning("ignoring a malformed assign", {{"error", assign.status().message()}});
       return;
     }
     StartAttempt(std::move(assign).value());
@@ -310,20 +310,20 @@ void WorkerAgent::HandleFrame(const nlohmann::json& frame) {
     if (!cancel.ok()) return;
     auto it = runners_.find(cancel->attempt);
     if (it != runners_.end()) {
-      kLog.Info("cancel trial=" + std::to_string(cancel->attempt.trial_id) + " attempt=" +
-          std::to_string(cancel->attempt.attempt) + " reason=" + cancel->reason);
+      kLog.Info("cancel", {{"trial", cancel->attempt.trial_id}, {"attempt", cancel->attempt.attempt},
+                           {"reason", cancel->reason}});
       it->second->Cancel(cancel->reason.empty() ? "cancelled by the coordinator" : cancel->reason);
     }
   } else if (*type == protocol::kTypeDrain) {
     draining_ = true;
-    kLog.Info("draining: finishing " + std::to_string(runners_.size()) + " attempt(s), taking no new ones");
+    kLog.Info("draining: finishing the running attempts, taking no new ones", {{"running", runners_.size()}});
   } else if (*type == protocol::kTypeAck) {
     auto ack = protocol::Parse<protocol::AckMessage>(frame);
     if (!ack.ok()) return;
     outbox_.Acknowledge(ack->outbox_seq);
     Flush();  // the window has room again
   } else {
-    kLog.Warning("ignoring an unknown message type '" + *type + "'");
+    kLog.Warning("ignoring an unknown message type", {{"type", *type}});
   }
 }
 
@@ -334,9 +334,8 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
     RefuseAttempt(ref, "the worker is draining", /*infrastructure=*/false);
     return;
   }
-  kLog.Info("start trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
-      " variant=" + assign.variant_key + " ranks=" + std::to_string(assign.ranks.size()) + "/" +
-      std::to_string(assign.world_size));
+  kLog.Info("start", {{"trial", ref.trial_id}, {"attempt", ref.attempt}, {"variant", assign.variant_key},
+                      {"ranks", assign.ranks.size()}, {"world_size", assign.world_size}});
   std::weak_ptr<WorkerAgent> weak = shared_from_this();
   TrialRunner::Callbacks callbacks;
   callbacks.on_event = [weak, ref](int rank, protocol::TrainerEvent event) {
@@ -347,10 +346,9 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
     agent->outbox_.AddEvent(ref, rank, std::move(event));
     if (agent->outbox_.oversized_events() != oversized && (oversized & (oversized + 1)) == 0) {
       // The 1st, 2nd, 4th, 8th, ... such event: a script cannot flood the log with them.
-      kLog.Warning("trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
-                   " rank=" + std::to_string(rank) + ": dropped an event too large for any frame (" +
-                   std::to_string(oversized + 1) + " so far; a frame holds at most " +
-                   std::to_string(protocol::kDefaultMaxFrameBytes) + " bytes)");
+      kLog.Warning("dropped an event too large for any frame",
+                   {{"trial", ref.trial_id}, {"attempt", ref.attempt}, {"rank", rank}, {"so_far", oversized + 1},
+                    {"limit_bytes", protocol::kDefaultMaxFrameBytes}});
     }
   };
   callbacks.on_finished = [weak, ref](protocol::AttemptFinishedMessage finished) {
@@ -362,8 +360,8 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
       finished.outcome = protocol::OutcomeName(protocol::Outcome::kLost);
       finished.reason = agent->preempt_reason_;
     }
-    kLog.Info("finished trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
-        " outcome=" + finished.outcome + (finished.reason.empty() ? "" : " reason=" + finished.reason));
+    kLog.Info("finished", {{"trial", ref.trial_id}, {"attempt", ref.attempt}, {"outcome", finished.outcome},
+                           {"reason", finished.reason}});
     // The attempt's live series go now; its history is in the coordinator's store.
     if (agent->metrics_) agent->metrics_->EndTrial(ref, finished.outcome);
     const bool succeeded = finished.outcome == protocol::OutcomeName(protocol::Outcome::kSucceeded);
@@ -383,7 +381,7 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
     rank_uid_busy_.resize(static_cast<std::size_t>(config_.rank_uid_count), false);
     auto free = std::find(rank_uid_busy_.begin(), rank_uid_busy_.end(), false);
     if (free == rank_uid_busy_.end()) {  // more attempts than uids: Finalize's check makes this a bug
-      kLog.Error("trial=" + std::to_string(ref.trial_id) + ": no free uid of --rank-uids; the attempt is requeued");
+      kLog.Error("no free uid of --rank-uids; the attempt is requeued", {{"trial", ref.trial_id}});
       ReleaseAttemptSlots(ref);
       RefuseAttempt(ref, "infrastructure: no free uid of the worker's --rank-uids", /*infrastructure=*/true);
       return;
@@ -434,7 +432,7 @@ std::vector<std::vector<int>> WorkerAgent::PinAttempt(const protocol::AssignMess
       pinned_slots_[ref] = *slots;
     }
   } else {
-    kLog.Info("more ranks than free CPU slots; running them unpinned", {{"trial", std::to_string(ref.trial_id)}});
+    kLog.Info("more ranks than free CPU slots; running them unpinned", {{"trial", ref.trial_id}});
   }
   return rank_cpus;
 }
@@ -471,7 +469,7 @@ void WorkerAgent::ReclaimRankUid(const protocol::AttemptRef& ref, const std::str
   attempt_uids_.erase(it);
   // Nothing of the attempt may run on into the uid's next attempt (docs/security.md).
   if (Status s = KillEveryProcessOf(uid); !s.ok()) {
-    kLog.Error(s.message() + "; the uid is not used again");
+    kLog.Error("the uid is not used again", {{"uid", uid}, {"error", s.message()}});
     return;
   }
   // Without private mounts its /tmp and /dev/shm files are the host's: remove them.
@@ -500,7 +498,7 @@ void WorkerAgent::RetireTrialDir(const std::string& dir, bool succeeded) {
       kept_failed_dirs_.pop_front();
     }
   }
-  if (ec) kLog.Warning("cannot remove trial directory " + dir + ": " + ec.message());
+  if (ec) kLog.Warning("cannot remove a trial directory", {{"dir", dir}, {"error", ec.message()}});
 }
 
 void WorkerAgent::Preempt(const std::string& reason, std::chrono::milliseconds grace) {
@@ -509,9 +507,9 @@ void WorkerAgent::Preempt(const std::string& reason, std::chrono::milliseconds g
   // First, so that the coordinator places nothing more here while the stopped attempts'
   // results (sent after it on the same connection) are requeued elsewhere.
   if (connected()) (void)connection_->Send(protocol::ToJson(protocol::DrainMessage{}));
-  kLog.Info("preempted (" + preempt_reason_ + "): " +
-      (runners_.empty() ? std::string("no attempt running")
-                        : "stopping " + std::to_string(runners_.size()) + " attempt(s); the coordinator requeues them"));
+  kLog.Info(runners_.empty() ? "preempted; no attempt running"
+                             : "preempted; stopping the running attempts, the coordinator requeues them",
+            {{"reason", preempt_reason_}, {"running", runners_.size()}});
   Stop(grace);
 }
 

@@ -157,7 +157,7 @@ TEST_F(CredentialsTest, ASecondProcessWithALiveWorkersNameDoesNotDisconnectIt) {
 
   // The first worker stops cleanly (goodbye: gone); the second takes the name.
   cluster_->worker("w1").Kill(SIGTERM);
-  ASSERT_TRUE(WaitFor([&] { return Contains(Log("second"), "registered as w1"); }, 60s)) << Log("second");
+  ASSERT_TRUE(WaitFor([&] { return Contains(Log("second"), "registered worker=w1"); }, 60s)) << Log("second");
   EXPECT_TRUE(WaitFor([&] { return cluster_->WorkersConnected(1); }, 30s));
 }
 

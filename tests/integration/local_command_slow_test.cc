@@ -83,7 +83,7 @@ TEST_F(LocalCommandTest, RunsTheSweepAndLeavesTheDatabase) {
   EXPECT_EQ(screen.find("INFO  worker:"), std::string::npos) << screen;
   const std::string log = testing::ReadFile(log_path);
   EXPECT_NE(log.find(" INFO  coordinator: sweep submitted id="), std::string::npos) << log;
-  EXPECT_NE(log.find(" INFO  worker: registered as local-1"), std::string::npos) << log;
+  EXPECT_NE(log.find(" INFO  worker: registered worker=local-1"), std::string::npos) << log;
   EXPECT_NE(log.find(" INFO  worker: finished trial="), std::string::npos) << log;
 }
 
