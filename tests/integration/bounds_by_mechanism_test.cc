@@ -2,7 +2,9 @@
 // real coordinator process (issue 51): a connection is authenticated only by a token
 // that matches (A1), connections are capped per peer whatever they send (A1), an answer
 // is bounded by its bytes as encoded and held against its kind's cap until written (A3),
-// a worker's host and scrape address cannot carry what the review planted (A13).
+// a worker's host and scrape address cannot carry what the review planted, the CLI's
+// output and failure lines escape control characters, and a line a peer can cause is
+// logged once per 10 s per listener (A13).
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
