@@ -1200,9 +1200,22 @@ TEST_F(ResultsStoreTest, TheCheckpointThreadCopiesTheWalIntoTheDatabaseAndReuses
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_GE(FileBytes(db_path_), 8u << 20) << "the rows never reached the database file";
+  // Until the thread has copied every frame (the database file stops growing for half a
+  // second): only then may the writer start the WAL again from its beginning. A fixed
+  // 100 ms was too short on a loaded machine (a CI flake).
+  auto last = FileBytes(db_path_);
+  auto stable_since = std::chrono::steady_clock::now();
+  const auto settle_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() - stable_since < std::chrono::milliseconds(500) &&
+         std::chrono::steady_clock::now() < settle_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (const auto now_bytes = FileBytes(db_path_); now_bytes != last) {
+      last = now_bytes;
+      stable_since = std::chrono::steady_clock::now();
+    }
+  }
   // Reused from its start, the WAL does not grow by another 12 MB.
   const auto wal = FileBytes(db_path_ + "-wal");
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   WriteManyPages(**store, trial, 200000);
   EXPECT_LT(FileBytes(db_path_ + "-wal"), wal + (8u << 20));
   EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 400000);
