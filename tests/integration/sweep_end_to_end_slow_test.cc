@@ -137,7 +137,9 @@ TEST_F(SweepEndToEndTest, GangSweepRunsWithTheRealTrainer) {
     const std::string text = testing::ReadFile(from_db);
     const std::string served = testing::ReadFile(from_api);
     EXPECT_EQ(served, text) << format << ": the served report differs from the file's";
-    ASSERT_NE(text.find("micro_batch=2"), std::string::npos) << format;
+    // Markdown escapes '_' (MarkdownText), so a name cannot add emphasis.
+    const std::string variant = format == "markdown" ? "micro\\_batch=2" : "micro_batch=2";
+    ASSERT_NE(text.find(variant), std::string::npos) << format;
     if (format == "json") {
       json parsed = json::parse(text, nullptr, false);
       ASSERT_FALSE(parsed.is_discarded());
