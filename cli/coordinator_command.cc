@@ -190,6 +190,12 @@ constexpr Limit kLimits[] = {
      "CPU slots one worker may offer; a registration claiming more is refused"},
     {"--max-worker-gpus", &coordinator::CoordinatorConfig::max_worker_gpus,
      "CUDA devices one worker may offer; a registration claiming more is refused"},
+    {"--max-credential-slots", &coordinator::CoordinatorConfig::max_credential_slots,
+     "CPU slots the workers of one worker credential (a line of --worker-token-file) may offer together; a "
+     "registration past it is refused until others leave (0: no cap)"},
+    {"--max-credential-gpus", &coordinator::CoordinatorConfig::max_credential_gpus,
+     "CUDA devices the workers of one worker credential may offer together; a registration past it is refused "
+     "until others leave (0: no cap)"},
 };
 
 void SetupCoordinator(CLI::App& root, int* exit_code) {
@@ -236,6 +242,10 @@ void SetupCoordinator(CLI::App& root, int* exit_code) {
   for (const auto& limit : kLimits) {
     cmd->add_option(limit.flag, flags->config.*limit.field, limit.help)->capture_default_str();
   }
+  cmd->add_option("--quarantine-after", flags->config.quarantine.attempts,
+                  "attempts in a row a worker ends within 10 s of their assignment (not succeeded, not cancelled) "
+                  "before it gets no new placements for 5 min, doubling up to 1 h (0: never)")
+      ->capture_default_str();
   cmd->add_option("--ports-file", flags->ports_file, "write the bound ports as JSON to this file");
   cmd->add_flag("--metrics-require-token", flags->config.metrics_require_token,
                 "GET /metrics needs the bearer token too (default: open, like /healthz)");

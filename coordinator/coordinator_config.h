@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "coordinator/slurm_config.h"
+#include "coordinator/worker_quarantine.h"
 #include "experiments/sweep/executor_catalog.h"
 #include "protocol/frame_codec.h"
 
@@ -66,6 +67,19 @@ struct CoordinatorConfig {
   // them to the largest node the cluster has.
   std::size_t max_worker_slots = 256;
   std::size_t max_worker_gpus = 16;
+  // What the workers registered with one worker credential (one line of
+  // --worker-token-file) may offer together, lost and gone workers not counted; 0: no cap
+  // but the per-worker one (the default, since one shared credential for a whole cluster
+  // is the common set-up). Give each node, or each party, a line of its own and set these
+  // to what that party may hold: a registration that would take its credential past
+  // either is refused for now (docs/security.md; security review 2026-12-07, A2: three
+  // names under --max-worker-slots 4 still took every trial).
+  std::size_t max_credential_slots = 0;
+  std::size_t max_credential_gpus = 0;
+  // Quarantine of a worker whose attempts end within seconds of starting
+  // (worker_quarantine.h; docs/reliability.md, "Quarantine"): 3 in a row within 10 s keep
+  // it from new placements for 5 minutes, doubling up to an hour.
+  QuarantinePolicy quarantine;
   // TLS on both listeners (worker protocol and HTTP API) when set: the certificate chain
   // and private key, PEM (`--tls-cert`, `--tls-key`; docs/protocol.md "TLS").
   std::string tls_cert_path;

@@ -57,7 +57,10 @@ CoordinatorMetrics::CoordinatorMetrics()
       foreign_events_(RegisterSeries<prometheus::Counter>(*registry_, "bakeoff_worker_foreign_events_total",
         "Events and step blocks dropped because the sending worker was not given their attempt and rank.")),
       over_quota_events_(RegisterSeries<prometheus::Counter>(*registry_, "bakeoff_worker_over_quota_events_total",
-        "Events and step blocks dropped because their rank of an attempt had stored its quota.")) {}
+        "Events and step blocks dropped because their rank of an attempt had stored its quota.")),
+      quarantines_(RegisterSeries<prometheus::Counter>(*registry_, "bakeoff_worker_quarantines_total",
+        "Workers put in quarantine (no new placements for a while) because their attempts ended within seconds "
+        "of starting.")) {}
 
 void CoordinatorMetrics::ObserveHttpRequest(const std::string& target, int status) {
   http_requests_.Add({{"route", RouteOf(target)}, {"code", std::to_string(status)}}).Increment();
@@ -77,6 +80,7 @@ void CoordinatorMetrics::ObserveStoreWrite(const std::string& operation, std::ch
 }
 
 void CoordinatorMetrics::CountRequeue() { requeues_.Increment(); }
+void CoordinatorMetrics::CountQuarantine() { quarantines_.Increment(); }
 
 void CoordinatorMetrics::CountForeignEvents(std::size_t n) { foreign_events_.Increment(static_cast<double>(n)); }
 

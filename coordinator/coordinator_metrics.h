@@ -54,6 +54,8 @@ class CoordinatorMetrics {
   void ObserveDispatch(std::chrono::duration<double> latency);
   void ObserveStoreWrite(const std::string& operation, std::chrono::duration<double> elapsed);
   void CountRequeue();
+  // A worker put in quarantine (worker_quarantine.h).
+  void CountQuarantine();
   // A worker's connection read later because it sent events over the rate limit.
   void CountEventThrottle(std::chrono::milliseconds delay);
   // Events or step blocks a worker sent for ranks it was not given (dropped).
@@ -91,6 +93,7 @@ class CoordinatorMetrics {
   prometheus::Counter& event_throttle_;
   prometheus::Counter& foreign_events_;
   prometheus::Counter& over_quota_events_;
+  prometheus::Counter& quarantines_;
   std::map<std::string, prometheus::Histogram*> store_write_by_operation_;
 };
 

@@ -26,6 +26,7 @@ CoordinatorService::CoordinatorService(asio::any_io_executor executor, Coordinat
       store_(store),
       clock_(clock),
       registry_(clock, config_.heartbeat_timeout),
+      quarantine_(config_.quarantine),
       tick_timer_(executor_),
       events_(config_.max_worker_events_per_s, store_, metrics_),
       group_(executor_, store_, clock_, config_.group_commit_window, metrics_,
@@ -97,6 +98,7 @@ void CoordinatorService::Tick() {
   for (const auto& worker_id : registry_.TakeForgotten()) {
     links_.Forget(worker_id);
     events_.ForgetWorker(worker_id);
+    quarantine_.Forget(worker_id);
   }
   const auto now = clock_.Now();
   for (std::int64_t tid : table_.TakeUnreclaimed(now)) {
@@ -163,7 +165,7 @@ void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
 
 void CoordinatorService::Schedule() {
   if (!store_.healthy()) return;  // refuse new work until the disk is fixed
-  SchedulingRound round = CollectQueued(table_, registry_, Connected());
+  SchedulingRound round = CollectQueued(table_, registry_, Placeable());
   if (round.sweeps.empty()) return;
   auto history = [this](std::int64_t sweep_id, const std::string& variant, const std::string& worker) {
     return history_.Count(sweep_id, variant, worker);
@@ -177,6 +179,24 @@ void CoordinatorService::Schedule() {
       if (!store_.healthy()) return;
     }
   }
+}
+
+Connected CoordinatorService::Placeable() const {
+  // A worker in quarantine takes nothing while another live worker could: its trials go
+  // elsewhere. When every live worker is in quarantine, they all take trials as before
+  // (a lone worker on a sweep whose variants all end at once, `unsupported` say, is not
+  // a reason to stop the sweep for minutes).
+  const auto now = clock_.Now();
+  bool quarantined = false;
+  bool clear = false;
+  for (const auto& [id, info] : registry_.workers()) {
+    if (!info.schedulable() || !links_.connected(id)) continue;
+    (quarantine_.Quarantined(id, now) ? quarantined : clear) = true;
+  }
+  if (!quarantined || !clear) return Connected();
+  return [this, now](const std::string& worker_id) {
+    return links_.connected(worker_id) && !quarantine_.Quarantined(worker_id, now);
+  };
 }
 
 Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
@@ -201,6 +221,7 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
                             std::string(metrics::TrialStateName(stored->state)) + ")");
   }
   trial.machine = next;
+  trial.assigned_at = clock_.Now();
   SetAttemptDeadline(trial);
   const protocol::AttemptRef ref{trial.id, *attempt};
 
@@ -226,7 +247,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   auto admitted = AdmitWorker(message, config_, registry_, link->peer_address());
   if (auto* rejected = std::get_if<protocol::RejectedMessage>(&admitted)) return protocol::ToJson(*rejected);
   const protocol::RegisterMessage& checked = std::get<protocol::RegisterMessage>(admitted);
-  auto& info = registry_.Register(checked);
+  auto& info = registry_.Register(checked, WorkerCredential(config_, message.token));
   const std::string id = info.id;
   links_.Attach(id, link);  // the newer connection wins
   // The reply goes first: the cancels and lost-attempt releases below send on this link,
@@ -365,6 +386,23 @@ Status CoordinatorService::HandleFinished(const std::string& worker_id,
   if (part == nullptr || part->finished) return Status::Ok();
   TrialEntry& trial = *table_.FindTrial(message.attempt.trial_id);
   auto outcome = protocol::ParseOutcome(message.outcome).value_or(Outcome::kFailed);
+  // How soon the worker ended it decides its quarantine (A2). Only what a worker reports
+  // counts: the coordinator's own endings (deadline, loss) are not the worker's doing.
+  const auto now = clock_.Now();
+  std::optional<std::chrono::milliseconds> ran;
+  if (trial.assigned_at) ran = std::chrono::duration_cast<std::chrono::milliseconds>(now - *trial.assigned_at);
+  if (auto until = quarantine_.OnAttemptEnded(worker_id, outcome, ran, now)) {
+    metrics_.CountQuarantine();
+    const auto& policy = quarantine_.policy();
+    kLog.Warning("worker quarantined: its attempts ended within seconds of their assignment; its new trials go "
+                 "to other workers",
+                 {{"worker", worker_id},
+                  {"for_s", std::chrono::duration_cast<std::chrono::seconds>(*until - now).count()},
+                  {"in_a_row", policy.attempts},
+                  {"window_s", policy.window.count() / 1000},
+                  {"trial", trial.id},
+                  {"outcome", protocol::OutcomeName(outcome)}});
+  }
   if (outcome != Outcome::kSucceeded) {
     std::string reason = message.reason;
     if (trial.parts.size() > 1) reason = "worker " + worker_id + ": " + reason;
@@ -486,7 +524,8 @@ void CoordinatorService::EvictFinishedSweeps() {
 // ------------------------------------------------------------------ HTTP API
 
 CoordinatorState CoordinatorService::State() const {
-  return CoordinatorState{table_, registry_, Connected(), clock_.Now(), !config_.slurm.partition.empty(), capacity_note_};
+  return CoordinatorState{table_,          registry_,      Connected(), clock_.Now(), !config_.slurm.partition.empty(),
+                          capacity_note_, &quarantine_};
 }
 
 CoordinatorSnapshot CoordinatorService::MetricsSnapshot() const {

@@ -52,6 +52,7 @@
 #include "coordinator/worker_admission.h"
 #include "coordinator/worker_link.h"
 #include "coordinator/worker_links.h"
+#include "coordinator/worker_quarantine.h"
 #include "coordinator/worker_registry.h"
 #include "metrics/store/results_store.h"
 #include "protocol/clock.h"
@@ -141,6 +142,9 @@ class CoordinatorService {
   coordinator::Connected Connected() const;
 
   void Schedule();
+  // Whether a worker may take new placements now: connected and, unless every live
+  // connected worker is in quarantine, not in quarantine.
+  coordinator::Connected Placeable() const;
   Status ApplyPlacement(const TrialPlacement& placement);
   void HandleHeartbeat(const std::string& worker_id, const protocol::HeartbeatMessage& message);
   // Stores the events (EventIngest) and marks running the trials that started.
@@ -207,6 +211,9 @@ class CoordinatorService {
   static constexpr std::size_t kFinishedSweepsShown = 16;
   std::deque<CoordinatorSnapshot::Sweep> finished_sweeps_;
   PlacementHistory history_;
+  // Workers whose attempts end within seconds of starting (A2): no new placements while
+  // another live worker can take them (Schedule).
+  WorkerQuarantine quarantine_;
   CoordinatorMetrics metrics_;
   EventIngest events_;  // after metrics_, which it uses
   GroupCommit group_;   // after store_ and metrics_; its hooks call back into this service

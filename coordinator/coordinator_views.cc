@@ -170,9 +170,17 @@ json WorkersJson(const CoordinatorState& state) {
   for (const auto& [id, info] : state.registry.workers()) {
     json attempts = json::array();
     for (const auto& a : info.attempts) attempts.push_back({{"trial_id", a.trial_id}, {"attempt", a.attempt}});
+    // A live worker in quarantine shows as such (A2), with the seconds it has left.
+    std::optional<Clock::TimePoint> quarantined;
+    if (state.quarantine != nullptr && info.liveness == WorkerLiveness::kAlive) {
+      quarantined = state.quarantine->QuarantinedUntil(id, state.now);
+    }
     out.push_back({{"id", id},
                    {"host", info.host},
-                   {"state", WorkerLivenessName(info.liveness)},
+                   {"state", quarantined ? "quarantined" : WorkerLivenessName(info.liveness)},
+                   {"quarantine_s_left",
+                    quarantined ? json(std::chrono::duration<double>(*quarantined - state.now).count()) : json(nullptr)},
+                   {"credential", info.credential},
                    {"connected", state.connected(id)},
                    {"cpu_slots", info.resources.cpu_slots},
                    {"cpu_slots_used", info.used_cpu_slots},

@@ -23,6 +23,7 @@
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/sweep_entry.h"
 #include "coordinator/trial_table.h"
+#include "coordinator/worker_quarantine.h"
 #include "coordinator/worker_registry.h"
 #include "protocol/clock.h"
 
@@ -61,6 +62,7 @@ struct CoordinatorState {
   Clock::TimePoint now{};
   bool slurm_on = false;
   std::string capacity_note;
+  const WorkerQuarantine* quarantine = nullptr;  // null: none is in quarantine
 };
 
 // The command templates registered workers offer (live_only: schedulable and connected).

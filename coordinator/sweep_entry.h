@@ -51,6 +51,9 @@ struct TrialEntry {
   // When the trial last entered the queue, until its first rank starts: the start of
   // bakeoff_dispatch_latency_seconds.
   std::optional<Clock::TimePoint> queued_since;
+  // When the current attempt was assigned by this process (unset after a restart): how
+  // quickly it ended decides a worker's quarantine (worker_quarantine.h).
+  std::optional<Clock::TimePoint> assigned_at;
 };
 
 struct VariantInfo {

@@ -1,5 +1,6 @@
 #include "coordinator/worker_admission.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "coordinator/coordinator_log.h"
@@ -51,6 +52,17 @@ std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
         std::to_string(config.max_worker_slots) + " and " + std::to_string(config.max_worker_gpus) +
         " per worker (its --max-worker-slots, --max-worker-gpus)"};
   }
+  // The credential's workers together (A2: several names under one credential took every
+  // trial). Refused rather than clamped: the worker's own view of its capacity would
+  // then differ from the coordinator's (which GPUs would be left out?), `bakeoff workers`
+  // would show what it does not have, and a party's silent shrinking hides the
+  // misconfiguration; a refusal names the flag, and is temporary, so the worker gets in
+  // once the credential's other workers leave.
+  if (Status capped = CheckCredentialCapacity(message, WorkerCredential(config, message.token), config, registry);
+      !capped.ok()) {
+    kLog.Warning("refused a worker registration: " + capped.message(), {{"worker", message.worker_name}});
+    return protocol::RejectedMessage{capped.message(), config.heartbeat_timeout.count()};
+  }
   if (message.protocol_version < protocol::kMinProtocolVersion ||
       message.protocol_version > protocol::kProtocolVersion) {
     return protocol::RejectedMessage{
@@ -75,6 +87,38 @@ std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
     checked.metrics_host = peer_address.empty() ? *scrape : peer_address;
   }
   return checked;
+}
+
+std::string WorkerCredential(const CoordinatorConfig& config, const std::string& token) {
+  std::size_t matched = 0;  // 1-based; every token is compared, so the time says nothing
+  for (std::size_t i = 0; i < config.worker_tokens.size(); ++i) {
+    if (protocol::TokensEqual(config.worker_tokens[i], token) && matched == 0) matched = i + 1;
+  }
+  return matched == 0 ? std::string() : "worker-token-" + std::to_string(matched);
+}
+
+Status CheckCredentialCapacity(const protocol::RegisterMessage& message, const std::string& credential,
+                               const CoordinatorConfig& config, const WorkerRegistry& registry) {
+  if (config.max_credential_slots == 0 && config.max_credential_gpus == 0) return Status::Ok();
+  std::size_t slots = static_cast<std::size_t>(std::max(0, message.resources.cpu_slots));
+  std::size_t gpus = message.resources.cuda_devices.size();
+  for (const auto& [id, info] : registry.workers()) {
+    if (id == message.worker_name || info.departed() || info.credential != credential) continue;
+    slots += static_cast<std::size_t>(std::max(0, info.resources.cpu_slots));
+    gpus += info.resources.cuda_devices.size();
+  }
+  const std::string who = credential.empty() ? "the workers (no worker token)" : "the workers of " + credential;
+  if (config.max_credential_slots > 0 && slots > config.max_credential_slots) {
+    return Status::Unavailable(who + " would offer " + std::to_string(slots) + " CPU slots together; this coordinator "
+                               "accepts at most " + std::to_string(config.max_credential_slots) +
+                               " per worker credential (its --max-credential-slots); retrying once others leave");
+  }
+  if (config.max_credential_gpus > 0 && gpus > config.max_credential_gpus) {
+    return Status::Unavailable(who + " would offer " + std::to_string(gpus) + " CUDA devices together; this "
+                               "coordinator accepts at most " + std::to_string(config.max_credential_gpus) +
+                               " per worker credential (its --max-credential-gpus); retrying once others leave");
+  }
+  return Status::Ok();
 }
 
 bool ValidWorkerHost(const std::string& host) {

@@ -27,6 +27,20 @@ inline constexpr std::size_t kMaxWorkerHostBytes = 253;
 // would interpret.
 bool ValidWorkerHost(const std::string& host);
 
+// The worker credential `token` is, as the coordinator names it in logs and the API:
+// "worker-token-N" for the Nth token of config.worker_tokens (one line of
+// --worker-token-file, 1-based), "" when no worker token is configured (or none matches).
+// Each token is compared in constant time.
+std::string WorkerCredential(const CoordinatorConfig& config, const std::string& token);
+
+// Whether the workers of `credential` may together offer what `message` offers besides
+// what they offer now (the registering name itself, and lost or gone workers, not
+// counted): refused with kUnavailable, naming the flag, past config.max_credential_slots
+// or max_credential_gpus (0: no cap). A refusal is temporary: the capacity frees as the
+// credential's other workers leave.
+Status CheckCredentialCapacity(const protocol::RegisterMessage& message, const std::string& credential,
+                               const CoordinatorConfig& config, const WorkerRegistry& registry);
+
 // The registration as admitted, or the reply that refuses it. Its host must be
 // ValidWorkerHost; its metrics host, when it has a metrics port, is checked by
 // protocol::ScrapeAddress and then replaced by `peer_address`, the connection's own

@@ -66,7 +66,7 @@ Status WorkerRegistry::CheckIdentity(const protocol::RegisterMessage& message) c
                              "that worker is gone or lost, at most a heartbeat timeout after it stops)");
 }
 
-WorkerInfo& WorkerRegistry::Register(const protocol::RegisterMessage& message) {
+WorkerInfo& WorkerRegistry::Register(const protocol::RegisterMessage& message, const std::string& credential) {
   auto& info = workers_[message.worker_name];
   const bool fresh = info.id.empty();
   if (fresh || info.departed()) {
@@ -84,6 +84,7 @@ WorkerInfo& WorkerRegistry::Register(const protocol::RegisterMessage& message) {
   info.simulate = message.simulate;
   info.executors = message.executors;
   info.slurm_job_id = message.slurm_job_id;
+  info.credential = credential;
   info.liveness = WorkerLiveness::kAlive;
   info.last_heartbeat = clock_.Now();
   if (fresh) info.registered_at = clock_.Now();

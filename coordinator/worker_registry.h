@@ -40,6 +40,10 @@ struct WorkerInfo {
   bool simulate = false;
   std::vector<std::string> executors;  // command templates its allowlist offers
   std::string slurm_job_id;            // "" = not started by Slurm
+  // The worker credential it registered with, as the coordinator names it
+  // (WorkerCredential: "worker-token-N", "" when registration needs none): the workers
+  // of one credential together get at most --max-credential-slots / --max-credential-gpus.
+  std::string credential;
   WorkerLiveness liveness = WorkerLiveness::kAlive;
   Clock::TimePoint last_heartbeat{};
   Clock::TimePoint registered_at{};
@@ -93,7 +97,8 @@ class WorkerRegistry {
   // A re-registration keeps the resources held by attempts still placed on it, and its
   // secret; it is alive again. A held name taken with its secret keeps that secret; any
   // other new or departed name gets a new one.
-  WorkerInfo& Register(const protocol::RegisterMessage& message);
+  // `credential`: the one it presented (WorkerCredential), kept on its WorkerInfo.
+  WorkerInfo& Register(const protocol::RegisterMessage& message, const std::string& credential = "");
 
   // Returns false for an unknown worker.
   bool Heartbeat(const std::string& worker_id);

@@ -66,6 +66,72 @@ TEST_F(WorkerAdmissionTest, ANameHeldByALiveWorkerIsRefusedForAWhileNotForever) 
   EXPECT_GT(rejected->retry_after_ms, 0) << "temporary: the name is free once that worker is lost";
 }
 
+// Each line of --worker-token-file is a credential of its own, named by its line.
+TEST_F(WorkerAdmissionTest, ACredentialIsNamedByItsLineAndNeverByItsText) {
+  config_.worker_tokens = {"token-a", "token-b"};
+  EXPECT_EQ(WorkerCredential(config_, "token-a"), "worker-token-1");
+  EXPECT_EQ(WorkerCredential(config_, "token-b"), "worker-token-2");
+  EXPECT_EQ(WorkerCredential(config_, "token-"), "");
+  config_.worker_tokens.clear();
+  EXPECT_EQ(WorkerCredential(config_, "anything"), "") << "no worker token: one credential, unnamed";
+}
+
+// A2: the workers of one credential together get no more than --max-credential-slots;
+// the refusal is temporary and names the flag; another credential, and the name that
+// re-registers, are not counted against it.
+TEST_F(WorkerAdmissionTest, TheWorkersOfOneCredentialTogetherStayUnderItsSlotCap) {
+  config_.worker_tokens = {"token-a", "token-b"};
+  config_.max_credential_slots = 4;
+  auto reg = [&](const std::string& name, const std::string& token, int slots) {
+    protocol::RegisterMessage m = Reg();
+    m.worker_name = name;
+    m.token = token;
+    m.resources.cpu_slots = slots;
+    return m;
+  };
+  registry_.Register(reg("a1", "token-a", 2), WorkerCredential(config_, "token-a"));
+  EXPECT_EQ(Refusal(reg("a2", "token-a", 2)), "") << "2 + 2 is the cap";
+  registry_.Register(reg("a2", "token-a", 2), WorkerCredential(config_, "token-a"));
+  auto admitted = AdmitWorker(reg("a3", "token-a", 1), config_, registry_, "10.0.0.5");
+  auto* rejected = std::get_if<protocol::RejectedMessage>(&admitted);
+  ASSERT_NE(rejected, nullptr) << "one slot past the cap";
+  EXPECT_NE(rejected->reason.find("--max-credential-slots"), std::string::npos) << rejected->reason;
+  EXPECT_NE(rejected->reason.find("worker-token-1"), std::string::npos) << rejected->reason;
+  EXPECT_GT(rejected->retry_after_ms, 0) << "temporary: capacity frees when the credential's workers leave";
+  EXPECT_EQ(Refusal(reg("b1", "token-b", 4)), "") << "another credential has a cap of its own";
+  protocol::RegisterMessage again = reg("a2", "token-a", 2);
+  again.worker_secret = registry_.Find("a2")->secret;
+  EXPECT_EQ(Refusal(again), "") << "a re-registration does not count itself twice";
+  again.resources.cpu_slots = 3;
+  EXPECT_NE(Refusal(again).find("--max-credential-slots"), std::string::npos) << "nor may it grow past the cap";
+  // From the other direction: a worker that leaves frees its share.
+  registry_.SetGone("a1");
+  EXPECT_EQ(Refusal(reg("a3", "token-a", 2)), "");
+}
+
+TEST_F(WorkerAdmissionTest, TheWorkersOfOneCredentialTogetherStayUnderItsGpuCap) {
+  config_.max_credential_gpus = 8;
+  protocol::RegisterMessage first = Reg();
+  first.resources.cuda_devices = {0, 1, 2, 3, 4, 5};
+  registry_.Register(first, WorkerCredential(config_, first.token));
+  protocol::RegisterMessage second = Reg();
+  second.worker_name = "w2";
+  second.resources.cuda_devices = {0, 1, 2};
+  EXPECT_NE(Refusal(second).find("--max-credential-gpus"), std::string::npos);
+  second.resources.cuda_devices = {0, 1};
+  EXPECT_EQ(Refusal(second), "");
+}
+
+TEST_F(WorkerAdmissionTest, NoCredentialCapByDefault) {
+  for (int i = 0; i < 10; ++i) {
+    protocol::RegisterMessage m = Reg();
+    m.worker_name = "w" + std::to_string(i);
+    m.resources.cpu_slots = 256;
+    EXPECT_EQ(Refusal(m), "");
+    registry_.Register(m, WorkerCredential(config_, m.token));
+  }
+}
+
 TEST_F(WorkerAdmissionTest, TheStoredRowKeepsTheSecretsHashNeverTheSecret) {
   protocol::RegisterMessage m = Reg();
   WorkerInfo& info = registry_.Register(m);
