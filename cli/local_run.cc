@@ -353,7 +353,7 @@ class SweepWatch {
     poll_.expires_after(std::chrono::milliseconds(500));
     poll_.async_wait([this](const boost::system::error_code& ec) {
       if (ec) return;
-      auto sweep = node_.store().GetSweep(result_->sweep_id);
+      auto sweep = node_.store().Reader()->GetSweep(result_->sweep_id);
       if (sweep.ok()) {
         ShowProgress(*sweep);
         if (sweep->state != metrics::SweepState::kRunning) {

@@ -13,7 +13,7 @@ int ApplyAdaptiveStops(std::int64_t sweep_id, TrialTable& table, metrics::Result
                        CoordinatorMetrics& metrics) {
   SweepEntry* sweep = table.FindSweep(sweep_id);
   if (sweep == nullptr || !sweep->adaptive || sweep->done || sweep->cancelled) return 0;
-  auto results = store.ListTrialResults(sweep_id);
+  auto results = store.Reader()->ListTrialResults(sweep_id);
   if (!results.ok()) {
     kLog.Info("adaptive repeats not evaluated", {{"sweep", sweep_id}, {"error", results.status().ToString()}});
     return 0;
@@ -23,7 +23,7 @@ int ApplyAdaptiveStops(std::int64_t sweep_id, TrialTable& table, metrics::Result
   // Lockstep pairs stand on their per-step ratios, as in the report (docs/statistics.md).
   std::vector<metrics::RepeatTrial> repeats;
   if (sweep->lockstep) {
-    auto steps = store.MeasuredSteps(sweep_id);
+    auto steps = store.Reader()->MeasuredSteps(sweep_id);
     if (!steps.ok()) {
       kLog.Info("adaptive repeats not evaluated",
                 {{"sweep", sweep_id}, {"error", steps.status().ToString()}});

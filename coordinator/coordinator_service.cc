@@ -581,7 +581,7 @@ std::variant<json, ApiError> CoordinatorService::CommitSweep(PreparedSweep prepa
 }
 
 std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& id_or_name) {
-  auto record = store_.FindSweep(id_or_name);
+  auto record = store_.Reader()->FindSweep(id_or_name);
   if (!record.ok()) return ApiErrorFrom(record.status());
   SweepEntry* entry = table_.FindSweep(record->id);
   if (entry == nullptr || entry->done) {

@@ -649,7 +649,7 @@ HttpReply HttpServer::DrainRoute(const RouteCall& call) {
 }
 
 HttpReply HttpServer::ListSweepsRoute(const RouteCall&) {
-  auto sweeps = service_.store().ListSweeps();
+  auto sweeps = service_.store().Reader()->ListSweeps();
   if (!sweeps.ok()) return ErrorFrom(sweeps.status());
   json out = json::array();
   for (const auto& s : *sweeps) out.push_back(WithLiveState(SweepJson(s), service_, s.id));
@@ -690,12 +690,12 @@ std::variant<metrics::SweepRecord, HttpReply> HttpServer::FindSweep(const std::s
   auto& store = service_.store();
   // A sweep this coordinator runs is counted from its trial table (after the read, which
   // commits the open group); the store counts the others.
-  auto sweep = store.FindSweep(name, metrics::ResultsStore::Counts::kSkip);
+  auto sweep = store.Reader()->FindSweep(name, metrics::ResultsStore::Counts::kSkip);
   if (sweep.ok()) {
     if (auto live = service_.State().table.LiveCounts(sweep->id)) {
       sweep->counts = *live;
     } else {
-      sweep = store.GetSweep(sweep->id);
+      sweep = store.Reader()->GetSweep(sweep->id);
     }
   }
   if (!sweep.ok()) {
@@ -719,7 +719,7 @@ HttpReply HttpServer::SweepRoute(const RouteCall& call) {
 
 HttpReply HttpServer::TrialsRoute(const RouteCall& call) {
   return OnSweep(call, [this](const metrics::SweepRecord& sweep) {
-    auto trials = service_.store().ListTrialResults(sweep.id);
+    auto trials = service_.store().Reader()->ListTrialResults(sweep.id);
     return trials.ok() ? JsonReply(200, TrialsJson(*trials)) : ErrorFrom(trials.status());
   });
 }

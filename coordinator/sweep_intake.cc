@@ -130,7 +130,7 @@ Result<SweepEntry> SweepFromStore(const metrics::SweepRecord& record, metrics::R
   auto stored = spec::SweepSpecFromJson(record.spec);
   if (!stored.ok()) return stored.status().WithContext("sweep " + std::to_string(record.id));
   SweepEntry sweep = SweepFields(record.id, record.name, *stored);
-  auto variants = store.ListVariants(record.id);
+  auto variants = store.Reader()->ListVariants(record.id);
   if (!variants.ok()) return variants.status();
   std::vector<std::string> order;  // as stored: the sweep's order
   for (const auto& v : *variants) {

@@ -10,11 +10,11 @@ namespace bakeoff::coordinator {
 
 Status TrialTable::Recover(metrics::ResultsStore& store, Clock::TimePoint now,
                            std::chrono::milliseconds recovery_grace) {
-  auto active = store.ListActiveTrials();
+  auto active = store.Reader()->ListActiveTrials();
   if (!active.ok()) return active.status().WithContext("recovery");
   std::map<std::int64_t, metrics::TrialResult> by_id;
   for (auto& t : *active) by_id[t.trial.id] = t;
-  auto sweeps = store.ListSweeps(metrics::SweepState::kRunning);
+  auto sweeps = store.Reader()->ListSweeps(metrics::SweepState::kRunning);
   if (!sweeps.ok()) return sweeps.status().WithContext("recovery");
   for (const auto& record : *sweeps) {
     BAKEOFF_RETURN_IF_ERROR(LoadSweep(store, record, by_id, now, recovery_grace));
@@ -28,7 +28,7 @@ Status TrialTable::LoadSweep(metrics::ResultsStore& store, const metrics::SweepR
   auto loaded = SweepFromStore(record, store);
   if (!loaded.ok()) return loaded.status();
   SweepEntry sweep = std::move(loaded).value();
-  auto trials = store.ListTrials(record.id);
+  auto trials = store.Reader()->ListTrials(record.id);
   if (!trials.ok()) return trials.status();
   for (const auto& t : *trials) {
     TrialEntry entry;

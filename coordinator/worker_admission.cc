@@ -158,7 +158,7 @@ protocol::RegisteredMessage RegisteredReply(const WorkerInfo& info, const Coordi
 Status HoldAwaitedNames(const std::set<std::string>& awaited, metrics::ResultsStore& store,
                         WorkerRegistry& registry, Clock::TimePoint until) {
   if (awaited.empty()) return Status::Ok();
-  Result<std::vector<metrics::WorkerRecord>> stored = store.ListWorkers();
+  Result<std::vector<metrics::WorkerRecord>> stored = store.Reader()->ListWorkers();
   if (!stored.ok()) return stored.status().WithContext("reading the workers' secrets");
   for (const auto& w : *stored) {
     if (awaited.count(w.id)) registry.HoldName(w.id, w.secret_sha256, until);

@@ -419,12 +419,12 @@ Result<std::unique_ptr<ResultsStore>> ResultsStore::Open(StoreOptions options) {
 }
 
 bool ResultsStore::healthy() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   return health_.ok();
 }
 
 Status ResultsStore::health() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   return health_;
 }
 
@@ -471,23 +471,23 @@ Status ResultsStore::WriteTransaction(const char* operation, bool durable,
 // --- Group commit ---------------------------------------------------------------------
 
 void ResultsStore::BeginGroup() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   group_ = true;
   group_error_ = Status::Ok();
 }
 
 bool ResultsStore::in_group() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   return group_;
 }
 
 bool ResultsStore::group_pending() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   return group_ && group_transaction_;
 }
 
 Status ResultsStore::CommitGroup() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   (void)CommitOpenGroup();  // a failure is latched in group_error_
   group_ = false;
   Status result = group_error_;
@@ -542,7 +542,7 @@ Status ResultsStore::CommitOpenGroup() {
 }
 
 Status ResultsStore::Probe() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   // A real write of its own, outside any group (it decides whether the disk writes).
   (void)CommitOpenGroup();
   const bool grouped = group_;
@@ -595,7 +595,7 @@ Result<CreatedSweep> ResultsStore::CreateSweep(const SweepRecord& sweep,
       return Status::InvalidArgument("sweep '" + sweep.name + "': max_attempts must be >= 1");
     }
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   CreatedSweep created;
   UnixSeconds now = Now();
   Status status = WriteTransaction("create_sweep", true, [&]() -> Status {
@@ -648,7 +648,7 @@ Result<CreatedSweep> ResultsStore::CreateSweep(const SweepRecord& sweep,
 }
 
 Status ResultsStore::SetSweepState(int64_t sweep_id, SweepState state) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   UnixSeconds now = Now();
   return WriteTransaction("set_sweep_state", true, [&]() -> Status {
     return UpdateOne(*db_,
@@ -666,7 +666,7 @@ Result<TransitionResult> ResultsStore::Transition(
     const char* operation, int64_t trial_id, const std::string& doing,
     const std::function<bool(const TransitionResult&)>& allowed,
     const std::function<Status(UnixSeconds, TransitionResult&)>& apply) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   UnixSeconds now = Now();
   TransitionResult result;
   Status status = WriteTransaction(operation, true, [&]() -> Status {
@@ -785,7 +785,7 @@ Result<TransitionResult> ResultsStore::RequeueTrial(int64_t trial_id, int64_t at
 }
 
 Result<int64_t> ResultsStore::CancelQueuedTrials(int64_t sweep_id, const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   UnixSeconds now = Now();
   int64_t cancelled = 0;
   Status status = WriteTransaction("cancel_queued_trials", true, [&]() -> Status {
@@ -817,7 +817,7 @@ Result<int64_t> ResultsStore::CancelQueuedTrials(int64_t sweep_id, const std::st
 
 Status ResultsStore::UpsertWorker(const WorkerRecord& worker) {
   if (worker.id.empty()) return Status::InvalidArgument("worker id is empty");
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   UnixSeconds now = Now();
   return WriteTransaction("upsert_worker", false, [&]() -> Status {
     Result<SqliteStatement> upsert = db_->PrepareCached(
@@ -839,13 +839,13 @@ Status ResultsStore::UpsertWorker(const WorkerRecord& worker) {
 }
 
 Status ResultsStore::SetWorkerState(const std::string& worker_id, WorkerState state) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   return UpdateWorker("set_worker_state", worker_id, "UPDATE workers SET state = ? WHERE id = ?",
                       WorkerStateName(state));
 }
 
 Status ResultsStore::RecordWorkerHeartbeat(const std::string& worker_id, UnixSeconds at) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   UnixSeconds when = at != 0 ? at : Now();
   return UpdateWorker("worker_heartbeat", worker_id,
                       "UPDATE workers SET last_heartbeat_at = ? WHERE id = ?", when);
@@ -867,7 +867,7 @@ Status ResultsStore::UpdateWorker(const char* operation, const std::string& work
 Result<BatchResult> ResultsStore::AppendBatch(const MetricsBatch& batch) {
   BAKEOFF_RETURN_IF_ERROR(ValidateBatch(batch));
   const std::vector<StepBlockRecord> single_steps = StepsAsBlocks(batch.steps);
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   UnixSeconds now = Now();
   BatchResult result;
   // Durable: the coordinator acknowledges a batch as soon as this returns, and the worker
@@ -934,70 +934,14 @@ Result<BatchResult> ResultsStore::RecordSummary(const TrialSummary& summary) {
 
 // --- Read side: through the reader, after the open group's writes are committed ------
 
-template <typename Read>
-auto ResultsStore::Locked(Read read) -> decltype(read(std::declval<ResultsReader&>())) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)CommitOpenGroup();  // readers never see writes that could still be lost
-  return read(*reader_);
+ResultsStore::LockedReader::LockedReader(ResultsStore& store) : reader_(store.reader_.get()), lock_(store.mutex_) {
+  (void)store.CommitOpenGroup();  // readers never see writes that could still be lost
 }
 
-Result<int> ResultsStore::SchemaVersion() {
-  return Locked([](ResultsReader& r) { return r.SchemaVersion(); });
-}
-Result<std::vector<SweepRecord>> ResultsStore::ListSweeps(std::optional<SweepState> state) {
-  return Locked([&](ResultsReader& r) { return r.ListSweeps(state); });
-}
-Result<SweepRecord> ResultsStore::GetSweep(int64_t sweep_id, Counts counts) {
-  return Locked([&](ResultsReader& r) { return r.GetSweep(sweep_id, counts); });
-}
-Result<SweepRecord> ResultsStore::GetSweepByName(const std::string& name, Counts counts) {
-  return Locked([&](ResultsReader& r) { return r.GetSweepByName(name, counts); });
-}
-Result<SweepRecord> ResultsStore::FindSweep(const std::string& id_or_name, Counts counts) {
-  return Locked([&](ResultsReader& r) { return r.FindSweep(id_or_name, counts); });
-}
-Result<std::vector<VariantRecord>> ResultsStore::ListVariants(int64_t sweep_id) {
-  return Locked([&](ResultsReader& r) { return r.ListVariants(sweep_id); });
-}
-Result<std::vector<TrialRecord>> ResultsStore::ListTrials(int64_t sweep_id) {
-  return Locked([&](ResultsReader& r) { return r.ListTrials(sweep_id); });
-}
-Result<std::vector<TrialResult>> ResultsStore::ListTrialResults(int64_t sweep_id) {
-  return Locked([&](ResultsReader& r) { return r.ListTrialResults(sweep_id); });
-}
-Result<std::vector<TrialResult>> ResultsStore::ListActiveTrials() {
-  return Locked([](ResultsReader& r) { return r.ListActiveTrials(); });
-}
-Result<TrialRecord> ResultsStore::GetTrial(int64_t trial_id) {
-  return Locked([&](ResultsReader& r) { return r.GetTrial(trial_id); });
-}
-Result<std::vector<AttemptRecord>> ResultsStore::ListAttempts(int64_t trial_id) {
-  return Locked([&](ResultsReader& r) { return r.ListAttempts(trial_id); });
-}
-Result<std::vector<StepRecord>> ResultsStore::ReadStepMetrics(int64_t trial_id,
-                                                              std::optional<int64_t> attempt,
-                                                              std::optional<int64_t> rank) {
-  return Locked([&](ResultsReader& r) { return r.ReadStepMetrics(trial_id, attempt, rank); });
-}
-Result<std::vector<MeasuredStep>> ResultsStore::MeasuredSteps(int64_t sweep_id) {
-  return Locked([&](ResultsReader& r) { return r.MeasuredSteps(sweep_id); });
-}
-Result<std::vector<LiveTrialFigures>> ResultsStore::LiveFigures(int64_t sweep_id) {
-  return Locked([&](ResultsReader& r) { return r.LiveFigures(sweep_id); });
-}
-Result<std::vector<EventRecord>> ResultsStore::ReadEvents(int64_t trial_id) {
-  return Locked([&](ResultsReader& r) { return r.ReadEvents(trial_id); });
-}
-Result<std::vector<WorkerRecord>> ResultsStore::ListWorkers() {
-  return Locked([](ResultsReader& r) { return r.ListWorkers(); });
-}
-Result<std::optional<CalibrationRecord>> ResultsStore::LatestCalibration(const std::string& workload_key,
-                                                                        const std::string& order) {
-  return Locked([&](ResultsReader& r) { return r.LatestCalibration(workload_key, order); });
-}
+ResultsStore::LockedReader ResultsStore::Reader() { return LockedReader(*this); }
 
 Status ResultsStore::RecordCalibration(CalibrationRecord& record) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   const UnixSeconds now = Now();
   return WriteTransaction("record_calibration", true, [&]() -> Status {
     return InsertCalibration(*db_, record, now);

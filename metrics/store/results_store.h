@@ -150,8 +150,6 @@ class ResultsStore {
   ResultsStore& operator=(const ResultsStore&) = delete;
 
   const std::string& path() const { return options_.path; }
-  // The schema version of the open database (PRAGMA user_version).
-  Result<int> SchemaVersion();
 
   // --- Health -------------------------------------------------------------------
   // False after a write failed for a disk reason (full, read-only, I/O error).
@@ -240,29 +238,26 @@ class ResultsStore {
   // Calibrations (calibrations.h): stores `record` (id and created_at filled in).
   Status RecordCalibration(CalibrationRecord& record);
 
-  // --- Read side: ResultsReader's methods (results_reader.h says what each returns) ---
+  // --- Read side ----------------------------------------------------------------
+  // Every read goes through the store's one ResultsReader (results_reader.h says what
+  // each method returns), never a copy of its methods here: `store.Reader()->GetSweep(id)`.
+  // The returned object holds the store's mutex until the end of the full expression,
+  // after committing the open group's writes (readers never see a write that could still
+  // be lost). The mutex is recursive, so a statement may read twice, or read and write,
+  // on one store.
+  class LockedReader {
+   public:
+    LockedReader(LockedReader&&) = delete;
+    ResultsReader* operator->() const { return reader_; }
+
+   private:
+    friend class ResultsStore;
+    explicit LockedReader(ResultsStore& store);
+    ResultsReader* reader_;
+    std::unique_lock<std::recursive_mutex> lock_;
+  };
+  LockedReader Reader();
   using Counts = ResultsReader::Counts;
-  Result<std::vector<SweepRecord>> ListSweeps(std::optional<SweepState> state = std::nullopt);
-  Result<SweepRecord> GetSweep(int64_t sweep_id, Counts counts = Counts::kRead);
-  Result<SweepRecord> GetSweepByName(const std::string& name, Counts counts = Counts::kRead);
-  Result<SweepRecord> FindSweep(const std::string& id_or_name, Counts counts = Counts::kRead);
-  Result<std::vector<VariantRecord>> ListVariants(int64_t sweep_id);
-  Result<std::vector<TrialRecord>> ListTrials(int64_t sweep_id);
-  Result<std::vector<TrialResult>> ListTrialResults(int64_t sweep_id);
-  Result<TrialRecord> GetTrial(int64_t trial_id);
-  Result<std::vector<AttemptRecord>> ListAttempts(int64_t trial_id);
-  Result<std::vector<StepRecord>> ReadStepMetrics(int64_t trial_id,
-                                                  std::optional<int64_t> attempt = std::nullopt,
-                                                  std::optional<int64_t> rank = std::nullopt);
-  Result<std::vector<MeasuredStep>> MeasuredSteps(int64_t sweep_id);
-  Result<std::vector<LiveTrialFigures>> LiveFigures(int64_t sweep_id);
-  Result<std::vector<EventRecord>> ReadEvents(int64_t trial_id);
-  Result<std::vector<WorkerRecord>> ListWorkers();
-  Result<std::optional<CalibrationRecord>> LatestCalibration(const std::string& workload_key,
-                                                             const std::string& order = "");
-  // Recovery after a restart: the coordinator waits for these trials' workers to
-  // reconnect and requeues the rest.
-  Result<std::vector<TrialResult>> ListActiveTrials();
 
  private:
   explicit ResultsStore(StoreOptions options);
@@ -273,9 +268,6 @@ class ResultsStore {
   // REQUIRES: mutex_ held.
   Status WriteTransaction(const char* operation, bool durable,
                           const std::function<Status()>& body);
-  // Runs read(reader) under the mutex after committing the open group's writes.
-  template <typename Read>
-  auto Locked(Read read) -> decltype(read(std::declval<ResultsReader&>()));
   // REQUIRES: mutex_ held.
   Status SetSynchronous(bool full);
   // Turns the store unhealthy when `status` says it cannot write (IsStoreFailure); returns it unchanged.
@@ -303,7 +295,8 @@ class ResultsStore {
   Status CommitOpenGroup();
 
   StoreOptions options_;
-  mutable std::mutex mutex_;
+  // Recursive: a LockedReader may be alive while the same statement writes.
+  mutable std::recursive_mutex mutex_;
   std::unique_ptr<SqliteConnection> db_;  // guarded by mutex_
   std::unique_ptr<ResultsReader> reader_;  // over db_; guarded by mutex_
   // The background checkpoint (StoreOptions::background_checkpoint): its thread, and how

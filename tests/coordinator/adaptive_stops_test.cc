@@ -57,7 +57,7 @@ class AdaptiveStopsTest : public ::testing::Test {
   // Every trial of the first three repeats succeeds with Tokens' figure, in the store and
   // in the table.
   void SucceedFirstPairs() {
-    for (const auto& t : store_->ListTrials(sweep_id_).value()) {
+    for (const auto& t : store_->Reader()->ListTrials(sweep_id_).value()) {
       if (t.repeat >= 3) continue;
       metrics::AttemptRecord placement;
       placement.trial_id = t.id;
@@ -87,7 +87,7 @@ TEST_F(AdaptiveStopsTest, AVariantWhoseComparisonStoppedHasItsQueuedTrialsCancel
   EXPECT_EQ(ApplyAdaptiveStops(sweep_id_, table_, *store_, metrics_), 3) << "micro_batch=2's repeats 3 to 5";
   EXPECT_EQ(table_.FindSweep(sweep_id_)->comparisons_answered, 1);
   std::map<std::string, int> cancelled;
-  for (const auto& t : store_->ListTrials(sweep_id_).value()) {
+  for (const auto& t : store_->Reader()->ListTrials(sweep_id_).value()) {
     if (t.outcome != metrics::Outcome::kCancelled) continue;
     ++cancelled[t.variant_key];
     EXPECT_EQ(t.reason.rfind(metrics::kAdaptiveRepeatsReason, 0), 0u) << t.reason;

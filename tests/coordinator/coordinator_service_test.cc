@@ -198,7 +198,7 @@ class CoordinatorServiceTest : public ::testing::Test {
     const json done = testing::FinishedFrame(ref, outcome, seq + 1, reason);
     Frame(worker, done);
   }
-  metrics::TrialRecord Trial(std::int64_t id) { return store_->GetTrial(id).value(); }
+  metrics::TrialRecord Trial(std::int64_t id) { return store_->Reader()->GetTrial(id).value(); }
   // Two one-slot workers and one two-rank trial: the gang is split across them. Returns
   // each worker's assignment (w1's, w2's); `sweep_id` gets the sweep's id.
   std::pair<json, json> StartGang(const char* yaml, std::int64_t* sweep_id = nullptr) {
@@ -363,10 +363,10 @@ TEST_F(CoordinatorServiceTest, SweepRunsToTheEndAndIsAcknowledged) {
   ASSERT_EQ(a2.size(), 1u);
   EXPECT_NE(a1[0]["trial_id"], a2[0]["trial_id"]);
   Succeed("w1", a2[0], 3);
-  auto sweep = store_->GetSweep(sweep_id);
+  auto sweep = store_->Reader()->GetSweep(sweep_id);
   ASSERT_TRUE(sweep.ok());
   EXPECT_EQ(sweep->state, metrics::SweepState::kFinished);
-  auto results = store_->ListTrialResults(sweep_id).value();
+  auto results = store_->Reader()->ListTrialResults(sweep_id).value();
   for (const auto& r : results) {
     EXPECT_EQ(r.trial.outcome, metrics::Outcome::kSucceeded);
     ASSERT_EQ(r.summaries.size(), 1u);
@@ -379,7 +379,7 @@ TEST_F(CoordinatorServiceTest, SweepRunsToTheEndAndIsAcknowledged) {
 // counted every trial in the store): they must say what the store says at every step.
 TEST_F(CoordinatorServiceTest, LiveTrialCountsAgreeWithTheStoresCounts) {
   auto expect_same = [&](std::int64_t sweep_id, const char* when) {
-    auto stored = store_->GetSweep(sweep_id);
+    auto stored = store_->Reader()->GetSweep(sweep_id);
     ASSERT_TRUE(stored.ok());
     auto live = service_->State().table.LiveCounts(sweep_id);
     ASSERT_TRUE(live.has_value()) << when;
@@ -433,18 +433,18 @@ TEST_F(CoordinatorServiceTest, AnUnreadableEventIsDroppedAndTheRestOfItsFrameSto
   EXPECT_EQ(acks.back()["outbox_seq"], 1) << "the frame is acknowledged";
   EXPECT_EQ(Trial(ref.trial_id).state, metrics::TrialState::kRunning);
 
-  auto steps = store_->ReadStepMetrics(ref.trial_id).value();
+  auto steps = store_->Reader()->ReadStepMetrics(ref.trial_id).value();
   ASSERT_EQ(steps.size(), 1u) << "the mistyped step is dropped";
   EXPECT_EQ(steps[0].row.step, 1);
   EXPECT_EQ(steps[0].phase, "warmup");
   EXPECT_EQ(steps[0].row.step_s, 0.25);
   EXPECT_EQ(steps[0].row.tokens, 16);
-  auto stored = store_->ReadEvents(ref.trial_id).value();
+  auto stored = store_->Reader()->ReadEvents(ref.trial_id).value();
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_EQ(stored[0].kind, "started");
   EXPECT_EQ(stored[0].at, 1234.5);
   EXPECT_EQ(stored[0].data["host"], "n1");
-  auto results = store_->ListTrialResults(sweep_id).value();
+  auto results = store_->Reader()->ListTrialResults(sweep_id).value();
   bool found = false;
   for (const auto& r : results) {
     if (r.trial.id != ref.trial_id) continue;
@@ -471,7 +471,7 @@ TEST_F(CoordinatorServiceTest, AStepOfAnUnknownPhaseDoesNotHoldItsFrameBack) {
   auto acks = w1->Take("ack");
   ASSERT_FALSE(acks.empty());
   EXPECT_EQ(acks.back()["outbox_seq"], 1);
-  auto steps = store_->ReadStepMetrics(ref.trial_id).value();
+  auto steps = store_->Reader()->ReadStepMetrics(ref.trial_id).value();
   ASSERT_EQ(steps.size(), 1u);
   EXPECT_EQ(steps[0].row.step, 1);
 }
@@ -504,7 +504,7 @@ TEST_F(CoordinatorServiceTest, StepBlocksAreStoredOnceAndABadBlockIsDroppedAlone
   auto acks = w1->Take("ack");
   ASSERT_FALSE(acks.empty());
   EXPECT_EQ(acks.back()["outbox_seq"], 2);
-  auto steps = store_->ReadStepMetrics(ref.trial_id).value();
+  auto steps = store_->Reader()->ReadStepMetrics(ref.trial_id).value();
   ASSERT_EQ(steps.size(), 5u) << "steps 0-4 once each; not the bad block's 5-6, nor the other attempt's";
   for (int s = 0; s < 5; ++s) {
     EXPECT_EQ(steps[s].row.step, s);
@@ -547,7 +547,7 @@ TEST_F(CoordinatorServiceTest, GangTrialSucceedsOnlyWhenEveryWorkersPartHasFinis
   Succeed("w2", a2, 1, rank2);
   EXPECT_EQ(Trial(trial).state, metrics::TrialState::kFinished);
   EXPECT_EQ(Trial(trial).outcome, metrics::Outcome::kSucceeded);
-  auto results = store_->ListTrialResults(sweep_id).value();
+  auto results = store_->Reader()->ListTrialResults(sweep_id).value();
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].summaries.size(), 2u) << "each rank's summary is stored";
 }
@@ -574,7 +574,7 @@ TEST_F(CoordinatorServiceTest, GangWorkerLostAfterTheOtherPartFinishedLosesTheAt
   service_->Tick();
   Pump();
   EXPECT_EQ(Trial(trial).state, metrics::TrialState::kQueued) << "lost, requeued for attempt 2";
-  EXPECT_EQ(store_->ListAttempts(trial).value()[0].outcome, metrics::Outcome::kLost);
+  EXPECT_EQ(store_->Reader()->ListAttempts(trial).value()[0].outcome, metrics::Outcome::kLost);
 }
 
 // Issue 33 item 6: an attempt that Bakeoff's own machinery lost before the variant ran
@@ -626,7 +626,7 @@ TEST_F(CoordinatorServiceTest, AWorkerThatSaysGoodbyeIsGoneNotLostAndItsAttemptI
   EXPECT_TRUE(w1->closed);
   EXPECT_EQ(Trial(trial).state, metrics::TrialState::kQueued) << "requeued now, not after the heartbeat timeout";
   auto worker = [&] {
-    const auto workers = store_->ListWorkers().value();  // a local: value() of a temporary dangles
+    const auto workers = store_->Reader()->ListWorkers().value();  // a local: value() of a temporary dangles
     for (const auto& w : workers) {
       if (w.id == "w1") return w.state;
     }
@@ -655,7 +655,7 @@ TEST_F(CoordinatorServiceTest, SilentWorkerIsLostAndItsTrialRequeuedElsewhere) {
   auto t = Trial(trial);
   EXPECT_EQ(t.state, metrics::TrialState::kQueued);
   EXPECT_EQ(t.attempts_used, 1);
-  auto attempts = store_->ListAttempts(trial).value();
+  auto attempts = store_->Reader()->ListAttempts(trial).value();
   ASSERT_EQ(attempts.size(), 1u);
   EXPECT_EQ(attempts[0].outcome, metrics::Outcome::kLost);
 }
@@ -720,8 +720,8 @@ TEST_F(CoordinatorServiceTest, EventsOfAStaleAttemptAreNeitherStoredNorAppliedAt
   events.events.push_back({stale, 0, {{"event", "started"}, {"pid", 4242}}, 1});
   events.events.push_back({stale, 0, {{"event", "summary"}, {"tokens_per_s", 1.0}, {"step_s_median", 9.0}}, 2});
   SendStepsAndExpectAcked("w1", events, stale, 3, 9.0);
-  EXPECT_TRUE(store_->ReadStepMetrics(trial).value().empty()) << "no step of the stale attempt is stored";
-  for (const auto& r : store_->ListTrialResults(sweep_id).value()) {
+  EXPECT_TRUE(store_->Reader()->ReadStepMetrics(trial).value().empty()) << "no step of the stale attempt is stored";
+  for (const auto& r : store_->Reader()->ListTrialResults(sweep_id).value()) {
     if (r.trial.id == trial) {
       EXPECT_TRUE(r.summaries.empty()) << "no summary of the stale attempt is stored";
     }
@@ -758,10 +758,10 @@ TEST_F(CoordinatorServiceTest, AWorkerCannotWriteEventsForRanksItWasNotGiven) {
   events.events.push_back({own, 0, {{"event", "summary"}, {"tokens_per_s", 150.0}, {"step_s_median", 0.1}}, 3});
   // Its own rank's summary is stored and the frame acknowledged.
   SendStepsAndExpectAcked("evil", events, victim, 5, 50.0);
-  EXPECT_TRUE(store_->ReadStepMetrics(victim.trial_id).value().empty()) << "no forged steps";
+  EXPECT_TRUE(store_->Reader()->ReadStepMetrics(victim.trial_id).value().empty()) << "no forged steps";
 
   Succeed("good", victim_assign, 1, 0, "succeeded", "", 160.0);
-  for (const auto& r : store_->ListTrialResults(sweep_id).value()) {
+  for (const auto& r : store_->Reader()->ListTrialResults(sweep_id).value()) {
     if (r.trial.id != victim.trial_id && r.trial.id != own.trial_id) continue;  // not run yet
     ASSERT_EQ(r.summaries.size(), 1u) << "trial " << r.trial.id << ": one summary, of rank 0";
     EXPECT_EQ(r.summaries[0].rank, 0);
@@ -789,15 +789,15 @@ TEST_F(CoordinatorServiceTest, ARanksEventsOverItsQuotaAreDroppedAndCounted) {
   events.events.push_back({attempt, 0, {{"event", "summary"}, {"tokens_per_s", 150.0}, {"step_s_median", 0.1}},
                            static_cast<std::int64_t>(quota + 7)});
   SendStepsAndExpectAcked("w1", events, attempt, 5, 0.1);
-  auto stored = store_->ReadEvents(attempt.trial_id);
+  auto stored = store_->Reader()->ReadEvents(attempt.trial_id);
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
   std::size_t floods = 0;
   for (const auto& e : *stored) floods += e.kind == "x";
   EXPECT_EQ(floods, quota - 1);
-  EXPECT_EQ(store_->ReadStepMetrics(attempt.trial_id).value().size(), 5u) << "steps have their own quota";
+  EXPECT_EQ(store_->Reader()->ReadStepMetrics(attempt.trial_id).value().size(), 5u) << "steps have their own quota";
   Frame("w1", testing::FinishedFrame(attempt, "succeeded", 2, ""));
   EXPECT_EQ(Trial(attempt.trial_id).outcome, metrics::Outcome::kSucceeded);
-  auto results = store_->ListTrialResults(Trial(attempt.trial_id).sweep_id).value();
+  auto results = store_->Reader()->ListTrialResults(Trial(attempt.trial_id).sweep_id).value();
   bool summary_stored = false;
   for (const auto& r : results) summary_stored |= r.trial.id == attempt.trial_id && r.summaries.size() == 1;
   EXPECT_TRUE(summary_stored) << "a summary is not one of the capped kinds";
@@ -819,7 +819,7 @@ TEST_F(CoordinatorServiceTest, ARanksEventsOverItsByteQuotaAreDroppedAndCounted)
     for (int i = 0; i < 10; ++i) events.events.push_back({attempt, 0, {{"event", "big"}, {"pad", megabyte}}, seq++});
     SendStepsAndExpectAcked("w1", events, attempt, 1, 0.1);
   }
-  auto stored = store_->ReadEvents(attempt.trial_id);
+  auto stored = store_->Reader()->ReadEvents(attempt.trial_id);
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
   std::size_t big = 0, bytes = 0;
   for (const auto& e : *stored) {
@@ -858,7 +858,7 @@ order: interleaved
       }
     }
   }
-  auto results = store_->ListTrialResults(sweep_id).value();
+  auto results = store_->Reader()->ListTrialResults(sweep_id).value();
   ASSERT_EQ(results.size(), 8u);
   std::map<int, std::set<std::string>> workers_of_repeat;
   std::set<std::string> used;
@@ -990,8 +990,8 @@ TEST_F(CoordinatorServiceTest, CancelStopsRunningAndCancelsQueued) {
   ASSERT_EQ(cancels.size(), 1u);
   const json done = testing::FinishedFrame({a["trial_id"], a["attempt"]}, "cancelled");
   Frame("w1", done);
-  EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kCancelled);
-  const auto trials = store_->ListTrials(sweep_id).value();  // a temporary's value() would dangle in the loop
+  EXPECT_EQ(store_->Reader()->GetSweep(sweep_id)->state, metrics::SweepState::kCancelled);
+  const auto trials = store_->Reader()->ListTrials(sweep_id).value();  // a temporary's value() would dangle in the loop
   for (const auto& t : trials) EXPECT_EQ(t.outcome, metrics::Outcome::kCancelled);
 }
 
@@ -1010,7 +1010,7 @@ TEST_F(CoordinatorServiceTest, RestartReclaimsReportedAttemptsAndRequeuesTheRest
   EXPECT_NE(Trial(t1).state, metrics::TrialState::kQueued) << "reclaimed, not requeued";
   EXPECT_EQ(Trial(t1).attempts_used, 1);
   EXPECT_EQ(Trial(t2).attempts_used, 1);
-  EXPECT_EQ(store_->ListAttempts(t2).value()[0].outcome, metrics::Outcome::kLost);
+  EXPECT_EQ(store_->Reader()->ListAttempts(t2).value()[0].outcome, metrics::Outcome::kLost);
   Succeed("w1", a1[0], 1);
   EXPECT_EQ(Trial(t1).outcome, metrics::Outcome::kSucceeded);
 }
@@ -1050,7 +1050,7 @@ TEST_F(CoordinatorServiceTest, AfterARestartAHeldNameIsFreeOnceItsGraceEnds) {
   clock_.Advance(6000ms);  // the worker never came back: its attempt is requeued
   service_->Tick();
   Pump();
-  EXPECT_EQ(store_->ListAttempts(t1).value()[0].outcome, metrics::Outcome::kLost);
+  EXPECT_EQ(store_->Reader()->ListAttempts(t1).value()[0].outcome, metrics::Outcome::kLost);
   auto reply = service_->OnRegister(Registration("w1"), std::make_shared<RecordingLink>());
   EXPECT_EQ(reply["type"], "registered") << reply.dump();
 }
@@ -1635,7 +1635,7 @@ TEST_F(CoordinatorServiceTest, ALostGroupAcknowledgesNothingAndTheResentFramesAr
   EXPECT_EQ(trial.state, metrics::TrialState::kFinished);
   EXPECT_EQ(trial.outcome, metrics::Outcome::kSucceeded);
   std::size_t with_summary = 0;
-  for (const auto& r : store_->ListTrialResults(trial.sweep_id).value()) with_summary += r.summaries.size();
+  for (const auto& r : store_->Reader()->ListTrialResults(trial.sweep_id).value()) with_summary += r.summaries.size();
   EXPECT_EQ(with_summary, 1u);
 }
 
@@ -1692,7 +1692,7 @@ class AdaptiveRepeatsTest : public CoordinatorServiceTest {
   // would have left it) the successes of every trial below `repeats`, with
   // AdaptiveTokens' figures; `skip_variant`'s trials are left queued.
   void StoreFirstRepeats(std::int64_t sweep_id, int repeats, const std::string& skip_variant = "") {
-    const auto trials = store_->ListTrials(sweep_id).value();
+    const auto trials = store_->Reader()->ListTrials(sweep_id).value();
     for (const auto& t : trials) {
       if (t.repeat >= repeats || t.variant_key == skip_variant) continue;
       metrics::AttemptRecord placement;
@@ -1713,12 +1713,12 @@ class AdaptiveRepeatsTest : public CoordinatorServiceTest {
     Register("w1");
     const auto sweep_id = Submit(yaml.c_str());
     RunAll(sweep_id);
-    EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kFinished);
+    EXPECT_EQ(store_->Reader()->GetSweep(sweep_id)->state, metrics::SweepState::kFinished);
     return ByVariant(sweep_id);
   }
   std::map<std::string, std::vector<metrics::TrialRecord>> ByVariant(std::int64_t sweep_id) {
     std::map<std::string, std::vector<metrics::TrialRecord>> out;
-    const auto trials = store_->ListTrials(sweep_id).value();  // outlives the loop
+    const auto trials = store_->Reader()->ListTrials(sweep_id).value();  // outlives the loop
     for (const auto& t : trials) out[t.variant_key].push_back(t);
     return out;
   }
@@ -1728,7 +1728,7 @@ TEST_F(AdaptiveRepeatsTest, AVariantFarFromOneStopsAtMinAndAnAAVariantRunsOn) {
   Register("w1");
   const auto sweep_id = Submit(kAdaptiveSweep);
   RunAll(sweep_id);
-  auto sweep = store_->GetSweep(sweep_id);
+  auto sweep = store_->Reader()->GetSweep(sweep_id);
   EXPECT_EQ(sweep->state, metrics::SweepState::kFinished);
   auto by_variant = ByVariant(sweep_id);
   ASSERT_EQ(by_variant.size(), 3u);
@@ -1805,7 +1805,7 @@ TEST_F(AdaptiveRepeatsTest, ARestartedCoordinatorReachesTheSameDecisionFromTheSt
   Register("w1");
   Pump();
   RunAll(sweep_id);
-  EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kFinished);
+  EXPECT_EQ(store_->Reader()->GetSweep(sweep_id)->state, metrics::SweepState::kFinished);
   by_variant = ByVariant(sweep_id);
   for (const auto& t : by_variant["micro_batch=4"]) EXPECT_EQ(t.outcome, metrics::Outcome::kSucceeded);
   for (const auto& t : by_variant["micro_batch=1"]) EXPECT_EQ(t.outcome, metrics::Outcome::kSucceeded);
@@ -1828,7 +1828,7 @@ TEST_F(AdaptiveRepeatsTest, AVariantRunsOnWhileAComparisonTheAnswerReportsWithIt
   const auto sweep_id = Submit(kTwoAxisAdaptiveSweep);
   EXPECT_EQ(AnsweredComparisons(service_->State(), sweep_id), std::make_optional(std::make_pair(0, 4)));
   RunAll(sweep_id);
-  EXPECT_EQ(store_->GetSweep(sweep_id)->state, metrics::SweepState::kFinished);
+  EXPECT_EQ(store_->Reader()->GetSweep(sweep_id)->state, metrics::SweepState::kFinished);
   auto by_variant = ByVariant(sweep_id);
   ASSERT_EQ(by_variant.size(), 4u);
   for (const auto& [key, trials] : by_variant) {

@@ -47,8 +47,8 @@ TEST_F(ReportLoaderTest, ReadsTheSweepAsStored) {
 
 TEST_F(ReportLoaderTest, ReadsSummariesStepsWorkersAndOnlyTheCurrentAttempt) {
   int64_t sweep_id = CreateSweep();
-  auto variants = store_->ListVariants(sweep_id);
-  auto trials = store_->ListTrials(sweep_id);
+  auto variants = store_->Reader()->ListVariants(sweep_id);
+  auto trials = store_->Reader()->ListTrials(sweep_id);
   ASSERT_TRUE(trials.ok());
   // Trial 0: lost on w-2 once (its metrics must not count), then succeeded on w-1.
   int64_t first = trials->at(0).id;

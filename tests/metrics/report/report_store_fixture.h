@@ -159,7 +159,7 @@ class ReportStoreFixture : public ::testing::Test {
   // micro-batch 4 four times slower per step, jit at micro-batch 4 out of memory.
   // Repeat 0 on w-1 (node-a), repeat 1 on w-2 (node-b). Marks the sweep finished.
   void RunWholeSweep(int64_t sweep_id) {
-    auto trials = store_->ListTrials(sweep_id);
+    auto trials = store_->Reader()->ListTrials(sweep_id);
     ASSERT_TRUE(trials.ok());
     for (const TrialRecord& t : *trials) {
       bool jit = t.variant_key.find("compile_mode=jit") != std::string::npos;

@@ -155,7 +155,7 @@ TEST_F(AttemptLiveSumsTest, TheLiveFiguresEqualAFullScanOfTheSteps) {
   EXPECT_EQ(scanned[2].measured_steps, 10);
   EXPECT_EQ(scanned[3].measured_steps, 0);
 
-  Result<std::vector<LiveTrialFigures>> stored = store->LiveFigures(created->sweep_id);
+  Result<std::vector<LiveTrialFigures>> stored = store->Reader()->LiveFigures(created->sweep_id);
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
   ExpectSame(*stored, scanned);
   ExpectSame(Figures(LiveFiguresSql(created->sweep_id)), scanned);
@@ -184,7 +184,7 @@ TEST_F(AttemptLiveSumsTest, TheLiveFiguresReadNoStep) {
     ASSERT_TRUE((*db)->Exec("DELETE FROM step_blocks").ok());
   }
   ExpectSame(Figures(LiveFiguresSql(created->sweep_id)), before);
-  Result<std::vector<LiveTrialFigures>> stored = store->LiveFigures(created->sweep_id);
+  Result<std::vector<LiveTrialFigures>> stored = store->Reader()->LiveFigures(created->sweep_id);
   ASSERT_TRUE(stored.ok());
   ExpectSame(*stored, before);
   for (const char* steps : {"step_blocks", "step_metrics"}) {
@@ -218,7 +218,7 @@ TEST_F(AttemptLiveSumsTest, MigratingSumsTheStepsAlreadyStored) {
   }
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->SchemaVersion().value(), kLatestSchemaVersion);
+  EXPECT_EQ(store->Reader()->SchemaVersion().value(), kLatestSchemaVersion);
   ExpectSame(Figures(LiveFiguresSql(7)), Figures(FullScanSql(7)));
   const std::vector<LiveTrialFigures> migrated = Figures(LiveFiguresSql(7));
   ASSERT_EQ(migrated.size(), 1u);

@@ -51,9 +51,9 @@ void Report(int fd, int64_t value) {
   Result<std::unique_ptr<ResultsStore>> opened = ResultsStore::Open(options);
   if (!opened.ok()) ::_exit(2);
   ResultsStore& store = **opened;
-  Result<std::vector<SweepRecord>> sweeps = store.ListSweeps();
+  Result<std::vector<SweepRecord>> sweeps = store.Reader()->ListSweeps();
   if (!sweeps.ok() || sweeps->empty()) ::_exit(2);
-  Result<std::vector<TrialRecord>> trials = store.ListTrials(sweeps->front().id);
+  Result<std::vector<TrialRecord>> trials = store.Reader()->ListTrials(sweeps->front().id);
   if (!trials.ok()) ::_exit(2);
   int64_t writer_trial = trials->front().id;  // assigned by the parent, attempt 1
   for (int64_t batch = first_batch;; ++batch) {
@@ -205,7 +205,7 @@ TEST(ResultsStoreCrashTest, WriterKilledMidBatchKeepsEveryCommittedBatch) {
     // At most the one batch in flight may be stored without having been reported.
     EXPECT_LE(stored_batches.size(), committed_batches.size() + round + 1);
     for (int64_t trial : finished_trials) {
-      Result<TrialRecord> stored = (*store)->GetTrial(trial);
+      Result<TrialRecord> stored = (*store)->Reader()->GetTrial(trial);
       ASSERT_TRUE(stored.ok());
       EXPECT_EQ(stored->state, TrialState::kFinished) << "finished trial " << trial << " reverted";
     }

@@ -214,10 +214,10 @@ TEST_F(ResultsStoreFaultTest, FullDatabaseRefusesWritesAndKeepsCommittedRows) {
 
   // Every committed batch is intact, through the store and through another connection.
   EXPECT_EQ(CountSteps(), committed * 200);
-  Result<std::vector<StepRecord>> read = store->ReadStepMetrics(trial);
+  Result<std::vector<StepRecord>> read = store->Reader()->ReadStepMetrics(trial);
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(static_cast<int>(read->size()), committed * 200);
-  Result<TrialRecord> stored = store->GetTrial(trial);
+  Result<TrialRecord> stored = store->Reader()->GetTrial(trial);
   ASSERT_TRUE(stored.ok());
   EXPECT_EQ(stored->state, TrialState::kAssigned);
 
@@ -260,10 +260,10 @@ TEST_P(ResultsStoreDiskFaultTest, FailingDiskMakesStoreUnhealthyAndKeepsCommitte
   EXPECT_FALSE(store->healthy());
 
   // Reads work meanwhile and see exactly what was committed before the fault.
-  Result<std::vector<StepRecord>> read = store->ReadStepMetrics(trial);
+  Result<std::vector<StepRecord>> read = store->Reader()->ReadStepMetrics(trial);
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(read->size(), 50u);
-  Result<TrialRecord> stored = store->GetTrial(trial);
+  Result<TrialRecord> stored = store->Reader()->GetTrial(trial);
   ASSERT_TRUE(stored.ok());
   EXPECT_EQ(stored->state, TrialState::kRunning);
 
@@ -309,7 +309,7 @@ TEST_F(ResultsStoreFaultTest, AGroupWhoseCommitFailsLosesOnlyItselfAndSaysSo) {
   EXPECT_FALSE(store->in_group());
 
   g_write_fault = SQLITE_OK;
-  Result<TrialRecord> stored = store->GetTrial(trial);
+  Result<TrialRecord> stored = store->Reader()->GetTrial(trial);
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
   EXPECT_EQ(stored->state, TrialState::kAssigned) << "the lost group's transitions are not stored";
   EXPECT_EQ(CountSteps(), 50) << "the batch committed before the group is kept";
@@ -342,7 +342,7 @@ TEST_F(ResultsStoreFaultTest, AWriteThatLosesTheGroupsTransactionFailsTheRestOfT
   EXPECT_FALSE(later.ok()) << "a write after the group lost its transaction must not commit";
   Status committed = store->CommitGroup();
   EXPECT_EQ(committed.code(), Status::Code::kResourceExhausted) << committed.ToString();
-  Result<TrialRecord> stored = store->GetTrial(trial);
+  Result<TrialRecord> stored = store->Reader()->GetTrial(trial);
   ASSERT_TRUE(stored.ok());
   EXPECT_EQ(stored->state, TrialState::kAssigned) << "the group's mark-running went with its transaction";
 }

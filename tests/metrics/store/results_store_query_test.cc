@@ -75,7 +75,7 @@ TEST_F(ReadOnlyQueryTest, StatementsThatWriteAreRefusedAndChangeNothing) {
         << sql << ": " << result.status().message();
   }
   EXPECT_EQ(TrialCount(), 10);
-  Result<int> version = store_->SchemaVersion();
+  Result<int> version = store_->Reader()->SchemaVersion();
   ASSERT_TRUE(version.ok());
   EXPECT_EQ(*version, kLatestSchemaVersion);
 }
@@ -106,7 +106,7 @@ TEST_F(ReadOnlyQueryTest, PragmasWithSideEffectsAndOutsideFunctionsAreRefusedAnd
   Result<QueryResult> after = RunReadOnlyQuery(db_path_, "SELECT COUNT(*) FROM trials");
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   EXPECT_EQ(after->rows[0][0], 10);
-  EXPECT_TRUE(store_->ListSweeps().ok()) << "the store's own connection is unharmed";
+  EXPECT_TRUE(store_->Reader()->ListSweeps().ok()) << "the store's own connection is unharmed";
   // Pragmas that describe the schema still work.
   Result<QueryResult> info = RunReadOnlyQuery(db_path_, "PRAGMA table_info(trials)");
   ASSERT_TRUE(info.ok()) << info.status().ToString();

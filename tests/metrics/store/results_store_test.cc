@@ -90,7 +90,7 @@ class ResultsStoreTest : public ::testing::Test {
 TEST_F(ResultsStoreTest, OpenCreatesEmptyDatabaseInWalModeAtLatestVersion) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  Result<int> version = store->SchemaVersion();
+  Result<int> version = store->Reader()->SchemaVersion();
   ASSERT_TRUE(version.ok());
   EXPECT_EQ(*version, kLatestSchemaVersion);
   EXPECT_EQ(QueryValue("PRAGMA journal_mode"), "wal");
@@ -103,7 +103,7 @@ TEST_F(ResultsStoreTest, CalibrationsRoundTripAndTheNewestOfAWorkloadKeyWins) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   const int64_t sweep = CreateSample(*store).sweep_id;
-  auto none = store->LatestCalibration("k1");
+  auto none = store->Reader()->LatestCalibration("k1");
   ASSERT_TRUE(none.ok()) << none.status().ToString();
   EXPECT_FALSE(none->has_value());
   CalibrationRecord first{.workload_key = "k1", .calibrated_sweep = "main", .sweep_id = sweep, .host = "h",
@@ -121,7 +121,7 @@ TEST_F(ResultsStoreTest, CalibrationsRoundTripAndTheNewestOfAWorkloadKeyWins) {
   second.aa_low = 0.99;
   second.aa_high = 1.03;
   ASSERT_TRUE(store->RecordCalibration(second).ok());
-  auto latest = store->LatestCalibration("k1");
+  auto latest = store->Reader()->LatestCalibration("k1");
   ASSERT_TRUE(latest.ok() && latest->has_value());
   EXPECT_EQ((*latest)->id, second.id);
   EXPECT_DOUBLE_EQ((*latest)->sd_log_ratio, 0.02);
@@ -134,14 +134,14 @@ TEST_F(ResultsStoreTest, CalibrationsRoundTripAndTheNewestOfAWorkloadKeyWins) {
   lockstep.order = "lockstep";
   lockstep.sd_log_ratio = 0.01;
   ASSERT_TRUE(store->RecordCalibration(lockstep).ok());
-  auto interleaved = store->LatestCalibration("k1", "interleaved");
+  auto interleaved = store->Reader()->LatestCalibration("k1", "interleaved");
   ASSERT_TRUE(interleaved.ok() && interleaved->has_value());
   EXPECT_EQ((*interleaved)->id, second.id);
-  auto by_order = store->LatestCalibration("k1", "lockstep");
+  auto by_order = store->Reader()->LatestCalibration("k1", "lockstep");
   ASSERT_TRUE(by_order.ok() && by_order->has_value());
   EXPECT_EQ((*by_order)->id, lockstep.id);
   EXPECT_EQ((*by_order)->order, "lockstep");
-  EXPECT_EQ((*store->LatestCalibration("k1"))->id, lockstep.id) << "any order: the newest";
+  EXPECT_EQ((*store->Reader()->LatestCalibration("k1"))->id, lockstep.id) << "any order: the newest";
   // A record the table's checks would refuse is refused before it reaches SQLite.
   CalibrationRecord bad = first;
   bad.pairs = 1;
@@ -197,7 +197,7 @@ TEST_F(ResultsStoreTest, MigratesVersionOneDatabaseKeepingItsRows) {
   }
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  Result<int> version = store->SchemaVersion();
+  Result<int> version = store->Reader()->SchemaVersion();
   ASSERT_TRUE(version.ok());
   EXPECT_EQ(*version, kLatestSchemaVersion);
   // v3 moved the steps into one block per rank and phase; the view reads them as rows,
@@ -207,7 +207,7 @@ TEST_F(ResultsStoreTest, MigratesVersionOneDatabaseKeepingItsRows) {
   EXPECT_EQ(QueryValue("SELECT typeof(step_s) || ' ' || typeof(tokens) || ' ' || typeof(lr) FROM step_metrics "
                        "WHERE rank = 0 AND phase = 'measure' AND step = 1"),
             "real integer real");
-  Result<std::vector<StepRecord>> steps = store->ReadStepMetrics(70, 1, 0);
+  Result<std::vector<StepRecord>> steps = store->Reader()->ReadStepMetrics(70, 1, 0);
   ASSERT_TRUE(steps.ok()) << steps.status().ToString();
   ASSERT_EQ(steps->size(), 3u);
   EXPECT_EQ((*steps)[0].phase, "warmup");
@@ -216,11 +216,11 @@ TEST_F(ResultsStoreTest, MigratesVersionOneDatabaseKeepingItsRows) {
   EXPECT_EQ((*steps)[2].row.tokens, 256);
   EXPECT_EQ((*steps)[2].row.comm_bytes, 4096);
   EXPECT_DOUBLE_EQ(*(*steps)[2].row.lr, 0.0001);
-  Result<SweepRecord> sweep = store->GetSweep(7);
+  Result<SweepRecord> sweep = store->Reader()->GetSweep(7);
   ASSERT_TRUE(sweep.ok()) << sweep.status().ToString();
   EXPECT_EQ(sweep->name, "old");
   EXPECT_EQ(sweep->counts.running, 1);
-  Result<std::vector<AttemptRecord>> attempts = store->ListAttempts(70);
+  Result<std::vector<AttemptRecord>> attempts = store->Reader()->ListAttempts(70);
   ASSERT_TRUE(attempts.ok());
   ASSERT_EQ(attempts->size(), 1u);
   EXPECT_FALSE((*attempts)[0].simulated);  // the v2 column, defaulted
@@ -309,7 +309,7 @@ TEST_F(ResultsStoreTest, SweepVariantsAndTrialsRoundTrip) {
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   ASSERT_EQ(created->trial_ids.size(), 4u);
 
-  Result<SweepRecord> sweep = store->GetSweep(created->sweep_id);
+  Result<SweepRecord> sweep = store->Reader()->GetSweep(created->sweep_id);
   ASSERT_TRUE(sweep.ok());
   EXPECT_EQ(sweep->name, sample.sweep.name);
   EXPECT_EQ(sweep->question, sample.sweep.question);
@@ -322,7 +322,7 @@ TEST_F(ResultsStoreTest, SweepVariantsAndTrialsRoundTrip) {
   EXPECT_EQ(sweep->trial_count, 4);
   EXPECT_EQ(sweep->counts.queued, 4);
 
-  Result<std::vector<VariantRecord>> variants = store->ListVariants(created->sweep_id);
+  Result<std::vector<VariantRecord>> variants = store->Reader()->ListVariants(created->sweep_id);
   ASSERT_TRUE(variants.ok());
   ASSERT_EQ(variants->size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
@@ -335,7 +335,7 @@ TEST_F(ResultsStoreTest, SweepVariantsAndTrialsRoundTrip) {
     EXPECT_EQ((*variants)[i].counterpart_excluded, sample.variants[i].counterpart_excluded);
   }
 
-  Result<std::vector<TrialRecord>> trials = store->ListTrials(created->sweep_id);
+  Result<std::vector<TrialRecord>> trials = store->Reader()->ListTrials(created->sweep_id);
   ASSERT_TRUE(trials.ok());
   ASSERT_EQ(trials->size(), 4u);
   for (size_t i = 0; i < 4; ++i) {
@@ -360,18 +360,18 @@ TEST_F(ResultsStoreTest, FindSweepByIdOrNameReturnsNewestOfAName) {
   CreatedSweep second = CreateSample(*store, "same-name");
   CreatedSweep other = CreateSample(*store, "other");
 
-  Result<SweepRecord> by_name = store->FindSweep("same-name");
+  Result<SweepRecord> by_name = store->Reader()->FindSweep("same-name");
   ASSERT_TRUE(by_name.ok());
   EXPECT_EQ(by_name->id, second.sweep_id);
-  Result<SweepRecord> by_id = store->FindSweep(std::to_string(first.sweep_id));
+  Result<SweepRecord> by_id = store->Reader()->FindSweep(std::to_string(first.sweep_id));
   ASSERT_TRUE(by_id.ok());
   EXPECT_EQ(by_id->id, first.sweep_id);
-  Result<SweepRecord> missing = store->FindSweep("nope");
+  Result<SweepRecord> missing = store->Reader()->FindSweep("nope");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), Status::Code::kNotFound);
   EXPECT_NE(missing.status().message().find("nope"), std::string::npos);
 
-  Result<std::vector<SweepRecord>> all = store->ListSweeps();
+  Result<std::vector<SweepRecord>> all = store->Reader()->ListSweeps();
   ASSERT_TRUE(all.ok());
   ASSERT_EQ(all->size(), 3u);
   EXPECT_EQ((*all)[0].id, other.sweep_id);  // newest first
@@ -409,7 +409,7 @@ TEST_F(ResultsStoreTest, SweepStateAndCountsFollowTrials) {
   ASSERT_TRUE(store->FinishTrial(created.trial_ids[1], 1, Outcome::kOom, "out of memory")->applied);
   ASSERT_TRUE(store->AssignTrial(created.trial_ids[2], 0, Placement("w2", "node-b"))->applied);
 
-  Result<SweepRecord> sweep = store->GetSweep(created.sweep_id);
+  Result<SweepRecord> sweep = store->Reader()->GetSweep(created.sweep_id);
   ASSERT_TRUE(sweep.ok());
   EXPECT_EQ(sweep->counts.queued, 1);
   EXPECT_EQ(sweep->counts.assigned, 1);
@@ -420,7 +420,7 @@ TEST_F(ResultsStoreTest, SweepStateAndCountsFollowTrials) {
   Result<int64_t> cancelled = store->CancelQueuedTrials(created.sweep_id, "cancelled by user");
   ASSERT_TRUE(cancelled.ok());
   EXPECT_EQ(*cancelled, 1);
-  Result<TrialRecord> last = store->GetTrial(created.trial_ids[3]);
+  Result<TrialRecord> last = store->Reader()->GetTrial(created.trial_ids[3]);
   ASSERT_TRUE(last.ok());
   EXPECT_EQ(last->state, TrialState::kFinished);
   EXPECT_EQ(last->outcome, Outcome::kCancelled);
@@ -428,11 +428,11 @@ TEST_F(ResultsStoreTest, SweepStateAndCountsFollowTrials) {
 
   clock_.now_s += 60;
   ASSERT_TRUE(store->SetSweepState(created.sweep_id, SweepState::kCancelled).ok());
-  sweep = store->GetSweep(created.sweep_id);
+  sweep = store->Reader()->GetSweep(created.sweep_id);
   ASSERT_TRUE(sweep.ok());
   EXPECT_EQ(sweep->state, SweepState::kCancelled);
   EXPECT_EQ(sweep->finished_at, clock_.now_s);
-  Result<std::vector<SweepRecord>> running = store->ListSweeps(SweepState::kRunning);
+  Result<std::vector<SweepRecord>> running = store->Reader()->ListSweeps(SweepState::kRunning);
   ASSERT_TRUE(running.ok());
   EXPECT_TRUE(running->empty());
   EXPECT_EQ(store->SetSweepState(12345, SweepState::kFinished).code(), Status::Code::kNotFound);
@@ -465,7 +465,7 @@ TEST_F(ResultsStoreTest, TrialLifecycleIsStoredWithItsAttempt) {
   ASSERT_TRUE(finished.ok());
   EXPECT_TRUE(finished->applied);
 
-  Result<TrialRecord> stored = store->GetTrial(trial);
+  Result<TrialRecord> stored = store->Reader()->GetTrial(trial);
   ASSERT_TRUE(stored.ok());
   EXPECT_EQ(stored->state, TrialState::kFinished);
   EXPECT_EQ(stored->outcome, Outcome::kDiverged);
@@ -473,7 +473,7 @@ TEST_F(ResultsStoreTest, TrialLifecycleIsStoredWithItsAttempt) {
   EXPECT_EQ(stored->attempts_used, 1);
   EXPECT_EQ(stored->finished_at, 150);
 
-  Result<std::vector<AttemptRecord>> attempts = store->ListAttempts(trial);
+  Result<std::vector<AttemptRecord>> attempts = store->Reader()->ListAttempts(trial);
   ASSERT_TRUE(attempts.ok());
   ASSERT_EQ(attempts->size(), 1u);
   const AttemptRecord& attempt = (*attempts)[0];
@@ -514,10 +514,10 @@ TEST_F(ResultsStoreTest, DuplicateTransitionsApplyOnce) {
   EXPECT_EQ(second_finish->outcome, Outcome::kSucceeded);
   EXPECT_FALSE(store->RequeueTrial(trial, 1, Outcome::kLost, "late heartbeat loss")->applied);
 
-  Result<TrialRecord> stored = store->GetTrial(trial);
+  Result<TrialRecord> stored = store->Reader()->GetTrial(trial);
   ASSERT_TRUE(stored.ok());
   EXPECT_EQ(stored->outcome, Outcome::kSucceeded);
-  Result<std::vector<AttemptRecord>> attempts = store->ListAttempts(trial);
+  Result<std::vector<AttemptRecord>> attempts = store->Reader()->ListAttempts(trial);
   ASSERT_TRUE(attempts.ok());
   ASSERT_EQ(attempts->size(), 1u);
   EXPECT_EQ((*attempts)[0].worker_id, "w1");
@@ -530,7 +530,7 @@ TEST_F(ResultsStoreTest, TransitionsForAnotherAttemptAreNotApplied) {
   EXPECT_FALSE(store->MarkRunning(trial, 2)->applied);
   EXPECT_FALSE(store->FinishTrial(trial, 2, Outcome::kSucceeded, "")->applied);
   EXPECT_FALSE(store->RequeueTrial(trial, 0, Outcome::kLost, "")->applied);
-  Result<TrialRecord> stored = store->GetTrial(trial);
+  Result<TrialRecord> stored = store->Reader()->GetTrial(trial);
   ASSERT_TRUE(stored.ok());
   EXPECT_EQ(stored->state, TrialState::kAssigned);
 
@@ -560,7 +560,7 @@ TEST_F(ResultsStoreTest, LostAttemptIsRequeuedAndRetriedAsNextAttempt) {
   EXPECT_EQ(retry->attempt, 2);
   ASSERT_TRUE(store->FinishTrial(trial, 2, Outcome::kSucceeded, "")->applied);
 
-  Result<std::vector<AttemptRecord>> attempts = store->ListAttempts(trial);
+  Result<std::vector<AttemptRecord>> attempts = store->Reader()->ListAttempts(trial);
   ASSERT_TRUE(attempts.ok());
   ASSERT_EQ(attempts->size(), 2u);
   EXPECT_EQ((*attempts)[0].outcome, Outcome::kLost);
@@ -579,7 +579,7 @@ TEST_F(ResultsStoreTest, QueuedTrialCanFinishWithoutAnAttempt) {
   Result<TransitionResult> finished = store->FinishTrial(trial, 1, Outcome::kLost, "no attempts left");
   ASSERT_TRUE(finished.ok());
   EXPECT_TRUE(finished->applied);
-  Result<std::vector<AttemptRecord>> attempts = store->ListAttempts(trial);
+  Result<std::vector<AttemptRecord>> attempts = store->Reader()->ListAttempts(trial);
   ASSERT_TRUE(attempts.ok());
   ASSERT_EQ(attempts->size(), 1u);
   EXPECT_EQ((*attempts)[0].reason, "worker lost");  // the attempt keeps its own reason
@@ -605,7 +605,7 @@ TEST_F(ResultsStoreTest, BatchedStepMetricsRoundTripInStepOrder) {
   EXPECT_EQ(written->duplicates, 0);
   EXPECT_EQ(written->stale, 0);
 
-  Result<std::vector<StepRecord>> rank0 = store->ReadStepMetrics(trial, std::nullopt, 0);
+  Result<std::vector<StepRecord>> rank0 = store->Reader()->ReadStepMetrics(trial, std::nullopt, 0);
   ASSERT_TRUE(rank0.ok());
   ASSERT_EQ(rank0->size(), 13u);
   EXPECT_EQ((*rank0)[0].phase, "warmup");
@@ -626,7 +626,7 @@ TEST_F(ResultsStoreTest, BatchedStepMetricsRoundTripInStepOrder) {
   EXPECT_EQ(last.row.comm_s, expected.row.comm_s);
   EXPECT_EQ(last.row.comm_bytes, expected.row.comm_bytes);
 
-  Result<std::vector<StepRecord>> all = store->ReadStepMetrics(trial);
+  Result<std::vector<StepRecord>> all = store->Reader()->ReadStepMetrics(trial);
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->size(), 26u);
   EXPECT_EQ(all->front().rank, 0);
@@ -687,7 +687,7 @@ TEST_F(ResultsStoreTest, WritesForStaleOrLostAttemptsAreRefused) {
   ASSERT_TRUE(after_lost.ok());
   EXPECT_EQ(after_lost->stale, 1);
 
-  Result<std::vector<StepRecord>> attempt1 = store->ReadStepMetrics(trial, 1);
+  Result<std::vector<StepRecord>> attempt1 = store->Reader()->ReadStepMetrics(trial, 1);
   ASSERT_TRUE(attempt1.ok());
   EXPECT_EQ(attempt1->size(), 1u);  // only what arrived while attempt 1 was current
 }
@@ -773,7 +773,7 @@ TEST_F(ResultsStoreTest, SummaryFieldsBecomeColumnsAndTrialResultsCarryThem) {
   EXPECT_EQ(nlohmann::json::parse(r[16].get<std::string>()), applied);
   EXPECT_EQ(r[17], "kept");
 
-  Result<std::vector<TrialResult>> results = store->ListTrialResults(created.sweep_id);
+  Result<std::vector<TrialResult>> results = store->Reader()->ListTrialResults(created.sweep_id);
   ASSERT_TRUE(results.ok()) << results.status().ToString();
   ASSERT_EQ(results->size(), 4u);
   const TrialResult& first = (*results)[0];
@@ -816,7 +816,7 @@ TEST_F(ResultsStoreTest, EventsRoundTripAndSequencedEventsAreStoredOnce) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->duplicates, 2);
 
-  Result<std::vector<EventRecord>> stored = store->ReadEvents(trial);
+  Result<std::vector<EventRecord>> stored = store->Reader()->ReadEvents(trial);
   ASSERT_TRUE(stored.ok());
   ASSERT_EQ(stored->size(), 4u);
   EXPECT_EQ((*stored)[0].kind, "ready");
@@ -842,7 +842,7 @@ TEST_F(ResultsStoreTest, WorkersRoundTripAndKeepRegistrationTime) {
   ASSERT_TRUE(store->RecordWorkerHeartbeat("w1", 510).ok());
   ASSERT_TRUE(store->SetWorkerState("w1", WorkerState::kBusy).ok());
 
-  Result<std::vector<WorkerRecord>> workers = store->ListWorkers();
+  Result<std::vector<WorkerRecord>> workers = store->Reader()->ListWorkers();
   ASSERT_TRUE(workers.ok());
   ASSERT_EQ(workers->size(), 1u);
   EXPECT_EQ((*workers)[0].name, worker.name);
@@ -858,7 +858,7 @@ TEST_F(ResultsStoreTest, WorkersRoundTripAndKeepRegistrationTime) {
   worker.resources = {{"cpu_slots", 8}};
   worker.state = WorkerState::kIdle;
   ASSERT_TRUE(store->UpsertWorker(worker).ok());
-  workers = store->ListWorkers();
+  workers = store->Reader()->ListWorkers();
   ASSERT_TRUE(workers.ok());
   ASSERT_EQ(workers->size(), 1u);
   EXPECT_EQ((*workers)[0].resources["cpu_slots"], 8);
@@ -877,10 +877,10 @@ TEST_F(ResultsStoreTest, AWorkersSecretHashIsKeptUntilANewOneReplacesIt) {
   ASSERT_TRUE(store->UpsertWorker(worker).ok());
   worker.secret_sha256 = "";  // an update that carries none keeps the stored hash
   ASSERT_TRUE(store->UpsertWorker(worker).ok());
-  EXPECT_EQ(store->ListWorkers().value()[0].secret_sha256, std::string(64, 'a'));
+  EXPECT_EQ(store->Reader()->ListWorkers().value()[0].secret_sha256, std::string(64, 'a'));
   worker.secret_sha256 = std::string(64, 'b');
   ASSERT_TRUE(store->UpsertWorker(worker).ok());
-  EXPECT_EQ(store->ListWorkers().value()[0].secret_sha256, std::string(64, 'b'));
+  EXPECT_EQ(store->Reader()->ListWorkers().value()[0].secret_sha256, std::string(64, 'b'));
 }
 
 TEST_F(ResultsStoreTest, MigratesVersionFourWorkersToAnEmptySecretHash) {
@@ -896,8 +896,8 @@ TEST_F(ResultsStoreTest, MigratesVersionFourWorkersToAnEmptySecretHash) {
   }
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->SchemaVersion().value(), kLatestSchemaVersion);
-  Result<std::vector<WorkerRecord>> workers = store->ListWorkers();
+  EXPECT_EQ(store->Reader()->SchemaVersion().value(), kLatestSchemaVersion);
+  Result<std::vector<WorkerRecord>> workers = store->Reader()->ListWorkers();
   ASSERT_TRUE(workers.ok()) << workers.status().ToString();
   ASSERT_EQ(workers->size(), 1u);
   EXPECT_EQ((*workers)[0].host, "node-a");
@@ -931,10 +931,10 @@ TEST_F(ResultsStoreTest, MigratesVersionFiveStepsToAViewWithATurnColumn) {
   }
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->SchemaVersion().value(), kLatestSchemaVersion);
+  EXPECT_EQ(store->Reader()->SchemaVersion().value(), kLatestSchemaVersion);
   EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics WHERE turn IS NULL"), 2);
   EXPECT_EQ(QueryValue("SELECT comm_bytes FROM step_metrics WHERE step = 0"), 4096) << "older columns unchanged";
-  Result<std::vector<StepRecord>> old_steps = store->ReadStepMetrics(70, 1, 0);
+  Result<std::vector<StepRecord>> old_steps = store->Reader()->ReadStepMetrics(70, 1, 0);
   ASSERT_TRUE(old_steps.ok()) << old_steps.status().ToString();
   ASSERT_EQ(old_steps->size(), 2u);
   EXPECT_FALSE((*old_steps)[0].row.turn.has_value());
@@ -952,7 +952,7 @@ TEST_F(ResultsStoreTest, MigratesVersionFiveStepsToAViewWithATurnColumn) {
   batch.step_blocks.push_back(block);
   ASSERT_TRUE(store->AppendBatch(batch).ok());
   EXPECT_EQ(QueryValue("SELECT typeof(turn) || ' ' || turn FROM step_metrics WHERE step = 3"), "integer 10");
-  Result<std::vector<StepRecord>> steps = store->ReadStepMetrics(70, 1, 0);
+  Result<std::vector<StepRecord>> steps = store->Reader()->ReadStepMetrics(70, 1, 0);
   ASSERT_TRUE(steps.ok());
   ASSERT_EQ(steps->size(), 4u);
   EXPECT_EQ((*steps)[2].row.turn, 8);
@@ -975,7 +975,7 @@ TEST_F(ResultsStoreTest, MeasuredStepsCarryTheTokensAndTurnOfTheLowestRankThatRe
   steps[2].row.turn = std::nullopt;  // step 1: only rank 1 reported the turn
   steps[3].row.turn = 8;
   ASSERT_TRUE(store->AppendStepMetrics(steps).ok());
-  Result<std::vector<MeasuredStep>> measured = store->MeasuredSteps(created.sweep_id);
+  Result<std::vector<MeasuredStep>> measured = store->Reader()->MeasuredSteps(created.sweep_id);
   ASSERT_TRUE(measured.ok()) << measured.status().ToString();
   ASSERT_EQ(measured->size(), 2u);
   EXPECT_EQ((*measured)[0].turn, 6);
@@ -1002,7 +1002,7 @@ TEST_F(ResultsStoreTest, ReopenedStoreListsAssignedAndRunningTrialsWithTheirAtte
   }
   auto store = OpenStore();  // as after a coordinator restart
   ASSERT_NE(store, nullptr);
-  Result<std::vector<TrialResult>> active = store->ListActiveTrials();
+  Result<std::vector<TrialResult>> active = store->Reader()->ListActiveTrials();
   ASSERT_TRUE(active.ok()) << active.status().ToString();
   ASSERT_EQ(active->size(), 2u);
   EXPECT_EQ((*active)[0].trial.id, trials[0]);
@@ -1018,7 +1018,7 @@ TEST_F(ResultsStoreTest, ReopenedStoreListsAssignedAndRunningTrialsWithTheirAtte
 
   // The coordinator's grace period ends: the running trial is requeued.
   ASSERT_TRUE(store->RequeueTrial(trials[0], 1, Outcome::kLost, "worker did not reconnect")->applied);
-  active = store->ListActiveTrials();
+  active = store->Reader()->ListActiveTrials();
   ASSERT_TRUE(active.ok());
   EXPECT_EQ(active->size(), 1u);
 }
@@ -1033,7 +1033,7 @@ TEST_F(ResultsStoreTest, StoreMayBeUsedFromSeveralThreads) {
       for (int step = 0; step < 25; ++step) {
         Result<BatchResult> written = store->AppendStepMetrics({Step(trial, 1, rank, step)});
         EXPECT_TRUE(written.ok());
-        Result<std::vector<StepRecord>> read = store->ReadStepMetrics(trial, 1, rank);
+        Result<std::vector<StepRecord>> read = store->Reader()->ReadStepMetrics(trial, 1, rank);
         EXPECT_TRUE(read.ok());
       }
     });
@@ -1258,7 +1258,7 @@ TEST_F(ResultsStoreTest, StepBlocksAreStoredOnceAndOverlapsAddOnlyTheirNewSteps)
   EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 16);
   EXPECT_EQ(QueryValue("SELECT COUNT(DISTINCT step) FROM step_metrics"), 16);
   EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_blocks"), 5);
-  Result<std::vector<StepRecord>> steps = store->ReadStepMetrics(trial, 1, 0);
+  Result<std::vector<StepRecord>> steps = store->Reader()->ReadStepMetrics(trial, 1, 0);
   ASSERT_TRUE(steps.ok());
   ASSERT_EQ(steps->size(), 16u);
   for (int64_t s = 0; s < 16; ++s) {
@@ -1286,7 +1286,7 @@ TEST_F(ResultsStoreTest, AStepBlockKeepsEveryValueAndType) {
                        "typeof(peak_mem_bytes) || typeof(rss_bytes) || typeof(comm_s) || typeof(comm_bytes) "
                        "FROM step_metrics WHERE step = 7"),
             "integerrealintegerrealrealintegernullnullinteger");
-  Result<std::vector<StepRecord>> steps = store->ReadStepMetrics(trial, 1, 2);
+  Result<std::vector<StepRecord>> steps = store->Reader()->ReadStepMetrics(trial, 1, 2);
   ASSERT_TRUE(steps.ok());
   ASSERT_EQ(steps->size(), 2u);
   const StepRecord& a = (*steps)[0];
@@ -1363,7 +1363,7 @@ TEST_F(ResultsStoreTest, AReadDuringAGroupCommitsItFirstSoNoReaderSeesALosableWr
   ASSERT_TRUE(store->AssignTrial(trial, 0, Placement("w1", "node-a"))->applied);
   // The store's own read answers "assigned": by then it is committed, so another
   // connection sees it too.
-  auto read = store->GetTrial(trial);
+  auto read = store->Reader()->GetTrial(trial);
   ASSERT_TRUE(read.ok());
   EXPECT_EQ(read->state, TrialState::kAssigned);
   EXPECT_EQ(QueryValue("SELECT state FROM trials WHERE id = " + std::to_string(trial)), "assigned");
