@@ -93,6 +93,23 @@ class EventIngest {
   };
   // Per (trial id, attempt, rank).
   std::map<std::tuple<std::int64_t, int, int>, Quota> quotas_;
+
+  // The steps of Store, each counting what it drops in `drops`.
+  struct Drops;
+  // Whether to store what names (attempt, rank) (provenance, above).
+  static bool Keep(const std::string& worker_id, const TrialTable& table, const protocol::AttemptRef& attempt,
+                   int rank, Drops& drops);
+  // Whether (attempt, rank) may store `rows` more step rows (steps) or one more other
+  // event (!steps); taken from its quota when so.
+  bool WithinCount(const protocol::AttemptRef& attempt, int rank, bool steps, std::size_t rows, Drops& drops);
+  // Whether (attempt, rank) may store `body`, an event other than a step, by its bytes.
+  bool WithinBytes(const protocol::AttemptRef& attempt, int rank, const nlohmann::json& body, Drops& drops);
+  // Reads one relayed event into its row of `batch`; a started or ready event's trial
+  // joins `started`.
+  void AddEvent(const protocol::TrialEvent& ev, metrics::MetricsBatch& batch, std::set<std::int64_t>& started,
+                Drops& drops);
+  // One log line per reason, and the counters.
+  void ReportDrops(const std::string& worker_id, const Drops& drops);
 };
 
 }  // namespace bakeoff::coordinator

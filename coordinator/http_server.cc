@@ -253,6 +253,93 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket, protocol::Connecti
   co_await stream.async_shutdown(asio::redirect_error(asio::use_awaitable, ec));
 }
 
+std::optional<HttpReply> HttpServer::Refusal(const RequestHead& head, bool& authenticated,
+                                             protocol::ConnectionSlot& slot) {
+  std::optional<HttpReply> refused = Authorize(head.method, head.target, head.authorization);
+  if (refused) return refused;
+  // Only a token that matched authenticates: an open route (/healthz) answered to any
+  // header, or a worker credential, leaves the connection evictable.
+  if (!authenticated && TokenMatches(head.authorization)) {
+    slot.Authenticated();
+    authenticated = true;
+  }
+  if (service_.config().open_reads) {
+    // Reads without a token (bakeoff local): only a request addressed to the loopback,
+    // and from a page of this origin when a browser says where it comes from, so that
+    // neither a rebound DNS name nor another site's page can read or post (A12).
+    if (!LoopbackHost(head.host)) {
+      return Error(403, "Host '" + head.host.substr(0, 100) +
+                            "' is not a loopback name: this coordinator answers requests to localhost, "
+                            "127.0.0.1 or [::1] only");
+    }
+    if (!head.origin.empty() && head.origin != "http://" + head.host && head.origin != "https://" + head.host) {
+      return Error(403, "Origin '" + head.origin.substr(0, 100) +
+                            "' is not this page's: requests from other sites are refused");
+    }
+  }
+  const std::size_t body_limit = service_.config().max_request_body_bytes;
+  if (head.content_length && *head.content_length > body_limit) {
+    return Error(413, "request body over the limit of " + std::to_string(body_limit) + " bytes");
+  }
+  return std::nullopt;
+}
+
+asio::awaitable<HttpReply> HttpServer::Answer(const std::string& method, const std::string& target,
+                                              const std::string& body) {
+  HttpReply reply = Dispatch(method, target, body);
+  if (reply.blocking_work) {
+    // Queries, submissions (one at a time, in order) and the rest each have a pool.
+    asio::thread_pool& pool = reply.query ? query_pool_ : reply.in_order ? submit_pool_ : blocking_pool_;
+    reply = co_await RunOffExecutor(pool.get_executor(), executor_, std::move(reply.blocking_work),
+                                    asio::use_awaitable);
+  }
+  if (reply.then_on_executor) {
+    auto then = std::move(reply.then_on_executor);
+    reply = then();
+  }
+  co_return reply;
+}
+
+void HttpServer::BoundAnswerBytes(HttpReply& reply) const {
+  // Bodies waiting to be written are bounded together: past the bound a large answer
+  // is dropped at once (with what it held) and the client told to retry, rather than
+  // held for a client that may never read it.
+  const std::size_t body_bytes = reply.body.size();
+  if (body_bytes > kSmallReplyBytes && response_bytes_in_flight_ + body_bytes > kMaxResponseBytesInFlight) {
+    reply = Error(503, "the coordinator is already sending " + std::to_string(response_bytes_in_flight_) +
+                           " bytes of answers, near its limit of " + std::to_string(kMaxResponseBytesInFlight) +
+                           "; retry in a few seconds");
+  }
+}
+
+namespace {
+
+// The response for `reply`, its headers set, its body moved out of it.
+http::response<http::string_body> ResponseFor(HttpReply& reply, unsigned version, bool keep_alive) {
+  http::response<http::string_body> response{static_cast<http::status>(reply.status), version};
+  response.set(http::field::server, "bakeoff");
+  response.set(http::field::content_type, reply.content_type);
+  if (reply.bearer_challenge) response.set(http::field::www_authenticate, "Bearer realm=\"bakeoff\"");
+  if (!reply.allow.empty()) response.set(http::field::allow, ReplaceAll(reply.allow, " or ", ", "));
+  response.set("X-Content-Type-Options", "nosniff");
+  if (reply.page) {
+    // The page runs its own script only (no inline script, nothing from elsewhere) and
+    // talks to this coordinator alone; no frame may embed it. Inline style is allowed
+    // for the report it shows in a sandboxed frame (the report's own <style>).
+    response.set("Content-Security-Policy",
+                 "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; "
+                 "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
+    response.set(http::field::cache_control, "no-cache");
+    response.set("Referrer-Policy", "no-referrer");
+  }
+  response.keep_alive(keep_alive);
+  response.body() = std::move(reply.body);
+  response.prepare_payload();
+  return response;
+}
+
+}  // namespace
+
 template <typename Stream>
 asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::ConnectionSlot& slot) {
   beast::flat_buffer buffer;
@@ -261,9 +348,9 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::Connec
   while (true) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(64 * 1024);
-    // The header first, with no body limit yet: the limit is checked below, after the
-    // token, so that an unauthenticated client learns nothing but 401. (Not boost::none:
-    // Boost 1.74 compares a Content-Length with an unset limit as over it.)
+    // The header first, with no body limit yet: the limit is checked after the token
+    // (Refusal), so that an unauthenticated client learns nothing but 401. (Not
+    // boost::none: Boost 1.74 compares a Content-Length with an unset limit as over it.)
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());
     // Until a request carries a valid token the connection may be shut down to make room
     // (protocol/listener.h), and it gets less time to send its header.
@@ -282,37 +369,14 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::Connec
     }
     slot.Serving(true);  // speaking: shut down to make room only after the silent ones
     auto& request = parser.get();
-    const std::string target(request.target());
-    unsigned version = request.version();
+    const RequestHead head{std::string(request.method_string()), std::string(request.target()),
+                           std::string(request[http::field::authorization]), std::string(request[http::field::host]),
+                           std::string(request[http::field::origin]),
+                           parser.content_length() ? std::optional<std::uint64_t>(*parser.content_length())
+                                                   : std::nullopt};
     bool keep_alive = request.keep_alive();
-    std::optional<HttpReply> refused =
-        Authorize(std::string(request.method_string()), target, std::string(request[http::field::authorization]));
-    // Only a token that matched authenticates: an open route (/healthz) answered to any
-    // header, or a worker credential, leaves the connection evictable.
-    if (!refused && !authenticated && TokenMatches(std::string(request[http::field::authorization]))) {
-      slot.Authenticated();
-      authenticated = true;
-    }
-    if (!refused && service_.config().open_reads) {
-      // Reads without a token (bakeoff local): only a request addressed to the loopback,
-      // and from a page of this origin when a browser says where it comes from, so that
-      // neither a rebound DNS name nor another site's page can read or post (A12).
-      const std::string host(request[http::field::host]);
-      const std::string origin(request[http::field::origin]);
-      if (!LoopbackHost(host)) {
-        refused = Error(403, "Host '" + host.substr(0, 100) +
-                                 "' is not a loopback name: this coordinator answers requests to localhost, "
-                                 "127.0.0.1 or [::1] only");
-      } else if (!origin.empty() && origin != "http://" + host && origin != "https://" + host) {
-        refused = Error(403, "Origin '" + origin.substr(0, 100) +
-                                 "' is not this page's: requests from other sites are refused");
-      }
-    }
-    if (!refused && parser.content_length() && *parser.content_length() > body_limit) {
-      refused = Error(413, "request body over the limit of " + std::to_string(body_limit) + " bytes");
-    }
     HttpReply reply;
-    if (refused) {
+    if (std::optional<HttpReply> refused = Refusal(head, authenticated, slot)) {
       reply = std::move(*refused);
       keep_alive = false;  // the body, if any, is never read
     } else {
@@ -324,59 +388,15 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::Connec
       } else if (ec) {
         break;
       } else {
-        reply = Dispatch(std::string(request.method_string()), target, request.body());
-        if (reply.blocking_work && reply.query) {
-          reply = co_await RunOffExecutor(query_pool_.get_executor(), executor_, std::move(reply.blocking_work),
-                                          asio::use_awaitable);
-        } else if (reply.blocking_work && reply.in_order) {
-          reply = co_await RunOffExecutor(submit_pool_.get_executor(), executor_, std::move(reply.blocking_work),
-                                          asio::use_awaitable);
-        } else if (reply.blocking_work) {
-          reply = co_await RunOffExecutor(blocking_pool_.get_executor(), executor_, std::move(reply.blocking_work),
-                                          asio::use_awaitable);
-        }
-        if (reply.then_on_executor) {
-          auto then = std::move(reply.then_on_executor);
-          reply = then();
-        }
+        reply = co_await Answer(head.method, head.target, request.body());
       }
     }
-    service_.metrics().ObserveHttpRequest(target, reply.status);
-    http::response<http::string_body> response{static_cast<http::status>(reply.status), version};
-    response.set(http::field::server, "bakeoff");
-    response.set(http::field::content_type, reply.content_type);
-    if (reply.bearer_challenge) response.set(http::field::www_authenticate, "Bearer realm=\"bakeoff\"");
-    if (!reply.allow.empty()) response.set(http::field::allow, ReplaceAll(reply.allow, " or ", ", "));
-    response.set("X-Content-Type-Options", "nosniff");
-    if (reply.page) {
-      // The page runs its own script only (no inline script, nothing from elsewhere) and
-      // talks to this coordinator alone; no frame may embed it. Inline style is allowed
-      // for the report it shows in a sandboxed frame (the report's own <style>).
-      response.set("Content-Security-Policy",
-                   "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; "
-                   "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
-      response.set(http::field::cache_control, "no-cache");
-      response.set("Referrer-Policy", "no-referrer");
-    }
-    // Bodies waiting to be written are bounded together: past the bound a large answer
-    // is dropped at once and the client told to retry, rather than held for a client
-    // that may never read it.
-    const std::size_t body_bytes = reply.body.size();
-    if (body_bytes > kSmallReplyBytes && response_bytes_in_flight_ + body_bytes > kMaxResponseBytesInFlight) {
-      HttpReply busy = Error(503, "the coordinator is already sending " + std::to_string(response_bytes_in_flight_) +
-                                      " bytes of answers, near its limit of " +
-                                      std::to_string(kMaxResponseBytesInFlight) + "; retry in a few seconds");
-      response.result(http::status::service_unavailable);
-      response.set(http::field::content_type, busy.content_type);
-      reply.body = std::move(busy.body);
-      reply.hold.reset();
-    }
+    service_.metrics().ObserveHttpRequest(head.target, reply.status);
+    BoundAnswerBytes(reply);
     std::shared_ptr<void> hold = std::move(reply.hold);  // until written
     const std::size_t counted = reply.body.size();
     response_bytes_in_flight_ += counted;
-    response.keep_alive(keep_alive);
-    response.body() = std::move(reply.body);
-    response.prepare_payload();
+    auto response = ResponseFor(reply, request.version(), keep_alive);
     beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
     co_await http::async_write(stream, response, asio::redirect_error(asio::use_awaitable, ec));
     response_bytes_in_flight_ -= counted;

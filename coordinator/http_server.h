@@ -208,6 +208,20 @@ class HttpServer {
   HttpReply LiveRoute(const RouteCall& call);
   HttpReply ReportRoute(const RouteCall& call);
   boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket, protocol::ConnectionSlot slot);
+  // What ServeRequests reads of a request's header before its body.
+  struct RequestHead {
+    std::string method, target, authorization, host, origin;
+    std::optional<std::uint64_t> content_length;
+  };
+  // The steps of ServeRequests. The reply that refuses a request before its body is read
+  // (no or a wrong token, a foreign Host or Origin under open reads, a body over the
+  // limit), or nullopt; marks the connection authenticated once a token matched.
+  std::optional<HttpReply> Refusal(const RequestHead& head, bool& authenticated, protocol::ConnectionSlot& slot);
+  // The route's reply, its blocking work done on its pool.
+  boost::asio::awaitable<HttpReply> Answer(const std::string& method, const std::string& target,
+                                           const std::string& body);
+  // Replaces a large reply by a 503 when the answers being written would pass their bound.
+  void BoundAnswerBytes(HttpReply& reply) const;
   // Requests and replies until the client is done; Stream: beast::tcp_stream or
   // beast::ssl_stream<beast::tcp_stream>.
   template <typename Stream>
