@@ -46,9 +46,10 @@ Status CoordinatorService::Recover() {
       HoldAwaitedNames(table_.AwaitedWorkers(), store_, registry_, clock_.Now() + config_.recovery_grace));
   const std::vector<std::int64_t> sweeps = table_.SweepIds();
   if (!sweeps.empty()) {
-    kLog.Info("recovered " + std::to_string(sweeps.size()) + " unfinished sweep(s); " +
-              std::to_string(table_.AwaitingReclaimCount()) + " attempt(s) wait up to " +
-              std::to_string(config_.recovery_grace.count()) + " ms for their workers");
+    kLog.Info("recovered unfinished sweeps; their running attempts wait for their workers",
+              {{"sweeps", sweeps.size()},
+               {"attempts_waiting", table_.AwaitingReclaimCount()},
+               {"grace_ms", config_.recovery_grace.count()}});
   }
   // A recovered attempt gets a whole deadline again from now: its start is not known here.
   for (std::int64_t tid : table_.AwaitingReclaim()) SetAttemptDeadline(*table_.FindTrial(tid));
@@ -112,9 +113,9 @@ void CoordinatorService::Tick() {
                                std::to_string(table_.FindSweep(trial.sweep_id)->timeout_ms / 1000) + " s + " +
                                std::to_string(config_.attempt_deadline_grace.count() / 1000) +
                                " s) and its worker had not ended the attempt";
-    kLog.Info("trial=" + std::to_string(trial.id) + ": " + reason);
+    kLog.Info("attempt past its deadline", {{"trial", trial.id}, {"reason", reason}});
     Status ended = EndAttempt(trial, Outcome::kTimeout, reason);
-    if (!ended.ok()) kLog.Warning("cannot end trial=" + std::to_string(trial.id) + " at its deadline: " + ended.ToString());
+    if (!ended.ok()) kLog.Warning("cannot end an attempt at its deadline", {{"trial", trial.id}, {"error", ended.ToString()}});
   }
   // A finished sweep whose state the store could not take: try again.
   for (std::int64_t id : table_.SweepIds()) {
@@ -143,10 +144,9 @@ void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
   // committed part of the group early): memory is rebuilt from the store, and every
   // worker reconnects, re-registers its running attempts and resends what was not
   // acknowledged, exactly as after a coordinator restart.
-  kLog.Warning("a group of store writes was lost (" + why.ToString() + "): nothing it decided was sent; closing " +
-      std::to_string(links_.size()) +
-      " worker connection(s) so that the workers send again what was not acknowledged, and reloading sweeps and "
-      "trials from the store");
+  kLog.Warning("a group of store writes was lost: nothing it decided was sent; closing the worker connections so "
+               "that the workers send again what was not acknowledged, and reloading sweeps and trials from the store",
+               {{"error", why.ToString()}, {"connections", links_.size()}});
   links_.CloseAll();
   group_.Discard();
   registry_.ReleaseAll();
@@ -155,7 +155,7 @@ void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
   schedule_wanted_ = false;
   Status recovered = Recover();
   if (!recovered.ok()) {
-    kLog.Warning("cannot reload from the store: " + recovered.ToString() + "; trying again at the next tick");
+    kLog.Warning("cannot reload from the store; trying again at the next tick", {{"error", recovered.ToString()}});
     table_.Clear();
     reload_needed_ = true;
   }
@@ -175,7 +175,7 @@ void CoordinatorService::Schedule() {
   for (const auto& placement : placements) {
     Status applied = ApplyPlacement(placement);
     if (!applied.ok()) {
-      kLog.Warning("cannot assign trial=" + std::to_string(placement.trial_id) + ": " + applied.ToString());
+      kLog.Warning("cannot assign", {{"trial", placement.trial_id}, {"error", applied.ToString()}});
       if (!store_.healthy()) return;
     }
   }
@@ -235,9 +235,12 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
     links_.Send(part.worker_id, protocol::ToJson(AssignMessageOf(trial, sweep, part, ref, store_address)));
     trial.parts.push_back(std::move(part));
   }
-  kLog.Info("assigned trial=" + std::to_string(trial.id) + " attempt=" + std::to_string(*attempt) +
-      " variant=" + trial.variant_key + " workers=" + std::to_string(parts.size()) +
-      " rank0=" + rank0_worker + " store=" + store_address);
+  kLog.Info("assigned", {{"trial", trial.id},
+                         {"attempt", *attempt},
+                         {"variant", trial.variant_key},
+                         {"workers", parts.size()},
+                         {"rank0", rank0_worker},
+                         {"store", store_address}});
   return Status::Ok();
 }
 
@@ -259,7 +262,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   const metrics::WorkerRecord record = WorkerRecordOf(message, info);
   group_.Begin();
   Status upsert = store_.UpsertWorker(record);
-  if (!upsert.ok()) kLog.Warning("cannot record worker " + id + ": " + upsert.ToString());
+  if (!upsert.ok()) kLog.Warning("cannot record a worker", {{"worker", id}, {"error", upsert.ToString()}});
 
   // Reclaim: attempts this worker still runs (or has results for) stay; others stop.
   TrialTable::Reclaim reclaim = table_.ReclaimWorker(id, message.running, info.attempts);
@@ -268,16 +271,18 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   }
   for (const auto& [ref, part] : reclaim.parts) {
     ReservePart(registry_, *part, ref);
-    kLog.Info("reclaimed trial=" + std::to_string(ref.trial_id) + " attempt=" + std::to_string(ref.attempt) +
-              " on worker=" + id);
+    kLog.Info("reclaimed", {{"trial", ref.trial_id}, {"attempt", ref.attempt}, {"worker", id}});
   }
   // Attempts placed here that the worker no longer knows: it restarted; they are lost.
   for (std::int64_t tid : reclaim.lost) {
     EndAttempt(*table_.FindTrial(tid), Outcome::kLost, "worker " + id + " re-registered without this attempt");
   }
-  kLog.Info("worker registered id=" + id + " host=" + message.host + " slots=" +
-      std::to_string(message.resources.cpu_slots) + " cuda=" + std::to_string(message.resources.cuda_devices.size()) +
-      " running=" + std::to_string(message.running.size()));
+  kLog.Info("worker registered", {{"worker", id},
+                                  {"host", message.host},
+                                  {"slots", message.resources.cpu_slots},
+                                  {"cuda", message.resources.cuda_devices.size()},
+                                  {"running", message.running.size()},
+                                  {"credential", info.credential}});
   ScheduleSoon();
   return protocol::ToJson(reply);
 }
@@ -288,7 +293,8 @@ void CoordinatorService::HandleOutboxFrame(const std::string& worker_id, const j
                                                                                 const Message&)) {
   auto message = protocol::Parse<Message>(frame);
   if (!message.ok()) {
-    kLog.Warning("malformed " + frame.value("type", "") + " from worker=" + worker_id + ": " + message.status().message());
+    kLog.Warning("malformed frame",
+                 {{"type", frame.value("type", "")}, {"worker", worker_id}, {"error", message.status().message()}});
     return;
   }
   Status handled = (this->*handle)(worker_id, *message);
@@ -319,14 +325,14 @@ void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink*
     // while it reports its stopped attempts, which are then requeued elsewhere.
     registry_.SetDraining(worker_id);
     (void)store_.SetWorkerState(worker_id, metrics::WorkerState::kDraining);
-    kLog.Info("worker=" + worker_id + " is leaving (it said drain); no new attempts go to it");
+    kLog.Info("worker leaving (it said drain); no new attempts go to it", {{"worker", worker_id}});
   } else if (*type == protocol::kTypeGoodbye) {
     // A clean stop: gone, not lost; whatever it still held is requeued now rather than
     // after the heartbeat timeout.
     registry_.SetGone(worker_id);
     HandleWorkerLost(worker_id, "worker " + worker_id + " stopped (goodbye)", metrics::WorkerState::kGone);
   } else {
-    kLog.Warning("ignoring a '" + *type + "' frame from worker=" + worker_id);
+    kLog.Warning("ignoring a frame of an unknown type", {{"type", *type}, {"worker", worker_id}});
   }
 }
 
@@ -334,7 +340,7 @@ void CoordinatorService::DropUnstored(const std::string& worker_id, const std::s
   // Acks are cumulative: acknowledging a later frame on this connection would make the
   // worker forget this one. Closing it instead makes the worker reconnect and send
   // everything unacknowledged again, once the store takes writes.
-  kLog.Info(reason + "; closing the connection so that the worker sends it again");
+  kLog.Info("closing the connection so that the worker sends it again", {{"worker", worker_id}, {"reason", reason}});
   links_.Close(worker_id);
 }
 
@@ -345,8 +351,8 @@ std::chrono::milliseconds CoordinatorService::EventsReadDelay(const std::string&
 void CoordinatorService::OnDisconnect(const std::string& worker_id, const WorkerLink* link) {
   if (!links_.Detach(worker_id, link)) return;
   // Its attempts keep running: the worker may reconnect within the heartbeat TTL.
-  kLog.Info("worker disconnected id=" + worker_id + "; waiting up to " +
-      std::to_string(config_.heartbeat_timeout.count()) + " ms for it to return");
+  kLog.Info("worker disconnected; waiting for it to return",
+            {{"worker", worker_id}, {"wait_ms", config_.heartbeat_timeout.count()}});
 }
 
 void CoordinatorService::HandleHeartbeat(const std::string& worker_id, const protocol::HeartbeatMessage& message) {
@@ -440,9 +446,8 @@ Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const 
     table_.Requeued(trial, clock_.Now());
     metrics_.CountRequeue();
   }
-  kLog.Info(std::string(effect == TrialStateMachine::Effect::kRequeued ? "requeued" : "finished") +
-      " trial=" + std::to_string(trial.id) + " attempt=" + std::to_string(attempt) + " outcome=" +
-      protocol::OutcomeName(outcome) + (reason.empty() ? "" : " reason=\"" + reason + "\""));
+  kLog.Info(effect == TrialStateMachine::Effect::kRequeued ? "requeued" : "finished",
+            {{"trial", trial.id}, {"attempt", attempt}, {"outcome", protocol::OutcomeName(outcome)}, {"reason", reason}});
   ReleaseParts(trial, /*send_cancel=*/true, "attempt ended: " + std::string(protocol::OutcomeName(outcome)));
   if (effect == TrialStateMachine::Effect::kFinished) {
     ApplyAdaptiveStops(trial.sweep_id, table_, store_, metrics_);
@@ -470,7 +475,7 @@ void CoordinatorService::ReleaseParts(TrialEntry& trial, bool send_cancel, const
 
 void CoordinatorService::HandleWorkerLost(const std::string& worker_id, const std::string& reason,
                                           metrics::WorkerState state) {
-  kLog.Info(reason + "; its attempts are lost");
+  kLog.Info("worker lost; its attempts are lost", {{"worker", worker_id}, {"reason", reason}});
   Status s = store_.SetWorkerState(worker_id, state);
   (void)s;
   links_.Drop(worker_id);
@@ -488,12 +493,12 @@ void CoordinatorService::StoreSweepState(SweepEntry& sweep) {
   auto state = sweep.cancelled ? metrics::SweepState::kCancelled : metrics::SweepState::kFinished;
   Status s = store_.SetSweepState(sweep.id, state);
   if (!s.ok()) {
-    kLog.Warning("cannot mark sweep " + std::to_string(sweep.id) + " " + metrics::SweepStateName(state) + ": " +
-        s.ToString() + "; trying again while the coordinator runs");
+    kLog.Warning("cannot mark a sweep ended; trying again while the coordinator runs",
+                 {{"sweep", sweep.id}, {"state", metrics::SweepStateName(state)}, {"error", s.ToString()}});
     return;
   }
   sweep.state_stored = true;
-  kLog.Info("sweep " + std::to_string(sweep.id) + " (" + sweep.name + ") " + metrics::SweepStateName(state));
+  kLog.Info("sweep ended", {{"sweep", sweep.id}, {"name", sweep.name}, {"state", metrics::SweepStateName(state)}});
   // Evicted from memory after the current handler: callers up the stack may still hold
   // references to its trials.
   if (!evict_posted_) {
@@ -567,8 +572,8 @@ std::variant<json, ApiError> CoordinatorService::CommitSweep(PreparedSweep prepa
   const std::int64_t sweep_id = sweep.id;
   const std::string name = sweep.name;
   table_.AddSubmitted(std::move(sweep), created->trial_ids, trials, prepared.spec.limits.max_attempts, clock_.Now());
-  kLog.Info("sweep submitted id=" + std::to_string(sweep_id) + " name=" + name + " variants=" +
-      std::to_string(prepared.variants.size()) + " trials=" + std::to_string(trials.size()));
+  kLog.Info("sweep submitted",
+            {{"id", sweep_id}, {"name", name}, {"variants", prepared.variants.size()}, {"trials", trials.size()}});
   json out = {{"id", sweep_id}, {"name", name}, {"variant_count", prepared.variants.size()},
               {"trial_count", trials.size()}, {"state", "running"}};
   // The user hears of the sweep once it is durable (it may have joined this turn's group).
@@ -598,8 +603,8 @@ std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& 
   for (const auto& [worker_id, ref] : cancelling.cancels) {
     links_.Send(worker_id, protocol::ToJson(protocol::CancelMessage{ref, "sweep cancelled"}));
   }
-  kLog.Info("sweep " + std::to_string(sweep.id) + " cancelled: " + std::to_string(*cancelled) +
-      " queued trial(s) cancelled, " + std::to_string(cancelling.stopping) + " running trial(s) being stopped");
+  kLog.Info("sweep cancelled",
+            {{"sweep", sweep.id}, {"queued_cancelled", *cancelled}, {"running_stopping", cancelling.stopping}});
   MaybeFinishSweep(sweep.id);
   json out{{"id", sweep.id}, {"name", sweep.name}, {"state", sweep.done ? "cancelled" : "cancelling"},
            {"cancelled_trials", *cancelled}, {"stopping_trials", cancelling.stopping}};  // evicted later, not now
@@ -614,7 +619,7 @@ std::variant<json, ApiError> CoordinatorService::DrainWorker(const std::string& 
   links_.Send(worker_id, protocol::ToJson(protocol::DrainMessage{}));
   Status s = store_.SetWorkerState(worker_id, metrics::WorkerState::kDraining);
   (void)s;
-  kLog.Info("draining worker=" + worker_id + " with " + std::to_string(info->attempts.size()) + " running attempt(s)");
+  kLog.Info("draining", {{"worker", worker_id}, {"running", info->attempts.size()}});
   json out{{"id", worker_id}, {"state", "draining"}, {"running", info->attempts.size()}};
   if (Status committed = group_.Finish(); !committed.ok()) return ApiErrorFrom(committed);
   return out;
