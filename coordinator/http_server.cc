@@ -193,10 +193,6 @@ void HttpServer::Start() {
       [this](tcp::socket socket, protocol::ConnectionSlot slot) { return Session(std::move(socket), std::move(slot)); });
 }
 
-void HttpServer::LogPeerEvent(const std::string& line) {
-  if (auto admitted = peer_log_.Admit(line, std::chrono::steady_clock::now())) kLog.Warning(*admitted);
-}
-
 asio::awaitable<void> HttpServer::Session(tcp::socket socket, protocol::ConnectionSlot slot) {
   // Whatever a peer sends, it holds at most kMaxHttpConnectionsPerPeer connections: a
   // token holder (or anyone, before it is evicted) cannot hold the whole cap.
@@ -205,8 +201,8 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket, protocol::Connecti
   const std::string peer_address = peer_ec ? std::string("?") : remote.address().to_string();
   std::size_t& open_here = (*open_by_peer_)[peer_address];
   if (open_here >= kMaxHttpConnectionsPerPeer) {
-    LogPeerEvent("HTTP connection from " + peer_address + " closed: it already holds " +
-                 std::to_string(open_here) + " connections, the most one address may hold");
+    peer_log_.Warning(kLog, "HTTP connection closed: its address holds the most connections one address may hold",
+                      peer_address, std::to_string(open_here) + " connections open");
     socket.close(peer_ec);
     co_return;
   }
@@ -243,8 +239,8 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket, protocol::Connecti
   beast::get_lowest_layer(stream).expires_after(kTlsHandshakeTimeout);
   co_await stream.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
-    LogPeerEvent("HTTPS connection from " + peer + ": TLS handshake failed: " +
-                 protocol::TlsErrorText(ec, stream.native_handle()));
+    peer_log_.Warning(kLog, "HTTPS connection: TLS handshake failed", peer,
+                      protocol::TlsErrorText(ec, stream.native_handle()));
     co_return;
   }
   co_await ServeRequests(stream, slot);
@@ -362,8 +358,8 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::Connec
       // would otherwise fail with no trace here.
       const auto* head = static_cast<const unsigned char*>(buffer.data().data());
       if (!tls_ && protocol::LooksLikeTlsRecord(head, buffer.size())) {
-        LogPeerEvent("HTTP connection from " + PeerAddress(beast::get_lowest_layer(stream).socket()) +
-                     ": the client speaks TLS but this coordinator serves plain HTTP (no --tls-cert)");
+        peer_log_.Warning(kLog, "HTTP connection: the client speaks TLS but this coordinator serves plain HTTP",
+                          PeerAddress(beast::get_lowest_layer(stream).socket()), "no --tls-cert");
       }
       break;
     }

@@ -252,7 +252,6 @@ class HttpServer {
   std::size_t response_bytes_in_flight_ = 0;
   // Peer-triggered log lines (over the per-peer cap, TLS failures): at most one per
   // 10 s, with how many were left out (protocol/log_limiter.h).
-  void LogPeerEvent(const std::string& line);
   logging::LogLimiter peer_log_;
 };
 

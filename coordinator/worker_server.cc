@@ -56,16 +56,15 @@ asio::awaitable<std::shared_ptr<protocol::FrameConnection>> WorkerServer::Open(t
   protocol::FrameConnectionOptions options;
   options.max_frame_bytes = service_.config().max_frame_bytes;
   if (!tls_) co_return std::make_shared<protocol::FrameConnection>(std::move(socket), options);
+  boost::system::error_code ec;
+  const auto remote = socket.remote_endpoint(ec);
+  const std::string peer = ec ? std::string("?") : remote.address().to_string() + ":" + std::to_string(remote.port());
   auto stream = co_await protocol::TlsServerHandshake(std::move(socket), *tls_, kTlsHandshakeTimeout);
   if (!stream.ok()) {
-    LogPeerEvent("worker " + stream.status().message());
+    peer_log_.Warning(kLog, "worker connection: TLS handshake failed", peer, stream.status().message());
     co_return nullptr;
   }
   co_return std::make_shared<protocol::FrameConnection>(std::move(stream).value(), options);
-}
-
-void WorkerServer::LogPeerEvent(const std::string& line) {
-  if (auto admitted = peer_log_.Admit(line, std::chrono::steady_clock::now())) kLog.Warning(*admitted);
 }
 
 asio::awaitable<void> WorkerServer::Serve(tcp::socket socket, protocol::ConnectionSlot slot) {
@@ -77,8 +76,8 @@ asio::awaitable<void> WorkerServer::Serve(tcp::socket socket, protocol::Connecti
   // (protocol/listener.h shuts the oldest such one down to make room).
   auto first = co_await conn->Read(kRegisterTimeout, protocol::kMaxPreAuthFrameBytes);
   if (!first.ok()) {
-    LogPeerEvent("worker connection from " + conn->remote_address() + " ended before registering: " +
-                 first.status().message());
+    peer_log_.Warning(kLog, "worker connection ended before registering", conn->remote_address(),
+                      first.status().message());
     co_return;
   }
   auto reg = protocol::Parse<protocol::RegisterMessage>(*first);

@@ -39,16 +39,15 @@ class WorkerServer {
   // a log line) when the handshake fails.
   boost::asio::awaitable<std::shared_ptr<protocol::FrameConnection>> Open(boost::asio::ip::tcp::socket socket);
 
-  // A line a peer can trigger by connecting (a failed handshake, a connection that ends
-  // before registering): at most one per 10 s, saying how many were left out (security
-  // review 2026-12-07, A13: silent connections wrote 21 MB of log in 40 s).
-  void LogPeerEvent(const std::string& line);
 
   boost::asio::any_io_executor executor_;
   CoordinatorService& service_;
   protocol::Listener listener_;
   std::shared_ptr<protocol::TlsContext> tls_;
-  logging::LogLimiter peer_log_;  // LogPeerEvent's
+  // Lines a peer can trigger by connecting (a failed handshake, a connection that ends
+  // before registering): at most one per 10 s, with how many were left out (security
+  // review 2026-12-07, A13: silent connections wrote 21 MB of log in 40 s).
+  logging::LogLimiter peer_log_;
 };
 
 }  // namespace bakeoff::coordinator

@@ -14,6 +14,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+
+#include "protocol/log.h"
 
 namespace bakeoff::logging {
 
@@ -22,10 +26,10 @@ class LogLimiter {
   static constexpr std::chrono::seconds kDefaultInterval{10};
   explicit LogLimiter(std::chrono::seconds interval = kDefaultInterval) : interval_(interval) {}
 
-  // The line to write now, or nothing when a line was written less than the interval ago
-  // (this one is then counted as left out). A line written after some were left out ends
-  // with " (N such lines left out in the last 10 s)".
-  std::optional<std::string> Admit(const std::string& line, std::chrono::steady_clock::time_point now) {
+  // Whether to write a line now: the number of such lines left out since the last one
+  // written (0 when none), to be logged as the line's `left_out` field; nothing when a
+  // line was written less than the interval ago (this one is then counted as left out).
+  std::optional<std::size_t> Admit(std::chrono::steady_clock::time_point now) {
     std::lock_guard<std::mutex> lock(mu_);
     if (written_ && now < next_) {
       ++left_out_;
@@ -33,13 +37,16 @@ class LogLimiter {
     }
     written_ = true;
     next_ = now + interval_;
-    std::string out = line;
-    if (left_out_ > 0) {
-      out += " (" + std::to_string(left_out_) + " such lines left out in the last " +
-             std::to_string(interval_.count()) + " s)";
+    return std::exchange(left_out_, 0);
+  }
+  std::chrono::seconds interval() const { return interval_; }
+
+  // The peer-triggered line as the listeners write it, when Admit lets it through:
+  // `message peer=ADDRESS error="..." left_out=N`, a warning of `log`'s component.
+  void Warning(const Logger& log, std::string_view message, std::string_view peer, std::string_view error) {
+    if (auto left_out = Admit(std::chrono::steady_clock::now())) {
+      log.Warning(message, {{"peer", peer}, {"error", error}, {"left_out", *left_out}});
     }
-    left_out_ = 0;
-    return out;
   }
 
  private:
