@@ -21,6 +21,7 @@ namespace bakeoff::metrics {
 namespace {
 
 using testing::FakeClock;
+using testing::kOldRunningAttemptSql;
 using testing::MakeSampleSweep;
 using testing::Placement;
 using testing::Step;
@@ -200,17 +201,8 @@ TEST_F(AttemptLiveSumsTest, MigratingSumsTheStepsAlreadyStored) {
         SqliteConnection::Open(db_path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     ASSERT_TRUE(db.ok());
     ASSERT_TRUE(MigrateSchema(**db, 1.0, /*target_version=*/7).ok());
+    ASSERT_TRUE((*db)->Exec(kOldRunningAttemptSql).ok());
     ASSERT_TRUE((*db)->Exec(R"sql(
-      INSERT INTO sweeps (id, name, yaml, state, created_at, variant_count, trial_count)
-        VALUES (7, 'old', 'name: old', 'running', 5.0, 1, 1);
-      INSERT INTO variants (sweep_id, key, ordinal, params_json, trainer_config_json,
-                            counterpart_key, is_baseline, counterpart_excluded)
-        VALUES (7, 'default', 0, '{}', '{}', 'default', 1, 0);
-      INSERT INTO trials (id, sweep_id, variant_key, repeat, order_index, state,
-                          attempts_used, max_attempts, queued_at)
-        VALUES (70, 7, 'default', 0, 0, 'running', 1, 3, 5.0);
-      INSERT INTO attempts (trial_id, attempt, worker_id, host, ranks_json, assigned_at)
-        VALUES (70, 1, 'w1', 'node-a', '[{"rank":0,"worker_id":"w1","host":"node-a"}]', 6.0);
       INSERT INTO step_blocks (trial_id, attempt, rank, phase, first_step, last_step, steps, rows_json)
         VALUES (70, 1, 0, 'measure', 0, 1, 2, '[[0,1.5,256,3.25,0.0001,1000],[1,1.0,256]]'),
                (70, 1, 1, 'warmup', 0, 0, 1, '[[0,9.0,256,3.25,0.0001,3000]]');

@@ -35,6 +35,22 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// Rows any schema version holds, for the migration tests: sweep 7 ("old") with one
+// variant and trial 70, running its attempt 1 on worker w1 (node-a). Each test adds the
+// rows of the version it migrates from.
+inline constexpr const char* kOldRunningAttemptSql = R"sql(
+  INSERT INTO sweeps (id, name, yaml, state, created_at, variant_count, trial_count)
+    VALUES (7, 'old', 'name: old', 'running', 5.0, 1, 1);
+  INSERT INTO variants (sweep_id, key, ordinal, params_json, trainer_config_json,
+                        counterpart_key, is_baseline, counterpart_excluded)
+    VALUES (7, 'default', 0, '{}', '{}', 'default', 1, 0);
+  INSERT INTO trials (id, sweep_id, variant_key, repeat, order_index, state,
+                      attempts_used, max_attempts, queued_at)
+    VALUES (70, 7, 'default', 0, 0, 'running', 1, 3, 5.0);
+  INSERT INTO attempts (trial_id, attempt, worker_id, host, ranks_json, assigned_at)
+    VALUES (70, 1, 'w1', 'node-a', '[{"rank":0,"worker_id":"w1","host":"node-a"}]', 6.0);
+)sql";
+
 // A clock the test advances by hand.
 struct FakeClock {
   double now_s = 1'700'000'000.0;
