@@ -30,7 +30,10 @@ TEST(RankFailuresTest, EachFailureIsClassifiedAndTheWorkerTakesTheNextTrial) {
   const auto dir = testing::FreshTestDir("bakeoff-rank-failures");
   {
     TestCluster c(dir, BAKEOFF_BINARY_DIR "/bakeoff-fake-trainer");
-    ASSERT_TRUE(c.StartCoordinator());
+    // Three of the four trials end within seconds on purpose: without --quarantine-after 0
+    // the worker would be quarantined or not depending on the order they ran in
+    // (PlacementBoundsTest covers the quarantine).
+    ASSERT_TRUE(c.StartCoordinator({"--quarantine-after", "0"}));
     c.AddWorkerEnvironment("FAKE_TRAINER_BEHAVIOR_BY_MICRO_BATCH=1=hang_with_child,2=error_oom,3=error_failed");
     c.StartWorker("w1", 1);
     ASSERT_TRUE(WaitFor([&] { return c.WorkersConnected(1); }, 30s));
