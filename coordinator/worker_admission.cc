@@ -28,8 +28,10 @@ std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
     return protocol::RejectedMessage{"invalid host: use at most " + std::to_string(kMaxWorkerHostBytes) +
                                      " letters, digits, '.', '-', '_', ':', '[' or ']' (a host name or an address)"};
   }
-  // Only the worker credential registers: an API token is refused like any other.
-  if (!config.worker_tokens.empty() && !protocol::TokenInList(config.worker_tokens, message.token)) {
+  // Only the worker credential registers: an API token is refused like any other. The
+  // credential it matched is the one its capacity counts against (below).
+  const std::string credential = WorkerCredential(config, message.token);
+  if (!config.worker_tokens.empty() && credential.empty()) {
     kLog.Warning("rejected a worker registration: wrong token", {{"worker", message.worker_name}});
     return protocol::RejectedMessage{
         "wrong worker token; give the coordinator's worker token (its --worker-token-file) in BAKEOFF_TOKEN or "
@@ -59,7 +61,7 @@ std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
   // would show what it does not have, and a party's silent shrinking hides the
   // misconfiguration; a refusal names the flag, and is temporary, so the worker gets in
   // once the credential's other workers leave.
-  if (Status capped = CheckCredentialCapacity(message, WorkerCredential(config, message.token), config, registry);
+  if (Status capped = CheckCredentialCapacity(message, credential, config, registry);
       !capped.ok()) {
     kLog.Warning("refused a worker registration: past its credential's cap",
                  {{"worker", message.worker_name}, {"reason", capped.message()}});
