@@ -25,6 +25,7 @@
 #include "coordinator/coordinator_node.h"
 #include "experiments/sweep/sweep_expander.h"
 #include "experiments/sweep/sweep_parser.h"
+#include "protocol/env.h"
 #include "protocol/log.h"
 #include "protocol/token.h"
 #include "worker/worker_agent.h"
@@ -326,7 +327,7 @@ class SweepWatch {
   SweepWatch(asio::io_context& io, coordinator::CoordinatorNode& node, const Agents& agents,
              const LocalRunFlags& flags, const std::string& who, LocalRun* result)
       : io_(io), node_(node), agents_(agents), flags_(flags), who_(who), result_(result),
-        tty_(isatty(STDERR_FILENO)), start_(std::chrono::steady_clock::now()), signals_(io, SIGINT, SIGTERM),
+        tty_(isatty(STDERR_FILENO)), start_(node.service().env().clock().Now()), signals_(io, SIGINT, SIGTERM),
         poll_(io) {}
 
   void Run() {
@@ -387,7 +388,7 @@ class SweepWatch {
   // A TTY gets one line redrawn in place; a log or a pipe one line per 10 s of elapsed
   // time and the last, so that it stays readable.
   void ShowProgress(const metrics::SweepRecord& sweep) {
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double elapsed = std::chrono::duration<double>(node_.service().env().clock().Now() - start_).count();
     const std::string text = FormatProgressLine(FiguresOf(sweep, elapsed));
     if (tty_) {
       std::cerr << "\r\033[K" << text << std::flush;
@@ -439,7 +440,7 @@ class SweepWatch {
   const std::string& who_;
   LocalRun* result_;
   const bool tty_;
-  const std::chrono::steady_clock::time_point start_;
+  const Clock::TimePoint start_;  // on the coordinator's Env
   asio::signal_set signals_;
   ProgressEta eta_;
   long last_printed_ = -1;

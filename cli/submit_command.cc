@@ -12,6 +12,7 @@
 #include "cli/coordinator_client.h"
 #include "cli/progress_eta.h"
 #include "cli/sweep_file.h"
+#include "protocol/env.h"
 
 namespace bakeoff::cli {
 namespace {
@@ -51,7 +52,8 @@ int RunSubmit(const SubmitFlags& flags) {
   std::cerr << "submitted sweep " << id << " (" << created->value("name", "") << "), "
             << created->value("trial_count", 0) << " trials\n";
   const bool tty = isatty(STDERR_FILENO);
-  const auto start = std::chrono::steady_clock::now();
+  const Clock& clock = Env::Default().clock();
+  const auto start = clock.Now();
   nlohmann::json sweep;
   int failures = 0;
   ProgressEta eta;
@@ -85,7 +87,7 @@ int RunSubmit(const SubmitFlags& flags) {
       figures.done = c.value("finished", 0L);
       figures.running = c.value("running", 0L) + c.value("assigned", 0L);
       figures.queued = c.value("queued", 0L);
-      figures.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      figures.elapsed_s = std::chrono::duration<double>(clock.Now() - start).count();
       figures.remaining_s = eta.Update(figures.done, figures.total, figures.elapsed_s);
       if (sweep.contains("comparisons")) {
         const auto& a = sweep["comparisons"];
@@ -101,8 +103,8 @@ int RunSubmit(const SubmitFlags& flags) {
       if (sweep.value("state", "running") != "running") break;
     }
     // In short naps, so that Ctrl-C is answered at once.
-    const auto wake = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(flags.poll_s * 1000));
-    while (!g_stop_watching && std::chrono::steady_clock::now() < wake) {
+    const auto wake = clock.Now() + std::chrono::milliseconds(static_cast<int>(flags.poll_s * 1000));
+    while (!g_stop_watching && clock.Now() < wake) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }

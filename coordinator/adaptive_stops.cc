@@ -4,18 +4,17 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/coordinator_log.h"
 #include "metrics/report/adaptive_repeats.h"
 
 namespace bakeoff::coordinator {
 
 int ApplyAdaptiveStops(std::int64_t sweep_id, TrialTable& table, metrics::ResultsStore& store,
-                       CoordinatorMetrics& metrics) {
+                       CoordinatorMetrics& metrics, const logging::Logger& log) {
   SweepEntry* sweep = table.FindSweep(sweep_id);
   if (sweep == nullptr || !sweep->adaptive || sweep->done || sweep->cancelled) return 0;
   auto results = store.Reader()->ListTrialResults(sweep_id);
   if (!results.ok()) {
-    kLog.Info("adaptive repeats not evaluated", {{"sweep", sweep_id}, {"error", results.status().ToString()}});
+    log.Info("adaptive repeats not evaluated", {{"sweep", sweep_id}, {"error", results.status().ToString()}});
     return 0;
   }
   std::map<std::string, std::string> counterpart_of;
@@ -25,8 +24,8 @@ int ApplyAdaptiveStops(std::int64_t sweep_id, TrialTable& table, metrics::Result
   if (sweep->lockstep) {
     auto steps = store.Reader()->MeasuredSteps(sweep_id);
     if (!steps.ok()) {
-      kLog.Info("adaptive repeats not evaluated",
-                {{"sweep", sweep_id}, {"error", steps.status().ToString()}});
+      log.Info("adaptive repeats not evaluated",
+               {{"sweep", sweep_id}, {"error", steps.status().ToString()}});
       return 0;
     }
     repeats = metrics::LockstepRepeatTrials(*results, *steps, counterpart_of);
@@ -47,16 +46,16 @@ int ApplyAdaptiveStops(std::int64_t sweep_id, TrialTable& table, metrics::Result
         return store.FinishTrial(trial->id, trial->machine.attempts_used(), protocol::Outcome::kCancelled, stop.reason);
       }();
       if (!stored.ok() || !stored->applied) {
-        kLog.Warning("cannot cancel a trial", {{"trial", trial->id}, {"reason", stop.reason},
-                                               {"error", stored.ok() ? "the store refused it" : stored.status().ToString()}});
+        log.Warning("cannot cancel a trial", {{"trial", trial->id}, {"reason", stop.reason},
+                                              {"error", stored.ok() ? "the store refused it" : stored.status().ToString()}});
         continue;
       }
       trial->machine.Cancel();
       ++cancelled;
     }
     if (cancelled > 0) {
-      kLog.Info("adaptive stop: queued trials cancelled",
-                {{"sweep", sweep_id}, {"variant", stop.variant_key}, {"reason", stop.reason}, {"cancelled", cancelled}});
+      log.Info("adaptive stop: queued trials cancelled",
+               {{"sweep", sweep_id}, {"variant", stop.variant_key}, {"reason", stop.reason}, {"cancelled", cancelled}});
     }
     total += cancelled;
   }

@@ -11,6 +11,7 @@
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/trial_table.h"
 #include "metrics/store/results_store.h"
+#include "protocol/log.h"
 
 namespace bakeoff::coordinator {
 
@@ -18,8 +19,8 @@ namespace bakeoff::coordinator {
 // records how many comparisons are answered (SweepEntry::comparisons_answered) and
 // returns how many queued trials it cancelled. A store that cannot be read leaves
 // everything as it was (the next finished trial walks again); a trial the store will not
-// cancel stays queued.
+// cancel stays queued. What it decides is logged to `log`.
 int ApplyAdaptiveStops(std::int64_t sweep_id, TrialTable& table, metrics::ResultsStore& store,
-                       CoordinatorMetrics& metrics);
+                       CoordinatorMetrics& metrics, const logging::Logger& log);
 
 }  // namespace bakeoff::coordinator

@@ -40,8 +40,9 @@ std::vector<std::string> Segments(const std::string& path) {
 
 }  // namespace
 
-CoordinatorMetrics::CoordinatorMetrics()
-    : registry_(std::make_shared<prometheus::Registry>()),
+CoordinatorMetrics::CoordinatorMetrics(const Clock& clock)
+    : clock_(clock),
+      registry_(std::make_shared<prometheus::Registry>()),
       http_requests_(RegisterFamily<prometheus::Counter>(*registry_, "bakeoff_http_requests_total",
         "HTTP API requests answered, by route pattern and status code.")),
       dispatch_latency_(RegisterFamily<prometheus::Histogram>(*registry_, "bakeoff_dispatch_latency_seconds",

@@ -20,6 +20,8 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "protocol/clock.h"
+
 namespace bakeoff::coordinator {
 
 // The state figures at one moment, filled by CoordinatorService::MetricsSnapshot.
@@ -44,7 +46,8 @@ struct CoordinatorSnapshot {
 
 class CoordinatorMetrics {
  public:
-  CoordinatorMetrics();
+  // `clock` times the store writes (StoreWriteTimer); it must outlive this.
+  explicit CoordinatorMetrics(const Clock& clock = SystemClock::Instance());
 
   // One answered HTTP request; `target` is the raw request target (its route
   // pattern is the label, never the raw path: sweep names must not become series).
@@ -67,15 +70,15 @@ class CoordinatorMetrics {
   class StoreWriteTimer {
    public:
     StoreWriteTimer(CoordinatorMetrics& metrics, const char* operation)
-        : metrics_(metrics), operation_(operation), start_(std::chrono::steady_clock::now()) {}
-    ~StoreWriteTimer() { metrics_.ObserveStoreWrite(operation_, std::chrono::steady_clock::now() - start_); }
+        : metrics_(metrics), operation_(operation), start_(metrics.clock_.Now()) {}
+    ~StoreWriteTimer() { metrics_.ObserveStoreWrite(operation_, metrics_.clock_.Now() - start_); }
     StoreWriteTimer(const StoreWriteTimer&) = delete;
     StoreWriteTimer& operator=(const StoreWriteTimer&) = delete;
 
    private:
     CoordinatorMetrics& metrics_;
     const char* operation_;
-    std::chrono::steady_clock::time_point start_;
+    Clock::TimePoint start_;
   };
 
   // The text exposition (format 0.0.4) of the registry plus the snapshot's figures.
@@ -85,6 +88,7 @@ class CoordinatorMetrics {
   static std::string RouteOf(const std::string& target);
 
  private:
+  const Clock& clock_;
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& http_requests_;
   prometheus::Histogram& dispatch_latency_;

@@ -8,8 +8,8 @@
 
 namespace bakeoff::coordinator {
 
-CoordinatorNode::CoordinatorNode(boost::asio::any_io_executor executor, CoordinatorConfig config)
-    : executor_(std::move(executor)), config_(std::move(config)) {}
+CoordinatorNode::CoordinatorNode(boost::asio::any_io_executor executor, CoordinatorConfig config, const Env& env)
+    : executor_(std::move(executor)), config_(std::move(config)), env_(env) {}
 
 CoordinatorNode::~CoordinatorNode() { Stop(); }
 
@@ -24,15 +24,13 @@ Status CoordinatorNode::Start() {
   options.path = config_.db_path;
   options.durable = config_.store_durable;
   // The store's timestamps come from the coordinator's one clock, like every other time.
-  options.clock = [&clock = clock_] {
-    return std::chrono::duration<double>(clock.WallNow().time_since_epoch()).count();
-  };
+  options.env = &env_;
   // SQLite's default page size; the cap is whole pages.
   if (config_.db_max_bytes > 0) options.max_page_count = std::max<std::int64_t>(1, config_.db_max_bytes / 4096);
   auto store = metrics::ResultsStore::Open(options);
   if (!store.ok()) return store.status().WithContext("opening the results database '" + config_.db_path + "'");
   store_ = std::move(store).value();
-  service_ = std::make_unique<CoordinatorService>(executor_, config_, *store_, clock_);
+  service_ = std::make_unique<CoordinatorService>(executor_, config_, *store_, env_);
   BAKEOFF_RETURN_IF_ERROR(service_->Recover());
   workers_ = std::make_unique<WorkerServer>(executor_, *service_, tls_);
   BAKEOFF_RETURN_IF_ERROR(workers_->Listen(config_.worker_listen));
@@ -54,8 +52,8 @@ Status CoordinatorNode::Start() {
       slurm.coordinator_address = host + ":" + std::to_string(workers_->port());
     }
     auto client = std::make_unique<ProcessSlurmClient>(executor_, slurm.sbatch, slurm.squeue, slurm.scancel,
-                                                       slurm.command_timeout);
-    slurm_ = std::make_unique<SlurmProvisioner>(executor_, std::move(slurm), *service_, clock_, std::move(client));
+                                                       slurm.command_timeout, env_);
+    slurm_ = std::make_unique<SlurmProvisioner>(executor_, std::move(slurm), *service_, std::move(client));
     BAKEOFF_RETURN_IF_ERROR(slurm_->Start());
   }
   return Status::Ok();

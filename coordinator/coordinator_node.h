@@ -2,12 +2,14 @@
 // API) on one executor, as `bakeoff coordinator` and `bakeoff local` run it. Start opens
 // the store, recovers unfinished sweeps, binds both listeners (port 0: a free port, see
 // http_port() / worker_port()) and starts serving.
-// Thread-safety: construct, Start and Stop on the executor's thread (or before it runs).
+// Time, logs and the store's files come from the Env it is given (protocol/env.h), which
+// it hands to every part. Thread-safety: construct, Start and Stop on the executor's
+// thread (or before it runs).
 #pragma once
 
 #include <memory>
 
-#include "protocol/clock.h"
+#include "protocol/env.h"
 #include "coordinator/coordinator_config.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/http_server.h"
@@ -19,7 +21,8 @@ namespace bakeoff::coordinator {
 
 class CoordinatorNode {
  public:
-  CoordinatorNode(boost::asio::any_io_executor executor, CoordinatorConfig config);
+  // `env` must outlive this.
+  CoordinatorNode(boost::asio::any_io_executor executor, CoordinatorConfig config, const Env& env = Env::Default());
   ~CoordinatorNode();
 
   Status Start();
@@ -38,7 +41,7 @@ class CoordinatorNode {
  private:
   boost::asio::any_io_executor executor_;
   CoordinatorConfig config_;
-  SystemClock clock_;
+  const Env& env_;
   std::unique_ptr<metrics::ResultsStore> store_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<WorkerServer> workers_;

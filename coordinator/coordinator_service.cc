@@ -10,7 +10,6 @@
 
 #include "coordinator/adaptive_stops.h"
 #include "coordinator/api_json.h"
-#include "coordinator/coordinator_log.h"
 #include "protocol/outcome.h"
 #include "protocol/token.h"
 
@@ -20,19 +19,22 @@ using nlohmann::json;
 using protocol::Outcome;
 
 CoordinatorService::CoordinatorService(asio::any_io_executor executor, CoordinatorConfig config,
-                                       metrics::ResultsStore& store, const Clock& clock)
+                                       metrics::ResultsStore& store, const Env& env)
     : executor_(std::move(executor)),
       config_(std::move(config)),
       store_(store),
-      clock_(clock),
-      registry_(clock, config_.heartbeat_timeout),
+      env_(env),
+      clock_(env.clock()),
+      log_(env, "coordinator"),
+      registry_(clock_, config_.heartbeat_timeout),
       tick_timer_(executor_),
       quarantine_(config_.quarantine),
-      events_(config_.max_worker_events_per_s, store_, metrics_),
+      metrics_(clock_),
+      events_(config_.max_worker_events_per_s, store_, metrics_, log_),
       group_(executor_, store_, clock_, config_.group_commit_window, metrics_,
              GroupCommit::Hooks{[this]() { ScheduleIfWanted(); },
                                 [this](const Status& why) { ReloadAfterLostGroup(why); }}),
-      links_(group_) {}
+      links_(group_, log_) {}
 
 CoordinatorService::~CoordinatorService() { Stop(); }
 
@@ -46,7 +48,7 @@ Status CoordinatorService::Recover() {
       HoldAwaitedNames(table_.AwaitedWorkers(), store_, registry_, clock_.Now() + config_.recovery_grace));
   const std::vector<std::int64_t> sweeps = table_.SweepIds();
   if (!sweeps.empty()) {
-    kLog.Info("recovered unfinished sweeps; their running attempts wait for their workers",
+    log_.Info("recovered unfinished sweeps; their running attempts wait for their workers",
               {{"sweeps", sweeps.size()},
                {"attempts_waiting", table_.AwaitingReclaimCount()},
                {"grace_ms", config_.recovery_grace.count()}});
@@ -54,7 +56,7 @@ Status CoordinatorService::Recover() {
   // A recovered attempt gets a whole deadline again from now: its start is not known here.
   for (std::int64_t tid : table_.AwaitingReclaim()) SetAttemptDeadline(*table_.FindTrial(tid));
   for (std::int64_t id : sweeps) {
-    ApplyAdaptiveStops(id, table_, store_, metrics_);  // a decision the previous process may not have carried out
+    ApplyAdaptiveStops(id, table_, store_, metrics_, log_);  // a decision the previous process may not have carried out
     MaybeFinishSweep(id);
   }
   return Status::Ok();
@@ -89,7 +91,7 @@ void CoordinatorService::Tick() {
     // A full, read-only or capped database refuses writes; try one small real write now
     // and then, so that new work resumes by itself once the disk is fixed.
     next_store_probe_ = probe_now + config_.store_probe_interval;
-    if (store_.Probe().ok()) kLog.Info("the results database is writable again; accepting new work");
+    if (store_.Probe().ok()) log_.Info("the results database is writable again; accepting new work");
   }
   for (const auto& worker_id : registry_.Expire()) {
     HandleWorkerLost(worker_id, "worker " + worker_id + " sent no heartbeat for " +
@@ -113,9 +115,9 @@ void CoordinatorService::Tick() {
                                std::to_string(table_.FindSweep(trial.sweep_id)->timeout_ms / 1000) + " s + " +
                                std::to_string(config_.attempt_deadline_grace.count() / 1000) +
                                " s) and its worker had not ended the attempt";
-    kLog.Info("attempt past its deadline", {{"trial", trial.id}, {"reason", reason}});
+    log_.Info("attempt past its deadline", {{"trial", trial.id}, {"reason", reason}});
     Status ended = EndAttempt(trial, Outcome::kTimeout, reason);
-    if (!ended.ok()) kLog.Warning("cannot end an attempt at its deadline", {{"trial", trial.id}, {"error", ended.ToString()}});
+    if (!ended.ok()) log_.Warning("cannot end an attempt at its deadline", {{"trial", trial.id}, {"error", ended.ToString()}});
   }
   // A finished sweep whose state the store could not take: try again.
   for (std::int64_t id : table_.SweepIds()) {
@@ -144,7 +146,7 @@ void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
   // committed part of the group early): memory is rebuilt from the store, and every
   // worker reconnects, re-registers its running attempts and resends what was not
   // acknowledged, exactly as after a coordinator restart.
-  kLog.Warning("a group of store writes was lost: nothing it decided was sent; closing the worker connections so "
+  log_.Warning("a group of store writes was lost: nothing it decided was sent; closing the worker connections so "
                "that the workers send again what was not acknowledged, and reloading sweeps and trials from the store",
                {{"error", why.ToString()}, {"connections", links_.size()}});
   links_.CloseAll();
@@ -155,7 +157,7 @@ void CoordinatorService::ReloadAfterLostGroup(const Status& why) {
   schedule_wanted_ = false;
   Status recovered = Recover();
   if (!recovered.ok()) {
-    kLog.Warning("cannot reload from the store; trying again at the next tick", {{"error", recovered.ToString()}});
+    log_.Warning("cannot reload from the store; trying again at the next tick", {{"error", recovered.ToString()}});
     table_.Clear();
     reload_needed_ = true;
   }
@@ -175,7 +177,7 @@ void CoordinatorService::Schedule() {
   for (const auto& placement : placements) {
     Status applied = ApplyPlacement(placement);
     if (!applied.ok()) {
-      kLog.Warning("cannot assign", {{"trial", placement.trial_id}, {"error", applied.ToString()}});
+      log_.Warning("cannot assign", {{"trial", placement.trial_id}, {"error", applied.ToString()}});
       if (!store_.healthy()) return;
     }
   }
@@ -235,7 +237,7 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
     links_.Send(part.worker_id, protocol::ToJson(AssignMessageOf(trial, sweep, part, ref, store_address)));
     trial.parts.push_back(std::move(part));
   }
-  kLog.Info("assigned", {{"trial", trial.id},
+  log_.Info("assigned", {{"trial", trial.id},
                          {"attempt", *attempt},
                          {"variant", trial.variant_key},
                          {"workers", parts.size()},
@@ -247,7 +249,7 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
 // ------------------------------------------------------------------ worker protocol
 
 json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, std::shared_ptr<WorkerLink> link) {
-  auto admitted = AdmitWorker(message, config_, registry_, link->peer_address());
+  auto admitted = AdmitWorker(message, config_, registry_, link->peer_address(), log_);
   if (auto* rejected = std::get_if<protocol::RejectedMessage>(&admitted)) return protocol::ToJson(*rejected);
   const protocol::RegisterMessage& checked = std::get<protocol::RegisterMessage>(admitted);
   auto& info = registry_.Register(checked, WorkerCredential(config_, message.token));
@@ -262,7 +264,7 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   const metrics::WorkerRecord record = WorkerRecordOf(message, info);
   group_.Begin();
   Status upsert = store_.UpsertWorker(record);
-  if (!upsert.ok()) kLog.Warning("cannot record a worker", {{"worker", id}, {"error", upsert.ToString()}});
+  if (!upsert.ok()) log_.Warning("cannot record a worker", {{"worker", id}, {"error", upsert.ToString()}});
 
   // Reclaim: attempts this worker still runs (or has results for) stay; others stop.
   TrialTable::Reclaim reclaim = table_.ReclaimWorker(id, message.running, info.attempts);
@@ -271,13 +273,13 @@ json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, st
   }
   for (const auto& [ref, part] : reclaim.parts) {
     ReservePart(registry_, *part, ref);
-    kLog.Info("reclaimed", {{"trial", ref.trial_id}, {"attempt", ref.attempt}, {"worker", id}});
+    log_.Info("reclaimed", {{"trial", ref.trial_id}, {"attempt", ref.attempt}, {"worker", id}});
   }
   // Attempts placed here that the worker no longer knows: it restarted; they are lost.
   for (std::int64_t tid : reclaim.lost) {
     EndAttempt(*table_.FindTrial(tid), Outcome::kLost, "worker " + id + " re-registered without this attempt");
   }
-  kLog.Info("worker registered", {{"worker", id},
+  log_.Info("worker registered", {{"worker", id},
                                   {"host", message.host},
                                   {"slots", message.resources.cpu_slots},
                                   {"cuda", message.resources.cuda_devices.size()},
@@ -293,7 +295,7 @@ void CoordinatorService::HandleOutboxFrame(const std::string& worker_id, const j
                                                                                 const Message&)) {
   auto message = protocol::Parse<Message>(frame);
   if (!message.ok()) {
-    kLog.Warning("malformed frame",
+    log_.Warning("malformed frame",
                  {{"type", frame.value("type", "")}, {"worker", worker_id}, {"error", message.status().message()}});
     return;
   }
@@ -325,14 +327,14 @@ void CoordinatorService::OnFrame(const std::string& worker_id, const WorkerLink*
     // while it reports its stopped attempts, which are then requeued elsewhere.
     registry_.SetDraining(worker_id);
     (void)store_.SetWorkerState(worker_id, metrics::WorkerState::kDraining);
-    kLog.Info("worker leaving (it said drain); no new attempts go to it", {{"worker", worker_id}});
+    log_.Info("worker leaving (it said drain); no new attempts go to it", {{"worker", worker_id}});
   } else if (*type == protocol::kTypeGoodbye) {
     // A clean stop: gone, not lost; whatever it still held is requeued now rather than
     // after the heartbeat timeout.
     registry_.SetGone(worker_id);
     HandleWorkerLost(worker_id, "worker " + worker_id + " stopped (goodbye)", metrics::WorkerState::kGone);
   } else {
-    kLog.Warning("ignoring a frame of an unknown type", {{"type", *type}, {"worker", worker_id}});
+    log_.Warning("ignoring a frame of an unknown type", {{"type", *type}, {"worker", worker_id}});
   }
 }
 
@@ -340,7 +342,7 @@ void CoordinatorService::DropUnstored(const std::string& worker_id, const std::s
   // Acks are cumulative: acknowledging a later frame on this connection would make the
   // worker forget this one. Closing it instead makes the worker reconnect and send
   // everything unacknowledged again, once the store takes writes.
-  kLog.Info("closing the connection so that the worker sends it again", {{"worker", worker_id}, {"reason", reason}});
+  log_.Info("closing the connection so that the worker sends it again", {{"worker", worker_id}, {"reason", reason}});
   links_.Close(worker_id);
 }
 
@@ -351,7 +353,7 @@ std::chrono::milliseconds CoordinatorService::EventsReadDelay(const std::string&
 void CoordinatorService::OnDisconnect(const std::string& worker_id, const WorkerLink* link) {
   if (!links_.Detach(worker_id, link)) return;
   // Its attempts keep running: the worker may reconnect within the heartbeat TTL.
-  kLog.Info("worker disconnected; waiting for it to return",
+  log_.Info("worker disconnected; waiting for it to return",
             {{"worker", worker_id}, {"wait_ms", config_.heartbeat_timeout.count()}});
 }
 
@@ -400,7 +402,7 @@ Status CoordinatorService::HandleFinished(const std::string& worker_id,
   if (auto until = quarantine_.OnAttemptEnded(worker_id, outcome, ran, now)) {
     metrics_.CountQuarantine();
     const auto& policy = quarantine_.policy();
-    kLog.Warning("worker quarantined: its attempts ended within seconds of their assignment; its new trials go "
+    log_.Warning("worker quarantined: its attempts ended within seconds of their assignment; its new trials go "
                  "to other workers",
                  {{"worker", worker_id},
                   {"for_s", std::chrono::duration_cast<std::chrono::seconds>(*until - now).count()},
@@ -446,11 +448,11 @@ Status CoordinatorService::EndAttempt(TrialEntry& trial, Outcome outcome, const 
     table_.Requeued(trial, clock_.Now());
     metrics_.CountRequeue();
   }
-  kLog.Info(effect == TrialStateMachine::Effect::kRequeued ? "requeued" : "finished",
+  log_.Info(effect == TrialStateMachine::Effect::kRequeued ? "requeued" : "finished",
             {{"trial", trial.id}, {"attempt", attempt}, {"outcome", protocol::OutcomeName(outcome)}, {"reason", reason}});
   ReleaseParts(trial, /*send_cancel=*/true, "attempt ended: " + std::string(protocol::OutcomeName(outcome)));
   if (effect == TrialStateMachine::Effect::kFinished) {
-    ApplyAdaptiveStops(trial.sweep_id, table_, store_, metrics_);
+    ApplyAdaptiveStops(trial.sweep_id, table_, store_, metrics_, log_);
     MaybeFinishSweep(trial.sweep_id);
   }
   ScheduleSoon();
@@ -475,7 +477,7 @@ void CoordinatorService::ReleaseParts(TrialEntry& trial, bool send_cancel, const
 
 void CoordinatorService::HandleWorkerLost(const std::string& worker_id, const std::string& reason,
                                           metrics::WorkerState state) {
-  kLog.Info("worker lost; its attempts are lost", {{"worker", worker_id}, {"reason", reason}});
+  log_.Info("worker lost; its attempts are lost", {{"worker", worker_id}, {"reason", reason}});
   Status s = store_.SetWorkerState(worker_id, state);
   (void)s;
   links_.Drop(worker_id);
@@ -493,12 +495,12 @@ void CoordinatorService::StoreSweepState(SweepEntry& sweep) {
   auto state = sweep.cancelled ? metrics::SweepState::kCancelled : metrics::SweepState::kFinished;
   Status s = store_.SetSweepState(sweep.id, state);
   if (!s.ok()) {
-    kLog.Warning("cannot mark a sweep ended; trying again while the coordinator runs",
+    log_.Warning("cannot mark a sweep ended; trying again while the coordinator runs",
                  {{"sweep", sweep.id}, {"state", metrics::SweepStateName(state)}, {"error", s.ToString()}});
     return;
   }
   sweep.state_stored = true;
-  kLog.Info("sweep ended", {{"sweep", sweep.id}, {"name", sweep.name}, {"state", metrics::SweepStateName(state)}});
+  log_.Info("sweep ended", {{"sweep", sweep.id}, {"name", sweep.name}, {"state", metrics::SweepStateName(state)}});
   // Evicted from memory after the current handler: callers up the stack may still hold
   // references to its trials.
   if (!evict_posted_) {
@@ -572,7 +574,7 @@ std::variant<json, ApiError> CoordinatorService::CommitSweep(PreparedSweep prepa
   const std::int64_t sweep_id = sweep.id;
   const std::string name = sweep.name;
   table_.AddSubmitted(std::move(sweep), created->trial_ids, trials, prepared.spec.limits.max_attempts, clock_.Now());
-  kLog.Info("sweep submitted",
+  log_.Info("sweep submitted",
             {{"id", sweep_id}, {"name", name}, {"variants", prepared.variants.size()}, {"trials", trials.size()}});
   json out = {{"id", sweep_id}, {"name", name}, {"variant_count", prepared.variants.size()},
               {"trial_count", trials.size()}, {"state", "running"}};
@@ -603,7 +605,7 @@ std::variant<json, ApiError> CoordinatorService::CancelSweep(const std::string& 
   for (const auto& [worker_id, ref] : cancelling.cancels) {
     links_.Send(worker_id, protocol::ToJson(protocol::CancelMessage{ref, "sweep cancelled"}));
   }
-  kLog.Info("sweep cancelled",
+  log_.Info("sweep cancelled",
             {{"sweep", sweep.id}, {"queued_cancelled", *cancelled}, {"running_stopping", cancelling.stopping}});
   MaybeFinishSweep(sweep.id);
   json out{{"id", sweep.id}, {"name", sweep.name}, {"state", sweep.done ? "cancelled" : "cancelling"},
@@ -619,7 +621,7 @@ std::variant<json, ApiError> CoordinatorService::DrainWorker(const std::string& 
   links_.Send(worker_id, protocol::ToJson(protocol::DrainMessage{}));
   Status s = store_.SetWorkerState(worker_id, metrics::WorkerState::kDraining);
   (void)s;
-  kLog.Info("draining", {{"worker", worker_id}, {"running", info->attempts.size()}});
+  log_.Info("draining", {{"worker", worker_id}, {"running", info->attempts.size()}});
   json out{{"id", worker_id}, {"state", "draining"}, {"running", info->attempts.size()}};
   if (Status committed = group_.Finish(); !committed.ok()) return ApiErrorFrom(committed);
   return out;

@@ -22,6 +22,9 @@
 // API shows coordinator_views.h's (on State()). The decisions (state machine calls,
 // scheduling, cancel, drain) and their order stay here.
 //
+// Time and logs come from the Env it is given (protocol/env.h); the parts it owns (the
+// registry, group commit, ingest, links) and the servers log through its log().
+//
 // Thread-safety: not thread-safe. Every method runs on the coordinator's io thread
 // (the one executor given to the constructor); the transports (WorkerServer,
 // HttpServer) call in from coroutines on that executor.
@@ -56,6 +59,8 @@
 #include "coordinator/worker_registry.h"
 #include "metrics/store/results_store.h"
 #include "protocol/clock.h"
+#include "protocol/env.h"
+#include "protocol/log.h"
 #include "protocol/messages.h"
 
 namespace bakeoff::coordinator {
@@ -63,8 +68,12 @@ namespace bakeoff::coordinator {
 class CoordinatorService {
  public:
   CoordinatorService(boost::asio::any_io_executor executor, CoordinatorConfig config,
-                     metrics::ResultsStore& store, const Clock& clock);
+                     metrics::ResultsStore& store, const Env& env = Env::Default());
   ~CoordinatorService();
+
+  const Env& env() const { return env_; }
+  // The "coordinator" logger, on env(): for the servers and the parts the service owns.
+  const logging::Logger& log() const { return log_; }
 
   // Loads unfinished sweeps and trials from the store. Call once, before Start.
   Status Recover();
@@ -196,7 +205,9 @@ class CoordinatorService {
   boost::asio::any_io_executor executor_;
   CoordinatorConfig config_;
   metrics::ResultsStore& store_;
-  const Clock& clock_;
+  const Env& env_;
+  const Clock& clock_;  // env_.clock()
+  const logging::Logger log_;
   WorkerRegistry registry_;
   Scheduler scheduler_;
   boost::asio::steady_timer tick_timer_;

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "protocol/trainer_event.h"
-#include "coordinator/coordinator_log.h"
 
 namespace bakeoff::coordinator {
 namespace {
@@ -46,8 +45,9 @@ struct EventIngest::Drops {
   Kind unreadable, foreign, over_quota;
 };
 
-EventIngest::EventIngest(std::size_t max_events_per_s, metrics::ResultsStore& store, CoordinatorMetrics& metrics)
-    : max_events_per_s_(max_events_per_s), store_(store), metrics_(metrics) {}
+EventIngest::EventIngest(std::size_t max_events_per_s, metrics::ResultsStore& store, CoordinatorMetrics& metrics,
+                         const logging::Logger& log)
+    : max_events_per_s_(max_events_per_s), store_(store), metrics_(metrics), log_(log) {}
 
 bool EventIngest::Keep(const std::string& worker_id, const TrialTable& table, const protocol::AttemptRef& attempt,
                        int rank, Drops& drops) {
@@ -120,17 +120,17 @@ void EventIngest::AddEvent(const protocol::TrialEvent& ev, metrics::MetricsBatch
 
 void EventIngest::ReportDrops(const std::string& worker_id, const Drops& drops) {
   if (drops.unreadable.count > 0) {
-    kLog.Warning("dropped unreadable events or step blocks",
+    log_.Warning("dropped unreadable events or step blocks",
                  {{"worker", worker_id}, {"count", drops.unreadable.count}, {"first", drops.unreadable.first}});
   }
   if (drops.foreign.count > 0) {
     metrics_.CountForeignEvents(drops.foreign.count);
-    kLog.Warning("dropped events or step blocks for ranks the worker was not given",
+    log_.Warning("dropped events or step blocks for ranks the worker was not given",
                  {{"worker", worker_id}, {"count", drops.foreign.count}, {"first", drops.foreign.first}});
   }
   if (drops.over_quota.count > 0) {
     metrics_.CountDroppedOverQuota(drops.over_quota.count);
-    kLog.Warning("dropped events or step blocks over their rank's quota",
+    log_.Warning("dropped events or step blocks over their rank's quota",
                  {{"worker", worker_id}, {"count", drops.over_quota.count}, {"first", drops.over_quota.first}});
   }
 }
@@ -189,7 +189,7 @@ std::chrono::milliseconds EventIngest::ReadDelay(const std::string& worker_id, c
     metrics_.CountEventThrottle(wait);
     if (now - budget->second.last_logged > std::chrono::seconds(10)) {
       budget->second.last_logged = now;
-      kLog.Info("a worker sends over its event rate; reading it more slowly (events are delayed, not dropped)",
+      log_.Info("a worker sends over its event rate; reading it more slowly (events are delayed, not dropped)",
                 {{"worker", worker_id}, {"max_events_per_s", max_events_per_s_}});
     }
   }

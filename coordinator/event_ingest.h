@@ -47,6 +47,7 @@
 #include "protocol/clock.h"
 #include "protocol/messages.h"
 #include "protocol/status.h"
+#include "protocol/log.h"
 
 namespace bakeoff::coordinator {
 
@@ -57,8 +58,10 @@ class EventIngest {
   static constexpr std::size_t kMaxOtherEventsPerRank = 1'000;
   static constexpr std::size_t kMaxEventBytesPerRank = 16u << 20;
 
-  // `max_events_per_s` 0: no limit. The references must outlive this object.
-  EventIngest(std::size_t max_events_per_s, metrics::ResultsStore& store, CoordinatorMetrics& metrics);
+  // `max_events_per_s` 0: no limit. The references must outlive this object; drops and
+  // slowed readers are logged to `log`.
+  EventIngest(std::size_t max_events_per_s, metrics::ResultsStore& store, CoordinatorMetrics& metrics,
+              const logging::Logger& log);
 
   // Stores the events of `message` from `worker_id` of the ranks `table` says it was
   // given (above). Returns the ids of the trials that reported started or ready, or the
@@ -85,6 +88,7 @@ class EventIngest {
   std::size_t max_events_per_s_;
   metrics::ResultsStore& store_;
   CoordinatorMetrics& metrics_;
+  const logging::Logger& log_;
   std::map<std::string, Budget> budgets_;  // per worker
   struct Quota {
     std::size_t step_rows = 0;

@@ -22,7 +22,6 @@
 #include "metrics/report/report_service.h"
 #include "protocol/json_limits.h"
 #include "protocol/token.h"
-#include "coordinator/coordinator_log.h"
 
 namespace bakeoff::coordinator {
 namespace asio = boost::asio;
@@ -55,7 +54,6 @@ json WithLiveState(json sweep, const CoordinatorService& service, std::int64_t i
 constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
 // A connection that has not shown a valid token yet sends its request header within this.
 constexpr std::chrono::seconds kPreAuthHeaderTimeout{10};
-
 
 // Whether a Host header names this machine's loopback (localhost, 127.0.0.0/8, [::1]),
 // with or without a port: what a page served by `bakeoff local` is opened as. A DNS
@@ -201,7 +199,7 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket, protocol::Connecti
   const std::string peer_address = peer_ec ? std::string("?") : remote.address().to_string();
   std::size_t& open_here = (*open_by_peer_)[peer_address];
   if (open_here >= kMaxHttpConnectionsPerPeer) {
-    peer_log_.Warning(kLog, "HTTP connection closed: its address holds the most connections one address may hold",
+    peer_log_.Warning(service_.log(), "HTTP connection closed: its address holds the most connections one address may hold",
                       peer_address, std::to_string(open_here) + " connections open");
     socket.close(peer_ec);
     co_return;
@@ -239,7 +237,7 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket, protocol::Connecti
   beast::get_lowest_layer(stream).expires_after(kTlsHandshakeTimeout);
   co_await stream.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
-    peer_log_.Warning(kLog, "HTTPS connection: TLS handshake failed", peer,
+    peer_log_.Warning(service_.log(), "HTTPS connection: TLS handshake failed", peer,
                       protocol::TlsErrorText(ec, stream.native_handle()));
     co_return;
   }
@@ -358,7 +356,7 @@ asio::awaitable<void> HttpServer::ServeRequests(Stream& stream, protocol::Connec
       // would otherwise fail with no trace here.
       const auto* head = static_cast<const unsigned char*>(buffer.data().data());
       if (!tls_ && protocol::LooksLikeTlsRecord(head, buffer.size())) {
-        peer_log_.Warning(kLog, "HTTP connection: the client speaks TLS but this coordinator serves plain HTTP",
+        peer_log_.Warning(service_.log(), "HTTP connection: the client speaks TLS but this coordinator serves plain HTTP",
                           PeerAddress(beast::get_lowest_layer(stream).socket()), "no --tls-cert");
       }
       break;

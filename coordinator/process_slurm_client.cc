@@ -16,7 +16,8 @@
 namespace bakeoff::coordinator {
 namespace asio = boost::asio;
 
-Result<CommandResult> RunCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+Result<CommandResult> RunCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                                 const Clock& clock) {
   if (argv.empty()) return Status::InvalidArgument("RunCommand: no command");
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0) return Status::Unavailable(std::string("pipe: ") + std::strerror(errno));
@@ -50,13 +51,13 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, std::chro
   close(out_pipe[1]);
   close(err_pipe[1]);
   CommandResult result;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = clock.Now() + timeout;
   bool timed_out = false;
   pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
   int open_fds = 2;
   char buffer[4096];
   while (open_fds > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock.Now());
     if (left.count() <= 0) {
       timed_out = true;
       break;
@@ -98,20 +99,21 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, std::chro
 }
 
 ProcessSlurmClient::ProcessSlurmClient(asio::any_io_executor executor, std::string sbatch, std::string squeue,
-                                       std::string scancel, std::chrono::milliseconds timeout)
+                                       std::string scancel, std::chrono::milliseconds timeout, const Env& env)
     : executor_(std::move(executor)),
       sbatch_(std::move(sbatch)),
       squeue_(std::move(squeue)),
       scancel_(std::move(scancel)),
-      timeout_(timeout) {}
+      timeout_(timeout),
+      env_(env) {}
 
 ProcessSlurmClient::~ProcessSlurmClient() { pool_.join(); }
 
 void ProcessSlurmClient::Run(std::vector<std::string> argv, std::function<void(Result<CommandResult>)> done) {
   auto home = executor_;
   const auto timeout = timeout_;
-  asio::post(pool_, [home, timeout, argv = std::move(argv), done = std::move(done)]() mutable {
-    auto result = std::make_shared<Result<CommandResult>>(RunCommand(argv, timeout));
+  asio::post(pool_, [home, timeout, &clock = env_.clock(), argv = std::move(argv), done = std::move(done)]() mutable {
+    auto result = std::make_shared<Result<CommandResult>>(RunCommand(argv, timeout, clock));
     asio::post(home, [result, done = std::move(done)]() { done(std::move(*result)); });
   });
 }

@@ -15,6 +15,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include "coordinator/slurm_client.h"
+#include "protocol/env.h"
 
 namespace bakeoff::coordinator {
 
@@ -27,14 +28,15 @@ struct CommandResult {
 inline constexpr std::size_t kMaxCommandOutputBytes = 1u << 20;
 
 // Runs `argv` (argv[0] looked up in PATH) with stdin from /dev/null, waits at most
-// `timeout`, then kills it. Unavailable when it could not start or timed out. Blocking:
-// never call on the coordinator's executor.
-Result<CommandResult> RunCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
+// `timeout` on `clock`, then kills it. Unavailable when it could not start or timed out.
+// Blocking: never call on the coordinator's executor.
+Result<CommandResult> RunCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                                 const Clock& clock = Env::Default().clock());
 
 class ProcessSlurmClient : public SlurmClient {
  public:
   ProcessSlurmClient(boost::asio::any_io_executor executor, std::string sbatch, std::string squeue,
-                     std::string scancel, std::chrono::milliseconds timeout);
+                     std::string scancel, std::chrono::milliseconds timeout, const Env& env = Env::Default());
   ~ProcessSlurmClient() override;
 
   void Submit(const SlurmSubmitRequest& request, std::function<void(Result<std::string>)> done) override;
@@ -52,6 +54,7 @@ class ProcessSlurmClient : public SlurmClient {
   boost::asio::any_io_executor executor_;
   std::string sbatch_, squeue_, scancel_;
   std::chrono::milliseconds timeout_;
+  const Env& env_;  // its clock times a command against timeout_
   boost::asio::thread_pool pool_{1};
 };
 

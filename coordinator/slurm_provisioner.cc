@@ -10,14 +10,11 @@
 
 #include <boost/asio/post.hpp>
 
-#include "coordinator/coordinator_log.h"
-
 namespace bakeoff::coordinator {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
 namespace {
-
 
 std::string Quote(const std::string& s) {
   std::string out = "'";
@@ -63,11 +60,12 @@ const char* StateName(SlurmJobState s) {
 }  // namespace
 
 SlurmProvisioner::SlurmProvisioner(asio::any_io_executor executor, SlurmConfig config, CoordinatorService& service,
-                                   const Clock& clock, std::unique_ptr<SlurmClient> client)
+                                   std::unique_ptr<SlurmClient> client)
     : executor_(std::move(executor)),
       config_(std::move(config)),
       service_(service),
-      clock_(clock),
+      clock_(service.env().clock()),
+      log_(service.env(), "coordinator.slurm"),
       client_(std::move(client)),
       policy_(LimitsOf(config_)),
       timer_(executor_),
@@ -120,13 +118,13 @@ Status SlurmProvisioner::Start() {
     if (!out) return Status::Unavailable("slurm: cannot write the batch script '" + script_path_ + "'");
   }
   chmod(script_path_.c_str(), 0755);
-  kSlurmLog.Info("provisioning", {{"partition", config_.partition},
-                                  {"max_nodes", config_.max_nodes},
-                                  {"max_pending_jobs", config_.max_pending_jobs},
-                                  {"gpus_per_node", config_.gpus_per_node},
-                                  {"slots_per_node", config_.slots_per_node},
-                                  {"idle_grace_s", config_.idle_grace.count() / 1000},
-                                  {"script", script_path_}});
+  log_.Info("provisioning", {{"partition", config_.partition},
+                             {"max_nodes", config_.max_nodes},
+                             {"max_pending_jobs", config_.max_pending_jobs},
+                             {"gpus_per_node", config_.gpus_per_node},
+                             {"slots_per_node", config_.slots_per_node},
+                             {"idle_grace_s", config_.idle_grace.count() / 1000},
+                             {"script", script_path_}});
   service_.SetExtraMetrics([this, alive = alive_]() { return *alive ? MetricsText() : std::string(); });
   asio::post(executor_, [this, alive = alive_]() {
     if (*alive) Poll();
@@ -171,7 +169,7 @@ void SlurmProvisioner::OnQueue(Result<std::vector<SlurmQueueEntry>> queue) {
   if (!queue.ok()) {
     // Without a fresh view nothing is submitted or cancelled this round (a slurmctld
     // that does not answer must not make us submit twice).
-    if (last_query_error_ != queue.status().message()) kSlurmLog.Warning("squeue failed", {{"error", queue.status().message()}});
+    if (last_query_error_ != queue.status().message()) log_.Warning("squeue failed", {{"error", queue.status().message()}});
     last_query_error_ = queue.status().message();
     SlurmPlan none;
     UpdateNote(none);
@@ -186,8 +184,8 @@ void SlurmProvisioner::OnQueue(Result<std::vector<SlurmQueueEntry>> queue) {
       continue;
     }
     const SlurmJob& job = it->second;
-    kSlurmLog.Info("job ended (no longer in squeue)",
-                   {{"job", job.id}, {"output", config_.work_dir + "/" + config_.job_name + "-" + job.id + ".out"}});
+    log_.Info("job ended (no longer in squeue)",
+              {{"job", job.id}, {"output", config_.work_dir + "/" + config_.job_name + "-" + job.id + ".out"}});
     cancel_sent_.erase(job.id);
     workers_seen_.erase(job.id);
     it = jobs_.erase(it);
@@ -202,14 +200,14 @@ void SlurmProvisioner::OnQueue(Result<std::vector<SlurmQueueEntry>> queue) {
       job.submitted_at = now;
       job.last_active = now;
       it = jobs_.emplace(e.id, job).first;
-      kSlurmLog.Info("job adopted (found in squeue at start: a previous coordinator's)",
-                     {{"job", e.id}, {"state", e.state}});
+      log_.Info("job adopted (found in squeue at start: a previous coordinator's)",
+                {{"job", e.id}, {"state", e.state}});
     }
     SlurmJob& job = it->second;
     // A job we cancelled may still show RUNNING for a moment: it is on its way out.
     const SlurmJobState state = cancel_sent_.count(e.id) ? SlurmJobState::kEnding : StateOf(e.state);
     if (state != job.state) {
-      kSlurmLog.Info("job state", {{"job", job.id}, {"state", StateName(state)}, {"slurm_state", e.state}});
+      log_.Info("job state", {{"job", job.id}, {"state", StateName(state)}, {"slurm_state", e.state}});
     }
     job.state = state;
     job.reason = e.reason;
@@ -257,7 +255,7 @@ void SlurmProvisioner::Decide() {
 
   if (!plan.cancel.empty()) {
     for (std::size_t i = 0; i < plan.cancel.size(); ++i) {
-      kSlurmLog.Info("scancel", {{"job", plan.cancel[i]}, {"reason", plan.cancel_reasons[i]}});
+      log_.Info("scancel", {{"job", plan.cancel[i]}, {"reason", plan.cancel_reasons[i]}});
       jobs_[plan.cancel[i]].state = SlurmJobState::kEnding;
       cancel_sent_.insert(plan.cancel[i]);
     }
@@ -267,7 +265,7 @@ void SlurmProvisioner::Decide() {
       if (s.ok()) {
         cancelled_ += ids.size();
       } else {
-        kSlurmLog.Warning("scancel failed; retried at the next poll", {{"error", s.message()}});
+        log_.Warning("scancel failed; retried at the next poll", {{"error", s.message()}});
         for (const auto& id : ids) cancel_sent_.erase(id);  // the next squeue says where they stand
       }
       RoundStep(-1);
@@ -299,14 +297,14 @@ void SlurmProvisioner::SubmitJobs(std::vector<int> nodes) {
       job.submitted_at = now;
       job.last_active = now;
       jobs_[*id] = job;
-      kSlurmLog.Info("sbatch", {{"job", *id}, {"nodes", n}, {"partition", config_.partition}});
+      log_.Info("sbatch", {{"job", *id}, {"nodes", n}, {"partition", config_.partition}});
       SubmitJobs(std::move(rest));
     } else {
       ++submitted_failed_;
       const auto delay = submit_backoff_.Next();
       next_submit_ = now + delay;
       last_submit_error_ = id.status().message();
-      kSlurmLog.Warning("sbatch failed", {{"error", last_submit_error_}, {"retry_ms", delay.count()}});
+      log_.Warning("sbatch failed", {{"error", last_submit_error_}, {"retry_ms", delay.count()}});
     }
     SlurmPlan empty;
     empty.held_back = nodes_held_back_;
@@ -345,7 +343,7 @@ void SlurmProvisioner::UpdateNote(const SlurmPlan& plan) {
   }
   std::string note;
   for (const auto& p : parts) note += (note.empty() ? "" : "; ") + p;
-  if (note != last_note_ && !note.empty()) kSlurmLog.Info("waiting", {{"why", note}});
+  if (note != last_note_ && !note.empty()) log_.Info("waiting", {{"why", note}});
   last_note_ = note;
   service_.SetCapacityNote(note);
 }

@@ -27,14 +27,16 @@
 #include "coordinator/slurm_policy.h"
 #include "protocol/backoff.h"
 #include "protocol/clock.h"
+#include "protocol/log.h"
 
 namespace bakeoff::coordinator {
 
 class SlurmProvisioner {
  public:
-  // REQUIRES: config.Validate() succeeded; `service` outlives this.
+  // REQUIRES: config.Validate() succeeded; `service` outlives this. Time and logs come
+  // from the service's Env.
   SlurmProvisioner(boost::asio::any_io_executor executor, SlurmConfig config, CoordinatorService& service,
-                   const Clock& clock, std::unique_ptr<SlurmClient> client);
+                   std::unique_ptr<SlurmClient> client);
   ~SlurmProvisioner();
 
   // Writes the batch script into config.work_dir and starts polling (the first poll at
@@ -68,7 +70,8 @@ class SlurmProvisioner {
   boost::asio::any_io_executor executor_;
   SlurmConfig config_;
   CoordinatorService& service_;
-  const Clock& clock_;
+  const Clock& clock_;  // service_.env().clock()
+  const logging::Logger log_;  // "coordinator.slurm"
   std::unique_ptr<SlurmClient> client_;
   SlurmPolicy policy_;
   boost::asio::steady_timer timer_;

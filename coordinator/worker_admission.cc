@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 
-#include "coordinator/coordinator_log.h"
 #include "protocol/token.h"
 
 namespace bakeoff::coordinator {
@@ -12,19 +11,19 @@ using nlohmann::json;
 
 std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
     const protocol::RegisterMessage& message, const CoordinatorConfig& config, const WorkerRegistry& registry,
-    const std::string& peer_address) {
+    const std::string& peer_address, const logging::Logger& log) {
   // The name goes into log lines and metric labels: checked before anything logs it, and
   // logged escaped when refused (a newline in it once forged a coordinator log line).
   if (!protocol::IsValidWorkerName(message.worker_name)) {
-    kLog.Warning("rejected a worker registration: invalid name", {{"worker", message.worker_name.substr(0, 80)}});
+    log.Warning("rejected a worker registration: invalid name", {{"worker", message.worker_name.substr(0, 80)}});
     return protocol::RejectedMessage{
         "invalid worker name: use 1-64 letters, digits, '.', '_' or '-'"};
   }
   // The host is printed by `bakeoff workers` and the page, and logged: a host name or an
   // address only (A13: a host with terminal escapes reached an operator's terminal).
   if (!ValidWorkerHost(message.host)) {
-    kLog.Warning("rejected a worker registration: invalid host",
-                 {{"worker", message.worker_name}, {"host", message.host.substr(0, 80)}});
+    log.Warning("rejected a worker registration: invalid host",
+                {{"worker", message.worker_name}, {"host", message.host.substr(0, 80)}});
     return protocol::RejectedMessage{"invalid host: use at most " + std::to_string(kMaxWorkerHostBytes) +
                                      " letters, digits, '.', '-', '_', ':', '[' or ']' (a host name or an address)"};
   }
@@ -32,23 +31,23 @@ std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
   // credential it matched is the one its capacity counts against (below).
   const std::string credential = WorkerCredential(config, message.token);
   if (!config.worker_tokens.empty() && credential.empty()) {
-    kLog.Warning("rejected a worker registration: wrong token", {{"worker", message.worker_name}});
+    log.Warning("rejected a worker registration: wrong token", {{"worker", message.worker_name}});
     return protocol::RejectedMessage{
         "wrong worker token; give the coordinator's worker token (its --worker-token-file) in BAKEOFF_TOKEN or "
         "--token-file"};
   }
   if (Status identity = registry.CheckIdentity(message); !identity.ok()) {
-    kLog.Warning("refused a worker registration: the name is held by a live worker", {{"worker", message.worker_name}});
+    log.Warning("refused a worker registration: the name is held by a live worker", {{"worker", message.worker_name}});
     return protocol::RejectedMessage{identity.message(), config.heartbeat_timeout.count()};
   }
   // A worker's capacity is what its operator allows, not what it claims.
   if (message.resources.cpu_slots < 0 ||
       static_cast<std::size_t>(message.resources.cpu_slots) > config.max_worker_slots ||
       message.resources.cuda_devices.size() > config.max_worker_gpus) {
-    kLog.Warning("rejected a worker registration: it offers more than one worker may",
-                 {{"worker", message.worker_name},
-                  {"slots", message.resources.cpu_slots},
-                  {"gpus", message.resources.cuda_devices.size()}});
+    log.Warning("rejected a worker registration: it offers more than one worker may",
+                {{"worker", message.worker_name},
+                 {"slots", message.resources.cpu_slots},
+                 {"gpus", message.resources.cuda_devices.size()}});
     return protocol::RejectedMessage{
         "this worker offers " + std::to_string(message.resources.cpu_slots) + " CPU slots and " +
         std::to_string(message.resources.cuda_devices.size()) + " CUDA devices; this coordinator accepts at most " +
@@ -63,8 +62,8 @@ std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
   // once the credential's other workers leave.
   if (Status capped = CheckCredentialCapacity(message, credential, config, registry);
       !capped.ok()) {
-    kLog.Warning("refused a worker registration: past its credential's cap",
-                 {{"worker", message.worker_name}, {"reason", capped.message()}});
+    log.Warning("refused a worker registration: past its credential's cap",
+                {{"worker", message.worker_name}, {"reason", capped.message()}});
     return protocol::RejectedMessage{capped.message(), config.heartbeat_timeout.count()};
   }
   if (message.protocol_version < protocol::kMinProtocolVersion ||
@@ -81,8 +80,8 @@ std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
     const std::string& scrape_host = message.metrics_host.empty() ? message.host : message.metrics_host;
     auto scrape = protocol::ScrapeAddress(scrape_host, peer_address);
     if (!scrape.ok()) {
-      kLog.Warning("rejected a worker registration: bad metrics host",
-                   {{"worker", message.worker_name}, {"host", scrape_host}, {"error", scrape.status().message()}});
+      log.Warning("rejected a worker registration: bad metrics host",
+                  {{"worker", message.worker_name}, {"host", scrape_host}, {"error", scrape.status().message()}});
       return protocol::RejectedMessage{"metrics host: " + scrape.status().message()};
     }
     // /api/v1/sd publishes the connection's own address, never one the worker names

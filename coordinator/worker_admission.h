@@ -17,6 +17,7 @@
 #include "metrics/store/store_records.h"
 #include "protocol/clock.h"
 #include "protocol/messages.h"
+#include "protocol/log.h"
 
 namespace bakeoff::coordinator {
 
@@ -44,10 +45,10 @@ Status CheckCredentialCapacity(const protocol::RegisterMessage& message, const s
 // The registration as admitted, or the reply that refuses it. Its host must be
 // ValidWorkerHost; its metrics host, when it has a metrics port, is checked by
 // protocol::ScrapeAddress and then replaced by `peer_address`, the connection's own
-// address (when known): /api/v1/sd publishes nothing else.
+// address (when known): /api/v1/sd publishes nothing else. A refusal is logged to `log`.
 std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
     const protocol::RegisterMessage& message, const CoordinatorConfig& config, const WorkerRegistry& registry,
-    const std::string& peer_address);
+    const std::string& peer_address, const logging::Logger& log);
 
 // The `registered` reply to an admitted worker: its id and secret, and the heartbeat
 // interval and timeout it keeps to.

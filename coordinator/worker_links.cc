@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "coordinator/coordinator_log.h"
 #include "protocol/messages.h"
 
 namespace bakeoff::coordinator {
@@ -45,10 +44,10 @@ void WorkerLinks::CloseAll() {
 void WorkerLinks::Send(const std::string& worker_id, const nlohmann::json& frame) {
   auto it = links_.find(worker_id);
   if (it == links_.end()) return;
-  auto send = [worker_id, link = it->second, frame]() {
+  auto send = [worker_id, link = it->second, frame, log = log_]() {
     Status sent = link->Send(frame);
     if (!sent.ok()) {
-      kLog.Warning("cannot send to a worker", {{"worker", worker_id}, {"error", sent.ToString()}});
+      log.Warning("cannot send to a worker", {{"worker", worker_id}, {"error", sent.ToString()}});
       link->Close();
     }
   };

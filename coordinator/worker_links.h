@@ -16,12 +16,14 @@
 
 #include "coordinator/group_commit.h"
 #include "coordinator/worker_link.h"
+#include "protocol/log.h"
 
 namespace bakeoff::coordinator {
 
 class WorkerLinks {
  public:
-  explicit WorkerLinks(GroupCommit& group) : group_(group) {}
+  // A send that fails is logged to `log`.
+  WorkerLinks(GroupCommit& group, const logging::Logger& log) : group_(group), log_(log) {}
 
   // `link` becomes the worker's connection (an older one is closed: the newer wins) and
   // its acknowledgements start again from 0.
@@ -53,6 +55,7 @@ class WorkerLinks {
 
  private:
   GroupCommit& group_;
+  const logging::Logger& log_;
   std::map<std::string, std::shared_ptr<WorkerLink>> links_;
   std::map<std::string, std::int64_t> acked_;
 };

@@ -8,8 +8,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "coordinator/coordinator_log.h"
-
 namespace bakeoff::coordinator {
 namespace asio = boost::asio;
 using asio::ip::tcp;
@@ -19,7 +17,6 @@ namespace {
 constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
 // A connection registers within this of its TLS handshake (or of its accept).
 constexpr std::chrono::seconds kRegisterTimeout{3};
-
 
 class ConnectionLink : public WorkerLink {
  public:
@@ -61,7 +58,7 @@ asio::awaitable<std::shared_ptr<protocol::FrameConnection>> WorkerServer::Open(t
   const std::string peer = ec ? std::string("?") : remote.address().to_string() + ":" + std::to_string(remote.port());
   auto stream = co_await protocol::TlsServerHandshake(std::move(socket), *tls_, kTlsHandshakeTimeout);
   if (!stream.ok()) {
-    peer_log_.Warning(kLog, "worker connection: TLS handshake failed", peer, stream.status().message());
+    peer_log_.Warning(service_.log(), "worker connection: TLS handshake failed", peer, stream.status().message());
     co_return nullptr;
   }
   co_return std::make_shared<protocol::FrameConnection>(std::move(stream).value(), options);
@@ -76,7 +73,7 @@ asio::awaitable<void> WorkerServer::Serve(tcp::socket socket, protocol::Connecti
   // (protocol/listener.h shuts the oldest such one down to make room).
   auto first = co_await conn->Read(kRegisterTimeout, protocol::kMaxPreAuthFrameBytes);
   if (!first.ok()) {
-    peer_log_.Warning(kLog, "worker connection ended before registering", conn->remote_address(),
+    peer_log_.Warning(service_.log(), "worker connection ended before registering", conn->remote_address(),
                       first.status().message());
     co_return;
   }

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/env.h"
 #include "protocol/own_file.h"
 
 namespace bakeoff::logging {
@@ -168,7 +169,8 @@ std::optional<Format> ParseFormat(std::string_view name) {
   return std::nullopt;
 }
 
-void Write(Level level, std::string_view component, std::string_view message, Fields fields) {
+void WriteAt(std::chrono::system_clock::time_point at, Level level, std::string_view component,
+             std::string_view message, Fields fields) {
   Sinks& s = sinks();
   Format format = Format::kText;
   {
@@ -176,7 +178,7 @@ void Write(Level level, std::string_view component, std::string_view message, Fi
     if (level < s.min_level || (!s.to_stderr && s.file == nullptr)) return;
     format = s.format;
   }
-  std::string line = FormatLine(std::chrono::system_clock::now(), level, component, message, fields, format);
+  std::string line = FormatLine(at, level, component, message, fields, format);
   line += '\n';
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.to_stderr) {
@@ -187,6 +189,13 @@ void Write(Level level, std::string_view component, std::string_view message, Fi
     fwrite(line.data(), 1, line.size(), s.file);
     fflush(s.file);
   }
+}
+
+const Env& Logger::env() const { return env_ != nullptr ? *env_ : Env::Default(); }
+
+void Logger::Emit(Level level, std::string_view message, Fields fields) const {
+  const Env& e = env();
+  e.Log(e.clock().WallNow(), level, component_, message, fields);
 }
 
 Status OpenFile(const std::string& path) {

@@ -21,6 +21,10 @@
 
 #include "protocol/status.h"
 
+namespace bakeoff {
+class Env;  // protocol/env.h
+}
+
 namespace bakeoff::logging {
 
 enum class Level { kDebug = 0, kInfo, kWarning, kError };
@@ -56,22 +60,31 @@ std::string FormatLine(std::chrono::system_clock::time_point at, Level level, st
 // "text" or "json"; nullopt for anything else.
 std::optional<Format> ParseFormat(std::string_view name);
 
-// Writes one line to the configured sinks when `level` is at or above the minimum.
-void Write(Level level, std::string_view component, std::string_view message, Fields fields = {});
+// Writes one line, stamped `at`, to the configured sinks when `level` is at or above the
+// minimum. Env::Default()'s Log; a component logs through a Logger instead.
+void WriteAt(std::chrono::system_clock::time_point at, Level level, std::string_view component,
+             std::string_view message, Fields fields = {});
 
-// A component's logger: `constexpr logging::Logger kLog("coordinator");` at the top of a
-// file, then `kLog.Info("assigned", {{"trial", "3"}})`.
+// A component's logger. A component that takes an Env (protocol/env.h) holds
+// `logging::Logger log_{env, "coordinator"}`: its lines carry the Env's time and go to
+// Env::Log, so that a test reads them from its Env. A file of free functions without an
+// Env uses `constexpr logging::Logger kLog("http")`, which logs through Env::Default().
+// Then `log_.Info("assigned", {{"trial", 3}})`.
 class Logger {
  public:
   explicit constexpr Logger(std::string_view component) : component_(component) {}
-  void Debug(std::string_view message, Fields fields = {}) const { Write(Level::kDebug, component_, message, fields); }
-  void Info(std::string_view message, Fields fields = {}) const { Write(Level::kInfo, component_, message, fields); }
-  void Warning(std::string_view message, Fields fields = {}) const {
-    Write(Level::kWarning, component_, message, fields);
-  }
-  void Error(std::string_view message, Fields fields = {}) const { Write(Level::kError, component_, message, fields); }
+  constexpr Logger(const Env& env, std::string_view component) : env_(&env), component_(component) {}
+  void Debug(std::string_view message, Fields fields = {}) const { Emit(Level::kDebug, message, fields); }
+  void Info(std::string_view message, Fields fields = {}) const { Emit(Level::kInfo, message, fields); }
+  void Warning(std::string_view message, Fields fields = {}) const { Emit(Level::kWarning, message, fields); }
+  void Error(std::string_view message, Fields fields = {}) const { Emit(Level::kError, message, fields); }
+  // The Env the lines go through: the one given, else Env::Default().
+  const Env& env() const;
 
  private:
+  void Emit(Level level, std::string_view message, Fields fields) const;
+
+  const Env* env_ = nullptr;
   std::string_view component_;
 };
 

@@ -5,7 +5,8 @@
 // 21 MB of log in 40 s). Each listener owns one, so one kind of flood does not silence
 // another listener's lines.
 //
-// Pure policy: the caller passes the time (steady clock), so tests step it by hand.
+// Admit is pure policy: the caller passes the time (steady), so tests step it by hand;
+// Warning reads it from the Env of the Logger it writes through.
 // Thread-safety: Admit may be called from any thread (an internal mutex).
 #pragma once
 
@@ -17,6 +18,7 @@
 #include <string_view>
 #include <utility>
 
+#include "protocol/env.h"
 #include "protocol/log.h"
 
 namespace bakeoff::logging {
@@ -42,9 +44,10 @@ class LogLimiter {
   std::chrono::seconds interval() const { return interval_; }
 
   // The peer-triggered line as the listeners write it, when Admit lets it through:
-  // `message peer=ADDRESS error="..." left_out=N`, a warning of `log`'s component.
+  // `message peer=ADDRESS error="..." left_out=N`, a warning of `log`'s component, on
+  // the clock of `log`'s Env.
   void Warning(const Logger& log, std::string_view message, std::string_view peer, std::string_view error) {
-    if (auto left_out = Admit(std::chrono::steady_clock::now())) {
+    if (auto left_out = Admit(log.env().clock().Now())) {
       log.Warning(message, {{"peer", peer}, {"error", error}, {"left_out", *left_out}});
     }
   }

@@ -2,17 +2,16 @@
 
 #include <functional>
 
-#include "worker/worker_log.h"
-
 namespace bakeoff::worker {
 
 using Effect = TurnArbiter::Effect;
 
 LockstepGroup::LockstepGroup(boost::asio::any_io_executor executor, std::string name, int sides,
-                             std::chrono::milliseconds turn_timeout, const Clock& clock)
+                             std::chrono::milliseconds turn_timeout, const Env& env)
     : executor_(std::move(executor)),
       name_(std::move(name)),
-      clock_(clock),
+      clock_(env.clock()),
+      log_(env, "worker"),
       arbiter_(sides, turn_timeout, std::hash<std::string>{}(name_)),
       timer_(executor_) {}
 
@@ -34,7 +33,7 @@ void LockstepGroup::OnLine(int side, int rank, std::string_view line) {
   } else {
     // `end`, or a line that is not the protocol: the rank takes no more turns.
     if (line != "end") {
-      kLog.Warning("unknown turn message: the rank takes no more turns",
+      log_.Warning("unknown turn message: the rank takes no more turns",
                    {{"group", name_}, {"side", std::to_string(side)}, {"rank", std::to_string(rank)}});
     }
     Apply(arbiter_.EndRank(side, rank, now));
@@ -61,12 +60,12 @@ void LockstepGroup::Apply(std::vector<Effect> effects) {
         }
         break;
       case Effect::Kind::kTimedOut:
-        kLog.Warning("lockstep side timed out",
+        log_.Warning("lockstep side timed out",
                      {{"group", name_}, {"side", std::to_string(effect.side)}, {"reason", effect.reason}});
         if (hooks->second.time_out) hooks->second.time_out(effect.reason);
         break;
       case Effect::Kind::kLeftRotation:
-        kLog.Warning("lockstep side left the turns",
+        log_.Warning("lockstep side left the turns",
                      {{"group", name_}, {"side", std::to_string(effect.side)}, {"reason", effect.reason}});
         if (hooks->second.left_rotation) hooks->second.left_rotation(effect.reason);
         break;

@@ -19,6 +19,8 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "protocol/clock.h"
+#include "protocol/env.h"
+#include "protocol/log.h"
 #include "worker/turn_arbiter.h"
 
 namespace bakeoff::worker {
@@ -32,9 +34,9 @@ class LockstepGroup : public std::enable_shared_from_this<LockstepGroup> {
     std::function<void(const std::string& reason)> left_rotation;  // it runs on without turns
   };
 
-  // REQUIRES: `clock` outlives the group.
+  // REQUIRES: `env` (its clock and log) outlives the group.
   LockstepGroup(boost::asio::any_io_executor executor, std::string name, int sides,
-                std::chrono::milliseconds turn_timeout, const Clock& clock);
+                std::chrono::milliseconds turn_timeout, const Env& env);
   ~LockstepGroup();
 
   const std::string& name() const { return name_; }
@@ -64,7 +66,8 @@ class LockstepGroup : public std::enable_shared_from_this<LockstepGroup> {
 
   boost::asio::any_io_executor executor_;
   std::string name_;
-  const Clock& clock_;
+  const Clock& clock_;  // of the Env given
+  const logging::Logger log_;  // "worker", on the Env given
   TurnArbiter arbiter_;
   std::map<int, SideHooks> hooks_;
   boost::asio::steady_timer timer_;

@@ -10,12 +10,15 @@
 
 #include <boost/asio/steady_timer.hpp>
 
-#include "worker/worker_log.h"
+#include "protocol/log.h"
 #include "worker/rank_process.h"
 
 namespace bakeoff::worker {
 namespace {
 
+// The reaper is the process's, not an agent's (StartStrayReaper is idempotent), so it logs
+// through Env::Default() and not through an agent's Env.
+constexpr logging::Logger kReaperLog("worker");
 
 // Sweeps, then waits `period`, for as long as the executor runs.
 void ScheduleSweep(std::shared_ptr<boost::asio::steady_timer> timer, std::chrono::milliseconds period) {
@@ -23,7 +26,7 @@ void ScheduleSweep(std::shared_ptr<boost::asio::steady_timer> timer, std::chrono
   timer->async_wait([timer, period](const boost::system::error_code& ec) {
     if (ec) return;
     for (const auto& stray : KillStrayChildren()) {
-      kLog.Warning("killed a process a rank left behind", {{"pid", std::to_string(stray.pid)}, {"name", stray.name}});
+      kReaperLog.Warning("killed a process a rank left behind", {{"pid", std::to_string(stray.pid)}, {"name", stray.name}});
     }
     ScheduleSweep(timer, period);
   });

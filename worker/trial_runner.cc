@@ -26,7 +26,6 @@
 #include "protocol/token.h"
 #include "protocol/trainer_event.h"
 #include "worker/rank_process.h"
-#include "worker/worker_log.h"
 
 namespace bakeoff::worker {
 namespace asio = boost::asio;
@@ -68,10 +67,10 @@ std::string StorePortBusy(int port) {
 
 // An event the worker writes itself (started, the simulated workload's), read into its
 // type as a trainer's line is. It always reads: anything else is a bug in this file.
-protocol::TrainerEvent OwnEvent(nlohmann::json body) {
+protocol::TrainerEvent OwnEvent(nlohmann::json body, const logging::Logger& log) {
   auto event = protocol::TrainerEventFromJson(std::move(body));
   if (!event.ok()) {
-    kLog.Error("BUG: an event of its own does not read", {{"error", event.status().ToString()}});
+    log.Error("BUG: an event of its own does not read", {{"error", event.status().ToString()}});
     std::abort();
   }
   return std::move(event).value();
@@ -115,10 +114,11 @@ double WallSeconds(const Clock& clock) {
 }  // namespace
 
 TrialRunner::TrialRunner(asio::any_io_executor executor, const WorkerConfig& config,
-                         protocol::AssignMessage assign, Callbacks callbacks, const Clock& clock)
+                         protocol::AssignMessage assign, Callbacks callbacks, const Env& env)
     : executor_(std::move(executor)),
       config_(config),
-      clock_(clock),
+      clock_(env.clock()),
+      log_(env, "worker"),
       assign_(std::move(assign)),
       callbacks_(std::move(callbacks)),
       timeout_timer_(executor_) {}
@@ -369,7 +369,7 @@ bool TrialRunner::SpawnRank(std::size_t index, const spec::ExecutorTemplate* com
     nlohmann::json started = {{"event", "started"}, {"pid", rank.pid}, {"at", WallSeconds(clock_)},
                                {"host", config_.advertise_host}, {"address", config_.rank_address}};
     if (run_as_) started["uid"] = *run_as_;  // the rank's own uid (--rank-uids)
-    callbacks_.on_event(rank.rank, OwnEvent(std::move(started)));
+    callbacks_.on_event(rank.rank, OwnEvent(std::move(started), log_));
   }
   return true;
 }
@@ -732,7 +732,7 @@ void TrialRunner::EmitSimulated(const nlohmann::json& event) {
     nlohmann::json e = event;
     e["simulated"] = true;
     e["rank"] = r.rank;
-    if (callbacks_.on_event) callbacks_.on_event(r.rank, OwnEvent(std::move(e)));
+    if (callbacks_.on_event) callbacks_.on_event(r.rank, OwnEvent(std::move(e), log_));
   }
 }
 

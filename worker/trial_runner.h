@@ -8,7 +8,7 @@
 // classifies the attempt (worker/exit_classifier.h) and reports it once.
 // In simulate mode (benchmarks only) no process starts and no trial directory is
 // written: timers emit ready/step/summary events marked "simulated": true.
-// The "at" of its own `started` events is the injected clock's wall time.
+// The "at" of its own `started` events is the injected Env's wall time.
 // Thread-safety: not thread-safe; all methods and callbacks run on `executor`, which
 // must be single-threaded.
 #pragma once
@@ -30,6 +30,8 @@
 
 #include "experiments/sweep/executor_catalog.h"
 #include "protocol/clock.h"
+#include "protocol/env.h"
+#include "protocol/log.h"
 #include "protocol/messages.h"
 #include "protocol/trainer_event.h"
 #include "worker/exit_classifier.h"
@@ -54,10 +56,9 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
   // wrote is in it already; a descendant holding it longer is not waited for.
   static constexpr std::chrono::seconds kEventsPipeGrace{2};
 
-  // REQUIRES: `clock` outlives the runner.
+  // REQUIRES: `env` (its clock and log) outlives the runner.
   TrialRunner(boost::asio::any_io_executor executor, const WorkerConfig& config,
-              protocol::AssignMessage assign, Callbacks callbacks,
-              const Clock& clock = SystemClock::Instance());
+              protocol::AssignMessage assign, Callbacks callbacks, const Env& env = Env::Default());
   ~TrialRunner();
 
   // Writes the config file and starts every local rank. On failure the ranks already
@@ -163,7 +164,8 @@ class TrialRunner : public std::enable_shared_from_this<TrialRunner> {
 
   boost::asio::any_io_executor executor_;
   const WorkerConfig& config_;
-  const Clock& clock_;
+  const Clock& clock_;  // of the Env given
+  const logging::Logger log_;  // "worker", on the Env given
   protocol::AssignMessage assign_;
   Callbacks callbacks_;
   std::vector<Rank> ranks_;

@@ -11,7 +11,6 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "protocol/outcome.h"
-#include "worker/worker_log.h"
 #include "worker/rank_process.h"
 #include "worker/stray_reaper.h"
 
@@ -29,13 +28,14 @@ asio::awaitable<void> Sleep(std::chrono::milliseconds duration) {
   co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
 }
 
-
 }  // namespace
 
-WorkerAgent::WorkerAgent(asio::any_io_executor executor, WorkerConfig config, const Clock& clock)
+WorkerAgent::WorkerAgent(asio::any_io_executor executor, WorkerConfig config, const Env& env)
     : executor_(std::move(executor)),
       config_(std::move(config)),
-      clock_(clock),
+      env_(env),
+      clock_(env.clock()),
+      log_(env, "worker"),
       cores_(config_.cores),
       outbox_(config_.max_buffered_events),
       backoff_({config_.backoff_initial, config_.backoff_max, config_.backoff_jitter}) {}
@@ -54,11 +54,11 @@ Status WorkerAgent::StartMetrics() {
     auto loaded = NvmlLibrary::Load(config_.nvml_library);
     if (loaded.ok()) {
       nvml = std::move(loaded).value();
-      kLog.Info("NVML loaded; its GPUs are in /metrics",
+      log_.Info("NVML loaded; its GPUs are in /metrics",
                 {{"library", config_.nvml_library}, {"gpus", nvml->DeviceCount()}});
     } else if (!config_.cuda_devices.empty()) {
       // Expected on CPU nodes; worth a line only where GPUs were offered.
-      kLog.Warning("no GPU series in /metrics", {{"error", loaded.status().message()}});
+      log_.Warning("no GPU series in /metrics", {{"error", loaded.status().message()}});
     }
   }
   auto metrics = std::make_shared<WorkerMetrics>(
@@ -69,7 +69,7 @@ Status WorkerAgent::StartMetrics() {
   server->Start();
   metrics_ = std::move(metrics);
   metrics_server_ = std::move(server);
-  kLog.Info("metrics served (GET /metrics)", {{"port", metrics_server_->port()}});
+  log_.Info("metrics served (GET /metrics)", {{"port", metrics_server_->port()}});
   return Status::Ok();
 }
 
@@ -91,11 +91,11 @@ asio::awaitable<Status> WorkerAgent::Run() {
   if (Status metrics = StartMetrics(); !metrics.ok()) co_return metrics;
   if (!config_.simulate) {
     // What a rank leaves behind becomes ours, and ends (worker/stray_reaper.h).
-    if (Status reaper = StartStrayReaper(executor_); !reaper.ok()) kLog.Warning(reaper.message());
+    if (Status reaper = StartStrayReaper(executor_); !reaper.ok()) log_.Warning(reaper.message());
     // What a dead worker of this range left running ends before any uid is used again.
     for (int i = 0; i < config_.rank_uid_count; ++i) {
       if (Status s = KillEveryProcessOf(config_.rank_uid_first + static_cast<unsigned>(i)); !s.ok()) {
-        kLog.Warning(s.message());
+        log_.Warning(s.message());
       }
     }
   }
@@ -120,7 +120,7 @@ asio::awaitable<Status> WorkerAgent::Connect() {
                                       " failed connection attempts: " + dialed.status().message());
       }
       auto delay = backoff_.Next();
-      kLog.Warning("cannot reach the coordinator; retrying",
+      log_.Warning("cannot reach the coordinator; retrying",
                    {{"error", dialed.status().message()}, {"retry_ms", delay.count()}});
       co_await Sleep(delay);
       continue;
@@ -134,7 +134,7 @@ asio::awaitable<Status> WorkerAgent::Connect() {
     if (Finished()) break;
     ++failures;
     auto delay = backoff_.Next();
-    kLog.Warning("connection to the coordinator lost; reconnecting",
+    log_.Warning("connection to the coordinator lost; reconnecting",
                  {{"error", session.ToString()}, {"retry_ms", delay.count()}, {"running", runners_.size()},
                   {"buffered_events", outbox_.pending_events()}});
     co_await Sleep(delay);
@@ -201,7 +201,7 @@ asio::awaitable<Status> WorkerAgent::Session() {
   worker_secret_ = registered->worker_secret;
   registered_ = true;
   backoff_.Reset();
-  kLog.Info("registered", {{"worker", worker_id_}, {"name", config_.name}, {"slots", config_.cpu_slots},
+  log_.Info("registered", {{"worker", worker_id_}, {"name", config_.name}, {"slots", config_.cpu_slots},
                            {"running", runners_.size()}});
   const auto interval = std::chrono::milliseconds(std::max<std::int64_t>(10, registered->heartbeat_interval_ms));
   const auto read_timeout = std::max(interval * 3, std::chrono::milliseconds(registered->heartbeat_timeout_ms));
@@ -272,13 +272,13 @@ void WorkerAgent::Flush() {
       // this is a safety net.
       const std::uint64_t before = outbox_.dropped_events();
       outbox_.DropFrame(frame.value("outbox_seq", std::int64_t{0}));
-      kLog.Warning("dropped events whose frame is over the protocol's limit",
+      log_.Warning("dropped events whose frame is over the protocol's limit",
                    {{"events", outbox_.dropped_events() - before}, {"limit_bytes", protocol::kDefaultMaxFrameBytes},
                     {"error", sent.message()}});
       continue;
     }
     if (!sent.ok()) {
-      kLog.Warning("cannot send to the coordinator", {{"error", sent.ToString()}});
+      log_.Warning("cannot send to the coordinator", {{"error", sent.ToString()}});
       connection_->Close();
       outbox_.MarkAllUnsent();
       return;
@@ -295,13 +295,13 @@ std::vector<protocol::AttemptRef> WorkerAgent::RunningAttempts() const {
 void WorkerAgent::HandleFrame(const nlohmann::json& frame) {
   auto type = protocol::MessageType(frame);
   if (!type.ok()) {
-    kLog.Warning("ignoring a frame without a type");
+    log_.Warning("ignoring a frame without a type");
     return;
   }
   if (*type == protocol::kTypeAssign) {
     auto assign = protocol::Parse<protocol::AssignMessage>(frame);
     if (!assign.ok()) {
-      kLog.Warning("ignoring a malformed assign", {{"error", assign.status().message()}});
+      log_.Warning("ignoring a malformed assign", {{"error", assign.status().message()}});
       return;
     }
     StartAttempt(std::move(assign).value());
@@ -310,20 +310,20 @@ void WorkerAgent::HandleFrame(const nlohmann::json& frame) {
     if (!cancel.ok()) return;
     auto it = runners_.find(cancel->attempt);
     if (it != runners_.end()) {
-      kLog.Info("cancel", {{"trial", cancel->attempt.trial_id}, {"attempt", cancel->attempt.attempt},
+      log_.Info("cancel", {{"trial", cancel->attempt.trial_id}, {"attempt", cancel->attempt.attempt},
                            {"reason", cancel->reason}});
       it->second->Cancel(cancel->reason.empty() ? "cancelled by the coordinator" : cancel->reason);
     }
   } else if (*type == protocol::kTypeDrain) {
     draining_ = true;
-    kLog.Info("draining: finishing the running attempts, taking no new ones", {{"running", runners_.size()}});
+    log_.Info("draining: finishing the running attempts, taking no new ones", {{"running", runners_.size()}});
   } else if (*type == protocol::kTypeAck) {
     auto ack = protocol::Parse<protocol::AckMessage>(frame);
     if (!ack.ok()) return;
     outbox_.Acknowledge(ack->outbox_seq);
     Flush();  // the window has room again
   } else {
-    kLog.Warning("ignoring an unknown message type", {{"type", *type}});
+    log_.Warning("ignoring an unknown message type", {{"type", *type}});
   }
 }
 
@@ -334,7 +334,7 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
     RefuseAttempt(ref, "the worker is draining", /*infrastructure=*/false);
     return;
   }
-  kLog.Info("start", {{"trial", ref.trial_id}, {"attempt", ref.attempt}, {"variant", assign.variant_key},
+  log_.Info("start", {{"trial", ref.trial_id}, {"attempt", ref.attempt}, {"variant", assign.variant_key},
                       {"ranks", assign.ranks.size()}, {"world_size", assign.world_size}});
   std::weak_ptr<WorkerAgent> weak = shared_from_this();
   TrialRunner::Callbacks callbacks;
@@ -346,9 +346,9 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
     agent->outbox_.AddEvent(ref, rank, std::move(event));
     if (agent->outbox_.oversized_events() != oversized && (oversized & (oversized + 1)) == 0) {
       // The 1st, 2nd, 4th, 8th, ... such event: a script cannot flood the log with them.
-      kLog.Warning("dropped an event too large for any frame",
-                   {{"trial", ref.trial_id}, {"attempt", ref.attempt}, {"rank", rank}, {"so_far", oversized + 1},
-                    {"limit_bytes", protocol::kDefaultMaxFrameBytes}});
+      agent->log_.Warning("dropped an event too large for any frame",
+                          {{"trial", ref.trial_id}, {"attempt", ref.attempt}, {"rank", rank}, {"so_far", oversized + 1},
+                           {"limit_bytes", protocol::kDefaultMaxFrameBytes}});
     }
   };
   callbacks.on_finished = [weak, ref](protocol::AttemptFinishedMessage finished) {
@@ -360,8 +360,8 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
       finished.outcome = protocol::OutcomeName(protocol::Outcome::kLost);
       finished.reason = agent->preempt_reason_;
     }
-    kLog.Info("finished", {{"trial", ref.trial_id}, {"attempt", ref.attempt}, {"outcome", finished.outcome},
-                           {"reason", finished.reason}});
+    agent->log_.Info("finished", {{"trial", ref.trial_id}, {"attempt", ref.attempt}, {"outcome", finished.outcome},
+                                  {"reason", finished.reason}});
     // The attempt's live series go now; its history is in the coordinator's store.
     if (agent->metrics_) agent->metrics_->EndTrial(ref, finished.outcome);
     const bool succeeded = finished.outcome == protocol::OutcomeName(protocol::Outcome::kSucceeded);
@@ -381,7 +381,7 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
     rank_uid_busy_.resize(static_cast<std::size_t>(config_.rank_uid_count), false);
     auto free = std::find(rank_uid_busy_.begin(), rank_uid_busy_.end(), false);
     if (free == rank_uid_busy_.end()) {  // more attempts than uids: Finalize's check makes this a bug
-      kLog.Error("no free uid of --rank-uids; the attempt is requeued", {{"trial", ref.trial_id}});
+      log_.Error("no free uid of --rank-uids; the attempt is requeued", {{"trial", ref.trial_id}});
       ReleaseAttemptSlots(ref);
       RefuseAttempt(ref, "infrastructure: no free uid of the worker's --rank-uids", /*infrastructure=*/true);
       return;
@@ -391,7 +391,7 @@ void WorkerAgent::StartAttempt(protocol::AssignMessage assign) {
     attempt_uids_[ref] = *uid;
   }
   const int assign_side = assign.lockstep ? assign.lockstep->side : 0;
-  auto runner = std::make_shared<TrialRunner>(executor_, config_, std::move(assign), std::move(callbacks), clock_);
+  auto runner = std::make_shared<TrialRunner>(executor_, config_, std::move(assign), std::move(callbacks), env_);
   runner->PinRanks(std::move(rank_cpus));
   if (uid) runner->RunAs(*uid);
   if (auto group = attempt_groups_.find(ref); group != attempt_groups_.end()) {
@@ -408,7 +408,7 @@ std::vector<std::vector<int>> WorkerAgent::PinAttempt(const protocol::AssignMess
     auto& slot = lockstep_groups_[assign.lockstep->group];
     if (!slot) {
       slot = std::make_shared<LockstepGroup>(executor_, assign.lockstep->group, assign.lockstep->sides,
-                                             std::chrono::milliseconds(assign.lockstep->turn_timeout_ms), clock_);
+                                             std::chrono::milliseconds(assign.lockstep->turn_timeout_ms), env_);
     }
     group = slot;
     attempt_groups_[ref] = assign.lockstep->group;
@@ -432,7 +432,7 @@ std::vector<std::vector<int>> WorkerAgent::PinAttempt(const protocol::AssignMess
       pinned_slots_[ref] = *slots;
     }
   } else {
-    kLog.Info("more ranks than free CPU slots; running them unpinned", {{"trial", ref.trial_id}});
+    log_.Info("more ranks than free CPU slots; running them unpinned", {{"trial", ref.trial_id}});
   }
   return rank_cpus;
 }
@@ -469,19 +469,19 @@ void WorkerAgent::ReclaimRankUid(const protocol::AttemptRef& ref, const std::str
   attempt_uids_.erase(it);
   // Nothing of the attempt may run on into the uid's next attempt (docs/security.md).
   if (Status s = KillEveryProcessOf(uid); !s.ok()) {
-    kLog.Error("the uid is not used again", {{"uid", uid}, {"error", s.message()}});
+    log_.Error("the uid is not used again", {{"uid", uid}, {"error", s.message()}});
     return;
   }
   // Without private mounts its /tmp and /dev/shm files are the host's: remove them.
   if (!PrivateMountsAvailable()) {
     for (const char* dir : {"/tmp", "/dev/shm"}) {
-      if (Status s = RemoveEntriesOwnedBy(uid, dir); !s.ok()) kLog.Warning(s.message());
+      if (Status s = RemoveEntriesOwnedBy(uid, dir); !s.ok()) log_.Warning(s.message());
     }
   }
   // Back to root: the next attempt under this uid (another sweep's) cannot read them.
   for (const std::string& dir : {trial_dir, cache_dir}) {
     if (dir.empty() || dir == config_.cache_dir) continue;
-    if (Status s = ChownTree(dir, 0, 0); !s.ok()) kLog.Warning(s.message());
+    if (Status s = ChownTree(dir, 0, 0); !s.ok()) log_.Warning(s.message());
   }
   rank_uid_busy_[uid - config_.rank_uid_first] = false;
 }
@@ -498,7 +498,7 @@ void WorkerAgent::RetireTrialDir(const std::string& dir, bool succeeded) {
       kept_failed_dirs_.pop_front();
     }
   }
-  if (ec) kLog.Warning("cannot remove a trial directory", {{"dir", dir}, {"error", ec.message()}});
+  if (ec) log_.Warning("cannot remove a trial directory", {{"dir", dir}, {"error", ec.message()}});
 }
 
 void WorkerAgent::Preempt(const std::string& reason, std::chrono::milliseconds grace) {
@@ -507,7 +507,7 @@ void WorkerAgent::Preempt(const std::string& reason, std::chrono::milliseconds g
   // First, so that the coordinator places nothing more here while the stopped attempts'
   // results (sent after it on the same connection) are requeued elsewhere.
   if (connected()) (void)connection_->Send(protocol::ToJson(protocol::DrainMessage{}));
-  kLog.Info(runners_.empty() ? "preempted; no attempt running"
+  log_.Info(runners_.empty() ? "preempted; no attempt running"
                              : "preempted; stopping the running attempts, the coordinator requeues them",
             {{"reason", preempt_reason_}, {"running", runners_.size()}});
   Stop(grace);

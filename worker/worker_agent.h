@@ -5,8 +5,9 @@
 // its trials running, buffers their events, and reconnects with exponential backoff
 // and jitter; on re-registration it lists its running attempts so that a restarted
 // coordinator can reclaim them (docs/protocol.md).
-// Time comes from an injected Clock (protocol/clock.h): the stop deadline reads its
-// steady time, the attempts' timestamps its wall time.
+// Time and logs come from an injected Env (protocol/env.h): the stop deadline reads its
+// clock's steady time, the attempts' timestamps its wall time; its lines (component
+// "worker") and those of its trials and lockstep groups go through the Env.
 // Thread-safety: not thread-safe; Run and every other method run on the agent's
 // executor (single-threaded io_context). Stop may be posted from a signal handler's
 // asio::signal_set callback on that executor.
@@ -23,6 +24,8 @@
 
 #include "protocol/backoff.h"
 #include "protocol/clock.h"
+#include "protocol/env.h"
+#include "protocol/log.h"
 #include "protocol/frame_connection.h"
 #include "protocol/messages.h"
 #include "protocol/status.h"
@@ -37,9 +40,8 @@ namespace bakeoff::worker {
 
 class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
  public:
-  // REQUIRES: config.Finalize() succeeded; `clock` outlives the agent and its trials.
-  WorkerAgent(boost::asio::any_io_executor executor, WorkerConfig config,
-              const Clock& clock = SystemClock::Instance());
+  // REQUIRES: config.Finalize() succeeded; `env` outlives the agent and its trials.
+  WorkerAgent(boost::asio::any_io_executor executor, WorkerConfig config, const Env& env = Env::Default());
 
   // Runs until Stop(), a completed drain, a rejected registration (kInvalidArgument:
   // wrong token or protocol version; a name held by a live worker is retried) or
@@ -96,7 +98,9 @@ class WorkerAgent : public std::enable_shared_from_this<WorkerAgent> {
 
   boost::asio::any_io_executor executor_;
   WorkerConfig config_;
-  const Clock& clock_;
+  const Env& env_;
+  const Clock& clock_;  // env_.clock()
+  const logging::Logger log_;  // "worker"
   std::shared_ptr<protocol::FrameConnection> connection_;
   std::shared_ptr<protocol::TlsContext> tls_;  // null: plain TCP
   bool registered_ = false;

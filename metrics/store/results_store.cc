@@ -344,7 +344,7 @@ constexpr int kWriterCheckpointFrames = 4000;
 void ResultsStore::CheckpointLoop() {
   // A connection of its own: the checkpoint never takes the store's mutex, so the
   // writer's transactions go on while pages are copied and the database is fsync'd.
-  auto db = SqliteConnection::Open(options_.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, options_.vfs);
+  auto db = SqliteConnection::Open(options_.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, options_.env->StoreVfs());
   if (!db.ok()) return;  // the writer's own connection still works; checkpoints are then skipped
   sqlite3* handle = (*db)->handle();
   // The checkpoint's fsyncs follow this connection's setting: the database file is synced
@@ -364,19 +364,19 @@ void ResultsStore::CheckpointLoop() {
 }
 
 UnixSeconds ResultsStore::Now() const {
-  if (options_.clock) return options_.clock();
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(options_.env->clock().WallNow().time_since_epoch()).count();
 }
 
 Result<std::unique_ptr<ResultsStore>> ResultsStore::Open(StoreOptions options) {
   if (options.path.empty()) {
     return Status::InvalidArgument("results database path is empty; give a file name");
   }
+  if (options.env == nullptr) options.env = &Env::Default();
   std::unique_ptr<ResultsStore> store(new ResultsStore(std::move(options)));
   BAKEOFF_RETURN_IF_ERROR(ClaimOwnDatabaseFiles(store->options_.path));
   Result<std::unique_ptr<SqliteConnection>> db = SqliteConnection::Open(
-      store->options_.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW, store->options_.vfs);
+      store->options_.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW,
+      store->options_.env->StoreVfs());
   if (!db.ok()) return db.status();
   store->db_ = std::move(*db);
   SqliteConnection& conn = *store->db_;
@@ -451,7 +451,7 @@ Status ResultsStore::SetSynchronous(bool full) {
 
 Status ResultsStore::WriteTransaction(const char* operation, bool durable,
                                       const std::function<Status()>& body) {
-  auto started = std::chrono::steady_clock::now();
+  auto started = options_.env->clock().Now();
   Status status = [&]() -> Status {
     if (group_) return GroupWrite(body);
     BAKEOFF_RETURN_IF_ERROR(SetSynchronous(durable));
@@ -463,7 +463,7 @@ Status ResultsStore::WriteTransaction(const char* operation, bool durable,
   if (options_.write_observer) {
     options_.write_observer(
         operation, status,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        std::chrono::duration<double>(options_.env->clock().Now() - started).count());
   }
   return NoteFailure(status);
 }
@@ -526,7 +526,7 @@ Status ResultsStore::GroupWrite(const std::function<Status()>& body) {
 Status ResultsStore::CommitOpenGroup() {
   if (!group_transaction_) return Status::Ok();
   group_transaction_ = false;
-  auto started = std::chrono::steady_clock::now();
+  auto started = options_.env->clock().Now();
   Status status = db_->Exec("COMMIT");
   if (!status.ok()) {
     if (db_->InTransaction()) (void)db_->Exec("ROLLBACK");
@@ -536,7 +536,7 @@ Status ResultsStore::CommitOpenGroup() {
   if (options_.write_observer) {
     options_.write_observer(
         "commit_group", status,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        std::chrono::duration<double>(options_.env->clock().Now() - started).count());
   }
   return status;
 }
@@ -947,6 +947,5 @@ Status ResultsStore::RecordCalibration(CalibrationRecord& record) {
     return InsertCalibration(*db_, record, now);
   }).WithContext("storing the calibration of " + record.calibrated_sweep);
 }
-
 
 }  // namespace bakeoff::metrics

@@ -49,6 +49,7 @@
 #include "metrics/store/read_only_query.h"
 #include "metrics/store/results_reader.h"
 #include "metrics/store/store_records.h"
+#include "protocol/env.h"
 #include "protocol/status.h"
 
 namespace bakeoff::metrics {
@@ -60,16 +61,16 @@ struct StoreOptions {
   // path) when it, or its -wal, -shm or -journal file, is a symbolic link or another
   // user's file (protocol/own_file.h).
   std::string path = "results.db";
-  // Source of every timestamp the store writes itself. Defaults to the system clock.
-  std::function<UnixSeconds()> clock;
+  // The environment (protocol/env.h): its wall clock stamps every time the store writes
+  // itself, its steady clock times the writes for write_observer, and its StoreVfs()
+  // names the SQLite VFS the files are opened through (tests pass one that fails
+  // writes: a full or failing disk). nullptr: Env::Default(). Must outlive the store.
+  const Env* env = nullptr;
   // How long a write waits for another process's lock before failing (kUnavailable).
   int busy_timeout_ms = 5000;
   // Cap on the database size in pages (PRAGMA max_page_count); 0 = SQLite's default.
   // Reaching it is reported like a full disk (kResourceExhausted).
   int64_t max_page_count = 0;
-  // Name of a registered SQLite VFS to open the file through; empty = the default.
-  // Tests register a fault-injecting VFS here (a full or failing disk).
-  std::string vfs;
   // synchronous=FULL for the durable writes (the default, what the store promises).
   // false: NORMAL for every write, so a power loss may lose the last commits, acknowledged
   // ones included. Only for benchmarks that measure what FULL costs.

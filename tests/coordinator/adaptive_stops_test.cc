@@ -76,16 +76,23 @@ class AdaptiveStopsTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   std::unique_ptr<metrics::ResultsStore> store_;
-  CoordinatorMetrics metrics_;
+  FakeClock clock_;
+  TestEnv env_{clock_};
+  logging::Logger log_{env_, "coordinator"};
+  CoordinatorMetrics metrics_{clock_};
   TrialTable table_;
   std::int64_t sweep_id_ = 0;
 };
 
 TEST_F(AdaptiveStopsTest, AVariantWhoseComparisonStoppedHasItsQueuedTrialsCancelledInStoreAndTable) {
-  EXPECT_EQ(ApplyAdaptiveStops(sweep_id_, table_, *store_, metrics_), 0) << "no pair has finished yet";
+  EXPECT_EQ(ApplyAdaptiveStops(sweep_id_, table_, *store_, metrics_, log_), 0) << "no pair has finished yet";
   SucceedFirstPairs();
-  EXPECT_EQ(ApplyAdaptiveStops(sweep_id_, table_, *store_, metrics_), 3) << "micro_batch=2's repeats 3 to 5";
+  EXPECT_EQ(ApplyAdaptiveStops(sweep_id_, table_, *store_, metrics_, log_), 3) << "micro_batch=2's repeats 3 to 5";
   EXPECT_EQ(table_.FindSweep(sweep_id_)->comparisons_answered, 1);
+  // The decision is logged through the coordinator's Env, with the sweep as a field.
+  const auto stopped = env_.LinesWith("adaptive stop: queued trials cancelled");
+  ASSERT_EQ(stopped.size(), 1u);
+  EXPECT_NE(stopped[0].find("sweep=" + std::to_string(sweep_id_)), std::string::npos) << stopped[0];
   std::map<std::string, int> cancelled;
   for (const auto& t : store_->Reader()->ListTrials(sweep_id_).value()) {
     if (t.outcome != metrics::Outcome::kCancelled) continue;
@@ -95,14 +102,14 @@ TEST_F(AdaptiveStopsTest, AVariantWhoseComparisonStoppedHasItsQueuedTrialsCancel
   }
   EXPECT_EQ(cancelled, (std::map<std::string, int>{{"micro_batch=2", 3}}))
       << "the A/A variant and the baseline it is compared with run on";
-  EXPECT_EQ(ApplyAdaptiveStops(sweep_id_, table_, *store_, metrics_), 0) << "nothing is cancelled twice";
+  EXPECT_EQ(ApplyAdaptiveStops(sweep_id_, table_, *store_, metrics_, log_), 0) << "nothing is cancelled twice";
 }
 
 TEST_F(AdaptiveStopsTest, ACancelledOrUnknownSweepIsLeftAlone) {
   SucceedFirstPairs();
-  EXPECT_EQ(ApplyAdaptiveStops(sweep_id_ + 1, table_, *store_, metrics_), 0);
+  EXPECT_EQ(ApplyAdaptiveStops(sweep_id_ + 1, table_, *store_, metrics_, log_), 0);
   table_.FindSweep(sweep_id_)->cancelled = true;
-  EXPECT_EQ(ApplyAdaptiveStops(sweep_id_, table_, *store_, metrics_), 0);
+  EXPECT_EQ(ApplyAdaptiveStops(sweep_id_, table_, *store_, metrics_, log_), 0);
 }
 
 }  // namespace

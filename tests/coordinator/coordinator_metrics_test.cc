@@ -52,7 +52,7 @@ class CoordinatorMetricsTest : public ::testing::Test {
   }
   void Restart() {
     http_.reset();
-    ASSERT_NO_FATAL_FAILURE(testing::StartService(service_, io_, config_, *store_, clock_));
+    ASSERT_NO_FATAL_FAILURE(testing::StartService(service_, io_, config_, *store_, env_));
     http_ = std::make_unique<HttpServer>(io_.get_executor(), *service_, nullptr);
   }
   void TearDown() override {
@@ -100,6 +100,7 @@ class CoordinatorMetricsTest : public ::testing::Test {
 
   boost::asio::io_context io_;
   FakeClock clock_;
+  TestEnv env_{clock_};  // the service's time and log
   CoordinatorConfig config_;
   std::filesystem::path dir_;
   std::unique_ptr<metrics::ResultsStore> store_;

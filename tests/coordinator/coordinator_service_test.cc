@@ -93,7 +93,7 @@ class CoordinatorServiceTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   // The coordinator (re)starts: a new service over the same store, with config_.
-  void RestartService() { testing::StartService(service_, io_, config_, *store_, clock_); }
+  void RestartService() { testing::StartService(service_, io_, config_, *store_, env_); }
   // The coordinator restarts on its database capped `spare_pages` pages above its size
   // now: a disk that fills up.
   void RestartOnACappedStore(std::int64_t spare_pages) {
@@ -218,6 +218,7 @@ class CoordinatorServiceTest : public ::testing::Test {
   std::filesystem::path dir_;
   boost::asio::io_context io_;
   FakeClock clock_;
+  TestEnv env_{clock_};  // the service's time and log
   CoordinatorConfig config_;
   std::unique_ptr<metrics::ResultsStore> store_;
   std::unique_ptr<CoordinatorService> service_;

@@ -22,6 +22,7 @@
 #include "protocol/clock.h"
 #include "protocol/messages.h"
 #include "tests/integration/test_files.h"  // FreshTestDir
+#include "tests/protocol/test_env.h"
 
 namespace bakeoff::testing {
 
@@ -60,8 +61,8 @@ inline void OpenTestStore(const std::filesystem::path& dir, std::unique_ptr<metr
 
 // Starts `service` anew over `store` (a coordinator start or restart) and recovers it.
 inline void StartService(std::unique_ptr<coordinator::CoordinatorService>& service, boost::asio::io_context& io,
-                         const coordinator::CoordinatorConfig& config, metrics::ResultsStore& store, const Clock& clock) {
-  service = std::make_unique<coordinator::CoordinatorService>(io.get_executor(), config, store, clock);
+                         const coordinator::CoordinatorConfig& config, metrics::ResultsStore& store, const Env& env) {
+  service = std::make_unique<coordinator::CoordinatorService>(io.get_executor(), config, store, env);
   ASSERT_TRUE(service->Recover().ok());
 }
 

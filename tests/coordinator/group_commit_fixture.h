@@ -34,7 +34,9 @@ class GroupCommitFixture : public ::testing::Test {
   std::filesystem::path dir_;
   boost::asio::io_context io_;
   FakeClock clock_;
-  coordinator::CoordinatorMetrics metrics_;
+  TestEnv env_{clock_};
+  logging::Logger log_{env_, "coordinator"};
+  coordinator::CoordinatorMetrics metrics_{clock_};
   std::unique_ptr<metrics::ResultsStore> store_;
   std::unique_ptr<coordinator::GroupCommit> group_;
   int before_commit_ = 0;  // the before_commit hook ran

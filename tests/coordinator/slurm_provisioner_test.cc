@@ -70,7 +70,7 @@ class SlurmProvisionerTest : public ::testing::Test {
   void SetUp() override {
     dir_ = testing::FreshTestDir("bakeoff-slurmprov");
     ASSERT_NO_FATAL_FAILURE(testing::OpenTestStore(dir_, store_));
-    ASSERT_NO_FATAL_FAILURE(testing::StartService(service_, io_, config_, *store_, clock_));
+    ASSERT_NO_FATAL_FAILURE(testing::StartService(service_, io_, config_, *store_, env_));
     slurm_.partition = "gpu";
     slurm_.gpus_per_node = 0;
     slurm_.slots_per_node = 2;  // world size 2 fits one node
@@ -83,7 +83,7 @@ class SlurmProvisionerTest : public ::testing::Test {
     ASSERT_TRUE(slurm_.Validate().ok());
     auto client = std::make_unique<FakeSlurmClient>(io_.get_executor());
     client_ = client.get();
-    provisioner_ = std::make_unique<SlurmProvisioner>(io_.get_executor(), slurm_, *service_, clock_, std::move(client));
+    provisioner_ = std::make_unique<SlurmProvisioner>(io_.get_executor(), slurm_, *service_, std::move(client));
     ASSERT_TRUE(provisioner_->Start().ok());
   }
   void TearDown() override {
@@ -133,6 +133,7 @@ class SlurmProvisionerTest : public ::testing::Test {
   std::filesystem::path dir_;
   boost::asio::io_context io_;
   FakeClock clock_;
+  TestEnv env_{clock_};  // the service's time and log
   CoordinatorConfig config_;
   SlurmConfig slurm_;
   std::unique_ptr<metrics::ResultsStore> store_;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/protocol/test_env.h"
+
 namespace bakeoff::coordinator {
 namespace {
 using namespace std::chrono_literals;
@@ -22,18 +24,36 @@ class WorkerAdmissionTest : public ::testing::Test {
   }
   // The refusal's reason, or "" when admitted.
   std::string Refusal(const protocol::RegisterMessage& m) {
-    auto admitted = AdmitWorker(m, config_, registry_, "10.0.0.5");
+    auto admitted = AdmitWorker(m, config_, registry_, "10.0.0.5", log_);
     auto* rejected = std::get_if<protocol::RejectedMessage>(&admitted);
     return rejected ? rejected->reason : "";
   }
 
   FakeClock clock_;
+  TestEnv env_{clock_};
+  logging::Logger log_{env_, "coordinator"};
   WorkerRegistry registry_{clock_, 1000ms};
   CoordinatorConfig config_;
 };
 
 TEST_F(WorkerAdmissionTest, AWellFormedRegistrationWithTheWorkerTokenIsAdmitted) {
   EXPECT_EQ(Refusal(Reg()), "");
+}
+
+// The refusal's line goes through the Env the coordinator gave (protocol/env.h), stamped
+// with its clock, the worker a typed field and a hostile name escaped onto one line.
+TEST_F(WorkerAdmissionTest, ARefusalIsLoggedThroughTheGivenEnvOnItsClock) {
+  protocol::RegisterMessage m = Reg();
+  m.token = "api-token";
+  ASSERT_NE(Refusal(m), "");
+  m = Reg();
+  m.worker_name = "bad\nname";
+  ASSERT_NE(Refusal(m), "");
+  EXPECT_EQ(env_.Lines(),
+            (std::vector<std::string>{
+                "2026-01-01T00:00:00.000Z WARN  coordinator: rejected a worker registration: wrong token worker=w1",
+                "2026-01-01T00:00:00.000Z WARN  coordinator: rejected a worker registration: invalid name "
+                "worker=bad\\nname"}));
 }
 
 TEST_F(WorkerAdmissionTest, EachRefusalSaysWhatToDo) {
@@ -60,7 +80,7 @@ TEST_F(WorkerAdmissionTest, ANameHeldByALiveWorkerIsRefusedForAWhileNotForever) 
   WorkerInfo& held = registry_.Register(first);
   protocol::RegisterMessage second = Reg();
   second.worker_secret = "not-" + held.secret;
-  auto admitted = AdmitWorker(second, config_, registry_, "10.0.0.6");
+  auto admitted = AdmitWorker(second, config_, registry_, "10.0.0.6", log_);
   auto* rejected = std::get_if<protocol::RejectedMessage>(&admitted);
   ASSERT_NE(rejected, nullptr);
   EXPECT_GT(rejected->retry_after_ms, 0) << "temporary: the name is free once that worker is lost";
@@ -92,7 +112,7 @@ TEST_F(WorkerAdmissionTest, TheWorkersOfOneCredentialTogetherStayUnderItsSlotCap
   registry_.Register(reg("a1", "token-a", 2), WorkerCredential(config_, "token-a"));
   EXPECT_EQ(Refusal(reg("a2", "token-a", 2)), "") << "2 + 2 is the cap";
   registry_.Register(reg("a2", "token-a", 2), WorkerCredential(config_, "token-a"));
-  auto admitted = AdmitWorker(reg("a3", "token-a", 1), config_, registry_, "10.0.0.5");
+  auto admitted = AdmitWorker(reg("a3", "token-a", 1), config_, registry_, "10.0.0.5", log_);
   auto* rejected = std::get_if<protocol::RejectedMessage>(&admitted);
   ASSERT_NE(rejected, nullptr) << "one slot past the cap";
   EXPECT_NE(rejected->reason.find("--max-credential-slots"), std::string::npos) << rejected->reason;

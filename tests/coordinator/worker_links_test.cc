@@ -25,7 +25,7 @@ class WorkerLinksTest : public testing::GroupCommitFixture {
  protected:
   void SetUp() override {
     GroupCommitFixture::SetUp();
-    links_ = std::make_unique<WorkerLinks>(*group_);
+    links_ = std::make_unique<WorkerLinks>(*group_, log_);
   }
   void TearDown() override {
     links_.reset();

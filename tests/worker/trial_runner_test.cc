@@ -13,6 +13,8 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "tests/protocol/test_env.h"
+
 namespace bakeoff::worker {
 namespace {
 using namespace std::chrono_literals;
@@ -78,7 +80,7 @@ class TrialRunnerTest : public ::testing::Test {
       EXPECT_FALSE(finished.has_value()) << "reported twice";
       finished = std::move(m);
     };
-    auto runner = std::make_shared<TrialRunner>(io_.get_executor(), config_, std::move(assign), callbacks, clock_);
+    auto runner = std::make_shared<TrialRunner>(io_.get_executor(), config_, std::move(assign), callbacks, env_);
     runner->PinRanks(pin_);
     runner->Start();
     if (after_start) after_start(*runner);
@@ -100,6 +102,7 @@ class TrialRunnerTest : public ::testing::Test {
   }
 
   FakeClock clock_;  // first: the runners read it until they are destroyed
+  TestEnv env_{clock_};
   boost::asio::io_context io_;
   WorkerConfig config_;
   std::vector<std::pair<int, nlohmann::json>> events_;

@@ -13,6 +13,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "tests/protocol/test_env.h"
+
 namespace bakeoff::worker {
 namespace {
 namespace asio = boost::asio;
@@ -37,7 +39,7 @@ class WorkerAgentTest : public ::testing::Test {
     const Status finalized = config_.Finalize("");
     if (!finalized.ok() && skip_unless_finalized_) GTEST_SKIP() << finalized.ToString();
     ASSERT_TRUE(finalized.ok()) << finalized.ToString();
-    agent_ = std::make_shared<WorkerAgent>(io_.get_executor(), config_, clock_);
+    agent_ = std::make_shared<WorkerAgent>(io_.get_executor(), config_, env_);
     asio::co_spawn(io_, agent_->Run(), [this](std::exception_ptr, Status s) { run_status_ = s; });
   }
   // What a test changes in the worker's configuration before it starts.
@@ -93,6 +95,7 @@ class WorkerAgentTest : public ::testing::Test {
   }
 
   FakeClock clock_;  // first: the agent and its trials read it until they are destroyed
+  TestEnv env_{clock_};
   asio::io_context io_;
   tcp::acceptor acceptor_{io_};
   WorkerConfig config_;

@@ -46,7 +46,7 @@ class ReportStoreFixture : public ::testing::Test {
     path_ = dir_.File("results.db");
     StoreOptions options;
     options.path = path_;
-    options.clock = clock_.Function();
+    options.env = &env_;
     auto store = ResultsStore::Open(options);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(store).value();
@@ -179,7 +179,8 @@ class ReportStoreFixture : public ::testing::Test {
   // a worker is absent).
   std::map<std::string, nlohmann::json> environment_by_worker_;
   testing::TempDir dir_;
-  testing::FakeClock clock_;
+  testing::SettableClock clock_;
+  TestEnv env_{clock_};
   std::string path_;
   std::unique_ptr<ResultsStore> store_;
   std::vector<int64_t> trial_ids_;

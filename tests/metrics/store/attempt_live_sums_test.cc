@@ -20,7 +20,7 @@
 namespace bakeoff::metrics {
 namespace {
 
-using testing::FakeClock;
+using testing::SettableClock;
 using testing::kOldRunningAttemptSql;
 using testing::MakeSampleSweep;
 using testing::Placement;
@@ -45,7 +45,7 @@ class AttemptLiveSumsTest : public ::testing::Test {
   std::unique_ptr<ResultsStore> OpenStore() {
     StoreOptions options;
     options.path = db_path_;
-    options.clock = clock_.Function();
+    options.env = &env_;
     Result<std::unique_ptr<ResultsStore>> store = ResultsStore::Open(options);
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     return store.ok() ? std::move(*store) : nullptr;
@@ -109,7 +109,8 @@ class AttemptLiveSumsTest : public ::testing::Test {
 
   TempDir dir_;
   std::string db_path_ = dir_.File("results.db");
-  FakeClock clock_;
+  SettableClock clock_;
+  TestEnv env_{clock_};
 };
 
 // Many steps over two ranks and both phases, redelivered and overlapping blocks, a

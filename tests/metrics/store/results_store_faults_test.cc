@@ -167,7 +167,7 @@ class ResultsStoreFaultTest : public ::testing::Test {
   Started OpenOnFaultyDiskAndStart() {
     RegisterFaultVfsOnce();
     StoreOptions options;
-    options.vfs = kFaultVfsName;
+    options.env = &faulty_disk_;
     // The faults count the writer's writes: no second connection writing beside it.
     options.background_checkpoint = false;
     return OpenAndStart(options);
@@ -182,6 +182,11 @@ class ResultsStoreFaultTest : public ::testing::Test {
   int64_t CountSteps() { return CountRows(db_path_, "step_metrics"); }
 
   TempDir dir_;
+  // The system's clock and log; the database's files through the fault VFS.
+  struct FaultyDiskEnv : EnvWrapper {
+    FaultyDiskEnv() : EnvWrapper(Env::Default()) {}
+    std::string StoreVfs() const override { return kFaultVfsName; }
+  } faulty_disk_;
   std::string db_path_ = dir_.File("results.db");
   std::vector<int64_t> trials_;
 };

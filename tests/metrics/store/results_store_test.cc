@@ -17,7 +17,7 @@
 namespace bakeoff::metrics {
 namespace {
 
-using testing::FakeClock;
+using testing::SettableClock;
 using testing::kOldRunningAttemptSql;
 using testing::MakeSampleSweep;
 using testing::Placement;
@@ -29,7 +29,7 @@ class ResultsStoreTest : public ::testing::Test {
   std::unique_ptr<ResultsStore> OpenStore() {
     StoreOptions options;
     options.path = db_path_;
-    options.clock = clock_.Function();
+    options.env = &env_;
     Result<std::unique_ptr<ResultsStore>> store = ResultsStore::Open(options);
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     return store.ok() ? std::move(*store) : nullptr;
@@ -83,7 +83,8 @@ class ResultsStoreTest : public ::testing::Test {
 
   TempDir dir_;
   std::string db_path_ = dir_.File("results.db");
-  FakeClock clock_;
+  SettableClock clock_;
+  TestEnv env_{clock_};
 };
 
 // --- Schema and migrations -----------------------------------------------------------
@@ -1114,7 +1115,7 @@ TEST_F(ResultsStoreTest, WriteObserverSeesEveryWriteWithItsOperationAndOutcome) 
   std::vector<std::pair<std::string, bool>> seen;
   StoreOptions options;
   options.path = db_path_;
-  options.clock = clock_.Function();
+  options.env = &env_;
   options.write_observer = [&](const char* operation, const Status& status, double seconds) {
     EXPECT_GE(seconds, 0.0);
     seen.emplace_back(operation, status.ok());

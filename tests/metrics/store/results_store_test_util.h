@@ -1,5 +1,5 @@
 // Helpers shared by the results-store tests: a temporary directory removed at the end,
-// a settable clock, and a small sweep to store.
+// a settable clock (through a TestEnv), and a small sweep to store.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "metrics/store/results_store.h"
+#include "protocol/clock.h"
+#include "tests/protocol/test_env.h"
 
 namespace bakeoff::metrics::testing {
 
@@ -51,12 +53,18 @@ inline constexpr const char* kOldRunningAttemptSql = R"sql(
     VALUES (70, 1, 'w1', 'node-a', '[{"rank":0,"worker_id":"w1","host":"node-a"}]', 6.0);
 )sql";
 
-// A clock the test advances by hand.
-struct FakeClock {
+// A clock the test sets by hand: `now_s` is the wall time the store stamps (seconds since
+// the Unix epoch); steady time follows it. The store reads it through a TestEnv
+// (tests/protocol/test_env.h) given as StoreOptions::env.
+struct SettableClock : Clock {
   double now_s = 1'700'000'000.0;
-  std::function<UnixSeconds()> Function() {
-    return [this] { return now_s; };
+  TimePoint Now() const override { return TimePoint(std::chrono::duration_cast<TimePoint::duration>(Seconds())); }
+  WallTimePoint WallNow() const override {
+    return WallTimePoint(std::chrono::duration_cast<WallTimePoint::duration>(Seconds()));
   }
+
+ private:
+  std::chrono::duration<double> Seconds() const { return std::chrono::duration<double>(now_s); }
 };
 
 // Two variants (eager baseline, jit) x `repeats` repeats, interleaved.
