@@ -1,7 +1,6 @@
 #include "metrics/store/read_only_query.h"
 
 #include <sqlite3.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
@@ -312,12 +311,8 @@ Status ReadQueryRows(sqlite3_stmt* stmt, SqliteConnection& db, const QueryLimits
 
 Result<QueryResult> RunReadOnlyQuery(const std::string& db_path, const std::string& sql,
                                      const QueryLimits& limits) {
-  struct stat info;
-  if (::stat(db_path.c_str(), &info) != 0) {
-    return Status::NotFound("results database " + db_path +
-                            " does not exist; pass --db FILE with the results of a sweep");
-  }
-  Result<std::unique_ptr<SqliteConnection>> opened = SqliteConnection::Open(db_path, SQLITE_OPEN_READONLY);
+  Result<std::unique_ptr<SqliteConnection>> opened =
+      SqliteConnection::OpenReadOnly(db_path, "pass --db FILE with the results of a sweep");
   if (!opened.ok()) return opened.status();
   SqliteConnection& db = **opened;
   const auto value_cap = std::min<std::size_t>(kMaxValueBytes, std::max<std::size_t>(1, limits.max_result_bytes));

@@ -1,7 +1,5 @@
 #include "metrics/store/results_reader.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -178,13 +176,8 @@ constexpr int64_t kResultsTableCount = 6;
 }  // namespace
 
 Result<std::unique_ptr<ResultsReader>> ResultsReader::Open(const std::string& path) {
-  struct stat info;
-  if (path.empty() || ::stat(path.c_str(), &info) != 0) {
-    return Status::NotFound("results database " + path +
-                            " does not exist; pass --db FILE (the coordinator's --db) or run "
-                            "`bakeoff local` to create one");
-  }
-  Result<std::unique_ptr<SqliteConnection>> db = SqliteConnection::Open(path, SQLITE_OPEN_READONLY);
+  Result<std::unique_ptr<SqliteConnection>> db = SqliteConnection::OpenReadOnly(
+      path, "pass --db FILE (the coordinator's --db) or run `bakeoff local` to create one");
   if (!db.ok()) return db.status();
   SqliteConnection& conn = **db;
   BAKEOFF_RETURN_IF_ERROR(conn.Exec("PRAGMA busy_timeout = 5000"));

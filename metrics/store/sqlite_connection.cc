@@ -1,5 +1,7 @@
 #include "metrics/store/sqlite_connection.h"
 
+#include <sys/stat.h>
+
 #include <utility>
 
 namespace bakeoff::metrics {
@@ -67,6 +69,19 @@ Result<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::stri
   }
   sqlite3_extended_result_codes(db, 1);
   return std::unique_ptr<SqliteConnection>(new SqliteConnection(path, db));
+}
+
+Result<std::unique_ptr<SqliteConnection>> SqliteConnection::OpenReadOnly(const std::string& path,
+                                                                         const std::string& missing_hint) {
+  struct stat info;
+  if (path.empty() || ::lstat(path.c_str(), &info) != 0) {
+    return Status::NotFound("results database " + path + " does not exist; " + missing_hint);
+  }
+  if (S_ISLNK(info.st_mode)) {
+    return Status::InvalidArgument("results database '" + path +
+                                   "' is a symbolic link; give the database file itself");
+  }
+  return Open(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW);
 }
 
 Status SqliteConnection::StatusFor(int rc, const std::string& what) const {

@@ -30,6 +30,13 @@ class SqliteConnection {
   // registered VFS name, empty for the default.
   static Result<std::unique_ptr<SqliteConnection>> Open(const std::string& path, int flags,
                                                         const std::string& vfs = "");
+  // An existing results database, read-only, never through a symbolic link (its last
+  // component): kNotFound when nothing is there (`missing_hint` says what to do), and
+  // kInvalidArgument naming the path when it is a link. lstat gives the clear message;
+  // SQLITE_OPEN_NOFOLLOW closes the window between that check and the open, so that a
+  // link swapped in under a reading coordinator is refused too (security review A11).
+  static Result<std::unique_ptr<SqliteConnection>> OpenReadOnly(const std::string& path,
+                                                                const std::string& missing_hint);
 
   ~SqliteConnection();
   SqliteConnection(const SqliteConnection&) = delete;

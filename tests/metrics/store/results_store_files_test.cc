@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "metrics/store/read_only_query.h"
+#include "metrics/store/results_reader.h"
 #include "metrics/store/results_store.h"
 #include "tests/integration/test_files.h"  // ReadFile
 #include "tests/metrics/store/results_store_test_util.h"
@@ -61,6 +63,30 @@ TEST(ResultsStoreFilesTest, ALinkedDatabaseIsRefusedAndItsTargetUntouched) {
   fs::create_symlink(dir.File("elsewhere/new.db"), dir.File("dangling.db"));
   EXPECT_FALSE(OpenAt(dir.File("dangling.db")).ok());
   EXPECT_FALSE(fs::exists(dir.File("elsewhere/new.db")));
+}
+
+// The readers (bakeoff report/query/status, the coordinator's query route and /live) open
+// the database by name on each read: a link put in its place is refused, never followed.
+TEST(ResultsStoreFilesTest, TheReadOnlyOpensRefuseALinkedDatabase) {
+  TempDir dir;
+  { ASSERT_TRUE(OpenAt(dir.File("real.db")).ok()); }
+  fs::create_symlink(dir.File("real.db"), dir.File("results.db"));
+  auto reader = ResultsReader::Open(dir.File("results.db"));
+  ASSERT_FALSE(reader.ok());
+  EXPECT_EQ(reader.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(reader.status().message().find(dir.File("results.db") + "' is a symbolic link"), std::string::npos)
+      << reader.status().message();
+  auto query = RunReadOnlyQuery(dir.File("results.db"), "SELECT COUNT(*) FROM sweeps", QueryLimits{});
+  ASSERT_FALSE(query.ok());
+  EXPECT_NE(query.status().message().find("is a symbolic link"), std::string::npos) << query.status().message();
+  // The file itself reads.
+  EXPECT_TRUE(ResultsReader::Open(dir.File("real.db")).ok());
+  EXPECT_TRUE(RunReadOnlyQuery(dir.File("real.db"), "SELECT COUNT(*) FROM sweeps", QueryLimits{}).ok());
+  // Nothing there: not found, saying what to pass.
+  auto missing = ResultsReader::Open(dir.File("none.db"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(missing.status().message().find("--db FILE"), std::string::npos);
 }
 
 // The second direction: the database's own name is clean, but SQLite would open a
