@@ -12,11 +12,14 @@ std::optional<Clock::TimePoint> WorkerQuarantine::OnAttemptEnded(const std::stri
   const bool quick = ran.has_value() && *ran < policy_.window;
   if (outcome == protocol::Outcome::kSucceeded || !quick) {
     // A good attempt: the streak and the back-off end (an unknown duration, after a
-    // restart, ends the streak only).
+    // restart, ends the streak only). A success also lifts a quarantine it ends in: the
+    // worker did the work (it ran trials because every live worker was quarantined, or
+    // the attempt was placed before).
     auto it = workers_.find(worker);
     if (it == workers_.end()) return std::nullopt;
     it->second.streak = 0;
     if (outcome == protocol::Outcome::kSucceeded || ran.has_value()) it->second.quarantines = 0;
+    if (outcome == protocol::Outcome::kSucceeded) it->second.until.reset();
     return std::nullopt;
   }
   State& state = workers_[worker];

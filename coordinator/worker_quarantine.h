@@ -7,7 +7,7 @@
 //  - A worker's streak counts the attempts it ended itself (attempt_finished) with an
 //    outcome other than succeeded or cancelled, within `window` of their assignment.
 //  - A success, or any attempt that ran `window` or longer, ends the streak and the
-//    back-off; a cancelled attempt (the user's or the coordinator's doing) changes
+//    back-off; a success also ends a quarantine it comes in; a cancelled attempt (the user's or the coordinator's doing) changes
 //    nothing.
 //  - `attempts` such endings in a row put the worker in quarantine for `period`, doubled
 //    for each quarantine since its last good attempt, up to `max_period`. Then it takes

@@ -54,6 +54,26 @@ TEST_F(WorkerQuarantineTest, ASuccessOrALongAttemptEndsTheStreak) {
   EXPECT_TRUE(End("w", Outcome::kOom, 1s));
 }
 
+// A quarantined worker that succeeds (it ran trials because every live worker was
+// quarantined, or the attempt was placed before) takes placements again at once; a long
+// failure ends the streak but not the quarantine.
+TEST_F(WorkerQuarantineTest, ASuccessDuringAQuarantineLiftsIt) {
+  End("w", Outcome::kOom, 1s);
+  End("w", Outcome::kOom, 1s);
+  ASSERT_TRUE(End("w", Outcome::kOom, 1s));
+  End("w", Outcome::kFailed, 30s);
+  EXPECT_TRUE(quarantine_.Quarantined("w", now_)) << "a long failure is no proof of work";
+  End("w", Outcome::kSucceeded, 40s);
+  EXPECT_FALSE(quarantine_.Quarantined("w", now_));
+  EXPECT_FALSE(quarantine_.QuarantinedUntil("w", now_));
+  // And the back-off starts again from the first period.
+  End("w", Outcome::kOom, 1s);
+  End("w", Outcome::kOom, 1s);
+  auto until = End("w", Outcome::kOom, 1s);
+  ASSERT_TRUE(until);
+  EXPECT_EQ(*until, now_ + 5min);
+}
+
 // Cancelled attempts (the user's or the coordinator's doing) neither count nor end the
 // streak; an attempt of unknown length (recovered after a restart) is never quick.
 TEST_F(WorkerQuarantineTest, CancelledAndUnknownLengthAttemptsAreNotQuickFailures) {
