@@ -10,6 +10,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/did_you_mean.h"
+#include "cli/terminal_escape.h"
 #include "protocol/log.h"
 #include "protocol/version.h"
 
@@ -29,8 +30,12 @@ std::vector<std::string> LongFlags(const CLI::App& command) {
   return flags;
 }
 
+using bakeoff::cli::EscapeControlCharacters;
+
+// Every message below quotes what was typed: escaped (cli/terminal_escape.h), so that a
+// control sequence in an argument is shown, never run by the terminal.
 int UnknownCommand(const std::string& typed) {
-  std::cerr << "bakeoff: '" << typed << "' is not a bakeoff command."
+  std::cerr << "bakeoff: '" << EscapeControlCharacters(typed) << "' is not a bakeoff command."
             << bakeoff::cli::DidYouMean(bakeoff::cli::Nearest(typed, CommandNames()))
             << " Run 'bakeoff help' for the list.\n";
   return bakeoff::cli::kExitUsage;
@@ -57,11 +62,18 @@ bool SetLogFormat(const std::vector<std::string>& args) {
   auto format = bakeoff::logging::ParseFormat(value);
   if (!format) {
     std::cerr << "bakeoff: " << (given ? "--log-format" : "BAKEOFF_LOG_FORMAT") << ": expected text or json, got '"
-              << value << "'\n";
+              << EscapeControlCharacters(value) << "'\n";
     return false;
   }
   bakeoff::logging::SetFormat(*format);
   return true;
+}
+
+// CLI11's own failure message (FailureMessage::simple), its text escaped.
+std::string EscapedFailure(const CLI::App* app, const CLI::Error& e) {
+  std::string message = EscapeControlCharacters(e.what()) + "\n";
+  if (app->get_help_ptr() != nullptr) message += "Run with " + app->get_help_ptr()->get_name() + " for more information.\n";
+  return message;
 }
 
 }  // namespace
@@ -72,6 +84,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("bakeoff ") + bakeoff::kBakeoffVersion + " (" +
                                         bakeoff::kBakeoffGitCommit + ")");
   app.footer("Run 'bakeoff help COMMAND' (or 'bakeoff COMMAND --help') for a command's flags.");
+  app.failure_message(EscapedFailure);
   int exit_code = bakeoff::cli::kExitOk;
   for (auto& [name, setup] : bakeoff::cli::Commands()) setup(app, &exit_code);
   // Log lines' form, for every command that logs (local, coordinator, worker): accepted
@@ -106,7 +119,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ExtrasError& e) {
     // A mistyped flag: the nearest of the command's own flags.
-    std::cerr << e.what() << "\n";
+    std::cerr << EscapeControlCharacters(e.what()) << "\n";
     const std::vector<CLI::App*> parsed = app.get_subcommands();
     if (!parsed.empty()) {
       const std::vector<std::string> flags = LongFlags(*parsed.front());
@@ -114,7 +127,7 @@ int main(int argc, char** argv) {
         if (extra.rfind("--", 0) != 0) continue;
         const std::string flag = extra.substr(0, extra.find('='));
         const std::string hint = bakeoff::cli::DidYouMean(bakeoff::cli::Nearest(flag, flags));
-        if (!hint.empty()) std::cerr << flag << ":" << hint << "\n";
+        if (!hint.empty()) std::cerr << EscapeControlCharacters(flag) << ":" << hint << "\n";
       }
       std::cerr << "Run 'bakeoff help " << parsed.front()->get_name() << "' for its flags.\n";
     }

@@ -75,6 +75,26 @@ TEST(CliUsageTest, AMistypedCommandOrFlagNamesTheNearestOne) {
   std::filesystem::remove_all(dir);
 }
 
+// What was typed is quoted back escaped, in CLI11's messages as in Bakeoff's own: an
+// argument carrying a terminal control sequence is shown, not run by the terminal.
+TEST(CliUsageTest, TypedTextInAUsageErrorIsEscaped) {
+  auto dir = testing::FreshTestDir("bakeoff-cli-usage");
+  const std::string hostile = "x\x1b]0;owned\x07y";
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {hostile},                                   // not a command
+           {"validate", "--" + hostile, "sweep.yaml"},  // not a flag (CLI11's ExtrasError)
+           {"status", "--format", hostile},             // not a choice (CLI11's ValidationError)
+           {"status", "--log-format", hostile},         // Bakeoff's own check
+       }) {
+    EXPECT_EQ(RunBakeoff(args, dir / "out.log"), 2) << args.back();
+    const std::string out = testing::ReadFile(dir / "out.log");
+    EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
+    EXPECT_EQ(out.find('\x07'), std::string::npos) << out;
+    EXPECT_NE(out.find("x\\x1b]0;owned\\x07y"), std::string::npos) << out;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // Issue 29: status, report and query pick their results by one rule (cli/result_source.h)
 // and say which on stderr when no flag named it.
 TEST(CliUsageTest, ReadingCommandsPickTheirResultsByOneRuleAndSayWhich) {
