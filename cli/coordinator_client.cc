@@ -145,16 +145,23 @@ Result<HttpResponse> CoordinatorClient::Send(const std::string& method, const st
     request.body() = body;
     request.prepare_payload();
   }
+  // A GET (idempotent) goes again once when no answer came (kUnavailable: the connection
+  // could not be made or ended first), as HTTP clients retry idempotent requests: a
+  // coordinator at its connection cap shuts the oldest silent connection down, which a
+  // client preempted between its connect and its write can be (docs/security.md, hole 4).
+  const int tries = method == "GET" ? 2 : 1;
   Result<HttpResponse> out = Status::Internal("HTTP exchange did not run");
-  try {
-    asio::io_context io;
-    asio::co_spawn(io, Exchange(host_, port_, tls_.get(), std::move(request), timeout_, &out),
-                   [](std::exception_ptr e) {
-                     if (e) std::rethrow_exception(e);
-                   });
-    io.run();
-  } catch (const std::exception& e) {
-    return Status::Unavailable(std::string("HTTP request to the coordinator failed: ") + e.what());
+  for (int attempt = 0; attempt < tries; ++attempt) {
+    try {
+      asio::io_context io;
+      asio::co_spawn(io, Exchange(host_, port_, tls_.get(), request, timeout_, &out), [](std::exception_ptr e) {
+        if (e) std::rethrow_exception(e);
+      });
+      io.run();
+    } catch (const std::exception& e) {
+      out = Status::Unavailable(std::string("HTTP request to the coordinator failed: ") + e.what());
+    }
+    if (out.ok() || out.status().code() != Status::Code::kUnavailable) break;
   }
   return out;
 }

@@ -46,7 +46,8 @@ class CoordinatorClient {
                                           std::chrono::milliseconds timeout = std::chrono::seconds(30),
                                           const std::string& tls_ca = "");
 
-  // Raw calls: any HTTP status is a successful Result; only transport failures fail.
+  // Raw calls: any HTTP status is a successful Result; only transport failures fail. A
+  // GET that got no answer (kUnavailable) is sent once more; a POST never is.
   Result<HttpResponse> Get(const std::string& target) const;
   Result<HttpResponse> Post(const std::string& target, const std::string& body,
                             const std::string& content_type = "application/json") const;
