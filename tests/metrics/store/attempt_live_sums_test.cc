@@ -20,12 +20,10 @@
 namespace bakeoff::metrics {
 namespace {
 
-using testing::SettableClock;
 using testing::kOldRunningAttemptSql;
 using testing::MakeSampleSweep;
 using testing::Placement;
 using testing::Step;
-using testing::TempDir;
 
 // The statement /live ran before schema version 8: every stored step of the sweep's
 // current attempts, expanded from its block. The reference the sums must equal.
@@ -40,17 +38,8 @@ std::string FullScanSql(int64_t sweep_id) {
          std::to_string(sweep_id) + " GROUP BY t.id ORDER BY t.order_index";
 }
 
-class AttemptLiveSumsTest : public ::testing::Test {
+class AttemptLiveSumsTest : public testing::StoreTest {
  protected:
-  std::unique_ptr<ResultsStore> OpenStore() {
-    StoreOptions options;
-    options.path = db_path_;
-    options.env = &env_;
-    Result<std::unique_ptr<ResultsStore>> store = ResultsStore::Open(options);
-    EXPECT_TRUE(store.ok()) << store.status().ToString();
-    return store.ok() ? std::move(*store) : nullptr;
-  }
-
   // A block of `rank`'s steps first..last in `phase` of `trial`'s `attempt`; every
   // seventh step has no peak memory, and rank 1 reports more memory than rank 0.
   static StepBlockRecord Block(int64_t trial, int64_t attempt, int64_t rank, const std::string& phase,
@@ -106,11 +95,6 @@ class AttemptLiveSumsTest : public ::testing::Test {
       EXPECT_EQ(got[i].peak_mem_bytes, want[i].peak_mem_bytes);
     }
   }
-
-  TempDir dir_;
-  std::string db_path_ = dir_.File("results.db");
-  SettableClock clock_;
-  TestEnv env_{clock_};
 };
 
 // Many steps over two ranks and both phases, redelivered and overlapping blocks, a

@@ -17,24 +17,13 @@
 namespace bakeoff::metrics {
 namespace {
 
-using testing::SettableClock;
 using testing::kOldRunningAttemptSql;
 using testing::MakeSampleSweep;
 using testing::Placement;
 using testing::Step;
-using testing::TempDir;
 
-class ResultsStoreTest : public ::testing::Test {
+class ResultsStoreTest : public testing::StoreTest {
  protected:
-  std::unique_ptr<ResultsStore> OpenStore() {
-    StoreOptions options;
-    options.path = db_path_;
-    options.env = &env_;
-    Result<std::unique_ptr<ResultsStore>> store = ResultsStore::Open(options);
-    EXPECT_TRUE(store.ok()) << store.status().ToString();
-    return store.ok() ? std::move(*store) : nullptr;
-  }
-
   // A sweep of 2 variants x 2 repeats; returns its trial ids.
   CreatedSweep CreateSample(ResultsStore& store, const std::string& name = "compile-vs-eager") {
     testing::SampleSweep sample = MakeSampleSweep(name);
@@ -80,11 +69,6 @@ class ResultsStoreTest : public ::testing::Test {
     if (!result.ok() || result->rows.empty()) return nullptr;
     return result->rows[0][0];
   }
-
-  TempDir dir_;
-  std::string db_path_ = dir_.File("results.db");
-  SettableClock clock_;
-  TestEnv env_{clock_};
 };
 
 // --- Schema and migrations -----------------------------------------------------------

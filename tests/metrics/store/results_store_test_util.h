@@ -67,6 +67,26 @@ struct SettableClock : Clock {
   std::chrono::duration<double> Seconds() const { return std::chrono::duration<double>(now_s); }
 };
 
+// The base of the store's fixtures: a database file in a fresh directory, opened through a
+// TestEnv on a SettableClock (so that every time the store writes is the test's).
+class StoreTest : public ::testing::Test {
+ protected:
+  // The store at db_path_; nullptr (and the test has failed) when it cannot be opened.
+  std::unique_ptr<ResultsStore> OpenStore() {
+    StoreOptions options;
+    options.path = db_path_;
+    options.env = &env_;
+    Result<std::unique_ptr<ResultsStore>> store = ResultsStore::Open(options);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+
+  TempDir dir_;
+  std::string db_path_ = dir_.File("results.db");
+  SettableClock clock_;
+  TestEnv env_{clock_};
+};
+
 // Two variants (eager baseline, jit) x `repeats` repeats, interleaved.
 struct SampleSweep {
   SweepRecord sweep;
