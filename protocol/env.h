@@ -10,7 +10,7 @@
 // each line with the Env's clock and hands it to Env::Log.
 //
 // Thread-safety: Env::Default() is safe from any thread. A wrapper is as thread-safe as
-// its overrides (tests/test_env.h's TestEnv locks its log).
+// its overrides (tests/protocol/test_env.h's TestEnv locks its log).
 #pragma once
 
 #include <chrono>
