@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include "metrics/store/read_only_query.h"
@@ -1153,6 +1156,24 @@ TEST_F(ResultsStoreTest, CommitsLeaveCheckpointsToTheStoresThread) {
   EXPECT_GT(FileBytes(db_path_ + "-wal"), 8u << 20);
 }
 
+// How far the WAL's checkpoints have come, read from the WAL index (the -shm file) without
+// taking part: https://www.sqlite.org/walformat.html, "the WAL-index header" (mxFrame at
+// byte 16 of the first header copy) and "the checkpoint info" (nBackfill at byte 96),
+// both in the host's byte order.
+struct WalProgress {
+  uint32_t frames = 0;      // mxFrame: valid frames in the WAL
+  uint32_t backfilled = 0;  // nBackfill: frames already copied into the database
+};
+std::optional<WalProgress> ReadWalIndex(const std::string& shm_path) {
+  std::ifstream in(shm_path, std::ios::binary);
+  char header[136];
+  if (!in.read(header, sizeof header)) return std::nullopt;
+  WalProgress progress;
+  std::memcpy(&progress.frames, header + 16, sizeof progress.frames);
+  std::memcpy(&progress.backfilled, header + 96, sizeof progress.backfilled);
+  return progress;
+}
+
 // The thread copies the WAL into the database, and the WAL is reused once it caught up.
 TEST_F(ResultsStoreTest, TheCheckpointThreadCopiesTheWalIntoTheDatabaseAndReusesIt) {
   StoreOptions options;
@@ -1162,31 +1183,36 @@ TEST_F(ResultsStoreTest, TheCheckpointThreadCopiesTheWalIntoTheDatabaseAndReuses
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   const int64_t trial = AssignFirstTrial(**store);
   ASSERT_TRUE((*store)->MarkRunning(trial, 1)->applied);
-  WriteManyPages(**store, trial);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  WriteManyPages(**store, trial);  // 12 MB: under the writer's own 16 MB checkpoint
+  // Only the thread copies here. The deadlines are for a loaded machine; a quiet one takes
+  // well under a second.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (FileBytes(db_path_) < (8u << 20) && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_GE(FileBytes(db_path_), 8u << 20) << "the rows never reached the database file";
-  // Until the thread has copied every frame (the database file stops growing for half a
-  // second): only then may the writer start the WAL again from its beginning. A fixed
-  // 100 ms was too short on a loaded machine (a CI flake).
-  auto last = FileBytes(db_path_);
-  auto stable_since = std::chrono::steady_clock::now();
-  const auto settle_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() - stable_since < std::chrono::milliseconds(500) &&
-         std::chrono::steady_clock::now() < settle_deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (const auto now_bytes = FileBytes(db_path_); now_bytes != last) {
-      last = now_bytes;
-      stable_since = std::chrono::steady_clock::now();
-    }
+  ASSERT_GE(FileBytes(db_path_), 8u << 20) << "the rows never reached the database file";
+  // Caught up: every frame is in the database. A settle time on the file's size was not
+  // enough on a loaded CI machine (two flakes): the thread can be off the CPU mid-copy.
+  std::optional<WalProgress> progress;
+  while (std::chrono::steady_clock::now() < deadline) {
+    progress = ReadWalIndex(db_path_ + "-shm");
+    if (progress && progress->frames > 0 && progress->backfilled == progress->frames) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  // Reused from its start, the WAL does not grow by another 12 MB.
+  ASSERT_TRUE(progress.has_value()) << "no WAL index";
+  ASSERT_EQ(progress->backfilled, progress->frames) << "the thread never caught up with the WAL";
+  // The next commit starts the WAL again from its beginning: a write far smaller than the
+  // WAL (about 120 KB against megabytes) leaves the file's size as it was. Appended
+  // instead, it would grow it.
   const auto wal = FileBytes(db_path_ + "-wal");
-  WriteManyPages(**store, trial, 200000);
-  EXPECT_LT(FileBytes(db_path_ + "-wal"), wal + (8u << 20));
-  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 400000);
+  MetricsBatch rows;
+  for (int i = 0; i < 2000; ++i) rows.steps.push_back(Step(trial, 1, 0, 200000 + i));
+  ASSERT_TRUE((*store)->AppendBatch(rows).ok());
+  EXPECT_EQ(FileBytes(db_path_ + "-wal"), wal) << "the commit was appended: the WAL was not reused";
+  const auto after = ReadWalIndex(db_path_ + "-shm");
+  ASSERT_TRUE(after.has_value());
+  EXPECT_LT(after->frames, progress->frames) << "the WAL did not start again";
+  EXPECT_EQ(QueryValue("SELECT COUNT(*) FROM step_metrics"), 202000);
 }
 
 // A block of steps first..last of rank 0, phase measure, of `trial`'s attempt 1.
