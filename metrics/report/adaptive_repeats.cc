@@ -25,6 +25,7 @@ AdaptiveWalk WalkComparisons(const std::vector<spec::AnswerComparison>& comparis
         SequentialWalk(RepeatPairs(repeats_of(c.variant_key), repeats_of(c.counterpart_key)), design);
     walk.decisions[c.variant_key].push_back(decision);
     walk.decisions[c.counterpart_key].push_back(decision);
+    walk.by_comparison.push_back(decision);
     walk.answered += decision.stopped() ? 1 : 0;
   }
   return walk;

@@ -42,6 +42,8 @@ struct AdaptiveWalk {
   // Per variant, the decisions of the comparisons it is a side of, in comparison order
   // (VariantDecision makes them one).
   std::map<std::string, std::vector<SequentialDecision>> decisions;
+  // Each comparison's own decision, in the order of the comparisons walked.
+  std::vector<SequentialDecision> by_comparison;
   int answered = 0;  // comparisons whose walk stopped
 };
 

@@ -424,6 +424,31 @@ std::vector<spec::AnswerComparison> AnswerComparisonsOf(const ReportInput& input
   return spec::AnswerComparisons(axis_order, input.baseline, variants);
 }
 
+// The comparisons of `comparisons` that `key` is a side of, each with its own decision
+// (walk.by_comparison, in the same order), named from `key`'s side.
+std::vector<AdaptiveComparison> AdaptiveComparisonsOf(const std::string& key,
+                                                      const std::vector<spec::AnswerComparison>& comparisons,
+                                                      const AdaptiveWalk& walk) {
+  std::vector<AdaptiveComparison> mine;
+  for (std::size_t i = 0; i < comparisons.size() && i < walk.by_comparison.size(); ++i) {
+    const spec::AnswerComparison& c = comparisons[i];
+    if (c.variant_key != key && c.counterpart_key != key) continue;
+    const bool variant_side = c.variant_key == key;
+    const SequentialDecision& d = walk.by_comparison[i];
+    AdaptiveComparison& a = mine.emplace_back();
+    if (c.axis.empty()) {
+      a.against = variant_side ? c.counterpart_key : c.variant_key;
+    } else {
+      a.against = c.axis + "=" + (variant_side ? c.reference : c.value);
+      a.held = c.held;
+    }
+    a.stopped = d.stopped();
+    a.pairs = d.pairs;
+    a.reason = d.stopped() ? SequentialStopName(d.stop) : "still running";
+  }
+  return mine;
+}
+
 bool CancelledByAdaptiveRepeats(const TrialView& t) {
   return t.outcome.Is(protocol::Outcome::kCancelled) && t.reason.rfind(kAdaptiveRepeatsReason, 0) == 0;
 }
@@ -479,8 +504,8 @@ void AddAdaptiveRepeats(const ReportInput& input, const SequentialDesign& design
     r.steps = outcome->second->steps;
     r.tokens_per_step = outcome->second->tokens_per_step;
   }
-  std::map<std::string, std::vector<SequentialDecision>> decisions =
-      WalkComparisons(AnswerComparisonsOf(input, report), repeats, design).decisions;
+  const std::vector<spec::AnswerComparison> comparisons = AnswerComparisonsOf(input, report);
+  const AdaptiveWalk walk = WalkComparisons(comparisons, repeats, design);
   double device_seconds = 0;
   bool any_duration = false;
   for (VariantReport& v : report.variants) {
@@ -498,14 +523,16 @@ void AddAdaptiveRepeats(const ReportInput& input, const SequentialDesign& design
         device_seconds += not_run * Mean(pool) * (ws == world_size.end() ? 1 : ws->second);
       }
     }
-    if (!compared.count(v.key) || decisions[v.key].empty()) continue;
-    SequentialDecision decision = VariantDecision(decisions[v.key]);
+    auto decisions = walk.decisions.find(v.key);
+    if (!compared.count(v.key) || decisions == walk.decisions.end() || decisions->second.empty()) continue;
+    SequentialDecision decision = VariantDecision(decisions->second);
     AdaptiveVariant a;
     a.stopped = decision.stopped();
     a.pairs = decision.pairs;
     a.max_pairs = design.max_pairs;
     a.reason = decision.stopped() ? SequentialStopName(decision.stop) : "still running";
     a.trials_not_run = not_run;
+    a.comparisons = AdaptiveComparisonsOf(v.key, comparisons, walk);
     v.adaptive = a;
   }
   if (any_duration) savings.device_seconds_not_run = device_seconds;

@@ -90,6 +90,20 @@ json ComparisonJson(const Comparison& c) {
   return out;
 }
 
+json AdaptiveJson(const AdaptiveVariant& a) {
+  json comparisons = json::array();
+  for (const AdaptiveComparison& c : a.comparisons) {
+    comparisons.push_back(
+        {{"against", c.against}, {"held", c.held}, {"stopped", c.stopped}, {"pairs", c.pairs}, {"reason", c.reason}});
+  }
+  return {{"stopped", a.stopped},
+          {"pairs", a.pairs},
+          {"max_pairs", a.max_pairs},
+          {"reason", a.reason},
+          {"trials_not_run", a.trials_not_run},
+          {"comparisons", comparisons}};
+}
+
 json VariantJson(const VariantReport& v, double confidence) {
   json loss = json::array();
   for (const auto& [step, value] : v.loss_curve) loss.push_back({step, value});
@@ -141,12 +155,7 @@ json VariantJson(const VariantReport& v, double confidence) {
       {"workers", v.workers},
       {"verdict", VerdictSentence(v, confidence)},
       {"comparison", ComparisonJson(v.comparison)},
-      {"adaptive", v.adaptive ? json{{"stopped", v.adaptive->stopped},
-                                     {"pairs", v.adaptive->pairs},
-                                     {"max_pairs", v.adaptive->max_pairs},
-                                     {"reason", v.adaptive->reason},
-                                     {"trials_not_run", v.adaptive->trials_not_run}}
-                              : json(nullptr)},
+      {"adaptive", v.adaptive ? AdaptiveJson(*v.adaptive) : json(nullptr)},
   };
 }
 

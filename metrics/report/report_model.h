@@ -404,14 +404,28 @@ inline const char* ComparisonStatusName(Comparison::Status status) {
   return "unknown";
 }
 
+// One comparison of the answer that a variant is a side of, and where the sequential rule
+// stopped that comparison.
+struct AdaptiveComparison {
+  std::string against;  // the other side as the answer names it ("micro_batch=1"), else its key
+  std::string held;     // the axes both sides share ("compile_mode=jit"), or empty
+  bool stopped = false;
+  int pairs = 0;
+  std::string reason;   // SequentialStopName, or "still running"
+};
+
 // Adaptive repeats, per compared variant: where the sequential rule stopped it (the
-// same rule, on the same outcomes, as the coordinator: metrics::SequentialWalk).
+// same rule, on the same outcomes, as the coordinator: metrics::SequentialWalk). A
+// variant stops once every comparison it is a side of has stopped, so its pairs and
+// reason are those of the comparison that stopped last (VariantDecision); `comparisons`
+// says which one that was and how each of the others stopped.
 struct AdaptiveVariant {
   bool stopped = false;
   int pairs = 0;        // complete pairs behind the decision
   int max_pairs = 0;
   std::string reason;   // SequentialStopName, e.g. "interval excludes 1"
   int trials_not_run = 0;  // its trials cancelled by adaptive repeats
+  std::vector<AdaptiveComparison> comparisons;  // in the answer's order
 };
 
 // What the adaptive design saved against running every variant to max.

@@ -253,7 +253,22 @@ std::optional<ReportSection> AdaptiveRepeatsSection(const Report& report, const 
     if (!v.adaptive) continue;
     const AdaptiveVariant& a = *v.adaptive;
     std::string cell = (a.stopped ? "stopped after " : "running, ") + std::to_string(a.pairs) + " of " +
-                       std::to_string(a.max_pairs) + " pairs" + (a.stopped ? " (" + a.reason + ")" : "");
+                       std::to_string(a.max_pairs) + " pairs";
+    if (a.comparisons.size() > 1) {
+      // The variant's pairs and reason are its last comparison's: name each, so that a
+      // reason is never read as the verdict of another comparison in the table.
+      cell += a.stopped ? ", when the last of its " + std::to_string(a.comparisons.size()) + " comparisons stopped"
+                        : ", until all " + std::to_string(a.comparisons.size()) + " of its comparisons stop";
+      std::string sep = ": ";
+      for (const AdaptiveComparison& c : a.comparisons) {
+        cell += sep + "against " + c.against + (c.held.empty() ? "" : " with " + c.held) +
+                (c.stopped ? " stopped after " + std::to_string(c.pairs) + " (" + c.reason + ")"
+                           : " running (" + std::to_string(c.pairs) + " pairs)");
+        sep = "; ";
+      }
+    } else if (a.stopped) {
+      cell += " (" + a.reason + ")";
+    }
     adaptive.rows.push_back({v.key, "adaptive: " + cell, std::to_string(a.trials_not_run)});
   }
   return UnlessEmpty(std::move(adaptive));

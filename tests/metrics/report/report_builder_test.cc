@@ -887,6 +887,72 @@ TEST(ReportBuilderTest, AdaptiveSweepReportsWhereEachVariantStoppedAndWhatItSave
   }
 }
 
+// A variant in two comparisons stops when the later one stops, and its row names both:
+// jit at micro-batch 4 is 1.25x eager at 4 (stops after 3 pairs: the interval excludes 1)
+// and the same as jit at 1 (runs to max). The row once said only "max pairs reached",
+// which read as the reason for the compile verdict beside it.
+TEST(ReportBuilderTest, AnAdaptiveVariantInTwoComparisonsNamesWhereEachStopped) {
+  ReportInput input = TwoByTwoSweep();
+  input.baseline = {{"compile_mode", "eager"}, {"micro_batch", "1"}};
+  input.adaptive = AdaptiveDesignInput{3, 6, 0.001};
+  for (VariantInput& v : input.variants) {
+    v.counterpart_key = kEager1;
+    v.is_baseline = v.key == kEager1;
+  }
+  int order = 0;
+  for (int r = 0; r < 6; ++r) {
+    const double drift = 1 + 0.02 * ((r % 3) - 1);
+    const double noise_a = 1 + 0.004 * ((r * 7) % 5 - 2), noise_b = 1 + 0.01 * ((r * 3) % 5 - 2),
+                 noise_c = 1 + 0.01 * ((r * 2) % 5 - 2);
+    const std::map<std::string, double> tokens_per_s = {{kEager1, 1000 * drift},
+                                                        {kJit1, 1250 * drift * noise_a},
+                                                        {kEager4, 1000 * drift * noise_b},
+                                                        {kJit4, 1250 * drift * noise_c}};
+    for (const auto& [key, tps] : tokens_per_s) {
+      TrialSpec spec;
+      spec.tokens_per_s = tps;
+      input.trials.push_back(Succeeded(key, r, spec, order++));
+    }
+  }
+  Report report = BuildReport(input, ReportOptions{});
+  const VariantReport* jit4 = report.FindVariant(kJit4);
+  ASSERT_TRUE(jit4->adaptive.has_value());
+  EXPECT_TRUE(jit4->adaptive->stopped);
+  EXPECT_EQ(jit4->adaptive->pairs, 6);
+  EXPECT_EQ(jit4->adaptive->reason, "max pairs reached");
+  ASSERT_EQ(jit4->adaptive->comparisons.size(), 2u);
+  const AdaptiveComparison& compile = jit4->adaptive->comparisons[0];
+  EXPECT_EQ(compile.against, "compile_mode=eager");
+  EXPECT_EQ(compile.held, "micro_batch=4");
+  EXPECT_EQ(compile.pairs, 3);
+  EXPECT_EQ(compile.reason, "interval excludes 1");
+  const AdaptiveComparison& batch = jit4->adaptive->comparisons[1];
+  EXPECT_EQ(batch.against, "micro_batch=1");
+  EXPECT_EQ(batch.held, "compile_mode=jit");
+  EXPECT_EQ(batch.pairs, 6);
+  EXPECT_EQ(batch.reason, "max pairs reached");
+  // Eager at 4 is the counterpart in the compile comparison: named from its own side.
+  const VariantReport* eager4 = report.FindVariant(kEager4);
+  ASSERT_TRUE(eager4->adaptive.has_value());
+  ASSERT_EQ(eager4->adaptive->comparisons.size(), 2u);
+  EXPECT_EQ(eager4->adaptive->comparisons[0].against, "compile_mode=jit");
+  EXPECT_EQ(eager4->adaptive->comparisons[1].against, "micro_batch=1");
+
+  const std::string text = RenderReportTable(report);
+  testing::ExpectContains(text, {"adaptive: stopped after 6 of 6 pairs, when the last of its 2 comparisons stopped: "
+                                 "against compile_mode=eager with micro_batch=4 stopped after 3 (interval excludes 1); "
+                                 "against micro_batch=1 with compile_mode=jit stopped after 6 (max pairs reached)"});
+  const nlohmann::json json = ReportToJson(report);
+  for (const auto& v : json["variants"]) {
+    if (v["key"] != kJit4) continue;
+    ASSERT_EQ(v["adaptive"]["comparisons"].size(), 2u);
+    EXPECT_EQ(v["adaptive"]["comparisons"][0]["against"], "compile_mode=eager");
+    EXPECT_EQ(v["adaptive"]["comparisons"][0]["held"], "micro_batch=4");
+    EXPECT_EQ(v["adaptive"]["comparisons"][0]["pairs"], 3);
+    EXPECT_EQ(v["adaptive"]["comparisons"][1]["reason"], "max pairs reached");
+  }
+}
+
 TEST(ReportBuilderTest, NonAdaptiveSweepHasNoAdaptiveFigures) {
   Report report = TwoByTwoReport(3, 1.5);
   EXPECT_FALSE(report.adaptive.has_value());
