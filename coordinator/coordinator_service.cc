@@ -251,8 +251,8 @@ Status CoordinatorService::ApplyPlacement(const TrialPlacement& placement) {
 json CoordinatorService::OnRegister(const protocol::RegisterMessage& message, std::shared_ptr<WorkerLink> link) {
   auto admitted = AdmitWorker(message, config_, registry_, link->peer_address(), log_);
   if (auto* rejected = std::get_if<protocol::RejectedMessage>(&admitted)) return protocol::ToJson(*rejected);
-  const protocol::RegisterMessage& checked = std::get<protocol::RegisterMessage>(admitted);
-  auto& info = registry_.Register(checked, WorkerCredential(config_, message.token));
+  const AdmittedWorker& checked = std::get<AdmittedWorker>(admitted);
+  auto& info = registry_.Register(checked.message, checked.credential);
   const std::string id = info.id;
   links_.Attach(id, link);  // the newer connection wins
   // The reply goes first: the cancels and lost-attempt releases below send on this link,

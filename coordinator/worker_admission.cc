@@ -9,7 +9,7 @@ namespace bakeoff::coordinator {
 
 using nlohmann::json;
 
-std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
+std::variant<AdmittedWorker, protocol::RejectedMessage> AdmitWorker(
     const protocol::RegisterMessage& message, const CoordinatorConfig& config, const WorkerRegistry& registry,
     const std::string& peer_address, const logging::Logger& log) {
   // The name goes into log lines and metric labels: checked before anything logs it, and
@@ -75,7 +75,8 @@ std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
   // The scrape address goes verbatim into /api/v1/sd: never a link-local (cloud
   // metadata) address or something that is not a host.
   // A host name is scraped at the connection's own address (ScrapeAddress).
-  protocol::RegisterMessage checked = message;
+  AdmittedWorker admitted{message, credential};
+  protocol::RegisterMessage& checked = admitted.message;
   if (message.metrics_port > 0) {
     const std::string& scrape_host = message.metrics_host.empty() ? message.host : message.metrics_host;
     auto scrape = protocol::ScrapeAddress(scrape_host, peer_address);
@@ -89,7 +90,7 @@ std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
     // still refuses a named address that could never be right.
     checked.metrics_host = peer_address.empty() ? *scrape : peer_address;
   }
-  return checked;
+  return admitted;
 }
 
 std::string WorkerCredential(const CoordinatorConfig& config, const std::string& token) {

@@ -42,11 +42,18 @@ std::string WorkerCredential(const CoordinatorConfig& config, const std::string&
 Status CheckCredentialCapacity(const protocol::RegisterMessage& message, const std::string& credential,
                                const CoordinatorConfig& config, const WorkerRegistry& registry);
 
+// A registration as admitted: the message as checked, and the credential it matched
+// (WorkerCredential), which the registry keeps and its capacity counts against.
+struct AdmittedWorker {
+  protocol::RegisterMessage message;
+  std::string credential;
+};
+
 // The registration as admitted, or the reply that refuses it. Its host must be
 // ValidWorkerHost; its metrics host, when it has a metrics port, is checked by
 // protocol::ScrapeAddress and then replaced by `peer_address`, the connection's own
 // address (when known): /api/v1/sd publishes nothing else. A refusal is logged to `log`.
-std::variant<protocol::RegisterMessage, protocol::RejectedMessage> AdmitWorker(
+std::variant<AdmittedWorker, protocol::RejectedMessage> AdmitWorker(
     const protocol::RegisterMessage& message, const CoordinatorConfig& config, const WorkerRegistry& registry,
     const std::string& peer_address, const logging::Logger& log);
 

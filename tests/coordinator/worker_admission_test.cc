@@ -94,6 +94,15 @@ TEST_F(WorkerAdmissionTest, ACredentialIsNamedByItsLineAndNeverByItsText) {
   EXPECT_EQ(WorkerCredential(config_, "token-"), "");
   config_.worker_tokens.clear();
   EXPECT_EQ(WorkerCredential(config_, "anything"), "") << "no worker token: one credential, unnamed";
+  // The admission hands on the credential it matched: the registry keeps that one.
+  config_.worker_tokens = {"token-a", "token-b"};
+  protocol::RegisterMessage m = Reg();
+  m.token = "token-b";
+  auto admitted = AdmitWorker(m, config_, registry_, "10.0.0.5", log_);
+  auto* worker = std::get_if<AdmittedWorker>(&admitted);
+  ASSERT_NE(worker, nullptr);
+  EXPECT_EQ(worker->credential, "worker-token-2");
+  EXPECT_EQ(worker->message.worker_name, "w1");
 }
 
 // A2: the workers of one credential together get no more than --max-credential-slots;
