@@ -95,7 +95,8 @@ TEST_F(RankProcessTest, AChainThatKeepsForkingASuccessorEndsInOneSweep) {
   ASSERT_TRUE(WaitReaping([&] { return AliveInSession(sid) >= 2; }, 5s)) << "the chain did not start";
   std::this_thread::sleep_for(300ms);  // several links have hopped
   KillStrayChildren();
-  EXPECT_TRUE(WaitReaping([&] { return AliveInSession(sid) == 0; }, 1s))
+  // 5 s is for a loaded machine; an unswept chain lives on for 40 s.
+  EXPECT_TRUE(WaitReaping([&] { return AliveInSession(sid) == 0; }, 5s))
       << AliveInSession(sid) << " process(es) of the chain outlived one sweep";
 }
 
@@ -118,7 +119,7 @@ TEST_F(RankProcessTest, ADeepAndWideTreeEndsInOneSweep) {
   const auto killed = KillStrayChildren();
   ASSERT_EQ(killed.size(), 1u);
   EXPECT_EQ(killed[0].descendants, 60u);
-  EXPECT_TRUE(WaitReaping([&] { return AliveInSession(sid) == 0; }, 1s)) << AliveInSession(sid);
+  EXPECT_TRUE(WaitReaping([&] { return AliveInSession(sid) == 0; }, 5s)) << AliveInSession(sid);
 }
 
 }  // namespace
