@@ -176,6 +176,15 @@ void RunFor(asio::io_context& io, std::chrono::milliseconds duration) {
   while (std::chrono::steady_clock::now() < deadline) io.run_one_for(10ms);
 }
 
+// Runs the server's side until it has recorded `count` failures, or 15 s pass: a fixed
+// 100 ms is too short for a machine under load.
+void RunUntilFailures(EchoServer& server, std::size_t count) {
+  auto deadline = std::chrono::steady_clock::now() + 15s;
+  while (server.failures().size() < count && std::chrono::steady_clock::now() < deadline) {
+    server.io().run_one_for(10ms);
+  }
+}
+
 bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 TEST_F(TlsTest, FramesRoundTripOverTls) {
@@ -197,7 +206,7 @@ TEST_F(TlsTest, PlainClientIsRefusedAndTheServerKeepsServing) {
   EchoServer server(io, Server(certs_->server_cert, certs_->server_key));
   Status plain = FailedRoundTrip(server, nullptr, "");
   EXPECT_EQ(plain.code(), Status::Code::kUnavailable) << plain.ToString();
-  RunFor(io, 100ms);
+  RunUntilFailures(server, 1);
   ASSERT_EQ(server.failures().size(), 1u);
   EXPECT_TRUE(Contains(server.failures()[0].message(), "TLS handshake failed"))
       << server.failures()[0].ToString();
@@ -213,7 +222,7 @@ TEST_F(TlsTest, TlsClientAgainstAPlainServerFailsOnBothSides) {
   EchoServer server(io, nullptr);
   Status result = FailedRoundTrip(server, Client(certs_->ca_cert), "127.0.0.1");
   EXPECT_TRUE(Contains(result.message(), "TLS handshake failed")) << result.ToString();
-  RunFor(io, 100ms);
+  RunUntilFailures(server, 1);
   // The plain side names the problem instead of reporting an oversized frame.
   ASSERT_EQ(server.failures().size(), 1u);
   EXPECT_TRUE(Contains(server.failures()[0].message(), "speaks TLS")) << server.failures()[0].ToString();
@@ -246,7 +255,7 @@ TEST_F(TlsTest, SilentClientTimesOutTheServerHandshake) {
   EchoServer server(io, Server(certs_->server_cert, certs_->server_key), 200ms);
   tcp::socket silent(io);
   silent.connect(tcp::endpoint(asio::ip::address_v4::loopback(), server.port()));
-  RunFor(io, 600ms);
+  RunUntilFailures(server, 1);  // the 200 ms handshake timeout, not the 15 s of the wait
   ASSERT_EQ(server.failures().size(), 1u);
   EXPECT_EQ(server.failures()[0].code(), Status::Code::kTimeout) << server.failures()[0].ToString();
   // The server closed its end: the silent client reads end of file.
