@@ -1208,8 +1208,21 @@ void AddCallouts(const ReportInput& input, const ReportOptions& options, Report&
   int noisy = 0;
   for (const TrialView& t : report.trials) noisy += t.noisy ? 1 : 0;
   if (noisy > 0) {
-    report.callouts.push_back(std::to_string(noisy) + " noisy trial(s): step-time CV above " +
-                              Percent(options.noisy_cv_threshold));
+    std::string callout =
+        std::to_string(noisy) + " noisy trial(s): step-time CV above " + Percent(options.noisy_cv_threshold);
+    // The main job's lockstep groups are noisy by this measure on a shared VM while their
+    // intervals are narrow: say why, so the call-out is not read as a reason to doubt them.
+    bool lockstep = false;
+    for (const VariantReport& v : report.variants) lockstep |= v.comparison.method == IntervalMethod::kLockstepPairs;
+    for (const AxisComparison& a : report.axis_comparisons) {
+      lockstep |= a.comparison.method == IntervalMethod::kLockstepPairs;
+    }
+    if (lockstep) {
+      callout += "; lockstep pairs take each step's ratio to its partner's, so a slowdown that both sides' "
+                 "turns went through does not widen the intervals (Noise and repeats: sd log ratio, "
+                 "within-pair IQR)";
+    }
+    report.callouts.push_back(callout);
   }
   if (std::string slow = SlowOutliers(report, options); !slow.empty()) report.callouts.push_back(slow);
 }

@@ -674,6 +674,12 @@ TEST(ReportBuilderTest, NoisyTrialsAndRepeatsNeeded) {
   Report report = BuildReport(input, ReportOptions{});
   const VariantReport* v = report.FindVariant(kJit1);
   EXPECT_EQ(v->noisy_trials, 3);
+  ASSERT_FALSE(report.callouts.empty());
+  std::string noisy;
+  for (const std::string& c : report.callouts) {
+    if (c.find("noisy trial(s)") != std::string::npos) noisy = c;
+  }
+  EXPECT_EQ(noisy, "3 noisy trial(s): step-time CV above 10.0%") << "interleaved pairs: nothing about lockstep";
   for (const TrialView& t : report.trials) {
     if (t.variant_key == kJit1) {
       EXPECT_TRUE(t.noisy);
