@@ -146,8 +146,8 @@ std::vector<std::string> ReportHeadline(const Report& report) {
                         " trials not run";
     if (a.device_seconds_not_run) saved += ", about " + FormatSeconds(*a.device_seconds_not_run) + " device time";
     lines.push_back("Adaptive repeats: " + std::to_string(a.design.min_pairs) + " to " +
-                    std::to_string(a.design.max_pairs) + " pairs, until +-" +
-                    FormatNumber(a.design.ci_half_width, 3) + "; saved " + saved +
+                    std::to_string(a.design.max_pairs) + " pairs, until an interval excludes 1 or is within +-" +
+                    FormatPercent(a.design.ci_half_width) + "; saved " + saved +
                     " against running every variant to " + std::to_string(a.design.max_pairs) +
                     " (intervals at " + FormatNumber(a.look_confidence * 100, 4) + "% per look)");
   }

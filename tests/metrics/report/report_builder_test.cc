@@ -879,6 +879,9 @@ TEST(ReportBuilderTest, AdaptiveSweepReportsWhereEachVariantStoppedAndWhatItSave
   std::string text = RenderReportTable(report);
   EXPECT_NE(text.find("adaptive: stopped after 3 of 6 pairs (interval excludes 1)"), std::string::npos) << text;
   EXPECT_NE(text.find("saved 12 of 24 trials not run, about 180 s device time"), std::string::npos) << text;
+  EXPECT_NE(text.find("Adaptive repeats: 3 to 6 pairs, until an interval excludes 1 or is within +-0.1%;"),
+            std::string::npos)
+      << text;
   nlohmann::json json = ReportToJson(report);
   EXPECT_EQ(json["adaptive"]["trials_not_run"], 12);
   EXPECT_DOUBLE_EQ(json["adaptive"]["device_seconds_not_run"].get<double>(), 180.0);
