@@ -1125,12 +1125,15 @@ TEST_F(ResultsStoreTest, WriteObserverSeesEveryWriteWithItsOperationAndOutcome) 
 
 // Writes 200,000 step rows (about 12 MB of pages) to `trial` in ten commits, steps from
 // `first_step` on.
+// `count` steps of rank 0 from step `first`, in one batch (one commit).
+void AppendSteps(ResultsStore& store, int64_t trial, int64_t first, int count) {
+  MetricsBatch rows;
+  for (int i = 0; i < count; ++i) rows.steps.push_back(Step(trial, 1, 0, first + i));
+  ASSERT_TRUE(store.AppendBatch(rows).ok());
+}
+
 void WriteManyPages(ResultsStore& store, int64_t trial, int64_t first_step = 0) {
-  for (int batch = 0; batch < 10; ++batch) {
-    MetricsBatch rows;
-    for (int i = 0; i < 20000; ++i) rows.steps.push_back(Step(trial, 1, 0, first_step + batch * 20000 + i));
-    ASSERT_TRUE(store.AppendBatch(rows).ok());
-  }
+  for (int batch = 0; batch < 10; ++batch) AppendSteps(store, trial, first_step + batch * 20000, 20000);
 }
 
 std::uintmax_t FileBytes(const std::string& path) {
@@ -1205,9 +1208,7 @@ TEST_F(ResultsStoreTest, TheCheckpointThreadCopiesTheWalIntoTheDatabaseAndReuses
   // WAL (about 120 KB against megabytes) leaves the file's size as it was. Appended
   // instead, it would grow it.
   const auto wal = FileBytes(db_path_ + "-wal");
-  MetricsBatch rows;
-  for (int i = 0; i < 2000; ++i) rows.steps.push_back(Step(trial, 1, 0, 200000 + i));
-  ASSERT_TRUE((*store)->AppendBatch(rows).ok());
+  AppendSteps(**store, trial, 200000, 2000);
   EXPECT_EQ(FileBytes(db_path_ + "-wal"), wal) << "the commit was appended: the WAL was not reused";
   const auto after = ReadWalIndex(db_path_ + "-shm");
   ASSERT_TRUE(after.has_value());
